@@ -1,0 +1,9 @@
+//! One verb per file. Each exposes `Args` (clap) and `run(args) -> Result<ExitCode, miette::Report>`.
+
+pub mod check;
+pub mod explain;
+pub mod init;
+pub mod proxy;
+pub mod status;
+pub mod trust;
+pub mod wrap;

@@ -1,0 +1,1 @@
+//! MCP client configuration files: discovery, wrapping and unwrapping.

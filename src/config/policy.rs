@@ -1,0 +1,243 @@
+//! The validated, merged policy: stage two of three (`RawPolicy` → `Policy` → `Program`).
+//!
+//! Everything here has been checked (regexes parse, globs parse, variables expanded,
+//! names unique) and still knows where it came from, so `explain-policy` and compile
+//! errors can point back into the YAML. Nothing in this module does I/O.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Index into [`Policy::sources`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceId(pub u32);
+
+/// Where a policy file came from. Decides trust (ARCHITECTURE decision 7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceKind {
+    /// An embedded pack, e.g. `rules/default.yml`, `profiles/strict.yml`, `servers/filesystem-mcp.yaml`.
+    Builtin,
+    /// `~/.mcpwall/config.yml`.
+    User,
+    /// A project's `.mcpwall.yml` that the user has trusted with `mcpwall trust`.
+    ProjectTrusted,
+    /// A project's `.mcpwall.yml` not (or no longer) trusted: only tightening parts apply.
+    ProjectUntrusted,
+    /// A file given with `-c FILE`.
+    Explicit,
+}
+
+/// One loaded policy file, kept whole so diagnostics can render snippets.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Display name: a path, or `builtin:rules/default.yml`.
+    pub name: String,
+    pub kind: SourceKind,
+    pub text: Arc<str>,
+}
+
+/// A byte range in one source, plus the 1-based line and column of its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub source: SourceId,
+    pub offset: usize,
+    pub len: usize,
+    pub line: u32,
+    pub column: u32,
+}
+
+/// A value and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+/// The merged effective policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub sources: Vec<Source>,
+    pub settings: Settings,
+    /// Inbound rules in evaluation order (first match wins).
+    pub rules: Vec<Rule>,
+    /// Outbound rules in evaluation order (first terminal match wins; `log_only` goes on).
+    pub outbound_rules: Vec<OutboundRule>,
+    /// User-defined secret detectors from `secrets.patterns`, in file order.
+    pub secret_patterns: Vec<SecretPattern>,
+    /// Built-in detector names switched off with `secrets: {disable: [..]}`.
+    pub disabled_secrets: Vec<Spanned<String>>,
+    /// Parts of the sources that were loaded but not applied, and why.
+    pub ignored: Vec<Ignored>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboundAction {
+    Allow,
+    Deny,
+    Redact,
+    /// Records an audit event; evaluation continues (like iptables' LOG target).
+    LogOnly,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+/// What the audit log may say about allowed arguments. Denied arguments are never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogArgs {
+    None,
+    /// Allowed arguments are written, with secrets redacted.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedactMarker {
+    /// `[REDACTED BY MCPWALL]`
+    Plain,
+    /// `[REDACTED BY MCPWALL: <detector-name>]`
+    Typed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub max_calls: u32,
+    pub window_seconds: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
+    pub log_dir: Option<PathBuf>,
+    pub log_level: LogLevel,
+    pub log_args: LogArgs,
+    pub default_action: Action,
+    pub rate_limit: Option<RateLimit>,
+    pub max_frame_bytes: usize,
+    pub redact_marker: RedactMarker,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            log_dir: None,
+            log_level: LogLevel::Warn,
+            log_args: LogArgs::None,
+            default_action: Action::Allow,
+            rate_limit: None,
+            max_frame_bytes: 64 * 1024 * 1024,
+            redact_marker: RedactMarker::Plain,
+        }
+    }
+}
+
+/// An inbound rule. All conditions must hold; the first rule that matches decides.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: Spanned<String>,
+    pub description: Option<String>,
+    /// Glob over the JSON-RPC method. Defaults to `tools/call` when the YAML names none.
+    pub method: Spanned<String>,
+    /// Glob over the tool name (`params.name` of `tools/call`).
+    pub tool: Option<Spanned<String>>,
+    pub arguments: Vec<ArgCondition>,
+    pub action: Action,
+    pub message: Option<String>,
+    pub examples: Examples,
+    /// The whole rule's span (its `- name:` entry).
+    pub span: Span,
+}
+
+/// One `ARG_NAME: {matcher}` entry. A YAML matcher mapping with several keys
+/// (e.g. `{regex: .., not_under: ..}`) becomes several conditions on the same selector.
+#[derive(Debug, Clone)]
+pub struct ArgCondition {
+    pub selector: ArgSelector,
+    pub matcher: Matcher,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgSelector {
+    /// The value of this top-level argument (every scalar inside it, if it is an array or object).
+    Named(String),
+    /// `_any_value`: every key and every scalar at every depth of the arguments.
+    AnyValue,
+}
+
+#[derive(Debug, Clone)]
+pub enum Matcher {
+    /// A regex (Rust syntax), validated to compile.
+    Regex(Spanned<String>),
+    /// A glob, validated to compile.
+    Pattern(Spanned<String>),
+    /// Holds when a path-shaped value is NOT under this root. The root is already
+    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) but not yet normalised.
+    NotUnder {
+        root: PathBuf,
+        written: Spanned<String>,
+    },
+    /// Holds when any secret detector finds a secret in the value.
+    Secrets,
+}
+
+/// `examples: {match: [...], no_match: [...]}` on a built-in rule. Inbound examples are
+/// objects `{method?, tool, arguments}`; outbound examples are response texts (strings)
+/// or objects `{tool?, server?, text}`.
+#[derive(Debug, Clone, Default)]
+pub struct Examples {
+    pub should_match: Vec<serde_json::Value>,
+    pub should_not_match: Vec<serde_json::Value>,
+}
+
+/// An outbound rule, judged on every server message.
+#[derive(Debug, Clone)]
+pub struct OutboundRule {
+    pub name: Spanned<String>,
+    pub description: Option<String>,
+    /// Glob over the method of the request this message answers (or of the message itself
+    /// for server requests and notifications). `None` matches every message.
+    pub method: Option<Spanned<String>>,
+    /// Glob over the tool of the `tools/call` this message answers.
+    pub tool: Option<Spanned<String>>,
+    /// Glob over the server name (`--server-name` or the command's basename).
+    pub server: Option<Spanned<String>>,
+    pub secrets: bool,
+    /// Case-insensitive literals, any of which matching satisfies the condition.
+    pub response_contains: Vec<Spanned<String>>,
+    /// Regexes, any of which matching satisfies the condition.
+    pub response_contains_regex: Vec<Spanned<String>>,
+    /// Holds when the message's raw size exceeds this many bytes.
+    pub response_size_exceeds: Option<u64>,
+    pub action: OutboundAction,
+    pub message: Option<String>,
+    pub examples: Examples,
+    pub span: Span,
+}
+
+/// A user-defined secret detector (`secrets.patterns`).
+#[derive(Debug, Clone)]
+pub struct SecretPattern {
+    pub name: Spanned<String>,
+    pub regex: Spanned<String>,
+    pub entropy_threshold: Option<f64>,
+}
+
+/// A part of a source that was loaded but does not apply.
+#[derive(Debug, Clone)]
+pub struct Ignored {
+    pub span: Span,
+    /// What was ignored, e.g. `allow rule "allow-everything"`.
+    pub what: String,
+    /// Why, e.g. `project file is not trusted (run \`mcpwall trust\`)`.
+    pub why: String,
+}

@@ -1,0 +1,33 @@
+//! mcpwall: a firewall for the Model Context Protocol.
+//!
+//! YAML policy → [`config::load`] (validated [`config::Policy`]) → [`program::Program`]
+//! (compiled once, immutable) → evaluated on every frame by the stdio [`proxy`], by
+//! `mcpwall check` and by `mcpwall explain-policy`.
+
+pub mod audit;
+pub mod cli;
+pub mod clients;
+pub mod compile;
+pub mod config;
+pub mod frame;
+pub mod paths;
+pub mod program;
+pub mod proxy;
+pub mod secrets;
+pub mod verdict;
+
+/// The built-in rule packs, profiles and server packs, embedded so `cargo install`
+/// users get them. Keys are the paths under the repository root.
+pub mod builtin {
+    /// `(path, contents)` of every embedded policy file.
+    pub const FILES: &[(&str, &str)] =
+        &[("rules/default.yml", include_str!("../rules/default.yml"))];
+
+    /// The contents of an embedded file, by its path (`rules/default.yml`).
+    pub fn get(path: &str) -> Option<&'static str> {
+        FILES
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, text)| *text)
+    }
+}

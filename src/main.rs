@@ -1,0 +1,61 @@
+//! The `mcpwall` command line: parse, dispatch, map errors to exit codes.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mcpwall::cli;
+
+/// A firewall for the Model Context Protocol.
+///
+/// Put `mcpwall --` in front of an MCP server command to run it behind the policy:
+/// `mcpwall -- npx -y @modelcontextprotocol/server-filesystem /proj`
+#[derive(Debug, Parser)]
+#[command(name = "mcpwall", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    proxy: cli::proxy::Args,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Judge JSON-RPC frames (from stdin or --input) against the policy; exit 0 allow, 1 deny/redact, 2 error.
+    Check(cli::check::Args),
+    /// Print the merged effective policy, with sources and warnings.
+    ExplainPolicy(cli::explain::Args),
+    /// Trust the project's .mcpwall.yml so its allow rules apply.
+    Trust(cli::trust::Args),
+    /// Find MCP client configs, write ~/.mcpwall/config.yml and wrap servers.
+    Init(cli::init::Args),
+    /// Wrap one server of a client config with mcpwall.
+    Wrap(cli::wrap::Args),
+    /// Restore wrapped servers to their original entries.
+    Unwrap(cli::wrap::UnwrapArgs),
+    /// Show which servers in which clients are protected.
+    Status(cli::status::Args),
+    /// Check the setup end to end and say what to fix.
+    Doctor(cli::status::DoctorArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Check(a)) => cli::check::run(a),
+        Some(Command::ExplainPolicy(a)) => cli::explain::run(a),
+        Some(Command::Trust(a)) => cli::trust::run(a),
+        Some(Command::Init(a)) => cli::init::run(a),
+        Some(Command::Wrap(a)) => cli::wrap::run(a),
+        Some(Command::Unwrap(a)) => cli::wrap::run_unwrap(a),
+        Some(Command::Status(a)) => cli::status::run(a),
+        Some(Command::Doctor(a)) => cli::status::run_doctor(a),
+        None => cli::proxy::run(cli.proxy),
+    };
+    match result {
+        Ok(code) => code,
+        Err(report) => {
+            eprintln!("{report:?}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Path handling (ARCHITECTURE decision 9): expansion, normalisation, containment.
