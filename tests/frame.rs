@@ -961,3 +961,152 @@ fn parsed_is_reused_between_frames() {
     assert_eq!(frame.messages().len(), 1);
     assert_eq!(frame.method(&frame.messages()[0]), Some("d"));
 }
+
+// ---- redaction ----
+
+use mcpwall::frame::redact;
+
+/// `(string contents as written, decoded range, raw text the range must cover)`.
+#[allow(clippy::reversed_empty_ranges)] // an inverted range is one of the cases
+const RAW_RANGES: &[(&str, std::ops::Range<usize>, &str)] = &[
+    ("abcdef", 1..3, "bc"),
+    ("abcdef", 0..6, "abcdef"),
+    ("été", 1..2, "é"),
+    ("été", 2..3, "t"),
+    ("日本", 1..4, "日本"),
+    (r"a\u0041b", 1..2, r"\u0041"),
+    (r"a\u0041b", 0..2, r"a\u0041"),
+    (r"\ud83d\ude00x", 0..1, r"\ud83d\ude00"),
+    (r"\ud83d\ude00x", 2..4, r"\ud83d\ude00"),
+    (r"\ud83d\ude00x", 3..5, r"\ud83d\ude00x"),
+    (r"\ud83d\ude00x", 4..5, "x"),
+    (r"a\nb", 1..2, r"\n"),
+    (r"a\nb", 1..3, r"\nb"),
+    (r"a\/b", 0..3, r"a\/b"),
+    (r"\u00e9\u00e9", 1..3, r"\u00e9\u00e9"),
+    (r"x\u00e9", 1..2, r"\u00e9"),
+    ("abc", 2..100, "c"),
+    (r"a\tc", 2..100, "c"),
+    ("abc", 5..9, ""),
+    ("abc", 1..1, ""),
+    (r"\tbc", 3..1, ""),
+];
+
+#[test]
+fn raw_range_covers_whole_escapes_and_characters() {
+    for (written, decoded, want) in RAW_RANGES {
+        let line = format!(r#"{{"jsonrpc":"2.0","method":"m","params":["{written}"]}}"#);
+        let parsed = parse_ok(&line);
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        let tok = frame.tokens().last().unwrap();
+        let raw = redact::raw_range(&frame, tok, decoded.clone());
+        assert_eq!(
+            &line[raw.clone()],
+            *want,
+            "{written} {decoded:?} -> {raw:?}"
+        );
+        assert!(raw.start >= tok.raw.0 as usize && raw.end <= tok.raw.1 as usize);
+    }
+}
+
+#[test]
+fn raw_range_keeps_empty_ranges_at_boundaries() {
+    let line = r#"{"jsonrpc":"2.0","method":"m","params":["ab\u0043d"]}"#;
+    let parsed = parse_ok(line);
+    let frame = Frame::new(line.as_bytes(), &parsed);
+    let tok = frame.tokens().last().unwrap();
+    let s = tok.raw.0 as usize;
+    assert_eq!(redact::raw_range(&frame, tok, 2..2), s + 2..s + 2);
+    assert_eq!(redact::raw_range(&frame, tok, 3..3), s + 8..s + 8);
+    assert_eq!(redact::raw_range(&frame, tok, 4..4), s + 9..s + 9);
+}
+
+type Edit = (std::ops::Range<usize>, &'static str);
+
+/// `(raw, edits, output)`.
+#[allow(clippy::reversed_empty_ranges)] // an inverted range is one of the cases
+const APPLY: &[(&str, &[Edit], &str)] = &[
+    (r#"{"a":"xSECRETy"}"#, &[(7..13, "[R]")], r#"{"a":"x[R]y"}"#),
+    (r#"{"a":"xSECRETy"}"#, &[], r#"{"a":"xSECRETy"}"#),
+    // Overlapping and adjacent edits merge; the first (lowest start) text wins.
+    (
+        r#"{"a":"0123456789"}"#,
+        &[(8..10, "B"), (6..9, "A")],
+        r#"{"a":"A456789"}"#,
+    ),
+    (
+        r#"{"a":"0123456789"}"#,
+        &[(6..8, "A"), (8..10, "B")],
+        r#"{"a":"A456789"}"#,
+    ),
+    (
+        r#"{"a":"0123456789"}"#,
+        &[(6..7, "A"), (8..9, "B")],
+        r#"{"a":"A1B3456789"}"#,
+    ),
+    // Same start: the longer range wins.
+    (
+        r#"{"a":"0123456789"}"#,
+        &[(6..7, "short"), (6..9, "long")],
+        r#"{"a":"long3456789"}"#,
+    ),
+    // Several tokens, given out of order.
+    (
+        r#"{"a":"k1","b":"k2"}"#,
+        &[(15..17, "Y"), (6..8, "X")],
+        r#"{"a":"X","b":"Y"}"#,
+    ),
+    // The replacement is escaped for a JSON string.
+    (
+        r#"{"a":"s"}"#,
+        &[(6..7, "[REDACTED: \"aws\" \\ key]")],
+        r#"{"a":"[REDACTED: \"aws\" \\ key]"}"#,
+    ),
+    (
+        r#"{"a":"s"}"#,
+        &[(6..7, "a\nb\tc\u{1}d\u{1f}é")],
+        r#"{"a":"a\nb\tc\u0001d\u001fé"}"#,
+    ),
+    // Out-of-range and inverted edits are clamped, never a panic.
+    (r#"["ab"]"#, &[(4..99, "Z")], r#"["abZ"#),
+    (r#"["ab"]"#, &[(3..2, "Z")], r#"["aZb"]"#),
+    (r#"["ab"]"#, &[(2..2, "Z")], r#"["Zab"]"#),
+];
+
+#[test]
+fn apply_splices_escaped_replacements() {
+    let mut out = b"stale".to_vec();
+    for (raw, edits, want) in APPLY {
+        let mut edits = edits.to_vec();
+        redact::apply(raw.as_bytes(), &mut edits, &mut out);
+        assert_eq!(String::from_utf8_lossy(&out), *want, "{raw} {edits:?}");
+    }
+}
+
+#[test]
+fn redacting_an_escaped_secret_keeps_valid_json() {
+    // A fake key written with escapes: the whole escaped text is replaced.
+    let key = format!("{}{}", "\\u0041KIA", "ABCDEFGHIJ\\u004bLMNOP");
+    let line = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"text":"key={key}\n"}}}}"#);
+    let parsed = parse_ok(&line);
+    let frame = Frame::new(line.as_bytes(), &parsed);
+    let tok = frame
+        .tokens()
+        .iter()
+        .rfind(|t| t.kind == TokenKind::String)
+        .unwrap();
+    let text = frame.text(tok.text);
+    let start = text.find("AKIA").unwrap();
+    let raw = redact::raw_range(&frame, tok, start..start + 20);
+    assert_eq!(&line[raw.clone()], key);
+    let mut out = Vec::new();
+    redact::apply(
+        line.as_bytes(),
+        &mut vec![(raw, "[REDACTED:aws]")],
+        &mut out,
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"text":"key=[REDACTED:aws]\n"}}"#
+    );
+}

@@ -7,6 +7,8 @@
 
 use std::ops::Range;
 
+#[doc(hidden)]
+pub mod checks;
 pub mod redact;
 pub mod scan;
 
