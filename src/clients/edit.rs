@@ -58,12 +58,21 @@ fn member_style(text: &str, entry: &Node, anchor: &Member) -> MemberStyle {
     let indent = line_start.map(|s| &text[s..anchor.key_span.start]);
     let separator = match indent {
         Some(indent) if line_start.unwrap_or(0) > entry.span.start && is_blank(indent) => {
-            format!(",\n{indent}")
+            format!(",{}{indent}", newline_before(text, line_start.unwrap_or(0)))
         }
         _ if colon == ":" => ",".to_string(),
         _ => ", ".to_string(),
     };
     MemberStyle { colon, separator }
+}
+
+/// The line break ending just before `line_start`: `\r\n` in files written on Windows.
+fn newline_before(text: &str, line_start: usize) -> &'static str {
+    if text[..line_start].ends_with("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
 }
 
 fn is_blank(s: &str) -> bool {
@@ -106,7 +115,12 @@ pub fn wrap(
                 let opening = &text[args.span.start + 1..first.span.start];
                 let separator = match (opening.rfind('\n'), rest.first()) {
                     (Some(nl), _) if is_blank(&opening[nl + 1..]) => {
-                        format!(",\n{}", &opening[nl + 1..])
+                        let line_start = args.span.start + 1 + nl + 1;
+                        format!(
+                            ",{}{}",
+                            newline_before(text, line_start),
+                            &opening[nl + 1..]
+                        )
                     }
                     (_, Some(second)) if &text[first.span.end..second.span.start] == "," => {
                         ",".to_string()
@@ -304,6 +318,16 @@ mod tests {
         let original = "{\n\t\"command\" : \"srv\",\n\t\"cwd\": \"/\"\n}";
         let back = restore_command(&out, Dialect::Json, &path(&["s", "x"]), original).unwrap();
         assert_eq!(back, text);
+    }
+
+    #[test]
+    fn crlf_files_keep_crlf() {
+        let text = "{\r\n  \"x\": {\r\n    \"command\": \"srv\",\r\n    \"args\": [\r\n      \"a\"\r\n    ]\r\n  }\r\n}\r\n";
+        let out = wrap(text, Dialect::Json, &path(&["x"]), "x", "mcpwall").unwrap();
+        assert!(!out.replace("\r\n", "").contains('\n'), "{out:?}");
+        let text = "{\r\n  \"x\": {\r\n    \"command\": \"srv\"\r\n  }\r\n}\r\n";
+        let out = wrap(text, Dialect::Json, &path(&["x"]), "x", "mcpwall").unwrap();
+        assert!(out.contains("\"mcpwall\",\r\n    \"args\": ["), "{out:?}");
     }
 
     #[test]
