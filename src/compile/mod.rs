@@ -112,29 +112,21 @@ struct Diags<'p> {
 
 impl Diags<'_> {
     fn push(&mut self, span: Option<Span>, code: &str, message: String, label: &str, help: &str) {
-        let (src, at) = match span.and_then(|s| {
+        let source = span.and_then(|s| {
             self.policy
                 .sources
                 .get(s.source.0 as usize)
                 .map(|src| (s, src))
-        }) {
-            Some((s, src)) => (
-                miette::NamedSource::new(src.name.clone(), src.text.to_string()),
-                miette::SourceSpan::from((s.offset, s.len)),
-            ),
-            None => (
-                miette::NamedSource::new("builtin", String::new()),
-                miette::SourceSpan::from((0, 0)),
-            ),
-        };
-        self.list.push(PolicyDiagnostic {
-            message,
-            src,
-            span: at,
-            label: label.to_string(),
-            help: Some(help.to_string()),
-            code: code.to_string(),
         });
+        let mut d = match source {
+            Some((s, src)) => {
+                PolicyDiagnostic::at(crate::config::diag::Code::Compile, message, src, s, label)
+            }
+            None => PolicyDiagnostic::new(crate::config::diag::Code::Compile, message),
+        };
+        d.code = code.to_string();
+        d.help = Some(help.to_string());
+        self.list.push(d);
     }
 }
 
