@@ -46,7 +46,7 @@ pub struct Span {
 }
 
 /// A value and where it was written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spanned<T> {
     pub value: T,
     pub span: Span,
@@ -145,6 +145,8 @@ impl Default for Settings {
 pub struct Rule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the JSON-RPC method. Defaults to `tools/call` when the YAML names none.
     pub method: Spanned<String>,
     /// Glob over the tool name (`params.name` of `tools/call`).
@@ -204,6 +206,8 @@ pub struct Examples {
 pub struct OutboundRule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the method of the request this message answers (or of the message itself
     /// for server requests and notifications). `None` matches every message.
     pub method: Option<Spanned<String>>,
@@ -240,4 +244,21 @@ pub struct Ignored {
     pub what: String,
     /// Why, e.g. `project file is not trusted (run \`mcpwall trust\`)`.
     pub why: String,
+}
+
+impl Policy {
+    /// The file a span points into.
+    pub fn source(&self, id: SourceId) -> &Source {
+        &self.sources[id.0 as usize]
+    }
+
+    /// `file:line:column` of a span, for messages, audit and `explain-policy`.
+    pub fn location(&self, span: Span) -> String {
+        format!(
+            "{}:{}:{}",
+            self.source(span.source).name,
+            span.line,
+            span.column
+        )
+    }
 }
