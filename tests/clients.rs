@@ -514,7 +514,6 @@ fn doctor_sandbox() -> Sandbox {
 }
 
 #[test]
-#[ignore = "waits on config::load (config branch) and Program::compile (engine branch)"]
 fn doctor_says_what_to_fix() {
     let sandbox = doctor_sandbox();
     // A file where the log directory should be: it cannot be created.
@@ -525,7 +524,7 @@ fn doctor_says_what_to_fix() {
     for expected in [
         "ok    policy: loads and compiles",
         "FAIL  log directory: ~/.mcpwall/logs is not writable",
-        "FAIL  cursor config: ./.cursor/mcp.json:3:11: not valid JSON",
+        "FAIL  cursor config: ./.cursor/mcp.json:3:10: not valid JSON",
         "ok    claude-code/ok: protected; `sh` found",
         "FAIL  claude-code/gone: the server command `no-such-server-binary` is not found on PATH",
         "      fix: install it, or put its absolute path in ~/.claude.json",
@@ -546,7 +545,6 @@ fn doctor_says_what_to_fix() {
 }
 
 #[test]
-#[ignore = "waits on config::load (config branch)"]
 fn doctor_reports_a_policy_that_does_not_load() {
     let sandbox = doctor_sandbox();
     sandbox.write(
@@ -556,7 +554,7 @@ fn doctor_reports_a_policy_that_does_not_load() {
     let out = sandbox.run(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
-    assert!(stdout.contains("FAIL  policy: does not load"), "{stdout}");
+    assert!(stdout.contains("FAIL  policy: does not load: ~/.mcpwall/config.yml:3:"), "{stdout}");
     assert!(
         stdout.contains("fix: run `mcpwall explain-policy`"),
         "{stdout}"
