@@ -162,9 +162,14 @@ impl<'a> Decoder<'a> {
 
     /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
     fn fields<'n>(&mut self, node: &'n YNode, what: &str, allowed: &[&str]) -> Option<Fields<'n>> {
-        let Node::Map(entries) = &node.value else {
-            self.wrong_type(node, what, "a mapping");
-            return None;
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            // `settings:` with nothing after it is an empty mapping, as YAML writers expect.
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, what, "a mapping");
+                return None;
+            }
         };
         let mut out = Vec::with_capacity(entries.len());
         let mut had_unknown = false;
