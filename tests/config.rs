@@ -310,6 +310,13 @@ const PROBLEMS: &[(&str, &str, &str, u32, u32)] = &[
         36,
     ),
     (
+        "unknown unicode class",
+        "version: 1\nrules:\n  - name: a\n    match: {arguments: {p: {regex: 'x\\p{Nope}'}}}\n    action: deny\n",
+        "bad_regex",
+        4,
+        38,
+    ),
+    (
         "bad outbound regex",
         "version: 1\noutbound_rules:\n  - name: a\n    match: {response_contains_regex: ['[z-a]']}\n    action: deny\n",
         "bad_regex",
