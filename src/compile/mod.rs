@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use regex_automata::meta;
 
-use crate::config::diag::{PolicyDiagnostic, PolicyError};
+use crate::config::diag::{Code, PolicyDiagnostic, PolicyError};
 use crate::config::policy::{
     Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, Span,
 };
@@ -112,21 +112,23 @@ struct Diags<'p> {
 
 impl Diags<'_> {
     fn push(&mut self, span: Option<Span>, code: &str, message: String, label: &str, help: &str) {
-        let source = span.and_then(|s| {
+        let code = match code.rsplit("::").next() {
+            Some("glob") => Code::BadGlob,
+            Some("regex") | Some("secret_pattern") => Code::BadRegex,
+            Some("unknown_secret") => Code::UnknownDetector,
+            _ => Code::Compile,
+        };
+        let located = span.and_then(|s| {
             self.policy
                 .sources
                 .get(s.source.0 as usize)
                 .map(|src| (s, src))
         });
-        let mut d = match source {
-            Some((s, src)) => {
-                PolicyDiagnostic::at(crate::config::diag::Code::Compile, message, src, s, label)
-            }
-            None => PolicyDiagnostic::new(crate::config::diag::Code::Compile, message),
+        let diagnostic = match located {
+            Some((s, src)) => PolicyDiagnostic::at(code, message, src, s, label),
+            None => PolicyDiagnostic::new(code, message),
         };
-        d.code = code.to_string();
-        d.help = Some(help.to_string());
-        self.list.push(d);
+        self.list.push(diagnostic.with_help(help));
     }
 }
 
