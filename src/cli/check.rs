@@ -471,18 +471,25 @@ impl<'p> Checker<'p> {
             MessageKind::Result | MessageKind::Error => self.pending.get(id),
             _ => None,
         });
-        let tool: Option<String> = self
-            .args
-            .tool
-            .clone()
-            .or_else(|| answered.and_then(|p| p.tool.clone()));
-        let method: Option<String> = answered.map(|p| p.method.clone()).or_else(|| {
-            match (frame.method(msg), &self.args.tool) {
-                (Some(m), _) => Some(m.to_string()),
-                (None, Some(_)) => Some("tools/call".to_string()),
-                (None, None) => None,
-            }
-        });
+        let is_response = matches!(msg.kind, MessageKind::Result | MessageKind::Error);
+        // `--tool` says what responses answer; a server's own requests and notifications
+        // answer nothing.
+        let tool: Option<String> = match is_response {
+            true => self
+                .args
+                .tool
+                .clone()
+                .or_else(|| answered.and_then(|p| p.tool.clone())),
+            false => None,
+        };
+        let method: Option<String> =
+            answered
+                .map(|p| p.method.clone())
+                .or_else(|| match (frame.method(msg), &tool) {
+                    (Some(m), _) => Some(m.to_string()),
+                    (None, Some(_)) => Some("tools/call".to_string()),
+                    (None, None) => None,
+                });
         let call = CallInfo {
             method: method.as_deref(),
             tool: tool.as_deref(),
@@ -575,19 +582,20 @@ impl<'p> Checker<'p> {
     fn telling_value(&mut self, frame: &Frame<'_>, msg: &Message) -> String {
         let tokens = frame.tokens();
         let mut best: Option<(usize, &str)> = None;
-        for tok in &tokens[msg.args.clone()] {
+        let rank_of = |key: Option<&crate::frame::Token>| {
+            key.filter(|k| k.kind == TokenKind::Key)
+                .and_then(|k| TELLING_ARGS.iter().position(|t| *t == frame.text(k.text)))
+                .unwrap_or(TELLING_ARGS.len())
+        };
+        for i in msg.args.clone() {
+            let tok = &tokens[i];
             if tok.kind != TokenKind::String {
                 continue;
             }
-            let key = tokens
-                .get(tok.arg as usize)
-                .filter(|k| k.kind == TokenKind::Key)
-                .map(|k| frame.text(k.text))
-                .unwrap_or("");
-            let rank = TELLING_ARGS
-                .iter()
-                .position(|k| *k == key)
-                .unwrap_or(TELLING_ARGS.len());
+            // Rank by the value's own key (`path` inside `arguments` of a look-alike
+            // method) and by the top-level argument it sits in, whichever tells more.
+            let own_key = i.checked_sub(1).map(|k| &tokens[k]);
+            let rank = rank_of(own_key).min(rank_of(tokens.get(tok.arg as usize)));
             if best.is_none_or(|(r, _)| rank < r) {
                 best = Some((rank, frame.text(tok.text)));
             }

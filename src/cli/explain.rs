@@ -434,13 +434,19 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
             let other = name_at(&earlier.name.value, earlier.span);
             if earlier.action == rule.action {
                 out.push(format!(
-                    "{me} is redundant: the earlier {other} matches everything it matches and also {}s it",
-                    action_word(rule.action)
+                    "{me} is redundant: the earlier {other} matches everything it matches and also {} it",
+                    match rule.action {
+                        Action::Allow => "allows",
+                        Action::Deny => "denies",
+                    }
                 ));
             } else {
                 out.push(format!(
-                    "{me} is shadowed and can never decide: the earlier {other} matches everything it matches and {}s it first",
-                    action_word(earlier.action)
+                    "{me} is shadowed and can never decide: the earlier {other} matches everything it matches and {} it first",
+                    match earlier.action {
+                        Action::Allow => "allows",
+                        Action::Deny => "denies",
+                    }
                 ));
             }
         }

@@ -57,9 +57,27 @@ pub fn fake(detector: &str) -> Option<String> {
 
 /// Replace every placeholder in `text`.
 pub fn expand(text: &str, home: &str, project_dir: &str) -> String {
+    expand_with(text, home, project_dir, |s| s.to_string())
+}
+
+/// Replace every placeholder in `text` that sits inside JSON strings (a JSONL file), with
+/// the replacements JSON-escaped.
+pub fn expand_in_json(text: &str, home: &str, project_dir: &str) -> String {
+    expand_with(text, home, project_dir, |s| {
+        let quoted = serde_json::to_string(s).expect("a string serialises");
+        quoted[1..quoted.len() - 1].to_string()
+    })
+}
+
+fn expand_with(
+    text: &str,
+    home: &str,
+    project_dir: &str,
+    escape: impl Fn(&str) -> String,
+) -> String {
     let mut out = text
-        .replace("${HOME}", home)
-        .replace("${PROJECT_DIR}", project_dir);
+        .replace("${HOME}", &escape(home))
+        .replace("${PROJECT_DIR}", &escape(project_dir));
     while let Some(start) = out.find("{{fake:") {
         let end = out[start..]
             .find("}}")
@@ -67,7 +85,7 @@ pub fn expand(text: &str, home: &str, project_dir: &str) -> String {
             .unwrap_or_else(|| panic!("unterminated placeholder in {text:?}"));
         let name = out[start + 7..end].to_string();
         let value = fake(&name).unwrap_or_else(|| panic!("no fake for detector {name:?}"));
-        out.replace_range(start..end + 2, &value);
+        out.replace_range(start..end + 2, &escape(&value));
     }
     out
 }
