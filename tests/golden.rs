@@ -16,6 +16,8 @@
 
 #[path = "support/fakes.rs"]
 mod fakes;
+#[path = "support/frames.rs"]
+mod frames;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -262,4 +264,204 @@ fn every_pack_file_is_embedded() {
         }
     }
     assert!(missing.is_empty(), "not in builtin::FILES: {missing:?}");
+}
+
+/// `explain-policy --format yaml` of every built-in pack loads back to the same policy:
+/// the same rules in the same order with the same conditions, the same settings and
+/// detectors, and the same verdict on every example.
+#[test]
+fn yaml_round_trip_of_every_builtin_pack() {
+    use mcpwall::config::LoadOptions;
+    use mcpwall::frame::{Frame, Limits, Parsed};
+    use mcpwall::paths::PathEnv;
+    use mcpwall::program::{CallInfo, Program};
+
+    let sandbox = Sandbox::new();
+    let opts = LoadOptions {
+        explicit: None,
+        home: sandbox.home.clone(),
+        project_dir: sandbox.project.clone(),
+    };
+    let env = PathEnv::new(&sandbox.home, &sandbox.project);
+    for (path, _) in mcpwall::builtin::FILES {
+        let name = pack_name(path);
+        let first = mcpwall::cli::explain::load_pack(&name, &opts).expect("pack loads");
+        let yaml = mcpwall::cli::explain::render_yaml(&first).expect("yaml renders");
+        let second =
+            mcpwall::config::load_str("round-trip.yaml", &yaml, &opts).unwrap_or_else(|e| {
+                panic!(
+                    "{path}: YAML does not load back: {:?}\n{yaml}",
+                    miette::Report::new(e)
+                )
+            });
+        assert_eq!(
+            shape(&first),
+            shape(&second),
+            "{path}: policy changed in the round trip"
+        );
+        assert!(
+            second.ignored.is_empty(),
+            "{path}: round trip ignored parts"
+        );
+
+        let p1 = Program::compile_with(&first, &env).expect("compiles");
+        let p2 = Program::compile_with(&second, &env).expect("compiles");
+        let (mut s1, mut s2) = (p1.scratch(), p2.scratch());
+        let home = sandbox.home.to_string_lossy();
+        let project = sandbox.project.to_string_lossy();
+        let mut parsed = Parsed::new();
+        for rule in &first.rules {
+            for ex in rule
+                .examples
+                .should_match
+                .iter()
+                .chain(&rule.examples.should_not_match)
+            {
+                let line = frames::request_line(&fakes::expand_json(ex, &home, &project));
+                parsed
+                    .parse(line.as_bytes(), &Limits::default())
+                    .expect("example parses");
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                let msg = &frame.messages()[0];
+                assert_eq!(
+                    p1.evaluate_request(&frame, msg, &mut s1),
+                    p2.evaluate_request(&frame, msg, &mut s2),
+                    "{path}: verdicts differ after the round trip on {line}"
+                );
+            }
+        }
+        for rule in &first.outbound_rules {
+            for ex in rule
+                .examples
+                .should_match
+                .iter()
+                .chain(&rule.examples.should_not_match)
+            {
+                let (line, tool, server) =
+                    frames::response_line(&fakes::expand_json(ex, &home, &project));
+                parsed
+                    .parse(line.as_bytes(), &Limits::default())
+                    .expect("example parses");
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                let msg = &frame.messages()[0];
+                let call = CallInfo {
+                    method: Some("tools/call"),
+                    tool: tool.as_deref(),
+                    server: &server,
+                };
+                let a = format!("{:?}", p1.scan_response(&frame, msg, &call, &mut s1));
+                let b = format!("{:?}", p2.scan_response(&frame, msg, &call, &mut s2));
+                assert_eq!(
+                    a, b,
+                    "{path}: outcomes differ after the round trip on {line}"
+                );
+            }
+        }
+    }
+}
+
+/// Everything about a policy that decides verdicts or is shown to users, without spans.
+fn shape(p: &mcpwall::config::Policy) -> Vec<String> {
+    use mcpwall::config::policy::Matcher;
+    let mut out = vec![format!("{:?}", p.settings)];
+    for r in &p.rules {
+        let conds: Vec<String> = r
+            .arguments
+            .iter()
+            .map(|c| {
+                let m = match &c.matcher {
+                    Matcher::Regex(x) => format!("regex {}", x.value),
+                    Matcher::Pattern(x) => format!("pattern {}", x.value),
+                    Matcher::NotUnder { root, .. } => format!("not_under {}", root.display()),
+                    Matcher::Secrets => "secrets".to_string(),
+                };
+                format!("{:?} {m}", c.selector)
+            })
+            .collect();
+        out.push(format!(
+            "in {} {} {:?} {conds:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            r.name.value,
+            r.method.value,
+            r.tool.as_ref().map(|t| &t.value),
+            r.action,
+            r.message,
+            r.description,
+            r.why,
+            r.examples.should_match,
+            r.examples.should_not_match
+        ));
+    }
+    for r in &p.outbound_rules {
+        let v = |x: &Option<mcpwall::config::policy::Spanned<String>>| {
+            x.as_ref().map(|s| s.value.clone())
+        };
+        let list = |xs: &[mcpwall::config::policy::Spanned<String>]| {
+            xs.iter().map(|s| s.value.clone()).collect::<Vec<_>>()
+        };
+        out.push(format!(
+            "out {} {:?} {:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            r.name.value,
+            v(&r.method),
+            v(&r.tool),
+            v(&r.server),
+            r.secrets,
+            list(&r.response_contains),
+            list(&r.response_contains_regex),
+            r.response_size_exceeds,
+            r.action,
+            r.message,
+            r.description,
+            r.why,
+            r.examples.should_match,
+            r.examples.should_not_match
+        ));
+    }
+    for s in &p.secret_patterns {
+        out.push(format!(
+            "secret {} {} {:?}",
+            s.name.value, s.regex.value, s.entropy_threshold
+        ));
+    }
+    for d in &p.disabled_secrets {
+        out.push(format!("disabled {}", d.value));
+    }
+    out
+}
+
+/// The same round trip for the hand-written policies, which use secret patterns,
+/// `disable`, `not_under` and outbound conditions the packs do not.
+#[test]
+fn yaml_round_trip_of_custom_policies() {
+    use mcpwall::config::LoadOptions;
+
+    let sandbox = Sandbox::new();
+    let opts = LoadOptions {
+        explicit: None,
+        home: sandbox.home.clone(),
+        project_dir: sandbox.project.clone(),
+    };
+    let dir = golden_dir().join("explain").join("policies");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("policies dir") {
+        let path = entry.expect("entry").path();
+        let text = sandbox.expand(&std::fs::read_to_string(&path).expect("policy"));
+        let first = mcpwall::config::load_str("policy.yaml", &text, &opts).expect("policy loads");
+        let yaml = mcpwall::cli::explain::render_yaml(&first).expect("yaml renders");
+        let second =
+            mcpwall::config::load_str("round-trip.yaml", &yaml, &opts).unwrap_or_else(|e| {
+                panic!(
+                    "{}: YAML does not load back: {:?}\n{yaml}",
+                    path.display(),
+                    miette::Report::new(e)
+                )
+            });
+        assert_eq!(
+            shape(&first),
+            shape(&second),
+            "{}: changed in the round trip",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 3);
 }
