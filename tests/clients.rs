@@ -496,3 +496,152 @@ fn init_keeps_an_existing_config_unless_forced() {
         .any(|t| t == mine);
     assert!(kept);
 }
+
+fn doctor_sandbox() -> Sandbox {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "home/.claude.json",
+        "{\n  \"mcpServers\": {\n    \"ok\": { \"command\": \"sh\", \"args\": [\"-c\", \"cat\"] },\n    \"gone\": { \"command\": \"no-such-server-binary\" }\n  }\n}\n",
+    );
+    sandbox.write(
+        "project/.cursor/mcp.json",
+        "{\n  \"mcpServers\": {\n    \"x\": \"\n}\n",
+    );
+    for name in ["ok", "gone"] {
+        assert_eq!(code(&sandbox.run(&["wrap", name])), 1);
+    }
+    sandbox
+}
+
+#[test]
+fn doctor_says_what_to_fix() {
+    let sandbox = doctor_sandbox();
+    // A file where the log directory should be: it cannot be created.
+    sandbox.write("home/.mcpwall/logs", "not a directory");
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    for expected in [
+        "ok    policy: loads and compiles",
+        "FAIL  log directory: ~/.mcpwall/logs is not writable",
+        "FAIL  cursor config: ./.cursor/mcp.json:3:10: not valid JSON",
+        "ok    claude-code/ok: protected; `sh` found",
+        "FAIL  claude-code/gone: the server command `no-such-server-binary` is not found on PATH",
+        "      fix: install it, or put its absolute path in ~/.claude.json",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    std::fs::remove_file(sandbox.home().join(".mcpwall/logs")).unwrap();
+    sandbox.write("project/.cursor/mcp.json", "{}");
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"ok\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"sh\"]}}}",
+    );
+    let out = sandbox.run(&["doctor"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+}
+
+#[test]
+fn doctor_reports_a_policy_that_does_not_load() {
+    let sandbox = doctor_sandbox();
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nrules:\n  - nonsense: [\n",
+    );
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(stdout.contains("FAIL  policy: does not load: ~/.mcpwall/config.yml:3:"), "{stdout}");
+    assert!(
+        stdout.contains("fix: run `mcpwall explain-policy`"),
+        "{stdout}"
+    );
+}
+
+/// Read stdout lines of a child until it closes, or fail after `secs`.
+fn read_lines_with_timeout(mut stdout: std::process::ChildStdout, secs: u64) -> Vec<String> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let text = rx
+        .recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the wrapped server did not finish in time");
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+#[ignore = "waits on the proxy, engine and default pack (proxy, engine, packs branches)"]
+fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes() {
+    use std::io::Write;
+    let sandbox = Sandbox::empty();
+    let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
+    sandbox.write("home/.claude.json", original);
+    let out = sandbox.run(&["wrap", "files"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Start exactly what the rewritten file says, the way Claude Code would.
+    let rewritten: serde_json::Value =
+        serde_json::from_str(&sandbox.read("home/.claude.json")).unwrap();
+    let entry = &rewritten["mcpServers"]["files"];
+    let command = entry["command"].as_str().unwrap();
+    assert_eq!(command, "mcpwall");
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new(bin_dir.join(command))
+        .args(&args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let key = sandbox.home().join(".ssh/id_rsa");
+    let call = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": key.display().to_string()}}
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{call}").unwrap();
+    drop(stdin);
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 20);
+    let _ = child.kill();
+    let _ = child.wait();
+    let frames: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    // `cat` echoes whatever reaches it: a denied call must not come back as a request.
+    assert!(
+        frames.iter().all(|f| f.get("method").is_none()),
+        "the call reached the server: {lines:?}"
+    );
+    let denial = frames
+        .iter()
+        .find(|f| f["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call: {lines:?}"));
+    assert!(
+        denial.get("error").is_some() || denial["result"]["isError"] == true,
+        "{denial}"
+    );
+
+    let out = sandbox.run(&["unwrap", "files"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(sandbox.read("home/.claude.json"), original);
+}

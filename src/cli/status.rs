@@ -214,17 +214,40 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
         project_dir: env.project_dir.clone(),
     };
     let fix = "run `mcpwall explain-policy` to see every problem with its file and line";
-    let policy = crate::config::load(&opts)
-        .map_err(|e| Check::bad(Status::Fail, "policy", format!("does not load: {e}"), fix))?;
+    let policy = crate::config::load(&opts).map_err(|e| {
+        Check::bad(
+            Status::Fail,
+            "policy",
+            format!("does not load: {}", describe(&e, env)),
+            fix,
+        )
+    })?;
     let program = crate::program::Program::compile(&policy).map_err(|e| {
         Check::bad(
             Status::Fail,
             "policy",
-            format!("does not compile: {e}"),
+            format!("does not compile: {}", describe(&e, env)),
             fix,
         )
     })?;
-    let sources: Vec<_> = policy.sources.iter().map(|s| s.name.as_str()).collect();
+    let has_default_pack = policy.sources.iter().any(|s| {
+        s.kind == crate::config::policy::SourceKind::Builtin
+            && s.name.ends_with(crate::config::DEFAULT_PACK)
+    });
+    if !has_default_pack {
+        return Err(Check::bad(
+            Status::Warn,
+            "policy",
+            "loads and compiles, but does not include the built-in default pack",
+            "add `default` to `extends:` in your policy file (`mcpwall init` writes it so)",
+        ));
+    }
+    let sources: Vec<_> = policy
+        .sources
+        .iter()
+        .filter(|s| s.kind != crate::config::policy::SourceKind::Builtin)
+        .map(|s| clients::display_path(env, Path::new(&s.name)))
+        .collect();
     let check = Check::ok(
         "policy",
         format!(
@@ -234,11 +257,37 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
             if sources.is_empty() {
                 "the built-in default pack".to_string()
             } else {
-                sources.join(", ")
+                format!("{} and built-in packs", sources.join(", "))
             }
         ),
     );
     Ok((check, program.settings().log_dir.clone()))
+}
+
+/// The first problems of a policy error, each as `file:line:col: message`.
+fn describe(error: &crate::config::PolicyError, env: &Env) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = error
+        .diagnostics
+        .iter()
+        .take(SHOWN)
+        .map(|d| match &d.location {
+            Some((file, line, column)) => format!(
+                "{}:{line}:{column}: {}",
+                clients::display_path(env, Path::new(file)),
+                d.message
+            ),
+            None => d.message.clone(),
+        })
+        .collect();
+    if error.diagnostics.len() > SHOWN {
+        parts.push(format!("and {} more", error.diagnostics.len() - SHOWN));
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join("; ")
+    }
 }
 
 /// The audit log directory exists (or can be made) and takes a new file.
