@@ -183,6 +183,7 @@ const WRAPPABLE: &[&str] = &[
     "fetch",
     "search",
     "time",
+    "browser",
 ];
 
 #[test]
@@ -554,7 +555,10 @@ fn doctor_reports_a_policy_that_does_not_load() {
     let out = sandbox.run(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
-    assert!(stdout.contains("FAIL  policy: does not load: ~/.mcpwall/config.yml:3:"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  policy: does not load: ~/.mcpwall/config.yml:3:"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("fix: run `mcpwall explain-policy`"),
         "{stdout}"

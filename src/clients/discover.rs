@@ -35,16 +35,24 @@ pub enum Client {
     /// Windows `%APPDATA%\Code\User\`); entries carry `"type": "stdio"|"http"|"sse"`. The
     /// files are JSON with comments, like every VS Code settings file.
     VsCode,
+    /// Zed. <https://zed.dev/docs/ai/mcp>: key `context_servers` in `settings.json`
+    /// (`~/.config/zed/` on macOS and Linux, `%APPDATA%\Zed\` on Windows, per
+    /// <https://zed.dev/docs/configuring-zed>) and `<project>/.zed/settings.json`. Custom
+    /// servers are `{"source": "custom", "command": …, "args": […], "env": {…}}`; entries
+    /// without a string `command` (extension-provided servers, the older
+    /// `"command": {"path": …}` form) are listed as skipped. The files are JSON with comments.
+    Zed,
 }
 
 impl Client {
     /// Every supported client, in display order.
-    pub const ALL: [Client; 5] = [
+    pub const ALL: [Client; 6] = [
         Client::ClaudeCode,
         Client::ClaudeDesktop,
         Client::Cursor,
         Client::Windsurf,
         Client::VsCode,
+        Client::Zed,
     ];
 
     /// The identifier used on the command line (`--client`) and in records.
@@ -55,6 +63,7 @@ impl Client {
             Client::Cursor => "cursor",
             Client::Windsurf => "windsurf",
             Client::VsCode => "vscode",
+            Client::Zed => "zed",
         }
     }
 
@@ -66,7 +75,7 @@ impl Client {
     /// How the client's files are written.
     pub fn dialect(self) -> Dialect {
         match self {
-            Client::VsCode => Dialect::Jsonc,
+            Client::VsCode | Client::Zed => Dialect::Jsonc,
             _ => Dialect::Json,
         }
     }
@@ -75,6 +84,7 @@ impl Client {
     fn servers_key(self) -> &'static str {
         match self {
             Client::VsCode => "servers",
+            Client::Zed => "context_servers",
             _ => "mcpServers",
         }
     }
@@ -251,6 +261,22 @@ impl Env {
         add(Client::VsCode, Scope::User, mac_support.join(&vscode_user));
         if let Some(appdata) = &self.appdata {
             add(Client::VsCode, Scope::User, appdata.join(&vscode_user));
+        }
+
+        let zed = Path::new("zed").join("settings.json");
+        add(
+            Client::Zed,
+            Scope::Project,
+            project.join(".zed").join("settings.json"),
+        );
+        add(Client::Zed, Scope::User, self.config_home().join(&zed));
+        add(Client::Zed, Scope::User, home.join(".config").join(&zed));
+        if let Some(appdata) = &self.appdata {
+            add(
+                Client::Zed,
+                Scope::User,
+                appdata.join("Zed").join("settings.json"),
+            );
         }
         out
     }
