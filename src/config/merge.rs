@@ -47,6 +47,13 @@ pub(crate) enum Restricted {
 /// `.yaml` is accepted as the file extension too. Only embedded files resolve: a path on
 /// disk can never be extended.
 pub fn resolve_extends(name: &str) -> Option<&'static str> {
+    resolve_in(crate::builtin::FILES, name)
+}
+
+/// A table of embedded files: `(path, contents)`, like [`crate::builtin::FILES`].
+pub type Packs = &'static [(&'static str, &'static str)];
+
+fn resolve_in(packs: Packs, name: &str) -> Option<&'static str> {
     let base = if name.contains('/') {
         let (dir, _) = name.split_once('/')?;
         if !matches!(dir, "profiles" | "servers" | "rules") {
@@ -61,7 +68,7 @@ pub fn resolve_extends(name: &str) -> Option<&'static str> {
     }
     for ext in ["yml", "yaml"] {
         let path = format!("{base}.{ext}");
-        if let Some((p, _)) = crate::builtin::FILES.iter().find(|(p, _)| *p == path) {
+        if let Some((p, _)) = packs.iter().find(|(p, _)| *p == path) {
             return Some(p);
         }
     }
@@ -70,7 +77,11 @@ pub fn resolve_extends(name: &str) -> Option<&'static str> {
 
 /// Every name `extends` accepts, for "did you mean" and help texts.
 pub fn extends_names() -> Vec<String> {
-    crate::builtin::FILES
+    names_in(crate::builtin::FILES)
+}
+
+fn names_in(packs: Packs) -> Vec<String> {
+    packs
         .iter()
         .filter_map(|(p, _)| {
             let stem = p.strip_suffix(".yml").or_else(|| p.strip_suffix(".yaml"))?;
@@ -92,6 +103,8 @@ pub(crate) struct FileInput {
 /// Collects files, diagnostics and the merged parts.
 pub(crate) struct Merger {
     vars: Vars,
+    /// Where `extends` names are looked up (the embedded files; a fixed table in tests).
+    packs: Packs,
     sources: Vec<Source>,
     diags: Vec<PolicyDiagnostic>,
     /// Packs already included (by embedded path), and whether that inclusion was restricted.
@@ -106,9 +119,10 @@ pub(crate) struct Merger {
 }
 
 impl Merger {
-    pub(crate) fn new(vars: Vars) -> Merger {
+    pub(crate) fn new(vars: Vars, packs: Packs) -> Merger {
         Merger {
             vars,
+            packs,
             sources: Vec::new(),
             diags: Vec::new(),
             included: HashMap::new(),
@@ -137,7 +151,7 @@ impl Merger {
         if self.included.insert(path, Restricted::No).is_some() {
             return;
         }
-        let text = crate::builtin::get(path).unwrap_or("");
+        let text = self.pack_text(path);
         let mut stack = vec![path];
         self.add(
             FileInput {
@@ -193,8 +207,8 @@ impl Merger {
         }
         self.settings.push((settings, restricted));
         for name in extends {
-            let Some(path) = resolve_extends(&name.value) else {
-                let names = extends_names();
+            let Some(path) = resolve_in(self.packs, &name.value) else {
+                let names = names_in(self.packs);
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
                 let label = match did_you_mean(&name.value, &refs) {
                     Some(near) => format!("did you mean `{near}`?"),
@@ -242,7 +256,7 @@ impl Merger {
             }
             self.included.insert(path, restricted);
             stack.push(path);
-            let text = crate::builtin::get(path).unwrap_or("");
+            let text = self.pack_text(path);
             self.add(
                 FileInput {
                     name: format!("builtin:{path}"),
@@ -264,6 +278,14 @@ impl Merger {
             .map(|r| &r.name)
             .chain(self.outbound_rules.iter().map(|r| &r.name))
             .any(|n| n.value == name && from_same(n.span))
+    }
+
+    fn pack_text(&self, path: &str) -> &'static str {
+        self.packs
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, t)| *t)
+            .unwrap_or("")
     }
 
     fn take_rules(

@@ -197,7 +197,7 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
         },
     };
     let message = match code {
-        Code::YamlTooComplex => format!("the YAML is refused as too complex: {message}"),
+        Code::YamlTooComplex => format!("policy refused: {message}"),
         _ => format!("invalid YAML: {message}"),
     };
     PolicyDiagnostic::at(code, message, source, span, "here").with_help(help)

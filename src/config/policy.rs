@@ -35,7 +35,8 @@ pub struct Source {
     pub text: Arc<str>,
 }
 
-/// A byte range in one source, plus the 1-based line and column of its start.
+/// A byte range in one source, plus the 1-based line and column of its start
+/// (the column counts characters, as editors do, not bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
     pub source: SourceId,
@@ -183,7 +184,9 @@ pub enum Matcher {
     /// A glob, validated to compile.
     Pattern(Spanned<String>),
     /// Holds when a path-shaped value is NOT under this root. The root is already
-    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) but not yet normalised.
+    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) and absolute (a relative root is joined
+    /// to the project directory), but not yet normalised. A list
+    /// `not_under: [a, b]` becomes one condition per root, all of which must hold.
     NotUnder {
         root: PathBuf,
         written: Spanned<String>,

@@ -590,11 +590,11 @@ impl<'a> Decoder<'a> {
                 }
                 Some(mf) => {
                     if let Some(n) = mf.get("method") {
-                        method = self.glob(n, "`method`");
+                        method = self.glob(n, "in `method`");
                         match_ok &= method.is_some();
                     }
                     if let Some(n) = mf.get("tool") {
-                        tool = self.glob(n, "`tool`");
+                        tool = self.glob(n, "in `tool`");
                         match_ok &= tool.is_some();
                     }
                     if let Some(n) = mf.get("arguments") {
@@ -719,11 +719,11 @@ impl<'a> Decoder<'a> {
         for (key, k, v) in &f.entries {
             let span = self.span(k);
             match key.as_str() {
-                "regex" => match self.regex(v, "`regex`") {
+                "regex" => match self.regex(v, &format!("for argument `{arg}`")) {
                     Some(r) => push(Matcher::Regex(r), span),
                     None => ok = false,
                 },
-                "pattern" => match self.glob(v, "`pattern`") {
+                "pattern" => match self.glob(v, &format!("for argument `{arg}`")) {
                     Some(g) => push(Matcher::Pattern(g), span),
                     None => ok = false,
                 },
@@ -835,7 +835,7 @@ impl<'a> Decoder<'a> {
                 Some(mf) => {
                     for key in ["method", "tool", "server"] {
                         if let Some(n) = mf.get(key) {
-                            let g = self.glob(n, &format!("`{key}`"));
+                            let g = self.glob(n, &format!("in `{key}`"));
                             ok &= g.is_some();
                             match key {
                                 "method" => rule.method = g,
@@ -872,7 +872,7 @@ impl<'a> Decoder<'a> {
                             _ => vec![n],
                         };
                         for item in items {
-                            match self.regex(item, "`response_contains_regex`") {
+                            match self.regex(item, "in `response_contains_regex`") {
                                 Some(r) => rule.response_contains_regex.push(r),
                                 None => ok = false,
                             }
@@ -970,7 +970,7 @@ impl<'a> Decoder<'a> {
                     }
                 };
                 let regex = match pf.get("regex") {
-                    Some(n) => self.regex(n, "`regex`"),
+                    Some(n) => self.regex(n, "in a secret pattern"),
                     None => {
                         self.report(
                             Code::MissingKey,
@@ -1065,7 +1065,7 @@ impl<'a> Decoder<'a> {
 
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
     fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
-        let s = self.string(node, what)?;
+        let s = self.string(node, &format!("a regex {what}"))?;
         if let Err(e) = regex_syntax::ParserBuilder::new().build().parse(&s.value) {
             let (msg, inner) = match &e {
                 regex_syntax::Error::Parse(e) => (e.kind().to_string(), Some(*e.span())),
@@ -1078,7 +1078,7 @@ impl<'a> Decoder<'a> {
             };
             self.report(
                 Code::BadRegex,
-                format!("invalid regex in {what}: {msg}"),
+                format!("invalid regex {what}: {msg}"),
                 span,
                 msg,
                 "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
@@ -1098,7 +1098,7 @@ impl<'a> Decoder<'a> {
             };
             self.report(
                 Code::BadRegex,
-                format!("regex in {what} is too large: {msg}"),
+                format!("regex {what} is too large: {msg}"),
                 s.span,
                 "too large",
                 "simplify the regex: large counted repetitions such as `{1000}` and big \
@@ -1111,12 +1111,12 @@ impl<'a> Decoder<'a> {
 
     /// A glob (globset syntax), checked to compile.
     fn glob(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
-        let s = self.string(node, what)?;
+        let s = self.string(node, &format!("a glob {what}"))?;
         if let Err(e) = globset::Glob::new(&s.value) {
             let msg = e.kind().to_string();
             self.report(
                 Code::BadGlob,
-                format!("invalid glob in {what}: {msg}"),
+                format!("invalid glob {what}: {msg}"),
                 s.span,
                 msg,
                 "globs use `*`, `**`, `?`, `[abc]` and `{a,b}`; escape a literal with `[*]`",
