@@ -403,7 +403,6 @@ fn status_shows_what_is_protected() {
 }
 
 #[test]
-#[ignore = "waits on profiles/*.yml from the packs branch"]
 fn init_needs_yes_without_a_terminal() {
     let sandbox = Sandbox::new();
     let profile = any_profile();
@@ -444,7 +443,6 @@ fn any_profile() -> &'static str {
 }
 
 #[test]
-#[ignore = "waits on profiles/*.yml from the packs branch"]
 fn init_writes_the_config_and_wraps_everything() {
     let sandbox = Sandbox::new();
     let profile = any_profile();
@@ -472,7 +470,6 @@ fn init_writes_the_config_and_wraps_everything() {
 }
 
 #[test]
-#[ignore = "waits on profiles/*.yml from the packs branch"]
 fn init_keeps_an_existing_config_unless_forced() {
     let sandbox = Sandbox::new();
     let profile = any_profile();
@@ -581,7 +578,6 @@ fn read_lines_with_timeout(mut stdout: std::process::ChildStdout, secs: u64) -> 
 }
 
 #[test]
-#[ignore = "waits on the proxy, engine and default pack (proxy, engine, packs branches)"]
 fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes() {
     use std::io::Write;
     let sandbox = Sandbox::empty();
@@ -648,4 +644,42 @@ fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes(
     let out = sandbox.run(&["unwrap", "files"]);
     assert_eq!(code(&out), 0);
     assert_eq!(sandbox.read("home/.claude.json"), original);
+}
+
+#[test]
+fn every_profile_init_writes_loads_and_keeps_the_default_pack() {
+    let opts = mcpwall::config::LoadOptions {
+        explicit: None,
+        home: "/home/someone".into(),
+        project_dir: "/home/someone/project".into(),
+    };
+    let default = mcpwall::config::load_str("d.yml", "version: 1\nextends: [default]\n", &opts)
+        .expect("the default pack loads");
+    assert!(!default.rules.is_empty(), "the default pack has rules");
+    let names = mcpwall::cli::init::profile_names();
+    assert!(
+        names.contains(&"local-dev") && names.contains(&"strict"),
+        "{names:?}"
+    );
+    for profile in names {
+        let text = mcpwall::cli::init::config_text(profile);
+        let policy = mcpwall::config::load_str("config.yml", &text, &opts)
+            .unwrap_or_else(|e| panic!("{profile}: {e:?}"));
+        for rule in &default.rules {
+            assert!(
+                policy.rules.iter().any(|r| r.name.value == rule.name.value),
+                "profile {profile} drops default rule {}",
+                rule.name.value
+            );
+        }
+        let sandbox = Sandbox::empty();
+        let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        let out = sandbox.run(&["doctor"]);
+        let stdout = sandbox.stdout(&out);
+        assert!(
+            stdout.contains("ok    policy: loads and compiles"),
+            "{profile}: {stdout}"
+        );
+    }
 }

@@ -280,7 +280,8 @@ const GLOB: &[RuleCase] = &[
     ),
 ];
 
-const NOT_UNDER_POLICY: &str = r"rules: [{name: outside, arguments: {path: {not_under: '${PROJECT_DIR}'}}, action: deny}]";
+const NOT_UNDER_POLICY: &str =
+    r"rules: [{name: outside, arguments: {path: {not_under: '${PROJECT_DIR}'}}, action: deny}]";
 
 const NOT_UNDER: &[RuleCase] = &[
     inb(
@@ -363,8 +364,7 @@ const NOT_UNDER: &[RuleCase] = &[
     ),
 ];
 
-const SECRETS_POLICY: &str =
-    r"rules: [{name: no-secrets, method: '*', arguments: {_any_value: {secrets: true}}, action: deny}]";
+const SECRETS_POLICY: &str = r"rules: [{name: no-secrets, method: '*', arguments: {_any_value: {secrets: true}}, action: deny}]";
 
 const SECRETS: &[RuleCase] = &[
     inb(

@@ -69,9 +69,12 @@ impl Call {
 }
 
 pub fn parse(line: &[u8], parsed: &mut Parsed) {
-    parsed
-        .parse(line, &Limits::default())
-        .unwrap_or_else(|e| panic!("test frame does not parse: {e}\n{}", String::from_utf8_lossy(line)));
+    parsed.parse(line, &Limits::default()).unwrap_or_else(|e| {
+        panic!(
+            "test frame does not parse: {e}\n{}",
+            String::from_utf8_lossy(line)
+        )
+    });
 }
 
 /// The compiled program's inbound decisions, one per message, as
@@ -98,7 +101,12 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
 
 /// The compiled program's outbound outcomes, one per message, as
 /// `[log:A,B ]pass`, `block:RULE` or `redact:RULE[text|text]`.
-pub fn engine_outbound(program: &Program, line: &str, call: &Call, scratch: &mut Scratch) -> Vec<String> {
+pub fn engine_outbound(
+    program: &Program,
+    line: &str,
+    call: &Call,
+    scratch: &mut Scratch,
+) -> Vec<String> {
     let mut parsed = Parsed::new();
     parse(line.as_bytes(), &mut parsed);
     let frame = Frame::new(line.as_bytes(), &parsed);
@@ -131,7 +139,11 @@ fn describe_outcome(program: &Program, outcome: &Outcome<'_>, raw: &[u8]) -> Str
                 .collect();
             let mut texts = texts;
             texts.sort();
-            format!("redact:{}[{}]", program.outbound_rule(*rule).name, texts.join("|"))
+            format!(
+                "redact:{}[{}]",
+                program.outbound_rule(*rule).name,
+                texts.join("|")
+            )
         }
     }
 }
@@ -154,5 +166,9 @@ pub fn fake_aws() -> String {
 
 /// A fake GitHub token, built at run time.
 pub fn fake_github() -> String {
-    format!("{}_{}", ["gh", "p"].concat(), "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+    format!(
+        "{}_{}",
+        ["gh", "p"].concat(),
+        "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    )
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mcpwall::config::policy::{
-    Action, ArgCondition, ArgSelector, Examples, Matcher, OutboundAction, OutboundRule, Policy, Rule,
-    SecretPattern, Settings, Source, SourceId, SourceKind, Span, Spanned,
+    Action, ArgCondition, ArgSelector, Examples, Matcher, OutboundAction, OutboundRule, Policy,
+    Rule, SecretPattern, Settings, Source, SourceId, SourceKind, Span, Spanned,
 };
 use serde::Deserialize;
 
@@ -101,7 +101,11 @@ impl Spans<'_> {
         Span {
             source: SourceId(0),
             offset,
-            len: if offset == 0 && !self.text.starts_with(value) { 0 } else { value.len() },
+            len: if offset == 0 && !self.text.starts_with(value) {
+                0
+            } else {
+                value.len()
+            },
             line,
             column,
         }
@@ -166,10 +170,13 @@ pub fn load(yaml: &str, env: &TestEnv) -> Policy {
             Rule {
                 name: s.spanned(&r.name),
                 description: None,
-                method: r
-                    .method
-                    .as_deref()
-                    .map_or_else(|| Spanned { value: "tools/call".into(), span: s.at(&r.name) }, |m| s.spanned(m)),
+                method: r.method.as_deref().map_or_else(
+                    || Spanned {
+                        value: "tools/call".into(),
+                        span: s.at(&r.name),
+                    },
+                    |m| s.spanned(m),
+                ),
                 tool: r.tool.as_deref().map(|t| s.spanned(t)),
                 arguments,
                 action: action(&r.action),
@@ -190,7 +197,11 @@ pub fn load(yaml: &str, env: &TestEnv) -> Policy {
             server: r.server.as_deref().map(|m| s.spanned(m)),
             secrets: r.secrets,
             response_contains: r.response_contains.iter().map(|x| s.spanned(x)).collect(),
-            response_contains_regex: r.response_contains_regex.iter().map(|x| s.spanned(x)).collect(),
+            response_contains_regex: r
+                .response_contains_regex
+                .iter()
+                .map(|x| s.spanned(x))
+                .collect(),
             response_size_exceeds: r.response_size_exceeds,
             action: match r.action.as_str() {
                 "allow" => OutboundAction::Allow,

@@ -80,9 +80,9 @@ pub fn is_path_shaped(s: &str) -> bool {
         || s.starts_with('.')
         || lower.starts_with("file:")
         || drive
-        || ["$HOME", "${HOME}"].iter().any(|v| {
-            s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\"))
-        })
+        || ["$HOME", "${HOME}"]
+            .iter()
+            .any(|v| s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\")))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -153,7 +153,10 @@ impl<'p> Reference<'p> {
         };
         p = p.replace('\\', "/");
         let b = p.as_bytes();
-        let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b.len() == 2 || b[2] == b'/');
+        let drive = b.len() >= 2
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && (b.len() == 2 || b[2] == b'/');
         if drive {
             let cleaned = path_clean::clean(format!("/{}", &p[2..]));
             return format!("{}{}", &p[..2], cleaned.to_string_lossy());
@@ -172,7 +175,11 @@ impl<'p> Reference<'p> {
         for anc in full.ancestors() {
             if let Ok(real) = std::fs::canonicalize(anc) {
                 let rest = full.strip_prefix(anc).unwrap();
-                let joined: PathBuf = if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+                let joined: PathBuf = if rest.as_os_str().is_empty() {
+                    real
+                } else {
+                    real.join(rest)
+                };
                 return joined.to_string_lossy().into_owned();
             }
         }
@@ -252,7 +259,8 @@ impl<'p> Reference<'p> {
                 let mut values = Vec::new();
                 let named = match &cond.selector {
                     ArgSelector::Named(name) => {
-                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name)) {
+                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name))
+                        {
                             collect(v, false, &mut values);
                         }
                         true
@@ -264,7 +272,9 @@ impl<'p> Reference<'p> {
                         false
                     }
                 };
-                values.iter().any(|v| self.matcher_holds(&cond.matcher, named, v))
+                values
+                    .iter()
+                    .any(|v| self.matcher_holds(&cond.matcher, named, v))
             });
             if all {
                 return match rule.action {
@@ -300,7 +310,9 @@ impl<'p> Reference<'p> {
         let own_method = msg.get("method").and_then(Value::as_str);
         let method = call.method.or(own_method);
         let own_tool = if own_method == Some("tools/call") {
-            msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str)
+            msg.get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
         } else {
             None
         };
@@ -317,7 +329,13 @@ impl<'p> Reference<'p> {
 
     /// Outbound outcome for a non-JSON line.
     pub fn scan_text(&self, line: &str, call: &Call) -> String {
-        self.outbound_texts(&[line.to_string()], line.len(), call.method, call.tool, call.server)
+        self.outbound_texts(
+            &[line.to_string()],
+            line.len(),
+            call.method,
+            call.tool,
+            call.server,
+        )
     }
 
     fn outbound_texts(
@@ -329,10 +347,11 @@ impl<'p> Reference<'p> {
         server: &str,
     ) -> String {
         let mut logged = Vec::new();
-        let glob_ok = |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
-            None => true,
-            Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
-        };
+        let glob_ok =
+            |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
+                None => true,
+                Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
+            };
         let mut result = "pass".to_string();
         for rule in &self.policy.outbound_rules {
             let mut found: Vec<String> = Vec::new();
