@@ -349,6 +349,9 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
         sandbox.read("elsewhere/mcp.json"),
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"srv\"] }\n  }\n}\n"
     );
+    // doctor finds the record's file although discovery does not.
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(doctor.contains("ok    wrap records: 1 record(s)"), "{doctor}");
     let out = sandbox.run(&[
         "unwrap",
         "x",
@@ -969,4 +972,68 @@ mod edit_props {
             }
         }
     }
+}
+
+/// `init` in a terminal (a pty from util-linux `script`): numbered choice, then the
+/// question before replacing an existing policy.
+#[cfg(target_os = "linux")]
+#[test]
+fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
+    use std::io::Write;
+    let sandbox = Sandbox::new();
+    let mine = "version: 1\nextends: [default]\n";
+    sandbox.write("home/.mcpwall/config.yml", mine);
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{BIN} init --profile local-dev"),
+            "/dev/null",
+        ])
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` is needed for the terminal test");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"1,3\ny\n").unwrap();
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 20);
+    drop(stdin);
+    let _ = child.wait();
+    let transcript = lines.join("\n");
+    assert!(transcript.contains("wrap which servers?"), "{transcript}");
+    assert!(
+        transcript.contains("exists and differs; replace it"),
+        "{transcript}"
+    );
+    let claude = sandbox.read("home/.claude.json");
+    let filesystem = claude.find("\"filesystem\"").unwrap();
+    assert!(
+        claude[filesystem..].starts_with(
+            "\"filesystem\": {\n      \"type\": \"stdio\",\n      \"command\": \"mcpwall\""
+        ),
+        "{claude}"
+    );
+    assert!(
+        claude.contains("\"command\": \"uvx\",\n          \"args\": [\"mcp-server-postgres\""),
+        "choice 2 was not picked: {claude}"
+    );
+    assert!(
+        sandbox
+            .read("project/.mcp.json")
+            .contains("\"args\": [ \"--server-name\", \"git\"")
+    );
+    assert!(
+        sandbox
+            .read("project/.mcp.json")
+            .contains("\"puppeteer\": {\"command\": \"npx\"")
+    );
+    assert_eq!(
+        sandbox.read("home/.mcpwall/config.yml"),
+        mcpwall::cli::init::config_text("local-dev")
+    );
 }

@@ -9,8 +9,8 @@ use miette::IntoDiagnostic;
 
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
-    self, Doc, EntryState, Env, Problem, Scope, Server, Workspace, entry::resolve_on_path,
-    record::Records,
+    self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
+    entry::resolve_on_path, record::Records,
 };
 
 /// Arguments of `mcpwall status`.
@@ -424,8 +424,20 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
         .entries
         .iter()
         .filter(|r| {
-            let doc = ws.docs.iter().find(|d| d.canonical == r.file);
-            let wrapped = doc.is_some_and(|d| {
+            // A file named with `wrap --config` is not among the discovered ones: read it.
+            let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
+            let outside = match discovered {
+                Some(_) => None,
+                None => Client::from_id(&r.client).and_then(|client| {
+                    Doc::load(ConfigFile {
+                        client,
+                        path: r.file.clone(),
+                        scope: Scope::User,
+                    })
+                    .ok()
+                }),
+            };
+            let wrapped = discovered.or(outside.as_ref()).is_some_and(|d| {
                 d.servers
                     .iter()
                     .any(|s| s.path == r.path && matches!(s.state, EntryState::Wrapped { .. }))
