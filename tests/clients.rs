@@ -351,7 +351,10 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
     );
     // doctor finds the record's file although discovery does not.
     let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
-    assert!(doctor.contains("ok    wrap records: 1 record(s)"), "{doctor}");
+    assert!(
+        doctor.contains("ok    wrap records: 1 record(s)"),
+        "{doctor}"
+    );
     let out = sandbox.run(&[
         "unwrap",
         "x",

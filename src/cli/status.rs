@@ -23,11 +23,17 @@ pub struct DoctorArgs {}
 
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
-    if let EntryState::Wrapped { options, .. } = &server.state
-        && let Some(i) = options.iter().position(|o| o == "-c" || o == "--config")
-        && let Some(file) = options.get(i + 1)
-    {
-        return vec![file.clone()];
+    if let EntryState::Wrapped { options, .. } = &server.state {
+        for (i, option) in options.iter().enumerate() {
+            if let Some(file) = option.strip_prefix("--config=") {
+                return vec![file.to_string()];
+            }
+            if (option == "-c" || option == "--config")
+                && let Some(file) = options.get(i + 1)
+            {
+                return vec![file.clone()];
+            }
+        }
     }
     let mut files = Vec::new();
     let project = match (&server.project, doc.file.scope) {

@@ -97,12 +97,13 @@ pub fn wrap(
     let entry = entry(&root, path)?;
     let command = entry.member("command").expect("checked by entry()");
     let original_command = &text[command.value.span.clone()];
-    let prefix = [
-        json_string("--server-name"),
-        json_string(name),
-        json_string("--"),
-        original_command.to_string(),
-    ];
+    // A name that starts with `-` would read as a flag: give it in the `=` form.
+    let mut prefix = if name.starts_with('-') {
+        vec![json_string(&format!("--server-name={name}"))]
+    } else {
+        vec![json_string("--server-name"), json_string(name)]
+    };
+    prefix.extend([json_string("--"), original_command.to_string()]);
     let mut splices = vec![Splice {
         range: command.value.span.clone(),
         with: json_string(wrapper),
@@ -318,6 +319,16 @@ mod tests {
         let original = "{\n\t\"command\" : \"srv\",\n\t\"cwd\": \"/\"\n}";
         let back = restore_command(&out, Dialect::Json, &path(&["s", "x"]), original).unwrap();
         assert_eq!(back, text);
+    }
+
+    #[test]
+    fn a_name_like_a_flag_uses_the_equals_form() {
+        let text = r#"{"-x": {"command": "srv"}}"#;
+        let out = wrap(text, Dialect::Json, &path(&["-x"]), "-x", "mcpwall").unwrap();
+        assert_eq!(
+            out,
+            r#"{"-x": {"command": "mcpwall", "args": ["--server-name=-x", "--", "srv"]}}"#
+        );
     }
 
     #[test]

@@ -368,10 +368,12 @@ impl Workspace {
             results.push(written.map(Some));
         }
         let (_, read) = Records::load(&dir)?;
-        let unchanged = read
-            .as_deref()
-            .and_then(|t| serde_json::from_str::<Records>(t).ok())
-            .is_some_and(|r| r.entries == records.entries);
+        let unchanged = match read.as_deref() {
+            None => records.entries.is_empty(),
+            Some(text) => {
+                serde_json::from_str::<Records>(text).is_ok_and(|r| r.entries == records.entries)
+            }
+        };
         if !unchanged {
             records.save(&dir, read.as_deref())?;
         }
