@@ -184,6 +184,9 @@ const WRAPPABLE: &[&str] = &[
     "search",
     "time",
     "browser",
+    "context7",
+    "shell",
+    "notes",
 ];
 
 #[test]
@@ -933,9 +936,9 @@ mod edit_props {
             let text = render(&entries, &style);
             let entry = pick.get(&entries);
             let path = vec!["mcpServers".to_string(), entry.name.clone()];
-            let original_entry = edit::entry_bytes(&text, dialect, &path).unwrap();
+            let original_entry = edit::entry_bytes(&text, edit::Format::Json(dialect), &path).unwrap();
 
-            let wrapped = edit::wrap(&text, dialect, &path, &entry.name, "/opt/mcp wall/mcpwall").unwrap();
+            let wrapped = edit::wrap(&text, edit::Format::Json(dialect), &path, &entry.name, "/opt/mcp wall/mcpwall").unwrap();
 
             // The entry is exactly the documented wrapped form; nothing else changed.
             let mut expected = value_of(&text, dialect);
@@ -968,10 +971,10 @@ mod edit_props {
             }
 
             // Every way back is byte-exact.
-            prop_assert_eq!(&edit::restore_exact(&wrapped, dialect, &path, &original_entry).unwrap(), &text);
-            prop_assert_eq!(&edit::restore_command(&wrapped, dialect, &path, &original_entry).unwrap(), &text);
+            prop_assert_eq!(&edit::restore_exact(&wrapped, edit::Format::Json(dialect), &path, &original_entry).unwrap(), &text);
+            prop_assert_eq!(&edit::restore_command(&wrapped, edit::Format::Json(dialect), &path, &original_entry).unwrap(), &text);
             if entry.args.as_ref().is_some_and(|a| !a.is_empty()) {
-                prop_assert_eq!(&edit::strip_wrapper(&wrapped, dialect, &path).unwrap(), &text);
+                prop_assert_eq!(&edit::strip_wrapper(&wrapped, edit::Format::Json(dialect), &path).unwrap(), &text);
             }
         }
     }

@@ -325,8 +325,11 @@ fn check_client_files(ws: &Workspace) -> Vec<Check> {
                     Status::Fail,
                     format!("{} config", b.file.client),
                     format!(
-                        "{shown}:{}:{}: not valid JSON: {}",
-                        e.line, e.column, e.message
+                        "{shown}:{}:{}: not valid {}: {}",
+                        e.line,
+                        e.column,
+                        b.file.client.syntax(),
+                        e.message
                     ),
                     format!(
                         "fix {shown} at line {}, column {} (mcpwall does not edit it until then)",
