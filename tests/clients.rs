@@ -978,6 +978,132 @@ mod edit_props {
             }
         }
     }
+
+    /// Codex's TOML in several layouts: `[mcp_servers.<name>]` tables (two indents, two
+    /// `=` spacings, CRLF, trailing comments, multi-line args) and inline tables.
+    fn render_toml(entries: &[Entry], style: &Style) -> String {
+        let nl = if style.crlf { "\r\n" } else { "\n" };
+        let eq = if style.colon == ":" { "=" } else { " = " };
+        let ind = style.indent.unwrap_or("");
+        let s = |v: &str| serde_json::to_string(v).unwrap();
+        let comment = |what: &str| {
+            if style.comments {
+                format!(" # {what}")
+            } else {
+                String::new()
+            }
+        };
+        let toml_value = |v: &Value| match v {
+            Value::Object(m) => format!(
+                "{{ {} }}",
+                m.iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            other => other.to_string(),
+        };
+        let mut out = format!("model = \"o3\"{nl}");
+        if style.trailing_newline {
+            // Inline tables under one [mcp_servers] header.
+            out.push_str(&format!("{nl}[mcp_servers]{nl}"));
+            for e in entries {
+                let mut members = vec![format!("command{eq}{}", s(&e.command))];
+                if let Some(args) = &e.args {
+                    let items: Vec<_> = args.iter().map(|a| s(a)).collect();
+                    members.push(format!("args{eq}[{}]", items.join(", ")));
+                }
+                for (k, v) in &e.extra {
+                    members.push(format!("{k}{eq}{}", toml_value(v)));
+                }
+                out.push_str(&format!("{} = {{ {} }}{nl}", e.name, members.join(", ")));
+            }
+            return out;
+        }
+        for e in entries {
+            out.push_str(&format!(
+                "{nl}[mcp_servers.{}]{}{nl}",
+                e.name,
+                comment("server")
+            ));
+            out.push_str(&format!(
+                "{ind}command{eq}{}{}{nl}",
+                s(&e.command),
+                comment("cmd")
+            ));
+            if let Some(args) = &e.args {
+                let items: Vec<_> = args.iter().map(|a| s(a)).collect();
+                if style.indent.is_some() && !items.is_empty() {
+                    out.push_str(&format!("{ind}args{eq}[{nl}"));
+                    for item in items {
+                        out.push_str(&format!("{ind}{ind}  {item},{nl}"));
+                    }
+                    out.push_str(&format!("{ind}]{nl}"));
+                } else {
+                    out.push_str(&format!("{ind}args{eq}[{}]{nl}", items.join(", ")));
+                }
+            }
+            for (k, v) in &e.extra {
+                out.push_str(&format!("{ind}{k}{eq}{}{nl}", toml_value(v)));
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn toml_wrap_then_back_is_byte_exact(
+            entries in proptest::collection::vec(entry_strategy(), 1..4)
+                .prop_filter("unique names", |es| {
+                    let mut names: Vec<_> = es.iter().map(|e| &e.name).collect();
+                    names.sort();
+                    names.dedup();
+                    names.len() == es.len()
+                }),
+            style in style_strategy(),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let format = edit::Format::Toml;
+            let text = render_toml(&entries, &style);
+            let entry = pick.get(&entries);
+            let path = vec!["mcp_servers".to_string(), entry.name.clone()];
+            let root = edit::parse(&text, format).unwrap_or_else(|e| panic!("{text}\n{e}"));
+            let original_entry = edit::entry_bytes(&text, format, &path).unwrap();
+
+            let wrapped = edit::wrap(&text, format, &path, &entry.name, "/opt/mcp wall/mcpwall").unwrap();
+
+            let mut expected = to_value(&text, &root);
+            let mut inner_args = vec![
+                Value::from("--server-name"),
+                Value::from(entry.name.clone()),
+                Value::from("--"),
+                Value::from(entry.command.clone()),
+            ];
+            inner_args.extend(entry.args.iter().flatten().map(|a| Value::from(a.clone())));
+            expected["mcp_servers"][&entry.name]["command"] = Value::from("/opt/mcp wall/mcpwall");
+            expected["mcp_servers"][&entry.name]["args"] = Value::Array(inner_args);
+            let after = edit::parse(&wrapped, format).unwrap_or_else(|e| panic!("{wrapped}\n{e}"));
+            // Key order may differ (a new `args` lands after `command`); compare as maps.
+            prop_assert_eq!(to_value(&wrapped, &after), expected);
+            if style.crlf {
+                prop_assert!(!wrapped.replace("\r\n", "").contains('\n'), "{:?}", wrapped);
+            }
+            match EntryState::of(after.at(&path).unwrap()) {
+                EntryState::Wrapped { command, args, .. } => {
+                    prop_assert_eq!(&command, &entry.command);
+                    prop_assert_eq!(&args, &entry.args.clone().unwrap_or_default());
+                }
+                other => prop_assert!(false, "not detected as wrapped: {:?}", other),
+            }
+            prop_assert_eq!(&edit::restore_exact(&wrapped, format, &path, &original_entry).unwrap(), &text);
+            prop_assert_eq!(&edit::restore_command(&wrapped, format, &path, &original_entry).unwrap(), &text);
+            if entry.args.as_ref().is_some_and(|a| !a.is_empty()) {
+                prop_assert_eq!(&edit::strip_wrapper(&wrapped, format, &path).unwrap(), &text);
+            }
+        }
+    }
 }
 
 /// `init` in a terminal (a pty from util-linux `script`): numbered choice, then the
