@@ -197,6 +197,7 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
             regex: p.regex.value.clone(),
             entropy_threshold: p.entropy_threshold,
             origin,
+            ..DetectorSpec::default()
         });
     }
     match Detector::new(specs) {
