@@ -35,7 +35,8 @@ pub struct Source {
     pub text: Arc<str>,
 }
 
-/// A byte range in one source, plus the 1-based line and column of its start.
+/// A byte range in one source, plus the 1-based line and column of its start
+/// (the column counts characters, as editors do, not bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
     pub source: SourceId,
@@ -46,7 +47,7 @@ pub struct Span {
 }
 
 /// A value and where it was written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spanned<T> {
     pub value: T,
     pub span: Span,
@@ -200,6 +201,8 @@ impl Default for Settings {
 pub struct Rule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the JSON-RPC method. Defaults to `tools/call` when the YAML names none.
     pub method: Spanned<String>,
     /// Glob over the tool name (`params.name` of `tools/call`).
@@ -236,7 +239,9 @@ pub enum Matcher {
     /// A glob, validated to compile.
     Pattern(Spanned<String>),
     /// Holds when a path-shaped value is NOT under this root. The root is already
-    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) but not yet normalised.
+    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) and absolute (a relative root is joined
+    /// to the project directory), but not yet normalised. A list
+    /// `not_under: [a, b]` becomes one condition per root, all of which must hold.
     NotUnder {
         root: PathBuf,
         written: Spanned<String>,
@@ -259,6 +264,8 @@ pub struct Examples {
 pub struct OutboundRule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the method of the request this message answers (or of the message itself
     /// for server requests and notifications). `None` matches every message.
     pub method: Option<Spanned<String>>,
@@ -295,4 +302,21 @@ pub struct Ignored {
     pub what: String,
     /// Why, e.g. `project file is not trusted (run \`mcpwall trust\`)`.
     pub why: String,
+}
+
+impl Policy {
+    /// The file a span points into.
+    pub fn source(&self, id: SourceId) -> &Source {
+        &self.sources[id.0 as usize]
+    }
+
+    /// `file:line:column` of a span, for messages, audit and `explain-policy`.
+    pub fn location(&self, span: Span) -> String {
+        format!(
+            "{}:{}:{}",
+            self.source(span.source).name,
+            span.line,
+            span.column
+        )
+    }
 }
