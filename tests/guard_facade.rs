@@ -5,10 +5,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mcpwall::config::policy::{
-    Action, ArgCondition, ArgSelector, Examples, Matcher, PinningMode, PoisonScanMode, Policy,
-    Rule, Settings, SourceId, Span, Spanned,
-};
+use mcpwall::config::policy::{PinningMode, PoisonScanMode, Policy};
+use mcpwall::config::{LoadOptions, load_str};
 use mcpwall::guard::breaker::BreakerLimits;
 use mcpwall::guard::pins::{EntryKey, PinStore, ServerIdentity, Status};
 use mcpwall::guard::toolfilter::DenyIndex;
@@ -523,83 +521,38 @@ fn no_breaker_configured_never_suspends() {
 
 // --- least-privilege lists --------------------------------------------------------
 
-fn span() -> Span {
-    Span {
-        source: SourceId(0),
-        offset: 0,
-        len: 0,
-        line: 1,
-        column: 1,
-    }
-}
-
-fn spanned(s: &str) -> Spanned<String> {
-    Spanned {
-        value: s.to_string(),
-        span: span(),
-    }
-}
-
-fn rule(name: &str, method: &str, tool: Option<&str>, action: Action, conditional: bool) -> Rule {
-    Rule {
-        name: spanned(name),
-        description: None,
-        method: spanned(method),
-        tool: tool.map(spanned),
-        arguments: if conditional {
-            vec![ArgCondition {
-                selector: ArgSelector::Named("path".into()),
-                matcher: Matcher::Pattern(spanned("**/.ssh/**")),
-                span: span(),
-            }]
-        } else {
-            Vec::new()
-        },
-        action,
-        message: None,
-        examples: Examples::default(),
-        span: span(),
-    }
-}
-
-fn policy(rules: Vec<Rule>, default_action: Action) -> Policy {
-    Policy {
-        sources: Vec::new(),
-        settings: Settings {
-            default_action,
-            ..Settings::default()
-        },
-        rules,
-        outbound_rules: Vec::new(),
-        secret_patterns: Vec::new(),
-        disabled_secrets: Vec::new(),
-        ignored: Vec::new(),
-    }
+fn policy(yaml: &str) -> Policy {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LoadOptions {
+        explicit: None,
+        home: dir.path().to_path_buf(),
+        project_dir: dir.path().to_path_buf(),
+    };
+    load_str("policy.yml", &format!("version: 1\n{yaml}"), &opts)
+        .unwrap_or_else(|e| panic!("{:?}", miette::Report::new(e)))
 }
 
 #[test]
 fn deny_index_follows_first_match_and_conditions() {
     let p = policy(
-        vec![
-            rule(
-                "allow-safe-exec",
-                "tools/call",
-                Some("exec_safe"),
-                Action::Allow,
-                true,
-            ),
-            rule("no-exec", "tools/call", Some("exec*"), Action::Deny, false),
-            rule(
-                "no-ssh-reads",
-                "tools/call",
-                Some("read_*"),
-                Action::Deny,
-                true,
-            ),
-            rule("no-prompts", "prompts/get", None, Action::Deny, false),
-            rule("no-delete", "*", Some("delete_file"), Action::Deny, false),
-        ],
-        Action::Allow,
+        r#"
+rules:
+  - name: allow-safe-exec
+    match: {tool: exec_safe, arguments: {command: {pattern: "ls *"}}}
+    action: allow
+  - name: no-exec
+    match: {tool: "exec*"}
+    action: deny
+  - name: no-ssh-reads
+    match: {tool: "read_*", arguments: {path: {pattern: "**/.ssh/**"}}}
+    action: deny
+  - name: no-prompts
+    match: {method: prompts/get}
+    action: deny
+  - name: no-delete
+    match: {method: "*", tool: delete_file}
+    action: deny
+"#,
     );
     let index = DenyIndex::from_policy(&p);
     assert!(index.denied_unconditionally("exec_command"));
@@ -621,14 +574,13 @@ fn deny_index_follows_first_match_and_conditions() {
 #[test]
 fn default_deny_hides_every_tool_no_allow_rule_could_match() {
     let p = policy(
-        vec![rule(
-            "allow-reads",
-            "tools/call",
-            Some("read_*"),
-            Action::Allow,
-            true,
-        )],
-        Action::Deny,
+        r#"
+settings: {default_action: deny}
+rules:
+  - name: allow-reads
+    match: {tool: "read_*", arguments: {path: {pattern: "/proj/**"}}}
+    action: allow
+"#,
     );
     let index = DenyIndex::from_policy(&p);
     assert!(!index.denied_unconditionally("read_file"));
@@ -639,14 +591,12 @@ fn default_deny_hides_every_tool_no_allow_rule_could_match() {
 fn hidden_tools_leave_the_list_and_the_rest_is_byte_identical() {
     let home = tempfile::tempdir().unwrap();
     let p = policy(
-        vec![rule(
-            "no-exec",
-            "tools/call",
-            Some("execute_command"),
-            Action::Deny,
-            false,
-        )],
-        Action::Allow,
+        r#"
+rules:
+  - name: no-exec
+    match: {tool: execute_command}
+    action: deny
+"#,
     );
     let g = Guard::from_policy(&p, server(), home.path()).unwrap();
     let raw = br#"{"jsonrpc":"2.0","id":4,"result":{"tools":[{"name":"read_file","description":"Read."},{"name":"execute_command","description":"Run."}],"nextCursor":"n"}}"#;
