@@ -551,15 +551,16 @@ impl Guard {
                 // Unchanged: anything pending for it (a reverted change, a tool that is
                 // back) is settled, unless it is poisoned and still awaits the user's
                 // approval. An addition stays flagged until the user reviews it.
-                Some(pin) if pin.digest == digest && !poisoned => {
-                    if state
-                        .pins
-                        .observed
-                        .get(key)
-                        .is_some_and(|o| o.status != Status::Added)
-                    {
-                        state.pins.observed.remove(key);
-                    }
+                Some(pin)
+                    if pin.digest == digest
+                        && !poisoned
+                        && state
+                            .pins
+                            .observed
+                            .get(key)
+                            .is_some_and(|o| o.status != Status::Added) =>
+                {
+                    state.pins.observed.remove(key);
                 }
                 Some(pin) if pin.digest == digest => {}
                 Some(pin) => {
