@@ -166,6 +166,7 @@ pub fn load(yaml: &str, env: &TestEnv) -> Policy {
             Rule {
                 name: s.spanned(&r.name),
                 description: None,
+                why: None,
                 method: r
                     .method
                     .as_deref()
@@ -185,6 +186,7 @@ pub fn load(yaml: &str, env: &TestEnv) -> Policy {
         .map(|r| OutboundRule {
             name: s.spanned(&r.name),
             description: None,
+            why: None,
             method: r.method.as_deref().map(|m| s.spanned(m)),
             tool: r.tool.as_deref().map(|m| s.spanned(m)),
             server: r.server.as_deref().map(|m| s.spanned(m)),
