@@ -156,13 +156,32 @@ impl<'a> Decoder<'a> {
 
     fn wrong_type(&mut self, node: &YNode, what: &str, expected: &str) {
         let found = node.value.kind();
+        let span = self.head_span(node);
+        let scalar = matches!(
+            node.value,
+            Node::Int(_) | Node::Float(_) | Node::Bool(_) | Node::Null
+        );
+        let help = if expected == "a string" && scalar {
+            let written = self.written(span);
+            format!("quote it to make it a string: `\"{written}\"`")
+        } else {
+            format!("write {what} as {expected}")
+        };
         self.report(
             Code::WrongType,
             format!("{what} must be {expected}, found {found}"),
-            self.head_span(node),
+            span,
             format!("expected {expected}"),
-            format!("write {what} as {expected}"),
+            help,
         );
+    }
+
+    /// The text a span covers, as written.
+    fn written(&self, span: Span) -> &str {
+        self.source
+            .text
+            .get(span.offset..span.offset + span.len)
+            .unwrap_or("")
     }
 
     /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
@@ -359,8 +378,8 @@ impl<'a> Decoder<'a> {
             Some(v) => self.report(
                 Code::BadVersion,
                 format!(
-                    "unsupported policy version {}",
-                    v.value.key_text().unwrap_or_else(|| v.value.kind().into())
+                    "unsupported policy version `{}`",
+                    self.written(self.head_span(v))
                 ),
                 self.span(v),
                 "this mcpwall reads version 1",
