@@ -80,9 +80,9 @@ pub fn is_path_shaped(s: &str) -> bool {
         || s.starts_with('.')
         || lower.starts_with("file:")
         || drive
-        || ["$HOME", "${HOME}"].iter().any(|v| {
-            s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\"))
-        })
+        || ["$HOME", "${HOME}"]
+            .iter()
+            .any(|v| s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\")))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -90,14 +90,14 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                if s[i + 1..i + 3].chars().all(|c| c.is_ascii_hexdigit()) {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-            }
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -153,7 +153,10 @@ impl<'p> Reference<'p> {
         };
         p = p.replace('\\', "/");
         let b = p.as_bytes();
-        let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b.len() == 2 || b[2] == b'/');
+        let drive = b.len() >= 2
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && (b.len() == 2 || b[2] == b'/');
         if drive {
             let cleaned = path_clean::clean(format!("/{}", &p[2..]));
             return format!("{}{}", &p[..2], cleaned.to_string_lossy());
@@ -172,7 +175,11 @@ impl<'p> Reference<'p> {
         for anc in full.ancestors() {
             if let Ok(real) = std::fs::canonicalize(anc) {
                 let rest = full.strip_prefix(anc).unwrap();
-                let joined: PathBuf = if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+                let joined: PathBuf = if rest.as_os_str().is_empty() {
+                    real
+                } else {
+                    real.join(rest)
+                };
                 return joined.to_string_lossy().into_owned();
             }
         }
@@ -206,7 +213,22 @@ impl<'p> Reference<'p> {
                 let re = regex::Regex::new(&re.value).expect("validated regex");
                 forms().iter().any(|t| re.is_match(t))
             }
-            Matcher::Pattern(g) => forms().iter().any(|t| glob_matches(&g.value, t)),
+            Matcher::Pattern(g) => {
+                let mut glob = g.value.clone();
+                for (var, dir) in [
+                    ("${PROJECT_DIR}", &self.project),
+                    ("$PROJECT_DIR", &self.project),
+                    ("${HOME}", &self.home),
+                    ("$HOME", &self.home),
+                    ("~", &self.home),
+                ] {
+                    if glob == var || glob.starts_with(&format!("{var}/")) {
+                        glob = format!("{}{}", globset::escape(dir), &glob[var.len()..]);
+                        break;
+                    }
+                }
+                forms().iter().any(|t| glob_matches(&glob, t))
+            }
             Matcher::NotUnder { root, .. } => match v {
                 Scalar::Str(s) if named || is_path_shaped(s) => self.not_under(s, root),
                 _ => false,
@@ -252,7 +274,8 @@ impl<'p> Reference<'p> {
                 let mut values = Vec::new();
                 let named = match &cond.selector {
                     ArgSelector::Named(name) => {
-                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name)) {
+                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name))
+                        {
                             collect(v, false, &mut values);
                         }
                         true
@@ -264,7 +287,9 @@ impl<'p> Reference<'p> {
                         false
                     }
                 };
-                values.iter().any(|v| self.matcher_holds(&cond.matcher, named, v))
+                values
+                    .iter()
+                    .any(|v| self.matcher_holds(&cond.matcher, named, v))
             });
             if all {
                 return match rule.action {
@@ -300,7 +325,9 @@ impl<'p> Reference<'p> {
         let own_method = msg.get("method").and_then(Value::as_str);
         let method = call.method.or(own_method);
         let own_tool = if own_method == Some("tools/call") {
-            msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str)
+            msg.get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
         } else {
             None
         };
@@ -317,7 +344,13 @@ impl<'p> Reference<'p> {
 
     /// Outbound outcome for a non-JSON line.
     pub fn scan_text(&self, line: &str, call: &Call) -> String {
-        self.outbound_texts(&[line.to_string()], line.len(), call.method, call.tool, call.server)
+        self.outbound_texts(
+            &[line.to_string()],
+            line.len(),
+            call.method,
+            call.tool,
+            call.server,
+        )
     }
 
     fn outbound_texts(
@@ -329,10 +362,11 @@ impl<'p> Reference<'p> {
         server: &str,
     ) -> String {
         let mut logged = Vec::new();
-        let glob_ok = |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
-            None => true,
-            Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
-        };
+        let glob_ok =
+            |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
+                None => true,
+                Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
+            };
         let mut result = "pass".to_string();
         for rule in &self.policy.outbound_rules {
             let mut found: Vec<String> = Vec::new();
