@@ -92,7 +92,7 @@ fn run(text: &str) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn yamlish_text_never_panics_and_spans_stay_inside(text in yamlish()) {

@@ -1163,7 +1163,7 @@ impl<'a> Decoder<'a> {
                     format!("there is no built-in detector named `{}`", name.value),
                     name.span,
                     label,
-                    format!("built-in detectors: {}", builtin_refs.join(", ")),
+                    "use the exact name of a built-in detector; `mcpwall explain-policy` lists them",
                 );
             }
         }
