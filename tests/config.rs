@@ -1149,3 +1149,38 @@ fn every_builtin_pack_loads_and_extends_by_its_documented_name() {
         assert_eq!(p.sources[1].name, format!("builtin:{pack}"));
     }
 }
+
+#[test]
+fn untrusted_project_cannot_loosen_guard_settings() {
+    let env = Env::new();
+    env.user("version: 1\nsettings: {pinning: warn}\n");
+    env.project(
+        "version: 1\nsettings:\n  hide_denied_tools: false\n  pinning: off\n  poison_scan: warn\n  circuit_breaker: {max_violations: 3, window_seconds: 60}\n",
+    );
+    let p = env.load();
+    let s = &p.settings;
+    assert!(s.hide_denied_tools, "default true kept");
+    assert_eq!(
+        s.pinning,
+        mcpwall::config::policy::PinningMode::Warn,
+        "looser `off` ignored"
+    );
+    assert_eq!(
+        s.poison_scan,
+        mcpwall::config::policy::PoisonScanMode::Enforce
+    );
+    assert_eq!(
+        s.circuit_breaker.unwrap().max_violations,
+        3,
+        "adding a breaker tightens"
+    );
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert_eq!(
+        ignored,
+        vec![
+            "`hide_denied_tools: false`",
+            "a looser `pinning`",
+            "a looser `poison_scan`"
+        ]
+    );
+}
