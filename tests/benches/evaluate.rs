@@ -88,3 +88,36 @@ fn compile(bencher: Bencher, rules: usize) {
     let policy = support::load_policy(&packs::default_plus_generated(rules), &env);
     bencher.bench_local(|| Program::compile_with(&policy, env.env_ref()).unwrap());
 }
+
+/// Where the time goes: parsing alone, and the pack without its I/O rule
+/// (`not_under`) or without its secrets rule.
+#[divan::bench(args = ["parse-only", "no-not-under", "no-secrets", "neither"])]
+fn breakdown(bencher: Bencher, what: &str) {
+    let env = TestEnv::new();
+    let mut yaml = packs::DEFAULT_LIKE.to_string();
+    if what == "no-not-under" || what == "neither" {
+        yaml = yaml.replace("not_under: '${PROJECT_DIR}'", "regex: '^/nowhere/'");
+    }
+    if what == "no-secrets" || what == "neither" {
+        yaml = yaml.replace(
+            "_any_value: {secrets: true}",
+            "_any_value: {regex: '^nothing-like-this$'}",
+        );
+    }
+    let program = program(&yaml, &env);
+    let line = packs::allowed_call(&env);
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    let parse_only = what == "parse-only";
+    bencher.counter(ItemsCount::new(1usize)).bench_local(|| {
+        parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+        if parse_only {
+            return true;
+        }
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        program
+            .evaluate_request(&frame, &frame.messages()[0], &mut scratch)
+            .is_allowed()
+    });
+}
