@@ -310,6 +310,13 @@ const PROBLEMS: &[(&str, &str, &str, u32, u32)] = &[
         36,
     ),
     (
+        "unknown unicode class",
+        "version: 1\nrules:\n  - name: a\n    match: {arguments: {p: {regex: 'x\\p{Nope}'}}}\n    action: deny\n",
+        "bad_regex",
+        4,
+        38,
+    ),
+    (
         "bad outbound regex",
         "version: 1\noutbound_rules:\n  - name: a\n    match: {response_contains_regex: ['[z-a]']}\n    action: deny\n",
         "bad_regex",
@@ -780,6 +787,29 @@ fn untrusted_project_only_tightens() {
 }
 
 #[test]
+fn ignored_parts_become_warnings_pointing_at_the_project_file() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(PROJECT);
+    let p = env.load();
+    let warnings = p.ignored_warnings();
+    assert_eq!(warnings.len(), 1);
+    let w = &warnings[0];
+    assert_eq!(w.code, "mcpwall::config::ignored");
+    assert_eq!(w.severity, miette::Severity::Warning);
+    assert_eq!(w.message, "allow rule `project-allow` is ignored");
+    let (file, line, column) = w.location.clone().unwrap();
+    assert!(file.ends_with(".mcpwall.yml"));
+    assert_eq!((line, column), (4, 5));
+    assert!(w.help.as_deref().unwrap().contains("mcpwall trust"));
+    let mut out = String::new();
+    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+        .render_report(&mut out, w)
+        .unwrap();
+    assert!(out.contains("- name: project-allow"), "{out}");
+}
+
+#[test]
 fn trust_applies_until_the_file_changes() {
     let env = Env::new();
     env.user(USER);
@@ -859,5 +889,234 @@ fn same_rule_name_in_two_files_is_refused() {
         e.diagnostics[0].message.contains(".mcpwall.yml"),
         "{}",
         e.diagnostics[0].message
+    );
+}
+
+// ------------------------------------------------------------------ the `mcpwall trust` verb
+
+fn mcpwall(env: &Env, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(args)
+        .env("HOME", &env.home)
+        .current_dir(&env.project)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("mcpwall {args:?} did not finish in 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn trust_verb_records_lists_and_revokes() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(PROJECT);
+    let out = mcpwall(&env, &["trust"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("project-allow"), "{stdout}");
+    assert_eq!(names(&env.load())[0], "project-allow");
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(TrustStore::path_in(&env.home))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let out = mcpwall(&env, &["trust", "--list"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(".mcpwall.yml\ttrusted"), "{stdout}");
+
+    env.project(&PROJECT.replace("tool: d", "tool: e"));
+    let out = mcpwall(&env, &["trust", "--list"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("changed since trusted"));
+    assert!(!names(&env.load()).contains(&"project-allow"));
+
+    let out = mcpwall(
+        &env,
+        &[
+            "trust",
+            "--revoke",
+            "--project-dir",
+            env.project.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("revoked"));
+    assert!(TrustStore::load(&env.home).unwrap().entries().is_empty());
+}
+
+#[test]
+fn trust_verb_refuses_a_broken_file() {
+    let env = Env::new();
+    env.project("version: 1\nrules:\n  - name: a\n    match: {tool: x}\n    action: alow\n");
+    let out = mcpwall(&env, &["trust"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown_value"), "{stderr}");
+    assert!(TrustStore::load(&env.home).unwrap().entries().is_empty());
+}
+
+#[test]
+fn corrupt_trust_store_trusts_nothing() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(PROJECT);
+    env.trust();
+    std::fs::write(TrustStore::path_in(&env.home), "{not json").unwrap();
+    assert!(!names(&env.load()).contains(&"project-allow"));
+    assert!(TrustStore::load(&env.home).is_err());
+}
+
+// ------------------------------------------------------------------ extends with a fixed pack table
+
+const PACKS: mcpwall::config::Packs = &[
+    (
+        "rules/base.yml",
+        "version: 1\nsettings: {log_level: debug, default_action: deny}\nrules:\n  - name: base-deny\n    match: {tool: b}\n    action: deny\n  - name: base-allow\n    match: {tool: c}\n    action: allow\n",
+    ),
+    (
+        "profiles/dev.yml",
+        "version: 1\nextends: [base]\nrules:\n  - name: dev-deny\n    match: {tool: d}\n    action: deny\n",
+    ),
+    (
+        "servers/fs.yaml",
+        "version: 1\nrules:\n  - name: fs-deny\n    match: {tool: f}\n    action: deny\n",
+    ),
+    ("rules/loop-a.yml", "version: 1\nextends: [loop-b]\n"),
+    ("rules/loop-b.yml", "version: 1\nextends: [loop-a]\n"),
+    ("rules/broken.yml", "version: 1\nrules: [1]\n"),
+];
+
+fn with_packs(text: &str) -> Result<Policy, PolicyError> {
+    mcpwall::config::load_str_with_packs("policy.yml", text, &opts(), PACKS)
+}
+
+#[test]
+fn extends_order_is_depth_first_own_rules_first() {
+    let p = with_packs(
+        "version: 1\nextends: [profiles/dev, servers/fs]\nrules:\n  - name: own\n    match: {tool: o}\n    action: deny\n",
+    )
+    .unwrap();
+    assert_eq!(
+        names(&p),
+        vec!["own", "dev-deny", "base-deny", "base-allow", "fs-deny"]
+    );
+    let srcs: Vec<&str> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        srcs,
+        vec![
+            "policy.yml",
+            "builtin:profiles/dev.yml",
+            "builtin:rules/base.yml",
+            "builtin:servers/fs.yaml"
+        ]
+    );
+    assert_eq!(
+        p.settings.log_level,
+        LogLevel::Debug,
+        "a pack's settings apply"
+    );
+}
+
+#[test]
+fn a_file_overrides_the_settings_of_its_packs() {
+    let p = with_packs("version: 1\nextends: [base]\nsettings: {default_action: allow}\n").unwrap();
+    assert_eq!(p.settings.default_action, Action::Allow);
+    assert_eq!(p.settings.log_level, LogLevel::Debug);
+}
+
+#[test]
+fn a_pack_reached_twice_is_included_once() {
+    let p = with_packs("version: 1\nextends: [profiles/dev, base]\n").unwrap();
+    assert_eq!(names(&p), vec!["dev-deny", "base-deny", "base-allow"]);
+}
+
+#[test]
+fn extends_cycles_are_reported() {
+    let e = with_packs("version: 1\nextends: [loop-a]\n").unwrap_err();
+    assert_eq!(
+        e.codes(),
+        vec!["mcpwall::config::extends_cycle"],
+        "{}",
+        render(&e)
+    );
+    let d = &e.diagnostics[0];
+    assert!(
+        d.message
+            .contains("rules/loop-a.yml -> rules/loop-b.yml -> rules/loop-a.yml"),
+        "{}",
+        d.message
+    );
+    assert_eq!(
+        d.location,
+        Some(("builtin:rules/loop-b.yml".to_string(), 2, 11))
+    );
+}
+
+#[test]
+fn self_extension_is_a_cycle() {
+    // The file itself is not a pack, but a pack that names itself is.
+    const SELF: mcpwall::config::Packs = &[("rules/me.yml", "version: 1\nextends: [me]\n")];
+    let e =
+        mcpwall::config::load_str_with_packs("p.yml", "version: 1\nextends: [me]\n", &opts(), SELF)
+            .unwrap_err();
+    assert_eq!(e.codes(), vec!["mcpwall::config::extends_cycle"]);
+}
+
+#[test]
+fn problems_inside_a_pack_point_into_the_pack() {
+    let e = with_packs("version: 1\nextends: [broken]\n").unwrap_err();
+    assert_eq!(e.codes(), vec!["mcpwall::config::wrong_type"]);
+    assert_eq!(
+        e.diagnostics[0].location,
+        Some(("builtin:rules/broken.yml".to_string(), 2, 9))
+    );
+}
+
+#[test]
+fn untrusted_extends_only_adds_protection() {
+    let env = Env::new();
+    env.user("version: 1\n");
+    env.project("version: 1\nextends: [base]\n");
+    let p = mcpwall::config::load_with_packs(&env.opts(), PACKS).unwrap();
+    assert_eq!(names(&p), vec!["base-deny"]);
+    assert_eq!(p.ignored.len(), 1, "{:?}", p.ignored);
+    assert_eq!(p.ignored[0].what, "allow rule `base-allow`");
+    assert_eq!(
+        p.settings.default_action,
+        Action::Deny,
+        "the pack's deny default tightens"
+    );
+}
+
+#[test]
+fn a_pack_restricted_by_the_project_applies_in_full_where_the_user_reaches_it() {
+    let env = Env::new();
+    env.user("version: 1\nextends: [base]\nrules:\n  - name: mine\n    match: {tool: m}\n    action: deny\n");
+    env.project("version: 1\nextends: [base]\n");
+    let p = mcpwall::config::load_with_packs(&env.opts(), PACKS).unwrap();
+    assert_eq!(names(&p), vec!["base-deny", "mine", "base-allow"]);
+    assert!(
+        p.ignored.is_empty(),
+        "base-allow applies after all: {:?}",
+        p.ignored
     );
 }

@@ -1075,11 +1075,17 @@ const APPLY: &[(&str, &[Edit], &str)] = &[
 
 #[test]
 fn apply_splices_escaped_replacements() {
-    let mut out = b"stale".to_vec();
     for (raw, edits, want) in APPLY {
         let mut edits = edits.to_vec();
+        // Appends: what the buffer held before stays in front.
+        let mut out = b"earlier line\n".to_vec();
         redact::apply(raw.as_bytes(), &mut edits, &mut out);
-        assert_eq!(String::from_utf8_lossy(&out), *want, "{raw} {edits:?}");
+        let got = String::from_utf8_lossy(&out);
+        assert_eq!(
+            got.strip_prefix("earlier line\n"),
+            Some(*want),
+            "{raw} {edits:?}"
+        );
     }
 }
 

@@ -56,14 +56,17 @@ pub fn validate_profile(name: &str) -> miette::Result<&'static str> {
 }
 
 /// The user policy `init` writes: the profile by reference, so built-in protection stays
-/// and improves with each mcpwall release, with room for the user's own rules.
+/// and improves with each mcpwall release, with room for the user's own rules. `default`
+/// is listed after the profile so the file is never weaker than the built-in pack, whatever
+/// the profile extends (a pack reached twice is included once, where first reached).
 pub fn config_text(profile: &str) -> String {
     format!(
         "# mcpwall user policy, written by `mcpwall init --profile {profile}`.\n\
          # Rules you add under `rules:` are checked first; the built-in `{profile}` profile\n\
-         # follows and is updated with mcpwall. Check it with `mcpwall doctor`.\n\
+         # and the default pack follow and are updated with mcpwall. Check the setup with\n\
+         # `mcpwall doctor`, the effective rules with `mcpwall explain-policy`.\n\
          version: 1\n\
-         extends: [{profile}]\n"
+         extends: [profiles/{profile}, default]\n"
     )
 }
 

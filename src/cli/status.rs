@@ -9,8 +9,8 @@ use miette::IntoDiagnostic;
 
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
-    self, Doc, EntryState, Env, Problem, Scope, Server, Workspace, entry::resolve_on_path,
-    record::Records,
+    self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
+    entry::resolve_on_path, record::Records,
 };
 
 /// Arguments of `mcpwall status`.
@@ -23,11 +23,17 @@ pub struct DoctorArgs {}
 
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
-    if let EntryState::Wrapped { options, .. } = &server.state
-        && let Some(i) = options.iter().position(|o| o == "-c" || o == "--config")
-        && let Some(file) = options.get(i + 1)
-    {
-        return vec![file.clone()];
+    if let EntryState::Wrapped { options, .. } = &server.state {
+        for (i, option) in options.iter().enumerate() {
+            if let Some(file) = option.strip_prefix("--config=") {
+                return vec![file.to_string()];
+            }
+            if (option == "-c" || option == "--config")
+                && let Some(file) = options.get(i + 1)
+            {
+                return vec![file.clone()];
+            }
+        }
     }
     let mut files = Vec::new();
     let project = match (&server.project, doc.file.scope) {
@@ -214,17 +220,40 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
         project_dir: env.project_dir.clone(),
     };
     let fix = "run `mcpwall explain-policy` to see every problem with its file and line";
-    let policy = crate::config::load(&opts)
-        .map_err(|e| Check::bad(Status::Fail, "policy", format!("does not load: {e}"), fix))?;
+    let policy = crate::config::load(&opts).map_err(|e| {
+        Check::bad(
+            Status::Fail,
+            "policy",
+            format!("does not load: {}", describe(&e, env)),
+            fix,
+        )
+    })?;
     let program = crate::program::Program::compile(&policy).map_err(|e| {
         Check::bad(
             Status::Fail,
             "policy",
-            format!("does not compile: {e}"),
+            format!("does not compile: {}", describe(&e, env)),
             fix,
         )
     })?;
-    let sources: Vec<_> = policy.sources.iter().map(|s| s.name.as_str()).collect();
+    let has_default_pack = policy.sources.iter().any(|s| {
+        s.kind == crate::config::policy::SourceKind::Builtin
+            && s.name.ends_with(crate::config::DEFAULT_PACK)
+    });
+    if !has_default_pack {
+        return Err(Check::bad(
+            Status::Warn,
+            "policy",
+            "loads and compiles, but does not include the built-in default pack",
+            "add `default` to `extends:` in your policy file (`mcpwall init` writes it so)",
+        ));
+    }
+    let sources: Vec<_> = policy
+        .sources
+        .iter()
+        .filter(|s| s.kind != crate::config::policy::SourceKind::Builtin)
+        .map(|s| clients::display_path(env, Path::new(&s.name)))
+        .collect();
     let check = Check::ok(
         "policy",
         format!(
@@ -234,11 +263,37 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
             if sources.is_empty() {
                 "the built-in default pack".to_string()
             } else {
-                sources.join(", ")
+                format!("{} and built-in packs", sources.join(", "))
             }
         ),
     );
     Ok((check, program.settings().log_dir.clone()))
+}
+
+/// The first problems of a policy error, each as `file:line:col: message`.
+fn describe(error: &crate::config::PolicyError, env: &Env) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = error
+        .diagnostics
+        .iter()
+        .take(SHOWN)
+        .map(|d| match &d.location {
+            Some((file, line, column)) => format!(
+                "{}:{line}:{column}: {}",
+                clients::display_path(env, Path::new(file)),
+                d.message
+            ),
+            None => d.message.clone(),
+        })
+        .collect();
+    if error.diagnostics.len() > SHOWN {
+        parts.push(format!("and {} more", error.diagnostics.len() - SHOWN));
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join("; ")
+    }
 }
 
 /// The audit log directory exists (or can be made) and takes a new file.
@@ -270,8 +325,11 @@ fn check_client_files(ws: &Workspace) -> Vec<Check> {
                     Status::Fail,
                     format!("{} config", b.file.client),
                     format!(
-                        "{shown}:{}:{}: not valid JSON: {}",
-                        e.line, e.column, e.message
+                        "{shown}:{}:{}: not valid {}: {}",
+                        e.line,
+                        e.column,
+                        b.file.client.syntax(),
+                        e.message
                     ),
                     format!(
                         "fix {shown} at line {}, column {} (mcpwall does not edit it until then)",
@@ -375,8 +433,20 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
         .entries
         .iter()
         .filter(|r| {
-            let doc = ws.docs.iter().find(|d| d.canonical == r.file);
-            let wrapped = doc.is_some_and(|d| {
+            // A file named with `wrap --config` is not among the discovered ones: read it.
+            let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
+            let outside = match discovered {
+                Some(_) => None,
+                None => Client::from_id(&r.client).and_then(|client| {
+                    Doc::load(ConfigFile {
+                        client,
+                        path: r.file.clone(),
+                        scope: Scope::User,
+                    })
+                    .ok()
+                }),
+            };
+            let wrapped = discovered.or(outside.as_ref()).is_some_and(|d| {
                 d.servers
                     .iter()
                     .any(|s| s.path == r.path && matches!(s.state, EntryState::Wrapped { .. }))

@@ -12,7 +12,7 @@
 //! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
 //! file, and every pack it pulls in) may only tighten; see [`Restricted`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::diag::{Code, PolicyDiagnostic};
@@ -47,6 +47,13 @@ pub(crate) enum Restricted {
 /// `.yaml` is accepted as the file extension too. Only embedded files resolve: a path on
 /// disk can never be extended.
 pub fn resolve_extends(name: &str) -> Option<&'static str> {
+    resolve_in(crate::builtin::FILES, name)
+}
+
+/// A table of embedded files: `(path, contents)`, like [`crate::builtin::FILES`].
+pub type Packs = &'static [(&'static str, &'static str)];
+
+fn resolve_in(packs: Packs, name: &str) -> Option<&'static str> {
     let base = if name.contains('/') {
         let (dir, _) = name.split_once('/')?;
         if !matches!(dir, "profiles" | "servers" | "rules") {
@@ -61,7 +68,7 @@ pub fn resolve_extends(name: &str) -> Option<&'static str> {
     }
     for ext in ["yml", "yaml"] {
         let path = format!("{base}.{ext}");
-        if let Some((p, _)) = crate::builtin::FILES.iter().find(|(p, _)| *p == path) {
+        if let Some((p, _)) = packs.iter().find(|(p, _)| *p == path) {
             return Some(p);
         }
     }
@@ -70,7 +77,11 @@ pub fn resolve_extends(name: &str) -> Option<&'static str> {
 
 /// Every name `extends` accepts, for "did you mean" and help texts.
 pub fn extends_names() -> Vec<String> {
-    crate::builtin::FILES
+    names_in(crate::builtin::FILES)
+}
+
+fn names_in(packs: Packs) -> Vec<String> {
+    packs
         .iter()
         .filter_map(|(p, _)| {
             let stem = p.strip_suffix(".yml").or_else(|| p.strip_suffix(".yaml"))?;
@@ -92,6 +103,8 @@ pub(crate) struct FileInput {
 /// Collects files, diagnostics and the merged parts.
 pub(crate) struct Merger {
     vars: Vars,
+    /// Where `extends` names are looked up (the embedded files; a fixed table in tests).
+    packs: Packs,
     sources: Vec<Source>,
     diags: Vec<PolicyDiagnostic>,
     /// Packs already included (by embedded path), and whether that inclusion was restricted.
@@ -101,14 +114,21 @@ pub(crate) struct Merger {
     secret_patterns: Vec<SecretPattern>,
     disabled_secrets: Vec<Spanned<String>>,
     ignored: Vec<Ignored>,
+    /// `(source name, rule name)` of every rule taken, so a pack included a second time
+    /// does not repeat the rules its first inclusion already contributed.
+    taken: HashSet<(String, String)>,
+    /// Index into `ignored` and key of each ignored rule: a rule a restricted inclusion of a
+    /// pack ignored, but a later trusted inclusion applied, is not reported as ignored.
+    ignored_rules: Vec<(usize, (String, String))>,
     /// Settings in visit order, with whether each file was restricted.
     settings: Vec<(RawSettings, Restricted)>,
 }
 
 impl Merger {
-    pub(crate) fn new(vars: Vars) -> Merger {
+    pub(crate) fn new(vars: Vars, packs: Packs) -> Merger {
         Merger {
             vars,
+            packs,
             sources: Vec::new(),
             diags: Vec::new(),
             included: HashMap::new(),
@@ -117,6 +137,8 @@ impl Merger {
             secret_patterns: Vec::new(),
             disabled_secrets: Vec::new(),
             ignored: Vec::new(),
+            taken: HashSet::new(),
+            ignored_rules: Vec::new(),
             settings: Vec::new(),
         }
     }
@@ -137,7 +159,7 @@ impl Merger {
         if self.included.insert(path, Restricted::No).is_some() {
             return;
         }
-        let text = crate::builtin::get(path).unwrap_or("");
+        let text = self.pack_text(path);
         let mut stack = vec![path];
         self.add(
             FileInput {
@@ -193,8 +215,8 @@ impl Merger {
         }
         self.settings.push((settings, restricted));
         for name in extends {
-            let Some(path) = resolve_extends(&name.value) else {
-                let names = extends_names();
+            let Some(path) = resolve_in(self.packs, &name.value) else {
+                let names = names_in(self.packs);
                 let refs: Vec<&str> = names.iter().map(String::as_str).collect();
                 let label = match did_you_mean(&name.value, &refs) {
                     Some(near) => format!("did you mean `{near}`?"),
@@ -242,7 +264,7 @@ impl Merger {
             }
             self.included.insert(path, restricted);
             stack.push(path);
-            let text = crate::builtin::get(path).unwrap_or("");
+            let text = self.pack_text(path);
             self.add(
                 FileInput {
                     name: format!("builtin:{path}"),
@@ -256,14 +278,12 @@ impl Merger {
         }
     }
 
-    /// Whether a rule of this name came from an earlier inclusion of the same pack.
-    fn repeated(&self, source_name: &str, name: &str) -> bool {
-        let from_same = |span: Span| self.sources[span.source.0 as usize].name == source_name;
-        self.rules
+    fn pack_text(&self, path: &str) -> &'static str {
+        self.packs
             .iter()
-            .map(|r| &r.name)
-            .chain(self.outbound_rules.iter().map(|r| &r.name))
-            .any(|n| n.value == name && from_same(n.span))
+            .find(|(p, _)| *p == path)
+            .map(|(_, t)| *t)
+            .unwrap_or("")
     }
 
     fn take_rules(
@@ -274,33 +294,34 @@ impl Merger {
         r: Restricted,
     ) {
         for rule in rules {
-            if self.repeated(source_name, &rule.name.value) {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
                 continue;
             }
             if r == Restricted::Yes && rule.action == Action::Allow {
-                self.ignore(
-                    rule.span,
-                    format!("allow rule `{}`", rule.name.value),
-                    UNTRUSTED_WHY,
-                );
+                self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
             } else {
+                self.taken.insert(key);
                 self.rules.push(rule);
             }
         }
         for rule in outbound {
-            if self.repeated(source_name, &rule.name.value) {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
                 continue;
             }
             if r == Restricted::Yes && rule.action == OutboundAction::Allow {
-                self.ignore(
-                    rule.span,
-                    format!("outbound allow rule `{}`", rule.name.value),
-                    UNTRUSTED_WHY,
-                );
+                self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
             } else {
+                self.taken.insert(key);
                 self.outbound_rules.push(rule);
             }
         }
+    }
+
+    fn ignore_rule(&mut self, span: Span, what: String, key: (String, String)) {
+        self.ignored_rules.push((self.ignored.len(), key));
+        self.ignore(span, what, UNTRUSTED_WHY);
     }
 
     fn ignore(&mut self, span: Span, what: String, why: &str) {
@@ -315,6 +336,17 @@ impl Merger {
     pub(crate) fn finish(mut self) -> Result<Policy, super::PolicyError> {
         let settings = self.merge_settings();
         self.check_duplicates();
+        let applied: HashSet<usize> = self
+            .ignored_rules
+            .iter()
+            .filter(|(_, key)| self.taken.contains(key))
+            .map(|(i, _)| *i)
+            .collect();
+        let mut index = 0;
+        self.ignored.retain(|_| {
+            index += 1;
+            !applied.contains(&(index - 1))
+        });
         if !self.diags.is_empty() {
             // Read like the files: by file, then by position.
             self.diags.sort_by_key(|d| {
@@ -410,6 +442,18 @@ impl Merger {
         if let Some(v) = set.redact_marker {
             s.redact_marker = v.value;
         }
+        if let Some(v) = set.hide_denied_tools {
+            s.hide_denied_tools = v.value;
+        }
+        if let Some(v) = set.pinning {
+            s.pinning = v.value;
+        }
+        if let Some(v) = set.poison_scan {
+            s.poison_scan = v.value;
+        }
+        if let Some(v) = set.circuit_breaker {
+            s.circuit_breaker = Some(v.value);
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -472,6 +516,43 @@ impl Merger {
             // Cosmetic: it changes the replacement text, not what is redacted.
             s.redact_marker = v.value;
         }
+        if let Some(v) = layer.hide_denied_tools {
+            if v.value {
+                s.hide_denied_tools = true;
+            } else {
+                self.ignore(v.span, "`hide_denied_tools: false`".into(), UNTRUSTED_WHY);
+            }
+        }
+        // enforce > warn > off: the enums are declared strictest first.
+        if let Some(v) = layer.pinning {
+            if (v.value as u8) <= (s.pinning as u8) {
+                s.pinning = v.value;
+            } else {
+                self.ignore(v.span, "a looser `pinning`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.poison_scan {
+            if (v.value as u8) <= (s.poison_scan as u8) {
+                s.poison_scan = v.value;
+            } else {
+                self.ignore(v.span, "a looser `poison_scan`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.circuit_breaker {
+            let stricter = match s.circuit_breaker {
+                None => true,
+                // fewer violations tolerated per second: a/b <= c/d  <=>  a*d <= c*b
+                Some(cur) => {
+                    u128::from(v.value.max_violations) * u128::from(cur.window_seconds)
+                        <= u128::from(cur.max_violations) * u128::from(v.value.window_seconds)
+                }
+            };
+            if stricter {
+                s.circuit_breaker = Some(v.value);
+            } else {
+                self.ignore(v.span, "a looser `circuit_breaker`".into(), UNTRUSTED_WHY);
+            }
+        }
     }
 }
 
@@ -489,4 +570,8 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.rate_limit, &from.rate_limit);
     f(&mut into.max_frame_bytes, &from.max_frame_bytes);
     f(&mut into.redact_marker, &from.redact_marker);
+    f(&mut into.hide_denied_tools, &from.hide_denied_tools);
+    f(&mut into.pinning, &from.pinning);
+    f(&mut into.poison_scan, &from.poison_scan);
+    f(&mut into.circuit_breaker, &from.circuit_breaker);
 }

@@ -30,7 +30,7 @@ pub mod trust;
 mod validate;
 
 pub use diag::{Code, PolicyDiagnostic, PolicyError};
-pub use merge::{UNTRUSTED_WHY, extends_names, resolve_extends};
+pub use merge::{Packs, UNTRUSTED_WHY, extends_names, resolve_extends};
 pub use policy::Policy;
 pub use trust::{PROJECT_FILE, TrustStatus, TrustStore};
 pub use validate::{DEFAULT_METHOD, REGEX_SIZE_LIMIT};
@@ -82,7 +82,13 @@ impl LoadOptions {
 ///   file, the built-in default pack follows it, so an untrusted file can never leave less
 ///   protection than no file at all.
 pub fn load(opts: &LoadOptions) -> Result<Policy, PolicyError> {
-    let mut merger = Merger::new(opts.vars());
+    load_with_packs(opts, crate::builtin::FILES)
+}
+
+/// [`load`] with `extends` resolved against `packs` instead of the embedded files.
+#[doc(hidden)]
+pub fn load_with_packs(opts: &LoadOptions, packs: Packs) -> Result<Policy, PolicyError> {
+    let mut merger = Merger::new(opts.vars(), packs);
     if let Some(path) = &opts.explicit {
         match read(path) {
             Ok(text) => merger.add_file(
@@ -150,7 +156,19 @@ pub fn load(opts: &LoadOptions) -> Result<Policy, PolicyError> {
 
 /// Load one policy from text, as if it were the file `name` given with `-c`.
 pub fn load_str(name: &str, text: &str, opts: &LoadOptions) -> Result<Policy, PolicyError> {
-    let mut merger = Merger::new(opts.vars());
+    load_str_with_packs(name, text, opts, crate::builtin::FILES)
+}
+
+/// [`load_str`] with `extends` resolved against `packs` instead of the embedded files
+/// (tests of extends order and cycles; the packs engineer's pack tests).
+#[doc(hidden)]
+pub fn load_str_with_packs(
+    name: &str,
+    text: &str,
+    opts: &LoadOptions,
+    packs: Packs,
+) -> Result<Policy, PolicyError> {
+    let mut merger = Merger::new(opts.vars(), packs);
     merger.add_file(
         FileInput {
             name: name.to_string(),

@@ -192,6 +192,12 @@ impl TrustStore {
                 options.mode(0o600);
             }
             let mut f = options.open(&tmp)?;
+            // `mode` only applies to a newly created file; a stale temporary keeps its own.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            }
             f.write_all(&json)?;
             f.sync_all()?;
             drop(f);

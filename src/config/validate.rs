@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Node, RawPolicy, RawSettings, YNode, node_span};
 use super::policy::{
-    Action, ArgCondition, ArgSelector, Examples, LogArgs, LogLevel, Matcher, OutboundAction,
-    OutboundRule, RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+    Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
+    LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
+    RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -76,6 +77,10 @@ const SETTINGS_KEYS: &[&str] = &[
     "rate_limit",
     "max_frame_bytes",
     "redact_marker",
+    "hide_denied_tools",
+    "pinning",
+    "poison_scan",
+    "circuit_breaker",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -101,6 +106,7 @@ const EXAMPLES_KEYS: &[&str] = &["match", "no_match"];
 const SECRETS_KEYS: &[&str] = &["patterns", "disable"];
 const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
 const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
+const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -162,9 +168,14 @@ impl<'a> Decoder<'a> {
 
     /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
     fn fields<'n>(&mut self, node: &'n YNode, what: &str, allowed: &[&str]) -> Option<Fields<'n>> {
-        let Node::Map(entries) = &node.value else {
-            self.wrong_type(node, what, "a mapping");
-            return None;
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            // `settings:` with nothing after it is an empty mapping, as YAML writers expect.
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, what, "a mapping");
+                return None;
+            }
         };
         let mut out = Vec::with_capacity(entries.len());
         let mut had_unknown = false;
@@ -456,7 +467,74 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("rate_limit") {
             s.rate_limit = self.rate_limit(n);
         }
+        if let Some(n) = f.get("hide_denied_tools") {
+            s.hide_denied_tools = self.bool(n, "`hide_denied_tools`");
+        }
+        if let Some(n) = f.get("pinning") {
+            s.pinning = self.word(
+                n,
+                "`pinning`",
+                &[
+                    ("enforce", PinningMode::Enforce),
+                    ("warn", PinningMode::Warn),
+                    ("off", PinningMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("poison_scan") {
+            s.poison_scan = self.word(
+                n,
+                "`poison_scan`",
+                &[
+                    ("enforce", PoisonScanMode::Enforce),
+                    ("warn", PoisonScanMode::Warn),
+                    ("off", PoisonScanMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("circuit_breaker") {
+            s.circuit_breaker = self.circuit_breaker(n);
+        }
         s
+    }
+
+    fn circuit_breaker(&mut self, node: &YNode) -> Option<Spanned<CircuitBreakerSettings>> {
+        let f = self.fields(node, "`circuit_breaker`", BREAKER_KEYS)?;
+        let get = |key: &str, this: &mut Self| match f.get(key) {
+            Some(n) => this.positive(n, &format!("`circuit_breaker.{key}`")),
+            None => {
+                this.report(
+                    Code::MissingKey,
+                    format!("`circuit_breaker` has no `{key}`"),
+                    this.head_span(node),
+                    format!("`{key}` is missing"),
+                    "write `circuit_breaker: {max_violations: 5, window_seconds: 60, action: suspend}`",
+                );
+                None
+            }
+        };
+        let violations = get("max_violations", self);
+        let window = get("window_seconds", self);
+        let action = match f.get("action") {
+            Some(n) => self.word(
+                n,
+                "`circuit_breaker.action`",
+                &[("suspend", BreakerAction::Suspend)],
+            ),
+            None => Some(Spanned {
+                value: BreakerAction::Suspend,
+                span: self.span(node),
+            }),
+        };
+        let (violations, window, action) = (violations?, window?, action?);
+        Some(Spanned {
+            value: CircuitBreakerSettings {
+                max_violations: u32::try_from(violations.value).unwrap_or(u32::MAX),
+                window_seconds: window.value,
+                action: action.value,
+            },
+            span: self.span(node),
+        })
     }
 
     fn rate_limit(&mut self, node: &YNode) -> Option<Spanned<RateLimit>> {
@@ -590,11 +668,11 @@ impl<'a> Decoder<'a> {
                 }
                 Some(mf) => {
                     if let Some(n) = mf.get("method") {
-                        method = self.glob(n, "`method`");
+                        method = self.glob(n, "in `method`");
                         match_ok &= method.is_some();
                     }
                     if let Some(n) = mf.get("tool") {
-                        tool = self.glob(n, "`tool`");
+                        tool = self.glob(n, "in `tool`");
                         match_ok &= tool.is_some();
                     }
                     if let Some(n) = mf.get("arguments") {
@@ -719,11 +797,11 @@ impl<'a> Decoder<'a> {
         for (key, k, v) in &f.entries {
             let span = self.span(k);
             match key.as_str() {
-                "regex" => match self.regex(v, "`regex`") {
+                "regex" => match self.regex(v, &format!("for argument `{arg}`")) {
                     Some(r) => push(Matcher::Regex(r), span),
                     None => ok = false,
                 },
-                "pattern" => match self.glob(v, "`pattern`") {
+                "pattern" => match self.glob(v, &format!("for argument `{arg}`")) {
                     Some(g) => push(Matcher::Pattern(g), span),
                     None => ok = false,
                 },
@@ -835,7 +913,7 @@ impl<'a> Decoder<'a> {
                 Some(mf) => {
                     for key in ["method", "tool", "server"] {
                         if let Some(n) = mf.get(key) {
-                            let g = self.glob(n, &format!("`{key}`"));
+                            let g = self.glob(n, &format!("in `{key}`"));
                             ok &= g.is_some();
                             match key {
                                 "method" => rule.method = g,
@@ -872,7 +950,7 @@ impl<'a> Decoder<'a> {
                             _ => vec![n],
                         };
                         for item in items {
-                            match self.regex(item, "`response_contains_regex`") {
+                            match self.regex(item, "in `response_contains_regex`") {
                                 Some(r) => rule.response_contains_regex.push(r),
                                 None => ok = false,
                             }
@@ -970,7 +1048,7 @@ impl<'a> Decoder<'a> {
                     }
                 };
                 let regex = match pf.get("regex") {
-                    Some(n) => self.regex(n, "`regex`"),
+                    Some(n) => self.regex(n, "in a secret pattern"),
                     None => {
                         self.report(
                             Code::MissingKey,
@@ -1065,7 +1143,19 @@ impl<'a> Decoder<'a> {
 
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
     fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
-        let s = self.string(node, what)?;
+        let s = self.string(node, &format!("a regex {what}"))?;
+        // One Thompson NFA compile checks both syntax and size (the size limit bounds the
+        // NFA). Only when it fails is the pattern parsed again, to find where the error is.
+        let nfa = regex_automata::nfa::thompson::Compiler::new()
+            .configure(
+                regex_automata::nfa::thompson::Config::new()
+                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                    .shrink(false),
+            )
+            .build(&s.value);
+        let Err(nfa_error) = nfa else {
+            return Some(s);
+        };
         if let Err(e) = regex_syntax::ParserBuilder::new().build().parse(&s.value) {
             let (msg, inner) = match &e {
                 regex_syntax::Error::Parse(e) => (e.kind().to_string(), Some(*e.span())),
@@ -1078,7 +1168,7 @@ impl<'a> Decoder<'a> {
             };
             self.report(
                 Code::BadRegex,
-                format!("invalid regex in {what}: {msg}"),
+                format!("invalid regex {what}: {msg}"),
                 span,
                 msg,
                 "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
@@ -1086,37 +1176,33 @@ impl<'a> Decoder<'a> {
             );
             return None;
         }
-        if let Err(e) = regex::RegexBuilder::new(&s.value)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-        {
-            let msg = match e {
-                regex::Error::CompiledTooBig(limit) => {
-                    format!("the compiled regex is larger than {limit} bytes")
-                }
-                other => other.to_string(),
-            };
-            self.report(
-                Code::BadRegex,
-                format!("regex in {what} is too large: {msg}"),
-                s.span,
-                "too large",
+        let (message, help) = match nfa_error.size_limit() {
+            Some(limit) => (
+                format!(
+                    "regex {what} is too large: its compiled form exceeds {} MiB",
+                    limit >> 20
+                ),
                 "simplify the regex: large counted repetitions such as `{1000}` and big \
-                 Unicode classes multiply its size",
-            );
-            return None;
-        }
-        Some(s)
+                 Unicode classes (`\\w`, `(?i)`) multiply its size"
+                    .to_string(),
+            ),
+            None => (
+                format!("regex {what} cannot be compiled: {nfa_error}"),
+                "simplify the regex".to_string(),
+            ),
+        };
+        self.report(Code::BadRegex, message, s.span, "too large", help);
+        None
     }
 
     /// A glob (globset syntax), checked to compile.
     fn glob(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
-        let s = self.string(node, what)?;
+        let s = self.string(node, &format!("a glob {what}"))?;
         if let Err(e) = globset::Glob::new(&s.value) {
             let msg = e.kind().to_string();
             self.report(
                 Code::BadGlob,
-                format!("invalid glob in {what}: {msg}"),
+                format!("invalid glob {what}: {msg}"),
                 s.span,
                 msg,
                 "globs use `*`, `**`, `?`, `[abc]` and `{a,b}`; escape a literal with `[*]`",

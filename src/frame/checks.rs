@@ -89,6 +89,29 @@ pub fn check_scan(data: &[u8]) {
     }
 }
 
+/// Newline-delimited input, one [`Parsed`] reused for every line (as a pump does):
+/// each line gives exactly what a fresh parser gives, so no state leaks between
+/// frames, and each line passes [`check_scan`].
+pub fn check_lines(data: &[u8]) {
+    let limits = Limits::default();
+    let mut reused = Parsed::new();
+    for line in data.split(|&b| b == b'\n') {
+        let got = reused.parse(line, &limits);
+        let mut fresh = Parsed::new();
+        let want = fresh.parse(line, &limits);
+        let show = String::from_utf8_lossy(line);
+        assert_eq!(got, want, "reused parser disagrees on {show:?}");
+        assert_eq!(reused.is_batch(), fresh.is_batch(), "{show:?}");
+        assert_eq!(reused.messages(), fresh.messages(), "{show:?}");
+        assert_eq!(reused.tokens(), fresh.tokens(), "{show:?}");
+        let (a, b) = (Frame::new(line, &reused), Frame::new(line, &fresh));
+        for t in reused.tokens() {
+            assert_eq!(a.text(t.text), b.text(t.text), "{show:?}");
+        }
+        check_scan(line);
+    }
+}
+
 fn collect_strings<'v>(v: &'v serde_json::Value, out: &mut Vec<&'v str>) {
     match v {
         serde_json::Value::String(s) => out.push(s),
@@ -188,8 +211,12 @@ pub fn check_frame(frame: &Frame<'_>) {
 /// `String` tokens, wrapped around) and a range of its decoded text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pick {
+    /// Which string value: an index among the picked frame's candidate tokens, modulo
+    /// their number.
     pub token: usize,
+    /// Start of the decoded range (may be past the end: clamped).
     pub start: usize,
+    /// End of the decoded range.
     pub end: usize,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! The engine finds secrets in a token's *decoded* text; [`raw_range`] maps such a
 //! range back to the raw bytes that encode it (whole escapes, whole characters), and
-//! [`apply`] writes the frame with those raw ranges replaced by an escaped marker. The
+//! [`apply`] appends the frame with those raw ranges replaced by an escaped marker. The
 //! result is valid JSON whenever the input was and every edit lies inside one string
 //! token, because a string's contents are replaced by well-formed string contents.
 
@@ -105,17 +105,20 @@ fn next_char(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
     ((at + len).min(limit), len)
 }
 
-/// Write `raw` to `out` with each range in `edits` replaced by its text.
+/// Append `raw` to `out` with each range in `edits` replaced by its text.
 ///
-/// `out` is cleared first, then holds the whole edited frame. `edits` is sorted in
-/// place by start (ties: the longer range first, then by text), and overlapping or
-/// adjacent ranges are merged into one, which gets the replacement text of the first
-/// of them in that order. Ranges past the end of `raw` are clamped; an empty range
-/// inserts its text. The text is JSON-escaped (`"`, `\` and control characters), so a
-/// marker like `[REDACTED: aws key "x"]` cannot end the string it lands in.
+/// `out` is appended to, not cleared: the proxy assembles a batch answer, or several
+/// lines for one writer, in one buffer. `edits` is sorted in place by start (ties: the
+/// longer range first, then by text), and overlapping or adjacent ranges are merged
+/// into one, which gets the replacement text of the first of them in that order.
+/// Ranges past the end of `raw` are clamped and inverted ranges are read as empty; an
+/// empty range inserts its text. The text is JSON-escaped (`"`, `\` and control
+/// characters), so a marker like `[REDACTED: aws key "x"]` cannot end the string it
+/// lands in.
 ///
-/// The ranges must lie inside string tokens (use [`raw_range`]); then the output is
-/// valid JSON whenever `raw` was, and every byte outside the edits is unchanged.
+/// The ranges must lie inside string tokens (use [`raw_range`]); then what is appended
+/// is valid JSON whenever `raw` was, and every byte outside the edits is unchanged.
+/// Allocates only to grow `out`.
 ///
 /// ```
 /// use mcpwall::frame::redact;
@@ -126,7 +129,6 @@ fn next_char(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
 /// assert_eq!(out, br#"{"a":"key=[REDACTED:\"secret\"]","b":"x"}"#);
 /// ```
 pub fn apply(raw: &[u8], edits: &mut Vec<(Range<usize>, &str)>, out: &mut Vec<u8>) {
-    out.clear();
     for (range, _) in edits.iter_mut() {
         let start = range.start.min(raw.len());
         let end = range.end.min(raw.len()).max(start);

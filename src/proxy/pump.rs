@@ -180,6 +180,33 @@ fn cancelled_request_id<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a [u8]
     None
 }
 
+/// `(label, count)` pairs of a redaction list, first-seen order.
+fn label_counts(redactions: &[crate::verdict::Redaction]) -> Vec<(u32, u32)> {
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    for r in redactions {
+        match counts.iter_mut().find(|(l, _)| *l == r.label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((r.label, 1)),
+        }
+    }
+    counts
+}
+
+/// The marker that replaces a secret with this label (typed markers built once).
+fn marker_for<'m>(
+    markers: &'m mut HashMap<u32, String>,
+    kind: RedactMarker,
+    program: &Program,
+    label: u32,
+) -> &'m str {
+    match kind {
+        RedactMarker::Plain => REDACT_MARKER,
+        RedactMarker::Typed => markers
+            .entry(label)
+            .or_insert_with(|| format!("[REDACTED BY MCPWALL: {}]", program.label(label))),
+    }
+}
+
 fn event(
     direction: Direction,
     action: AuditAction,
@@ -271,6 +298,12 @@ impl Inbound {
                     self.ctx.limits.max_frame_bytes
                 );
                 self.refuse_malformed(None, -32600, message, "mcpwall:too_large");
+            }
+            Line::Truncated { len } => {
+                let message = format!(
+                    "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
+                );
+                self.refuse_malformed(None, -32700, message, "mcpwall:truncated");
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
@@ -684,6 +717,12 @@ impl Outbound {
                 );
                 self.drop_line(None, message, "mcpwall:too_large");
             }
+            Line::Truncated { len } => {
+                let message = format!(
+                    "server output ended inside a frame ({len} bytes, no newline); dropped"
+                );
+                self.drop_line(None, message, "mcpwall:truncated");
+            }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
                 match parsed.parse(raw, &self.ctx.limits) {
@@ -709,13 +748,71 @@ impl Outbound {
             );
             return;
         }
-        // Text lines are forwarded only after scanning (decision 4). Until the engine
-        // offers a text scan, fail closed: drop them, loudly.
-        self.drop_line(
-            id,
-            format!("server line is not a valid JSON-RPC message ({err}); dropped"),
-            "mcpwall:unscannable",
-        );
+        // Text lines are forwarded only after scanning (decision 4).
+        let call = CallInfo {
+            method: None,
+            tool: None,
+            server: &self.ctx.server,
+        };
+        let program = &*self.ctx.program;
+        let (action, rule, counts) = match program.scan_text(raw, &call, &mut self.scratch) {
+            Outcome::Pass => {
+                self.to_client.line(raw);
+                (AuditAction::Pass, None, Vec::new())
+            }
+            Outcome::Redact { rule, redactions } => {
+                let counts = label_counts(redactions);
+                // Not JSON, so the marker is spliced in as is: no escaping context.
+                let out = &mut self.to_client.buf;
+                let mut at = 0;
+                for r in redactions {
+                    if r.raw.start < at || r.raw.end > raw.len() {
+                        continue;
+                    }
+                    out.extend_from_slice(&raw[at..r.raw.start]);
+                    out.extend_from_slice(
+                        marker_for(&mut self.markers, self.marker, program, r.label).as_bytes(),
+                    );
+                    at = r.raw.end;
+                }
+                out.extend_from_slice(&raw[at..]);
+                out.push(b'\n');
+                (AuditAction::Redact, Some(RuleRef::Outbound(rule)), counts)
+            }
+            Outcome::Block { rule } => (
+                AuditAction::Block,
+                Some(RuleRef::Outbound(rule)),
+                Vec::new(),
+            ),
+        };
+        self.log_only_events(id, None, None);
+        if action != AuditAction::Pass && self.ctx.audit.enabled() {
+            let mut e = AuditEvent::new(Direction::Outbound, action);
+            e.rule = rule;
+            e.redactions = counts;
+            e.message = Some("non-JSON line from the server".into());
+            self.events.push(e);
+        }
+    }
+
+    /// Audit events for the `log_only` rules that matched in the last scan.
+    fn log_only_events(
+        &mut self,
+        id: Option<&[u8]>,
+        method: Option<&Arc<str>>,
+        tool: Option<&Arc<str>>,
+    ) {
+        if self.scratch.logged().is_empty() || !self.ctx.audit.enabled() {
+            return;
+        }
+        for &rule in self.scratch.logged() {
+            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::LogOnly);
+            e.id = id.map(IdText::new);
+            e.method = method.cloned();
+            e.tool = tool.cloned();
+            e.rule = Some(RuleRef::Outbound(rule));
+            self.events.push(e);
+        }
     }
 
     /// Drop a server line, audit it, and answer the request it was meant to answer
@@ -824,12 +921,8 @@ impl Outbound {
                 (AuditAction::Pass, None, Vec::new())
             }
             Outcome::Redact { rule, redactions } => {
-                let mut counts: Vec<(u32, u32)> = Vec::new();
+                let counts = label_counts(redactions);
                 for r in redactions {
-                    match counts.iter_mut().find(|(l, _)| *l == r.label) {
-                        Some((_, n)) => *n += 1,
-                        None => counts.push((r.label, 1)),
-                    }
                     if self.marker == RedactMarker::Typed {
                         self.markers.entry(r.label).or_insert_with(|| {
                             format!("[REDACTED BY MCPWALL: {}]", program.label(r.label))
@@ -884,6 +977,21 @@ impl Outbound {
             AuditAction::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
             _ => true,
         };
+        let own_method = match &entry {
+            Some(_) => None,
+            None => frame.method(msg).map(|m| {
+                self.ctx
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .intern(m)
+            }),
+        };
+        let (m, t) = match &entry {
+            Some(e) => (Some(&e.method), e.tool.as_ref()),
+            None => (own_method.as_ref(), None),
+        };
+        self.log_only_events(id, m, t);
         let audited = entry.as_ref().is_some_and(|e| e.audited) || action != AuditAction::Pass;
         if audited && self.ctx.audit.enabled() {
             let mut e = AuditEvent::new(Direction::Outbound, action);
@@ -894,15 +1002,7 @@ impl Outbound {
                     e.method = Some(entry.method);
                     e.tool = entry.tool;
                 }
-                None => {
-                    e.method = frame.method(msg).map(|m| {
-                        self.ctx
-                            .pending
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .intern(m)
-                    });
-                }
+                None => e.method = own_method,
             }
             e.rule = rule;
             e.redactions = redactions;
