@@ -32,6 +32,7 @@ use crate::program::Program;
 pub use child::{ChildSpec, SpawnError};
 use codec::LineReader;
 use pending::Pending;
+pub use pump::FramePath;
 use pump::{Ctx, Inbound, Outbound, Sink};
 pub use shutdown::Grace;
 

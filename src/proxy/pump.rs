@@ -1011,3 +1011,84 @@ impl Outbound {
         wrote
     }
 }
+
+// ---------------------------------------------------------------------------------
+// The frame path without I/O
+// ---------------------------------------------------------------------------------
+
+/// The synchronous per-line work of both pumps, with no I/O and no runtime: what the
+/// in-tree benchmark measures and what the property tests compare with the engine.
+/// Output accumulates in two buffers, as the pumps' sinks would send it.
+pub struct FramePath {
+    inbound: Inbound,
+    outbound: Outbound,
+    // Keep the channels open; nothing is ever sent on them.
+    _to_server: mpsc::Receiver<Vec<u8>>,
+    _to_client: mpsc::Receiver<Vec<u8>>,
+}
+
+impl FramePath {
+    pub fn new(program: Arc<Program>, server: &str, strict: bool) -> FramePath {
+        let limits = Limits {
+            max_frame_bytes: program.settings().max_frame_bytes,
+            ..Limits::default()
+        };
+        let ctx = Arc::new(Ctx {
+            program,
+            pending: Mutex::new(Pending::new(super::MAX_PENDING)),
+            audit: crate::audit::Audit::disabled().sender(),
+            server: server.into(),
+            strict,
+            limits,
+            chatter: Chatter {
+                level: LogLevel::Error,
+            },
+        });
+        let (server_tx, to_server) = mpsc::channel(1);
+        let (client_tx, to_client) = mpsc::channel(1);
+        FramePath {
+            outbound: Outbound::new(
+                ctx.clone(),
+                Sink::strong(client_tx.clone()),
+                Sink::weak(server_tx.downgrade()),
+            ),
+            inbound: Inbound::new(ctx, Sink::strong(server_tx), Sink::strong(client_tx)),
+            _to_server: to_server,
+            _to_client: to_client,
+        }
+    }
+
+    /// Judge one client line (without its `\n`).
+    pub fn client_line(&mut self, raw: &[u8]) {
+        self.inbound.handle(Line::Frame(raw));
+        self.inbound.events.clear();
+    }
+
+    /// Judge one server line (without its `\n`).
+    pub fn server_line(&mut self, raw: &[u8]) {
+        self.outbound.handle(Line::Frame(raw));
+        self.outbound.events.clear();
+    }
+
+    /// Bytes bound for the server so far (frames plus `\n`); clears them.
+    pub fn take_to_server(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.inbound.to_server.buf);
+        out.append(&mut self.outbound.to_server.buf);
+        out
+    }
+
+    /// Bytes bound for the client so far; clears them.
+    pub fn take_to_client(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.inbound.to_client.buf);
+        out.append(&mut self.outbound.to_client.buf);
+        out
+    }
+
+    /// Discard buffered output without allocating (benchmarks).
+    pub fn clear(&mut self) {
+        self.inbound.to_server.buf.clear();
+        self.inbound.to_client.buf.clear();
+        self.outbound.to_server.buf.clear();
+        self.outbound.to_client.buf.clear();
+    }
+}
