@@ -943,6 +943,41 @@ fn audit_events_have_the_documented_fields() {
 }
 
 #[test]
+fn log_args_full_logs_allowed_arguments_with_secrets_redacted() {
+    let key = fake_aws_key();
+    let mut p = Proxy::with(Setup {
+        settings: "  log_args: full\n",
+        ..Setup::default()
+    });
+    p.send_line(&call(
+        "1",
+        "deploy",
+        json!({"region": "eu", "token": format!("id {key}")}),
+    ));
+    p.recv_json();
+    p.send_line(&call("2", "read_file", json!({"path": "/x/.ssh/id_rsa"})));
+    p.recv_json();
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let allowed = events
+        .iter()
+        .find(|e| e["action"] == "allow")
+        .expect("allowed call audited");
+    assert_eq!(
+        allowed["args"],
+        json!({"region": "eu", "token": "id [REDACTED BY MCPWALL]"})
+    );
+    let denied = events.iter().find(|e| e["action"] == "deny").unwrap();
+    assert!(
+        denied.get("args").is_none(),
+        "denied arguments are never written"
+    );
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(!all.contains(&key) && !all.contains("id_rsa"));
+}
+
+#[test]
 fn unwritable_audit_log_warns_once_and_proxying_goes_on() {
     let mut p = Proxy::start();
     // A file where the log directory should be.

@@ -23,7 +23,7 @@ use super::ratelimit::RateLimiter;
 use super::synth;
 use super::{Chatter, LogLevel};
 use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, RuleRef};
-use crate::config::policy::RedactMarker;
+use crate::config::policy::{LogArgs, RedactMarker};
 use crate::frame::{Frame, FrameError, Limits, Message, MessageKind, Parsed, TokenKind};
 use crate::program::{CallInfo, Program, Scratch};
 use crate::verdict::{Decision, Outcome};
@@ -235,12 +235,16 @@ pub(crate) struct Inbound {
     to_client: Sink,
     events: Vec<AuditEvent>,
     batch: Vec<Decided>,
+    /// `Some` with `log_args: full`: scratch for redacting logged arguments.
+    log_args: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
 }
 
 impl Inbound {
     pub fn new(ctx: Arc<Ctx>, to_server: Sink, to_client: Sink) -> Inbound {
         let scratch = ctx.program.scratch();
         let rate = ctx.program.settings().rate_limit.map(RateLimiter::new);
+        let log_args = (ctx.program.settings().log_args == LogArgs::Full)
+            .then(|| (ctx.program.detector().cache(), Vec::new()));
         Inbound {
             ctx,
             parsed: Parsed::new(),
@@ -250,6 +254,7 @@ impl Inbound {
             to_client,
             events: Vec::new(),
             batch: Vec::new(),
+            log_args,
         }
     }
 
@@ -636,8 +641,79 @@ impl Inbound {
         drop(pending);
         e.rule = d.rule;
         e.message = d.message.as_ref().map(|m| m.as_ref().into());
+        if d.allow
+            && let Some((cache, findings)) = &mut self.log_args
+        {
+            e.args = logged_args(&self.ctx.program, frame, msg, cache, findings);
+        }
         self.events.push(e);
     }
+}
+
+/// The arguments of an allowed request for `log_args: full`, as JSON text with every
+/// secret the detectors find replaced. Denied requests never get here. Strings are
+/// redacted one by one on the decoded value, so a secret can never straddle JSON syntax.
+fn logged_args(
+    program: &Program,
+    frame: &Frame<'_>,
+    msg: &Message,
+    cache: &mut crate::secrets::DetectorCache,
+    findings: &mut Vec<crate::secrets::Finding>,
+) -> Option<Box<str>> {
+    let value: serde_json::Value = serde_json::from_slice(&frame.raw[msg.span.clone()]).ok()?;
+    let params = value.get("params")?;
+    let mut args = if frame.method(msg) == Some("tools/call") {
+        params.get("arguments")?.clone()
+    } else {
+        params.clone()
+    };
+    fn walk(
+        v: &mut serde_json::Value,
+        detector: &crate::secrets::Detector,
+        cache: &mut crate::secrets::DetectorCache,
+        findings: &mut Vec<crate::secrets::Finding>,
+    ) {
+        match v {
+            serde_json::Value::String(s) => {
+                findings.clear();
+                detector.find(s, cache, findings);
+                if !findings.is_empty() {
+                    let mut out = String::with_capacity(s.len());
+                    let mut at = 0;
+                    for f in findings.iter() {
+                        if f.range.start < at {
+                            continue;
+                        }
+                        out.push_str(&s[at..f.range.start]);
+                        out.push_str(REDACT_MARKER);
+                        at = f.range.end;
+                    }
+                    out.push_str(&s[at..]);
+                    *s = out;
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    walk(i, detector, cache, findings);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                // Keys can carry secrets too (`_any_value` looks at them): rebuild.
+                let old = std::mem::take(map);
+                for (mut k, mut v) in old {
+                    let mut key = serde_json::Value::String(std::mem::take(&mut k));
+                    walk(&mut key, detector, cache, findings);
+                    walk(&mut v, detector, cache, findings);
+                    if let serde_json::Value::String(k) = key {
+                        map.insert(k, v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut args, program.detector(), cache, findings);
+    Some(args.to_string().into())
 }
 
 // ---------------------------------------------------------------------------------
