@@ -58,28 +58,61 @@ enum SinkTx {
     Weak(mpsc::WeakSender<Vec<u8>>),
 }
 
+/// Emptied batch buffers handed back by a writer task, so steady-state flushing does
+/// not allocate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BufPool(Arc<Mutex<Vec<Vec<u8>>>>);
+
+/// Buffers kept per pool, and the largest kept (a 20 MiB frame's buffer is dropped).
+const POOL_BUFS: usize = 8;
+const POOL_BUF_MAX: usize = 1024 * 1024;
+
+impl BufPool {
+    pub fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SINK_BUF))
+    }
+
+    pub fn give(&self, mut buf: Vec<u8>) {
+        if buf.capacity() > POOL_BUF_MAX {
+            return;
+        }
+        buf.clear();
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL_BUFS {
+            pool.push(buf);
+        }
+    }
+}
+
 /// An output buffer in front of a writer task.
 #[derive(Debug)]
 pub(crate) struct Sink {
     tx: SinkTx,
     buf: Vec<u8>,
     broken: bool,
+    pool: BufPool,
 }
 
 impl Sink {
-    pub fn strong(tx: mpsc::Sender<Vec<u8>>) -> Sink {
+    pub fn strong(tx: mpsc::Sender<Vec<u8>>, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Strong(tx),
-            buf: Vec::with_capacity(SINK_BUF),
+            buf: pool.take(),
             broken: false,
+            pool,
         }
     }
 
-    pub fn weak(tx: mpsc::WeakSender<Vec<u8>>) -> Sink {
+    pub fn weak(tx: mpsc::WeakSender<Vec<u8>>, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Weak(tx),
-            buf: Vec::with_capacity(SINK_BUF),
+            buf: pool.take(),
             broken: false,
+            pool,
         }
     }
 
@@ -94,7 +127,7 @@ impl Sink {
         if self.buf.is_empty() {
             return;
         }
-        let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(SINK_BUF));
+        let batch = std::mem::replace(&mut self.buf, self.pool.take());
         if self.broken {
             return;
         }
@@ -1125,10 +1158,14 @@ impl FramePath {
         FramePath {
             outbound: Outbound::new(
                 ctx.clone(),
-                Sink::strong(client_tx.clone()),
-                Sink::weak(server_tx.downgrade()),
+                Sink::strong(client_tx.clone(), BufPool::default()),
+                Sink::weak(server_tx.downgrade(), BufPool::default()),
             ),
-            inbound: Inbound::new(ctx, Sink::strong(server_tx), Sink::strong(client_tx)),
+            inbound: Inbound::new(
+                ctx,
+                Sink::strong(server_tx, BufPool::default()),
+                Sink::strong(client_tx, BufPool::default()),
+            ),
             _to_server: to_server,
             _to_client: to_client,
         }
