@@ -104,11 +104,12 @@ impl Proxy {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&project).unwrap();
         let policy_path = dir.path().join("policy.yml");
-        std::fs::write(
-            &policy_path,
-            policy(&dir.path().join("logs"), setup.settings),
-        )
-        .unwrap();
+        let log_dir = dir.path().join("logs");
+        let text = match setup.policy {
+            Some(p) => p.replace("{log_dir}", &log_dir.display().to_string()),
+            None => policy(&log_dir, setup.settings),
+        };
+        std::fs::write(&policy_path, text).unwrap();
         let mut cmd = Command::new(mcpwall());
         cmd.arg("-c")
             .arg(&policy_path)
