@@ -116,12 +116,24 @@ fn snapshot_in(dir: &Path, name: &str, value: &str) {
     settings.bind(|| insta::assert_snapshot!(name.to_string(), value));
 }
 
+/// insta keeps `glob!` failure counts in one process-wide stack, so a snapshot failing in
+/// one test while another test runs `glob!` is counted against the wrong test. Snapshot
+/// tests take this lock to run one at a time.
+static SNAPSHOTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SNAPSHOTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
 }
 
 #[test]
 fn check_cases() {
+    let _serial = serial();
     insta::glob!("../golden/check", "*/frames.jsonl", |path| {
         let case = path.parent().expect("case dir");
         let sandbox = Sandbox::new();
@@ -184,6 +196,7 @@ fn pack_name(path: &str) -> String {
 
 #[test]
 fn explain_every_builtin_pack() {
+    let _serial = serial();
     let dir = golden_dir().join("explain");
     for (path, _) in mcpwall::builtin::FILES {
         let name = pack_name(path);
@@ -207,6 +220,7 @@ fn explain_every_builtin_pack() {
 
 #[test]
 fn explain_custom_policies() {
+    let _serial = serial();
     insta::glob!("../golden/explain/policies", "*.yaml", |path| {
         let sandbox = Sandbox::new();
         let text = sandbox.expand(&std::fs::read_to_string(path).expect("policy"));
