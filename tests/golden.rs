@@ -479,3 +479,42 @@ fn yaml_round_trip_of_custom_policies() {
     }
     assert!(n >= 3);
 }
+
+/// Every profile followed by every server pack (the way users combine them) explains with no
+/// shadowed, redundant or never-matching rule.
+#[test]
+fn profiles_with_server_packs_have_no_warnings() {
+    use mcpwall::config::LoadOptions;
+
+    let sandbox = Sandbox::new();
+    let opts = LoadOptions {
+        explicit: None,
+        home: sandbox.home.clone(),
+        project_dir: sandbox.project.clone(),
+    };
+    let names: Vec<String> = mcpwall::builtin::FILES
+        .iter()
+        .map(|(p, _)| pack_name(p))
+        .collect();
+    let servers: Vec<&String> = names.iter().filter(|n| n.starts_with("servers/")).collect();
+    let mut firsts: Vec<&str> = names
+        .iter()
+        .filter(|n| n.starts_with("profiles/"))
+        .map(String::as_str)
+        .collect();
+    firsts.push("default");
+    let mut problems = Vec::new();
+    for first in firsts {
+        let list = std::iter::once(first.to_string())
+            .chain(servers.iter().map(|s| s.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!("version: 1\nextends: [{list}]\n");
+        let policy =
+            mcpwall::config::load_str("combo.yaml", &text, &opts).expect("combination loads");
+        for w in mcpwall::cli::explain::warnings(&policy) {
+            problems.push(format!("[{list}]: {w}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
