@@ -16,7 +16,7 @@ use crate::clients::{
 pub struct Args {
     /// The server's name: its key in the client config.
     pub server_name: String,
-    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode.
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
     /// Edit this client config file instead of the discovered ones.
@@ -36,7 +36,7 @@ pub struct UnwrapArgs {
     /// Unwrap every wrapped server.
     #[arg(long)]
     pub all: bool,
-    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode.
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
     /// Edit this client config file instead of the discovered ones.
@@ -70,7 +70,7 @@ pub(crate) fn workspace(
         Some(c) => c,
         None => {
             return Err(miette!(
-                help = "pass --client claude-code|claude-desktop|cursor|windsurf|vscode",
+                help = "pass --client claude-code|claude-desktop|cursor|windsurf|vscode|zed|codex",
                 "cannot tell which client {} belongs to",
                 path.display()
             ));
@@ -106,6 +106,8 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
         ("mcp_config.json", _) => Some(Client::Windsurf),
         ("mcp.json", ".cursor") => Some(Client::Cursor),
         ("mcp.json", ".vscode" | "User") => Some(Client::VsCode),
+        ("settings.json", "zed" | ".zed" | "Zed") => Some(Client::Zed),
+        ("config.toml", ".codex") => Some(Client::Codex),
         _ => None,
     }
 }
@@ -261,8 +263,12 @@ pub(crate) fn report_broken(ws: &Workspace, out: &mut impl Write) -> bool {
         let _ = match problem {
             Problem::Syntax(e) => writeln!(
                 out,
-                "{shown}:{}:{} [{}]\n  error: not valid JSON: {}; left untouched",
-                e.line, e.column, file.client, e.message
+                "{shown}:{}:{} [{}]\n  error: not valid {}: {}; left untouched",
+                e.line,
+                e.column,
+                file.client,
+                file.client.syntax(),
+                e.message
             ),
             Problem::Io(e) => writeln!(
                 out,

@@ -60,9 +60,20 @@ impl EntryState {
             }
         }
         let Some(command) = entry.member("command") else {
+            if entry.member("source").and_then(|s| s.value.as_str()) == Some("extension") {
+                return EntryState::Skipped(
+                    "started by a Zed extension, not by a `command` mcpwall could wrap".into(),
+                );
+            }
             return EntryState::Skipped("the entry has no `command`".into());
         };
         let Some(command) = command.value.as_str() else {
+            if command.value.member("path").is_some() {
+                return EntryState::Skipped(
+                    "older `\"command\": {\"path\": …}` form: write it as `command` + `args` to wrap it"
+                        .into(),
+                );
+            }
             return EntryState::Skipped("`command` is not a string".into());
         };
         let args = match entry.member("args") {

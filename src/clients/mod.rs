@@ -12,6 +12,7 @@ pub mod entry;
 pub mod fsio;
 pub mod json_span;
 pub mod record;
+pub mod toml_span;
 
 use std::path::{Path, PathBuf};
 
@@ -45,8 +46,8 @@ pub struct Broken {
 /// What is wrong with a [`Broken`] file.
 #[derive(Debug, thiserror::Error)]
 pub enum Problem {
-    /// Not valid JSON (or JSONC for VS Code).
-    #[error("not valid JSON: {0}")]
+    /// Not valid JSON (JSONC for VS Code and Zed, TOML for Codex).
+    #[error("not valid syntax: {0}")]
     Syntax(SyntaxError),
     /// Unreadable (permissions, not UTF-8, …).
     #[error("cannot read it: {0}")]
@@ -78,7 +79,7 @@ impl Doc {
                 });
             }
         };
-        let root = match json_span::parse(&text, file.client.dialect()) {
+        let root = match edit::parse(&text, file.client.format()) {
             Ok(root) => root,
             Err(e) => {
                 return Err(Broken {
@@ -251,10 +252,10 @@ impl Workspace {
                     EntryState::Unwrapped { .. } => unreachable!(),
                 });
             }
-            let dialect = doc.file.client.dialect();
-            let original = edit::entry_bytes(text, dialect, &server.path).unwrap_or_default();
-            let after = edit::wrap(text, dialect, &server.path, &server.name, wrapper)?;
-            let wrapped = edit::entry_bytes(&after, dialect, &server.path).unwrap_or_default();
+            let format = doc.file.client.format();
+            let original = edit::entry_bytes(text, format, &server.path).unwrap_or_default();
+            let after = edit::wrap(text, format, &server.path, &server.name, wrapper)?;
+            let wrapped = edit::entry_bytes(&after, format, &server.path).unwrap_or_default();
             change.new_records.push(Record {
                 client: doc.file.client.id().to_string(),
                 file: doc.canonical.clone(),
@@ -274,19 +275,19 @@ impl Workspace {
             if !matches!(server.state, EntryState::Wrapped { .. }) {
                 return Ok(Outcome::NotWrapped);
             }
-            let dialect = doc.file.client.dialect();
-            let current = edit::entry_bytes(text, dialect, &server.path).unwrap_or_default();
+            let format = doc.file.client.format();
+            let current = edit::entry_bytes(text, format, &server.path).unwrap_or_default();
             let (after, outcome) = match records.find(&doc.canonical, &server.path) {
                 Some(r) if r.wrapped == current => (
-                    edit::restore_exact(text, dialect, &server.path, &r.original)?,
+                    edit::restore_exact(text, format, &server.path, &r.original)?,
                     Outcome::Restored,
                 ),
                 Some(r) => (
-                    edit::restore_command(text, dialect, &server.path, &r.original)?,
+                    edit::restore_command(text, format, &server.path, &r.original)?,
                     Outcome::RestoredKeepingEdits,
                 ),
                 None => (
-                    edit::strip_wrapper(text, dialect, &server.path)?,
+                    edit::strip_wrapper(text, format, &server.path)?,
                     Outcome::Unwrapped,
                 ),
             };
@@ -368,10 +369,12 @@ impl Workspace {
             results.push(written.map(Some));
         }
         let (_, read) = Records::load(&dir)?;
-        let unchanged = read
-            .as_deref()
-            .and_then(|t| serde_json::from_str::<Records>(t).ok())
-            .is_some_and(|r| r.entries == records.entries);
+        let unchanged = match read.as_deref() {
+            None => records.entries.is_empty(),
+            Some(text) => {
+                serde_json::from_str::<Records>(text).is_ok_and(|r| r.entries == records.entries)
+            }
+        };
         if !unchanged {
             records.save(&dir, read.as_deref())?;
         }
