@@ -10,6 +10,7 @@ pub mod clients;
 pub mod compile;
 pub mod config;
 pub mod frame;
+pub mod guard;
 pub mod paths;
 pub mod program;
 pub mod proxy;

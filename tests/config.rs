@@ -310,6 +310,13 @@ const PROBLEMS: &[(&str, &str, &str, u32, u32)] = &[
         36,
     ),
     (
+        "unknown unicode class",
+        "version: 1\nrules:\n  - name: a\n    match: {arguments: {p: {regex: 'x\\p{Nope}'}}}\n    action: deny\n",
+        "bad_regex",
+        4,
+        38,
+    ),
+    (
         "bad outbound regex",
         "version: 1\noutbound_rules:\n  - name: a\n    match: {response_contains_regex: ['[z-a]']}\n    action: deny\n",
         "bad_regex",
@@ -780,6 +787,29 @@ fn untrusted_project_only_tightens() {
 }
 
 #[test]
+fn ignored_parts_become_warnings_pointing_at_the_project_file() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(PROJECT);
+    let p = env.load();
+    let warnings = p.ignored_warnings();
+    assert_eq!(warnings.len(), 1);
+    let w = &warnings[0];
+    assert_eq!(w.code, "mcpwall::config::ignored");
+    assert_eq!(w.severity, miette::Severity::Warning);
+    assert_eq!(w.message, "allow rule `project-allow` is ignored");
+    let (file, line, column) = w.location.clone().unwrap();
+    assert!(file.ends_with(".mcpwall.yml"));
+    assert_eq!((line, column), (4, 5));
+    assert!(w.help.as_deref().unwrap().contains("mcpwall trust"));
+    let mut out = String::new();
+    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+        .render_report(&mut out, w)
+        .unwrap();
+    assert!(out.contains("- name: project-allow"), "{out}");
+}
+
+#[test]
 fn trust_applies_until_the_file_changes() {
     let env = Env::new();
     env.user(USER);
@@ -1084,4 +1114,9 @@ fn a_pack_restricted_by_the_project_applies_in_full_where_the_user_reaches_it() 
     env.project("version: 1\nextends: [base]\n");
     let p = mcpwall::config::load_with_packs(&env.opts(), PACKS).unwrap();
     assert_eq!(names(&p), vec!["base-deny", "mine", "base-allow"]);
+    assert!(
+        p.ignored.is_empty(),
+        "base-allow applies after all: {:?}",
+        p.ignored
+    );
 }

@@ -162,9 +162,14 @@ impl<'a> Decoder<'a> {
 
     /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
     fn fields<'n>(&mut self, node: &'n YNode, what: &str, allowed: &[&str]) -> Option<Fields<'n>> {
-        let Node::Map(entries) = &node.value else {
-            self.wrong_type(node, what, "a mapping");
-            return None;
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            // `settings:` with nothing after it is an empty mapping, as YAML writers expect.
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, what, "a mapping");
+                return None;
+            }
         };
         let mut out = Vec::with_capacity(entries.len());
         let mut had_unknown = false;
@@ -1066,6 +1071,18 @@ impl<'a> Decoder<'a> {
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
     fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
         let s = self.string(node, &format!("a regex {what}"))?;
+        // One Thompson NFA compile checks both syntax and size (the size limit bounds the
+        // NFA). Only when it fails is the pattern parsed again, to find where the error is.
+        let nfa = regex_automata::nfa::thompson::Compiler::new()
+            .configure(
+                regex_automata::nfa::thompson::Config::new()
+                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                    .shrink(false),
+            )
+            .build(&s.value);
+        let Err(nfa_error) = nfa else {
+            return Some(s);
+        };
         if let Err(e) = regex_syntax::ParserBuilder::new().build().parse(&s.value) {
             let (msg, inner) = match &e {
                 regex_syntax::Error::Parse(e) => (e.kind().to_string(), Some(*e.span())),
@@ -1086,27 +1103,23 @@ impl<'a> Decoder<'a> {
             );
             return None;
         }
-        if let Err(e) = regex::RegexBuilder::new(&s.value)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-        {
-            let msg = match e {
-                regex::Error::CompiledTooBig(limit) => {
-                    format!("the compiled regex is larger than {limit} bytes")
-                }
-                other => other.to_string(),
-            };
-            self.report(
-                Code::BadRegex,
-                format!("regex {what} is too large: {msg}"),
-                s.span,
-                "too large",
+        let (message, help) = match nfa_error.size_limit() {
+            Some(limit) => (
+                format!(
+                    "regex {what} is too large: its compiled form exceeds {} MiB",
+                    limit >> 20
+                ),
                 "simplify the regex: large counted repetitions such as `{1000}` and big \
-                 Unicode classes multiply its size",
-            );
-            return None;
-        }
-        Some(s)
+                 Unicode classes (`\\w`, `(?i)`) multiply its size"
+                    .to_string(),
+            ),
+            None => (
+                format!("regex {what} cannot be compiled: {nfa_error}"),
+                "simplify the regex".to_string(),
+            ),
+        };
+        self.report(Code::BadRegex, message, s.span, "too large", help);
+        None
     }
 
     /// A glob (globset syntax), checked to compile.

@@ -211,8 +211,12 @@ pub fn check_frame(frame: &Frame<'_>) {
 /// `String` tokens, wrapped around) and a range of its decoded text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pick {
+    /// Which string value: an index among the picked frame's candidate tokens, modulo
+    /// their number.
     pub token: usize,
+    /// Start of the decoded range (may be past the end: clamped).
     pub start: usize,
+    /// End of the decoded range.
     pub end: usize,
 }
 

@@ -2,7 +2,6 @@
 //! loader, frame parsing and the naive reference interpreter.
 #![allow(dead_code)]
 
-pub mod policy;
 pub mod reference;
 
 use std::path::PathBuf;
@@ -48,6 +47,23 @@ impl TestEnv {
             .replace("{aws}", &fake_aws())
             .replace("{ghp}", &fake_github())
     }
+}
+
+/// Load a policy text with the real loader, as the file `test.yml` given with `-c`;
+/// `{home}`, `{project}` and the fake-credential placeholders are filled in first.
+pub fn load_policy(yaml: &str, env: &TestEnv) -> mcpwall::config::Policy {
+    let opts = mcpwall::config::LoadOptions {
+        explicit: None,
+        home: env.home.clone(),
+        project_dir: env.project.clone(),
+    };
+    let filled = env.fill(yaml);
+    let text = match filled.strip_prefix('{') {
+        Some(rest) => format!("{{version: 1, {rest}"),
+        None => format!("version: 1\n{filled}"),
+    };
+    mcpwall::config::load_str("test.yml", &text, &opts)
+        .unwrap_or_else(|e| panic!("test policy does not load: {e:?}\n{text}"))
 }
 
 /// What the outbound side is answering, for a test row.

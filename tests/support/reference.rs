@@ -90,14 +90,14 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                if s[i + 1..i + 3].chars().all(|c| c.is_ascii_hexdigit()) {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-            }
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -213,7 +213,22 @@ impl<'p> Reference<'p> {
                 let re = regex::Regex::new(&re.value).expect("validated regex");
                 forms().iter().any(|t| re.is_match(t))
             }
-            Matcher::Pattern(g) => forms().iter().any(|t| glob_matches(&g.value, t)),
+            Matcher::Pattern(g) => {
+                let mut glob = g.value.clone();
+                for (var, dir) in [
+                    ("${PROJECT_DIR}", &self.project),
+                    ("$PROJECT_DIR", &self.project),
+                    ("${HOME}", &self.home),
+                    ("$HOME", &self.home),
+                    ("~", &self.home),
+                ] {
+                    if glob == var || glob.starts_with(&format!("{var}/")) {
+                        glob = format!("{}{}", globset::escape(dir), &glob[var.len()..]);
+                        break;
+                    }
+                }
+                forms().iter().any(|t| glob_matches(&glob, t))
+            }
             Matcher::NotUnder { root, .. } => match v {
                 Scalar::Str(s) if named || is_path_shaped(s) => self.not_under(s, root),
                 _ => false,
