@@ -299,6 +299,12 @@ impl Inbound {
                 );
                 self.refuse_malformed(None, -32600, message, "mcpwall:too_large");
             }
+            Line::Truncated { len } => {
+                let message = format!(
+                    "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
+                );
+                self.refuse_malformed(None, -32700, message, "mcpwall:truncated");
+            }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
                 match parsed.parse(raw, &self.ctx.limits) {
@@ -710,6 +716,12 @@ impl Outbound {
                     self.ctx.limits.max_frame_bytes
                 );
                 self.drop_line(None, message, "mcpwall:too_large");
+            }
+            Line::Truncated { len } => {
+                let message = format!(
+                    "server output ended inside a frame ({len} bytes, no newline); dropped"
+                );
+                self.drop_line(None, message, "mcpwall:truncated");
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
