@@ -197,6 +197,7 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
             regex: p.regex.value.clone(),
             entropy_threshold: p.entropy_threshold,
             origin,
+            ..DetectorSpec::default()
         });
     }
     match Detector::new(specs) {
@@ -579,17 +580,18 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
         }
         let mut contains = NONE;
         if !rule.response_contains.is_empty() {
-            // Literals compare ASCII case-insensitively, so lists equal up to case are one predicate.
+            // Literals are matched in normalised form (see `literal.rs`), so lists equal
+            // after normalisation are one predicate.
             let mut list: Vec<String> = rule
                 .response_contains
                 .iter()
-                .map(|s| s.value.to_ascii_lowercase())
+                .map(|s| literal::normalize_literal(&s.value))
                 .collect();
             list.sort();
             list.dedup();
             contains = intern(OutKey::Contains(list));
             for lit in &rule.response_contains {
-                literals.add(&lit.value.to_ascii_lowercase(), contains, lit.span);
+                literals.add(&literal::normalize_literal(&lit.value), contains, lit.span);
             }
             preds.push(contains);
             content |= LITERAL;

@@ -442,6 +442,18 @@ impl Merger {
         if let Some(v) = set.redact_marker {
             s.redact_marker = v.value;
         }
+        if let Some(v) = set.hide_denied_tools {
+            s.hide_denied_tools = v.value;
+        }
+        if let Some(v) = set.pinning {
+            s.pinning = v.value;
+        }
+        if let Some(v) = set.poison_scan {
+            s.poison_scan = v.value;
+        }
+        if let Some(v) = set.circuit_breaker {
+            s.circuit_breaker = Some(v.value);
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -504,6 +516,43 @@ impl Merger {
             // Cosmetic: it changes the replacement text, not what is redacted.
             s.redact_marker = v.value;
         }
+        if let Some(v) = layer.hide_denied_tools {
+            if v.value {
+                s.hide_denied_tools = true;
+            } else {
+                self.ignore(v.span, "`hide_denied_tools: false`".into(), UNTRUSTED_WHY);
+            }
+        }
+        // enforce > warn > off: the enums are declared strictest first.
+        if let Some(v) = layer.pinning {
+            if (v.value as u8) <= (s.pinning as u8) {
+                s.pinning = v.value;
+            } else {
+                self.ignore(v.span, "a looser `pinning`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.poison_scan {
+            if (v.value as u8) <= (s.poison_scan as u8) {
+                s.poison_scan = v.value;
+            } else {
+                self.ignore(v.span, "a looser `poison_scan`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.circuit_breaker {
+            let stricter = match s.circuit_breaker {
+                None => true,
+                // fewer violations tolerated per second: a/b <= c/d  <=>  a*d <= c*b
+                Some(cur) => {
+                    u128::from(v.value.max_violations) * u128::from(cur.window_seconds)
+                        <= u128::from(cur.max_violations) * u128::from(v.value.window_seconds)
+                }
+            };
+            if stricter {
+                s.circuit_breaker = Some(v.value);
+            } else {
+                self.ignore(v.span, "a looser `circuit_breaker`".into(), UNTRUSTED_WHY);
+            }
+        }
     }
 }
 
@@ -521,4 +570,8 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.rate_limit, &from.rate_limit);
     f(&mut into.max_frame_bytes, &from.max_frame_bytes);
     f(&mut into.redact_marker, &from.redact_marker);
+    f(&mut into.hide_denied_tools, &from.hide_denied_tools);
+    f(&mut into.pinning, &from.pinning);
+    f(&mut into.poison_scan, &from.poison_scan);
+    f(&mut into.circuit_breaker, &from.circuit_breaker);
 }

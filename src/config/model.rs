@@ -14,8 +14,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::policy::{
-    Action, LogArgs, LogLevel, OutboundRule, RateLimit, RedactMarker, Rule, SecretPattern, Source,
-    SourceId, Span, Spanned,
+    Action, CircuitBreakerSettings, LogArgs, LogLevel, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
 };
 
 /// One YAML node as serde-saphyr reports it, with its location.
@@ -304,4 +304,8 @@ pub(crate) struct RawSettings {
     pub(crate) rate_limit: Option<Spanned<RateLimit>>,
     pub(crate) max_frame_bytes: Option<Spanned<usize>>,
     pub(crate) redact_marker: Option<Spanned<RedactMarker>>,
+    pub(crate) hide_denied_tools: Option<Spanned<bool>>,
+    pub(crate) pinning: Option<Spanned<PinningMode>>,
+    pub(crate) poison_scan: Option<Spanned<PoisonScanMode>>,
+    pub(crate) circuit_breaker: Option<Spanned<CircuitBreakerSettings>>,
 }

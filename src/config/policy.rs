@@ -115,6 +115,51 @@ pub struct RateLimit {
     pub window_seconds: u64,
 }
 
+/// `settings.pinning`: what happens when a server's pinned definitions drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinningMode {
+    /// Changed or removed definitions are withheld and calls to them denied until
+    /// `mcpwall pins approve`.
+    #[default]
+    Enforce,
+    /// Drift is audited and reported, but the changed definitions are forwarded.
+    /// Hazard: a server that changes a tool after approval (a rug pull) gets through.
+    Warn,
+    /// No pins are recorded or compared.
+    Off,
+}
+
+/// `settings.poison_scan`: what happens to tool metadata that looks like prompt injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoisonScanMode {
+    /// Poisoned tools, prompts, templates and instructions are withheld from the agent
+    /// until approved with `mcpwall pins approve`.
+    #[default]
+    Enforce,
+    /// Findings are audited, the text is forwarded. Hazard: the agent reads the injection.
+    Warn,
+    /// No scanning.
+    Off,
+}
+
+/// What the circuit breaker does when it trips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BreakerAction {
+    /// Deny every further `tools/call` in the session.
+    #[default]
+    Suspend,
+}
+
+/// `settings.circuit_breaker`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreakerSettings {
+    /// Denials or blocked responses that trip the breaker...
+    pub max_violations: u32,
+    /// ...when they all fall within this many seconds.
+    pub window_seconds: u64,
+    pub action: BreakerAction,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -125,6 +170,12 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
     pub max_frame_bytes: usize,
     pub redact_marker: RedactMarker,
+    /// Remove tools the policy denies unconditionally from `tools/list` results.
+    pub hide_denied_tools: bool,
+    pub pinning: PinningMode,
+    pub poison_scan: PoisonScanMode,
+    /// `None`: no breaker.
+    pub circuit_breaker: Option<CircuitBreakerSettings>,
 }
 
 impl Default for Settings {
@@ -137,6 +188,10 @@ impl Default for Settings {
             rate_limit: None,
             max_frame_bytes: 64 * 1024 * 1024,
             redact_marker: RedactMarker::Plain,
+            hide_denied_tools: true,
+            pinning: PinningMode::Enforce,
+            poison_scan: PoisonScanMode::Enforce,
+            circuit_breaker: None,
         }
     }
 }

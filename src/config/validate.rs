@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Node, RawPolicy, RawSettings, YNode, node_span};
 use super::policy::{
-    Action, ArgCondition, ArgSelector, Examples, LogArgs, LogLevel, Matcher, OutboundAction,
-    OutboundRule, RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+    Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
+    LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
+    RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -76,6 +77,10 @@ const SETTINGS_KEYS: &[&str] = &[
     "rate_limit",
     "max_frame_bytes",
     "redact_marker",
+    "hide_denied_tools",
+    "pinning",
+    "poison_scan",
+    "circuit_breaker",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -101,6 +106,7 @@ const EXAMPLES_KEYS: &[&str] = &["match", "no_match"];
 const SECRETS_KEYS: &[&str] = &["patterns", "disable"];
 const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
 const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
+const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -461,7 +467,74 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("rate_limit") {
             s.rate_limit = self.rate_limit(n);
         }
+        if let Some(n) = f.get("hide_denied_tools") {
+            s.hide_denied_tools = self.bool(n, "`hide_denied_tools`");
+        }
+        if let Some(n) = f.get("pinning") {
+            s.pinning = self.word(
+                n,
+                "`pinning`",
+                &[
+                    ("enforce", PinningMode::Enforce),
+                    ("warn", PinningMode::Warn),
+                    ("off", PinningMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("poison_scan") {
+            s.poison_scan = self.word(
+                n,
+                "`poison_scan`",
+                &[
+                    ("enforce", PoisonScanMode::Enforce),
+                    ("warn", PoisonScanMode::Warn),
+                    ("off", PoisonScanMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("circuit_breaker") {
+            s.circuit_breaker = self.circuit_breaker(n);
+        }
         s
+    }
+
+    fn circuit_breaker(&mut self, node: &YNode) -> Option<Spanned<CircuitBreakerSettings>> {
+        let f = self.fields(node, "`circuit_breaker`", BREAKER_KEYS)?;
+        let get = |key: &str, this: &mut Self| match f.get(key) {
+            Some(n) => this.positive(n, &format!("`circuit_breaker.{key}`")),
+            None => {
+                this.report(
+                    Code::MissingKey,
+                    format!("`circuit_breaker` has no `{key}`"),
+                    this.head_span(node),
+                    format!("`{key}` is missing"),
+                    "write `circuit_breaker: {max_violations: 5, window_seconds: 60, action: suspend}`",
+                );
+                None
+            }
+        };
+        let violations = get("max_violations", self);
+        let window = get("window_seconds", self);
+        let action = match f.get("action") {
+            Some(n) => self.word(
+                n,
+                "`circuit_breaker.action`",
+                &[("suspend", BreakerAction::Suspend)],
+            ),
+            None => Some(Spanned {
+                value: BreakerAction::Suspend,
+                span: self.span(node),
+            }),
+        };
+        let (violations, window, action) = (violations?, window?, action?);
+        Some(Spanned {
+            value: CircuitBreakerSettings {
+                max_violations: u32::try_from(violations.value).unwrap_or(u32::MAX),
+                window_seconds: window.value,
+                action: action.value,
+            },
+            span: self.span(node),
+        })
     }
 
     fn rate_limit(&mut self, node: &YNode) -> Option<Spanned<RateLimit>> {
