@@ -588,11 +588,17 @@ fn read_lines_with_timeout(mut stdout: std::process::ChildStdout, secs: u64) -> 
 
 #[test]
 fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes() {
+    // With no policy file (the built-in default pack), and as `init` sets things up.
+    e2e_scenario(&["wrap", "files"]);
+    e2e_scenario(&["init", "--yes", "--profile", "local-dev"]);
+}
+
+fn e2e_scenario(setup: &[&str]) {
     use std::io::Write;
     let sandbox = Sandbox::empty();
     let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", original);
-    let out = sandbox.run(&["wrap", "files"]);
+    let out = sandbox.run(setup);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
 
     // Start exactly what the rewritten file says, the way Claude Code would.
@@ -658,6 +664,21 @@ fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes(
         denial.get("error").is_some() || denial["result"]["isError"] == true,
         "{denial}"
     );
+
+    // The audit log names the server by the name the wrapped entry passed, and keeps the
+    // denied argument out.
+    let logs = sandbox.home().join(".mcpwall/logs");
+    let audit: String = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("no audit log in {}: {e}", logs.display()))
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"server\":\"files\"") && l.contains("\"action\":\"deny\"")),
+        "{audit}"
+    );
+    assert!(!audit.contains("id_rsa"), "{audit}");
 
     let out = sandbox.run(&["unwrap", "files"]);
     assert_eq!(code(&out), 0);
