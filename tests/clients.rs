@@ -1190,3 +1190,20 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
         mcpwall::cli::init::config_text("local-dev")
     );
 }
+
+#[test]
+fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"new\"}}}",
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"new\"]}}}"
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(status.contains("1 of 1 server(s) protected"), "{status}");
+}

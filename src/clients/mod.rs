@@ -106,7 +106,11 @@ fn servers_of(client: Client, root: &Node) -> Vec<Server> {
         let Some(members) = root.at(&map_path).and_then(Node::members) else {
             continue;
         };
-        for member in members {
+        for (i, member) in members.iter().enumerate() {
+            // With a duplicated name, clients (JavaScript's JSON.parse) keep the last one.
+            if members[i + 1..].iter().any(|later| later.key == member.key) {
+                continue;
+            }
             let mut path = map_path.clone();
             path.push(member.key.clone());
             out.push(Server {
@@ -245,14 +249,18 @@ impl Workspace {
     /// Plan wrapping `chosen` servers with `wrapper`.
     pub fn plan_wrap(&self, chosen: &[(usize, usize)], wrapper: &str) -> Vec<FileChange> {
         self.plan(chosen, |doc, server, text, change| {
-            if !matches!(server.state, EntryState::Unwrapped { .. }) {
-                return Ok(match &server.state {
-                    EntryState::Wrapped { .. } => Outcome::AlreadyWrapped,
-                    EntryState::Skipped(why) => Outcome::Skipped(why.clone()),
-                    EntryState::Unwrapped { .. } => unreachable!(),
-                });
-            }
             let format = doc.file.client.format();
+            // Judge the entry as it is in the text being edited, not as it was read: a
+            // second selection of one entry must never wrap it twice.
+            let state = edit::parse(text, format)?.at(&server.path).map_or(
+                EntryState::Skipped("the entry is gone".into()),
+                EntryState::of,
+            );
+            match state {
+                EntryState::Unwrapped { .. } => {}
+                EntryState::Wrapped { .. } => return Ok(Outcome::AlreadyWrapped),
+                EntryState::Skipped(why) => return Ok(Outcome::Skipped(why)),
+            }
             let original = edit::entry_bytes(text, format, &server.path).unwrap_or_default();
             let after = edit::wrap(text, format, &server.path, &server.name, wrapper)?;
             let wrapped = edit::entry_bytes(&after, format, &server.path).unwrap_or_default();
