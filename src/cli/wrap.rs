@@ -238,6 +238,23 @@ pub(crate) fn finish(
             }
         }
     }
+    let shared: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| c.outcomes.iter().any(|(_, o)| *o == Outcome::Wrapped))
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if !shared.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} usually committed to the repository; teammates without mcpwall on their PATH cannot start the wrapped servers",
+            if shared.len() == 1 {
+                format!("{} is a project file,", shared[0])
+            } else {
+                format!("{} are project files,", shared.join(", "))
+            }
+        );
+    }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
     } else if wrote > 0 {
