@@ -1207,3 +1207,34 @@ fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
     let status = sandbox.stdout(&sandbox.run(&["status"]));
     assert!(status.contains("1 of 1 server(s) protected"), "{status}");
 }
+
+#[test]
+fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
+    let sandbox = Sandbox::empty();
+    let stale = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"/gone/bin/mcpwall\",\n      \"args\": [\"--server-name\", \"x\", \"--\", \"sh\"],\n      \"env\": {}\n    }\n  }\n}\n";
+    sandbox.write("home/.claude.json", stale);
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(
+        doctor.contains("the mcpwall command `/gone/bin/mcpwall` in ~/.claude.json is not found")
+            && doctor.contains("fix: run `mcpwall wrap x` to point it at this mcpwall"),
+        "{doctor}"
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("re-pointed       x: `/gone/bin/mcpwall` no longer exists"),
+        "{stdout}"
+    );
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        stale.replace("/gone/bin/mcpwall", "mcpwall")
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert!(sandbox.stdout(&out).contains("already wrapped"));
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"sh\",\n      \"args\": [],\n      \"env\": {}\n    }\n  }\n}\n"
+    );
+}

@@ -308,6 +308,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Wrapped => "wrapped",
         Outcome::AlreadyWrapped => "already wrapped",
+        Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
         Outcome::RestoredKeepingEdits => "restored",
         Outcome::Unwrapped => "unwrapped",
@@ -320,6 +321,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
 fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
+        Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
         Outcome::RestoredKeepingEdits => {
             ": command and args restored; your later edits to the entry were kept".into()
         }

@@ -232,6 +232,21 @@ pub fn wrap_splices(
     Ok(splices)
 }
 
+/// Replace only the `command` of a wrapped entry (a stale mcpwall path) with `wrapper`.
+pub fn repoint_splices(
+    root: &Node,
+    path: &[String],
+    wrapper: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let command = entry(root, path)?
+        .member("command")
+        .expect("checked by entry()");
+    Ok(vec![Splice {
+        range: command.value.span.clone(),
+        with: json_string(wrapper),
+    }])
+}
+
 /// What a wrap record keeps of an entry: its bytes (JSON), or for TOML, whose tables have
 /// no single span, the bytes of its `command` and `args` values as a small JSON object.
 pub fn entry_bytes(text: &str, format: Format, path: &[String]) -> Option<String> {

@@ -166,6 +166,8 @@ pub enum Outcome {
     Wrapped,
     /// Was already behind mcpwall; untouched.
     AlreadyWrapped,
+    /// Was behind an mcpwall command that no longer resolves (given); now behind this one.
+    Repointed(String),
     /// Restored byte for byte.
     Restored,
     /// Command and args restored from the record; the user's other edits kept.
@@ -255,7 +257,18 @@ impl Workspace {
                 EntryState::of,
             ) {
                 EntryState::Unwrapped { .. } => {}
-                EntryState::Wrapped { .. } => return Ok((Outcome::AlreadyWrapped, Vec::new())),
+                EntryState::Wrapped { wrapper: old, .. } => {
+                    // An mcpwall that moved away (a reinstall, a deleted build): point the
+                    // entry at this one; everything else stays.
+                    let stale = old != wrapper
+                        && entry::resolve_on_path(&old, self.env.path_var.as_deref(), None)
+                            .is_none();
+                    if !stale {
+                        return Ok((Outcome::AlreadyWrapped, Vec::new()));
+                    }
+                    let splices = edit::repoint_splices(root, &server.path, wrapper)?;
+                    return Ok((Outcome::Repointed(old), splices));
+                }
                 EntryState::Skipped(why) => return Ok((Outcome::Skipped(why), Vec::new())),
             }
             let splices =
