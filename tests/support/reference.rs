@@ -117,6 +117,7 @@ impl<'p> Reference<'p> {
                 regex: p.regex.value.clone(),
                 entropy_threshold: p.entropy_threshold,
                 origin: "test".into(),
+                ..DetectorSpec::default()
             });
         }
         Reference {
