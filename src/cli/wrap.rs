@@ -129,7 +129,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let selection = Selection {
         name: Some(args.server_name.clone()),
         client: args.client,
-        file: None,
     };
     let chosen = ws.selected(&selection);
     if chosen.is_empty() {
@@ -150,7 +149,6 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
             args.server_name.clone()
         },
         client: args.client,
-        file: None,
     };
     let mut chosen = ws.selected(&selection);
     if args.all {

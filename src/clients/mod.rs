@@ -142,20 +142,12 @@ pub struct Selection {
     pub name: Option<String>,
     /// Only this client's files.
     pub client: Option<Client>,
-    /// Only this file.
-    pub file: Option<PathBuf>,
 }
 
 impl Selection {
-    fn covers_doc(&self, doc: &Doc) -> bool {
-        self.client.is_none_or(|c| c == doc.file.client)
-            && self.file.as_ref().is_none_or(|f| {
-                std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()) == doc.canonical
-            })
-    }
-
     fn covers(&self, doc: &Doc, server: &Server) -> bool {
-        self.covers_doc(doc) && self.name.as_ref().is_none_or(|n| *n == server.name)
+        self.client.is_none_or(|c| c == doc.file.client)
+            && self.name.as_ref().is_none_or(|n| *n == server.name)
     }
 }
 
