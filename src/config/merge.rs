@@ -7,6 +7,8 @@
 //!    `~/.mcpwall/config.yml` (with its packs);
 //! 3. a built-in pack is included once, where it is first reached; a pack reached again
 //!    through another file is not repeated (both `init`-written files say `extends: [default]`).
+//!    Exception: a pack first reached through a restricted file is reached again, in full,
+//!    by a trusted file; only the rules the first inclusion did not apply are added there.
 //!
 //! Settings: the first file in that order that sets a key wins, so the project beats the user
 //! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
