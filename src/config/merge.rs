@@ -159,7 +159,9 @@ impl Merger {
 
     /// Load a built-in pack as a top-level file (no configuration anywhere).
     pub(crate) fn add_builtin(&mut self, path: &'static str) {
-        if self.included.insert(path, Restricted::No).is_some() {
+        // Included in full already: nothing to add. Included only by a restricted file: the
+        // rest of it applies now (rules already taken are not repeated).
+        if self.included.insert(path, Restricted::No) == Some(Restricted::No) {
             return;
         }
         let text = self.pack_text(path);
