@@ -1184,3 +1184,18 @@ fn untrusted_project_cannot_loosen_guard_settings() {
         ]
     );
 }
+
+#[test]
+fn untrusted_project_alone_still_gets_the_whole_default_pack() {
+    const WITH_DEFAULT: mcpwall::config::Packs = &[(
+        "rules/default.yml",
+        "version: 1\nrules:\n  - name: d-allow\n    match: {tool: a}\n    action: allow\n  - name: d-deny\n    match: {tool: b}\n    action: deny\n",
+    )];
+    let env = Env::new();
+    env.project("version: 1\nextends: [default]\nrules:\n  - name: p-deny\n    match: {tool: c}\n    action: deny\n");
+    let p = mcpwall::config::load_with_packs(&env.opts(), WITH_DEFAULT).unwrap();
+    // The project's restricted inclusion contributes d-deny; the default pack that applies
+    // when no user file exists then adds the rest of itself.
+    assert_eq!(names(&p), vec!["p-deny", "d-deny", "d-allow"]);
+    assert!(p.ignored.is_empty(), "{:?}", p.ignored);
+}

@@ -455,7 +455,7 @@ impl<'a> Decoder<'a> {
         };
         if let Some(n) = f.get("log_dir")
             && let Some(dir) = self.string(n, "`log_dir`")
-            && let Some(path) = self.expand(&dir, n)
+            && let Some(path) = self.expand(&dir)
         {
             s.log_dir = Some(Spanned {
                 value: path,
@@ -648,7 +648,7 @@ impl<'a> Decoder<'a> {
         self.string(n, &format!("`{key}`")).map(|s| s.value)
     }
 
-    fn missing_match(&mut self, node: &YNode, name: &Spanned<String>, example: &str) {
+    fn missing_match(&mut self, name: &Spanned<String>, example: &str) {
         self.report(
             Code::MissingKey,
             format!("rule `{}` has no `match`", name.value),
@@ -656,7 +656,6 @@ impl<'a> Decoder<'a> {
             "this rule has no `match`",
             format!("add the conditions under `match:`, e.g. `match: {example}`"),
         );
-        let _ = node;
     }
 
     fn missing_action(&mut self, name: &Spanned<String>, words: &str) {
@@ -727,7 +726,7 @@ impl<'a> Decoder<'a> {
                 None => match_ok = false,
             },
             (None, Some(name)) => {
-                self.missing_match(node, name, "{tool: \"read_*\"}");
+                self.missing_match(name, "{tool: \"read_*\"}");
                 match_ok = false;
             }
             (None, None) => match_ok = false,
@@ -853,7 +852,7 @@ impl<'a> Decoder<'a> {
                         ok = false;
                     }
                     for written in roots {
-                        match self.expand(&written, v) {
+                        match self.expand(&written) {
                             Some(root) => push(Matcher::NotUnder { root, written }, span),
                             None => ok = false,
                         }
@@ -996,7 +995,7 @@ impl<'a> Decoder<'a> {
                 None => ok = false,
             },
             (None, Some(name)) => {
-                self.missing_match(node, name, "{secrets: true}");
+                self.missing_match(name, "{secrets: true}");
                 ok = false;
             }
             (None, None) => ok = false,
@@ -1244,7 +1243,7 @@ impl<'a> Decoder<'a> {
 
     /// Expand `~`, `${HOME}` and `${PROJECT_DIR}`; relative results are taken from the
     /// project directory, the way a server started there would resolve them.
-    fn expand(&mut self, s: &Spanned<String>, node: &YNode) -> Option<PathBuf> {
+    fn expand(&mut self, s: &Spanned<String>) -> Option<PathBuf> {
         let home = self.vars.home.to_string_lossy().into_owned();
         let project = self.vars.project_dir.to_string_lossy().into_owned();
         let expanded = shellexpand::full_with_context(
@@ -1273,7 +1272,6 @@ impl<'a> Decoder<'a> {
                     .find_in(s, &format!("${{{var}}}"))
                     .or_else(|| self.find_in(s, &format!("${var}")))
                     .unwrap_or(s.span);
-                let _ = node;
                 self.report(
                     Code::UnknownVariable,
                     format!("unknown variable `{var}`"),
