@@ -333,7 +333,11 @@ fn load(yaml: &str, env: &TestEnv) -> mcpwall::config::Policy {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    // Each case compiles a program (all secret detectors included); 48 cases keep the
+    // debug-mode run short. Raise with PROPTEST_CASES for a deeper search.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(48)
+    ))]
 
     #[test]
     fn inbound_program_equals_reference(

@@ -49,6 +49,33 @@ fn evaluate_10_rules(bencher: Bencher, path: &str) {
     bench_request(bencher, packs::DEFAULT_LIKE, path == "deny");
 }
 
+/// The shipped `rules/default.yml`, on the same two frames (its verdicts are its own).
+#[divan::bench(args = ["allow-frame", "deny-frame"])]
+fn evaluate_builtin_default(bencher: Bencher, frame: &str) {
+    let env = TestEnv::new();
+    let opts = mcpwall::config::LoadOptions {
+        explicit: None,
+        home: env.home.clone(),
+        project_dir: env.project.clone(),
+    };
+    let text = mcpwall::builtin::get("rules/default.yml").expect("embedded default pack");
+    let policy = mcpwall::config::load_str("rules/default.yml", text, &opts).expect("loads");
+    let program = Program::compile_with(&policy, env.env_ref()).expect("compiles");
+    let line = if frame == "deny-frame" {
+        packs::denied_call()
+    } else {
+        packs::allowed_call(&env)
+    };
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    bencher.counter(ItemsCount::new(1usize)).bench_local(|| {
+        parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        program.evaluate_request(&frame, &frame.messages()[0], &mut scratch)
+    });
+}
+
 /// The same pack plus 990 generated rules.
 #[divan::bench(args = ["allow", "deny"])]
 fn evaluate_1000_rules(bencher: Bencher, path: &str) {
