@@ -165,7 +165,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-storage-connection-string",
         &["DefaultEndpointsProtocol="],
-        r"DefaultEndpointsProtocol=https?;[^\s]{0,200}?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        r"DefaultEndpointsProtocol=https?;[!-~]{0,200}?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
         None,
     ),
     row(
@@ -183,7 +183,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-sas-token",
         &["sv=20"],
-        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[^\s]{0,400}?sig=(?P<secret>[A-Za-z0-9%+/]{40,120}(?:%3D|=){0,2})",
+        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[!-~]{0,400}?sig=(?P<secret>[A-Za-z0-9%+/]{40,120}(?:%3D|=){0,2})",
         None,
     ),
     row_at(
@@ -698,38 +698,38 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "postgres-url-password",
         &["postgres"],
-        r#"postgres(?:ql)?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"postgres(?:ql)?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "mysql-url-password",
         &["mysql:"],
-        r#"mysql://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"mysql://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "mongodb-url-password",
         &["mongodb"],
-        r#"mongodb(?:\+srv)?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"mongodb(?:\+srv)?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "redis-url-password",
         &["redis"],
-        r#"rediss?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"rediss?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "amqp-url-password",
         &["amqp"],
-        r#"amqps?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"amqps?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row_at(
         "url-basic-auth",
         URL_KW,
         (1, 1),
-        r#"//[^\s:@/?#"'<>]{1,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"//[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
