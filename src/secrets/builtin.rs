@@ -175,7 +175,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-storage-connection-string",
         &["DefaultEndpointsProtocol="],
-        r"DefaultEndpointsProtocol=https?;[^\s]*?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        r"DefaultEndpointsProtocol=https?;[!-~]{0,200}?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
         None,
     ),
     row(
@@ -193,7 +193,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-sas-token",
         &["sv=20"],
-        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[^\s]*?sig=(?P<secret>[A-Za-z0-9%+/]{40,}(?:%3D|=){0,2})",
+        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[!-~]{0,400}?sig=(?P<secret>[A-Za-z0-9%+/]{40,120}(?:%3D|=){0,2})",
         None,
     ),
     row_at(
@@ -708,38 +708,38 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "postgres-url-password",
         &["postgres"],
-        r#"postgres(?:ql)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        r#"postgres(?:ql)?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "mysql-url-password",
         &["mysql:"],
-        r#"mysql://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        r#"mysql://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "mongodb-url-password",
         &["mongodb"],
-        r#"mongodb(?:\+srv)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        r#"mongodb(?:\+srv)?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "redis-url-password",
         &["redis"],
-        r#"rediss?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        r#"rediss?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row(
         "amqp-url-password",
         &["amqp"],
-        r#"amqps?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        r#"amqps?://[!-~&&[^:@/?#"'<>]]{0,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     row_at(
         "url-basic-auth",
         URL_KW,
-        (0, 0),
-        r#"://[^\s:@/?#"'<>]{1,}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        (1, 1),
+        r#"//[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
