@@ -129,7 +129,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let selection = Selection {
         name: Some(args.server_name.clone()),
         client: args.client,
-        file: None,
     };
     let chosen = ws.selected(&selection);
     if chosen.is_empty() {
@@ -150,7 +149,6 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
             args.server_name.clone()
         },
         client: args.client,
-        file: None,
     };
     let mut chosen = ws.selected(&selection);
     if args.all {
@@ -238,6 +236,23 @@ pub(crate) fn finish(
             }
         }
     }
+    let shared: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| c.outcomes.iter().any(|(_, o)| *o == Outcome::Wrapped))
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if !shared.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} usually committed to the repository; teammates without mcpwall on their PATH cannot start the wrapped servers",
+            if shared.len() == 1 {
+                format!("{} is a project file,", shared[0])
+            } else {
+                format!("{} are project files,", shared.join(", "))
+            }
+        );
+    }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
     } else if wrote > 0 {
@@ -291,6 +306,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Wrapped => "wrapped",
         Outcome::AlreadyWrapped => "already wrapped",
+        Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
         Outcome::RestoredKeepingEdits => "restored",
         Outcome::Unwrapped => "unwrapped",
@@ -303,6 +319,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
 fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
+        Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
         Outcome::RestoredKeepingEdits => {
             ": command and args restored; your later edits to the entry were kept".into()
         }
