@@ -338,6 +338,14 @@ fn write_docs(
             ex.should_match.len(),
             ex.should_not_match.len()
         );
+        for (tag, list) in [
+            ("match   ", &ex.should_match),
+            ("no_match", &ex.should_not_match),
+        ] {
+            for e in list {
+                let _ = writeln!(w, "         {tag}  {e}");
+            }
+        }
     }
 }
 
