@@ -1238,3 +1238,22 @@ fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
         "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"sh\",\n      \"args\": [],\n      \"env\": {}\n    }\n  }\n}\n"
     );
 }
+
+#[test]
+fn absolute_path_writes_this_binarys_path_even_when_on_path() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "home/.cursor/mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}",
+    );
+    let out = sandbox.run(&["wrap", "x", "--absolute-path"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let file: serde_json::Value =
+        serde_json::from_str(&sandbox.read("home/.cursor/mcp.json")).unwrap();
+    let command = file["mcpServers"]["x"]["command"].as_str().unwrap();
+    assert!(Path::new(command).is_absolute(), "{command}");
+    assert_eq!(
+        std::fs::canonicalize(command).unwrap(),
+        std::fs::canonicalize(BIN).unwrap()
+    );
+}

@@ -22,6 +22,10 @@ pub struct Args {
     /// Edit this client config file instead of the discovered ones.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
+    /// start servers with a shorter PATH, such as macOS apps opened from the Dock).
+    #[arg(long)]
+    pub absolute_path: bool,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -113,14 +117,12 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
 }
 
 /// The command to write into wrapped entries.
-pub(crate) fn wrapper() -> miette::Result<String> {
+pub(crate) fn wrapper(absolute: bool) -> miette::Result<String> {
     let exe = std::env::current_exe()
         .into_diagnostic()
         .wrap_err("cannot find the running mcpwall binary")?;
-    Ok(clients::entry::wrapper_command(
-        std::env::var_os("PATH").as_deref(),
-        &exe,
-    ))
+    let path_var = std::env::var_os("PATH").filter(|_| !absolute);
+    Ok(clients::entry::wrapper_command(path_var.as_deref(), &exe))
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -135,7 +137,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         report_broken(&ws, &mut std::io::stdout().lock());
         return Err(no_such_server(&ws, &args.server_name));
     }
-    let changes = ws.plan_wrap(&chosen, &wrapper()?);
+    let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
     finish(&ws, &changes, args.dry_run)
 }
 
