@@ -12,7 +12,7 @@ use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 /// Arguments of `mcpwall init`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The built-in profile the new ~/.mcpwall/config.yml extends.
+    /// The built-in profile the new ~/.mcpwall/config.yml extends (local-dev, company-laptop, strict).
     #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME")]
     pub profile: String,
     /// Wrap every server found without asking (needed when stdin is not a terminal).

@@ -9,8 +9,8 @@ use miette::IntoDiagnostic;
 
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
-    self, Doc, EntryState, Env, Problem, Scope, Server, Workspace, entry::resolve_on_path,
-    record::Records,
+    self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
+    entry::resolve_on_path, record::Records,
 };
 
 /// Arguments of `mcpwall status`.
@@ -23,11 +23,17 @@ pub struct DoctorArgs {}
 
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
-    if let EntryState::Wrapped { options, .. } = &server.state
-        && let Some(i) = options.iter().position(|o| o == "-c" || o == "--config")
-        && let Some(file) = options.get(i + 1)
-    {
-        return vec![file.clone()];
+    if let EntryState::Wrapped { options, .. } = &server.state {
+        for (i, option) in options.iter().enumerate() {
+            if let Some(file) = option.strip_prefix("--config=") {
+                return vec![file.to_string()];
+            }
+            if (option == "-c" || option == "--config")
+                && let Some(file) = options.get(i + 1)
+            {
+                return vec![file.clone()];
+            }
+        }
     }
     let mut files = Vec::new();
     let project = match (&server.project, doc.file.scope) {
@@ -319,8 +325,11 @@ fn check_client_files(ws: &Workspace) -> Vec<Check> {
                     Status::Fail,
                     format!("{} config", b.file.client),
                     format!(
-                        "{shown}:{}:{}: not valid JSON: {}",
-                        e.line, e.column, e.message
+                        "{shown}:{}:{}: not valid {}: {}",
+                        e.line,
+                        e.column,
+                        b.file.client.syntax(),
+                        e.message
                     ),
                     format!(
                         "fix {shown} at line {}, column {} (mcpwall does not edit it until then)",
@@ -373,7 +382,7 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                             name,
                             format!("the mcpwall command `{wrapper}` in {shown} is not found"),
                             format!(
-                                "run `mcpwall unwrap {0}` then `mcpwall wrap {0}` to point it at this mcpwall",
+                                "run `mcpwall wrap {}` to point it at this mcpwall",
                                 server.name
                             ),
                         ));
@@ -424,8 +433,20 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
         .entries
         .iter()
         .filter(|r| {
-            let doc = ws.docs.iter().find(|d| d.canonical == r.file);
-            let wrapped = doc.is_some_and(|d| {
+            // A file named with `wrap --config` is not among the discovered ones: read it.
+            let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
+            let outside = match discovered {
+                Some(_) => None,
+                None => Client::from_id(&r.client).and_then(|client| {
+                    Doc::load(ConfigFile {
+                        client,
+                        path: r.file.clone(),
+                        scope: Scope::User,
+                    })
+                    .ok()
+                }),
+            };
+            let wrapped = discovered.or(outside.as_ref()).is_some_and(|d| {
                 d.servers
                     .iter()
                     .any(|s| s.path == r.path && matches!(s.state, EntryState::Wrapped { .. }))

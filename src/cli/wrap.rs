@@ -16,7 +16,7 @@ use crate::clients::{
 pub struct Args {
     /// The server's name: its key in the client config.
     pub server_name: String,
-    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode.
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
     /// Edit this client config file instead of the discovered ones.
@@ -36,7 +36,7 @@ pub struct UnwrapArgs {
     /// Unwrap every wrapped server.
     #[arg(long)]
     pub all: bool,
-    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode.
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
     /// Edit this client config file instead of the discovered ones.
@@ -70,7 +70,7 @@ pub(crate) fn workspace(
         Some(c) => c,
         None => {
             return Err(miette!(
-                help = "pass --client claude-code|claude-desktop|cursor|windsurf|vscode",
+                help = "pass --client claude-code|claude-desktop|cursor|windsurf|vscode|zed|codex",
                 "cannot tell which client {} belongs to",
                 path.display()
             ));
@@ -106,6 +106,8 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
         ("mcp_config.json", _) => Some(Client::Windsurf),
         ("mcp.json", ".cursor") => Some(Client::Cursor),
         ("mcp.json", ".vscode" | "User") => Some(Client::VsCode),
+        ("settings.json", "zed" | ".zed" | "Zed") => Some(Client::Zed),
+        ("config.toml", ".codex") => Some(Client::Codex),
         _ => None,
     }
 }
@@ -127,7 +129,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let selection = Selection {
         name: Some(args.server_name.clone()),
         client: args.client,
-        file: None,
     };
     let chosen = ws.selected(&selection);
     if chosen.is_empty() {
@@ -148,7 +149,6 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
             args.server_name.clone()
         },
         client: args.client,
-        file: None,
     };
     let mut chosen = ws.selected(&selection);
     if args.all {
@@ -236,6 +236,23 @@ pub(crate) fn finish(
             }
         }
     }
+    let shared: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| c.outcomes.iter().any(|(_, o)| *o == Outcome::Wrapped))
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if !shared.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} usually committed to the repository; teammates without mcpwall on their PATH cannot start the wrapped servers",
+            if shared.len() == 1 {
+                format!("{} is a project file,", shared[0])
+            } else {
+                format!("{} are project files,", shared.join(", "))
+            }
+        );
+    }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
     } else if wrote > 0 {
@@ -261,8 +278,12 @@ pub(crate) fn report_broken(ws: &Workspace, out: &mut impl Write) -> bool {
         let _ = match problem {
             Problem::Syntax(e) => writeln!(
                 out,
-                "{shown}:{}:{} [{}]\n  error: not valid JSON: {}; left untouched",
-                e.line, e.column, file.client, e.message
+                "{shown}:{}:{} [{}]\n  error: not valid {}: {}; left untouched",
+                e.line,
+                e.column,
+                file.client,
+                file.client.syntax(),
+                e.message
             ),
             Problem::Io(e) => writeln!(
                 out,
@@ -285,6 +306,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Wrapped => "wrapped",
         Outcome::AlreadyWrapped => "already wrapped",
+        Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
         Outcome::RestoredKeepingEdits => "restored",
         Outcome::Unwrapped => "unwrapped",
@@ -297,6 +319,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
 fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
+        Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
         Outcome::RestoredKeepingEdits => {
             ": command and args restored; your later edits to the entry were kept".into()
         }

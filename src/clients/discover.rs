@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::edit::Format;
 use super::json_span::{Dialect, Node};
 
 /// An MCP client whose configuration mcpwall can edit.
@@ -35,16 +36,29 @@ pub enum Client {
     /// Windows `%APPDATA%\Code\User\`); entries carry `"type": "stdio"|"http"|"sse"`. The
     /// files are JSON with comments, like every VS Code settings file.
     VsCode,
+    /// Zed. <https://zed.dev/docs/ai/mcp>: key `context_servers` in `settings.json`
+    /// (`~/.config/zed/` on macOS and Linux, `%APPDATA%\Zed\` on Windows, per
+    /// <https://zed.dev/docs/configuring-zed>) and `<project>/.zed/settings.json`. Custom
+    /// servers are `{"source": "custom", "command": …, "args": […], "env": {…}}`; entries
+    /// without a string `command` (extension-provided servers, the older
+    /// `"command": {"path": …}` form) are listed as skipped. The files are JSON with comments.
+    Zed,
+    /// Codex. <https://github.com/openai/codex/blob/main/docs/config.md>: TOML tables
+    /// `[mcp_servers.<name>]` with `command`, `args`, `env` in `$CODEX_HOME/config.toml`
+    /// (`~/.codex/config.toml` by default); remote servers have `url`.
+    Codex,
 }
 
 impl Client {
     /// Every supported client, in display order.
-    pub const ALL: [Client; 5] = [
+    pub const ALL: [Client; 7] = [
         Client::ClaudeCode,
         Client::ClaudeDesktop,
         Client::Cursor,
         Client::Windsurf,
         Client::VsCode,
+        Client::Zed,
+        Client::Codex,
     ];
 
     /// The identifier used on the command line (`--client`) and in records.
@@ -55,6 +69,8 @@ impl Client {
             Client::Cursor => "cursor",
             Client::Windsurf => "windsurf",
             Client::VsCode => "vscode",
+            Client::Zed => "zed",
+            Client::Codex => "codex",
         }
     }
 
@@ -64,10 +80,19 @@ impl Client {
     }
 
     /// How the client's files are written.
-    pub fn dialect(self) -> Dialect {
+    pub fn format(self) -> Format {
         match self {
-            Client::VsCode => Dialect::Jsonc,
-            _ => Dialect::Json,
+            Client::VsCode | Client::Zed => Format::Json(Dialect::Jsonc),
+            Client::Codex => Format::Toml,
+            _ => Format::Json(Dialect::Json),
+        }
+    }
+
+    /// The syntax name for messages (`JSON`, `TOML`).
+    pub fn syntax(self) -> &'static str {
+        match self.format() {
+            Format::Json(_) => "JSON",
+            Format::Toml => "TOML",
         }
     }
 
@@ -75,6 +100,8 @@ impl Client {
     fn servers_key(self) -> &'static str {
         match self {
             Client::VsCode => "servers",
+            Client::Zed => "context_servers",
+            Client::Codex => "mcp_servers",
             _ => "mcpServers",
         }
     }
@@ -138,6 +165,10 @@ pub struct Env {
     pub appdata: Option<PathBuf>,
     /// `XDG_CONFIG_HOME`, if set; otherwise `~/.config` is used.
     pub xdg_config_home: Option<PathBuf>,
+    /// `CODEX_HOME`, if set; otherwise `~/.codex` is used.
+    pub codex_home: Option<PathBuf>,
+    /// `PATH`, to tell whether a wrapped entry's mcpwall command still resolves.
+    pub path_var: Option<std::ffi::OsString>,
 }
 
 /// The environment could not tell where home is.
@@ -168,6 +199,8 @@ impl Env {
             project_dir,
             appdata: var("APPDATA"),
             xdg_config_home: var("XDG_CONFIG_HOME"),
+            codex_home: var("CODEX_HOME"),
+            path_var: std::env::var_os("PATH"),
         })
     }
 
@@ -252,6 +285,28 @@ impl Env {
         if let Some(appdata) = &self.appdata {
             add(Client::VsCode, Scope::User, appdata.join(&vscode_user));
         }
+
+        let zed = Path::new("zed").join("settings.json");
+        add(
+            Client::Zed,
+            Scope::Project,
+            project.join(".zed").join("settings.json"),
+        );
+        add(Client::Zed, Scope::User, self.config_home().join(&zed));
+        add(Client::Zed, Scope::User, home.join(".config").join(&zed));
+        if let Some(appdata) = &self.appdata {
+            add(
+                Client::Zed,
+                Scope::User,
+                appdata.join("Zed").join("settings.json"),
+            );
+        }
+
+        let codex_home = self
+            .codex_home
+            .clone()
+            .unwrap_or_else(|| home.join(".codex"));
+        add(Client::Codex, Scope::User, codex_home.join("config.toml"));
         out
     }
 }

@@ -197,6 +197,7 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
             regex: p.regex.value.clone(),
             entropy_threshold: p.entropy_threshold,
             origin,
+            ..DetectorSpec::default()
         });
     }
     match Detector::new(specs) {
@@ -307,8 +308,9 @@ fn compile_inbound(
                     )
                 }
                 Matcher::Pattern(g) => {
-                    let (p, _) = intern(InKey::Glob(sel, g.value.clone()), sel);
-                    globs.add(&g.value, p, g.span);
+                    let expanded = expand_glob_prefix(&g.value, env);
+                    let (p, _) = intern(InKey::Glob(sel, expanded.clone()), sel);
+                    globs.add(&expanded, p, g.span);
                     (
                         GLOB,
                         p,
@@ -405,6 +407,28 @@ fn compile_inbound(
         })
     })();
     (inbound, infos)
+}
+
+/// A glob over argument values may start with `~/`, `$HOME`, `${HOME}` or
+/// `${PROJECT_DIR}`: the prefix becomes the (glob-escaped) directory, so it meets the
+/// normal form of path-shaped values (ARCHITECTURE decision 9).
+pub(crate) fn expand_glob_prefix(glob: &str, env: &PathEnv) -> String {
+    let prefixes: [(&str, &str); 5] = [
+        ("${PROJECT_DIR}", env.project_dir()),
+        ("$PROJECT_DIR", env.project_dir()),
+        ("${HOME}", env.home()),
+        ("$HOME", env.home()),
+        ("~", env.home()),
+    ];
+    for (var, dir) in prefixes {
+        if let Some(rest) = glob.strip_prefix(var)
+            && (rest.is_empty() || rest.starts_with('/'))
+        {
+            let dir = dir.strip_suffix('/').unwrap_or(dir);
+            return format!("{}{rest}", globset::escape(dir));
+        }
+    }
+    glob.to_string()
 }
 
 /// `Ok(None)` when there is nothing to build; `Err(())` when building failed (and a

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use miette::{Diagnostic, LabeledSpan, NamedSource, Severity};
 
-use super::policy::{Source, Span};
+use super::policy::{Policy, Source, Span};
 
 /// What kind of problem a diagnostic reports. The code is `mcpwall::config::<name>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,6 +56,8 @@ pub enum Code {
     ReadFailed,
     /// The compiler rejected part of the policy (raised by `compile`).
     Compile,
+    /// A warning: part of a file was loaded but does not apply (untrusted project file).
+    Ignored,
 }
 
 impl Code {
@@ -82,6 +84,7 @@ impl Code {
             Code::BadAnyValue => "bad_any_value",
             Code::ReadFailed => "read_failed",
             Code::Compile => "compile",
+            Code::Ignored => "ignored",
         }
     }
 
@@ -247,5 +250,32 @@ impl Diagnostic for PolicyDiagnostic {
             return None;
         }
         Some(Box::new(self.labels.iter().cloned()))
+    }
+}
+
+impl Policy {
+    /// One warning per part of a file that was loaded but does not apply (an untrusted
+    /// project file's allow rules, loosening settings, ...), for the CLI to print at start-up
+    /// so the user learns why a rule they see in `.mcpwall.yml` has no effect.
+    pub fn ignored_warnings(&self) -> Vec<PolicyDiagnostic> {
+        self.ignored
+            .iter()
+            .map(|i| {
+                let source = self.source(i.span.source);
+                // A rule's span covers the whole rule; its first line is enough to point at.
+                let mut span = i.span;
+                let rest = source.text.get(span.offset..).unwrap_or("");
+                span.len = span.len.min(rest.find('\n').unwrap_or(rest.len()));
+                PolicyDiagnostic::at(
+                    Code::Ignored,
+                    format!("{} is ignored", i.what),
+                    source,
+                    span,
+                    "not applied",
+                )
+                .with_help(i.why.clone())
+                .warning()
+            })
+            .collect()
     }
 }

@@ -12,7 +12,7 @@
 //! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
 //! file, and every pack it pulls in) may only tighten; see [`Restricted`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::diag::{Code, PolicyDiagnostic};
@@ -33,8 +33,9 @@ pub(crate) enum Restricted {
     No,
     /// Only tightening parts apply: deny rules, outbound deny/redact/log_only rules, extra
     /// secret patterns, and settings that tighten. Allow rules (inbound and outbound),
-    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser or
-    /// removed `rate_limit`, `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
+    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
+    /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
 }
 
@@ -114,6 +115,12 @@ pub(crate) struct Merger {
     secret_patterns: Vec<SecretPattern>,
     disabled_secrets: Vec<Spanned<String>>,
     ignored: Vec<Ignored>,
+    /// `(source name, rule name)` of every rule taken, so a pack included a second time
+    /// does not repeat the rules its first inclusion already contributed.
+    taken: HashSet<(String, String)>,
+    /// Index into `ignored` and key of each ignored rule: a rule a restricted inclusion of a
+    /// pack ignored, but a later trusted inclusion applied, is not reported as ignored.
+    ignored_rules: Vec<(usize, (String, String))>,
     /// Settings in visit order, with whether each file was restricted.
     settings: Vec<(RawSettings, Restricted)>,
 }
@@ -131,6 +138,8 @@ impl Merger {
             secret_patterns: Vec::new(),
             disabled_secrets: Vec::new(),
             ignored: Vec::new(),
+            taken: HashSet::new(),
+            ignored_rules: Vec::new(),
             settings: Vec::new(),
         }
     }
@@ -270,16 +279,6 @@ impl Merger {
         }
     }
 
-    /// Whether a rule of this name came from an earlier inclusion of the same pack.
-    fn repeated(&self, source_name: &str, name: &str) -> bool {
-        let from_same = |span: Span| self.sources[span.source.0 as usize].name == source_name;
-        self.rules
-            .iter()
-            .map(|r| &r.name)
-            .chain(self.outbound_rules.iter().map(|r| &r.name))
-            .any(|n| n.value == name && from_same(n.span))
-    }
-
     fn pack_text(&self, path: &str) -> &'static str {
         self.packs
             .iter()
@@ -296,33 +295,34 @@ impl Merger {
         r: Restricted,
     ) {
         for rule in rules {
-            if self.repeated(source_name, &rule.name.value) {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
                 continue;
             }
             if r == Restricted::Yes && rule.action == Action::Allow {
-                self.ignore(
-                    rule.span,
-                    format!("allow rule `{}`", rule.name.value),
-                    UNTRUSTED_WHY,
-                );
+                self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
             } else {
+                self.taken.insert(key);
                 self.rules.push(rule);
             }
         }
         for rule in outbound {
-            if self.repeated(source_name, &rule.name.value) {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
                 continue;
             }
             if r == Restricted::Yes && rule.action == OutboundAction::Allow {
-                self.ignore(
-                    rule.span,
-                    format!("outbound allow rule `{}`", rule.name.value),
-                    UNTRUSTED_WHY,
-                );
+                self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
             } else {
+                self.taken.insert(key);
                 self.outbound_rules.push(rule);
             }
         }
+    }
+
+    fn ignore_rule(&mut self, span: Span, what: String, key: (String, String)) {
+        self.ignored_rules.push((self.ignored.len(), key));
+        self.ignore(span, what, UNTRUSTED_WHY);
     }
 
     fn ignore(&mut self, span: Span, what: String, why: &str) {
@@ -337,6 +337,17 @@ impl Merger {
     pub(crate) fn finish(mut self) -> Result<Policy, super::PolicyError> {
         let settings = self.merge_settings();
         self.check_duplicates();
+        let applied: HashSet<usize> = self
+            .ignored_rules
+            .iter()
+            .filter(|(_, key)| self.taken.contains(key))
+            .map(|(i, _)| *i)
+            .collect();
+        let mut index = 0;
+        self.ignored.retain(|_| {
+            index += 1;
+            !applied.contains(&(index - 1))
+        });
         if !self.diags.is_empty() {
             // Read like the files: by file, then by position.
             self.diags.sort_by_key(|d| {

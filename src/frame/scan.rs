@@ -133,6 +133,17 @@ pub(crate) fn text_of<'t>(raw: &'t [u8], text: &'t str, t: TextRef) -> &'t str {
     }
 }
 
+/// The bytes of a [`TextRef`], without re-checking UTF-8 (for comparisons).
+fn text_bytes<'t>(raw: &'t [u8], text: &'t str, t: TextRef) -> &'t [u8] {
+    match t {
+        TextRef::Raw { start, end } => raw.get(start as usize..end as usize).unwrap_or(b""),
+        TextRef::Decoded { start, end } => text
+            .as_bytes()
+            .get(start as usize..end as usize)
+            .unwrap_or(b""),
+    }
+}
+
 struct Scanner<'r, 'p> {
     raw: &'r [u8],
     pos: usize,
@@ -398,16 +409,19 @@ impl Scanner<'_, '_> {
             .stack
             .last()
             .map_or(Member::Other, |c| c.member);
-        let key = text_of(self.raw, &self.out.text, tok.text);
+        if !matches!(parent, Member::Message | Member::Params) {
+            return Ok(Member::Other);
+        }
+        let key = text_bytes(self.raw, &self.out.text, tok.text);
         Ok(match (parent, key) {
-            (Member::Message, "jsonrpc") => Member::Jsonrpc,
-            (Member::Message, "id") => Member::Id,
-            (Member::Message, "method") => Member::Method,
-            (Member::Message, "params") => Member::Params,
-            (Member::Message, "result") => Member::Result,
-            (Member::Message, "error") => Member::Error,
-            (Member::Params, "name") => Member::ToolName,
-            (Member::Params, "arguments") => Member::Arguments,
+            (Member::Message, b"jsonrpc") => Member::Jsonrpc,
+            (Member::Message, b"id") => Member::Id,
+            (Member::Message, b"method") => Member::Method,
+            (Member::Message, b"params") => Member::Params,
+            (Member::Message, b"result") => Member::Result,
+            (Member::Message, b"error") => Member::Error,
+            (Member::Params, b"name") => Member::ToolName,
+            (Member::Params, b"arguments") => Member::Arguments,
             _ => Member::Other,
         })
     }
@@ -419,12 +433,12 @@ impl Scanner<'_, '_> {
 
     /// Record what a scalar value means for the message around it.
     fn scalar(&mut self, member: Member, tok: Token, start: usize) {
-        let text = text_of(self.raw, &self.out.text, tok.text);
+        let text = || text_bytes(self.raw, &self.out.text, tok.text);
         match member {
             Member::Other | Member::Batch => {}
             Member::Message => self.set_invalid("a batch element must be an object", None),
             Member::Jsonrpc => {
-                if tok.kind == TokenKind::String && text == "2.0" {
+                if tok.kind == TokenKind::String && text() == b"2.0" {
                     self.msg.jsonrpc_ok = true;
                 } else {
                     self.fail("jsonrpc must be \"2.0\"");
@@ -433,7 +447,7 @@ impl Scanner<'_, '_> {
             Member::Id => {
                 let range = start..self.pos;
                 let integer = tok.kind == TokenKind::Number
-                    && !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'));
+                    && !text().iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
                 if self.msg.id.is_some() {
                     // Given twice: the duplicate-key check refuses the message, and
                     // neither id can be trusted for the answer.
@@ -691,6 +705,14 @@ impl Scanner<'_, '_> {
 /// below 0x80, so a run never ends inside a valid character.
 fn plain_run(raw: &[u8], mut i: usize) -> Result<usize, FrameError> {
     let start = i;
+    // Eight bytes at a time while none of them can end the run.
+    while let Some(chunk) = raw.get(i..i + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        if may_end_run(word) {
+            break;
+        }
+        i += 8;
+    }
     while let Some(&b) = raw.get(i) {
         if b == b'"' || b == b'\\' || b < 0x20 {
             break;
@@ -699,6 +721,18 @@ fn plain_run(raw: &[u8], mut i: usize) -> Result<usize, FrameError> {
     }
     utf8(raw, start, i)?;
     Ok(i)
+}
+
+/// Whether any byte of `word` is `"`, `\` or below 0x20. May also say yes for a
+/// byte at or above 0x80 (the byte loop then decides), never no when one is there.
+fn may_end_run(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    below_0x20
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 fn utf8(raw: &[u8], start: usize, end: usize) -> Result<&str, FrameError> {
@@ -774,7 +808,7 @@ fn hex4(raw: &[u8], at: usize) -> Result<u16, FrameError> {
 /// pairwise; large ones sort the key indices in place (no allocation, O(n log n)
 /// worst case), so a 100k-key object costs no more than sorting it.
 fn has_duplicate(keys: &mut [u32], tokens: &[Token], raw: &[u8], text: &str) -> bool {
-    let key = |i: u32| text_of(raw, text, tokens[i as usize].text).as_bytes();
+    let key = |i: u32| text_bytes(raw, text, tokens[i as usize].text);
     if keys.len() <= 16 {
         (1..keys.len()).any(|a| (0..a).any(|b| key(keys[a]) == key(keys[b])))
     } else {

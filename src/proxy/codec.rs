@@ -20,6 +20,10 @@ pub enum Line<'a> {
     Frame(&'a [u8]),
     /// A line longer than the limit; its bytes were discarded. `len` excludes the `\n`.
     TooLarge { len: usize },
+    /// Input ended in the middle of a line (no final `\n`): a frame cut short, e.g. by
+    /// a peer that died mid-write. Its bytes are not handed out, so they can never be
+    /// forwarded in part.
+    Truncated { len: usize },
 }
 
 /// Buffered newline-delimited reader. See the module docs.
@@ -53,7 +57,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The next line already in the buffer, without reading. Empty lines are skipped.
-    /// At end of input, a last line without a trailing `\n` is returned as a line too.
+    /// At end of input, a last line without a trailing `\n` is reported as
+    /// [`Line::Truncated`].
     pub fn next_buffered(&mut self) -> Option<Line<'_>> {
         loop {
             if let Some(discarded) = self.discarding {
@@ -114,10 +119,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         return None;
                     }
                     if self.eof && pending > 0 {
-                        let line_start = self.start;
                         self.start = self.end;
                         self.scanned = self.end;
-                        return Some(Line::Frame(&self.buf[line_start..self.end]));
+                        return Some(Line::Truncated { len: pending });
                     }
                     return None;
                 }
@@ -223,6 +227,7 @@ mod tests {
     enum Out {
         Frame(Vec<u8>),
         TooLarge(usize),
+        Truncated(usize),
     }
 
     fn read_all(chunks: Vec<&[u8]>, max: usize) -> Vec<Out> {
@@ -240,6 +245,7 @@ mod tests {
                     out.push(match line {
                         Line::Frame(f) => Out::Frame(f.to_vec()),
                         Line::TooLarge { len } => Out::TooLarge(len),
+                        Line::Truncated { len } => Out::Truncated(len),
                     });
                 }
                 if !r.fill().await.unwrap() {
@@ -247,6 +253,7 @@ mod tests {
                         out.push(match line {
                             Line::Frame(f) => Out::Frame(f.to_vec()),
                             Line::TooLarge { len } => Out::TooLarge(len),
+                            Line::Truncated { len } => Out::Truncated(len),
                         });
                     }
                     return out;
@@ -264,7 +271,7 @@ mod tests {
     #[test]
     fn splits_lines_across_reads_and_skips_empty_lines() {
         let out = read_all(vec![b"ab", b"c\nde", b"f\n\n", b"g\nh"], 100);
-        assert_eq!(out, vec![f("abc"), f("def"), f("g"), f("h")]);
+        assert_eq!(out, vec![f("abc"), f("def"), f("g"), Out::Truncated(1)]);
     }
 
     #[test]

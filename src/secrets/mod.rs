@@ -1,21 +1,136 @@
-//! Secret detection: every detector's regex in one multi-pattern automaton, with a
-//! per-match entropy gate. Shared by the inbound `secrets: true` matcher and outbound
-//! `secrets` rules.
+//! Secret detection: every credential format in one automaton, shared by the inbound
+//! `secrets: true` matcher and outbound `secrets` rules.
+//!
+//! # How a text is scanned
+//!
+//! 1. A keyword prefilter ([`prefilter`]) finds every position where a detector's
+//!    keyword occurs (`AKIA`, `ghp_`, `-----BEGIN`, `assword`, …). On text without
+//!    secrets this is nearly the whole cost: a few SIMD passes, no regex.
+//! 2. At each hit, the keyword's detectors are tried in table order with an *anchored*
+//!    search of the one multi-pattern regex (`Anchored::Pattern`), starting where the
+//!    detector says its keyword sits. The search is bounded by the pattern's maximum
+//!    length (or a window for unbounded patterns), so a failed candidate costs a few
+//!    dozen bytes of DFA work.
+//! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
+//!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
+//!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
+//!    there is no cap on findings.
+//! 4. Detectors with no keyword (user patterns without a literal prefix) run as one
+//!    more multi-pattern regex over the whole text: correct, but their cost grows with
+//!    the text like any regex scan.
+//!
+//! Findings are leftmost and non-overlapping. When two matches overlap (a generic
+//! `token = …` value that is also a GitHub token) they are merged into one finding
+//! covering both, named after the detector listed first, so no secret byte is left
+//! out and the most specific name wins.
+//!
+//! # Example
+//!
+//! ```
+//! use mcpwall::secrets::{builtin_specs, Detector};
+//!
+//! let detector = Detector::new(builtin_specs())?;
+//! let mut cache = detector.cache();
+//! let key = format!("AKIA{}", "Q7ZK2M4XW3HN5JPR");
+//! let text = format!("export AWS_ACCESS_KEY_ID={key}\n");
+//! let mut found = Vec::new();
+//! detector.find(&text, &mut cache, &mut found);
+//! assert_eq!(found.len(), 1);
+//! assert_eq!(detector.name(found[0].detector), "aws-access-key-id");
+//! assert_eq!(&text[found[0].range.clone()], key);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
-use std::ops::Range;
+mod builtin;
+mod entropy;
+mod prefilter;
 
-use regex_automata::{Input, meta};
+use std::ops::{Range, RangeInclusive};
+
+use regex_automata::util::captures::Captures;
+use regex_automata::{Anchored, Input, PatternID, meta};
+use regex_syntax::hir::Hir;
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+
+pub use builtin::builtin_specs;
+pub use entropy::shannon_entropy;
+
+use prefilter::{Candidate, HitScratch, Keywords};
+
+/// Window for the anchored search of a pattern with no maximum length. A match that
+/// reaches the end of the window is searched again with a window twice as large, so
+/// long secrets (a big PGP block) are found whole; a failing candidate never costs
+/// more than one window.
+const UNBOUNDED_WINDOW: usize = 16 * 1024;
+/// Largest `keyword_offset` accepted: each offset is one anchored search per hit.
+const MAX_KEYWORD_OFFSET: usize = 64;
+/// A literal prefix shorter than this is not a usable keyword.
+const MIN_KEYWORD_LEN: usize = 3;
+/// A user pattern with more literal prefixes than this runs as a full scan.
+const MAX_EXTRACTED_KEYWORDS: usize = 32;
+/// Size limits for the compiled automaton (user patterns are untrusted input).
+const NFA_SIZE_LIMIT: usize = 32 << 20;
+const DFA_SIZE_LIMIT: usize = 32 << 20;
 
 /// One detector as declared (built-in or from `secrets.patterns`).
 #[derive(Debug, Clone)]
 pub struct DetectorSpec {
     /// Stable, kebab-case name, e.g. `aws-access-key-id`.
     pub name: String,
+    /// The regex. If it has a group named `secret`, only that group is the secret
+    /// (reported, gated by entropy, redacted); otherwise the whole match is.
     pub regex: String,
-    /// Minimum Shannon entropy (bits per byte) of the match; lower matches are ignored.
+    /// Minimum Shannon entropy (bits per byte) of the secret; lower matches are ignored.
     pub entropy_threshold: Option<f64>,
     /// `builtin` or the policy file that declared it.
     pub origin: String,
+    /// Literals that every match contains (case-sensitive). Empty: derived from the
+    /// regex's literal prefixes when it has usable ones, otherwise the detector scans
+    /// the whole text.
+    pub keywords: Vec<String>,
+    /// Where a keyword sits, in bytes after the start of a match (`0..=0`: every match
+    /// starts with one of the keywords).
+    pub keyword_offset: RangeInclusive<usize>,
+}
+
+impl Default for DetectorSpec {
+    fn default() -> DetectorSpec {
+        DetectorSpec {
+            name: String::new(),
+            regex: String::new(),
+            entropy_threshold: None,
+            origin: String::new(),
+            keywords: Vec::new(),
+            keyword_offset: 0..=0,
+        }
+    }
+}
+
+impl DetectorSpec {
+    /// A spec with no entropy gate and keywords derived from the regex.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mcpwall::secrets::{Detector, DetectorSpec};
+    ///
+    /// let spec = DetectorSpec::new("acme-key", r"acme_[a-z0-9]{32}", "policy.yaml");
+    /// let detector = Detector::new(vec![spec])?;
+    /// assert_eq!(detector.keywords(0), Some(&["acme_".to_string()][..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(
+        name: impl Into<String>,
+        regex: impl Into<String>,
+        origin: impl Into<String>,
+    ) -> DetectorSpec {
+        DetectorSpec {
+            name: name.into(),
+            regex: regex.into(),
+            origin: origin.into(),
+            ..DetectorSpec::default()
+        }
+    }
 }
 
 /// A secret found in a text.
@@ -27,158 +142,579 @@ pub struct Finding {
     pub range: Range<usize>,
 }
 
+/// A secret found by [`Detector::find_joined`], located in the pieces it spans.
+///
+/// It starts at byte `start` of piece `first` and ends (exclusive) at byte `end` of
+/// piece `last`; pieces strictly between are covered whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinedFinding {
+    /// Index of the detector (see [`Detector::name`]).
+    pub detector: u32,
+    /// Piece holding the first byte of the secret.
+    pub first: usize,
+    /// Offset of the first byte in piece `first`.
+    pub start: usize,
+    /// Piece holding the last byte of the secret.
+    pub last: usize,
+    /// Offset one past the last byte, in piece `last`.
+    pub end: usize,
+}
+
+impl JoinedFinding {
+    /// The byte range of the secret in each piece it touches, in piece order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mcpwall::secrets::JoinedFinding;
+    ///
+    /// let pieces = ["ab", "cd", "ef"];
+    /// let f = JoinedFinding { detector: 0, first: 0, start: 1, last: 2, end: 1 };
+    /// let segments: Vec<_> = f.segments(&pieces).collect();
+    /// assert_eq!(segments, vec![(0, 1..2), (1, 0..2), (2, 0..1)]);
+    /// ```
+    pub fn segments<'p>(
+        &self,
+        pieces: &'p [&'p str],
+    ) -> impl Iterator<Item = (usize, Range<usize>)> + 'p {
+        let this = self.clone();
+        (this.first..=this.last).filter_map(move |i| {
+            let from = if i == this.first { this.start } else { 0 };
+            let to = if i == this.last {
+                this.end
+            } else {
+                pieces[i].len()
+            };
+            (from < to).then_some((i, from..to))
+        })
+    }
+}
+
 /// A detector failed to build.
 #[derive(Debug, thiserror::Error)]
 #[error("secret pattern {name:?} does not compile: {reason}")]
 pub struct DetectorError {
     /// Index of the spec that failed.
     pub index: usize,
+    /// Name of the spec that failed.
     pub name: String,
+    /// What is wrong, and what to change.
     pub reason: String,
 }
 
+/// How each detector is searched, derived from its spec.
+#[derive(Debug)]
+struct Plan {
+    /// Capture group index of `secret` in the main regex.
+    secret_group: Option<usize>,
+    /// Maximum match length, or the search window when unbounded.
+    window: usize,
+    bounded: bool,
+    entropy: Option<f64>,
+    /// Keywords that trigger it; `None`: full scan.
+    keywords: Option<Vec<String>>,
+}
+
+/// Detectors without keywords, run over the whole text.
+#[derive(Debug)]
+struct FullScan {
+    regex: meta::Regex,
+    /// Local pattern id -> detector index.
+    detectors: Vec<u32>,
+    /// Local pattern id -> capture group index of `secret`.
+    secret_groups: Vec<Option<usize>>,
+}
+
 /// The compiled detectors. Immutable; share it.
+///
+/// # Resource usage
+///
+/// Building the built-in table takes a few milliseconds and well under 10 MiB; the
+/// automaton's size is bounded (32 MiB NFA and DFA limits) so hostile user patterns
+/// fail to build instead of exhausting memory. Each [`DetectorCache`] holds the lazy
+/// DFA's cache (at most a few MiB) and reusable buffers.
 #[derive(Debug)]
 pub struct Detector {
     specs: Vec<DetectorSpec>,
+    plans: Vec<Plan>,
     regex: Option<meta::Regex>,
+    keywords: Option<Keywords>,
+    full_scan: Option<FullScan>,
 }
 
-/// Per-caller scratch for [`Detector::find`].
+/// Per-caller scratch for [`Detector::find`]; create it once per thread with
+/// [`Detector::cache`] and reuse it.
 #[derive(Debug)]
 pub struct DetectorCache {
     cache: Option<meta::Cache>,
-}
-
-/// The built-in detectors.
-pub fn builtin_specs() -> Vec<DetectorSpec> {
-    let b = |name: &str, regex: &str, entropy: Option<f64>| DetectorSpec {
-        name: name.to_string(),
-        regex: regex.to_string(),
-        entropy_threshold: entropy,
-        origin: "builtin".to_string(),
-    };
-    vec![
-        b(
-            "aws-access-key-id",
-            r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
-            None,
-        ),
-        b("github-token", r"\bgh[pousr]_[A-Za-z0-9]{36,255}\b", None),
-        b(
-            "github-fine-grained-pat",
-            r"\bgithub_pat_[A-Za-z0-9_]{82}\b",
-            None,
-        ),
-        b(
-            "openai-api-key",
-            r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_-]{20,}\b",
-            Some(3.0),
-        ),
-        b(
-            "anthropic-api-key",
-            r"\bsk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{80,}\b",
-            None,
-        ),
-        b("slack-token", r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b", None),
-        b(
-            "private-key",
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-            None,
-        ),
-    ]
+    captures: Option<Captures>,
+    full_cache: Option<meta::Cache>,
+    full_captures: Option<Captures>,
+    hits: HitScratch,
+    joined: String,
+    piece_starts: Vec<usize>,
+    joined_findings: Vec<Finding>,
 }
 
 impl Detector {
-    /// Build one automaton over all specs.
+    /// Builds one automaton over all specs.
+    ///
+    /// Fails on a regex that does not parse, one that can match the empty string, a
+    /// name used twice, or an automaton over the size limits.
     pub fn new(specs: Vec<DetectorSpec>) -> Result<Detector, DetectorError> {
+        let error = |index: usize, spec: &DetectorSpec, reason: String| DetectorError {
+            index,
+            name: spec.name.clone(),
+            reason,
+        };
+        let mut hirs = Vec::with_capacity(specs.len());
         for (index, spec) in specs.iter().enumerate() {
-            if let Err(e) = meta::Regex::new(&spec.regex) {
-                return Err(DetectorError {
+            if spec.name.is_empty() {
+                return Err(error(
                     index,
-                    name: spec.name.clone(),
-                    reason: e.to_string(),
-                });
+                    spec,
+                    "the name is empty; give it a kebab-case name".into(),
+                ));
             }
+            if let Some(first) = specs[..index].iter().position(|s| s.name == spec.name) {
+                return Err(error(
+                    index,
+                    spec,
+                    format!(
+                        "the name is already used by the detector from {} (#{first}); pick another name",
+                        specs[first].origin
+                    ),
+                ));
+            }
+            let hir = regex_syntax::ParserBuilder::new()
+                .build()
+                .parse(&spec.regex)
+                .map_err(|e| error(index, spec, e.to_string()))?;
+            if hir.properties().minimum_len().is_none_or(|n| n == 0) {
+                return Err(error(
+                    index,
+                    spec,
+                    "it can match the empty string; require at least one character".into(),
+                ));
+            }
+            if *spec.keyword_offset.end() > MAX_KEYWORD_OFFSET
+                || spec.keyword_offset.start() > spec.keyword_offset.end()
+            {
+                return Err(error(
+                    index,
+                    spec,
+                    format!("keyword_offset must be a range within 0..={MAX_KEYWORD_OFFSET}"),
+                ));
+            }
+            if spec.keywords.iter().any(String::is_empty) {
+                return Err(error(index, spec, "a keyword is empty".into()));
+            }
+            hirs.push(hir);
         }
-        let regex = if specs.is_empty() {
+
+        let regex = if hirs.is_empty() {
             None
         } else {
-            let patterns: Vec<&str> = specs.iter().map(|s| s.regex.as_str()).collect();
-            Some(
-                meta::Regex::builder()
-                    .configure(meta::Config::new().nfa_size_limit(Some(10 << 20)))
-                    .build_many(&patterns)
-                    .map_err(|e| DetectorError {
-                        index: e.pattern().map(|p| p.as_usize()).unwrap_or(0),
-                        name: String::new(),
-                        reason: e.to_string(),
-                    })?,
-            )
+            Some(build_regex(&hirs).map_err(|e| {
+                let index = e.pattern().map_or(0, |p| p.as_usize());
+                error(index, &specs[index], e.to_string())
+            })?)
         };
-        Ok(Detector { specs, regex })
+
+        let mut plans = Vec::with_capacity(specs.len());
+        let mut entries = Vec::new();
+        let mut full_scan_ids = Vec::new();
+        for (index, (spec, hir)) in specs.iter().zip(&hirs).enumerate() {
+            let keywords = if spec.keywords.is_empty() {
+                extract_keywords(hir)
+            } else {
+                Some(spec.keywords.clone())
+            };
+            match &keywords {
+                Some(kws) => {
+                    for kw in kws {
+                        entries.push((
+                            kw.clone(),
+                            Candidate {
+                                detector: index as u32,
+                                min_offset: *spec.keyword_offset.start(),
+                                max_offset: *spec.keyword_offset.end(),
+                            },
+                        ));
+                    }
+                }
+                None => full_scan_ids.push(index),
+            }
+            let max_len = hir.properties().maximum_len();
+            plans.push(Plan {
+                secret_group: regex.as_ref().and_then(|re| {
+                    re.group_info()
+                        .to_index(PatternID::new_unchecked(index), "secret")
+                }),
+                window: max_len.unwrap_or(UNBOUNDED_WINDOW),
+                bounded: max_len.is_some(),
+                entropy: spec.entropy_threshold,
+                keywords,
+            });
+        }
+
+        let keywords = if entries.is_empty() {
+            None
+        } else {
+            Some(Keywords::new(entries).map_err(|e| DetectorError {
+                index: 0,
+                name: String::new(),
+                reason: format!("keyword prefilter: {}", e.0),
+            })?)
+        };
+        let full_scan = if full_scan_ids.is_empty() {
+            None
+        } else {
+            let group: Vec<Hir> = full_scan_ids.iter().map(|&i| hirs[i].clone()).collect();
+            let regex = build_regex(&group).map_err(|e| {
+                let index = full_scan_ids[e.pattern().map_or(0, |p| p.as_usize())];
+                error(index, &specs[index], e.to_string())
+            })?;
+            let secret_groups = (0..group.len())
+                .map(|i| {
+                    regex
+                        .group_info()
+                        .to_index(PatternID::new_unchecked(i), "secret")
+                })
+                .collect();
+            Some(FullScan {
+                regex,
+                detectors: full_scan_ids.iter().map(|&i| i as u32).collect(),
+                secret_groups,
+            })
+        };
+        Ok(Detector {
+            specs,
+            plans,
+            regex,
+            keywords,
+            full_scan,
+        })
     }
 
+    /// Fresh scratch space for [`Detector::find`]; one per thread.
     pub fn cache(&self) -> DetectorCache {
         DetectorCache {
             cache: self.regex.as_ref().map(|r| r.create_cache()),
+            captures: self.regex.as_ref().map(|r| r.create_captures()),
+            full_cache: self.full_scan.as_ref().map(|f| f.regex.create_cache()),
+            full_captures: self.full_scan.as_ref().map(|f| f.regex.create_captures()),
+            hits: HitScratch::default(),
+            joined: String::new(),
+            piece_starts: Vec::new(),
+            joined_findings: Vec::new(),
         }
     }
 
+    /// The specs, in detector-index order.
     pub fn specs(&self) -> &[DetectorSpec] {
         &self.specs
     }
 
+    /// The name of detector `detector`.
     pub fn name(&self, detector: u32) -> &str {
         &self.specs[detector as usize].name
     }
 
-    /// Append every secret in `text` to `out`, leftmost-first, non-overlapping.
+    /// The keywords that trigger detector `detector`, or `None` when it scans the
+    /// whole text (a pattern with no usable literal prefix).
+    pub fn keywords(&self, detector: u32) -> Option<&[String]> {
+        self.plans[detector as usize].keywords.as_deref()
+    }
+
+    /// Appends every secret in `text` to `out`: leftmost, non-overlapping, in order.
+    /// Entries already in `out` are left alone.
     pub fn find(&self, text: &str, cache: &mut DetectorCache, out: &mut Vec<Finding>) {
-        let (Some(re), Some(cache)) = (&self.regex, cache.cache.as_mut()) else {
-            return;
-        };
-        let mut at = 0;
-        while at <= text.len() {
-            let input = Input::new(text).range(at..);
-            let Some(m) = re.search_with(cache, &input) else {
-                break;
+        let mut acc = Acc::new(out);
+        if let (Some(keywords), Some(re), Some(re_cache), Some(caps)) = (
+            &self.keywords,
+            &self.regex,
+            cache.cache.as_mut(),
+            cache.captures.as_mut(),
+        ) {
+            let bytes = text.as_bytes();
+            keywords.for_each_hit(bytes, &mut cache.hits, |pos, kw| {
+                for cand in keywords.candidates(kw) {
+                    for offset in (cand.min_offset..=cand.max_offset).rev() {
+                        let Some(start) = pos.checked_sub(offset) else {
+                            continue;
+                        };
+                        if acc.covered(start, cand.detector) {
+                            continue;
+                        }
+                        if let Some(secret) =
+                            self.confirm(re, re_cache, caps, text, start, cand.detector)
+                        {
+                            acc.add(Finding {
+                                detector: cand.detector,
+                                range: secret,
+                            });
+                        }
+                    }
+                }
+                pos + 1
+            });
+        }
+        if let (Some(full), Some(re_cache), Some(caps)) = (
+            &self.full_scan,
+            cache.full_cache.as_mut(),
+            cache.full_captures.as_mut(),
+        ) {
+            self.find_full_scan(full, re_cache, caps, text, &mut acc);
+        }
+        acc.finish();
+    }
+
+    /// Finds secrets in a sequence of text pieces as if they were one text (the
+    /// pieces concatenated with nothing between them), so a secret split across
+    /// adjacent pieces — two content blocks of one message — is found whole.
+    ///
+    /// Clears `out`, then fills it in order. A finding may span several pieces; see
+    /// [`JoinedFinding::segments`] for the range in each.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mcpwall::secrets::{builtin_specs, Detector};
+    ///
+    /// let detector = Detector::new(builtin_specs())?;
+    /// let mut cache = detector.cache();
+    /// let token = format!("ghp_{}", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8");
+    /// let (head, tail) = token.split_at(20);
+    /// let pieces = [format!("token is {head}"), format!("{tail} ok")];
+    /// let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    /// let mut found = Vec::new();
+    /// detector.find_joined(&pieces, &mut cache, &mut found);
+    /// let segments: Vec<_> = found[0].segments(&pieces).collect();
+    /// assert_eq!(segments, vec![(0, 9..29), (1, 0..20)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn find_joined(
+        &self,
+        pieces: &[&str],
+        cache: &mut DetectorCache,
+        out: &mut Vec<JoinedFinding>,
+    ) {
+        out.clear();
+        let mut joined = std::mem::take(&mut cache.joined);
+        let mut starts = std::mem::take(&mut cache.piece_starts);
+        let mut findings = std::mem::take(&mut cache.joined_findings);
+        joined.clear();
+        starts.clear();
+        findings.clear();
+        for piece in pieces {
+            starts.push(joined.len());
+            joined.push_str(piece);
+        }
+        self.find(&joined, cache, &mut findings);
+        // The piece holding byte `at`: the last piece starting at or before it (empty
+        // pieces share their start with the next one and are skipped this way).
+        let piece_of = |at: usize| starts.partition_point(|&s| s <= at) - 1;
+        for f in &findings {
+            let first = piece_of(f.range.start);
+            let last = piece_of(f.range.end - 1);
+            out.push(JoinedFinding {
+                detector: f.detector,
+                first,
+                start: f.range.start - starts[first],
+                last,
+                end: f.range.end - starts[last],
+            });
+        }
+        cache.joined = joined;
+        cache.piece_starts = starts;
+        cache.joined_findings = findings;
+    }
+
+    /// Anchored search of `detector` at `start`; the secret's range if it matches and
+    /// passes the entropy gate.
+    fn confirm(
+        &self,
+        re: &meta::Regex,
+        re_cache: &mut meta::Cache,
+        caps: &mut Captures,
+        text: &str,
+        start: usize,
+        detector: u32,
+    ) -> Option<Range<usize>> {
+        let plan = &self.plans[detector as usize];
+        let pid = PatternID::new_unchecked(detector as usize);
+        let mut window = plan.window;
+        let (whole, secret) = loop {
+            let end = text.len().min(start.saturating_add(window));
+            let input = Input::new(text)
+                .range(start..end)
+                .anchored(Anchored::Pattern(pid))
+                .earliest(false);
+            let (whole, secret) = match plan.secret_group {
+                None => {
+                    let m = re.search_with(re_cache, &input)?;
+                    (m.range(), m.range())
+                }
+                Some(group) => {
+                    re.search_captures_with(re_cache, &input, caps);
+                    let m = caps.get_match()?;
+                    let secret = caps.get_group(group).map_or(m.range(), |s| s.range());
+                    (m.range(), secret)
+                }
             };
-            let spec = &self.specs[m.pattern().as_usize()];
-            let hit = &text.as_bytes()[m.range()];
-            let passes = spec
-                .entropy_threshold
-                .is_none_or(|t| shannon_entropy(hit) >= t);
+            // A match cut off by the window may go on: search again, wider. Each
+            // retry is paid for by a match, so the total work stays linear.
+            if !plan.bounded && whole.end == end && end < text.len() {
+                window = window.saturating_mul(2);
+                continue;
+            }
+            break (whole, secret);
+        };
+        let _ = whole;
+        if secret.is_empty() {
+            return None;
+        }
+        let passes = plan
+            .entropy
+            .is_none_or(|t| shannon_entropy(&text.as_bytes()[secret.clone()]) >= t);
+        passes.then_some(secret)
+    }
+
+    fn find_full_scan(
+        &self,
+        full: &FullScan,
+        re_cache: &mut meta::Cache,
+        caps: &mut Captures,
+        text: &str,
+        acc: &mut Acc<'_>,
+    ) {
+        let mut at = 0;
+        while at < text.len() {
+            let input = Input::new(text).range(at..);
+            full.regex.search_captures_with(re_cache, &input, caps);
+            let Some(m) = caps.get_match() else {
+                return;
+            };
+            let local = m.pattern().as_usize();
+            let detector = full.detectors[local];
+            let secret = full.secret_groups[local]
+                .and_then(|g| caps.get_group(g))
+                .map_or(m.range(), |s| s.range());
+            let passes = !secret.is_empty()
+                && self.plans[detector as usize]
+                    .entropy
+                    .is_none_or(|t| shannon_entropy(&text.as_bytes()[secret.clone()]) >= t);
             if passes {
-                out.push(Finding {
-                    detector: m.pattern().as_u32(),
-                    range: m.range(),
+                acc.add(Finding {
+                    detector,
+                    range: secret,
                 });
                 at = m.end().max(m.start() + 1);
             } else {
-                // Judge entropy per match: a low-entropy decoy must not hide a key behind it.
+                // Judge entropy per match: a low-entropy decoy must not hide a key
+                // that starts inside it.
                 at = m.start() + 1;
+            }
+            while !text.is_char_boundary(at) {
+                at += 1;
             }
         }
     }
 }
 
-/// Shannon entropy in bits per byte.
-pub fn shannon_entropy(bytes: &[u8]) -> f64 {
-    if bytes.is_empty() {
-        return 0.0;
+/// Collects findings for one `find` call: keeps them sorted and merges overlaps.
+struct Acc<'a> {
+    out: &'a mut Vec<Finding>,
+    base: usize,
+    sorted: bool,
+}
+
+impl<'a> Acc<'a> {
+    fn new(out: &'a mut Vec<Finding>) -> Acc<'a> {
+        let base = out.len();
+        Acc {
+            out,
+            base,
+            sorted: true,
+        }
     }
-    let mut counts = [0u32; 256];
-    for &b in bytes {
-        counts[b as usize] += 1;
+
+    /// Whether a candidate of `detector` starting at `start` would add nothing: it
+    /// starts inside the last finding, which a detector of equal or higher priority
+    /// made. A higher-priority detector is still tried there, to name the finding.
+    fn covered(&self, start: usize, detector: u32) -> bool {
+        self.out[self.base..]
+            .last()
+            .is_some_and(|last| last.range.contains(&start) && last.detector <= detector)
     }
-    let n = bytes.len() as f64;
-    counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = c as f64 / n;
-            -p * p.log2()
-        })
-        .sum()
+
+    fn add(&mut self, finding: Finding) {
+        match self.out[self.base..].last_mut() {
+            Some(last)
+                if finding.range.start < last.range.end && last.range.start < finding.range.end =>
+            {
+                merge_into(last, &finding);
+            }
+            Some(last) if finding.range.start < last.range.start => {
+                self.sorted = false;
+                self.out.push(finding);
+            }
+            _ => self.out.push(finding),
+        }
+    }
+
+    fn finish(self) {
+        if self.sorted {
+            return;
+        }
+        let mine = &mut self.out[self.base..];
+        mine.sort_by_key(|f| f.range.start);
+        let mut merged: Vec<Finding> = Vec::with_capacity(mine.len());
+        for f in mine.iter() {
+            match merged.last_mut() {
+                Some(last) if f.range.start < last.range.end => merge_into(last, f),
+                _ => merged.push(f.clone()),
+            }
+        }
+        self.out.truncate(self.base);
+        self.out.extend(merged);
+    }
+}
+
+fn merge_into(last: &mut Finding, other: &Finding) {
+    last.range.start = last.range.start.min(other.range.start);
+    last.range.end = last.range.end.max(other.range.end);
+    last.detector = last.detector.min(other.detector);
+}
+
+fn build_regex(hirs: &[Hir]) -> Result<meta::Regex, Box<meta::BuildError>> {
+    meta::Regex::builder()
+        .configure(
+            meta::Config::new()
+                .nfa_size_limit(Some(NFA_SIZE_LIMIT))
+                .dfa_size_limit(Some(DFA_SIZE_LIMIT)),
+        )
+        .build_many_from_hir(hirs)
+        .map_err(Box::new)
+}
+
+/// Literal prefixes of a pattern, usable as keywords at offset 0; `None` when the
+/// pattern has no short, finite set of them (it then scans the whole text).
+fn extract_keywords(hir: &Hir) -> Option<Vec<String>> {
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() || literals.len() > MAX_EXTRACTED_KEYWORDS {
+        return None;
+    }
+    let mut keywords = Vec::with_capacity(literals.len());
+    for lit in literals {
+        if lit.as_bytes().len() < MIN_KEYWORD_LEN {
+            return None;
+        }
+        keywords.push(String::from_utf8(lit.as_bytes().to_vec()).ok()?);
+    }
+    keywords.sort();
+    keywords.dedup();
+    Some(keywords)
 }

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `initialize` | a minimal initialize result |
 //! | `fake/say` | `params.lines` (strings) are written verbatim as stdout lines, then `{}` |
-//! | `fake/exit` | write `params.lines`, then exit with `params.code` without answering |
+//! | `fake/exit` | write `params.lines` (and `params.partial` without a newline), then exit with `params.code` without answering |
 //! | `fake/signal` | kill itself with `params.signal` without answering |
 //! | `fake/hold` | not answered until `fake/release` |
 //! | `fake/release` | answer every held request, newest first, then this one |
@@ -140,6 +140,9 @@ fn handle(msg: Incoming<'_>, out: &mut impl Write, held: &mut Vec<String>) {
             "fake/exit" => {
                 for l in param::<Vec<String>>(msg.params, "lines").unwrap_or_default() {
                     writeln!(out, "{l}").unwrap();
+                }
+                if let Some(partial) = param::<String>(msg.params, "partial") {
+                    write!(out, "{partial}").unwrap();
                 }
                 out.flush().unwrap();
                 std::process::exit(param(msg.params, "code").unwrap_or(0));

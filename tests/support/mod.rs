@@ -2,7 +2,7 @@
 //! loader, frame parsing and the naive reference interpreter.
 #![allow(dead_code)]
 
-pub mod policy;
+pub mod packs;
 pub mod reference;
 
 use std::path::PathBuf;
@@ -40,6 +40,10 @@ impl TestEnv {
         }
     }
 
+    pub fn env_ref(&self) -> &PathEnv {
+        &self.env
+    }
+
     /// Replace `{home}`, `{project}` and the fake-credential placeholders in a test text.
     pub fn fill(&self, text: &str) -> String {
         text.replace("{home}", &self.home.to_string_lossy())
@@ -48,6 +52,23 @@ impl TestEnv {
             .replace("{aws}", &fake_aws())
             .replace("{ghp}", &fake_github())
     }
+}
+
+/// Load a policy text with the real loader, as the file `test.yml` given with `-c`;
+/// `{home}`, `{project}` and the fake-credential placeholders are filled in first.
+pub fn load_policy(yaml: &str, env: &TestEnv) -> mcpwall::config::Policy {
+    let opts = mcpwall::config::LoadOptions {
+        explicit: None,
+        home: env.home.clone(),
+        project_dir: env.project.clone(),
+    };
+    let filled = env.fill(yaml);
+    let text = match filled.strip_prefix('{') {
+        Some(rest) => format!("{{version: 1, {rest}"),
+        None => format!("version: 1\n{filled}"),
+    };
+    mcpwall::config::load_str("test.yml", &text, &opts)
+        .unwrap_or_else(|e| panic!("test policy does not load: {e:?}\n{text}"))
 }
 
 /// What the outbound side is answering, for a test row.
@@ -69,9 +90,12 @@ impl Call {
 }
 
 pub fn parse(line: &[u8], parsed: &mut Parsed) {
-    parsed
-        .parse(line, &Limits::default())
-        .unwrap_or_else(|e| panic!("test frame does not parse: {e}\n{}", String::from_utf8_lossy(line)));
+    parsed.parse(line, &Limits::default()).unwrap_or_else(|e| {
+        panic!(
+            "test frame does not parse: {e}\n{}",
+            String::from_utf8_lossy(line)
+        )
+    });
 }
 
 /// The compiled program's inbound decisions, one per message, as
@@ -98,7 +122,12 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
 
 /// The compiled program's outbound outcomes, one per message, as
 /// `[log:A,B ]pass`, `block:RULE` or `redact:RULE[text|text]`.
-pub fn engine_outbound(program: &Program, line: &str, call: &Call, scratch: &mut Scratch) -> Vec<String> {
+pub fn engine_outbound(
+    program: &Program,
+    line: &str,
+    call: &Call,
+    scratch: &mut Scratch,
+) -> Vec<String> {
     let mut parsed = Parsed::new();
     parse(line.as_bytes(), &mut parsed);
     let frame = Frame::new(line.as_bytes(), &parsed);
@@ -131,7 +160,11 @@ fn describe_outcome(program: &Program, outcome: &Outcome<'_>, raw: &[u8]) -> Str
                 .collect();
             let mut texts = texts;
             texts.sort();
-            format!("redact:{}[{}]", program.outbound_rule(*rule).name, texts.join("|"))
+            format!(
+                "redact:{}[{}]",
+                program.outbound_rule(*rule).name,
+                texts.join("|")
+            )
         }
     }
 }
@@ -154,5 +187,9 @@ pub fn fake_aws() -> String {
 
 /// A fake GitHub token, built at run time.
 pub fn fake_github() -> String {
-    format!("{}_{}", ["gh", "p"].concat(), "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+    format!(
+        "{}_{}",
+        ["gh", "p"].concat(),
+        "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    )
 }

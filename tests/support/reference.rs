@@ -80,9 +80,9 @@ pub fn is_path_shaped(s: &str) -> bool {
         || s.starts_with('.')
         || lower.starts_with("file:")
         || drive
-        || ["$HOME", "${HOME}"].iter().any(|v| {
-            s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\"))
-        })
+        || ["$HOME", "${HOME}"]
+            .iter()
+            .any(|v| s == *v || s.starts_with(&format!("{v}/")) || s.starts_with(&format!("{v}\\")))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -90,14 +90,14 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                if s[i + 1..i + 3].chars().all(|c| c.is_ascii_hexdigit()) {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-            }
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -117,6 +117,7 @@ impl<'p> Reference<'p> {
                 regex: p.regex.value.clone(),
                 entropy_threshold: p.entropy_threshold,
                 origin: "test".into(),
+                ..DetectorSpec::default()
             });
         }
         Reference {
@@ -153,7 +154,10 @@ impl<'p> Reference<'p> {
         };
         p = p.replace('\\', "/");
         let b = p.as_bytes();
-        let drive = b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && (b.len() == 2 || b[2] == b'/');
+        let drive = b.len() >= 2
+            && b[0].is_ascii_alphabetic()
+            && b[1] == b':'
+            && (b.len() == 2 || b[2] == b'/');
         if drive {
             let cleaned = path_clean::clean(format!("/{}", &p[2..]));
             return format!("{}{}", &p[..2], cleaned.to_string_lossy());
@@ -172,7 +176,11 @@ impl<'p> Reference<'p> {
         for anc in full.ancestors() {
             if let Ok(real) = std::fs::canonicalize(anc) {
                 let rest = full.strip_prefix(anc).unwrap();
-                let joined: PathBuf = if rest.as_os_str().is_empty() { real } else { real.join(rest) };
+                let joined: PathBuf = if rest.as_os_str().is_empty() {
+                    real
+                } else {
+                    real.join(rest)
+                };
                 return joined.to_string_lossy().into_owned();
             }
         }
@@ -206,7 +214,22 @@ impl<'p> Reference<'p> {
                 let re = regex::Regex::new(&re.value).expect("validated regex");
                 forms().iter().any(|t| re.is_match(t))
             }
-            Matcher::Pattern(g) => forms().iter().any(|t| glob_matches(&g.value, t)),
+            Matcher::Pattern(g) => {
+                let mut glob = g.value.clone();
+                for (var, dir) in [
+                    ("${PROJECT_DIR}", &self.project),
+                    ("$PROJECT_DIR", &self.project),
+                    ("${HOME}", &self.home),
+                    ("$HOME", &self.home),
+                    ("~", &self.home),
+                ] {
+                    if glob == var || glob.starts_with(&format!("{var}/")) {
+                        glob = format!("{}{}", globset::escape(dir), &glob[var.len()..]);
+                        break;
+                    }
+                }
+                forms().iter().any(|t| glob_matches(&glob, t))
+            }
             Matcher::NotUnder { root, .. } => match v {
                 Scalar::Str(s) if named || is_path_shaped(s) => self.not_under(s, root),
                 _ => false,
@@ -252,7 +275,8 @@ impl<'p> Reference<'p> {
                 let mut values = Vec::new();
                 let named = match &cond.selector {
                     ArgSelector::Named(name) => {
-                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name)) {
+                        if let Some(v) = args.and_then(|a| a.as_object()).and_then(|o| o.get(name))
+                        {
                             collect(v, false, &mut values);
                         }
                         true
@@ -264,7 +288,9 @@ impl<'p> Reference<'p> {
                         false
                     }
                 };
-                values.iter().any(|v| self.matcher_holds(&cond.matcher, named, v))
+                values
+                    .iter()
+                    .any(|v| self.matcher_holds(&cond.matcher, named, v))
             });
             if all {
                 return match rule.action {
@@ -300,7 +326,9 @@ impl<'p> Reference<'p> {
         let own_method = msg.get("method").and_then(Value::as_str);
         let method = call.method.or(own_method);
         let own_tool = if own_method == Some("tools/call") {
-            msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str)
+            msg.get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
         } else {
             None
         };
@@ -317,7 +345,13 @@ impl<'p> Reference<'p> {
 
     /// Outbound outcome for a non-JSON line.
     pub fn scan_text(&self, line: &str, call: &Call) -> String {
-        self.outbound_texts(&[line.to_string()], line.len(), call.method, call.tool, call.server)
+        self.outbound_texts(
+            &[line.to_string()],
+            line.len(),
+            call.method,
+            call.tool,
+            call.server,
+        )
     }
 
     fn outbound_texts(
@@ -329,25 +363,27 @@ impl<'p> Reference<'p> {
         server: &str,
     ) -> String {
         let mut logged = Vec::new();
-        let glob_ok = |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
-            None => true,
-            Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
-        };
+        let glob_ok =
+            |g: &Option<mcpwall::config::policy::Spanned<String>>, v: Option<&str>| match g {
+                None => true,
+                Some(g) => v.is_some_and(|v| glob_matches(&g.value, v)),
+            };
         let mut result = "pass".to_string();
         for rule in &self.policy.outbound_rules {
-            let mut found: Vec<String> = Vec::new();
+            // (text index, start, end) of everything the rule's content conditions found.
+            let mut found: Vec<(usize, usize, usize)> = Vec::new();
             let holds = glob_ok(&rule.method, method)
                 && glob_ok(&rule.tool, tool)
                 && glob_ok(&rule.server, Some(server))
                 && rule.response_size_exceeds.is_none_or(|n| size as u64 > n)
                 && (!rule.secrets || {
                     let mut any = false;
-                    for t in texts {
+                    for (ti, t) in texts.iter().enumerate() {
                         let mut cache = self.detector.cache();
                         let mut out = Vec::new();
                         self.detector.find(t, &mut cache, &mut out);
                         for f in &out {
-                            found.push(t[f.range.clone()].to_string());
+                            found.push((ti, f.range.start, f.range.end));
                             any = true;
                         }
                     }
@@ -357,11 +393,15 @@ impl<'p> Reference<'p> {
                     let mut any = false;
                     for lit in &rule.response_contains {
                         let needle = lit.value.to_ascii_lowercase();
-                        for t in texts {
+                        for (ti, t) in texts.iter().enumerate() {
                             let hay = t.to_ascii_lowercase();
-                            for (i, _) in hay.match_indices(&needle) {
-                                found.push(t[i..i + needle.len()].to_string());
+                            // Every occurrence, overlapping ones included.
+                            let mut from = 0;
+                            while let Some(i) = hay[from..].find(&needle) {
+                                let at = from + i;
+                                found.push((ti, at, at + needle.len()));
                                 any = true;
+                                from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
                             }
                         }
                     }
@@ -371,13 +411,13 @@ impl<'p> Reference<'p> {
                     let mut any = false;
                     for re in &rule.response_contains_regex {
                         let re = regex::Regex::new(&re.value).unwrap();
-                        for t in texts {
+                        for (ti, t) in texts.iter().enumerate() {
                             if re.is_match(t) {
                                 any = true;
                             }
                             for m in re.find_iter(t) {
                                 if !m.as_str().is_empty() {
-                                    found.push(m.as_str().to_string());
+                                    found.push((ti, m.start(), m.end()));
                                 }
                             }
                         }
@@ -395,8 +435,21 @@ impl<'p> Reference<'p> {
                     break;
                 }
                 OutboundAction::Redact => {
+                    // Overlapping or touching finds in one text become one redaction.
                     found.sort();
-                    result = format!("redact:{}[{}]", rule.name.value, found.join("|"));
+                    let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+                    for (ti, a, b) in found {
+                        match merged.last_mut() {
+                            Some(last) if last.0 == ti && a <= last.2 => last.2 = last.2.max(b),
+                            _ => merged.push((ti, a, b)),
+                        }
+                    }
+                    let mut parts: Vec<String> = merged
+                        .iter()
+                        .map(|&(ti, a, b)| texts[ti][a..b].to_string())
+                        .collect();
+                    parts.sort();
+                    result = format!("redact:{}[{}]", rule.name.value, parts.join("|"));
                     break;
                 }
             }

@@ -1,0 +1,819 @@
+//! The built-in detector table.
+//!
+//! Every row is one credential format: a stable kebab-case name, the keywords that
+//! trigger it, where in a match those keywords sit, the regex that confirms it and an
+//! optional entropy gate on the secret bytes.
+//!
+//! Conventions the engine relies on (checked by `tests/secrets_corpus.rs`):
+//! - every match contains one of the row's keywords, `keyword_offset` bytes after the
+//!   start of the match (most rows: the keyword *is* the start of the match);
+//! - keywords are case-sensitive; a case-insensitive label is listed as its lower and
+//!   upper spelling without the first letter (`assword`/`ASSWORD` covers `password`,
+//!   `Password` and `PASSWORD`, with offset 1);
+//! - a row whose secret is only part of the match names it `(?P<secret>...)`; only those
+//!   bytes are reported and redacted (a password in a URL, the value of `api_key=`);
+//! - `\b` means an ASCII word boundary here (rewritten to `(?-u:\b)` when the spec is built)
+//!   so the lazy DFA never has to give up on non-ASCII text.
+//!
+//! Order matters: when matches overlap, the finding carries the name of the row listed
+//! first, so specific formats come before the generic `key = value` rows.
+
+use super::DetectorSpec;
+
+/// One row of the table.
+pub(super) struct Builtin {
+    pub name: &'static str,
+    pub keywords: &'static [&'static str],
+    /// Bytes from the start of a match to its keyword, inclusive range.
+    pub offset: (usize, usize),
+    pub regex: &'static str,
+    pub entropy: Option<f64>,
+}
+
+/// `label …= value` separator used by every labelled row: the rest of an identifier
+/// (`password_hash`, `SECRET_KEY`), an optional closing quote, then `=`, `:`, `:=` or `=>`.
+macro_rules! assign {
+    () => {
+        r#"(?:[_.-][A-Za-z0-9_.-]*|[A-Z][A-Za-z0-9_.-]*)?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+    };
+}
+
+/// The separator after a generic label (`password`, `secret`, `token`, `api_key`):
+/// only a short list of suffixes, so `secret_name`, `token_type` or `password_file`
+/// (which hold names, kinds and paths) are not read as secrets.
+macro_rules! generic_assign {
+    () => {
+        r#"(?:[_.-]?(?i:key|value|secret|token|access[_.-]?key|str|string|hash|b64|base64))?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+    };
+}
+
+/// A labelled vendor credential: `(?i:label)…= <value>`.
+macro_rules! labelled {
+    ($label:literal, $value:literal) => {
+        concat!("(?i:", $label, ")", assign!(), "(?P<secret>", $value, ")")
+    };
+}
+
+const fn row(
+    name: &'static str,
+    keywords: &'static [&'static str],
+    regex: &'static str,
+    entropy: Option<f64>,
+) -> Builtin {
+    Builtin {
+        name,
+        keywords,
+        offset: (0, 0),
+        regex,
+        entropy,
+    }
+}
+
+const fn row_at(
+    name: &'static str,
+    keywords: &'static [&'static str],
+    offset: (usize, usize),
+    regex: &'static str,
+    entropy: Option<f64>,
+) -> Builtin {
+    Builtin {
+        name,
+        keywords,
+        offset,
+        regex,
+        entropy,
+    }
+}
+
+/// Gate for random-looking bodies of at least ~20 characters: real keys sit near
+/// 4–5 bits per byte (an unlucky 20-character AWS key id can dip to 2.9),
+/// placeholders (`xxxx…`, `AKIAAAAA…`) sit below 1.5.
+const RANDOM: Option<f64> = Some(2.5);
+/// Gate for generic `key = value` rows, whose values are shorter and wordier.
+const GENERIC: Option<f64> = Some(3.2);
+
+const SECRET_KW: &[&str] = &["ecret", "ECRET"];
+const TOKEN_KW: &[&str] = &["oken", "OKEN"];
+const PASSWORD_KW: &[&str] = &["assword", "ASSWORD", "asswd", "ASSWD"];
+const API_KEY_KW: &[&str] = &[
+    "pi_key", "PI_KEY", "pikey", "PIKEY", "piKey", "pi-key", "pi-Key",
+];
+const URL_KW: &[&str] = &["://"];
+
+pub(super) const BUILTINS: &[Builtin] = &[
+    // ---- private keys: whole blocks, header to footer -------------------------------
+    row(
+        "gcp-service-account-key",
+        &[r#""private_key""#],
+        r#""private_key"\s*:\s*"(?P<secret>-----BEGIN[ A-Z]*PRIVATE KEY-----[^"]*?-----END[ A-Z]*PRIVATE KEY-----(?:\\n)?)""#,
+        None,
+    ),
+    row(
+        "private-key",
+        &["-----BEGIN"],
+        // With a footer: the whole block. Without (a truncated paste): header plus body.
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\:,.-]*)",
+        None,
+    ),
+    row(
+        "pgp-private-key-block",
+        &["-----BEGIN"],
+        r"-----BEGIN PGP PRIVATE KEY BLOCK-----(?:[\s\S]*?-----END PGP PRIVATE KEY BLOCK-----|[A-Za-z0-9+/=\s\\:,.-]*)",
+        None,
+    ),
+    row(
+        "putty-private-key",
+        &["PuTTY-User-Key-File-"],
+        r"PuTTY-User-Key-File-[23]: [\s\S]*?Private-MAC: [0-9a-fA-F]{20,}",
+        None,
+    ),
+    row(
+        "age-secret-key",
+        &["AGE-SECRET-KEY-1"],
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        None,
+    ),
+    // ---- AWS -------------------------------------------------------------------------
+    row(
+        "aws-access-key-id",
+        &["AKIA", "ASIA", "ABIA", "ACCA"],
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+        RANDOM,
+    ),
+    row_at(
+        "aws-secret-access-key",
+        SECRET_KW,
+        (1, 1),
+        concat!(
+            r"(?i:secret_?(?:access_?)?key)",
+            assign!(),
+            r"(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"
+        ),
+        RANDOM,
+    ),
+    // ---- Google Cloud ----------------------------------------------------------------
+    row("gcp-api-key", &["AIza"], r"\bAIza[0-9A-Za-z_-]{35}", RANDOM),
+    row(
+        "gcp-oauth-client-secret",
+        &["GOCSPX-"],
+        r"\bGOCSPX-[A-Za-z0-9_-]{28}",
+        RANDOM,
+    ),
+    row(
+        "google-oauth-access-token",
+        &["ya29."],
+        r"\bya29\.[0-9A-Za-z_-]{30,}",
+        RANDOM,
+    ),
+    row(
+        "google-oauth-refresh-token",
+        &["1//0"],
+        r"\b1//0[0-9A-Za-z_-]{40,}",
+        RANDOM,
+    ),
+    // ---- Azure -----------------------------------------------------------------------
+    row(
+        "azure-storage-connection-string",
+        &["DefaultEndpointsProtocol="],
+        r"DefaultEndpointsProtocol=https?;[^\s]*?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        None,
+    ),
+    row(
+        "azure-storage-account-key",
+        &["AccountKey="],
+        r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        None,
+    ),
+    row(
+        "azure-service-bus-key",
+        &["SharedAccessKey="],
+        r"SharedAccessKey=(?P<secret>[A-Za-z0-9+/]{42,44}=)",
+        None,
+    ),
+    row(
+        "azure-sas-token",
+        &["sv=20"],
+        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[^\s]*?sig=(?P<secret>[A-Za-z0-9%+/]{40,}(?:%3D|=){0,2})",
+        None,
+    ),
+    row_at(
+        "azure-client-secret",
+        SECRET_KW,
+        (1, 1),
+        concat!(
+            r"(?i:secret)",
+            assign!(),
+            r"(?P<secret>[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})"
+        ),
+        RANDOM,
+    ),
+    // ---- GitHub ----------------------------------------------------------------------
+    row(
+        "github-token",
+        &["ghp_"],
+        r"\bghp_[A-Za-z0-9]{36}\b",
+        RANDOM,
+    ),
+    row(
+        "github-oauth-token",
+        &["gho_"],
+        r"\bgho_[A-Za-z0-9]{36}\b",
+        RANDOM,
+    ),
+    row(
+        "github-user-token",
+        &["ghu_"],
+        r"\bghu_[A-Za-z0-9]{36}\b",
+        RANDOM,
+    ),
+    row(
+        "github-app-token",
+        &["ghs_"],
+        r"\bghs_[A-Za-z0-9]{36}\b",
+        RANDOM,
+    ),
+    row(
+        "github-refresh-token",
+        &["ghr_"],
+        r"\bghr_[A-Za-z0-9]{36,}\b",
+        RANDOM,
+    ),
+    row(
+        "github-fine-grained-pat",
+        &["github_pat_"],
+        r"\bgithub_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}\b",
+        RANDOM,
+    ),
+    // ---- GitLab ----------------------------------------------------------------------
+    row(
+        "gitlab-pat",
+        &["glpat-"],
+        r"\bglpat-[A-Za-z0-9_.-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-runner-token",
+        &["glrt-"],
+        r"\bglrt-[A-Za-z0-9_.-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-runner-registration-token",
+        &["GR1348941"],
+        r"\bGR1348941[A-Za-z0-9_-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-deploy-token",
+        &["gldt-"],
+        r"\bgldt-[A-Za-z0-9_-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-pipeline-trigger-token",
+        &["glptt-"],
+        r"\bglptt-[0-9a-f]{40}",
+        RANDOM,
+    ),
+    // ---- Atlassian / Bitbucket -------------------------------------------------------
+    row(
+        "atlassian-api-token",
+        &["ATATT3"],
+        r"\bATATT3[A-Za-z0-9_=-]{180,}",
+        RANDOM,
+    ),
+    row(
+        "bitbucket-access-token",
+        &["ATCTT3"],
+        r"\bATCTT3[A-Za-z0-9_=-]{180,}",
+        RANDOM,
+    ),
+    row(
+        "bitbucket-app-password",
+        &["ATBB"],
+        r"\bATBB[A-Za-z0-9]{32}[0-9A-F]{8}\b",
+        RANDOM,
+    ),
+    // ---- Slack, Discord, Telegram ----------------------------------------------------
+    row(
+        "slack-bot-token",
+        &["xox"],
+        r"\bxoxb-[0-9]{10,13}-[0-9]{10,13}-[A-Za-z0-9]{24}\b",
+        RANDOM,
+    ),
+    row(
+        "slack-user-token",
+        &["xox"],
+        r"\bxoxp-[0-9]{10,13}-[0-9]{10,13}-[0-9]{10,13}-[a-f0-9]{32}\b",
+        RANDOM,
+    ),
+    row(
+        "slack-config-token",
+        &["xox"],
+        r"\bxoxe(?:\.xox[bp])?-1-[A-Za-z0-9]{140,}\b",
+        RANDOM,
+    ),
+    row(
+        "slack-token",
+        &["xox"],
+        r"\bxox[abposr]-[A-Za-z0-9-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "slack-app-token",
+        &["xapp-"],
+        r"\bxapp-[0-9]-[A-Z0-9]{9,12}-[0-9]{10,14}-[a-f0-9]{64}\b",
+        RANDOM,
+    ),
+    row(
+        "slack-webhook-url",
+        &["hooks.slack.com"],
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>T[A-Z0-9]{8,12}/[A-Z0-9]{8,12}/[A-Za-z0-9]{24,})",
+        None,
+    ),
+    row_at(
+        "discord-webhook-url",
+        &["iscord"],
+        (1, 1),
+        r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_-]{60,})",
+        RANDOM,
+    ),
+    row_at(
+        "discord-bot-token",
+        &["iscord", "ISCORD"],
+        (1, 1),
+        labelled!(
+            "discord",
+            r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"
+        ),
+        RANDOM,
+    ),
+    row_at(
+        "telegram-bot-token",
+        &[":AA"],
+        (8, 10),
+        r"\b[0-9]{8,10}:AA[A-Za-z0-9_-]{33}",
+        RANDOM,
+    ),
+    // ---- Messaging and e-mail --------------------------------------------------------
+    row_at(
+        "twilio-api-key",
+        &["wilio", "WILIO"],
+        (1, 1),
+        labelled!("twilio", r"SK[0-9a-fA-F]{32}"),
+        RANDOM,
+    ),
+    row_at(
+        "twilio-auth-token",
+        &["wilio", "WILIO"],
+        (1, 1),
+        labelled!("twilio", r"[0-9a-f]{32}"),
+        RANDOM,
+    ),
+    row(
+        "sendgrid-api-key",
+        &["SG."],
+        r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+        RANDOM,
+    ),
+    row(
+        "mailgun-api-key",
+        &["key-"],
+        r"\bkey-[0-9a-f]{32}\b",
+        RANDOM,
+    ),
+    row_at(
+        "mailchimp-api-key",
+        &["-us"],
+        (32, 32),
+        r"\b[0-9a-f]{32}-us[0-9]{1,2}\b",
+        RANDOM,
+    ),
+    // ---- Payments --------------------------------------------------------------------
+    row_at(
+        "stripe-secret-key",
+        &["k_live_", "k_test_"],
+        (1, 1),
+        r"\bsk_(?:live|test)_[A-Za-z0-9]{24,}\b",
+        RANDOM,
+    ),
+    row_at(
+        "stripe-restricted-key",
+        &["k_live_", "k_test_"],
+        (1, 1),
+        r"\brk_(?:live|test)_[A-Za-z0-9]{24,}\b",
+        RANDOM,
+    ),
+    row(
+        "stripe-webhook-secret",
+        &["whsec_"],
+        r"\bwhsec_[A-Za-z0-9+/=]{32,}",
+        RANDOM,
+    ),
+    row(
+        "square-access-token",
+        &["sq0", "EAAA"],
+        r"\b(?:sq0atp-[A-Za-z0-9_-]{22}|EAAA[A-Za-z0-9_-]{60})",
+        RANDOM,
+    ),
+    row(
+        "square-oauth-secret",
+        &["sq0"],
+        r"\bsq0csp-[A-Za-z0-9_-]{43}",
+        RANDOM,
+    ),
+    row(
+        "shopify-access-token",
+        &["shp"],
+        r"\bshp(?:at|ca|pa)_[a-fA-F0-9]{32}\b",
+        RANDOM,
+    ),
+    row(
+        "shopify-shared-secret",
+        &["shp"],
+        r"\bshpss_[a-fA-F0-9]{32}\b",
+        RANDOM,
+    ),
+    row(
+        "paypal-braintree-access-token",
+        &["access_token$"],
+        r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}",
+        None,
+    ),
+    // ---- AI providers ----------------------------------------------------------------
+    row(
+        "anthropic-api-key",
+        &["sk-"],
+        r"\bsk-ant-api03-[A-Za-z0-9_-]{80,}",
+        RANDOM,
+    ),
+    row(
+        "anthropic-admin-key",
+        &["sk-"],
+        r"\bsk-ant-admin01-[A-Za-z0-9_-]{80,}",
+        RANDOM,
+    ),
+    row(
+        "openai-project-key",
+        &["sk-"],
+        r"\bsk-proj-[A-Za-z0-9_-]{40,}",
+        RANDOM,
+    ),
+    row(
+        "openai-service-account-key",
+        &["sk-"],
+        r"\bsk-svcacct-[A-Za-z0-9_-]{40,}",
+        RANDOM,
+    ),
+    row(
+        "openai-admin-key",
+        &["sk-"],
+        r"\bsk-admin-[A-Za-z0-9_-]{40,}",
+        RANDOM,
+    ),
+    row_at(
+        "openai-api-key",
+        &["T3BlbkFJ"],
+        (23, 23),
+        r"\bsk-[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20}\b",
+        RANDOM,
+    ),
+    row(
+        "huggingface-token",
+        &["hf_"],
+        r"\bhf_[A-Za-z]{34}\b",
+        RANDOM,
+    ),
+    row_at(
+        "cohere-api-key",
+        &["ohere", "OHERE"],
+        (1, 1),
+        labelled!("cohere", r"[A-Za-z0-9]{40}"),
+        RANDOM,
+    ),
+    row(
+        "replicate-api-token",
+        &["r8_"],
+        r"\br8_[A-Za-z0-9]{37}\b",
+        RANDOM,
+    ),
+    row(
+        "groq-api-key",
+        &["gsk_"],
+        r"\bgsk_[A-Za-z0-9]{52}\b",
+        RANDOM,
+    ),
+    row(
+        "perplexity-api-key",
+        &["pplx-"],
+        r"\bpplx-[A-Za-z0-9]{48}\b",
+        RANDOM,
+    ),
+    row("xai-api-key", &["xai-"], r"\bxai-[A-Za-z0-9]{80}\b", RANDOM),
+    // ---- Package registries ----------------------------------------------------------
+    row("npm-token", &["npm_"], r"\bnpm_[A-Za-z0-9]{36}\b", RANDOM),
+    row(
+        "pypi-token",
+        &["pypi-AgE"],
+        r"\bpypi-AgE[A-Za-z0-9_-]{50,}",
+        RANDOM,
+    ),
+    row(
+        "rubygems-api-key",
+        &["rubygems_"],
+        r"\brubygems_[a-f0-9]{48}\b",
+        RANDOM,
+    ),
+    row("nuget-api-key", &["oy2"], r"\boy2[a-z0-9]{43}\b", RANDOM),
+    row(
+        "docker-hub-token",
+        &["dckr_"],
+        r"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{27,40}",
+        RANDOM,
+    ),
+    // ---- Hosting and infrastructure --------------------------------------------------
+    row(
+        "heroku-api-key",
+        &["HRKU-"],
+        r"\bHRKU-[A-Za-z0-9_-]{60}",
+        RANDOM,
+    ),
+    row_at(
+        "heroku-api-key-labelled",
+        &["eroku", "EROKU"],
+        (1, 1),
+        labelled!(
+            "heroku",
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+        ),
+        None,
+    ),
+    row_at(
+        "digitalocean-token",
+        &["_v1_"],
+        (3, 3),
+        r"\bdo[por]_v1_[a-f0-9]{64}\b",
+        RANDOM,
+    ),
+    row(
+        "netlify-token",
+        &["nfp_"],
+        r"\bnfp_[A-Za-z0-9]{36}\b",
+        RANDOM,
+    ),
+    row_at(
+        "netlify-token-labelled",
+        &["etlify", "ETLIFY"],
+        (1, 1),
+        labelled!("netlify", r"[A-Za-z0-9_-]{40,46}"),
+        RANDOM,
+    ),
+    row_at(
+        "vercel-token",
+        &["ercel", "ERCEL"],
+        (1, 1),
+        labelled!("vercel", r"[A-Za-z0-9]{24}"),
+        RANDOM,
+    ),
+    row_at(
+        "cloudflare-api-token",
+        &["loudflare", "LOUDFLARE"],
+        (1, 1),
+        labelled!("cloudflare", r"[A-Za-z0-9_-]{40}"),
+        RANDOM,
+    ),
+    row_at(
+        "cloudflare-global-api-key",
+        &["loudflare", "LOUDFLARE"],
+        (1, 1),
+        labelled!("cloudflare", r"[a-f0-9]{37}"),
+        RANDOM,
+    ),
+    row(
+        "cloudflare-origin-ca-key",
+        &["v1.0-"],
+        r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}\b",
+        RANDOM,
+    ),
+    row(
+        "hashicorp-vault-token",
+        &["hvs.", "hvb."],
+        r"\bhv[sb]\.[A-Za-z0-9_-]{90,}",
+        RANDOM,
+    ),
+    row(
+        "hashicorp-vault-recovery-token",
+        &["hvr."],
+        r"\bhvr\.[A-Za-z0-9_-]{90,}",
+        RANDOM,
+    ),
+    row_at(
+        "terraform-cloud-token",
+        &[".atlasv1."],
+        (14, 14),
+        r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
+        RANDOM,
+    ),
+    row(
+        "doppler-token",
+        &["dp."],
+        r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b",
+        RANDOM,
+    ),
+    row(
+        "onepassword-service-account-token",
+        &["ops_eyJ"],
+        r"\bops_eyJ[A-Za-z0-9+/=_-]{100,}",
+        RANDOM,
+    ),
+    // ---- Observability and SaaS ------------------------------------------------------
+    row_at(
+        "datadog-api-key",
+        &["atadog", "ATADOG"],
+        (1, 1),
+        labelled!("datadog", r"[a-f0-9]{40}|[a-f0-9]{32}"),
+        RANDOM,
+    ),
+    row(
+        "newrelic-user-api-key",
+        &["NRAK-"],
+        r"\bNRAK-[A-Z0-9]{27}\b",
+        RANDOM,
+    ),
+    row(
+        "newrelic-insert-key",
+        &["NRII-"],
+        r"\bNRII-[A-Za-z0-9_-]{32}",
+        RANDOM,
+    ),
+    row(
+        "newrelic-browser-key",
+        &["NRJS-"],
+        r"\bNRJS-[a-f0-9]{19}\b",
+        RANDOM,
+    ),
+    row_at(
+        "newrelic-license-key",
+        &["NRAL"],
+        (36, 36),
+        r"\b[a-f0-9]{36}NRAL\b",
+        RANDOM,
+    ),
+    row(
+        "sentry-auth-token",
+        &["sntry"],
+        r"\bsntry[su]_[A-Za-z0-9+/=_-]{60,}",
+        RANDOM,
+    ),
+    row_at(
+        "sentry-dsn",
+        URL_KW,
+        (0, 0),
+        r"://(?P<secret>[0-9a-f]{32})(?::[0-9a-f]{32})?@[A-Za-z0-9.-]+/[0-9]+",
+        None,
+    ),
+    row(
+        "linear-api-key",
+        &["lin_api_", "lin_oaut"],
+        r"\blin_(?:api_[A-Za-z0-9]{40}|oauth_[a-f0-9]{64})\b",
+        RANDOM,
+    ),
+    row_at(
+        "notion-integration-token",
+        SECRET_KW,
+        (1, 1),
+        r"\bsecret_[A-Za-z0-9]{43}\b",
+        RANDOM,
+    ),
+    row(
+        "notion-api-token",
+        &["ntn_"],
+        r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b",
+        RANDOM,
+    ),
+    row(
+        "postman-api-key",
+        &["PMAK-"],
+        r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b",
+        RANDOM,
+    ),
+    // ---- Tokens by structure ---------------------------------------------------------
+    row(
+        "jwt",
+        &["eyJhbGci", "eyJ0eXAi", "eyJraWQi"],
+        r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        None,
+    ),
+    // ---- Connection strings and URLs with passwords ----------------------------------
+    row(
+        "postgres-url-password",
+        &["postgres"],
+        r#"postgres(?:ql)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    row(
+        "mysql-url-password",
+        &["mysql:"],
+        r#"mysql://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    row(
+        "mongodb-url-password",
+        &["mongodb"],
+        r#"mongodb(?:\+srv)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    row(
+        "redis-url-password",
+        &["redis"],
+        r#"rediss?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    row(
+        "amqp-url-password",
+        &["amqp"],
+        r#"amqps?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    row_at(
+        "url-basic-auth",
+        URL_KW,
+        (0, 0),
+        r#"://[^\s:@/?#"'<>]{1,}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
+        None,
+    ),
+    // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
+    row_at(
+        "http-authorization-header",
+        &["uthorization", "UTHORIZATION"],
+        (1, 1),
+        r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?:(?i:basic|bearer|token|digest)\s+)?(?P<secret>[A-Za-z0-9_.~+/-]{8,}={0,2})"#,
+        Some(3.0),
+    ),
+    row_at(
+        "http-bearer-token",
+        &["earer", "EARER"],
+        (1, 1),
+        r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
+        GENERIC,
+    ),
+    row_at(
+        "generic-password",
+        PASSWORD_KW,
+        (1, 1),
+        concat!(
+            r"(?i:passwd|password)",
+            generic_assign!(),
+            r#"(?P<secret>[^\s"'`,;$<>{}()\[\]%][^\s"'`,;<>{}()\[\]]{7,})(?:["'`\s,;]|$)"#
+        ),
+        Some(3.0),
+    ),
+    row_at(
+        "generic-secret",
+        SECRET_KW,
+        (1, 1),
+        concat!(
+            r"(?i:secret)",
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
+        ),
+        GENERIC,
+    ),
+    row_at(
+        "generic-api-key",
+        API_KEY_KW,
+        (1, 1),
+        concat!(
+            r"(?i:api[_-]?key)",
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
+        ),
+        GENERIC,
+    ),
+    row_at(
+        "generic-token",
+        TOKEN_KW,
+        (1, 1),
+        concat!(
+            r"(?i:token)",
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
+        ),
+        GENERIC,
+    ),
+];
+
+/// The built-in detectors as specs, in table order.
+pub fn builtin_specs() -> Vec<DetectorSpec> {
+    BUILTINS
+        .iter()
+        .map(|b| DetectorSpec {
+            name: b.name.to_string(),
+            regex: b.regex.replace(r"\b", r"(?-u:\b)"),
+            entropy_threshold: b.entropy,
+            origin: "builtin".to_string(),
+            keywords: b.keywords.iter().map(|k| k.to_string()).collect(),
+            keyword_offset: b.offset.0..=b.offset.1,
+        })
+        .collect()
+}
