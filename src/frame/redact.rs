@@ -66,6 +66,32 @@ pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Ran
                     end = at;
                     break;
                 }
+                // A run without escapes decodes 1:1, so it is crossed in one step
+                // instead of character by character (a 1 MiB string with a dozen
+                // secrets made this walk the hottest spot of the response path).
+                let run_end =
+                    memchr::memchr(b'\\', &raw[at..content_end]).map_or(content_end, |p| at + p);
+                if run_end > at {
+                    let run = run_end - at;
+                    if start.is_none() && offset + run > want_start {
+                        let mut s = at + (want_start - offset);
+                        while s > at && is_continuation(raw[s]) {
+                            s -= 1;
+                        }
+                        start = Some(s);
+                    }
+                    if offset + run >= want_end {
+                        let mut e = at + (want_end - offset);
+                        while e < run_end && is_continuation(raw[e]) {
+                            e += 1;
+                        }
+                        end = e;
+                        break;
+                    }
+                    at = run_end;
+                    offset += run;
+                    continue;
+                }
                 let (next, decoded_len) = next_char(raw, at, content_end);
                 if start.is_none() && offset + decoded_len > want_start {
                     start = Some(at);
