@@ -262,11 +262,13 @@ impl RuleState {
         }
         self.bits.fill(0);
         if self.counts.len() != n_rules {
+            // Switching between inbound and outbound tables: start from zero.
             self.counts.clear();
             self.counts.resize(n_rules, 0);
-        }
-        for &r in &self.touched {
-            self.counts[r as usize] = 0;
+        } else {
+            for &r in &self.touched {
+                self.counts[r as usize] = 0;
+            }
         }
         self.touched.clear();
         self.best = NONE;
@@ -903,6 +905,28 @@ mod tests {
             rule: RuleId(0),
             label,
         }
+    }
+
+    #[test]
+    fn program_is_shareable_and_scratch_is_sendable() {
+        fn shareable<T: Send + Sync>() {}
+        fn sendable<T: Send>() {}
+        shareable::<Program>();
+        sendable::<Scratch>();
+    }
+
+    #[test]
+    fn rule_state_survives_switching_table_sizes() {
+        let mut st = RuleState::default();
+        st.reset(10, 50);
+        st.touched.push(40);
+        st.counts[40] = 3;
+        // A smaller table (outbound after inbound) must not index past its end.
+        st.reset(4, 3);
+        assert_eq!(st.counts, vec![0; 3]);
+        assert!(st.touched.is_empty());
+        st.reset(10, 50);
+        assert!(st.counts.iter().all(|&c| c == 0));
     }
 
     #[test]

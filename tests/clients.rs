@@ -588,11 +588,17 @@ fn read_lines_with_timeout(mut stdout: std::process::ChildStdout, secs: u64) -> 
 
 #[test]
 fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes() {
+    // With no policy file (the built-in default pack), and as `init` sets things up.
+    e2e_scenario(&["wrap", "files"]);
+    e2e_scenario(&["init", "--yes", "--profile", "local-dev"]);
+}
+
+fn e2e_scenario(setup: &[&str]) {
     use std::io::Write;
     let sandbox = Sandbox::empty();
     let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", original);
-    let out = sandbox.run(&["wrap", "files"]);
+    let out = sandbox.run(setup);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
 
     // Start exactly what the rewritten file says, the way Claude Code would.
@@ -658,6 +664,21 @@ fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes(
         denial.get("error").is_some() || denial["result"]["isError"] == true,
         "{denial}"
     );
+
+    // The audit log names the server by the name the wrapped entry passed, and keeps the
+    // denied argument out.
+    let logs = sandbox.home().join(".mcpwall/logs");
+    let audit: String = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("no audit log in {}: {e}", logs.display()))
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"server\":\"files\"") && l.contains("\"action\":\"deny\"")),
+        "{audit}"
+    );
+    assert!(!audit.contains("id_rsa"), "{audit}");
 
     let out = sandbox.run(&["unwrap", "files"]);
     assert_eq!(code(&out), 0);
@@ -1167,5 +1188,72 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
     assert_eq!(
         sandbox.read("home/.mcpwall/config.yml"),
         mcpwall::cli::init::config_text("local-dev")
+    );
+}
+
+#[test]
+fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"new\"}}}",
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"new\"]}}}"
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(status.contains("1 of 1 server(s) protected"), "{status}");
+}
+
+#[test]
+fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
+    let sandbox = Sandbox::empty();
+    let stale = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"/gone/bin/mcpwall\",\n      \"args\": [\"--server-name\", \"x\", \"--\", \"sh\"],\n      \"env\": {}\n    }\n  }\n}\n";
+    sandbox.write("home/.claude.json", stale);
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(
+        doctor.contains("the mcpwall command `/gone/bin/mcpwall` in ~/.claude.json is not found")
+            && doctor.contains("fix: run `mcpwall wrap x` to point it at this mcpwall"),
+        "{doctor}"
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("re-pointed       x: `/gone/bin/mcpwall` no longer exists"),
+        "{stdout}"
+    );
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        stale.replace("/gone/bin/mcpwall", "mcpwall")
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert!(sandbox.stdout(&out).contains("already wrapped"));
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"sh\",\n      \"args\": [],\n      \"env\": {}\n    }\n  }\n}\n"
+    );
+}
+
+#[test]
+fn absolute_path_writes_this_binarys_path_even_when_on_path() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "home/.cursor/mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}",
+    );
+    let out = sandbox.run(&["wrap", "x", "--absolute-path"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let file: serde_json::Value =
+        serde_json::from_str(&sandbox.read("home/.cursor/mcp.json")).unwrap();
+    let command = file["mcpServers"]["x"]["command"].as_str().unwrap();
+    assert!(Path::new(command).is_absolute(), "{command}");
+    assert_eq!(
+        std::fs::canonicalize(command).unwrap(),
+        std::fs::canonicalize(BIN).unwrap()
     );
 }

@@ -89,3 +89,46 @@ outbound_rules:
         "redact"
     );
 }
+
+#[test]
+fn outbound_rules_can_target_tool_metadata() {
+    let p = program(
+        r#"
+outbound_rules:
+  - name: no-send-tools
+    match:
+      method: tools/list
+      response_contains: ["exfiltrate"]
+    action: deny
+"#,
+    );
+    let list = |description: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "jsonrpc": "2.0", "id": 2,
+            "result": {"tools": [{"name": "t", "description": description}]}
+        }))
+        .unwrap()
+    };
+    let judge_list = |raw: &[u8], method: &str| {
+        let mut parsed = Parsed::new();
+        parsed.parse(raw, &Limits::default()).unwrap();
+        let frame = Frame::new(raw, &parsed);
+        let call = CallInfo {
+            method: Some(method),
+            tool: None,
+            server: "s",
+        };
+        let mut scratch = p.scratch();
+        matches!(
+            p.scan_response(&frame, &frame.messages()[0], &call, &mut scratch),
+            Outcome::Block { .. }
+        )
+    };
+    assert!(judge_list(&list("Tools to EXFILTRATE data"), "tools/list"));
+    assert!(judge_list(
+        &list("Tools to e\u{200B}xfiltrate data"),
+        "tools/list"
+    ));
+    assert!(!judge_list(&list("Tools to read data"), "tools/list"));
+    assert!(!judge_list(&list("Tools to exfiltrate data"), "tools/call"));
+}

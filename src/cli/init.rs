@@ -12,7 +12,7 @@ use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 /// Arguments of `mcpwall init`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The built-in profile the new ~/.mcpwall/config.yml extends.
+    /// The built-in profile the new ~/.mcpwall/config.yml extends (local-dev, company-laptop, strict).
     #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME")]
     pub profile: String,
     /// Wrap every server found without asking (needed when stdin is not a terminal).
@@ -21,6 +21,10 @@ pub struct Args {
     /// Replace an existing ~/.mcpwall/config.yml without asking (a backup is kept).
     #[arg(long)]
     pub force: bool,
+    /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
+    /// start servers with a shorter PATH, such as macOS apps opened from the Dock).
+    #[arg(long)]
+    pub absolute_path: bool,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -101,7 +105,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             ExitCode::SUCCESS
         });
     }
-    let changes = ws.plan_wrap(&chosen, &wrapper()?);
+    let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
     finish(&ws, &changes, args.dry_run)
 }
 

@@ -382,7 +382,7 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                             name,
                             format!("the mcpwall command `{wrapper}` in {shown} is not found"),
                             format!(
-                                "run `mcpwall unwrap {0}` then `mcpwall wrap {0}` to point it at this mcpwall",
+                                "run `mcpwall wrap {}` to point it at this mcpwall",
                                 server.name
                             ),
                         ));

@@ -22,6 +22,10 @@ pub struct Args {
     /// Edit this client config file instead of the discovered ones.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
+    /// start servers with a shorter PATH, such as macOS apps opened from the Dock).
+    #[arg(long)]
+    pub absolute_path: bool,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -113,14 +117,12 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
 }
 
 /// The command to write into wrapped entries.
-pub(crate) fn wrapper() -> miette::Result<String> {
+pub(crate) fn wrapper(absolute: bool) -> miette::Result<String> {
     let exe = std::env::current_exe()
         .into_diagnostic()
         .wrap_err("cannot find the running mcpwall binary")?;
-    Ok(clients::entry::wrapper_command(
-        std::env::var_os("PATH").as_deref(),
-        &exe,
-    ))
+    let path_var = std::env::var_os("PATH").filter(|_| !absolute);
+    Ok(clients::entry::wrapper_command(path_var.as_deref(), &exe))
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -129,14 +131,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let selection = Selection {
         name: Some(args.server_name.clone()),
         client: args.client,
-        file: None,
     };
     let chosen = ws.selected(&selection);
     if chosen.is_empty() {
         report_broken(&ws, &mut std::io::stdout().lock());
         return Err(no_such_server(&ws, &args.server_name));
     }
-    let changes = ws.plan_wrap(&chosen, &wrapper()?);
+    let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
     finish(&ws, &changes, args.dry_run)
 }
 
@@ -150,7 +151,6 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
             args.server_name.clone()
         },
         client: args.client,
-        file: None,
     };
     let mut chosen = ws.selected(&selection);
     if args.all {
@@ -238,6 +238,23 @@ pub(crate) fn finish(
             }
         }
     }
+    let shared: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| c.outcomes.iter().any(|(_, o)| *o == Outcome::Wrapped))
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if !shared.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} usually committed to the repository; teammates without mcpwall on their PATH cannot start the wrapped servers",
+            if shared.len() == 1 {
+                format!("{} is a project file,", shared[0])
+            } else {
+                format!("{} are project files,", shared.join(", "))
+            }
+        );
+    }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
     } else if wrote > 0 {
@@ -291,6 +308,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Wrapped => "wrapped",
         Outcome::AlreadyWrapped => "already wrapped",
+        Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
         Outcome::RestoredKeepingEdits => "restored",
         Outcome::Unwrapped => "unwrapped",
@@ -303,6 +321,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
 fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
+        Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
         Outcome::RestoredKeepingEdits => {
             ": command and args restored; your later edits to the entry were kept".into()
         }

@@ -167,6 +167,8 @@ pub struct Env {
     pub xdg_config_home: Option<PathBuf>,
     /// `CODEX_HOME`, if set; otherwise `~/.codex` is used.
     pub codex_home: Option<PathBuf>,
+    /// `PATH`, to tell whether a wrapped entry's mcpwall command still resolves.
+    pub path_var: Option<std::ffi::OsString>,
 }
 
 /// The environment could not tell where home is.
@@ -198,6 +200,7 @@ impl Env {
             appdata: var("APPDATA"),
             xdg_config_home: var("XDG_CONFIG_HOME"),
             codex_home: var("CODEX_HOME"),
+            path_var: std::env::var_os("PATH"),
         })
     }
 

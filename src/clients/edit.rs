@@ -45,13 +45,17 @@ pub enum EditError {
     BadRecord,
 }
 
-/// One replacement of a byte range.
-struct Splice {
-    range: Range<usize>,
-    with: String,
+/// One replacement of a byte range of the original text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splice {
+    /// The bytes replaced (empty for an insertion).
+    pub range: Range<usize>,
+    /// What goes there.
+    pub with: String,
 }
 
-fn apply(text: &str, mut splices: Vec<Splice>) -> String {
+/// Apply splices that do not overlap (all computed against `text`).
+pub fn apply(text: &str, mut splices: Vec<Splice>) -> String {
     splices.sort_by_key(|s| std::cmp::Reverse(s.range.start));
     let mut out = text.to_string();
     for s in splices {
@@ -149,7 +153,23 @@ pub fn wrap(
     wrapper: &str,
 ) -> Result<String, EditError> {
     let root = parse(text, format)?;
-    let entry = entry(&root, path)?;
+    Ok(apply(
+        text,
+        wrap_splices(text, &root, format, path, name, wrapper)?,
+    ))
+}
+
+/// [`wrap`] as splices against `text` (whose tree is `root`), so several entries of one
+/// file are edited from a single parse.
+pub fn wrap_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    name: &str,
+    wrapper: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let entry = entry(root, path)?;
     let command = entry.member("command").expect("checked by entry()");
     let original_command = &text[command.value.span.clone()];
     // A name that starts with `-` would read as a flag: give it in the `=` form.
@@ -209,13 +229,32 @@ pub fn wrap(
             });
         }
     }
-    Ok(apply(text, splices))
+    Ok(splices)
+}
+
+/// Replace only the `command` of a wrapped entry (a stale mcpwall path) with `wrapper`.
+pub fn repoint_splices(
+    root: &Node,
+    path: &[String],
+    wrapper: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let command = entry(root, path)?
+        .member("command")
+        .expect("checked by entry()");
+    Ok(vec![Splice {
+        range: command.value.span.clone(),
+        with: json_string(wrapper),
+    }])
 }
 
 /// What a wrap record keeps of an entry: its bytes (JSON), or for TOML, whose tables have
 /// no single span, the bytes of its `command` and `args` values as a small JSON object.
 pub fn entry_bytes(text: &str, format: Format, path: &[String]) -> Option<String> {
-    let root = parse(text, format).ok()?;
+    entry_bytes_in(text, &parse(text, format).ok()?, format, path)
+}
+
+/// [`entry_bytes`] from an already parsed tree.
+pub fn entry_bytes_in(text: &str, root: &Node, format: Format, path: &[String]) -> Option<String> {
     let entry = root.at(path)?;
     match format {
         Format::Json(_) => Some(text[entry.span.clone()].to_string()),
@@ -234,21 +273,32 @@ pub fn restore_exact(
     path: &[String],
     original: &str,
 ) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(
+        text,
+        restore_exact_splices(text, &root, format, path, original)?,
+    ))
+}
+
+/// [`restore_exact`] as splices.
+pub fn restore_exact_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<Vec<Splice>, EditError> {
     if format == Format::Toml {
         // Wrapping touched only these two values; putting them back is the exact restore.
-        return restore_command(text, format, path, original);
+        return restore_command_splices(text, root, format, path, original);
     }
-    let root = parse(text, format)?;
     let entry = root
         .at(path)
         .ok_or_else(|| EditError::NoEntry(path.join(".")))?;
-    Ok(apply(
-        text,
-        vec![Splice {
-            range: entry.span.clone(),
-            with: original.to_string(),
-        }],
-    ))
+    Ok(vec![Splice {
+        range: entry.span.clone(),
+        with: original.to_string(),
+    }])
 }
 
 /// Restore only `command` and `args` from the original entry's bytes, keeping every other
@@ -259,6 +309,21 @@ pub fn restore_command(
     path: &[String],
     original: &str,
 ) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(
+        text,
+        restore_command_splices(text, &root, format, path, original)?,
+    ))
+}
+
+/// [`restore_command`] as splices.
+pub fn restore_command_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<Vec<Splice>, EditError> {
     let (was_command, was_args) = match format {
         Format::Json(dialect) => {
             let before = json_span::parse(original, dialect)?;
@@ -279,8 +344,7 @@ pub fn restore_command(
             (parts.command, parts.args)
         }
     };
-    let root = parse(text, format)?;
-    let current = entry(&root, path)?;
+    let current = entry(root, path)?;
     let command = current.member("command").expect("checked by entry()");
     let mut splices = vec![Splice {
         range: command.value.span.clone(),
@@ -301,14 +365,23 @@ pub fn restore_command(
         }
         (None, None) => {}
     }
-    Ok(apply(text, splices))
+    Ok(splices)
 }
 
 /// Take the wrapper off an entry no record describes (wrapped by hand, or the record was
 /// lost): the command after `--` becomes the command, the arguments after it the args.
 pub fn strip_wrapper(text: &str, format: Format, path: &[String]) -> Result<String, EditError> {
     let root = parse(text, format)?;
-    let current = entry(&root, path)?;
+    Ok(apply(text, strip_wrapper_splices(text, &root, path)?))
+}
+
+/// [`strip_wrapper`] as splices.
+pub fn strip_wrapper_splices(
+    text: &str,
+    root: &Node,
+    path: &[String],
+) -> Result<Vec<Splice>, EditError> {
+    let current = entry(root, path)?;
     let command = current.member("command").expect("checked by entry()");
     let no_entry = || EditError::NoEntry(path.join("."));
     let args = current.member("args").ok_or_else(no_entry)?;
@@ -333,7 +406,7 @@ pub fn strip_wrapper(text: &str, format: Format, path: &[String]) -> Result<Stri
             with: "[]".to_string(),
         },
     });
-    Ok(apply(text, splices))
+    Ok(splices)
 }
 
 /// Remove member `key` of `object` together with one separating comma.

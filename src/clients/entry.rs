@@ -123,8 +123,8 @@ fn string_list(node: &Node) -> Option<Vec<String>> {
 }
 
 /// The command to put in front of servers: `mcpwall` when the `mcpwall` found on `PATH` is
-/// this very binary, otherwise this binary's absolute path (so the entry works in clients
-/// that start servers with a minimal `PATH`).
+/// this very binary, otherwise this binary's absolute path as it was started (not resolved
+/// through symlinks, so a package manager's stable link survives upgrades).
 pub fn wrapper_command(path_var: Option<&std::ffi::OsStr>, current_exe: &Path) -> String {
     let me = std::fs::canonicalize(current_exe).unwrap_or_else(|_| current_exe.to_path_buf());
     if let Some(found) = resolve_on_path("mcpwall", path_var, None)
@@ -132,7 +132,10 @@ pub fn wrapper_command(path_var: Option<&std::ffi::OsStr>, current_exe: &Path) -
     {
         return "mcpwall".to_string();
     }
-    me.to_string_lossy().into_owned()
+    std::path::absolute(current_exe)
+        .unwrap_or(me)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Resolve a command the way a client's process spawner would: a name with a path

@@ -391,6 +391,15 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_skipped_and_spans_still_index_the_text() {
+        let text = "\u{feff}{\"a\": \"b\"}";
+        for dialect in [Dialect::Json, Dialect::Jsonc] {
+            let root = parse(text, dialect).unwrap();
+            assert_eq!(&text[root.at(&["a"]).unwrap().span.clone()], "\"b\"");
+        }
+    }
+
+    #[test]
     fn never_panics_on_truncated_input() {
         let text = "{\"a\": [\"b\\\"\", {\"c\": tru}]}";
         for end in 0..text.len() {

@@ -106,7 +106,11 @@ fn servers_of(client: Client, root: &Node) -> Vec<Server> {
         let Some(members) = root.at(&map_path).and_then(Node::members) else {
             continue;
         };
-        for member in members {
+        for (i, member) in members.iter().enumerate() {
+            // With a duplicated name, clients (JavaScript's JSON.parse) keep the last one.
+            if members[i + 1..].iter().any(|later| later.key == member.key) {
+                continue;
+            }
             let mut path = map_path.clone();
             path.push(member.key.clone());
             out.push(Server {
@@ -138,20 +142,12 @@ pub struct Selection {
     pub name: Option<String>,
     /// Only this client's files.
     pub client: Option<Client>,
-    /// Only this file.
-    pub file: Option<PathBuf>,
 }
 
 impl Selection {
-    fn covers_doc(&self, doc: &Doc) -> bool {
-        self.client.is_none_or(|c| c == doc.file.client)
-            && self.file.as_ref().is_none_or(|f| {
-                std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()) == doc.canonical
-            })
-    }
-
     fn covers(&self, doc: &Doc, server: &Server) -> bool {
-        self.covers_doc(doc) && self.name.as_ref().is_none_or(|n| *n == server.name)
+        self.client.is_none_or(|c| c == doc.file.client)
+            && self.name.as_ref().is_none_or(|n| *n == server.name)
     }
 }
 
@@ -162,6 +158,8 @@ pub enum Outcome {
     Wrapped,
     /// Was already behind mcpwall; untouched.
     AlreadyWrapped,
+    /// Was behind an mcpwall command that no longer resolves (given); now behind this one.
+    Repointed(String),
     /// Restored byte for byte.
     Restored,
     /// Command and args restored from the record; the user's other edits kept.
@@ -244,86 +242,133 @@ impl Workspace {
 
     /// Plan wrapping `chosen` servers with `wrapper`.
     pub fn plan_wrap(&self, chosen: &[(usize, usize)], wrapper: &str) -> Vec<FileChange> {
-        self.plan(chosen, |doc, server, text, change| {
-            if !matches!(server.state, EntryState::Unwrapped { .. }) {
-                return Ok(match &server.state {
-                    EntryState::Wrapped { .. } => Outcome::AlreadyWrapped,
-                    EntryState::Skipped(why) => Outcome::Skipped(why.clone()),
-                    EntryState::Unwrapped { .. } => unreachable!(),
-                });
-            }
+        self.plan(chosen, |doc, root, server, change| {
             let format = doc.file.client.format();
-            let original = edit::entry_bytes(text, format, &server.path).unwrap_or_default();
-            let after = edit::wrap(text, format, &server.path, &server.name, wrapper)?;
-            let wrapped = edit::entry_bytes(&after, format, &server.path).unwrap_or_default();
+            match root.at(&server.path).map_or(
+                EntryState::Skipped("the entry is gone".into()),
+                EntryState::of,
+            ) {
+                EntryState::Unwrapped { .. } => {}
+                EntryState::Wrapped { wrapper: old, .. } => {
+                    // An mcpwall that moved away (a reinstall, a deleted build): point the
+                    // entry at this one; everything else stays.
+                    let stale = old != wrapper
+                        && entry::resolve_on_path(&old, self.env.path_var.as_deref(), None)
+                            .is_none();
+                    if !stale {
+                        return Ok((Outcome::AlreadyWrapped, Vec::new()));
+                    }
+                    let splices = edit::repoint_splices(root, &server.path, wrapper)?;
+                    return Ok((Outcome::Repointed(old), splices));
+                }
+                EntryState::Skipped(why) => return Ok((Outcome::Skipped(why), Vec::new())),
+            }
+            let splices =
+                edit::wrap_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
             change.new_records.push(Record {
                 client: doc.file.client.id().to_string(),
                 file: doc.canonical.clone(),
                 path: server.path.clone(),
-                original,
-                wrapped,
+                original: edit::entry_bytes_in(&doc.text, root, format, &server.path)
+                    .unwrap_or_default(),
+                // Filled in from the new text once every entry of the file is planned.
+                wrapped: String::new(),
                 wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
             });
-            *text = after;
-            Ok(Outcome::Wrapped)
+            Ok((Outcome::Wrapped, splices))
         })
     }
 
     /// Plan unwrapping `chosen` servers using `records`.
     pub fn plan_unwrap(&self, chosen: &[(usize, usize)], records: &Records) -> Vec<FileChange> {
-        self.plan(chosen, |doc, server, text, change| {
+        self.plan(chosen, |doc, root, server, change| {
             if !matches!(server.state, EntryState::Wrapped { .. }) {
-                return Ok(Outcome::NotWrapped);
+                return Ok((Outcome::NotWrapped, Vec::new()));
             }
             let format = doc.file.client.format();
-            let current = edit::entry_bytes(text, format, &server.path).unwrap_or_default();
-            let (after, outcome) = match records.find(&doc.canonical, &server.path) {
+            let text = &doc.text;
+            let path = &server.path;
+            let current = edit::entry_bytes_in(text, root, format, path).unwrap_or_default();
+            let (splices, outcome) = match records.find(&doc.canonical, path) {
                 Some(r) if r.wrapped == current => (
-                    edit::restore_exact(text, format, &server.path, &r.original)?,
+                    edit::restore_exact_splices(text, root, format, path, &r.original)?,
                     Outcome::Restored,
                 ),
                 Some(r) => (
-                    edit::restore_command(text, format, &server.path, &r.original)?,
+                    edit::restore_command_splices(text, root, format, path, &r.original)?,
                     Outcome::RestoredKeepingEdits,
                 ),
                 None => (
-                    edit::strip_wrapper(text, format, &server.path)?,
+                    edit::strip_wrapper_splices(text, root, path)?,
                     Outcome::Unwrapped,
                 ),
             };
-            change.done_records.push(server.path.clone());
-            *text = after;
-            Ok(outcome)
+            change.done_records.push(path.clone());
+            Ok((outcome, splices))
         })
     }
 
+    /// Run `step` for each chosen server, one file at a time, all against one parse of the
+    /// file (entries never overlap, so their splices combine), then apply the splices.
     fn plan(
         &self,
         chosen: &[(usize, usize)],
         mut step: impl FnMut(
             &Doc,
+            &Node,
             &Server,
-            &mut String,
             &mut FileChange,
-        ) -> Result<Outcome, edit::EditError>,
+        ) -> Result<(Outcome, Vec<edit::Splice>), edit::EditError>,
     ) -> Vec<FileChange> {
-        let mut changes: Vec<FileChange> = Vec::new();
-        for &(d, s) in chosen {
-            if changes.last().is_none_or(|c| c.doc != d) {
-                changes.push(FileChange {
-                    doc: d,
-                    after: self.docs[d].text.clone(),
-                    outcomes: Vec::new(),
-                    new_records: Vec::new(),
-                    done_records: Vec::new(),
-                });
+        let mut order: Vec<usize> = Vec::new();
+        for &(d, _) in chosen {
+            if !order.contains(&d) {
+                order.push(d);
             }
-            let change = changes.last_mut().expect("pushed above");
-            let mut text = std::mem::take(&mut change.after);
-            let outcome = step(&self.docs[d], &self.docs[d].servers[s], &mut text, change)
-                .unwrap_or_else(|e| Outcome::Failed(e.to_string()));
-            change.after = text;
-            change.outcomes.push((s, outcome));
+        }
+        let mut changes = Vec::new();
+        for d in order {
+            let doc = &self.docs[d];
+            let format = doc.file.client.format();
+            let mut change = FileChange {
+                doc: d,
+                after: doc.text.clone(),
+                outcomes: Vec::new(),
+                new_records: Vec::new(),
+                done_records: Vec::new(),
+            };
+            let root = edit::parse(&doc.text, format);
+            let mut splices = Vec::new();
+            let mut seen: Vec<&[String]> = Vec::new();
+            for &(_, s) in chosen.iter().filter(|(cd, _)| *cd == d) {
+                let server = &doc.servers[s];
+                if seen.contains(&server.path.as_slice()) {
+                    continue;
+                }
+                seen.push(&server.path);
+                let outcome = match &root {
+                    Err(e) => Outcome::Failed(e.to_string()),
+                    Ok(root) => match step(doc, root, server, &mut change) {
+                        Ok((outcome, more)) => {
+                            splices.extend(more);
+                            outcome
+                        }
+                        Err(e) => Outcome::Failed(e.to_string()),
+                    },
+                };
+                change.outcomes.push((s, outcome));
+            }
+            change.after = edit::apply(&doc.text, splices);
+            if !change.new_records.is_empty() {
+                let after_root = edit::parse(&change.after, format).ok();
+                for record in &mut change.new_records {
+                    record.wrapped = after_root
+                        .as_ref()
+                        .and_then(|r| edit::entry_bytes_in(&change.after, r, format, &record.path))
+                        .unwrap_or_default();
+                }
+            }
+            changes.push(change);
         }
         changes
     }

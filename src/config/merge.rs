@@ -7,6 +7,8 @@
 //!    `~/.mcpwall/config.yml` (with its packs);
 //! 3. a built-in pack is included once, where it is first reached; a pack reached again
 //!    through another file is not repeated (both `init`-written files say `extends: [default]`).
+//!    Exception: a pack first reached through a restricted file is reached again, in full,
+//!    by a trusted file; only the rules the first inclusion did not apply are added there.
 //!
 //! Settings: the first file in that order that sets a key wins, so the project beats the user
 //! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
@@ -33,8 +35,9 @@ pub(crate) enum Restricted {
     No,
     /// Only tightening parts apply: deny rules, outbound deny/redact/log_only rules, extra
     /// secret patterns, and settings that tighten. Allow rules (inbound and outbound),
-    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser or
-    /// removed `rate_limit`, `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
+    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
+    /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
 }
 
@@ -156,7 +159,9 @@ impl Merger {
 
     /// Load a built-in pack as a top-level file (no configuration anywhere).
     pub(crate) fn add_builtin(&mut self, path: &'static str) {
-        if self.included.insert(path, Restricted::No).is_some() {
+        // Included in full already: nothing to add. Included only by a restricted file: the
+        // rest of it applies now (rules already taken are not repeated).
+        if self.included.insert(path, Restricted::No) == Some(Restricted::No) {
             return;
         }
         let text = self.pack_text(path);

@@ -55,10 +55,11 @@ pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Ran
             content_start + start..content_start + end.max(start)
         }
         TextRef::Decoded { .. } => {
-            // Walk the raw contents one decoded character at a time.
+            // Walk the raw contents: an escape is one decoded character; a run of
+            // plain bytes decodes to itself, so it is crossed in one step.
             let raw = frame.raw;
             let mut at = content_start;
-            let mut offset = 0usize; // decoded offset of the character at `at`
+            let mut offset = 0usize; // decoded offset of the byte at `at`
             let mut start = None;
             let mut end = content_end;
             while at < content_end {
@@ -66,38 +67,37 @@ pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Ran
                     end = at;
                     break;
                 }
-                // A run without escapes decodes 1:1, so it is crossed in one step
-                // instead of character by character (a 1 MiB string with a dozen
-                // secrets made this walk the hottest spot of the response path).
-                let run_end =
-                    memchr::memchr(b'\\', &raw[at..content_end]).map_or(content_end, |p| at + p);
-                if run_end > at {
-                    let run = run_end - at;
-                    if start.is_none() && offset + run > want_start {
-                        let mut s = at + (want_start - offset);
-                        while s > at && is_continuation(raw[s]) {
-                            s -= 1;
-                        }
-                        start = Some(s);
+                if raw[at] == b'\\' {
+                    let (next, decoded_len) = next_escape(raw, at, content_end);
+                    if start.is_none() && offset + decoded_len > want_start {
+                        start = Some(at);
                     }
-                    if offset + run >= want_end {
-                        let mut e = at + (want_end - offset);
-                        while e < run_end && is_continuation(raw[e]) {
-                            e += 1;
-                        }
-                        end = e;
-                        break;
-                    }
-                    at = run_end;
-                    offset += run;
+                    at = next;
+                    offset += decoded_len;
                     continue;
                 }
-                let (next, decoded_len) = next_char(raw, at, content_end);
-                if start.is_none() && offset + decoded_len > want_start {
-                    start = Some(at);
+                let run_end = raw[at..content_end]
+                    .iter()
+                    .position(|&b| b == b'\\')
+                    .map_or(content_end, |p| at + p);
+                let run_len = run_end - at;
+                if start.is_none() && offset + run_len > want_start {
+                    let mut p = at + want_start.saturating_sub(offset);
+                    while p > at && is_continuation(raw[p]) {
+                        p -= 1;
+                    }
+                    start = Some(p);
                 }
-                at = next;
-                offset += decoded_len;
+                if offset + run_len >= want_end {
+                    let mut p = at + (want_end - offset);
+                    while p < run_end && is_continuation(raw[p]) {
+                        p += 1;
+                    }
+                    end = p;
+                    break;
+                }
+                at = run_end;
+                offset += run_len;
             }
             let start = start.unwrap_or(end).min(end);
             start..end
@@ -109,26 +109,16 @@ fn is_continuation(b: u8) -> bool {
     b & 0xC0 == 0x80
 }
 
-/// Raw index after the character at `raw[at]` and its decoded length in bytes.
-/// Tolerates bytes the parser would have refused (it only moves forward).
-fn next_char(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
-    let b = raw[at];
-    if b == b'\\' {
-        return match raw.get(at + 1) {
-            Some(b'u') => match decode_unicode_escape(raw, at) {
-                Ok((c, next)) if next <= limit => (next, c.len_utf8()),
-                _ => ((at + 2).min(limit), 1),
-            },
+/// Raw index after the escape at `raw[at]` (a backslash) and its decoded length in
+/// bytes. Tolerates escapes the parser would have refused (it only moves forward).
+fn next_escape(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
+    match raw.get(at + 1) {
+        Some(b'u') => match decode_unicode_escape(raw, at) {
+            Ok((c, next)) if next <= limit => (next, c.len_utf8()),
             _ => ((at + 2).min(limit), 1),
-        };
+        },
+        _ => ((at + 2).min(limit), 1),
     }
-    let len = match b {
-        0xF0.. => 4,
-        0xE0.. => 3,
-        0xC0.. => 2,
-        _ => 1,
-    };
-    ((at + len).min(limit), len)
 }
 
 /// Append `raw` to `out` with each range in `edits` replaced by its text.

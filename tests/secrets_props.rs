@@ -1,0 +1,237 @@
+//! Property tests: a fake credential planted anywhere in a random JSON response — in a
+//! string value, as an object key, alone or inside a sentence — never survives
+//! redaction of the decoded strings, and every byte outside the redacted spans is
+//! unchanged. Splitting a text into pieces does not change what is found.
+
+#[path = "support/secrets_corpus.rs"]
+mod corpus;
+
+use std::sync::OnceLock;
+
+use corpus::{FORMATS, Rng, fake};
+use mcpwall::secrets::{Detector, Finding, builtin_specs};
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+const MARKER: &str = "[REDACTED]";
+
+fn detector() -> &'static Detector {
+    static DETECTOR: OnceLock<Detector> = OnceLock::new();
+    DETECTOR.get_or_init(|| Detector::new(builtin_specs()).expect("built-ins compile"))
+}
+
+const WORDS: &[&str] = &[
+    "héllo",
+    "wörld",
+    "✓",
+    "日本語",
+    "tab\there",
+    "quote\"d",
+    "back\\slash",
+    "line\nbreak",
+    "data",
+    "42",
+    "-",
+    ":",
+    "{",
+    "}",
+    "emoji 🎉",
+    "null",
+    "https://example.com/x?y=1",
+];
+
+fn sentence(r: &mut Rng) -> String {
+    let n = r.range(0, 6);
+    (0..n)
+        .map(|_| WORDS[r.below(WORDS.len())])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn random_value(r: &mut Rng, depth: usize) -> Value {
+    match if depth > 3 { r.below(4) } else { r.below(7) } {
+        0 => Value::Null,
+        1 => Value::Bool(r.below(2) == 0),
+        2 => Value::from(r.range(0, 100_000) as u64),
+        3 => Value::String(sentence(r)),
+        4 | 5 => {
+            let mut map = Map::new();
+            for _ in 0..r.range(0, 5) {
+                map.insert(sentence(r), random_value(r, depth + 1));
+            }
+            Value::Object(map)
+        }
+        _ => Value::Array(
+            (0..r.range(0, 5))
+                .map(|_| random_value(r, depth + 1))
+                .collect(),
+        ),
+    }
+}
+
+/// Plants `text` in a random string position of `value` (a value or a key), keeping
+/// whitespace around it so it stays a separate token.
+fn plant(value: &mut Value, text: &str, r: &mut Rng) {
+    let planted = match r.below(3) {
+        0 => text.to_string(),
+        1 => format!("{} {text}", sentence(r)),
+        _ => format!("{} {text} {}", sentence(r), sentence(r)),
+    };
+    let mut slots: Vec<*mut Value> = Vec::new();
+    collect_slots(value, &mut slots);
+    let as_key = r.below(4) == 0;
+    let slot = slots[r.below(slots.len())];
+    // SAFETY: the pointers come from `value`, which is not otherwise touched until
+    // they are dropped at the end of this function.
+    let slot = unsafe { &mut *slot };
+    if as_key {
+        let mut map = Map::new();
+        map.insert(planted, std::mem::take(slot));
+        *slot = Value::Object(map);
+    } else {
+        *slot = Value::String(planted);
+    }
+}
+
+fn collect_slots(value: &mut Value, out: &mut Vec<*mut Value>) {
+    out.push(value as *mut Value);
+    match value {
+        Value::Object(map) => map.values_mut().for_each(|v| collect_slots(v, out)),
+        Value::Array(items) => items.iter_mut().for_each(|v| collect_slots(v, out)),
+        _ => {}
+    }
+}
+
+/// Every decoded string of a JSON document: keys and values.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+/// Replaces each finding with the marker; panics with a diagnosis if the findings are
+/// not sorted, disjoint and on character boundaries.
+fn redact(text: &str, findings: &[Finding]) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    for f in findings {
+        assert!(
+            at <= f.range.start && f.range.start < f.range.end && f.range.end <= text.len(),
+            "bad finding {f:?} after {at} in {text:?}"
+        );
+        assert!(text.is_char_boundary(f.range.start) && text.is_char_boundary(f.range.end));
+        out.push_str(&text[at..f.range.start]);
+        out.push_str(MARKER);
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn planted_secret_never_survives_and_other_bytes_are_unchanged(
+        format in 0..FORMATS.len(),
+        seed in any::<u64>(),
+    ) {
+        let detector = detector();
+        let mut cache = detector.cache();
+        let r = &mut Rng::new(seed);
+        let credential = fake(FORMATS[format], r);
+        let mut doc = random_value(r, 0);
+        plant(&mut doc, &credential.text, r);
+        let response = serde_json::to_string(&doc).unwrap();
+        let decoded: Value = serde_json::from_str(&response).unwrap();
+
+        let mut all = Vec::new();
+        strings(&decoded, &mut all);
+        let mut found = Vec::new();
+        let mut secret_seen = false;
+        for s in &all {
+            found.clear();
+            detector.find(s, &mut cache, &mut found);
+            let redacted = redact(s, &found);
+            secret_seen |= s.contains(&credential.secret);
+            prop_assert!(
+                !redacted.contains(&credential.secret),
+                "{} survived in {redacted:?} (from {s:?}, findings {found:?})",
+                FORMATS[format]
+            );
+            // Outside the spans nothing changed: the gaps, in order, are the output
+            // with the markers taken out.
+            let mut gaps = String::new();
+            let mut at = 0;
+            for f in &found {
+                gaps.push_str(&s[at..f.range.start]);
+                at = f.range.end;
+            }
+            gaps.push_str(&s[at..]);
+            let mut rest = redacted.as_str();
+            let mut unmarked = String::new();
+            for _ in 0..found.len() {
+                let i = rest.find(MARKER).expect("one marker per finding");
+                unmarked.push_str(&rest[..i]);
+                rest = &rest[i + MARKER.len()..];
+            }
+            unmarked.push_str(rest);
+            prop_assert_eq!(gaps, unmarked);
+        }
+        prop_assert!(secret_seen, "the secret was planted");
+    }
+
+    #[test]
+    fn splitting_a_text_into_pieces_finds_the_same_secrets(
+        format in 0..FORMATS.len(),
+        seed in any::<u64>(),
+        cuts in proptest::collection::vec(any::<u16>(), 0..4),
+    ) {
+        let detector = detector();
+        let mut cache = detector.cache();
+        let r = &mut Rng::new(seed);
+        let credential = fake(FORMATS[format], r);
+        let text = format!("{} {} {}", sentence(r), credential.text, sentence(r));
+
+        let mut whole = Vec::new();
+        detector.find(&text, &mut cache, &mut whole);
+
+        let mut bounds: Vec<usize> = cuts
+            .iter()
+            .map(|&c| usize::from(c) % (text.len() + 1))
+            .filter(|&c| text.is_char_boundary(c))
+            .collect();
+        bounds.push(0);
+        bounds.push(text.len());
+        bounds.sort_unstable();
+        let pieces: Vec<&str> = bounds.windows(2).map(|w| &text[w[0]..w[1]]).collect();
+        let starts: Vec<usize> = bounds[..bounds.len() - 1].to_vec();
+
+        let mut joined = Vec::new();
+        detector.find_joined(&pieces, &mut cache, &mut joined);
+        let mapped: Vec<Finding> = joined
+            .iter()
+            .map(|j| Finding {
+                detector: j.detector,
+                range: starts[j.first] + j.start..starts[j.last] + j.end,
+            })
+            .collect();
+        prop_assert_eq!(&mapped, &whole);
+        // And the segments cover exactly the finding's bytes.
+        for (j, f) in joined.iter().zip(&whole) {
+            let covered: String = j
+                .segments(&pieces)
+                .map(|(i, range)| &pieces[i][range])
+                .collect();
+            prop_assert_eq!(covered.as_str(), &text[f.range.clone()]);
+        }
+    }
+}
