@@ -14,6 +14,7 @@ pub mod guard;
 pub mod paths;
 pub mod program;
 pub mod proxy;
+pub mod scan;
 pub mod secrets;
 pub mod verdict;
 

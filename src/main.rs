@@ -38,6 +38,10 @@ enum Command {
     Doctor(cli::status::DoctorArgs),
     /// Review pinned tool definitions: list, diff, approve, reset, verify (exit 1 on drift).
     Pins(cli::pins::Args),
+    /// Red-team a server: run attacks directly and through mcpwall, report what got through.
+    Scan(cli::scan::Args),
+    /// Compare two scan reports (exit 1 when the second is worse or incomplete).
+    Compare(cli::compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
         Some(Command::Status(a)) => cli::status::run(a),
         Some(Command::Doctor(a)) => cli::status::run_doctor(a),
         Some(Command::Pins(a)) => cli::pins::run(a),
+        Some(Command::Scan(a)) => cli::scan::run(a),
+        Some(Command::Compare(a)) => cli::compare::run(a),
         None => cli::proxy::run(cli.proxy),
     };
     match result {

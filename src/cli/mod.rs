@@ -1,10 +1,12 @@
 //! One verb per file. Each exposes `Args` (clap) and `run(args) -> Result<ExitCode, miette::Report>`.
 
 pub mod check;
+pub mod compare;
 pub mod explain;
 pub mod init;
 pub mod pins;
 pub mod proxy;
+pub mod scan;
 pub mod status;
 pub mod trust;
 pub mod wrap;

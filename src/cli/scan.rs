@@ -1,0 +1,172 @@
+//! `mcpwall scan`: red-team a server directly and through mcpwall.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::scan::attacks::Severity;
+use crate::scan::{self, ScanOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The server to attack, as a JSON argv (never a shell string), e.g. '["python","server.py"]'.
+    /// Default: the built-in deliberately vulnerable server.
+    #[arg(long)]
+    pub server_cmd: Option<String>,
+    /// The policy file that protects the server.
+    #[arg(short = 'c', long = "config", conflicts_with = "profile")]
+    pub config: Option<PathBuf>,
+    /// A built-in profile that protects the server (e.g. local-dev, strict).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// text or json.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// Also save the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Exit 1 when an attack of this severity or higher gets through (critical, high, medium, low).
+    #[arg(long, value_parser = ["critical", "high", "medium", "low"])]
+    pub fail_on: Option<String>,
+    /// Print only the summary line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Seed for the fake credentials (default: random).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Leave durations out of the table (stable output for tests).
+    #[arg(long, hide = true)]
+    pub no_timings: bool,
+    /// Run only these attack ids (comma-separated); the rest are SKIPPED.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Seconds to wait for each answer from the server.
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+    /// Serve the built-in vulnerable target on stdio (used by the scan itself).
+    #[arg(long, hide = true)]
+    pub serve_target: bool,
+    /// The fake home the built-in target lives in.
+    #[arg(long, hide = true)]
+    pub fake_home: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    if args.serve_target {
+        let Some(home) = &args.fake_home else {
+            return Err(miette::miette!("--serve-target needs --fake-home DIR"));
+        };
+        scan::target::serve(home).map_err(|e| miette::miette!("target failed: {e}"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let server = match &args.server_cmd {
+        None => None,
+        Some(text) => {
+            let argv: Vec<String> = serde_json::from_str(text).map_err(|e| {
+                miette::miette!(
+                    help = r#"give a JSON array of strings, e.g. --server-cmd '["python","my_server.py"]'"#,
+                    "--server-cmd is not a JSON argv: {e}"
+                )
+            })?;
+            if argv.is_empty() {
+                return Err(miette::miette!("--server-cmd is an empty list"));
+            }
+            Some(argv)
+        }
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| miette::miette!("cannot find the mcpwall binary: {e}"))?;
+    let policy_dir = tempfile::tempdir()
+        .map_err(|e| miette::miette!("cannot create a temporary directory: {e}"))?;
+    let (policy, label) = match (&args.config, &args.profile) {
+        (Some(file), _) => {
+            let abs = std::path::absolute(file).map_err(|e| miette::miette!("bad -c path: {e}"))?;
+            if !abs.exists() {
+                return Err(miette::miette!(
+                    "policy file {} does not exist",
+                    abs.display()
+                ));
+            }
+            (abs.clone(), abs.display().to_string())
+        }
+        (None, Some(name)) => {
+            let known = crate::builtin::FILES
+                .iter()
+                .any(|(p, _)| *p == format!("profiles/{name}.yml"));
+            if !known {
+                return Err(miette::miette!(
+                    help = "see the profiles/ directory",
+                    "unknown profile {name:?}"
+                ));
+            }
+            let p = policy_dir.path().join("policy.yml");
+            write_policy(&p, &format!("version: 1\nextends: [{name}]\n"))?;
+            (p, format!("profile {name}"))
+        }
+        (None, None) => {
+            let p = policy_dir.path().join("policy.yml");
+            write_policy(&p, "version: 1\nextends: [default]\n")?;
+            (p, "built-in default pack".to_string())
+        }
+    };
+    let opts = ScanOptions {
+        exe,
+        server,
+        policy,
+        policy_label: label,
+        seed: args.seed.unwrap_or_else(random_seed),
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        only: args.only.clone(),
+    };
+    let show_progress = !args.no_progress && !args.quiet && std::io::stderr().is_terminal();
+    let report = scan::run(&opts, |done, total, id| {
+        if show_progress {
+            let width = 30;
+            let filled = done * width / total.max(1);
+            eprint!(
+                "\r[{}{}] {done}/{total} {id:<8}",
+                "#".repeat(filled),
+                "-".repeat(width - filled)
+            );
+            if done == total {
+                eprint!("\r{}\r", " ".repeat(width + 24));
+            }
+            let _ = std::io::stderr().flush();
+        }
+    });
+    let json = serde_json::to_string_pretty(&report)
+        .map_err(|e| miette::miette!("cannot encode the report: {e}"))?;
+    if let Some(out) = &args.output {
+        std::fs::write(out, format!("{json}\n"))
+            .map_err(|e| miette::miette!("cannot write {}: {e}", out.display()))?;
+    }
+    if args.quiet {
+        println!("{}", report.summary_line());
+    } else if args.format == "json" {
+        println!("{json}");
+    } else {
+        print!("{}", report.render_text(!args.no_timings));
+    }
+    let level = args.fail_on.as_deref().and_then(Severity::parse);
+    Ok(if report.gate_met(level) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_policy(path: &std::path::Path, text: &str) -> miette::Result<()> {
+    std::fs::write(path, text).map_err(|e| miette::miette!("cannot write {}: {e}", path.display()))
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (u64::from(std::process::id()) << 32)
+}

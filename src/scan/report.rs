@@ -1,0 +1,313 @@
+//! The scan report: per-attack results, the score, the table, the findings and the JSON.
+
+use serde::{Deserialize, Serialize};
+
+use super::ScanOptions;
+use super::attacks::{Attack, Severity};
+
+/// Bumped when the JSON layout changes incompatibly.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Outcome {
+    Pass,
+    Vulnerable,
+    Error,
+    NotApplicable,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Vulnerable => "VULNERABLE",
+            Outcome::Error => "ERROR",
+            Outcome::NotApplicable => "NOT_APPLICABLE",
+            Outcome::Skipped => "SKIPPED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttackResult {
+    pub attack_id: String,
+    pub name: String,
+    pub category: String,
+    pub severity: Severity,
+    pub baseline: Outcome,
+    pub protected: Outcome,
+    pub stopped_by: Option<String>,
+    /// What the client received (raw) when the attack got through the protected run.
+    pub evidence: Option<String>,
+    pub baseline_evidence: Option<String>,
+    pub remediation: String,
+    pub note: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl AttackResult {
+    pub fn new(a: &Attack, baseline: Outcome, protected: Outcome) -> AttackResult {
+        AttackResult {
+            attack_id: a.id.into(),
+            name: a.name.into(),
+            category: a.category.into(),
+            severity: a.severity,
+            baseline,
+            protected,
+            stopped_by: None,
+            evidence: None,
+            baseline_evidence: None,
+            remediation: a.remediation.into(),
+            note: None,
+            duration_ms: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub total: usize,
+    pub pass: usize,
+    pub vulnerable: usize,
+    pub error: usize,
+    pub not_applicable: usize,
+    pub skipped: usize,
+    /// Attacks that succeeded at baseline (they prove something).
+    pub baseline_vulnerable: usize,
+    pub complete: bool,
+    /// Risk-weighted percentage of evaluated attacks stopped; `None` when incomplete.
+    pub score: Option<u32>,
+    pub grade: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub scanner: String,
+    pub scanner_version: String,
+    pub target: String,
+    pub policy: String,
+    /// sha256 of the policy file's bytes.
+    pub policy_digest: String,
+    pub seed: u64,
+    pub summary: Summary,
+    pub results: Vec<AttackResult>,
+}
+
+pub fn grade(score: u32) -> &'static str {
+    match score {
+        95.. => "A",
+        85..=94 => "B",
+        70..=84 => "C",
+        50..=69 => "D",
+        _ => "F",
+    }
+}
+
+impl Report {
+    pub fn new(opts: &ScanOptions, results: Vec<AttackResult>) -> Report {
+        use sha2::Digest;
+        let digest = std::fs::read(&opts.policy)
+            .map(|b| {
+                format!(
+                    "sha256:{}",
+                    sha2::Sha256::digest(&b)
+                        .iter()
+                        .map(|x| format!("{x:02x}"))
+                        .collect::<String>()
+                )
+            })
+            .unwrap_or_else(|_| "unreadable".into());
+        let count = |o: Outcome| results.iter().filter(|r| r.protected == o).count();
+        let error = count(Outcome::Error);
+        let (mut got, mut all) = (0u32, 0u32);
+        for r in &results {
+            let w = r.severity.weight();
+            match r.protected {
+                Outcome::Pass => {
+                    got += w;
+                    all += w;
+                }
+                Outcome::Vulnerable => all += w,
+                _ => {}
+            }
+        }
+        let complete = error == 0;
+        let score = (complete && all > 0).then(|| (got * 100 + all / 2) / all);
+        Report {
+            schema_version: SCHEMA_VERSION,
+            scanner: "mcpwall".into(),
+            scanner_version: env!("CARGO_PKG_VERSION").into(),
+            target: match &opts.server {
+                Some(cmd) => serde_json::to_string(cmd).unwrap_or_default(),
+                None => "built-in vulnerable target".into(),
+            },
+            policy: opts.policy_label.clone(),
+            policy_digest: digest,
+            seed: opts.seed,
+            summary: Summary {
+                total: results.len(),
+                pass: count(Outcome::Pass),
+                vulnerable: count(Outcome::Vulnerable),
+                error,
+                not_applicable: count(Outcome::NotApplicable),
+                skipped: count(Outcome::Skipped),
+                baseline_vulnerable: results
+                    .iter()
+                    .filter(|r| r.baseline == Outcome::Vulnerable)
+                    .count(),
+                complete,
+                score,
+                grade: score.map(|s| grade(s).to_string()),
+            },
+            results,
+        }
+    }
+
+    /// Whether any VULNERABLE result is at or above `level`, or the scan is incomplete.
+    pub fn gate_met(&self, level: Option<Severity>) -> bool {
+        if !self.summary.complete {
+            return true;
+        }
+        level.is_some_and(|l| {
+            self.results
+                .iter()
+                .any(|r| r.protected == Outcome::Vulnerable && r.severity >= l)
+        })
+    }
+
+    pub fn summary_line(&self) -> String {
+        let s = &self.summary;
+        let score = match (s.score, &s.grade) {
+            (Some(n), Some(g)) => format!("score {n}/100 (grade {g})"),
+            _ => "INCOMPLETE (errors; no score)".into(),
+        };
+        format!(
+            "{score}: {} passed, {} vulnerable, {} errors, {} not applicable, {} skipped; {} of {} attacks got through without mcpwall",
+            s.pass,
+            s.vulnerable,
+            s.error,
+            s.not_applicable,
+            s.skipped,
+            s.baseline_vulnerable,
+            s.total
+        )
+    }
+
+    /// The table, findings and summary. `timings: false` leaves durations out (goldens).
+    pub fn render_text(&self, timings: bool) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "mcpwall scan: {}\npolicy: {}\n\n",
+            clean(&self.target, 200),
+            clean(&self.policy, 200)
+        ));
+        let header = format!(
+            "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<36}",
+            "ID", "ATTACK", "OWASP", "SEVERITY", "BASELINE", "PROTECTED", "STOPPED BY"
+        );
+        out.push_str(header.trim_end());
+        out.push_str(if timings { "  TIME\n" } else { "\n" });
+        for r in &self.results {
+            let line = format!(
+                "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<36}",
+                r.attack_id,
+                clean(&r.name, 44),
+                r.category,
+                r.severity.as_str(),
+                r.baseline.as_str(),
+                r.protected.as_str(),
+                clean(r.stopped_by.as_deref().unwrap_or("-"), 36)
+            );
+            out.push_str(line.trim_end());
+            if timings {
+                out.push_str(&format!("  {} ms", r.duration_ms));
+            }
+            out.push('\n');
+        }
+        let vulnerable: Vec<&AttackResult> = self
+            .results
+            .iter()
+            .filter(|r| r.protected == Outcome::Vulnerable)
+            .collect();
+        if !vulnerable.is_empty() {
+            out.push_str("\nFINDINGS\n");
+            for r in vulnerable {
+                out.push_str(&format!(
+                    "\n[{}] {} {} ({})\n  evidence: {}\n  remediation:\n",
+                    r.severity.as_str().to_uppercase(),
+                    r.attack_id,
+                    clean(&r.name, 80),
+                    r.category,
+                    clean(r.evidence.as_deref().unwrap_or("-"), 160)
+                ));
+                for l in r.remediation.lines() {
+                    out.push_str(&format!("    {l}\n"));
+                }
+            }
+        }
+        let errors: Vec<&AttackResult> = self
+            .results
+            .iter()
+            .filter(|r| r.protected == Outcome::Error || r.baseline == Outcome::Error)
+            .collect();
+        if !errors.is_empty() {
+            out.push_str("\nERRORS\n");
+            for r in errors {
+                out.push_str(&format!(
+                    "  {}: {}\n",
+                    r.attack_id,
+                    clean(r.note.as_deref().unwrap_or("-"), 160)
+                ));
+            }
+        }
+        out.push('\n');
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
+    }
+}
+
+/// Text from a target, made safe for a terminal: control characters and escape sequences
+/// removed, at most `max` characters.
+pub fn clean(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    let mut n = 0;
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' || c == '\u{9b}' {
+            // Skip a CSI/OSC sequence: up to its final byte (or BEL / ST for OSC).
+            if c == '\u{1b}' && matches!(chars.peek(), Some(']')) {
+                for d in chars.by_ref() {
+                    if d == '\u{7}' || d == '\u{9c}' || d == '\\' {
+                        break;
+                    }
+                }
+            } else {
+                if c == '\u{1b}' {
+                    chars.next();
+                }
+                while let Some(&d) = chars.peek() {
+                    chars.next();
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        let c = if c.is_control() { ' ' } else { c };
+        if matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+            continue;
+        }
+        if n >= max {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+        n += 1;
+    }
+    out
+}
