@@ -407,19 +407,27 @@ fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
 
 fn json_str(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Names, ids and messages rarely need escaping: copy runs of plain bytes whole.
+    let mut plain = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escape);
         }
+        plain = i + 1;
     }
+    out.push_str(&s[plain..]);
     out.push('"');
 }
 
@@ -445,13 +453,10 @@ pub fn format_event(out: &mut String, e: &AuditEvent, config: &AuditConfig, name
     });
     out.push_str(",\"id\":");
     match &e.id {
-        // The parser validated the id as JSON; anything else would be a bug upstream,
-        // so it is written as a string rather than corrupting the line.
+        // Ids come from the strict parser: valid JSON text (a number or a string).
         Some(id) => match std::str::from_utf8(id.as_bytes()) {
-            Ok(text) if serde_json::from_str::<serde_json::Value>(text).is_ok() => {
-                out.push_str(text)
-            }
-            _ => json_str(out, &String::from_utf8_lossy(id.as_bytes())),
+            Ok(text) => out.push_str(text),
+            Err(_) => json_str(out, &String::from_utf8_lossy(id.as_bytes())),
         },
         None => out.push_str("null"),
     }
@@ -595,6 +600,15 @@ mod tests {
             session: "s1".into(),
             server: "srv".into(),
         }
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut s = String::new();
+        json_str(&mut s, "a\"b\\c\nd\u{1}é");
+        assert_eq!(s, r#""a\"b\\c\nd\u0001é""#);
+        let back: String = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, "a\"b\\c\nd\u{1}é");
     }
 
     #[test]

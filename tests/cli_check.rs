@@ -372,3 +372,15 @@ fn a_closed_stdout_ends_the_run_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn log_only_rules_are_listed_and_do_not_change_the_exit_code() {
+    let s = Sandbox::new();
+    let big = "x".repeat(1_100_000);
+    let r = s.run(&["--tool", "read_file"], &result(1, &big));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        "✓ ALLOW  tools/call  read_file  (response to id 1)\n  Logged: log-large-responses\n"
+    );
+}

@@ -164,6 +164,20 @@ fn full_policy_loads_with_every_field() {
 }
 
 #[test]
+fn not_under_on_any_value_judges_path_shaped_values() {
+    // The engine applies `not_under` under `_any_value` to path-shaped values only
+    // (see `Program` docs), so this is the strict pack's "nothing outside the project".
+    let p = ok(
+        "version: 1\nrules:\n  - name: a\n    match: {method: \"*\", arguments: {_any_value: {not_under: \"${PROJECT_DIR}\"}}}\n    action: deny\n",
+    );
+    let c = &p.rules[0].arguments[0];
+    assert_eq!(c.selector, ArgSelector::AnyValue);
+    assert!(
+        matches!(&c.matcher, Matcher::NotUnder { root, .. } if root == Path::new("/work/project"))
+    );
+}
+
+#[test]
 fn defaults_apply_to_unset_settings() {
     let p = ok("version: 1\n");
     assert_eq!(p.settings, mcpwall::config::policy::Settings::default());
@@ -478,11 +492,11 @@ const PROBLEMS: &[(&str, &str, &str, u32, u32)] = &[
         14,
     ),
     (
-        "not_under on any value",
-        "version: 1\nrules:\n  - name: a\n    match: {arguments: {_any_value: {not_under: /tmp}}}\n    action: deny\n",
+        "any value outside arguments",
+        "version: 1\nrules:\n  - name: a\n    match: {tool: x, _any_value: {pattern: \"*.pem\"}}\n    action: deny\n",
         "bad_any_value",
         4,
-        38,
+        22,
     ),
 ];
 
@@ -1118,5 +1132,55 @@ fn a_pack_restricted_by_the_project_applies_in_full_where_the_user_reaches_it() 
         p.ignored.is_empty(),
         "base-allow applies after all: {:?}",
         p.ignored
+    );
+}
+
+// ------------------------------------------------------------------ the embedded packs
+
+#[test]
+fn every_builtin_pack_loads_and_extends_by_its_documented_name() {
+    let names = mcpwall::config::extends_names();
+    assert_eq!(names.len(), mcpwall::builtin::FILES.len());
+    for name in &names {
+        let yaml = format!("version: 1\nextends: [{name}]\n");
+        let p = load_str("policy.yml", &yaml, &opts())
+            .unwrap_or_else(|e| panic!("extends: [{name}] does not load:\n{}", render(&e)));
+        let pack = mcpwall::config::resolve_extends(name).unwrap();
+        assert_eq!(p.sources[1].name, format!("builtin:{pack}"));
+    }
+}
+
+#[test]
+fn untrusted_project_cannot_loosen_guard_settings() {
+    let env = Env::new();
+    env.user("version: 1\nsettings: {pinning: warn}\n");
+    env.project(
+        "version: 1\nsettings:\n  hide_denied_tools: false\n  pinning: off\n  poison_scan: warn\n  circuit_breaker: {max_violations: 3, window_seconds: 60}\n",
+    );
+    let p = env.load();
+    let s = &p.settings;
+    assert!(s.hide_denied_tools, "default true kept");
+    assert_eq!(
+        s.pinning,
+        mcpwall::config::policy::PinningMode::Warn,
+        "looser `off` ignored"
+    );
+    assert_eq!(
+        s.poison_scan,
+        mcpwall::config::policy::PoisonScanMode::Enforce
+    );
+    assert_eq!(
+        s.circuit_breaker.unwrap().max_violations,
+        3,
+        "adding a breaker tightens"
+    );
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert_eq!(
+        ignored,
+        vec![
+            "`hide_denied_tools: false`",
+            "a looser `pinning`",
+            "a looser `poison_scan`"
+        ]
     );
 }

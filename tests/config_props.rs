@@ -1,5 +1,6 @@
-//! Property tests for policy loading (the `policy_load` fuzz target's invariants, run as
-//! proptest so they run in every `cargo test`):
+//! Property tests for policy loading: the `policy_load` fuzz target's invariants
+//! (`mcpwall::config::checks`), run as proptest so they run in every `cargo test`, and the
+//! replay of the fuzz target's committed regressions:
 //! - arbitrary YAML-ish text through `load_str` never panics;
 //! - every diagnostic's labels lie inside its source and on character boundaries, and the
 //!   reported line and column agree with the label's offset;
@@ -7,17 +8,11 @@
 //! - a policy that loads has every span inside its source, and compiling it never panics;
 //!   a compile error's labels lie inside their sources too.
 
-use mcpwall::config::policy::{Policy, Span};
-use mcpwall::config::{LoadOptions, PolicyError, load_str};
-use proptest::prelude::*;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 
-fn opts() -> LoadOptions {
-    LoadOptions {
-        explicit: None,
-        home: "/home/prop".into(),
-        project_dir: "/home/prop/project".into(),
-    }
-}
+use mcpwall::config::checks;
+use proptest::prelude::*;
 
 /// Pieces of the policy language and of YAML syntax, glued into plausible and broken files.
 const PIECES: &[&str] = &[
@@ -92,103 +87,12 @@ fn yamlish() -> impl Strategy<Value = String> {
     })
 }
 
-fn check_span(policy: &Policy, span: Span, what: &str) {
-    let text = &policy.source(span.source).text;
-    assert!(
-        span.offset + span.len <= text.len(),
-        "{what}: span {span:?} outside a source of {} bytes",
-        text.len()
-    );
-    assert!(
-        text.is_char_boundary(span.offset),
-        "{what}: {span:?} splits a character"
-    );
-    assert!(span.line >= 1 && span.column >= 1, "{what}: {span:?}");
-}
-
-fn check_ok(policy: &Policy) {
-    for r in &policy.rules {
-        check_span(policy, r.span, "rule");
-        check_span(policy, r.name.span, "rule name");
-        check_span(policy, r.method.span, "method");
-        for c in &r.arguments {
-            check_span(policy, c.span, "argument condition");
-        }
-    }
-    for r in &policy.outbound_rules {
-        check_span(policy, r.span, "outbound rule");
-        check_span(policy, r.name.span, "outbound rule name");
-    }
-    for i in &policy.ignored {
-        check_span(policy, i.span, "ignored part");
-    }
-}
-
-fn check_err(text: &str, e: &PolicyError, from_load: bool) {
-    assert!(!e.diagnostics.is_empty(), "an error with no diagnostics");
-    for d in &e.diagnostics {
-        assert!(d.help.is_some(), "{} has no help", d.code);
-        for l in &d.labels {
-            assert!(
-                l.offset() + l.len() <= text.len(),
-                "{}: label {}+{} outside {} bytes",
-                d.code,
-                l.offset(),
-                l.len(),
-                text.len()
-            );
-            assert!(
-                text.is_char_boundary(l.offset()),
-                "{}: label splits a char",
-                d.code
-            );
-            assert!(
-                text.is_char_boundary(l.offset() + l.len()),
-                "{}: label splits a char",
-                d.code
-            );
-        }
-        let Some((_, line, column)) = d.location.clone() else {
-            assert!(!from_load, "{}: every load_str problem has a place", d.code);
-            continue;
-        };
-        let offset = d.labels[0].offset();
-        let before = &text[..offset];
-        let want_line = before.matches('\n').count() as u32 + 1;
-        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-        let want_col = before[line_start..].chars().count() as u32 + 1;
-        // serde-saphyr counts `\r` alone as a line break; only check where no `\r` precedes.
-        if !before.contains('\r') {
-            assert_eq!(
-                (line, column),
-                (want_line, want_col),
-                "{}: location disagrees with the label offset {offset}",
-                d.code
-            );
-        }
-    }
-    let mut out = String::new();
-    miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .with_width(80)
-        .render_report(&mut out, e)
-        .expect("render");
-}
-
 fn run(text: &str) {
-    match load_str("prop.yml", text, &opts()) {
-        Ok(p) => {
-            check_ok(&p);
-            let env = mcpwall::paths::PathEnv::new(&opts().home, &opts().project_dir);
-            if let Err(e) = mcpwall::program::Program::compile_with(&p, &env) {
-                check_err(text, &e, false);
-            }
-        }
-        Err(e) => check_err(text, &e, true),
-    }
+    checks::check_text(text);
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn yamlish_text_never_panics_and_spans_stay_inside(text in yamlish()) {
@@ -213,4 +117,32 @@ proptest! {
         let text = format!("{}{}{}", &base[..at], insert, &base[at..]);
         run(&text);
     }
+}
+
+/// Every input under `tests/fuzz/regressions/policy_load/` still passes the checks.
+#[test]
+fn policy_load_regressions() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions/policy_load");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no regression inputs in {}",
+        dir.display()
+    );
+    let mut failed = Vec::new();
+    for path in &files {
+        let data = std::fs::read(path).unwrap();
+        if catch_unwind(AssertUnwindSafe(|| checks::check_load(&data))).is_err() {
+            failed.push(format!(
+                "{}\n  reproducer: {}",
+                path.display(),
+                checks::reproducer(&data)
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "failed:\n{}", failed.join("\n"));
 }

@@ -116,12 +116,24 @@ fn snapshot_in(dir: &Path, name: &str, value: &str) {
     settings.bind(|| insta::assert_snapshot!(name.to_string(), value));
 }
 
+/// insta keeps `glob!` failure counts in one process-wide stack, so a snapshot failing in
+/// one test while another test runs `glob!` is counted against the wrong test. Snapshot
+/// tests take this lock to run one at a time.
+static SNAPSHOTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SNAPSHOTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
 }
 
 #[test]
 fn check_cases() {
+    let _serial = serial();
     insta::glob!("../golden/check", "*/frames.jsonl", |path| {
         let case = path.parent().expect("case dir");
         let sandbox = Sandbox::new();
@@ -184,6 +196,7 @@ fn pack_name(path: &str) -> String {
 
 #[test]
 fn explain_every_builtin_pack() {
+    let _serial = serial();
     let dir = golden_dir().join("explain");
     for (path, _) in mcpwall::builtin::FILES {
         let name = pack_name(path);
@@ -207,6 +220,7 @@ fn explain_every_builtin_pack() {
 
 #[test]
 fn explain_custom_policies() {
+    let _serial = serial();
     insta::glob!("../golden/explain/policies", "*.yaml", |path| {
         let sandbox = Sandbox::new();
         let text = sandbox.expand(&std::fs::read_to_string(path).expect("policy"));
@@ -464,4 +478,43 @@ fn yaml_round_trip_of_custom_policies() {
         n += 1;
     }
     assert!(n >= 3);
+}
+
+/// Every profile followed by every server pack (the way users combine them) explains with no
+/// shadowed, redundant or never-matching rule.
+#[test]
+fn profiles_with_server_packs_have_no_warnings() {
+    use mcpwall::config::LoadOptions;
+
+    let sandbox = Sandbox::new();
+    let opts = LoadOptions {
+        explicit: None,
+        home: sandbox.home.clone(),
+        project_dir: sandbox.project.clone(),
+    };
+    let names: Vec<String> = mcpwall::builtin::FILES
+        .iter()
+        .map(|(p, _)| pack_name(p))
+        .collect();
+    let servers: Vec<&String> = names.iter().filter(|n| n.starts_with("servers/")).collect();
+    let mut firsts: Vec<&str> = names
+        .iter()
+        .filter(|n| n.starts_with("profiles/"))
+        .map(String::as_str)
+        .collect();
+    firsts.push("default");
+    let mut problems = Vec::new();
+    for first in firsts {
+        let list = std::iter::once(first.to_string())
+            .chain(servers.iter().map(|s| s.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!("version: 1\nextends: [{list}]\n");
+        let policy =
+            mcpwall::config::load_str("combo.yaml", &text, &opts).expect("combination loads");
+        for w in mcpwall::cli::explain::warnings(&policy) {
+            problems.push(format!("[{list}]: {w}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -4,7 +4,19 @@
 
 use std::path::{Path, PathBuf};
 
-use mcpwall::config::{LoadOptions, load_str};
+use mcpwall::config::{LoadOptions, Packs, load_str_with_packs};
+
+/// A fixed pack table, so the snapshots (which list pack names in help texts) do not change
+/// whenever a built-in pack is added.
+const PACKS: Packs = &[
+    ("rules/default.yml", "version: 1\n"),
+    ("rules/strict.yml", "version: 1\n"),
+    (
+        "profiles/strict.yml",
+        "version: 1\nextends: [default, strict]\n",
+    ),
+    ("servers/filesystem-mcp.yaml", "version: 1\n"),
+];
 
 fn render(name: &str, text: &str) -> String {
     let opts = LoadOptions {
@@ -12,7 +24,7 @@ fn render(name: &str, text: &str) -> String {
         home: "/home/user".into(),
         project_dir: "/home/user/project".into(),
     };
-    match load_str(name, text, &opts) {
+    match load_str_with_packs(name, text, &opts, PACKS) {
         Ok(p) => panic!("{name} should not load; it loaded {} rules", p.rules.len()),
         Err(e) => {
             let mut out = String::new();

@@ -789,3 +789,174 @@ fn methods() {
 fn paths() {
     run(PATHS);
 }
+
+/// Builds a policy, returning the compile error's rendered diagnostics.
+fn compile_error(yaml: &str) -> Vec<(String, String, String)> {
+    let env = TestEnv::new();
+    let policy = support::load_policy(yaml, &env);
+    let err = mcpwall::program::Program::compile_with(&policy, &env.env)
+        .expect_err("policy must not compile");
+    err.diagnostics
+        .iter()
+        .map(|d| {
+            use miette::Diagnostic;
+            let label = d
+                .labels()
+                .and_then(|mut l| l.next())
+                .map(|l| {
+                    let text = &policy.sources[0].text;
+                    text[l.offset()..l.offset() + l.len()].to_string()
+                })
+                .unwrap_or_default();
+            (
+                d.code().map(|c| c.to_string()).unwrap_or_default(),
+                d.to_string(),
+                label,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn unknown_disabled_detector_is_refused_by_compile_too() {
+    // The loader refuses unknown names; compile is the backstop for policies built
+    // another way, and points at the name.
+    let env = TestEnv::new();
+    let mut policy = support::load_policy("{secrets: {disable: [aws-access-key-id]}}", &env);
+    let mut bogus = policy.disabled_secrets[0].clone();
+    bogus.value = "no-such-detector".into();
+    policy.disabled_secrets.push(bogus.clone());
+    let err = mcpwall::program::Program::compile_with(&policy, &env.env)
+        .expect_err("unknown detector must not compile");
+    assert_eq!(err.diagnostics.len(), 1);
+    let d = &err.diagnostics[0];
+    assert!(d.to_string().contains("no-such-detector"), "{d}");
+    use miette::Diagnostic;
+    let label = d.labels().and_then(|mut l| l.next()).expect("a label");
+    assert_eq!(label.offset(), bogus.span.offset);
+}
+
+#[test]
+fn regexes_too_large_together_point_into_the_policy() {
+    // Each regex passes the loader's own size check; together they exceed the
+    // 10 MiB bound of the single argument automaton.
+    let mut yaml = String::from("rules:\n");
+    for i in 0..5 {
+        yaml.push_str(&format!(
+            "  - name: big-{i}\n    match: {{arguments: {{a{i}: {{regex: '(?:\\w{{30}}x{i}){{4}}'}}}}}}\n    action: deny\n"
+        ));
+    }
+    let errors = compile_error(&yaml);
+    assert!(!errors.is_empty());
+    for (code, message, label) in &errors {
+        assert!(code.starts_with("mcpwall::"), "{code}");
+        assert!(message.contains("regex"), "{message}");
+        assert!(
+            label.contains("\\w{30}"),
+            "label {label:?} does not point at a regex"
+        );
+    }
+}
+
+#[test]
+fn rules_are_listed_in_precedence_order_with_their_engines() {
+    use mcpwall::program::{Engine, RuleAction};
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"{rules: [{name: first, match: {tool: 'bash*', arguments: {command: {regex: 'rm'}, path: {not_under: '${PROJECT_DIR}'}}}, action: deny, message: nope}, {name: second, match: {method: '*'}, action: allow}], outbound_rules: [{name: out, match: {secrets: true, response_contains: [x]}, action: redact}]}",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let rules: Vec<_> = program.rules().collect();
+    assert_eq!(rules.len(), 2);
+    let (id, first) = rules[0];
+    assert_eq!(id.0, 0);
+    assert_eq!(first.name, "first");
+    assert_eq!(first.action, RuleAction::Deny);
+    assert_eq!(first.message.as_deref(), Some("nope"));
+    assert!(
+        first.location.starts_with("test.yml:"),
+        "{}",
+        first.location
+    );
+    let engines: Vec<Engine> = first.conditions.iter().map(|c| c.engine).collect();
+    assert!(engines.contains(&Engine::ToolGlob));
+    assert!(engines.contains(&Engine::ArgRegex));
+    assert!(engines.contains(&Engine::NotUnder));
+    assert_eq!(rules[1].1.action, RuleAction::Allow);
+    let out: Vec<_> = program.outbound_rules().collect();
+    assert_eq!(out[0].1.action, RuleAction::Redact);
+    assert!(
+        out[0]
+            .1
+            .conditions
+            .iter()
+            .any(|c| c.engine == Engine::ContainsLiteral)
+    );
+}
+
+#[test]
+fn redaction_labels_and_counts_name_detectors_and_rules() {
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"outbound_rules: [{name: hide, match: {secrets: true, response_contains: [internal]}, action: redact}]",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let line = env.fill(
+        r#"{"jsonrpc":"2.0","id":1,"result":{"a":"{aws} internal","b":"{ghp}","c":"{aws}"}}"#,
+    );
+    let mut parsed = mcpwall::frame::Parsed::new();
+    support::parse(line.as_bytes(), &mut parsed);
+    let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
+    let outcome = program.scan_response(
+        &frame,
+        &frame.messages()[0],
+        &support::Call {
+            method: Some("tools/call"),
+            tool: None,
+            server: "s",
+        }
+        .info(),
+        &mut scratch,
+    );
+    let mcpwall::verdict::Outcome::Redact { redactions, .. } = outcome else {
+        panic!("expected a redaction, got {outcome:?}");
+    };
+    let counts = program.redaction_counts(redactions);
+    assert_eq!(
+        counts,
+        vec![("aws-access-key-id", 2), ("github-token", 1), ("hide", 1)]
+    );
+    // Spans are sorted and disjoint.
+    assert!(redactions.windows(2).all(|w| w[0].raw.end < w[1].raw.start));
+}
+
+#[test]
+fn scan_text_handles_invalid_utf8() {
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"outbound_rules: [{name: r, match: {secrets: true}, action: redact}]",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let key = support::fake_github();
+    let mut line = b"\xff\xfe junk ".to_vec();
+    let start = line.len();
+    line.extend_from_slice(key.as_bytes());
+    line.extend_from_slice(b" \xc3");
+    let call = support::Call {
+        method: None,
+        tool: None,
+        server: "s",
+    };
+    match program.scan_text(&line, &call.info(), &mut scratch) {
+        mcpwall::verdict::Outcome::Redact { redactions, .. } => {
+            assert_eq!(redactions.len(), 1);
+            assert_eq!(redactions[0].raw, start..start + key.len());
+        }
+        other => panic!("expected a redaction, got {other:?}"),
+    }
+}

@@ -140,24 +140,33 @@ pub fn render_text(policy: &Policy, program: &Program) -> String {
     let _ = writeln!(w, "  then: no rule matched -> the message passes unchanged");
 
     let specs = program.detector().specs();
-    let _ = writeln!(w, "\nSecret detectors ({}):", specs.len());
-    let width = specs.iter().map(|s| s.name.len()).max().unwrap_or(0);
-    for spec in specs {
-        let origin = if spec.origin == "builtin" {
-            "built-in".to_string()
-        } else {
-            policy
-                .secret_patterns
-                .iter()
-                .find(|p| p.name.value == spec.name)
-                .map(|p| location(policy, p.name.span))
-                .unwrap_or_else(|| spec.origin.clone())
-        };
+    let builtin: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.origin == "builtin")
+        .map(|s| s.name.as_str())
+        .collect();
+    let _ = writeln!(
+        w,
+        "\nSecret detectors ({}: {} built-in, {} from the policy):",
+        specs.len(),
+        builtin.len(),
+        specs.len() - builtin.len()
+    );
+    for line in wrap_list(&builtin, 88) {
+        let _ = writeln!(w, "  {line}");
+    }
+    for spec in specs.iter().filter(|s| s.origin != "builtin") {
+        let origin = policy
+            .secret_patterns
+            .iter()
+            .find(|p| p.name.value == spec.name)
+            .map(|p| location(policy, p.name.span))
+            .unwrap_or_else(|| spec.origin.clone());
         let entropy = spec
             .entropy_threshold
             .map(|t| format!("  (entropy >= {t})"))
             .unwrap_or_default();
-        let _ = writeln!(w, "  {:<width$}  {origin}{entropy}", spec.name);
+        let _ = writeln!(w, "  {}  {origin}{entropy}", spec.name);
     }
     for d in &policy.disabled_secrets {
         let _ = writeln!(w, "  disabled: {}  ({})", d.value, location(policy, d.span));
@@ -175,6 +184,30 @@ pub fn render_text(policy: &Policy, program: &Program) -> String {
         let _ = writeln!(w, "  ! {warning}");
     }
     o
+}
+
+/// Comma-separated names, wrapped before `width` columns.
+fn wrap_list(names: &[&str], width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let item = if i + 1 < names.len() {
+            format!("{name},")
+        } else {
+            name.to_string()
+        };
+        if !line.is_empty() && line.len() + 1 + item.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&item);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 fn settings_lines(s: &Settings) -> Vec<(&'static str, String)> {

@@ -69,6 +69,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         program: program_name.into(),
         args: server_args.iter().map(Into::into).collect(),
     };
+    let started = std::time::Instant::now();
     let home = home_dir()?;
     let project_dir = std::env::current_dir()
         .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
@@ -77,11 +78,21 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         home: home.clone(),
         project_dir,
     })?;
+    let loaded = started.elapsed();
     let program = Arc::new(Program::compile(&policy)?);
+    let compiled = started.elapsed();
     let settings = program.settings().clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
     };
+    chatter.log(
+        LogLevel::Debug,
+        format_args!(
+            "policy loaded in {} µs, compiled in {} µs",
+            loaded.as_micros(),
+            (compiled - loaded).as_micros()
+        ),
+    );
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
     let audit = Audit::start(
         AuditConfig {

@@ -33,8 +33,9 @@ pub(crate) enum Restricted {
     No,
     /// Only tightening parts apply: deny rules, outbound deny/redact/log_only rules, extra
     /// secret patterns, and settings that tighten. Allow rules (inbound and outbound),
-    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser or
-    /// removed `rate_limit`, `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
+    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
+    /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
 }
 

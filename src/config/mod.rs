@@ -22,6 +22,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[doc(hidden)]
+pub mod checks;
 pub mod diag;
 mod merge;
 pub(crate) mod model;

@@ -141,7 +141,7 @@ fn parse_options() -> serde_saphyr::Options {
             max_merge_keys: 1_000,
         },
         alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: 20_000,
+            max_total_replayed_events: 10_000,
             max_replay_stack_depth: 16,
         },
         strict_booleans: true,
@@ -186,8 +186,9 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
             "fix the YAML syntax at this place (indentation, quotes, brackets)",
         ),
     };
+    let lines = Lines::new(&source.text);
     let span = match err.location() {
-        Some(loc) if loc.line() > 0 => span_of_location(&source.text, id, &loc),
+        Some(loc) if loc.line() > 0 => span_of_location(&source.text, &lines, id, &loc),
         _ => Span {
             source: id,
             offset: 0,
@@ -203,19 +204,72 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
     PolicyDiagnostic::at(code, message, source, span, "here").with_help(help)
 }
 
+/// Where each line starts, to turn byte offsets into line and column in O(log n).
+///
+/// Lines end at `\n` (so `\r\n` files count as editors count them); columns count
+/// characters; a byte-order mark at the start of the file is not counted, as editors hide it.
+#[derive(Debug)]
+pub(crate) struct Lines {
+    starts: Vec<usize>,
+    bom: usize,
+}
+
+impl Lines {
+    pub(crate) fn new(text: &str) -> Lines {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+        Lines { starts, bom }
+    }
+
+    /// 1-based line and column of a byte offset (clamped to the text and to a char start).
+    pub(crate) fn locate(&self, text: &str, offset: usize) -> (u32, u32) {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let mut start = self.starts[line - 1];
+        if line == 1 {
+            start = start.max(self.bom.min(offset));
+        }
+        let column = text[start..offset].chars().count() + 1;
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(column).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// A [`Span`] of `len` bytes at `offset`.
+    pub(crate) fn span(&self, text: &str, id: SourceId, offset: usize, len: usize) -> Span {
+        let offset = offset.min(text.len());
+        let (line, column) = self.locate(text, offset);
+        Span {
+            source: id,
+            offset,
+            len: len.min(text.len() - offset),
+            line,
+            column,
+        }
+    }
+}
+
 /// Convert a serde-saphyr location into a [`Span`]. serde-saphyr gives byte offsets when it
-/// parsed a string, but not for every error; the offset is then recomputed from line and
-/// (character) column.
-pub(crate) fn span_of_location(text: &str, id: SourceId, loc: &serde_saphyr::Location) -> Span {
-    let line = u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1);
-    let column = u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1);
+/// parsed a string, but not for every error; the offset is then recomputed from its line
+/// and (character) column. Line and column are always derived from the offset, so they
+/// agree with the label miette draws.
+pub(crate) fn span_of_location(
+    text: &str,
+    lines: &Lines,
+    id: SourceId,
+    loc: &serde_saphyr::Location,
+) -> Span {
     let sp = loc.span();
     let (offset, len) = match (sp.byte_offset(), sp.byte_len()) {
-        (Some(o), Some(l)) if (o as usize) <= text.len() => {
-            let o = o as usize;
-            (o, (l as usize).min(text.len() - o))
-        }
+        (Some(o), Some(l)) if (o as usize) <= text.len() => (o as usize, l as usize),
         _ => {
+            let line = u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1);
+            let column = u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1);
             let o = offset_of(text, line, column);
             let chars = sp.len() as usize;
             let l = text[o..]
@@ -226,13 +280,7 @@ pub(crate) fn span_of_location(text: &str, id: SourceId, loc: &serde_saphyr::Loc
             (o, l)
         }
     };
-    Span {
-        source: id,
-        offset,
-        len,
-        line,
-        column,
-    }
+    lines.span(text, id, offset, len)
 }
 
 /// Byte offset of a 1-based line and character column, clamped to the text.
@@ -256,8 +304,8 @@ pub(crate) fn offset_of(text: &str, line: u32, column: u32) -> usize {
 
 /// Span of a node: where its content is written (an alias's anchor, not the `*alias`).
 /// Collections extend to the end of their last child, so a label can cover a whole rule.
-pub(crate) fn node_span(text: &str, id: SourceId, node: &YNode) -> Span {
-    let mut span = span_of_location(text, id, &node.defined);
+pub(crate) fn node_span(text: &str, lines: &Lines, id: SourceId, node: &YNode) -> Span {
+    let mut span = span_of_location(text, lines, id, &node.defined);
     let end = node_end(text, node);
     if end > span.offset && matches!(node.value, Node::Seq(_) | Node::Map(_)) {
         span.len = end - span.offset;

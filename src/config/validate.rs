@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::diag::{Code, PolicyDiagnostic};
-use super::model::{Node, RawPolicy, RawSettings, YNode, node_span};
+use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
     LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
@@ -34,10 +34,12 @@ pub(crate) struct Vars {
 pub(crate) struct Decoder<'a> {
     source: &'a Source,
     id: SourceId,
+    lines: Lines,
     vars: &'a Vars,
     pub(crate) diags: Vec<PolicyDiagnostic>,
     /// Every rule name written, valid rule or not, for the duplicate check.
-    names: Vec<Spanned<String>>,
+    /// With the rule's use site when the rule is an `*alias` of another.
+    names: Vec<(Spanned<String>, Option<Span>)>,
 }
 
 /// The entries of one mapping, after unknown keys were reported.
@@ -123,6 +125,7 @@ impl<'a> Decoder<'a> {
         Decoder {
             source,
             id,
+            lines: Lines::new(&source.text),
             vars,
             diags: Vec::new(),
             names: Vec::new(),
@@ -130,7 +133,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn span(&self, node: &YNode) -> Span {
-        node_span(&self.source.text, self.id, node)
+        node_span(&self.source.text, &self.lines, self.id, node)
     }
 
     /// The span of a scalar only (for collections: their first token), for short labels.
@@ -138,7 +141,9 @@ impl<'a> Decoder<'a> {
         let mut s = self.span(node);
         if matches!(node.value, Node::Map(_) | Node::Seq(_)) {
             let rest = &self.source.text[s.offset..];
-            s.len = rest.find('\n').unwrap_or(rest.len()).min(s.len.max(1));
+            let first_line = rest.find('\n').unwrap_or(rest.len());
+            let one_char = rest.chars().next().map_or(0, char::len_utf8);
+            s.len = s.len.max(one_char).min(first_line);
         }
         s
     }
@@ -157,13 +162,32 @@ impl<'a> Decoder<'a> {
 
     fn wrong_type(&mut self, node: &YNode, what: &str, expected: &str) {
         let found = node.value.kind();
+        let span = self.head_span(node);
+        let scalar = matches!(
+            node.value,
+            Node::Int(_) | Node::Float(_) | Node::Bool(_) | Node::Null
+        );
+        let help = if expected == "a string" && scalar {
+            let written = self.written(span);
+            format!("quote it to make it a string: `\"{written}\"`")
+        } else {
+            format!("write {what} as {expected}")
+        };
         self.report(
             Code::WrongType,
             format!("{what} must be {expected}, found {found}"),
-            self.head_span(node),
+            span,
             format!("expected {expected}"),
-            format!("write {what} as {expected}"),
+            help,
         );
+    }
+
+    /// The text a span covers, as written.
+    fn written(&self, span: Span) -> &str {
+        self.source
+            .text
+            .get(span.offset..span.offset + span.len)
+            .unwrap_or("")
     }
 
     /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
@@ -190,6 +214,18 @@ impl<'a> Decoder<'a> {
                 continue;
             }
             had_unknown = true;
+            if key == "_any_value" {
+                // Usually `arguments:` was forgotten, or the selector went inside a matcher.
+                self.report(
+                    Code::BadAnyValue,
+                    format!("`_any_value` is not allowed in {what}"),
+                    self.span(k),
+                    "`_any_value` selects argument values",
+                    "put it under `arguments`, beside the argument names: \
+                     `arguments: {_any_value: {pattern: \"**/.env\"}}`",
+                );
+                continue;
+            }
             let (label, help) = match did_you_mean(&key, allowed) {
                 Some(near) => (
                     format!("did you mean `{near}`?"),
@@ -348,8 +384,8 @@ impl<'a> Decoder<'a> {
             Some(v) => self.report(
                 Code::BadVersion,
                 format!(
-                    "unsupported policy version {}",
-                    v.value.key_text().unwrap_or_else(|| v.value.kind().into())
+                    "unsupported policy version `{}`",
+                    self.written(self.head_span(v))
                 ),
                 self.span(v),
                 "this mcpwall reads version 1",
@@ -386,24 +422,28 @@ impl<'a> Decoder<'a> {
     fn duplicate_names(&mut self) {
         let mut seen: HashMap<&str, Span> = HashMap::new();
         let mut found = Vec::new();
-        for name in &self.names {
+        for (name, alias_at) in &self.names {
             if let Some(first) = seen.get(name.value.as_str()) {
-                found.push((name.clone(), *first));
+                // A rule repeated through an alias has its name at the anchor; point at the
+                // `*alias` that repeats it instead.
+                found.push((name.value.clone(), alias_at.unwrap_or(name.span), *first));
             } else {
                 seen.insert(&name.value, name.span);
             }
         }
-        for (name, first) in found {
+        for (name, second, first) in found {
             self.diags.push(
                 PolicyDiagnostic::at(
                     Code::DuplicateRule,
-                    format!("two rules are named `{}`", name.value),
+                    format!("two rules are named `{name}`"),
                     self.source,
-                    name.span,
+                    second,
                     "second rule with this name",
                 )
                 .with_label(first, "first defined here")
-                .with_help("rule names identify rules in audit logs and `explain-policy`: rename one of them"),
+                .with_help(
+                    "rule names identify rules in audit logs and `explain-policy`: rename one of them",
+                ),
             );
         }
     }
@@ -582,7 +622,9 @@ impl<'a> Decoder<'a> {
                 None
             }
         }?;
-        self.names.push(name.clone());
+        let alias_at = (node.referenced != node.defined)
+            .then(|| span_of_location(&self.source.text, &self.lines, self.id, &node.referenced));
+        self.names.push((name.clone(), alias_at));
         let valid = !name.value.is_empty()
             && name.value.len() <= 80
             && name
@@ -806,18 +848,6 @@ impl<'a> Decoder<'a> {
                     None => ok = false,
                 },
                 "not_under" => {
-                    if *selector == ArgSelector::AnyValue {
-                        self.report(
-                            Code::BadAnyValue,
-                            "`not_under` cannot be used with `_any_value`",
-                            span,
-                            "every key and non-path value would match",
-                            "name the path argument instead (e.g. `path: {not_under: ...}`), \
-                             or use `pattern` with `_any_value`",
-                        );
-                        ok = false;
-                        continue;
-                    }
                     let roots = self.strings(v, "`not_under`");
                     if roots.is_empty() {
                         ok = false;
@@ -1133,7 +1163,7 @@ impl<'a> Decoder<'a> {
                     format!("there is no built-in detector named `{}`", name.value),
                     name.span,
                     label,
-                    format!("built-in detectors: {}", builtin_refs.join(", ")),
+                    "use the exact name of a built-in detector; `mcpwall explain-policy` lists them",
                 );
             }
         }
@@ -1289,17 +1319,8 @@ impl<'a> Decoder<'a> {
     }
 
     fn sub_span(&self, outer: Span, at: usize, len: usize) -> Span {
-        let offset = (outer.offset + at).min(self.source.text.len());
-        let len = len.min(self.source.text.len() - offset);
-        let before = &self.source.text[..offset];
-        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-        Span {
-            source: outer.source,
-            offset,
-            len,
-            line: before.matches('\n').count() as u32 + 1,
-            column: before[line_start..].chars().count() as u32 + 1,
-        }
+        self.lines
+            .span(&self.source.text, outer.source, outer.offset + at, len)
     }
 }
 

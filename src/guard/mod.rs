@@ -21,6 +21,7 @@
 //! 4. anything else is forwarded as the server sent it, byte for byte.
 
 pub mod breaker;
+pub mod hook;
 pub mod normalize;
 pub mod pins;
 pub mod poison;
@@ -132,6 +133,124 @@ pub enum GuardEvent {
         /// The violations that tripped it, oldest first.
         triggering: Vec<String>,
     },
+}
+
+impl GuardEvent {
+    /// The built-in rule name this event is audited under.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            GuardEvent::Pinned { .. } => "mcpwall:pinned",
+            GuardEvent::Added { .. } => "mcpwall:tool_added",
+            GuardEvent::Drift { .. } => "mcpwall:tool_drift",
+            GuardEvent::Poisoned { .. } => "mcpwall:tool_poisoned",
+            GuardEvent::Hidden { .. } => "mcpwall:tool_hidden",
+            GuardEvent::Unreadable { .. } => "mcpwall:list_unreadable",
+            GuardEvent::PinWriteFailed { .. } => "mcpwall:pin_write_failed",
+            GuardEvent::Suspended { .. } => "mcpwall:circuit_breaker",
+        }
+    }
+
+    /// Whether the agent was kept from something (an entry, a list, the session).
+    pub fn withheld(&self) -> bool {
+        match self {
+            GuardEvent::Drift { withheld, .. } | GuardEvent::Poisoned { withheld, .. } => *withheld,
+            GuardEvent::Hidden { .. }
+            | GuardEvent::Unreadable { .. }
+            | GuardEvent::Suspended { .. } => true,
+            GuardEvent::Pinned { .. }
+            | GuardEvent::Added { .. }
+            | GuardEvent::PinWriteFailed { .. } => false,
+        }
+    }
+
+    /// The tool (or `prompt:…`, `@instructions`) the event is about.
+    pub fn entry(&self) -> Option<&str> {
+        match self {
+            GuardEvent::Added { entry, .. }
+            | GuardEvent::Drift { entry, .. }
+            | GuardEvent::Poisoned { entry, .. } => Some(entry),
+            GuardEvent::Hidden { tool, .. } => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// One line for the audit message and stderr. Poison evidence is an excerpt of
+    /// server metadata, escaped; it never contains client data.
+    pub fn summary(&self) -> String {
+        match self {
+            GuardEvent::Pinned { server, entries } => {
+                format!("first session of {server}: pinned {entries} definitions")
+            }
+            GuardEvent::Added { server, entry } => format!(
+                "{server} added {entry} since it was pinned; review with `mcpwall pins diff {server}`"
+            ),
+            GuardEvent::Drift {
+                server,
+                entry,
+                change,
+                fields,
+                withheld,
+            } => format!(
+                "{server}: {entry} {change} since it was approved{}{}",
+                if fields.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", fields.join(", "))
+                },
+                if *withheld {
+                    "; withheld until `mcpwall pins approve`"
+                } else {
+                    "; forwarded (pinning: warn)"
+                }
+            ),
+            GuardEvent::Poisoned {
+                server,
+                entry,
+                findings,
+                withheld,
+            } => {
+                let detail: Vec<String> = findings
+                    .iter()
+                    .map(|f| format!("{} [{}] {}", f.kind, f.rule, f.evidence))
+                    .collect();
+                format!(
+                    "{server}: {entry} looks poisoned: {}{}",
+                    detail.join("; "),
+                    if *withheld {
+                        "; withheld"
+                    } else {
+                        "; forwarded (poison_scan: warn)"
+                    }
+                )
+            }
+            GuardEvent::Hidden { server, tool } => {
+                format!(
+                    "{server}: {tool} hidden from the agent: the policy denies it unconditionally"
+                )
+            }
+            GuardEvent::Unreadable {
+                server,
+                method,
+                error,
+            } => {
+                format!(
+                    "{server}: {method} result could not be inspected ({error}); replaced by an error"
+                )
+            }
+            GuardEvent::PinWriteFailed { server, error } => {
+                format!("{server}: pins not saved: {error}")
+            }
+            GuardEvent::Suspended {
+                server,
+                max_violations,
+                window_seconds,
+                triggering,
+            } => format!(
+                "{server}: session suspended after {max_violations} violations within {window_seconds}s: {}",
+                triggering.join("; ")
+            ),
+        }
+    }
 }
 
 /// What [`Guard::on_server_message`] decided about one server message.
@@ -328,6 +447,11 @@ impl Guard {
         };
         self.suspended.store(true, Ordering::Release);
         Some(event)
+    }
+
+    /// Whether a circuit breaker is configured.
+    pub fn has_breaker(&self) -> bool {
+        self.config.circuit_breaker.is_some()
     }
 
     pub fn is_suspended(&self) -> bool {

@@ -32,7 +32,8 @@ use crate::program::Program;
 pub use child::{ChildSpec, SpawnError};
 use codec::LineReader;
 use pending::Pending;
-use pump::{Ctx, Inbound, Outbound, Sink};
+pub use pump::FramePath;
+use pump::{BufPool, Ctx, Inbound, Outbound, Sink};
 pub use shutdown::Grace;
 
 /// Batches in flight to each writer before the pump feeding it waits.
@@ -111,9 +112,11 @@ impl Names for Program {
 async fn write_from<W: AsyncWrite + Unpin>(
     mut w: W,
     mut rx: mpsc::Receiver<Vec<u8>>,
+    pool: BufPool,
 ) -> std::io::Result<()> {
     while let Some(batch) = rx.recv().await {
         w.write_all(&batch).await?;
+        pool.give(batch);
         if rx.is_empty() {
             w.flush().await?;
         }
@@ -152,18 +155,23 @@ pub async fn run(
 
     let (client_tx, client_rx) = mpsc::channel(WRITER_CHANNEL);
     let (server_tx, server_rx) = mpsc::channel(WRITER_CHANNEL);
-    let mut client_writer = Some(tokio::spawn(write_from(client_out, client_rx)));
-    let server_writer = tokio::spawn(write_from(server_in, server_rx));
+    let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
+    let mut client_writer = Some(tokio::spawn(write_from(
+        client_out,
+        client_rx,
+        client_pool.clone(),
+    )));
+    let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
     let outbound = Outbound::new(
         ctx.clone(),
-        Sink::strong(client_tx.clone()),
-        Sink::weak(server_tx.downgrade()),
+        Sink::strong(client_tx.clone(), client_pool.clone()),
+        Sink::weak(server_tx.downgrade(), server_pool.clone()),
     );
     let inbound = Inbound::new(
         ctx.clone(),
-        Sink::strong(server_tx),
-        Sink::strong(client_tx.clone()),
+        Sink::strong(server_tx, server_pool),
+        Sink::strong(client_tx.clone(), client_pool),
     );
     let mut outbound: JoinHandle<()> =
         tokio::spawn(outbound.run(LineReader::new(server_out, limits.max_frame_bytes)));

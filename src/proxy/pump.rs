@@ -23,7 +23,7 @@ use super::ratelimit::RateLimiter;
 use super::synth;
 use super::{Chatter, LogLevel};
 use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, RuleRef};
-use crate::config::policy::RedactMarker;
+use crate::config::policy::{LogArgs, RedactMarker};
 use crate::frame::{Frame, FrameError, Limits, Message, MessageKind, Parsed, TokenKind};
 use crate::program::{CallInfo, Program, Scratch};
 use crate::verdict::{Decision, Outcome};
@@ -58,28 +58,61 @@ enum SinkTx {
     Weak(mpsc::WeakSender<Vec<u8>>),
 }
 
+/// Emptied batch buffers handed back by a writer task, so steady-state flushing does
+/// not allocate.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BufPool(Arc<Mutex<Vec<Vec<u8>>>>);
+
+/// Buffers kept per pool, and the largest kept (a 20 MiB frame's buffer is dropped).
+const POOL_BUFS: usize = 8;
+const POOL_BUF_MAX: usize = 1024 * 1024;
+
+impl BufPool {
+    pub fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SINK_BUF))
+    }
+
+    pub fn give(&self, mut buf: Vec<u8>) {
+        if buf.capacity() > POOL_BUF_MAX {
+            return;
+        }
+        buf.clear();
+        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL_BUFS {
+            pool.push(buf);
+        }
+    }
+}
+
 /// An output buffer in front of a writer task.
 #[derive(Debug)]
 pub(crate) struct Sink {
     tx: SinkTx,
     buf: Vec<u8>,
     broken: bool,
+    pool: BufPool,
 }
 
 impl Sink {
-    pub fn strong(tx: mpsc::Sender<Vec<u8>>) -> Sink {
+    pub fn strong(tx: mpsc::Sender<Vec<u8>>, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Strong(tx),
-            buf: Vec::with_capacity(SINK_BUF),
+            buf: pool.take(),
             broken: false,
+            pool,
         }
     }
 
-    pub fn weak(tx: mpsc::WeakSender<Vec<u8>>) -> Sink {
+    pub fn weak(tx: mpsc::WeakSender<Vec<u8>>, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Weak(tx),
-            buf: Vec::with_capacity(SINK_BUF),
+            buf: pool.take(),
             broken: false,
+            pool,
         }
     }
 
@@ -94,7 +127,7 @@ impl Sink {
         if self.buf.is_empty() {
             return;
         }
-        let batch = std::mem::replace(&mut self.buf, Vec::with_capacity(SINK_BUF));
+        let batch = std::mem::replace(&mut self.buf, self.pool.take());
         if self.broken {
             return;
         }
@@ -235,12 +268,16 @@ pub(crate) struct Inbound {
     to_client: Sink,
     events: Vec<AuditEvent>,
     batch: Vec<Decided>,
+    /// `Some` with `log_args: full`: scratch for redacting logged arguments.
+    log_args: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
 }
 
 impl Inbound {
     pub fn new(ctx: Arc<Ctx>, to_server: Sink, to_client: Sink) -> Inbound {
         let scratch = ctx.program.scratch();
         let rate = ctx.program.settings().rate_limit.map(RateLimiter::new);
+        let log_args = (ctx.program.settings().log_args == LogArgs::Full)
+            .then(|| (ctx.program.detector().cache(), Vec::new()));
         Inbound {
             ctx,
             parsed: Parsed::new(),
@@ -250,6 +287,7 @@ impl Inbound {
             to_client,
             events: Vec::new(),
             batch: Vec::new(),
+            log_args,
         }
     }
 
@@ -636,8 +674,79 @@ impl Inbound {
         drop(pending);
         e.rule = d.rule;
         e.message = d.message.as_ref().map(|m| m.as_ref().into());
+        if d.allow
+            && let Some((cache, findings)) = &mut self.log_args
+        {
+            e.args = logged_args(&self.ctx.program, frame, msg, cache, findings);
+        }
         self.events.push(e);
     }
+}
+
+/// The arguments of an allowed request for `log_args: full`, as JSON text with every
+/// secret the detectors find replaced. Denied requests never get here. Strings are
+/// redacted one by one on the decoded value, so a secret can never straddle JSON syntax.
+fn logged_args(
+    program: &Program,
+    frame: &Frame<'_>,
+    msg: &Message,
+    cache: &mut crate::secrets::DetectorCache,
+    findings: &mut Vec<crate::secrets::Finding>,
+) -> Option<Box<str>> {
+    let value: serde_json::Value = serde_json::from_slice(&frame.raw[msg.span.clone()]).ok()?;
+    let params = value.get("params")?;
+    let mut args = if frame.method(msg) == Some("tools/call") {
+        params.get("arguments")?.clone()
+    } else {
+        params.clone()
+    };
+    fn walk(
+        v: &mut serde_json::Value,
+        detector: &crate::secrets::Detector,
+        cache: &mut crate::secrets::DetectorCache,
+        findings: &mut Vec<crate::secrets::Finding>,
+    ) {
+        match v {
+            serde_json::Value::String(s) => {
+                findings.clear();
+                detector.find(s, cache, findings);
+                if !findings.is_empty() {
+                    let mut out = String::with_capacity(s.len());
+                    let mut at = 0;
+                    for f in findings.iter() {
+                        if f.range.start < at {
+                            continue;
+                        }
+                        out.push_str(&s[at..f.range.start]);
+                        out.push_str(REDACT_MARKER);
+                        at = f.range.end;
+                    }
+                    out.push_str(&s[at..]);
+                    *s = out;
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    walk(i, detector, cache, findings);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                // Keys can carry secrets too (`_any_value` looks at them): rebuild.
+                let old = std::mem::take(map);
+                for (mut k, mut v) in old {
+                    let mut key = serde_json::Value::String(std::mem::take(&mut k));
+                    walk(&mut key, detector, cache, findings);
+                    walk(&mut v, detector, cache, findings);
+                    if let serde_json::Value::String(k) = key {
+                        map.insert(k, v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut args, program.detector(), cache, findings);
+    Some(args.to_string().into())
 }
 
 // ---------------------------------------------------------------------------------
@@ -1009,5 +1118,90 @@ impl Outbound {
             self.events.push(e);
         }
         wrote
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The frame path without I/O
+// ---------------------------------------------------------------------------------
+
+/// The synchronous per-line work of both pumps, with no I/O and no runtime: what the
+/// in-tree benchmark measures and what the property tests compare with the engine.
+/// Output accumulates in two buffers, as the pumps' sinks would send it.
+pub struct FramePath {
+    inbound: Inbound,
+    outbound: Outbound,
+    // Keep the channels open; nothing is ever sent on them.
+    _to_server: mpsc::Receiver<Vec<u8>>,
+    _to_client: mpsc::Receiver<Vec<u8>>,
+}
+
+impl FramePath {
+    pub fn new(program: Arc<Program>, server: &str, strict: bool) -> FramePath {
+        let limits = Limits {
+            max_frame_bytes: program.settings().max_frame_bytes,
+            ..Limits::default()
+        };
+        let ctx = Arc::new(Ctx {
+            program,
+            pending: Mutex::new(Pending::new(super::MAX_PENDING)),
+            audit: crate::audit::Audit::disabled().sender(),
+            server: server.into(),
+            strict,
+            limits,
+            chatter: Chatter {
+                level: LogLevel::Error,
+            },
+        });
+        let (server_tx, to_server) = mpsc::channel(1);
+        let (client_tx, to_client) = mpsc::channel(1);
+        FramePath {
+            outbound: Outbound::new(
+                ctx.clone(),
+                Sink::strong(client_tx.clone(), BufPool::default()),
+                Sink::weak(server_tx.downgrade(), BufPool::default()),
+            ),
+            inbound: Inbound::new(
+                ctx,
+                Sink::strong(server_tx, BufPool::default()),
+                Sink::strong(client_tx, BufPool::default()),
+            ),
+            _to_server: to_server,
+            _to_client: to_client,
+        }
+    }
+
+    /// Judge one client line (without its `\n`).
+    pub fn client_line(&mut self, raw: &[u8]) {
+        self.inbound.handle(Line::Frame(raw));
+        self.inbound.events.clear();
+    }
+
+    /// Judge one server line (without its `\n`).
+    pub fn server_line(&mut self, raw: &[u8]) {
+        self.outbound.handle(Line::Frame(raw));
+        self.outbound.events.clear();
+    }
+
+    /// Bytes bound for the server so far (frames plus `\n`); clears them.
+    pub fn take_to_server(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.inbound.to_server.buf);
+        out.append(&mut self.outbound.to_server.buf);
+        out
+    }
+
+    /// Bytes bound for the client so far; clears them.
+    pub fn take_to_client(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.inbound.to_client.buf);
+        out.append(&mut self.outbound.to_client.buf);
+        out
+    }
+
+    /// Discard buffered output without allocating (benchmarks).
+    pub fn clear(&mut self) {
+        self.inbound.to_server.buf.clear();
+        self.inbound.to_client.buf.clear();
+        self.outbound.to_server.buf.clear();
+        self.outbound.to_client.buf.clear();
     }
 }

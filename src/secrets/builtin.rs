@@ -34,7 +34,16 @@ pub(super) struct Builtin {
 /// (`password_hash`, `SECRET_KEY`), an optional closing quote, then `=`, `:`, `:=` or `=>`.
 macro_rules! assign {
     () => {
-        r#"[A-Za-z0-9_.-]{0,40}["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+        r#"(?:[_.-][A-Za-z0-9_.-]*|[A-Z][A-Za-z0-9_.-]*)?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+    };
+}
+
+/// The separator after a generic label (`password`, `secret`, `token`, `api_key`):
+/// only a short list of suffixes, so `secret_name`, `token_type` or `password_file`
+/// (which hold names, kinds and paths) are not read as secrets.
+macro_rules! generic_assign {
+    () => {
+        r#"(?:[_.-]?(?i:key|value|secret|token|access[_.-]?key|str|string|hash|b64|base64))?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
     };
 }
 
@@ -77,8 +86,9 @@ const fn row_at(
 }
 
 /// Gate for random-looking bodies of at least ~20 characters: real keys sit near
-/// 4–5 bits per byte, placeholders (`xxxx…`, `AKIAAAAA…`) far below 3.
-const RANDOM: Option<f64> = Some(3.0);
+/// 4–5 bits per byte (an unlucky 20-character AWS key id can dip to 2.9),
+/// placeholders (`xxxx…`, `AKIAAAAA…`) sit below 1.5.
+const RANDOM: Option<f64> = Some(2.5);
 /// Gate for generic `key = value` rows, whose values are shorter and wordier.
 const GENERIC: Option<f64> = Some(3.2);
 
@@ -93,10 +103,16 @@ const URL_KW: &[&str] = &["://"];
 pub(super) const BUILTINS: &[Builtin] = &[
     // ---- private keys: whole blocks, header to footer -------------------------------
     row(
+        "gcp-service-account-key",
+        &[r#""private_key""#],
+        r#""private_key"\s*:\s*"(?P<secret>-----BEGIN[ A-Z]*PRIVATE KEY-----[^"]*?-----END[ A-Z]*PRIVATE KEY-----(?:\\n)?)""#,
+        None,
+    ),
+    row(
         "private-key",
         &["-----BEGIN"],
         // With a footer: the whole block. Without (a truncated paste): header plus body.
-        r"-----BEGIN[ A-Z0-9]{0,32}PRIVATE KEY-----(?:[\s\S]*?-----END[ A-Z0-9]{0,32}PRIVATE KEY-----|[A-Za-z0-9+/=\s\\:,.-]*)",
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\:,.-]*)",
         None,
     ),
     row(
@@ -108,13 +124,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "putty-private-key",
         &["PuTTY-User-Key-File-"],
-        r"PuTTY-User-Key-File-[23]: [\s\S]*?Private-MAC: [0-9a-fA-F]{20,128}",
-        None,
-    ),
-    row(
-        "gcp-service-account-key",
-        &[r#""private_key""#],
-        r#""private_key"\s*:\s*"(?P<secret>-----BEGIN[ A-Z]{0,16}PRIVATE KEY-----[^"]*?-----END[ A-Z]{0,16}PRIVATE KEY-----(?:\\n)?)""#,
+        r"PuTTY-User-Key-File-[23]: [\s\S]*?Private-MAC: [0-9a-fA-F]{20,}",
         None,
     ),
     row(
@@ -165,7 +175,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-storage-connection-string",
         &["DefaultEndpointsProtocol="],
-        r"DefaultEndpointsProtocol=https?;[^\s]{0,200}?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        r"DefaultEndpointsProtocol=https?;[^\s]*?AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
         None,
     ),
     row(
@@ -183,7 +193,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "azure-sas-token",
         &["sv=20"],
-        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[^\s]{0,400}?sig=(?P<secret>[A-Za-z0-9%+/]{40,120}(?:%3D|=){0,2})",
+        r"sv=20[0-9]{2}-[0-9]{2}-[0-9]{2}&[^\s]*?sig=(?P<secret>[A-Za-z0-9%+/]{40,}(?:%3D|=){0,2})",
         None,
     ),
     row_at(
@@ -225,7 +235,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "github-refresh-token",
         &["ghr_"],
-        r"\bghr_[A-Za-z0-9]{36,76}\b",
+        r"\bghr_[A-Za-z0-9]{36,}\b",
         RANDOM,
     ),
     row(
@@ -238,25 +248,25 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "gitlab-pat",
         &["glpat-"],
-        r"\bglpat-[A-Za-z0-9_.-]{20,64}",
+        r"\bglpat-[A-Za-z0-9_.-]{20,}",
         RANDOM,
     ),
     row(
         "gitlab-runner-token",
         &["glrt-"],
-        r"\bglrt-[A-Za-z0-9_.-]{20,64}",
+        r"\bglrt-[A-Za-z0-9_.-]{20,}",
         RANDOM,
     ),
     row(
         "gitlab-runner-registration-token",
         &["GR1348941"],
-        r"\bGR1348941[A-Za-z0-9_-]{20,40}",
+        r"\bGR1348941[A-Za-z0-9_-]{20,}",
         RANDOM,
     ),
     row(
         "gitlab-deploy-token",
         &["gldt-"],
-        r"\bgldt-[A-Za-z0-9_-]{20,64}",
+        r"\bgldt-[A-Za-z0-9_-]{20,}",
         RANDOM,
     ),
     row(
@@ -269,13 +279,13 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "atlassian-api-token",
         &["ATATT3"],
-        r"\bATATT3[A-Za-z0-9_=-]{180,260}",
+        r"\bATATT3[A-Za-z0-9_=-]{180,}",
         RANDOM,
     ),
     row(
         "bitbucket-access-token",
         &["ATCTT3"],
-        r"\bATCTT3[A-Za-z0-9_=-]{180,260}",
+        r"\bATCTT3[A-Za-z0-9_=-]{180,}",
         RANDOM,
     ),
     row(
@@ -300,13 +310,13 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "slack-config-token",
         &["xox"],
-        r"\bxoxe(?:\.xox[bp])?-1-[A-Za-z0-9]{140,170}\b",
+        r"\bxoxe(?:\.xox[bp])?-1-[A-Za-z0-9]{140,}\b",
         RANDOM,
     ),
     row(
         "slack-token",
         &["xox"],
-        r"\bxox[abposr]-[A-Za-z0-9-]{20,200}\b",
+        r"\bxox[abposr]-[A-Za-z0-9-]{20,}",
         RANDOM,
     ),
     row(
@@ -318,14 +328,14 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "slack-webhook-url",
         &["hooks.slack.com"],
-        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>T[A-Z0-9]{8,12}/[A-Z0-9]{8,12}/[A-Za-z0-9]{24,48})",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>T[A-Z0-9]{8,12}/[A-Z0-9]{8,12}/[A-Za-z0-9]{24,})",
         None,
     ),
     row_at(
         "discord-webhook-url",
         &["iscord"],
         (1, 1),
-        r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_-]{60,80})",
+        r"discord(?:app)?\.com/api/webhooks/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_-]{60,})",
         RANDOM,
     ),
     row_at(
@@ -384,26 +394,26 @@ pub(super) const BUILTINS: &[Builtin] = &[
         "stripe-secret-key",
         &["k_live_", "k_test_"],
         (1, 1),
-        r"\bsk_(?:live|test)_[A-Za-z0-9]{24,99}\b",
+        r"\bsk_(?:live|test)_[A-Za-z0-9]{24,}\b",
         RANDOM,
     ),
     row_at(
         "stripe-restricted-key",
         &["k_live_", "k_test_"],
         (1, 1),
-        r"\brk_(?:live|test)_[A-Za-z0-9]{24,99}\b",
+        r"\brk_(?:live|test)_[A-Za-z0-9]{24,}\b",
         RANDOM,
     ),
     row(
         "stripe-webhook-secret",
         &["whsec_"],
-        r"\bwhsec_[A-Za-z0-9+/=]{32,64}",
+        r"\bwhsec_[A-Za-z0-9+/=]{32,}",
         RANDOM,
     ),
     row(
         "square-access-token",
         &["sq0", "EAAA"],
-        r"\b(?:sq0atp-[A-Za-z0-9_-]{22}|EAAA[A-Za-z0-9_-]{60})\b",
+        r"\b(?:sq0atp-[A-Za-z0-9_-]{22}|EAAA[A-Za-z0-9_-]{60})",
         RANDOM,
     ),
     row(
@@ -434,31 +444,31 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "anthropic-api-key",
         &["sk-"],
-        r"\bsk-ant-api03-[A-Za-z0-9_-]{80,120}",
+        r"\bsk-ant-api03-[A-Za-z0-9_-]{80,}",
         RANDOM,
     ),
     row(
         "anthropic-admin-key",
         &["sk-"],
-        r"\bsk-ant-admin01-[A-Za-z0-9_-]{80,120}",
+        r"\bsk-ant-admin01-[A-Za-z0-9_-]{80,}",
         RANDOM,
     ),
     row(
         "openai-project-key",
         &["sk-"],
-        r"\bsk-proj-[A-Za-z0-9_-]{40,200}",
+        r"\bsk-proj-[A-Za-z0-9_-]{40,}",
         RANDOM,
     ),
     row(
         "openai-service-account-key",
         &["sk-"],
-        r"\bsk-svcacct-[A-Za-z0-9_-]{40,200}",
+        r"\bsk-svcacct-[A-Za-z0-9_-]{40,}",
         RANDOM,
     ),
     row(
         "openai-admin-key",
         &["sk-"],
-        r"\bsk-admin-[A-Za-z0-9_-]{40,200}",
+        r"\bsk-admin-[A-Za-z0-9_-]{40,}",
         RANDOM,
     ),
     row_at(
@@ -588,13 +598,13 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "hashicorp-vault-token",
         &["hvs.", "hvb."],
-        r"\bhv[sb]\.[A-Za-z0-9_-]{90,300}",
+        r"\bhv[sb]\.[A-Za-z0-9_-]{90,}",
         RANDOM,
     ),
     row(
         "hashicorp-vault-recovery-token",
         &["hvr."],
-        r"\bhvr\.[A-Za-z0-9_-]{90,300}",
+        r"\bhvr\.[A-Za-z0-9_-]{90,}",
         RANDOM,
     ),
     row_at(
@@ -652,14 +662,14 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "sentry-auth-token",
         &["sntry"],
-        r"\bsntry[su]_[A-Za-z0-9+/=_-]{60,200}",
+        r"\bsntry[su]_[A-Za-z0-9+/=_-]{60,}",
         RANDOM,
     ),
     row_at(
         "sentry-dsn",
         URL_KW,
-        (1, 1),
-        r"//(?P<secret>[0-9a-f]{32})(?::[0-9a-f]{32})?@[A-Za-z0-9.-]+/[0-9]+",
+        (0, 0),
+        r"://(?P<secret>[0-9a-f]{32})(?::[0-9a-f]{32})?@[A-Za-z0-9.-]+/[0-9]+",
         None,
     ),
     row(
@@ -698,38 +708,38 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "postgres-url-password",
         &["postgres"],
-        r#"postgres(?:ql)?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"postgres(?:ql)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     row(
         "mysql-url-password",
         &["mysql:"],
-        r#"mysql://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"mysql://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     row(
         "mongodb-url-password",
         &["mongodb"],
-        r#"mongodb(?:\+srv)?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"mongodb(?:\+srv)?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     row(
         "redis-url-password",
         &["redis"],
-        r#"rediss?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"rediss?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     row(
         "amqp-url-password",
         &["amqp"],
-        r#"amqps?://[^\s:@/?#"'<>]{0,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        r#"amqps?://[^\s:@/?#"'<>]*:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     row_at(
         "url-basic-auth",
         URL_KW,
-        (1, 1),
-        r#"//[^\s:@/?#"'<>]{1,128}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]{0,255})@"#,
+        (0, 0),
+        r#"://[^\s:@/?#"'<>]{1,}:(?P<secret>[^\s:@/?#"'<>$][^\s@/?#"'<>]*)@"#,
         None,
     ),
     // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
@@ -737,14 +747,14 @@ pub(super) const BUILTINS: &[Builtin] = &[
         "http-authorization-header",
         &["uthorization", "UTHORIZATION"],
         (1, 1),
-        r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?:(?i:basic|bearer|token|digest)\s+)?(?P<secret>[A-Za-z0-9_.~+/-]{8,4096}={0,2})"#,
+        r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?:(?i:basic|bearer|token|digest)\s+)?(?P<secret>[A-Za-z0-9_.~+/-]{8,}={0,2})"#,
         Some(3.0),
     ),
     row_at(
         "http-bearer-token",
         &["earer", "EARER"],
         (1, 1),
-        r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9_.~+/-]{16,4096}={0,2})",
+        r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
         GENERIC,
     ),
     row_at(
@@ -753,8 +763,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
         (1, 1),
         concat!(
             r"(?i:passwd|password)",
-            assign!(),
-            r#"(?P<secret>[^\s"'`,;$<{%(\[][^\s"'`,;]{7,127})(?:["'`\s,;]|$)"#
+            generic_assign!(),
+            r#"(?P<secret>[^\s"'`,;$<>{}()\[\]%][^\s"'`,;<>{}()\[\]]{7,})(?:["'`\s,;]|$)"#
         ),
         Some(3.0),
     ),
@@ -764,8 +774,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
         (1, 1),
         concat!(
             r"(?i:secret)",
-            assign!(),
-            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,512})(?:[^A-Za-z0-9_+/=.~-]|$)"
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
         GENERIC,
     ),
@@ -775,8 +785,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
         (1, 1),
         concat!(
             r"(?i:api[_-]?key)",
-            assign!(),
-            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,512})(?:[^A-Za-z0-9_+/=.~-]|$)"
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
         GENERIC,
     ),
@@ -786,8 +796,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
         (1, 1),
         concat!(
             r"(?i:token)",
-            assign!(),
-            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,512})(?:[^A-Za-z0-9_+/=.~-]|$)"
+            generic_assign!(),
+            r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
         GENERIC,
     ),

@@ -2,6 +2,7 @@
 //! loader, frame parsing and the naive reference interpreter.
 #![allow(dead_code)]
 
+pub mod packs;
 pub mod reference;
 
 use std::path::PathBuf;
@@ -37,6 +38,10 @@ impl TestEnv {
             project,
             env,
         }
+    }
+
+    pub fn env_ref(&self) -> &PathEnv {
+        &self.env
     }
 
     /// Replace `{home}`, `{project}` and the fake-credential placeholders in a test text.

@@ -370,19 +370,20 @@ impl<'p> Reference<'p> {
             };
         let mut result = "pass".to_string();
         for rule in &self.policy.outbound_rules {
-            let mut found: Vec<String> = Vec::new();
+            // (text index, start, end) of everything the rule's content conditions found.
+            let mut found: Vec<(usize, usize, usize)> = Vec::new();
             let holds = glob_ok(&rule.method, method)
                 && glob_ok(&rule.tool, tool)
                 && glob_ok(&rule.server, Some(server))
                 && rule.response_size_exceeds.is_none_or(|n| size as u64 > n)
                 && (!rule.secrets || {
                     let mut any = false;
-                    for t in texts {
+                    for (ti, t) in texts.iter().enumerate() {
                         let mut cache = self.detector.cache();
                         let mut out = Vec::new();
                         self.detector.find(t, &mut cache, &mut out);
                         for f in &out {
-                            found.push(t[f.range.clone()].to_string());
+                            found.push((ti, f.range.start, f.range.end));
                             any = true;
                         }
                     }
@@ -392,11 +393,15 @@ impl<'p> Reference<'p> {
                     let mut any = false;
                     for lit in &rule.response_contains {
                         let needle = lit.value.to_ascii_lowercase();
-                        for t in texts {
+                        for (ti, t) in texts.iter().enumerate() {
                             let hay = t.to_ascii_lowercase();
-                            for (i, _) in hay.match_indices(&needle) {
-                                found.push(t[i..i + needle.len()].to_string());
+                            // Every occurrence, overlapping ones included.
+                            let mut from = 0;
+                            while let Some(i) = hay[from..].find(&needle) {
+                                let at = from + i;
+                                found.push((ti, at, at + needle.len()));
                                 any = true;
+                                from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
                             }
                         }
                     }
@@ -406,13 +411,13 @@ impl<'p> Reference<'p> {
                     let mut any = false;
                     for re in &rule.response_contains_regex {
                         let re = regex::Regex::new(&re.value).unwrap();
-                        for t in texts {
+                        for (ti, t) in texts.iter().enumerate() {
                             if re.is_match(t) {
                                 any = true;
                             }
                             for m in re.find_iter(t) {
                                 if !m.as_str().is_empty() {
-                                    found.push(m.as_str().to_string());
+                                    found.push((ti, m.start(), m.end()));
                                 }
                             }
                         }
@@ -430,8 +435,21 @@ impl<'p> Reference<'p> {
                     break;
                 }
                 OutboundAction::Redact => {
+                    // Overlapping or touching finds in one text become one redaction.
                     found.sort();
-                    result = format!("redact:{}[{}]", rule.name.value, found.join("|"));
+                    let mut merged: Vec<(usize, usize, usize)> = Vec::new();
+                    for (ti, a, b) in found {
+                        match merged.last_mut() {
+                            Some(last) if last.0 == ti && a <= last.2 => last.2 = last.2.max(b),
+                            _ => merged.push((ti, a, b)),
+                        }
+                    }
+                    let mut parts: Vec<String> = merged
+                        .iter()
+                        .map(|&(ti, a, b)| texts[ti][a..b].to_string())
+                        .collect();
+                    parts.sort();
+                    result = format!("redact:{}[{}]", rule.name.value, parts.join("|"));
                     break;
                 }
             }

@@ -1,0 +1,389 @@
+//! Recall over generated fake credentials in every built-in format, false-positive rate
+//! over ordinary text, and the detector's structural guarantees.
+
+#[path = "support/secrets_corpus.rs"]
+mod corpus;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use corpus::{B32, FORMATS, Rng, embed, fake, negatives};
+use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
+
+const SAMPLES_PER_FORMAT: usize = 24;
+
+fn detector() -> Detector {
+    Detector::new(builtin_specs()).expect("built-ins compile")
+}
+
+fn find(detector: &Detector, text: &str) -> Vec<Finding> {
+    let mut cache = detector.cache();
+    let mut out = Vec::new();
+    detector.find(text, &mut cache, &mut out);
+    out
+}
+
+fn covers(findings: &[Finding], secret: &Range<usize>) -> bool {
+    findings
+        .iter()
+        .any(|f| f.range.start <= secret.start && secret.end <= f.range.end)
+}
+
+#[test]
+fn recall_and_false_positive_rate() {
+    let detector = detector();
+    let mut cache = detector.cache();
+    let mut found = Vec::new();
+
+    // Positive corpus: every format, in six kinds of surroundings.
+    let mut rng = Rng::new(0x5EC2E75);
+    let mut total = 0usize;
+    let mut detected = 0usize;
+    let mut named: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut misses: Vec<String> = Vec::new();
+    for &format in FORMATS {
+        for _ in 0..SAMPLES_PER_FORMAT {
+            let (text, secret) = embed(&fake(format, &mut rng), &mut rng);
+            found.clear();
+            detector.find(&text, &mut cache, &mut found);
+            total += 1;
+            if covers(&found, &secret) {
+                detected += 1;
+                let by_own_name = found.iter().any(|f| {
+                    detector.name(f.detector) == format
+                        && f.range.start <= secret.start
+                        && secret.end <= f.range.end
+                });
+                if by_own_name {
+                    *named.entry(format).or_default() += 1;
+                }
+            } else if misses.len() < 20 {
+                let names: Vec<_> = found
+                    .iter()
+                    .map(|f| (detector.name(f.detector), &text[f.range.clone()]))
+                    .collect();
+                misses.push(format!(
+                    "{format}: secret {:?} in {text:?}, found {names:?}",
+                    &text[secret.clone()]
+                ));
+            }
+        }
+    }
+
+    // Negative corpus: ordinary text that must not be flagged.
+    let negatives = negatives(0xC0FFEE);
+    let mut false_positives: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut fp_examples = Vec::new();
+    for (kind, text) in &negatives {
+        found.clear();
+        detector.find(text, &mut cache, &mut found);
+        if !found.is_empty() {
+            *false_positives.entry(kind).or_default() += 1;
+            if false_positives[kind] <= 3 {
+                fp_examples.push(format!(
+                    "{kind}: {:?} flagged as {}",
+                    &text[found[0].range.clone()],
+                    detector.name(found[0].detector)
+                ));
+            }
+        }
+    }
+    let fp_total: usize = false_positives.values().sum();
+
+    let recall = detected as f64 / total as f64;
+    let fp_rate = fp_total as f64 / negatives.len() as f64;
+    println!(
+        "secrets corpus: {} formats, recall {:.2}% ({detected}/{total}); false positives {:.3}% ({fp_total}/{} negative samples) {false_positives:?}",
+        FORMATS.len(),
+        recall * 100.0,
+        fp_rate * 100.0,
+        negatives.len()
+    );
+    for m in &misses {
+        println!("  miss: {m}");
+    }
+    for e in &fp_examples {
+        println!("  false positive: {e}");
+    }
+
+    assert!(negatives.len() >= 2000, "negative corpus too small");
+    assert!(recall >= 0.98, "recall {recall:.4} below 98%: {misses:#?}");
+    assert!(
+        fp_rate <= 0.005,
+        "false-positive rate {fp_rate:.4} above 0.5%: {fp_examples:#?}"
+    );
+    let unnamed: Vec<_> = FORMATS.iter().filter(|f| !named.contains_key(*f)).collect();
+    assert!(
+        unnamed.is_empty(),
+        "formats never detected under their own name: {unnamed:?}"
+    );
+}
+
+#[test]
+fn every_builtin_has_a_generator_and_a_well_formed_spec() {
+    let specs = builtin_specs();
+    assert!(specs.len() >= 80, "only {} built-in detectors", specs.len());
+    let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    for spec in &specs {
+        let kebab = !spec.name.is_empty()
+            && spec.name.split('-').all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            });
+        assert!(kebab, "{:?} is not kebab-case", spec.name);
+        assert!(!spec.keywords.is_empty(), "{} has no keywords", spec.name);
+        assert_eq!(spec.origin, "builtin");
+    }
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(before, names.len(), "duplicate built-in names");
+    let mut formats: Vec<&str> = FORMATS.to_vec();
+    formats.sort_unstable();
+    assert_eq!(
+        names, formats,
+        "corpus formats and built-in detectors differ"
+    );
+
+    // Every built-in is keyword-triggered: none of them falls back to a full scan.
+    let detector = detector();
+    for (i, spec) in specs.iter().enumerate() {
+        assert!(
+            detector.keywords(i as u32).is_some(),
+            "{} scans the whole text",
+            spec.name
+        );
+    }
+}
+
+#[test]
+fn low_entropy_decoy_does_not_hide_a_real_key() {
+    let detector = detector();
+    let mut rng = Rng::new(7);
+    let real = format!("AKIA{}", rng.chars(B32, 16));
+    let decoy = format!("AKIA{}", "A".repeat(16));
+    let text = format!("old={decoy} new={real}");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(&text[found[0].range.clone()], real);
+
+    // Same with a generic row: a placeholder value, then a real one.
+    let secret = rng.alnum(32);
+    let text = format!("api_key = \"{}\"\napi_key = \"{secret}\"\n", "x".repeat(32));
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(&text[found[0].range.clone()], secret);
+}
+
+#[test]
+fn ten_thousand_decoys_then_a_real_key() {
+    let detector = detector();
+    let mut rng = Rng::new(11);
+    let mut text = String::new();
+    for i in 0..10_000 {
+        // Alternate two shapes of decoy: a low-entropy key id and a bare prefix.
+        if i % 2 == 0 {
+            text.push_str(&format!("AKIA{} ", "Z".repeat(16)));
+        } else {
+            text.push_str("ghp_ ");
+        }
+    }
+    let real = format!("ghp_{}", rng.alnum(36));
+    text.push_str(&real);
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1);
+    assert_eq!(&text[found[0].range.clone()], real);
+
+    // And there is no cap: ten thousand real keys are ten thousand findings.
+    let keys: Vec<String> = (0..10_000)
+        .map(|_| format!("AKIA{}", rng.chars(B32, 16)))
+        .collect();
+    let text = keys.join(" ");
+    let found = find(&detector, &text);
+    let missed: Vec<_> = keys
+        .iter()
+        .filter(|k| !found.iter().any(|f| &text[f.range.clone()] == k.as_str()))
+        .collect();
+    assert!(missed.is_empty(), "{missed:?}");
+    assert_eq!(found.len(), 10_000);
+}
+
+#[test]
+fn private_keys_are_found_whole_with_real_or_escaped_newlines() {
+    let detector = detector();
+    let mut rng = Rng::new(3);
+    for _ in 0..40 {
+        let key = fake("private-key", &mut rng);
+        let text = format!("here it is: {}\nthanks", key.text);
+        let found = find(&detector, &text);
+        assert_eq!(found.len(), 1, "{text}");
+        assert_eq!(&text[found[0].range.clone()], key.secret);
+        assert!(key.secret.starts_with("-----BEGIN") && key.secret.ends_with("KEY-----"));
+    }
+    // A truncated block (no footer) is still redacted from its header to the body's end.
+    let body = corpus::base64(&rng.bytes(300), false);
+    let text = format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\" trailing");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        &text[found[0].range.clone()],
+        &text[..text.find('"').unwrap()]
+    );
+}
+
+#[test]
+fn a_big_pgp_block_is_found_whole_past_the_search_window() {
+    let detector = detector();
+    let mut rng = Rng::new(5);
+    let body: String = (0..700)
+        .map(|_| corpus::base64(&rng.bytes(48), false) + "\n")
+        .collect();
+    let block = format!(
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{body}=abcd\n-----END PGP PRIVATE KEY BLOCK-----"
+    );
+    assert!(block.len() > 40_000);
+    let text = format!("key:\n{block}\nend");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1);
+    assert_eq!(&text[found[0].range.clone()], block);
+}
+
+#[test]
+fn overlapping_matches_merge_under_the_most_specific_name() {
+    let detector = detector();
+    let mut rng = Rng::new(9);
+    let token = format!("ghp_{}", rng.alnum(36));
+    let text = format!("{{\"token\": \"{token}\"}}");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(detector.name(found[0].detector), "github-token");
+    assert_eq!(&text[found[0].range.clone()], token);
+}
+
+#[test]
+fn findings_are_sorted_non_overlapping_and_appended() {
+    let detector = detector();
+    let mut rng = Rng::new(13);
+    let text = corpus::dense_text(17, 64 * 1024);
+    let mut cache = detector.cache();
+    let sentinel = Finding {
+        detector: 0,
+        range: 1_000_000..1_000_001,
+    };
+    let mut out = vec![sentinel.clone()];
+    detector.find(&text, &mut cache, &mut out);
+    assert_eq!(out[0], sentinel, "existing entries are kept");
+    assert!(out.len() > 100);
+    for pair in out[1..].windows(2) {
+        assert!(pair[0].range.end <= pair[1].range.start, "{pair:?}");
+    }
+    for f in &out[1..] {
+        assert!(text.is_char_boundary(f.range.start) && text.is_char_boundary(f.range.end));
+    }
+    let _ = rng.next();
+}
+
+#[test]
+fn user_patterns_join_the_automaton() {
+    let mut specs = builtin_specs();
+    // A literal prefix becomes the keyword.
+    specs.push(DetectorSpec::new(
+        "acme-key",
+        r"acme_[a-z0-9]{32}",
+        "policy.yaml",
+    ));
+    // No literal prefix: scanned over the whole text.
+    let mut anywhere = DetectorSpec::new("internal-id", r"[0-9]{4}-SECRET-[A-Z]{8}", "policy.yaml");
+    anywhere.entropy_threshold = Some(3.0);
+    specs.push(anywhere);
+    let detector = Detector::new(specs).unwrap();
+    let acme = detector
+        .specs()
+        .iter()
+        .position(|s| s.name == "acme-key")
+        .unwrap() as u32;
+    let internal = acme + 1;
+    assert_eq!(detector.keywords(acme), Some(&["acme_".to_string()][..]));
+    assert_eq!(detector.keywords(internal), None);
+
+    let mut rng = Rng::new(21);
+    let a = format!(
+        "acme_{}",
+        rng.chars("abcdefghijklmnopqrstuvwxyz0123456789", 32)
+    );
+    let b = format!("1234-SECRET-{}", rng.chars(corpus::UPPER, 8));
+    let low = "9999-SECRET-AAAAAAAA";
+    let text = format!("first {a}, then {low} and {b}.");
+    let found = find(&detector, &text);
+    let got: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (detector.name(f.detector), &text[f.range.clone()]))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("acme-key", a.as_str()), ("internal-id", b.as_str())]
+    );
+}
+
+#[test]
+fn bad_specs_are_rejected_with_their_index() {
+    let bad_regex = Detector::new(vec![
+        DetectorSpec::new("ok", "abc[0-9]+", "p.yaml"),
+        DetectorSpec::new("broken", "abc(", "p.yaml"),
+    ])
+    .unwrap_err();
+    assert_eq!((bad_regex.index, bad_regex.name.as_str()), (1, "broken"));
+
+    let empty = Detector::new(vec![DetectorSpec::new("empty", "x*", "p.yaml")]).unwrap_err();
+    assert!(empty.reason.contains("empty string"), "{empty}");
+
+    let mut specs = builtin_specs();
+    specs.push(DetectorSpec::new("github-token", "zzz[0-9]+", "p.yaml"));
+    let dup = Detector::new(specs).unwrap_err();
+    assert!(dup.reason.contains("already used"), "{dup}");
+
+    let huge = Detector::new(vec![DetectorSpec::new(
+        "huge",
+        r"\w{5000}[a-z]{5000}",
+        "p.yaml",
+    )]);
+    assert!(huge.is_err(), "size limits apply to user patterns");
+}
+
+#[test]
+fn joined_pieces_find_a_secret_split_across_blocks() {
+    let detector = detector();
+    let mut cache = detector.cache();
+    let mut rng = Rng::new(33);
+    let key = format!("sk-ant-api03-{}AA", rng.chars(corpus::URLSAFE, 93));
+    let (a, b) = key.split_at(30);
+    let pieces = ["intro text ", a, "", b, " outro"];
+    let mut out = Vec::new();
+    detector.find_joined(&pieces, &mut cache, &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    let f = &out[0];
+    assert_eq!(detector.name(f.detector), "anthropic-api-key");
+    let segments: Vec<_> = f.segments(&pieces).collect();
+    assert_eq!(segments, vec![(1, 0..a.len()), (3, 0..b.len())]);
+
+    // Each piece alone holds no whole key.
+    let mut alone = Vec::new();
+    for piece in pieces {
+        detector.find(piece, &mut cache, &mut alone);
+    }
+    assert!(alone.iter().all(|f| f.range.len() < key.len()));
+}
+
+#[test]
+fn disabled_builtins_are_simply_left_out() {
+    let specs: Vec<DetectorSpec> = builtin_specs()
+        .into_iter()
+        .filter(|s| s.name != "aws-access-key-id")
+        .collect();
+    let detector = Detector::new(specs).unwrap();
+    let mut rng = Rng::new(1);
+    let text = format!("AKIA{}", rng.chars(B32, 16));
+    assert!(find(&detector, &text).is_empty());
+}

@@ -1,0 +1,1186 @@
+//! Generated test corpora for the secret detector: fake credentials in every built-in
+//! format (built at run time from a seeded RNG, never real ones, and no
+//! secret-looking literal in the repository) and ordinary text that must not be
+//! flagged.
+#![allow(dead_code)]
+
+/// xorshift64*: tiny, seeded, good enough for test data.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn range(&mut self, lo: usize, hi_inclusive: usize) -> usize {
+        lo + self.below(hi_inclusive - lo + 1)
+    }
+    pub fn pick<'a, T: ?Sized>(&mut self, items: &[&'a T]) -> &'a T {
+        items[self.below(items.len())]
+    }
+    pub fn chars(&mut self, alphabet: &str, n: usize) -> String {
+        let a = alphabet.as_bytes();
+        (0..n).map(|_| a[self.below(a.len())] as char).collect()
+    }
+    pub fn chars_len(&mut self, alphabet: &str, lo: usize, hi_inclusive: usize) -> String {
+        let n = self.range(lo, hi_inclusive);
+        self.chars(alphabet, n)
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+    pub fn alnum(&mut self, n: usize) -> String {
+        self.chars(ALNUM, n)
+    }
+    pub fn hex(&mut self, n: usize) -> String {
+        self.chars(HEX, n)
+    }
+}
+
+pub const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+pub const LOWER: &str = "abcdefghijklmnopqrstuvwxyz";
+pub const DIGITS: &str = "0123456789";
+pub const HEX: &str = "0123456789abcdef";
+pub const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+pub const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+pub const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+pub const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+pub const BECH32: &str = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L";
+
+pub fn base64(data: &[u8], url: bool) -> String {
+    let table = if url { URLSAFE } else { B64 }.as_bytes();
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(table[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else if !url {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A fake credential: `text` is what appears in a file or response (the token, or
+/// `LABEL=value` for labelled formats); `secret` is the part that must be redacted.
+#[derive(Debug, Clone)]
+pub struct Fake {
+    pub text: String,
+    pub secret: String,
+}
+
+fn token(t: String) -> Fake {
+    Fake {
+        secret: t.clone(),
+        text: t,
+    }
+}
+
+fn labelled(label: &str, sep: &str, value: String) -> Fake {
+    Fake {
+        text: format!("{label}{sep}{value}"),
+        secret: value,
+    }
+}
+
+fn pem_body(rng: &mut Rng, lines: usize, eol: &str) -> String {
+    let mut body = String::new();
+    for _ in 0..lines {
+        body.push_str(&base64(&rng.bytes(48), false));
+        body.push_str(eol);
+    }
+    let tail = rng.range(3, 40);
+    body.push_str(&base64(&rng.bytes(tail), false));
+    body.push_str(eol);
+    body
+}
+
+fn password(rng: &mut Rng) -> String {
+    let n = rng.range(12, 28);
+    rng.chars(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!*_-~.",
+        n,
+    )
+}
+
+fn sep(rng: &mut Rng) -> &'static str {
+    rng.pick(&["=", ": ", " = ", "=\"", "\": \""])
+}
+
+/// Every format the generator knows, by built-in detector name.
+pub const FORMATS: &[&str] = &[
+    "private-key",
+    "pgp-private-key-block",
+    "putty-private-key",
+    "gcp-service-account-key",
+    "age-secret-key",
+    "aws-access-key-id",
+    "aws-secret-access-key",
+    "gcp-api-key",
+    "gcp-oauth-client-secret",
+    "google-oauth-access-token",
+    "google-oauth-refresh-token",
+    "azure-storage-connection-string",
+    "azure-storage-account-key",
+    "azure-service-bus-key",
+    "azure-sas-token",
+    "azure-client-secret",
+    "github-token",
+    "github-oauth-token",
+    "github-user-token",
+    "github-app-token",
+    "github-refresh-token",
+    "github-fine-grained-pat",
+    "gitlab-pat",
+    "gitlab-runner-token",
+    "gitlab-runner-registration-token",
+    "gitlab-deploy-token",
+    "gitlab-pipeline-trigger-token",
+    "atlassian-api-token",
+    "bitbucket-access-token",
+    "bitbucket-app-password",
+    "slack-bot-token",
+    "slack-user-token",
+    "slack-config-token",
+    "slack-token",
+    "slack-app-token",
+    "slack-webhook-url",
+    "discord-webhook-url",
+    "discord-bot-token",
+    "telegram-bot-token",
+    "twilio-api-key",
+    "twilio-auth-token",
+    "sendgrid-api-key",
+    "mailgun-api-key",
+    "mailchimp-api-key",
+    "stripe-secret-key",
+    "stripe-restricted-key",
+    "stripe-webhook-secret",
+    "square-access-token",
+    "square-oauth-secret",
+    "shopify-access-token",
+    "shopify-shared-secret",
+    "paypal-braintree-access-token",
+    "anthropic-api-key",
+    "anthropic-admin-key",
+    "openai-project-key",
+    "openai-service-account-key",
+    "openai-admin-key",
+    "openai-api-key",
+    "huggingface-token",
+    "cohere-api-key",
+    "replicate-api-token",
+    "groq-api-key",
+    "perplexity-api-key",
+    "xai-api-key",
+    "npm-token",
+    "pypi-token",
+    "rubygems-api-key",
+    "nuget-api-key",
+    "docker-hub-token",
+    "heroku-api-key",
+    "heroku-api-key-labelled",
+    "digitalocean-token",
+    "netlify-token",
+    "netlify-token-labelled",
+    "vercel-token",
+    "cloudflare-api-token",
+    "cloudflare-global-api-key",
+    "cloudflare-origin-ca-key",
+    "hashicorp-vault-token",
+    "hashicorp-vault-recovery-token",
+    "terraform-cloud-token",
+    "doppler-token",
+    "onepassword-service-account-token",
+    "datadog-api-key",
+    "newrelic-user-api-key",
+    "newrelic-insert-key",
+    "newrelic-browser-key",
+    "newrelic-license-key",
+    "sentry-auth-token",
+    "sentry-dsn",
+    "linear-api-key",
+    "notion-integration-token",
+    "notion-api-token",
+    "postman-api-key",
+    "jwt",
+    "postgres-url-password",
+    "mysql-url-password",
+    "mongodb-url-password",
+    "redis-url-password",
+    "amqp-url-password",
+    "url-basic-auth",
+    "http-authorization-header",
+    "http-bearer-token",
+    "generic-password",
+    "generic-secret",
+    "generic-api-key",
+    "generic-token",
+];
+
+/// A fake credential of format `name` (a built-in detector name).
+pub fn fake(name: &str, rng: &mut Rng) -> Fake {
+    let r = rng;
+    match name {
+        "private-key" => {
+            let kind = r.pick(&["RSA ", "EC ", "DSA ", "OPENSSH ", "ENCRYPTED ", ""]);
+            let eol = r.pick(&["\n", "\r\n", "\\n"]);
+            let headers = if kind == "RSA " && r.below(2) == 0 {
+                format!(
+                    "Proc-Type: 4,ENCRYPTED{eol}DEK-Info: AES-128-CBC,{}{eol}{eol}",
+                    r.hex(32).to_uppercase()
+                )
+            } else {
+                String::new()
+            };
+            let n = r.range(4, 30);
+            token(format!(
+                "-----BEGIN {kind}PRIVATE KEY-----{eol}{headers}{}-----END {kind}PRIVATE KEY-----",
+                pem_body(r, n, eol)
+            ))
+        }
+        "pgp-private-key-block" => {
+            let n = r.range(10, 60);
+            let body = pem_body(r, n, "\n");
+            let crc = base64(&r.bytes(3), false);
+            token(format!(
+                "-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\n{body}={crc}\n-----END PGP PRIVATE KEY BLOCK-----"
+            ))
+        }
+        "putty-private-key" => {
+            let public = pem_body(r, 5, "\n");
+            let private = pem_body(r, 12, "\n");
+            token(format!(
+                "PuTTY-User-Key-File-{}: ssh-rsa\nEncryption: none\nComment: rsa-key-2024\nPublic-Lines: 6\n{public}Private-Lines: 13\n{private}Private-MAC: {}",
+                r.range(2, 3),
+                r.hex(40)
+            ))
+        }
+        "gcp-service-account-key" => {
+            let n = r.range(10, 26);
+            let value = format!(
+                "-----BEGIN PRIVATE KEY-----\\n{}-----END PRIVATE KEY-----\\n",
+                pem_body(r, n, "\\n")
+            );
+            Fake {
+                text: format!(
+                    "{{\n  \"type\": \"service_account\",\n  \"project_id\": \"demo-{}\",\n  \"private_key_id\": \"{}\",\n  \"private_key\": \"{value}\",\n  \"client_email\": \"svc@demo.iam.gserviceaccount.com\"\n}}",
+                    r.range(100, 999),
+                    r.hex(40)
+                ),
+                secret: value,
+            }
+        }
+        "age-secret-key" => token(format!("AGE-SECRET-KEY-1{}", r.chars(BECH32, 58))),
+        "aws-access-key-id" => {
+            let prefix = r.pick(&["AKIA", "ASIA", "ABIA", "ACCA"]);
+            token(format!("{prefix}{}", r.chars(B32, 16)))
+        }
+        "aws-secret-access-key" => {
+            let label = r.pick(&[
+                "aws_secret_access_key",
+                "AWS_SECRET_ACCESS_KEY",
+                "\"SecretAccessKey",
+                "secretAccessKey",
+                "aws_secret_key",
+            ]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                " = "
+            };
+            labelled(label, s, r.chars(B64, 40))
+        }
+        "gcp-api-key" => token(format!("AIza{}", r.chars(URLSAFE, 35))),
+        "gcp-oauth-client-secret" => token(format!("GOCSPX-{}", r.chars(URLSAFE, 28))),
+        "google-oauth-access-token" => {
+            let n = r.range(60, 160);
+            token(format!("ya29.{}", r.chars(URLSAFE, n)))
+        }
+        "google-oauth-refresh-token" => {
+            let n = r.range(60, 100);
+            token(format!("1//0{}", r.chars(URLSAFE, n)))
+        }
+        "azure-storage-connection-string" => {
+            let key = format!("{}==", r.chars(B64, 86));
+            Fake {
+                text: format!(
+                    "DefaultEndpointsProtocol=https;AccountName=acct{};AccountKey={key};EndpointSuffix=core.windows.net",
+                    r.range(1, 99)
+                ),
+                secret: key,
+            }
+        }
+        "azure-storage-account-key" => {
+            let key = format!("{}==", r.chars(B64, 86));
+            Fake {
+                text: format!("AccountName=store{};AccountKey={key}", r.range(1, 99)),
+                secret: key,
+            }
+        }
+        "azure-service-bus-key" => {
+            let key = format!("{}=", r.chars(B64, 43));
+            Fake {
+                text: format!(
+                    "Endpoint=sb://ns{}.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={key}",
+                    r.range(1, 99)
+                ),
+                secret: key,
+            }
+        }
+        "azure-sas-token" => {
+            let mut sig = String::new();
+            for _ in 0..43 {
+                match r.below(20) {
+                    0 => sig.push_str("%2B"),
+                    1 => sig.push_str("%2F"),
+                    _ => sig.push_str(&r.alnum(1)),
+                }
+            }
+            sig.push_str("%3D");
+            Fake {
+                text: format!(
+                    "https://acct.blob.core.windows.net/c/blob.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2030-01-01T00:00:00Z&spr=https&sig={sig}"
+                ),
+                secret: sig,
+            }
+        }
+        "azure-client-secret" => {
+            let value = format!(
+                "{}{}Q~{}",
+                r.chars(
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_~.",
+                    3
+                ),
+                r.below(10),
+                r.chars(
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_~.-",
+                    34
+                )
+            );
+            let label = r.pick(&["AZURE_CLIENT_SECRET", "client_secret", "\"clientSecret"]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                "="
+            };
+            labelled(label, s, value)
+        }
+        "github-token" => token(format!("ghp_{}", r.alnum(36))),
+        "github-oauth-token" => token(format!("gho_{}", r.alnum(36))),
+        "github-user-token" => token(format!("ghu_{}", r.alnum(36))),
+        "github-app-token" => token(format!("ghs_{}", r.alnum(36))),
+        "github-refresh-token" => {
+            let n = r.range(36, 76);
+            token(format!("ghr_{}", r.alnum(n)))
+        }
+        "github-fine-grained-pat" => token(format!("github_pat_{}_{}", r.alnum(22), r.alnum(59))),
+        "gitlab-pat" => token(format!("glpat-{}", r.chars(URLSAFE, 20))),
+        "gitlab-runner-token" => token(format!("glrt-{}", r.chars(URLSAFE, 20))),
+        "gitlab-runner-registration-token" => token(format!("GR1348941{}", r.chars(URLSAFE, 20))),
+        "gitlab-deploy-token" => token(format!("gldt-{}", r.chars(URLSAFE, 20))),
+        "gitlab-pipeline-trigger-token" => token(format!("glptt-{}", r.hex(40))),
+        "atlassian-api-token" => token(format!(
+            "ATATT3xFfGF0{}={}",
+            r.chars(URLSAFE, 170),
+            r.hex(8).to_uppercase()
+        )),
+        "bitbucket-access-token" => token(format!(
+            "ATCTT3xFfGN0{}={}",
+            r.chars(URLSAFE, 170),
+            r.hex(8).to_uppercase()
+        )),
+        "bitbucket-app-password" => {
+            token(format!("ATBB{}{}", r.alnum(32), r.hex(8).to_uppercase()))
+        }
+        "slack-bot-token" => {
+            let (a, b) = (r.range(10, 13), r.range(10, 13));
+            token(format!(
+                "xoxb-{}-{}-{}",
+                r.chars(DIGITS, a),
+                r.chars(DIGITS, b),
+                r.alnum(24)
+            ))
+        }
+        "slack-user-token" => token(format!(
+            "xoxp-{}-{}-{}-{}",
+            r.chars(DIGITS, 12),
+            r.chars(DIGITS, 12),
+            r.chars(DIGITS, 13),
+            r.hex(32)
+        )),
+        "slack-config-token" => {
+            let kind = r.pick(&["xoxe.xoxp", "xoxe.xoxb", "xoxe"]);
+            let n = r.range(146, 166);
+            token(format!("{kind}-1-{}", r.alnum(n)))
+        }
+        "slack-token" => {
+            let kind = r.pick(&["xoxa", "xoxo", "xoxs", "xoxr"]);
+            token(format!(
+                "{kind}-{}-{}-{}",
+                r.chars(DIGITS, 11),
+                r.chars(DIGITS, 12),
+                r.alnum(24)
+            ))
+        }
+        "slack-app-token" => token(format!(
+            "xapp-1-A{}-{}-{}",
+            r.chars(&format!("{UPPER}{DIGITS}"), 10),
+            r.chars(DIGITS, 13),
+            r.hex(64)
+        )),
+        "slack-webhook-url" => {
+            let path = format!(
+                "T{}/B{}/{}",
+                r.chars(&format!("{UPPER}{DIGITS}"), 10),
+                r.chars(&format!("{UPPER}{DIGITS}"), 10),
+                r.alnum(24)
+            );
+            Fake {
+                text: format!("https://hooks.slack.com/services/{path}"),
+                secret: path,
+            }
+        }
+        "discord-webhook-url" => {
+            let secret = r.chars(URLSAFE, 68);
+            Fake {
+                text: format!(
+                    "https://discord.com/api/webhooks/{}/{secret}",
+                    r.chars(DIGITS, 18)
+                ),
+                secret,
+            }
+        }
+        "discord-bot-token" => {
+            let id = base64(r.chars(DIGITS, 18).as_bytes(), true);
+            let first = format!("{}{}", r.pick(&["M", "N", "O"]), &id[1..24]);
+            let value = format!("{first}.{}.{}", r.chars(URLSAFE, 6), r.chars(URLSAFE, 38));
+            let label = r.pick(&["DISCORD_BOT_TOKEN", "discord_token", "DISCORD_TOKEN"]);
+            labelled(label, "=", value)
+        }
+        "telegram-bot-token" => {
+            let n = r.range(8, 10);
+            token(format!("{}:AA{}", r.chars(DIGITS, n), r.chars(URLSAFE, 33)))
+        }
+        "twilio-api-key" => labelled("TWILIO_API_KEY", "=", format!("SK{}", r.hex(32))),
+        "twilio-auth-token" => labelled(
+            r.pick(&["TWILIO_AUTH_TOKEN", "twilioAuthToken"]),
+            "=",
+            r.hex(32),
+        ),
+        "sendgrid-api-key" => token(format!(
+            "SG.{}.{}",
+            r.chars(URLSAFE, 22),
+            r.chars(URLSAFE, 43)
+        )),
+        "mailgun-api-key" => token(format!("key-{}", r.hex(32))),
+        "mailchimp-api-key" => token(format!("{}-us{}", r.hex(32), r.range(1, 21))),
+        "stripe-secret-key" => {
+            let mode = r.pick(&["live", "test"]);
+            let n = r.range(24, 99);
+            token(format!("sk_{mode}_{}", r.alnum(n)))
+        }
+        "stripe-restricted-key" => {
+            let mode = r.pick(&["live", "test"]);
+            let n = r.range(24, 99);
+            token(format!("rk_{mode}_{}", r.alnum(n)))
+        }
+        "stripe-webhook-secret" => token(format!("whsec_{}", r.alnum(32))),
+        "square-access-token" => {
+            if r.below(2) == 0 {
+                token(format!("sq0atp-{}", r.chars(URLSAFE, 22)))
+            } else {
+                token(format!("EAAA{}", r.chars(URLSAFE, 60)))
+            }
+        }
+        "square-oauth-secret" => token(format!("sq0csp-{}", r.chars(URLSAFE, 43))),
+        "shopify-access-token" => {
+            let kind = r.pick(&["shpat", "shpca", "shppa"]);
+            token(format!("{kind}_{}", r.hex(32)))
+        }
+        "shopify-shared-secret" => token(format!("shpss_{}", r.hex(32))),
+        "paypal-braintree-access-token" => {
+            let env = r.pick(&["production", "sandbox"]);
+            token(format!(
+                "access_token${env}${}${}",
+                r.chars(&format!("{LOWER}{DIGITS}"), 16),
+                r.hex(32)
+            ))
+        }
+        "anthropic-api-key" => token(format!("sk-ant-api03-{}AA", r.chars(URLSAFE, 93))),
+        "anthropic-admin-key" => token(format!("sk-ant-admin01-{}AA", r.chars(URLSAFE, 93))),
+        "openai-project-key" => {
+            let n = r.range(60, 150);
+            token(format!("sk-proj-{}", r.chars(URLSAFE, n)))
+        }
+        "openai-service-account-key" => {
+            let n = r.range(60, 150);
+            token(format!("sk-svcacct-{}", r.chars(URLSAFE, n)))
+        }
+        "openai-admin-key" => {
+            let n = r.range(60, 150);
+            token(format!("sk-admin-{}", r.chars(URLSAFE, n)))
+        }
+        "openai-api-key" => token(format!("sk-{}T3BlbkFJ{}", r.alnum(20), r.alnum(20))),
+        "huggingface-token" => token(format!("hf_{}", r.chars(&format!("{UPPER}{LOWER}"), 34))),
+        "cohere-api-key" => labelled(
+            r.pick(&["COHERE_API_KEY", "cohere_key", "\"cohereApiKey"]),
+            "=",
+            r.alnum(40),
+        ),
+        "replicate-api-token" => token(format!("r8_{}", r.alnum(37))),
+        "groq-api-key" => token(format!("gsk_{}", r.alnum(52))),
+        "perplexity-api-key" => token(format!("pplx-{}", r.alnum(48))),
+        "xai-api-key" => token(format!("xai-{}", r.alnum(80))),
+        "npm-token" => token(format!("npm_{}", r.alnum(36))),
+        "pypi-token" => {
+            let n = r.range(70, 160);
+            token(format!("pypi-AgEIcHlwaS5vcmc{}", r.chars(URLSAFE, n)))
+        }
+        "rubygems-api-key" => token(format!("rubygems_{}", r.hex(48))),
+        "nuget-api-key" => token(format!("oy2{}", r.chars(&format!("{LOWER}{DIGITS}"), 43))),
+        "docker-hub-token" => {
+            let kind = r.pick(&["pat", "oat"]);
+            token(format!("dckr_{kind}_{}", r.chars(URLSAFE, 27)))
+        }
+        "heroku-api-key" => token(format!("HRKU-{}", r.chars(URLSAFE, 60))),
+        "heroku-api-key-labelled" => labelled("HEROKU_API_KEY", "=", uuid(r)),
+        "digitalocean-token" => {
+            let kind = r.pick(&["dop", "doo", "dor"]);
+            token(format!("{kind}_v1_{}", r.hex(64)))
+        }
+        "netlify-token" => token(format!("nfp_{}", r.alnum(36))),
+        "netlify-token-labelled" => labelled("NETLIFY_AUTH_TOKEN", "=", r.chars(URLSAFE, 43)),
+        "vercel-token" => labelled(r.pick(&["VERCEL_TOKEN", "vercel_token"]), "=", r.alnum(24)),
+        "cloudflare-api-token" => labelled("CLOUDFLARE_API_TOKEN", "=", r.chars(URLSAFE, 40)),
+        "cloudflare-global-api-key" => labelled("CLOUDFLARE_API_KEY", "=", r.hex(37)),
+        "cloudflare-origin-ca-key" => token(format!("v1.0-{}-{}", r.hex(24), r.hex(146))),
+        "hashicorp-vault-token" => {
+            let kind = r.pick(&["hvs", "hvb"]);
+            let n = r.range(90, 140);
+            token(format!("{kind}.{}", r.chars(URLSAFE, n)))
+        }
+        "hashicorp-vault-recovery-token" => {
+            let n = r.range(90, 120);
+            token(format!("hvr.{}", r.chars(URLSAFE, n)))
+        }
+        "terraform-cloud-token" => {
+            token(format!("{}.atlasv1.{}", r.alnum(14), r.chars(URLSAFE, 67)))
+        }
+        "doppler-token" => {
+            let kind = r.pick(&["pt", "st", "sa", "ct"]);
+            token(format!("dp.{kind}.{}", r.alnum(43)))
+        }
+        "onepassword-service-account-token" => {
+            let json = format!(
+                "{{\"signInAddress\":\"my.1password.com\",\"userAuth\":{{\"method\":\"SRPg-4096\",\"alg\":\"PBES2g-HS256\",\"iterations\":650000,\"salt\":\"{}\"}},\"email\":\"{}@1passwordserviceaccounts.com\",\"srpX\":\"{}\",\"muk\":{{\"alg\":\"A256GCM\",\"ext\":true,\"k\":\"{}\"}},\"secretKey\":\"A3-{}\",\"deviceUuid\":\"{}\"}}",
+                r.alnum(22),
+                r.chars(LOWER, 12),
+                r.hex(64),
+                r.alnum(43),
+                r.chars(&format!("{UPPER}{DIGITS}"), 26),
+                r.chars(&format!("{LOWER}{DIGITS}"), 26)
+            );
+            token(format!("ops_{}", base64(json.as_bytes(), true)))
+        }
+        "datadog-api-key" => {
+            let n = if r.below(2) == 0 { 32 } else { 40 };
+            labelled(
+                r.pick(&["DATADOG_API_KEY", "datadog_app_key", "DATADOG_KEY"]),
+                "=",
+                r.hex(n),
+            )
+        }
+        "newrelic-user-api-key" => {
+            token(format!("NRAK-{}", r.chars(&format!("{UPPER}{DIGITS}"), 27)))
+        }
+        "newrelic-insert-key" => token(format!("NRII-{}", r.chars(URLSAFE, 32))),
+        "newrelic-browser-key" => token(format!("NRJS-{}", r.hex(19))),
+        "newrelic-license-key" => token(format!("{}NRAL", r.hex(36))),
+        "sentry-auth-token" => {
+            if r.below(2) == 0 {
+                token(format!("sntryu_{}", r.hex(64)))
+            } else {
+                let n = r.range(80, 160);
+                token(format!("sntrys_eyJ{}", r.chars(URLSAFE, n)))
+            }
+        }
+        "sentry-dsn" => {
+            let key = r.hex(32);
+            Fake {
+                text: format!(
+                    "https://{key}@o{}.ingest.sentry.io/{}",
+                    r.chars(DIGITS, 6),
+                    r.chars(DIGITS, 7)
+                ),
+                secret: key,
+            }
+        }
+        "linear-api-key" => token(format!("lin_api_{}", r.alnum(40))),
+        "notion-integration-token" => token(format!("secret_{}", r.alnum(43))),
+        "notion-api-token" => token(format!("ntn_{}{}", r.chars(DIGITS, 11), r.alnum(35))),
+        "postman-api-key" => token(format!("PMAK-{}-{}", r.hex(24), r.hex(34))),
+        "jwt" => {
+            let header = r.pick(&[
+                "{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+                "{\"typ\":\"JWT\",\"alg\":\"RS256\"}",
+                "{\"kid\":\"k1\",\"alg\":\"ES256\"}",
+            ]);
+            let payload = format!(
+                "{{\"sub\":\"{}\",\"name\":\"{}\",\"iat\":{}}}",
+                r.chars(DIGITS, 10),
+                r.chars(LOWER, 8),
+                r.chars(DIGITS, 10)
+            );
+            let n = r.range(32, 256);
+            let sig = r.bytes(n);
+            token(format!(
+                "{}.{}.{}",
+                base64(header.as_bytes(), true),
+                base64(payload.as_bytes(), true),
+                base64(&sig, true)
+            ))
+        }
+        "postgres-url-password" => {
+            let pw = password(r);
+            let scheme = r.pick(&["postgres", "postgresql"]);
+            Fake {
+                text: format!("{scheme}://app_user:{pw}@db.internal:5432/app"),
+                secret: pw,
+            }
+        }
+        "mysql-url-password" => {
+            let pw = password(r);
+            Fake {
+                text: format!("mysql://root:{pw}@127.0.0.1:3306/shop"),
+                secret: pw,
+            }
+        }
+        "mongodb-url-password" => {
+            let pw = password(r);
+            Fake {
+                text: format!("mongodb+srv://admin:{pw}@cluster0.ab1cd.mongodb.net/test"),
+                secret: pw,
+            }
+        }
+        "redis-url-password" => {
+            let pw = password(r);
+            let user = r.pick(&["", "default"]);
+            Fake {
+                text: format!("rediss://{user}:{pw}@cache.example.net:6380/0"),
+                secret: pw,
+            }
+        }
+        "amqp-url-password" => {
+            let pw = password(r);
+            Fake {
+                text: format!("amqps://guest:{pw}@mq.example.org:5671/vhost"),
+                secret: pw,
+            }
+        }
+        "url-basic-auth" => {
+            let pw = password(r);
+            let scheme = r.pick(&["https", "http", "ftp"]);
+            Fake {
+                text: format!("{scheme}://deploy:{pw}@files.example.com/releases/latest"),
+                secret: pw,
+            }
+        }
+        "http-authorization-header" => {
+            let value = if r.below(2) == 0 {
+                let creds = format!("admin:{}", password(r));
+                format!("Basic {}", base64(creds.as_bytes(), false))
+            } else {
+                let n = r.range(24, 64);
+                format!("Bearer {}", r.chars(URLSAFE, n))
+            };
+            let secret = value.split_once(' ').unwrap().1.to_string();
+            Fake {
+                text: format!("Authorization: {value}"),
+                secret,
+            }
+        }
+        "http-bearer-token" => {
+            let n = r.range(24, 64);
+            let t = r.chars(URLSAFE, n);
+            Fake {
+                text: format!("Bearer {t}"),
+                secret: t,
+            }
+        }
+        "generic-password" => {
+            let label = r.pick(&[
+                "password",
+                "DB_PASSWORD",
+                "\"password",
+                "smtpPassword",
+                "passwd",
+            ]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                sep(r)
+            };
+            labelled(label, s, password(r))
+        }
+        "generic-secret" => {
+            let label = r.pick(&[
+                "client_secret",
+                "APP_SECRET",
+                "\"secret",
+                "webhookSecret",
+                "JWT_SECRET",
+            ]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                sep(r)
+            };
+            let n = r.range(20, 64);
+            labelled(label, s, r.chars(URLSAFE, n))
+        }
+        "generic-api-key" => {
+            let label = r.pick(&["api_key", "API_KEY", "\"apiKey", "X-Api-Key", "apikey"]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                sep(r)
+            };
+            let n = r.range(20, 64);
+            labelled(label, s, r.alnum(n))
+        }
+        "generic-token" => {
+            let label = r.pick(&[
+                "auth_token",
+                "TOKEN",
+                "\"access_token",
+                "refreshToken",
+                "api_token",
+            ]);
+            let s = if label.starts_with('"') {
+                "\": \""
+            } else {
+                sep(r)
+            };
+            let n = r.range(20, 64);
+            labelled(label, s, r.chars(URLSAFE, n))
+        }
+        other => panic!("no generator for format {other:?}"),
+    }
+}
+
+pub fn uuid(r: &mut Rng) -> String {
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        r.hex(8),
+        r.hex(4),
+        r.hex(3),
+        r.pick(&["8", "9", "a", "b"]),
+        r.hex(3),
+        r.hex(12)
+    )
+}
+
+/// Puts a fake credential into realistic surroundings; returns the text and the byte
+/// range of the secret in it.
+pub fn embed(fake: &Fake, r: &mut Rng) -> (String, std::ops::Range<usize>) {
+    let (before, after) = match r.below(6) {
+        0 => (
+            format!(
+                "{{\"id\": {}, \"note\": \"config follows\", \"value\": \"",
+                r.range(1, 999)
+            ),
+            "\", \"ok\": true}".to_string(),
+        ),
+        1 => (
+            "# .env\nAPP_ENV=production\nSETTING=".to_string(),
+            "\nLOG_LEVEL=info\n".to_string(),
+        ),
+        2 => (
+            "fn connect() {\n    let value = \"".to_string(),
+            "\";\n    client.open(value)\n}\n".to_string(),
+        ),
+        3 => (
+            format!(
+                "2024-05-{:02}T10:22:31Z INFO worker[{}] loaded ",
+                r.range(1, 28),
+                r.range(1, 64)
+            ),
+            " from environment\n".to_string(),
+        ),
+        4 => (
+            "settings:\n  enabled: true\n  value: ".to_string(),
+            "\n  retries: 3\n".to_string(),
+        ),
+        _ => (
+            "The credential ".to_string(),
+            " was pasted into the chat.".to_string(),
+        ),
+    };
+    let text = format!("{before}{}{after}", fake.text);
+    let in_text = fake
+        .text
+        .find(&fake.secret)
+        .expect("secret is part of the text");
+    let start = before.len() + in_text;
+    (text, start..start + fake.secret.len())
+}
+
+const LOREM: &[&str] = &[
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "do",
+    "eiusmod",
+    "tempor",
+    "incididunt",
+    "ut",
+    "labore",
+    "et",
+    "dolore",
+    "magna",
+    "aliqua",
+    "enim",
+    "ad",
+    "minim",
+    "veniam",
+    "quis",
+    "nostrud",
+    "exercitation",
+    "ullamco",
+    "laboris",
+    "nisi",
+    "aliquip",
+    "ex",
+    "ea",
+    "commodo",
+    "consequat",
+    "duis",
+    "aute",
+    "irure",
+    "in",
+    "reprehenderit",
+    "voluptate",
+    "velit",
+    "esse",
+    "cillum",
+    "fugiat",
+    "nulla",
+    "pariatur",
+];
+
+pub fn lorem(r: &mut Rng, words: usize) -> String {
+    let mut s = String::new();
+    for i in 0..words {
+        if i > 0 {
+            s.push_str(if r.below(12) == 0 { ". " } else { " " });
+        }
+        s.push_str(LOREM[r.below(LOREM.len())]);
+    }
+    s
+}
+
+/// Ordinary text that must not be flagged: `(kind, sample)`.
+pub fn negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    for _ in 0..300 {
+        let u = uuid(r);
+        let s = match r.below(3) {
+            0 => format!("{{\"id\": \"{u}\", \"status\": \"done\"}}"),
+            1 => format!("request_id={u} took 12ms"),
+            _ => u,
+        };
+        out.push(("uuid", s));
+    }
+    for _ in 0..300 {
+        let sha = r.hex(40);
+        let s = match r.below(3) {
+            0 => format!("commit {sha}\nAuthor: Dev <dev@example.com>"),
+            1 => format!("Merge {} into {}", &sha[..7], r.hex(7)),
+            _ => format!("\"sha\": \"{sha}\""),
+        };
+        out.push(("git-sha", s));
+    }
+    for _ in 0..300 {
+        let h = r.hex(64);
+        let s = match r.below(3) {
+            0 => format!("{h}  release-1.2.{}.tar.gz", r.range(0, 20)),
+            1 => format!("image@sha256:{h}"),
+            _ => format!("\"checksum\": \"sha256:{h}\""),
+        };
+        out.push(("sha256", s));
+    }
+    for _ in 0..300 {
+        let n = r.range(5, 80);
+        let text = lorem(r, n);
+        out.push(("base64-text", base64(text.as_bytes(), r.below(4) == 0)));
+    }
+    for _ in 0..300 {
+        let mut img = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+        let n = r.range(64, 3000);
+        img.extend(r.bytes(n));
+        let b = base64(&img, false);
+        let s = if r.below(2) == 0 {
+            format!("data:image/png;base64,{b}")
+        } else {
+            b.as_bytes()
+                .chunks(76)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        out.push(("base64-image", s));
+    }
+    for _ in 0..300 {
+        out.push(("minified-js", minified_js(r)));
+    }
+    for _ in 0..300 {
+        let n = r.range(2, 6);
+        let mut url = format!(
+            "https://www.{}.com/{}/{}",
+            r.chars(LOWER, 8),
+            lorem(r, 3).replace(' ', "/"),
+            r.chars(&format!("{LOWER}{DIGITS}-"), 20)
+        );
+        for i in 0..n {
+            let (k, v) = match r.below(6) {
+                0 => ("q", lorem(r, 3).replace(' ', "+")),
+                1 => ("utm_source", r.chars(LOWER, 8)),
+                2 => ("page", r.range(1, 99).to_string()),
+                3 => ("ref", r.hex(12)),
+                4 => ("id", uuid(r)),
+                _ => ("lang", "en-us".to_string()),
+            };
+            url.push(if i == 0 { '?' } else { '&' });
+            url.push_str(&format!("{k}={v}"));
+        }
+        out.push(("url", url));
+    }
+    for _ in 0..300 {
+        let path = match r.below(3) {
+            0 => format!(
+                "/usr/local/lib/python3.{}/site-packages/{}/{}/{}.py",
+                r.range(8, 13),
+                r.chars(LOWER, 7),
+                r.chars(LOWER, 5),
+                r.chars(LOWER, 9)
+            ),
+            1 => format!(
+                "C:\\Users\\{}\\AppData\\Local\\{}\\{}.dll",
+                r.chars(LOWER, 6),
+                r.chars(LOWER, 8),
+                r.alnum(12)
+            ),
+            _ => format!(
+                "~/projects/{}/src/{}/{}_{}.rs",
+                r.chars(LOWER, 6),
+                r.chars(LOWER, 5),
+                r.chars(LOWER, 4),
+                r.chars(LOWER, 6)
+            ),
+        };
+        out.push(("path", path));
+    }
+    for _ in 0..200 {
+        let n = r.range(20, 200);
+        out.push(("lorem", lorem(r, n)));
+    }
+    for _ in 0..200 {
+        out.push((
+            "npm-integrity",
+            format!(
+                "\"node_modules/{}\": {{\n  \"version\": \"1.{}.0\",\n  \"resolved\": \"https://registry.npmjs.org/{}/-/{}-1.0.0.tgz\",\n  \"integrity\": \"sha512-{}==\"\n}}",
+                r.chars(LOWER, 7),
+                r.range(0, 30),
+                r.chars(LOWER, 5),
+                r.chars(LOWER, 5),
+                r.chars(B64, 86)
+            ),
+        ));
+    }
+    for _ in 0..200 {
+        out.push(("near-miss-code", near_miss(r)));
+    }
+    out
+}
+
+fn minified_js(r: &mut Rng) -> String {
+    let mut s = String::from("!function(e,t){");
+    let n = r.range(10, 60);
+    for _ in 0..n {
+        let id = match r.below(4) {
+            0 => r.chars(LOWER, 1),
+            1 => format!("{}{}", r.chars(LOWER, 1), r.chars_len(ALNUM, 1, 3)),
+            2 => format!("_{}", r.chars_len("abcdefghijklmnopqrstuvwxyz$", 1, 3)),
+            _ => r
+                .pick(&[
+                    "__webpack_require__",
+                    "getElementById",
+                    "addEventListener",
+                    "tokenize",
+                    "secretary",
+                    "passwordStrength",
+                ])
+                .to_string(),
+        };
+        let stmt = match r.below(5) {
+            0 => format!("var {id}=e[{}];", r.range(0, 999)),
+            1 => format!("{id}.exports=function(n){{return n&&n.__esModule?n:{{default:n}}}};"),
+            2 => format!("t.{id}=\"{}\";", r.chars_len(ALNUM, 4, 24)),
+            3 => format!("if({id}){{{id}=t({})}}", r.range(0, 99)),
+            _ => format!("{id}({},{});", r.range(0, 9), r.chars(LOWER, 2)),
+        };
+        s.push_str(&stmt);
+    }
+    s.push_str("}(this);");
+    s
+}
+
+fn near_miss(r: &mut Rng) -> String {
+    let lines = [
+        "let tokens = tokenize(&input);",
+        "password_field.placeholder = \"Enter your password\";",
+        "if (!secret) { throw new Error(\"missing secret\"); }",
+        "// The token is refreshed every hour by the auth middleware.",
+        "max_tokens = 4096",
+        "\"token_type\": \"Bearer\",",
+        "export const API_KEY_HEADER = \"X-Api-Key\";",
+        "Authorization: see the README for how to obtain a key",
+        "password: ${DB_PASSWORD}",
+        "secret_name = \"prod/db/credentials\"",
+        "Use the bearer of this letter as the contact.",
+        "postgres://localhost:5432/app",
+        "See https://docs.example.com:8443/guide for details.",
+        "git clone git@github.com:example/repo.git",
+        "let key = cache_key(request);",
+        "the secret sauce is patience",
+    ];
+    let n = r.range(1, 4);
+    (0..n)
+        .map(|_| lines[r.below(lines.len())])
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// About `len` bytes of ordinary source code, prose and log lines, without secrets.
+pub fn ordinary_text(seed: u64, len: usize) -> String {
+    let r = &mut Rng::new(seed);
+    let mut s = String::with_capacity(len + 256);
+    while s.len() < len {
+        match r.below(8) {
+            0 | 1 => {
+                let n = r.range(20, 80);
+                s.push_str(&lorem(r, n));
+                s.push_str(".\n\n");
+            }
+            2 => {
+                s.push_str(&format!(
+                    "pub fn {}_{}(input: &str, count: usize) -> Result<Vec<u8>, Error> {{\n    let mut buffer = Vec::with_capacity(count);\n    for (index, item) in input.split(',').enumerate() {{\n        buffer.extend_from_slice(item.trim().as_bytes());\n        if index > count {{ break; }}\n    }}\n    Ok(buffer)\n}}\n\n",
+                    r.chars(LOWER, 6),
+                    r.chars(LOWER, 4)
+                ));
+            }
+            3 => {
+                s.push_str(&format!(
+                    "2024-05-{:02}T{:02}:{:02}:{:02}Z INFO request_id={} method=GET path=/api/v1/items/{} status=200 duration_ms={}\n",
+                    r.range(1, 28),
+                    r.range(0, 23),
+                    r.range(0, 59),
+                    r.range(0, 59),
+                    uuid(r),
+                    r.range(1, 9999),
+                    r.range(1, 900)
+                ));
+            }
+            4 => {
+                s.push_str(&format!(
+                    "{{\"name\": \"{}\", \"version\": \"{}.{}.{}\", \"description\": \"{}\", \"homepage\": \"https://github.com/{}/{}\"}}\n",
+                    r.chars(LOWER, 8),
+                    r.range(0, 9),
+                    r.range(0, 30),
+                    r.range(0, 9),
+                    lorem(r, 8),
+                    r.chars(LOWER, 6),
+                    r.chars(LOWER, 8)
+                ));
+            }
+            5 => {
+                s.push_str(&format!(
+                    "    // Parse the next token and update the {} state.\n    let next = self.lexer.next_token()?;\n    self.state.{} = next.kind;\n",
+                    r.chars(LOWER, 6),
+                    r.chars(LOWER, 5)
+                ));
+            }
+            6 => {
+                s.push_str(&format!(
+                    "See /usr/share/doc/{}/README.md and commit {} for details.\n",
+                    r.chars(LOWER, 7),
+                    r.hex(40)
+                ));
+            }
+            _ => {
+                s.push_str(&format!(
+                    "import {{ {} }} from \"./{}/{}\";\nconst {} = await fetch(`${{baseUrl}}/{}?page=${{page}}`);\n",
+                    r.chars(LOWER, 8),
+                    r.chars(LOWER, 5),
+                    r.chars(LOWER, 7),
+                    r.chars(LOWER, 6),
+                    r.chars(LOWER, 6)
+                ));
+            }
+        }
+    }
+    s
+}
+
+/// About `len` bytes dense with secret-like tokens: a credential (or a near miss)
+/// every ~200 bytes of ordinary text.
+pub fn dense_text(seed: u64, len: usize) -> String {
+    let r = &mut Rng::new(seed);
+    let mut s = String::with_capacity(len + 1024);
+    while s.len() < len {
+        let n = r.range(15, 30);
+        s.push_str(&lorem(r, n));
+        s.push(' ');
+        let name = FORMATS[r.below(FORMATS.len())];
+        // Keep it to tokens: a 4 KiB PGP block would not be "every 200 bytes".
+        if matches!(
+            name,
+            "pgp-private-key-block"
+                | "private-key"
+                | "putty-private-key"
+                | "gcp-service-account-key"
+        ) {
+            s.push_str(&format!("AKIA{}", r.chars(B32, 16)));
+        } else {
+            s.push_str(&fake(name, r).text);
+        }
+        s.push('\n');
+    }
+    s
+}
