@@ -1,1 +1,702 @@
 //! The audit log: one JSON line per decision, never secret bytes.
+//!
+//! Files are `<log_dir>/YYYY-MM-DD.jsonl` (UTC date of the event), the directory mode
+//! 0700 and the files 0600. Events are formatted and written on a dedicated thread fed
+//! by a bounded channel; the proxy only ever `try_send`s, so a slow or broken disk can
+//! cost audit events (counted, reported once on stderr) but never stalls a frame.
+//!
+//! # Event schema (stable; documented in the README)
+//!
+//! | key | type | meaning |
+//! | --- | --- | --- |
+//! | `ts` | string | RFC 3339 UTC time of the decision, microseconds |
+//! | `session` | string | one id per proxy run |
+//! | `server` | string | `--server-name` or the server command's basename |
+//! | `direction` | string | `inbound` (client → server) or `outbound` (server → client) |
+//! | `id` | JSON | the message's id exactly as sent, or `null` |
+//! | `method` | string/null | the method (for responses: of the request answered) |
+//! | `tool` | string/null | the tool of a `tools/call` (or of the call answered) |
+//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error` |
+//! | `rule` | string/null | the deciding rule's name, or a built-in reason `mcpwall:…` |
+//! | `message` | string/null | the rule's message or mcpwall's explanation |
+//! | `redactions` | object | only when something was redacted: detector/rule name → count |
+//! | `duration_us` | integer | only on answers to calls: time from request to answer |
+//! | `args` | JSON | only with `log_args: full`, allowed requests, secrets redacted |
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::proxy::pending::IdText;
+use crate::verdict::RuleId;
+
+/// Which way the judged message was travelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+/// What was done with the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditAction {
+    /// Inbound message forwarded.
+    Allow,
+    /// Inbound message refused (answered with an error, or dropped if a notification).
+    Deny,
+    /// Server message forwarded unchanged.
+    Pass,
+    /// Server message forwarded with secrets replaced.
+    Redact,
+    /// Server message replaced by a block notice (or dropped).
+    Block,
+    /// A `log_only` rule matched; evaluation went on.
+    LogOnly,
+    /// A server line dropped (`--strict`, oversize, unreadable).
+    Drop,
+    /// mcpwall answered a request itself because the server could not (it exited).
+    Error,
+}
+
+impl AuditAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::Allow => "allow",
+            AuditAction::Deny => "deny",
+            AuditAction::Pass => "pass",
+            AuditAction::Redact => "redact",
+            AuditAction::Block => "block",
+            AuditAction::LogOnly => "log_only",
+            AuditAction::Drop => "drop",
+            AuditAction::Error => "error",
+        }
+    }
+}
+
+/// Which rule decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleRef {
+    Inbound(RuleId),
+    Outbound(RuleId),
+    /// A decision mcpwall makes itself, e.g. `mcpwall:rate_limit`.
+    Builtin(&'static str),
+}
+
+/// Resolves rule ids and redaction labels to names when events are written, so the
+/// frame path never formats strings. Implemented by [`crate::program::Program`].
+pub trait Names: Send + Sync {
+    /// Name and message of a rule.
+    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>);
+    /// Name behind a redaction label.
+    fn label(&self, label: u32) -> &str;
+}
+
+/// One decision. Cheap to build on the frame path: names are resolved by the writer.
+#[derive(Debug, Clone)]
+pub struct AuditEvent {
+    pub ts: SystemTime,
+    pub direction: Direction,
+    pub id: Option<IdText>,
+    pub method: Option<Arc<str>>,
+    pub tool: Option<Arc<str>>,
+    pub action: AuditAction,
+    pub rule: Option<RuleRef>,
+    /// Overrides the rule's own message (e.g. rate limit, malformed-frame reason).
+    pub message: Option<Box<str>>,
+    /// `(label, count)` pairs.
+    pub redactions: Vec<(u32, u32)>,
+    pub duration: Option<Duration>,
+    /// Already-redacted JSON text of the arguments (`log_args: full` only).
+    pub args: Option<Box<str>>,
+}
+
+impl AuditEvent {
+    pub fn new(direction: Direction, action: AuditAction) -> AuditEvent {
+        AuditEvent {
+            ts: SystemTime::now(),
+            direction,
+            id: None,
+            method: None,
+            tool: None,
+            action,
+            rule: None,
+            message: None,
+            redactions: Vec::new(),
+            duration: None,
+            args: None,
+        }
+    }
+}
+
+/// Where and how to write.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    pub dir: PathBuf,
+    pub session: String,
+    pub server: String,
+}
+
+/// Batches of events in flight to the writer thread before new ones are dropped.
+const CHANNEL_BATCHES: usize = 1024;
+
+#[derive(Debug, Default)]
+struct Shared {
+    dropped: AtomicU64,
+    warned: AtomicBool,
+    written: AtomicU64,
+}
+
+impl Shared {
+    /// Say once, on stderr, that audit events are being lost, and why.
+    fn warn_once(&self, why: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            eprintln!("mcpwall: warning: audit events are being lost ({why}); proxying continues");
+        }
+    }
+}
+
+/// Cheap handle the pumps use to hand events to the writer.
+#[derive(Debug, Clone)]
+pub struct AuditSender {
+    tx: Option<SyncSender<Vec<AuditEvent>>>,
+    shared: Arc<Shared>,
+}
+
+impl AuditSender {
+    /// Hand over every event in `batch` (leaving it empty). Never blocks.
+    pub fn send(&self, batch: &mut Vec<AuditEvent>) {
+        if batch.is_empty() {
+            return;
+        }
+        let Some(tx) = &self.tx else {
+            batch.clear();
+            return;
+        };
+        let n = batch.len() as u64;
+        match tx.try_send(std::mem::take(batch)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.shared.dropped.fetch_add(n, Ordering::Relaxed);
+                self.shared
+                    .warn_once("the audit writer cannot keep up with the traffic");
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.shared.dropped.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether events go anywhere (lets callers skip building them).
+    pub fn enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+}
+
+/// The audit log writer.
+pub struct Audit {
+    sender: AuditSender,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit").finish_non_exhaustive()
+    }
+}
+
+impl Audit {
+    /// Start the writer thread.
+    pub fn start(config: AuditConfig, names: Arc<dyn Names>) -> Audit {
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL_BATCHES);
+        let shared = Arc::new(Shared::default());
+        let writer = Writer {
+            config,
+            names,
+            shared: shared.clone(),
+            file: None,
+            day: i64::MIN,
+            last_open_failure: None,
+            line: String::with_capacity(512),
+            out: Vec::with_capacity(64 * 1024),
+        };
+        let thread = std::thread::Builder::new()
+            .name("mcpwall-audit".into())
+            .spawn(move || writer.run(rx));
+        match thread {
+            Ok(thread) => Audit {
+                sender: AuditSender {
+                    tx: Some(tx),
+                    shared,
+                },
+                thread: Some(thread),
+            },
+            Err(e) => {
+                shared.warn_once(&format!("cannot start the audit writer: {e}"));
+                Audit {
+                    sender: AuditSender { tx: None, shared },
+                    thread: None,
+                }
+            }
+        }
+    }
+
+    /// An audit log that discards everything.
+    pub fn disabled() -> Audit {
+        Audit {
+            sender: AuditSender {
+                tx: None,
+                shared: Arc::default(),
+            },
+            thread: None,
+        }
+    }
+
+    pub fn sender(&self) -> AuditSender {
+        self.sender.clone()
+    }
+
+    /// Stop accepting events, write what is queued and wait for the writer (at most
+    /// `timeout`). Returns `(written, dropped)` event counts.
+    pub fn finish(mut self, timeout: Duration) -> (u64, u64) {
+        self.sender.tx = None;
+        let shared = self.sender.shared.clone();
+        if let Some(thread) = self.thread.take() {
+            // Other senders (clones held by finished tasks) are already dropped by now;
+            // if one is not, we stop waiting after the timeout instead of hanging.
+            let deadline = Instant::now() + timeout;
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
+        }
+        let dropped = shared.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            eprintln!("mcpwall: warning: {dropped} audit event(s) could not be written");
+        }
+        (shared.written.load(Ordering::Relaxed), dropped)
+    }
+}
+
+struct Writer {
+    config: AuditConfig,
+    names: Arc<dyn Names>,
+    shared: Arc<Shared>,
+    file: Option<File>,
+    /// Days since the epoch of the open file.
+    day: i64,
+    last_open_failure: Option<Instant>,
+    line: String,
+    out: Vec<u8>,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Vec<AuditEvent>>) {
+        while let Ok(batch) = rx.recv() {
+            self.write_batch(&batch);
+            // Drain whatever else is queued before touching the disk again.
+            while let Ok(batch) = rx.try_recv() {
+                self.write_batch(&batch);
+            }
+            self.flush();
+        }
+        self.flush();
+    }
+
+    fn write_batch(&mut self, batch: &[AuditEvent]) {
+        for event in batch {
+            let day = days_since_epoch(event.ts);
+            if day != self.day {
+                self.flush();
+                self.open(day);
+            }
+            if self.file.is_none() {
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            self.line.clear();
+            format_event(&mut self.line, event, &self.config, &*self.names);
+            self.out.extend_from_slice(self.line.as_bytes());
+            self.out.push(b'\n');
+            self.shared.written.fetch_add(1, Ordering::Relaxed);
+            if self.out.len() >= 64 * 1024 {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        if let Some(file) = &mut self.file
+            && let Err(e) = file.write_all(&self.out)
+        {
+            self.shared.warn_once(&format!(
+                "cannot write the audit log in {}: {e}",
+                self.config.dir.display()
+            ));
+            self.file = None;
+            // Retry opening on the next event, but not more than once a second.
+            self.day = i64::MIN;
+            self.last_open_failure = Some(Instant::now());
+        }
+        self.out.clear();
+    }
+
+    fn open(&mut self, day: i64) {
+        if self
+            .last_open_failure
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.day = day;
+        let path = self.config.dir.join(format!("{}.jsonl", date_string(day)));
+        match open_log(&self.config.dir, &path) {
+            Ok(f) => {
+                self.file = Some(f);
+                self.last_open_failure = None;
+            }
+            Err(e) => {
+                self.file = None;
+                self.day = i64::MIN;
+                self.last_open_failure = Some(Instant::now());
+                self.shared.warn_once(&format!(
+                    "cannot open the audit log {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+}
+
+/// Create the directory (0700) and open the day's file for appending (0600).
+fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
+    if !dir.is_dir() {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    // Tighten a directory someone created with looser permissions (ignore failure: it
+    // may not be ours; the file itself is still 0600).
+    if let Ok(meta) = std::fs::metadata(dir)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)?;
+    if let Ok(meta) = file.metadata()
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    }
+    Ok(file)
+}
+
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    // Names, ids and messages rarely need escaping: copy runs of plain bytes whole.
+    let mut plain = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[plain..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escape);
+        }
+        plain = i + 1;
+    }
+    out.push_str(&s[plain..]);
+    out.push('"');
+}
+
+fn opt_str(out: &mut String, s: Option<&str>) {
+    match s {
+        Some(s) => json_str(out, s),
+        None => out.push_str("null"),
+    }
+}
+
+/// One event as a JSON line (without the newline).
+pub fn format_event(out: &mut String, e: &AuditEvent, config: &AuditConfig, names: &dyn Names) {
+    out.push_str("{\"ts\":\"");
+    rfc3339(out, e.ts);
+    out.push_str("\",\"session\":");
+    json_str(out, &config.session);
+    out.push_str(",\"server\":");
+    json_str(out, &config.server);
+    out.push_str(",\"direction\":");
+    out.push_str(match e.direction {
+        Direction::Inbound => "\"inbound\"",
+        Direction::Outbound => "\"outbound\"",
+    });
+    out.push_str(",\"id\":");
+    match &e.id {
+        // Ids come from the strict parser: valid JSON text (a number or a string).
+        Some(id) => match std::str::from_utf8(id.as_bytes()) {
+            Ok(text) => out.push_str(text),
+            Err(_) => json_str(out, &String::from_utf8_lossy(id.as_bytes())),
+        },
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"method\":");
+    opt_str(out, e.method.as_deref());
+    out.push_str(",\"tool\":");
+    opt_str(out, e.tool.as_deref());
+    out.push_str(",\"action\":\"");
+    out.push_str(e.action.as_str());
+    out.push_str("\",\"rule\":");
+    let (rule, rule_message) = match e.rule {
+        Some(r) => {
+            let (name, message) = names.rule(r);
+            (Some(name), message)
+        }
+        None => (None, None),
+    };
+    opt_str(out, rule);
+    out.push_str(",\"message\":");
+    opt_str(out, e.message.as_deref().or(rule_message));
+    if !e.redactions.is_empty() {
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for &(label, n) in &e.redactions {
+            *counts.entry(names.label(label)).or_default() += n as u64;
+        }
+        out.push_str(",\"redactions\":{");
+        for (i, (name, n)) in counts.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            json_str(out, name);
+            let _ = write!(out, ":{n}");
+        }
+        out.push('}');
+    }
+    if let Some(d) = e.duration {
+        let _ = write!(out, ",\"duration_us\":{}", d.as_micros());
+    }
+    if let Some(args) = &e.args {
+        out.push_str(",\"args\":");
+        out.push_str(args);
+    }
+    out.push('}');
+}
+
+fn days_since_epoch(ts: SystemTime) -> i64 {
+    let secs = ts
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    secs.div_euclid(86_400)
+}
+
+/// (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn date_string(day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`
+fn rfc3339(out: &mut String, ts: SystemTime) {
+    let d = ts.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    let _ = write!(
+        out,
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    );
+}
+
+/// A process-unique session id: 16 hex digits from the std's per-process random keys,
+/// the pid and the time.
+pub fn new_session_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}
+
+/// Names for tests and for runs without a program.
+#[derive(Debug, Default)]
+pub struct NoNames;
+
+impl Names for NoNames {
+    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
+        match rule {
+            RuleRef::Builtin(name) => (name, None),
+            RuleRef::Inbound(_) | RuleRef::Outbound(_) => ("?", None),
+        }
+    }
+    fn label(&self, _label: u32) -> &str {
+        "?"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestNames;
+    impl Names for TestNames {
+        fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
+            match rule {
+                RuleRef::Inbound(_) => ("block-ssh", Some("SSH keys are off limits")),
+                RuleRef::Outbound(_) => ("redact-secrets", None),
+                RuleRef::Builtin(n) => (n, None),
+            }
+        }
+        fn label(&self, label: u32) -> &str {
+            ["aws-access-key-id", "github-token"][label as usize]
+        }
+    }
+
+    fn config(dir: &Path) -> AuditConfig {
+        AuditConfig {
+            dir: dir.to_path_buf(),
+            session: "s1".into(),
+            server: "srv".into(),
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut s = String::new();
+        json_str(&mut s, "a\"b\\c\nd\u{1}é");
+        assert_eq!(s, r#""a\"b\\c\nd\u0001é""#);
+        let back: String = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn dates_are_utc_civil_dates() {
+        assert_eq!(date_string(0), "1970-01-01");
+        assert_eq!(date_string(19_782), "2024-02-29");
+        assert_eq!(date_string(-1), "1969-12-31");
+        let mut s = String::new();
+        rfc3339(
+            &mut s,
+            UNIX_EPOCH + Duration::new(1_709_164_800 + 3661, 5_000),
+        );
+        assert_eq!(s, "2024-02-29T01:01:01.000005Z");
+    }
+
+    #[test]
+    fn event_line_has_the_documented_keys() {
+        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Redact);
+        e.ts = UNIX_EPOCH;
+        e.id = Some(IdText::new(b"\"a\""));
+        e.method = Some("tools/call".into());
+        e.tool = Some("read".into());
+        e.rule = Some(RuleRef::Outbound(RuleId(0)));
+        e.redactions = vec![(0, 2), (1, 1), (0, 1)];
+        e.duration = Some(Duration::from_micros(42));
+        let mut line = String::new();
+        format_event(&mut line, &e, &config(Path::new("/x")), &TestNames);
+        assert_eq!(
+            line,
+            r#"{"ts":"1970-01-01T00:00:00.000000Z","session":"s1","server":"srv","direction":"outbound","id":"a","method":"tools/call","tool":"read","action":"redact","rule":"redact-secrets","message":null,"redactions":{"aws-access-key-id":3,"github-token":1},"duration_us":42}"#
+        );
+        let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
+        e.ts = UNIX_EPOCH;
+        e.rule = Some(RuleRef::Inbound(RuleId(3)));
+        line.clear();
+        format_event(&mut line, &e, &config(Path::new("/x")), &TestNames);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["message"], "SSH keys are off limits");
+        assert_eq!(v["id"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn writer_creates_private_dir_and_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("logs");
+        let audit = Audit::start(config(&dir), Arc::new(TestNames));
+        let tx = audit.sender();
+        let mut batch = vec![AuditEvent::new(Direction::Inbound, AuditAction::Allow)];
+        tx.send(&mut batch);
+        assert!(batch.is_empty());
+        drop(tx);
+        let (written, dropped) = audit.finish(Duration::from_secs(5));
+        assert_eq!((written, dropped), (1, 0));
+        let meta = std::fs::metadata(&dir).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(files.len(), 1);
+        let path = files[0].as_ref().unwrap().path();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            path.file_name().unwrap().to_str().unwrap(),
+            format!("{}.jsonl", date_string(days_since_epoch(SystemTime::now())))
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        assert!(text.contains("\"action\":\"allow\""));
+    }
+
+    #[test]
+    fn unwritable_dir_loses_events_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A file where the directory should be: creating the log fails.
+        let blocker = tmp.path().join("logs");
+        std::fs::write(&blocker, b"").unwrap();
+        let audit = Audit::start(config(&blocker), Arc::new(TestNames));
+        let tx = audit.sender();
+        for _ in 0..10 {
+            tx.send(&mut vec![AuditEvent::new(
+                Direction::Inbound,
+                AuditAction::Allow,
+            )]);
+        }
+        drop(tx);
+        let (written, dropped) = audit.finish(Duration::from_secs(5));
+        assert_eq!(written, 0);
+        assert_eq!(dropped, 10);
+    }
+}

@@ -10,6 +10,7 @@ pub mod clients;
 pub mod compile;
 pub mod config;
 pub mod frame;
+pub mod guard;
 pub mod paths;
 pub mod program;
 pub mod proxy;
@@ -20,8 +21,34 @@ pub mod verdict;
 /// users get them. Keys are the paths under the repository root.
 pub mod builtin {
     /// `(path, contents)` of every embedded policy file.
-    pub const FILES: &[(&str, &str)] =
-        &[("rules/default.yml", include_str!("../rules/default.yml"))];
+    pub const FILES: &[(&str, &str)] = &[
+        ("rules/default.yml", include_str!("../rules/default.yml")),
+        ("rules/strict.yml", include_str!("../rules/strict.yml")),
+        (
+            "profiles/local-dev.yml",
+            include_str!("../profiles/local-dev.yml"),
+        ),
+        (
+            "profiles/company-laptop.yml",
+            include_str!("../profiles/company-laptop.yml"),
+        ),
+        (
+            "profiles/strict.yml",
+            include_str!("../profiles/strict.yml"),
+        ),
+        (
+            "servers/filesystem-mcp.yaml",
+            include_str!("../servers/filesystem-mcp.yaml"),
+        ),
+        (
+            "servers/github-mcp.yaml",
+            include_str!("../servers/github-mcp.yaml"),
+        ),
+        (
+            "servers/shell-mcp.yaml",
+            include_str!("../servers/shell-mcp.yaml"),
+        ),
+    ];
 
     /// The contents of an embedded file, by its path (`rules/default.yml`).
     pub fn get(path: &str) -> Option<&'static str> {

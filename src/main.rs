@@ -36,6 +36,8 @@ enum Command {
     Status(cli::status::Args),
     /// Check the setup end to end and say what to fix.
     Doctor(cli::status::DoctorArgs),
+    /// Review pinned tool definitions: list, diff, approve, reset, verify (exit 1 on drift).
+    Pins(cli::pins::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Some(Command::Unwrap(a)) => cli::wrap::run_unwrap(a),
         Some(Command::Status(a)) => cli::status::run(a),
         Some(Command::Doctor(a)) => cli::status::run_doctor(a),
+        Some(Command::Pins(a)) => cli::pins::run(a),
         None => cli::proxy::run(cli.proxy),
     };
     match result {

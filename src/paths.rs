@@ -1,1 +1,470 @@
 //! Path handling (ARCHITECTURE decision 9): expansion, normalisation, containment.
+//!
+//! A value sent to a server as a path can be spelled many ways: `~/.ssh`,
+//! `${HOME}/.ssh`, `file:///home/u/.ssh`, `.aws//credentials`, `.aws/./credentials`,
+//! `C:\Users\u\.ssh\id_rsa`. Rules are written once, so the engine matches a
+//! path-shaped value in its written form *and* in the one normal form produced here,
+//! the way a server would resolve it:
+//!
+//! 1. `file://` URIs lose their scheme (and a `localhost` authority) and are
+//!    percent-decoded;
+//! 2. a leading `~`, `$HOME` or `${HOME}` becomes the HOME the program was compiled with;
+//! 3. `\` becomes `/`;
+//! 4. a relative path is joined to PROJECT_DIR (a drive-letter path such as `C:/x`
+//!    counts as absolute);
+//! 5. `//`, `/./` and `..` are resolved lexically (`..` never climbs above the root).
+//!
+//! Normalisation is pure string work into a caller-owned buffer: no I/O, and no
+//! allocation once the buffer has grown. Only [`Root::contains`] (behind `not_under`)
+//! touches the file system, to resolve symlinks; see its docs for when it does.
+//!
+//! Comparisons are by path component (`/proj2` is not under `/proj`) and ignore
+//! ASCII case on macOS and Windows, whose default file systems do.
+
+use std::path::{Path, PathBuf};
+
+/// HOME and PROJECT_DIR as a program resolves paths against them. Both are kept
+/// normalised (absolute, `/`-separated, no trailing `/` except for the root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathEnv {
+    home: String,
+    project_dir: String,
+}
+
+impl PathEnv {
+    /// Normalise `home` and `project_dir` (relative ones are taken against the
+    /// process's working directory, which is the only thing they can mean).
+    pub fn new(home: &Path, project_dir: &Path) -> PathEnv {
+        let cwd = std::env::current_dir()
+            .map(|p| to_slash_string(&p))
+            .unwrap_or_else(|_| "/".to_string());
+        let mut base = String::new();
+        clean_into(&cwd, "/", &mut base);
+        let mut h = String::new();
+        clean_into(&to_slash_string(home), &base, &mut h);
+        let mut p = String::new();
+        clean_into(&to_slash_string(project_dir), &base, &mut p);
+        PathEnv {
+            home: h,
+            project_dir: p,
+        }
+    }
+
+    /// HOME from the environment (`USERPROFILE` on Windows) and the working directory.
+    pub fn from_process() -> PathEnv {
+        let home = std::env::var_os("HOME")
+            .or_else(|| std::env::var_os("USERPROFILE"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let project = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        PathEnv::new(&home, &project)
+    }
+
+    pub fn home(&self) -> &str {
+        &self.home
+    }
+
+    pub fn project_dir(&self) -> &str {
+        &self.project_dir
+    }
+}
+
+fn to_slash_string(p: &Path) -> String {
+    let s = p.to_string_lossy();
+    if cfg!(windows) {
+        s.replace('\\', "/")
+    } else {
+        s.into_owned()
+    }
+}
+
+/// Whether a value is spelled like a path: it contains `/` or `\`, starts with `~`
+/// or `.`, is a `file:` URI, starts with a drive letter (`C:`), or starts with
+/// `$HOME`/`${HOME}`. URLs and shell commands that contain `/` count too: they get
+/// one extra (harmless) normal form, and a scheme-like prefix is not trusted to mean
+/// "not a path" because a server may still open it as one.
+pub fn is_path_shaped(s: &str) -> bool {
+    let b = s.as_bytes();
+    let Some(&first) = b.first() else {
+        return false;
+    };
+    first == b'~'
+        || first == b'.'
+        || memchr2(b'/', b'\\', b)
+        || has_drive_prefix(b)
+        || starts_with_ignore_case(s, "file:")
+        || home_var_prefix(s).is_some()
+}
+
+fn memchr2(a: u8, b: u8, hay: &[u8]) -> bool {
+    hay.iter().any(|&c| c == a || c == b)
+}
+
+/// `C:` alone or followed by a separator.
+fn has_drive_prefix(b: &[u8]) -> bool {
+    b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && (b.len() == 2 || b[2] == b'/' || b[2] == b'\\')
+}
+
+fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
+    s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+/// Length of a leading `$HOME` / `${HOME}` that stands alone as the first component.
+fn home_var_prefix(s: &str) -> Option<usize> {
+    for var in ["${HOME}", "$HOME"] {
+        if let Some(rest) = s.strip_prefix(var)
+            && (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\'))
+        {
+            return Some(var.len());
+        }
+    }
+    None
+}
+
+/// Reusable buffers for [`normalize_into`].
+#[derive(Debug, Default)]
+pub struct PathBuffers {
+    expanded: String,
+    decoded: Vec<u8>,
+}
+
+/// Write the normal form of `value` (see the module docs) into `out`.
+///
+/// Works for any string; callers decide with [`is_path_shaped`] whether a value is
+/// worth it. Does not allocate once `out` and `bufs` have grown to the value's size.
+pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &mut String) {
+    let expanded = &mut bufs.expanded;
+    expanded.clear();
+    if starts_with_ignore_case(value, "file:") {
+        let mut rest = &value[5..];
+        if let Some(after) = rest.strip_prefix("//") {
+            // `file://host/path`: drop an empty or `localhost` authority; keep any
+            // other host as a UNC-like `//host/path`.
+            rest = if after.starts_with('/') {
+                after
+            } else if starts_with_ignore_case(after, "localhost/") {
+                &after[9..]
+            } else {
+                expanded.push_str("//");
+                after
+            };
+        }
+        percent_decode_into(rest, &mut bufs.decoded);
+        match std::str::from_utf8(&bufs.decoded) {
+            Ok(text) => expanded.push_str(text),
+            Err(_) => expanded.push_str(&String::from_utf8_lossy(&bufs.decoded)),
+        }
+    } else if value == "~" || value.starts_with("~/") || value.starts_with("~\\") {
+        expanded.push_str(&env.home);
+        expanded.push('/');
+        expanded.push_str(&value[1..]);
+    } else if let Some(n) = home_var_prefix(value) {
+        expanded.push_str(&env.home);
+        expanded.push('/');
+        expanded.push_str(&value[n..]);
+    } else {
+        expanded.push_str(value);
+    }
+    clean_into(expanded, &env.project_dir, out);
+}
+
+fn percent_decode_into(s: &str, out: &mut Vec<u8>) {
+    out.clear();
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push(h << 4 | l);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Lexically clean `path` (with `\` read as `/`) into `out`; a relative path is
+/// joined to `base`, which must already be clean and absolute.
+fn clean_into(path: &str, base: &str, out: &mut String) {
+    out.clear();
+    let b = path.as_bytes();
+    let root_len;
+    let rest: &str;
+    if b.first().is_some_and(|&c| c == b'/' || c == b'\\') {
+        out.push('/');
+        root_len = 1;
+        rest = path;
+    } else if has_drive_prefix(b) {
+        out.push(char::from(b[0]));
+        out.push_str(":/");
+        root_len = 3;
+        rest = &path[2..];
+    } else {
+        out.push_str(base);
+        root_len = root_len_of(base);
+        rest = path;
+    }
+    for comp in rest.split(['/', '\\']) {
+        match comp {
+            "" | "." => {}
+            ".." => {
+                let cut = out[root_len..]
+                    .rfind('/')
+                    .map_or(root_len, |i| root_len + i);
+                out.truncate(cut.max(root_len));
+            }
+            _ => {
+                if !out.ends_with('/') {
+                    out.push('/');
+                }
+                out.push_str(comp);
+            }
+        }
+    }
+}
+
+fn root_len_of(clean: &str) -> usize {
+    if has_drive_prefix(clean.as_bytes()) {
+        3
+    } else {
+        1
+    }
+}
+
+/// Whether the clean path `path` is `root` or lies below it, comparing by component.
+pub fn is_under(path: &str, root: &str) -> bool {
+    let (p, r) = (path.as_bytes(), root.as_bytes());
+    if p.len() < r.len() || !bytes_eq(&p[..r.len()], r) {
+        return false;
+    }
+    p.len() == r.len() || r.ends_with(b"/") || p[r.len()] == b'/'
+}
+
+#[cfg(any(target_os = "macos", windows))]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+#[cfg(not(any(target_os = "macos", windows)))]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    a == b
+}
+
+/// A `not_under` root, prepared at compile time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    /// The root's normal form.
+    pub lexical: String,
+    /// The normal form with the symlinks of its longest existing prefix resolved.
+    pub canonical: String,
+}
+
+impl Root {
+    /// Normalise (and resolve, once, at compile time) a root as written in a policy.
+    pub fn new(root: &Path, env: &PathEnv) -> Root {
+        let mut lexical = String::new();
+        normalize_into(
+            &to_slash_string(root),
+            env,
+            &mut PathBuffers::default(),
+            &mut lexical,
+        );
+        let canonical = resolve_existing_prefix(&lexical).unwrap_or_else(|| lexical.clone());
+        Root { lexical, canonical }
+    }
+
+    /// Whether the normalised path `path` really lies under this root once symlinks
+    /// are taken into account.
+    ///
+    /// Cost: when `path` is lexically under the root, each of its components below
+    /// the root is `lstat`ed (no allocation for paths under ~380 bytes) until one
+    /// does not exist; only if one of them is a symlink is the path fully resolved
+    /// (`canonicalize` of its longest existing ancestor, which allocates). A path that
+    /// is lexically outside is always resolved, since a symlink elsewhere may lead
+    /// back inside; that is the deny path, where the cost does not matter.
+    pub fn contains(&self, path: &str) -> bool {
+        let prefix = if is_under(path, &self.lexical) {
+            Some(self.lexical.len())
+        } else if is_under(path, &self.canonical) {
+            Some(self.canonical.len())
+        } else {
+            None
+        };
+        if let Some(prefix) = prefix
+            && !has_symlink_below(path, prefix)
+        {
+            return true;
+        }
+        match resolve_existing_prefix(path) {
+            Some(resolved) => is_under(&resolved, &self.canonical),
+            None => false,
+        }
+    }
+}
+
+/// Whether some existing component of `path` after byte `prefix` is a symlink.
+fn has_symlink_below(path: &str, prefix: usize) -> bool {
+    if !path.starts_with('/') {
+        // Drive-letter paths on a Unix host name nothing on this file system.
+        return cfg!(windows);
+    }
+    let mut end = prefix;
+    while end < path.len() {
+        let next = path[end + 1..]
+            .find('/')
+            .map_or(path.len(), |i| end + 1 + i);
+        match std::fs::symlink_metadata(&path[..next]) {
+            Ok(meta) if meta.file_type().is_symlink() => return true,
+            Ok(_) => end = next,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// `canonicalize` the longest existing ancestor of the clean absolute `path` and
+/// append the rest. `None` when nothing of it exists on this file system.
+pub fn resolve_existing_prefix(path: &str) -> Option<String> {
+    if !(path.starts_with('/') || cfg!(windows)) {
+        return None;
+    }
+    let full = Path::new(path);
+    for ancestor in full.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(ancestor) {
+            let mut out = to_slash_string(&real);
+            if cfg!(windows)
+                && let Some(stripped) = out.strip_prefix("//?/")
+            {
+                out = stripped.to_string();
+            }
+            let rest = full.strip_prefix(ancestor).ok()?;
+            for comp in rest.components() {
+                if !out.ends_with('/') {
+                    out.push('/');
+                }
+                out.push_str(&comp.as_os_str().to_string_lossy());
+            }
+            return Some(out);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> PathEnv {
+        PathEnv::new(Path::new("/home/u"), Path::new("/proj"))
+    }
+
+    fn norm(s: &str) -> String {
+        let mut out = String::new();
+        normalize_into(s, &env(), &mut PathBuffers::default(), &mut out);
+        out
+    }
+
+    #[test]
+    fn spellings_of_one_file_share_a_normal_form() {
+        for s in [
+            "/home/u/.aws/credentials",
+            "~/.aws/credentials",
+            "${HOME}/.aws/credentials",
+            "$HOME/.aws//credentials",
+            "/home/u/.aws/./credentials",
+            "/home/u/x/../.aws/credentials",
+            "file:///home/u/.aws/credentials",
+            "file://localhost/home/u/%2Eaws/credentials",
+            "../home/u/.aws/credentials",
+            "~\\.aws\\credentials",
+        ] {
+            assert_eq!(norm(s), "/home/u/.aws/credentials", "{s}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_join_the_project_dir() {
+        assert_eq!(norm(".aws//credentials"), "/proj/.aws/credentials");
+        assert_eq!(norm("src/../lib.rs"), "/proj/lib.rs");
+        assert_eq!(norm("."), "/proj");
+        assert_eq!(norm(""), "/proj");
+    }
+
+    #[test]
+    fn dotdot_never_climbs_above_the_root() {
+        assert_eq!(norm("/../../etc/passwd"), "/etc/passwd");
+        assert_eq!(
+            norm("C:\\..\\Users\\u\\.ssh\\id_rsa"),
+            "C:/Users/u/.ssh/id_rsa"
+        );
+        assert_eq!(norm("/a/.."), "/");
+    }
+
+    #[test]
+    fn path_shape() {
+        for yes in [
+            "/x",
+            "a\\b",
+            "~",
+            ".env",
+            "C:",
+            "c:\\x",
+            "file:x",
+            "$HOME",
+            "${HOME}/x",
+        ] {
+            assert!(is_path_shaped(yes), "{yes}");
+        }
+        for no in ["", "ls", "key:value", "AB:", "$HOMEDIR", "hello world"] {
+            assert!(!is_path_shaped(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn containment_is_by_component() {
+        assert!(is_under("/proj", "/proj"));
+        assert!(is_under("/proj/a", "/proj"));
+        assert!(!is_under("/proj2", "/proj"));
+        assert!(!is_under("/pro", "/proj"));
+        assert!(is_under("/anything", "/"));
+    }
+
+    #[test]
+    fn symlinks_inside_the_root_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let proj = base.join("proj");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(proj.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&outside, proj.join("escape")).unwrap();
+        let env = PathEnv::new(Path::new("/home/u"), &proj);
+        let root = Root::new(&proj, &env);
+        let n = |s: &str| {
+            let mut out = String::new();
+            normalize_into(s, &env, &mut PathBuffers::default(), &mut out);
+            out
+        };
+        assert!(root.contains(&n("sub/new-file")));
+        assert!(root.contains(&n("not-yet/created/file")));
+        assert!(!root.contains(&n("../outside/x")));
+        #[cfg(unix)]
+        assert!(!root.contains(&n("escape/x")));
+    }
+}

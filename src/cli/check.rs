@@ -1,12 +1,822 @@
-//! `mcpwall check`.
+//! `mcpwall check`: judge JSON-RPC frames against the policy, without a server.
+//!
+//! Input (stdin, or each `--input JSON`): one frame, a batch (a JSON array), or JSONL (one
+//! frame per line; blank lines are skipped, a trailing `\r` is dropped). A single frame
+//! pretty-printed over several lines is accepted too: when the lines do not parse one by
+//! one but the whole text does as one frame, it is judged as one.
+//!
+//! Every message gets one verdict, printed in input order. A malformed line is reported
+//! with its reason and checking goes on, so one run shows every problem; the exit code is
+//! then 2. Otherwise the exit code is 1 when anything was denied, redacted or blocked, and
+//! 0 when everything was allowed.
+//!
+//! Direction (`--direction auto`): requests and notifications are client messages judged by
+//! the inbound rules, except the methods only a server sends (`sampling/createMessage`,
+//! `elicitation/create`, `roots/list`, `notifications/message`, the `list_changed` and
+//! `resources/updated` notifications); results and errors are server messages judged by the
+//! outbound rules. A result answers the request with the same id earlier in the input, which
+//! gives it its method and tool; `--tool` and `--server` set them explicitly.
 
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::config::policy::{Policy, Span};
+use crate::config::{self, LoadOptions};
+use crate::frame::{Frame, Limits, Message, MessageKind, Parsed, TokenKind};
+use crate::paths::PathEnv;
+use crate::program::{CallInfo, Program, Scratch};
+use crate::secrets::{DetectorCache, Finding};
+use crate::verdict::{Decision, Outcome, RuleId};
 
 /// Arguments of `mcpwall check`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Use exactly this policy file (plus what it extends). Without it: the project's
+    /// `.mcpwall.yml` and `~/.mcpwall/config.yml`, or the built-in default pack.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Judge this JSON instead of stdin: one frame, a batch, or JSONL. Repeatable.
+    #[arg(long = "input", value_name = "JSON")]
+    pub input: Vec<String>,
+    /// Output: `text` for people, `json` for one JSON verdict per message.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Which rules judge each message: `auto` decides by message kind (see `--help`).
+    #[arg(long, value_enum, default_value_t = Direction::Auto)]
+    pub direction: Direction,
+    /// Tool that judged server messages answer (overrides what the input's requests say).
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// Server name for outbound `server:` conditions.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub server: String,
+}
+
+/// Output format of `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Which rules judge a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Direction {
+    /// By message kind: client requests inbound, results and server-only methods outbound.
+    Auto,
+    /// Everything is a client message (inbound rules).
+    Inbound,
+    /// Everything is a server message (outbound rules).
+    Outbound,
+}
+
+/// Methods only a server sends; `auto` judges them with the outbound rules.
+const SERVER_METHODS: &[&str] = &[
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+    "notifications/message",
+    "notifications/resources/updated",
+    "notifications/resources/list_changed",
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+];
+
+/// Argument names whose value best says what a call is about, most telling first.
+const TELLING_ARGS: &[&str] = &[
+    "command",
+    "cmd",
+    "path",
+    "paths",
+    "uri",
+    "url",
+    "file",
+    "file_path",
+    "filepath",
+    "filename",
+    "source",
+    "destination",
+    "directory",
+    "cwd",
+    "query",
+    "pattern",
+    "name",
+];
+
+/// Longest argument value shown in the text format, in characters.
+const SHOWN_CHARS: usize = 80;
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall check` is being built"))
+    let opts = load_options(args.config.clone())?;
+    let policy = config::load(&opts)?;
+    let program = Program::compile_with(&policy, &PathEnv::new(&opts.home, &opts.project_dir))?;
+
+    let texts = if args.input.is_empty() {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .lock()
+            .read_to_end(&mut buf)
+            .map_err(|e| miette::miette!("cannot read stdin: {e}"))?;
+        vec![buf]
+    } else {
+        args.input.iter().map(|s| s.clone().into_bytes()).collect()
+    };
+
+    let stdout = std::io::stdout();
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut checker = Checker::new(&policy, &program, &args, colour);
+    let written = (|| -> std::io::Result<()> {
+        let mut line_no = 0;
+        for text in &texts {
+            for frame in split_frames(text, &mut line_no) {
+                checker.judge(&frame, &mut out)?;
+            }
+        }
+        out.flush()
+    })();
+    match written {
+        Ok(()) => {}
+        // Someone stopped reading (`| head`): nothing left to say, and no one to say it to.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Err(e) => return Err(miette::miette!("cannot write the verdicts: {e}")),
+    }
+    Ok(ExitCode::from(checker.exit_code()))
+}
+
+/// `LoadOptions` from the environment: `$HOME` and the working directory.
+pub(crate) fn load_options(explicit: Option<PathBuf>) -> miette::Result<LoadOptions> {
+    let home = match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => PathBuf::from(h),
+        _ => {
+            return Err(miette::miette!(
+                help = "set HOME to your home directory",
+                "cannot find your home directory (HOME is not set)"
+            ));
+        }
+    };
+    let project_dir = std::env::current_dir()
+        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+    Ok(LoadOptions {
+        explicit,
+        home,
+        project_dir,
+    })
+}
+
+/// `file:line` of a span.
+pub(crate) fn source_line(policy: &Policy, span: Span) -> String {
+    format!("{}:{}", policy.source(span.source).name, span.line)
+}
+
+/// One unit of input: a frame to parse, or the line number and the bytes.
+struct InputFrame {
+    line: usize,
+    bytes: Vec<u8>,
+}
+
+/// Split one input text into frames (see the module docs). `line_no` counts across texts.
+fn split_frames(text: &[u8], line_no: &mut usize) -> Vec<InputFrame> {
+    let first_line = *line_no + 1;
+    let mut frames = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        *line_no += 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        frames.push(InputFrame {
+            line: *line_no,
+            bytes: line.to_vec(),
+        });
+    }
+    // A pretty-printed frame: newlines only ever sit between JSON tokens (a JSON string
+    // cannot hold a raw newline), so joining the lines with spaces loses nothing.
+    if frames.len() > 1 {
+        let mut parsed = Parsed::new();
+        let lines_parse = frames
+            .iter()
+            .all(|f| parsed.parse(&f.bytes, &Limits::default()).is_ok());
+        if !lines_parse {
+            let joined: Vec<u8> = text
+                .iter()
+                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+                .collect();
+            let trimmed = joined.trim_ascii();
+            if parsed.parse(trimmed, &Limits::default()).is_ok() {
+                return vec![InputFrame {
+                    line: first_line,
+                    bytes: trimmed.to_vec(),
+                }];
+            }
+        }
+    }
+    frames
+}
+
+/// What a request that appeared earlier in the input said, for the results that answer it.
+struct Pending {
+    method: String,
+    tool: Option<String>,
+}
+
+/// Judges frames one by one and remembers what the exit code must be.
+struct Checker<'p> {
+    policy: &'p Policy,
+    program: &'p Program,
+    args: &'p Args,
+    colour: bool,
+    parsed: Parsed,
+    scratch: Scratch,
+    limits: Limits,
+    pending: HashMap<Vec<u8>, Pending>,
+    detector_cache: DetectorCache,
+    findings: Vec<Finding>,
+    any_error: bool,
+    any_refused: bool,
+}
+
+/// The machine-readable verdict on one message (`--format json`).
+#[derive(Debug, Serialize)]
+struct JsonVerdict<'a> {
+    verdict: &'static str,
+    direction: &'static str,
+    line: usize,
+    method: Option<&'a str>,
+    tool: Option<&'a str>,
+    id: Option<serde_json::Value>,
+    rule: Option<&'a str>,
+    message: Option<&'a str>,
+    source: Option<String>,
+    redactions: Vec<JsonRedaction<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    logged: Vec<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonRedaction<'a> {
+    detector: &'a str,
+    count: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonError {
+    verdict: &'static str,
+    line: usize,
+    error: String,
+}
+
+/// The verdict kinds, with their text-format label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Allow,
+    Deny,
+    Redact,
+    Block,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Allow => "allow",
+            Kind::Deny => "deny",
+            Kind::Redact => "redact",
+            Kind::Block => "block",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Allow => "✓ ALLOW",
+            Kind::Deny => "✗ DENY",
+            Kind::Redact => "~ REDACT",
+            Kind::Block => "✗ BLOCK",
+        }
+    }
+
+    fn ansi(self) -> &'static str {
+        match self {
+            Kind::Allow => "\x1b[32m",
+            Kind::Deny | Kind::Block => "\x1b[1;31m",
+            Kind::Redact => "\x1b[33m",
+        }
+    }
+}
+
+/// Everything printed about one message.
+struct Report<'a> {
+    kind: Kind,
+    outbound: bool,
+    line: usize,
+    /// The message's method, or for a response the method of the request it answers.
+    method: Option<String>,
+    /// The tool called, or for a response the tool of the call it answers.
+    tool: Option<String>,
+    id: Option<&'a [u8]>,
+    /// What the message is about (an argument value, or "response to id 3").
+    subject: String,
+    rule: Option<(&'a str, Span)>,
+    /// The rule that decided, written as `default_action: deny` when none did.
+    rule_text: Option<String>,
+    message: Option<&'a str>,
+    redactions: Vec<(&'a str, usize, Vec<String>)>,
+    logged: Vec<&'a str>,
+}
+
+impl<'p> Checker<'p> {
+    fn new(policy: &'p Policy, program: &'p Program, args: &'p Args, colour: bool) -> Self {
+        Checker {
+            policy,
+            program,
+            args,
+            colour,
+            parsed: Parsed::new(),
+            scratch: program.scratch(),
+            limits: Limits {
+                max_frame_bytes: program.settings().max_frame_bytes,
+                ..Limits::default()
+            },
+            pending: HashMap::new(),
+            detector_cache: program.detector().cache(),
+            findings: Vec::new(),
+            any_error: false,
+            any_refused: false,
+        }
+    }
+
+    fn exit_code(&self) -> u8 {
+        if self.any_error {
+            2
+        } else if self.any_refused {
+            1
+        } else {
+            0
+        }
+    }
+
+    fn judge(&mut self, input: &InputFrame, out: &mut impl Write) -> std::io::Result<()> {
+        let mut parsed = std::mem::take(&mut self.parsed);
+        let result = match parsed.parse(&input.bytes, &self.limits) {
+            Ok(()) => {
+                let frame = Frame::new(&input.bytes, &parsed);
+                self.judge_frame(&frame, input.line, out)
+            }
+            Err(e) => {
+                self.any_error = true;
+                self.write_error(input.line, &e.to_string(), out)
+            }
+        };
+        self.parsed = parsed;
+        result
+    }
+
+    fn judge_frame(
+        &mut self,
+        frame: &Frame<'_>,
+        line: usize,
+        out: &mut impl Write,
+    ) -> std::io::Result<()> {
+        let mut batch_denied = false;
+        for msg in frame.messages() {
+            let outbound = match self.args.direction {
+                Direction::Inbound => false,
+                Direction::Outbound => true,
+                Direction::Auto => match msg.kind {
+                    MessageKind::Result | MessageKind::Error => true,
+                    MessageKind::Request | MessageKind::Notification => frame
+                        .method(msg)
+                        .is_some_and(|m| SERVER_METHODS.contains(&m)),
+                },
+            };
+            let report = if outbound {
+                self.judge_outbound(frame, msg, line)
+            } else {
+                self.judge_inbound(frame, msg, line)
+            };
+            batch_denied |= report.kind == Kind::Deny && !report.outbound;
+            if report.kind != Kind::Allow {
+                self.any_refused = true;
+            }
+            self.write_report(&report, out)?;
+        }
+        if batch_denied && frame.messages().len() > 1 && self.args.format == Format::Text {
+            writeln!(
+                out,
+                "  Batch: an element was denied, so nothing in this batch would be forwarded"
+            )?;
+        }
+        Ok(())
+    }
+
+    fn judge_inbound<'f>(&mut self, frame: &Frame<'f>, msg: &Message, line: usize) -> Report<'f>
+    where
+        'p: 'f,
+    {
+        let verdict = self.program.evaluate_request(frame, msg, &mut self.scratch);
+        let method = frame.method(msg);
+        let tool = frame.tool(msg);
+        if let (Some(id), Some(m), MessageKind::Request) = (frame.id_raw(msg), method, msg.kind) {
+            self.pending.insert(
+                id.to_vec(),
+                Pending {
+                    method: m.to_string(),
+                    tool: tool.map(str::to_string),
+                },
+            );
+        }
+        let (kind, rule, rule_text, message) = match verdict.decision {
+            Decision::AllowedBy(r) => {
+                let (name, span, _) = self.inbound_rule(r);
+                (Kind::Allow, Some((name, span)), None, None)
+            }
+            Decision::DeniedBy(r) => {
+                let (name, span, message) = self.inbound_rule(r);
+                (Kind::Deny, Some((name, span)), None, Some(message))
+            }
+            Decision::Default { allow: true } | Decision::Plumbing => {
+                (Kind::Allow, None, None, None)
+            }
+            Decision::Default { allow: false } => (
+                Kind::Deny,
+                None,
+                Some("default_action: deny".to_string()),
+                Some("no rule allows this call"),
+            ),
+        };
+        Report {
+            kind,
+            outbound: false,
+            line,
+            method: method.map(str::to_string),
+            tool: tool.map(str::to_string),
+            id: frame.id_raw(msg),
+            subject: self.telling_value(frame, msg),
+            rule,
+            rule_text,
+            message,
+            redactions: Vec::new(),
+            logged: Vec::new(),
+        }
+    }
+
+    fn judge_outbound<'f>(&mut self, frame: &Frame<'f>, msg: &Message, line: usize) -> Report<'f>
+    where
+        'p: 'f,
+    {
+        let answered = frame.id_raw(msg).and_then(|id| match msg.kind {
+            MessageKind::Result | MessageKind::Error => self.pending.get(id),
+            _ => None,
+        });
+        let is_response = matches!(msg.kind, MessageKind::Result | MessageKind::Error);
+        // `--tool` says what responses answer; a server's own requests and notifications
+        // answer nothing.
+        let tool: Option<String> = match is_response {
+            true => self
+                .args
+                .tool
+                .clone()
+                .or_else(|| answered.and_then(|p| p.tool.clone())),
+            false => None,
+        };
+        let method: Option<String> =
+            answered
+                .map(|p| p.method.clone())
+                .or_else(|| match (frame.method(msg), &tool) {
+                    (Some(m), _) => Some(m.to_string()),
+                    (None, Some(_)) => Some("tools/call".to_string()),
+                    (None, None) => None,
+                });
+        let call = CallInfo {
+            method: method.as_deref(),
+            tool: tool.as_deref(),
+            server: &self.args.server,
+        };
+        let outcome = self
+            .program
+            .scan_response(frame, msg, &call, &mut self.scratch);
+        let (kind, decided, redactions) = match outcome {
+            Outcome::Pass => (Kind::Allow, None, Vec::new()),
+            Outcome::Redact { rule, redactions } => (Kind::Redact, Some(rule), redactions.to_vec()),
+            Outcome::Block { rule } => (Kind::Block, Some(rule), Vec::new()),
+        };
+        let logged: Vec<&'p str> = self
+            .scratch
+            .logged()
+            .iter()
+            .map(|&r| self.program.outbound_rule(r).name.as_str())
+            .collect();
+        let mut grouped: Vec<(&'p str, usize, Vec<String>)> = Vec::new();
+        for r in &redactions {
+            let name = self.program.label(r.label);
+            let preview = mask(&decode_raw(&frame.raw[r.raw.clone()]));
+            match grouped.iter_mut().find(|(n, _, _)| *n == name) {
+                Some((_, count, previews)) => {
+                    *count += 1;
+                    previews.push(preview);
+                }
+                None => grouped.push((name, 1, vec![preview])),
+            }
+        }
+        grouped.sort_by(|a, b| a.0.cmp(b.0));
+        let (rule, message) = match decided {
+            Some(r) => {
+                let (name, span, message) = self.outbound_rule(r);
+                (Some((name, span)), Some(message))
+            }
+            None => (None, None),
+        };
+        let subject = match (msg.kind, frame.id_raw(msg)) {
+            (MessageKind::Result | MessageKind::Error, Some(id)) => {
+                format!("(response to id {})", String::from_utf8_lossy(id))
+            }
+            _ => self.telling_value(frame, msg),
+        };
+        // The method and tool columns show what the message answers, when known.
+        let method = method.or_else(|| match msg.kind {
+            MessageKind::Result => Some("result".to_string()),
+            MessageKind::Error => Some("error".to_string()),
+            _ => None,
+        });
+        Report {
+            kind,
+            outbound: true,
+            line,
+            method,
+            tool,
+            id: frame.id_raw(msg),
+            subject,
+            rule,
+            rule_text: None,
+            message,
+            redactions: grouped,
+            logged,
+        }
+    }
+
+    fn inbound_rule(&self, id: RuleId) -> (&'p str, Span, &'p str) {
+        let info = self.program.rule(id);
+        let message = info
+            .message
+            .as_deref()
+            .or(info.description.as_deref())
+            .unwrap_or("denied by policy");
+        (info.name.as_str(), info.span, message)
+    }
+
+    fn outbound_rule(&self, id: RuleId) -> (&'p str, Span, &'p str) {
+        let info = self.program.outbound_rule(id);
+        let message = info
+            .message
+            .as_deref()
+            .or(info.description.as_deref())
+            .unwrap_or("matched an outbound rule");
+        (info.name.as_str(), info.span, message)
+    }
+
+    /// The argument value that best says what a message is about, shortened, with control
+    /// characters escaped and any secret in it masked.
+    fn telling_value(&mut self, frame: &Frame<'_>, msg: &Message) -> String {
+        let tokens = frame.tokens();
+        let mut best: Option<(usize, &str)> = None;
+        let rank_of = |key: Option<&crate::frame::Token>| {
+            key.filter(|k| k.kind == TokenKind::Key)
+                .and_then(|k| TELLING_ARGS.iter().position(|t| *t == frame.text(k.text)))
+                .unwrap_or(TELLING_ARGS.len())
+        };
+        for i in msg.args.clone() {
+            let tok = &tokens[i];
+            if tok.kind != TokenKind::String {
+                continue;
+            }
+            // Rank by the value's own key (`path` inside `arguments` of a look-alike
+            // method) and by the top-level argument it sits in, whichever tells more.
+            let own_key = i.checked_sub(1).map(|k| &tokens[k]);
+            let rank = rank_of(own_key).min(rank_of(tokens.get(tok.arg as usize)));
+            if best.is_none_or(|(r, _)| rank < r) {
+                best = Some((rank, frame.text(tok.text)));
+            }
+        }
+        let Some((_, value)) = best else {
+            return String::new();
+        };
+        self.findings.clear();
+        self.program
+            .detector()
+            .find(value, &mut self.detector_cache, &mut self.findings);
+        let masked = mask_findings(value, &self.findings);
+        shorten(&escape_controls(&masked), SHOWN_CHARS)
+    }
+
+    fn write_error(&self, line: usize, reason: &str, out: &mut impl Write) -> std::io::Result<()> {
+        match self.args.format {
+            Format::Json => {
+                let v = JsonError {
+                    verdict: "error",
+                    line,
+                    error: reason.to_string(),
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&v).map_err(std::io::Error::other)?
+                )
+            }
+            Format::Text => {
+                let label = self.paint("\x1b[1;35m", "! ERROR");
+                writeln!(out, "{label}  line {line}: {reason}")
+            }
+        }
+    }
+
+    fn write_report(&self, r: &Report<'_>, out: &mut impl Write) -> std::io::Result<()> {
+        match self.args.format {
+            Format::Json => {
+                let v = JsonVerdict {
+                    verdict: r.kind.word(),
+                    direction: if r.outbound { "outbound" } else { "inbound" },
+                    line: r.line,
+                    method: r.method.as_deref(),
+                    tool: r.tool.as_deref(),
+                    id: r.id.and_then(|raw| serde_json::from_slice(raw).ok()),
+                    rule: r.rule.map(|(n, _)| n).or(r.rule_text.as_deref()),
+                    message: r.message,
+                    source: r.rule.map(|(_, span)| source_line(self.policy, span)),
+                    redactions: r
+                        .redactions
+                        .iter()
+                        .map(|(d, c, _)| JsonRedaction {
+                            detector: d,
+                            count: *c,
+                        })
+                        .collect(),
+                    logged: r.logged.clone(),
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&v).map_err(std::io::Error::other)?
+                )
+            }
+            Format::Text => {
+                let label = format!("{:<8}", r.kind.label());
+                let mut head = self.paint(r.kind.ansi(), &label);
+                for col in [&r.method, &r.tool].into_iter().flatten() {
+                    head.push(' ');
+                    head.push_str(&escape_controls(col));
+                    head.push(' ');
+                }
+                if !r.subject.is_empty() {
+                    head.push(' ');
+                    head.push_str(&r.subject);
+                }
+                writeln!(out, "{}", head.trim_end())?;
+                if let Some(rule) = r.rule.map(|(n, _)| n).or(r.rule_text.as_deref()) {
+                    writeln!(out, "  Rule: {rule}")?;
+                }
+                match r.kind {
+                    Kind::Deny | Kind::Block => writeln!(
+                        out,
+                        "  Blocked: {}",
+                        r.message.unwrap_or("denied by policy")
+                    )?,
+                    Kind::Redact => {
+                        for (detector, count, previews) in &r.redactions {
+                            writeln!(
+                                out,
+                                "  Redacted: {detector} ×{count} ({})",
+                                previews.join(", ")
+                            )?;
+                        }
+                    }
+                    Kind::Allow => {}
+                }
+                for name in &r.logged {
+                    writeln!(out, "  Logged: {name}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn paint(&self, ansi: &str, text: &str) -> String {
+        if self.colour {
+            format!("{ansi}{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+/// The text of a raw JSON string slice (escapes decoded where they are whole).
+fn decode_raw(raw: &[u8]) -> String {
+    let quoted = [b"\"", raw, b"\""].concat();
+    serde_json::from_slice::<String>(&quoted)
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+}
+
+/// A secret shown safely: its first four characters, then how many are hidden.
+fn mask(secret: &str) -> String {
+    let total = secret.chars().count();
+    let shown: String = secret.chars().take(4).collect();
+    format!(
+        "{}…[{} chars]",
+        escape_controls(&shown),
+        total.saturating_sub(4)
+    )
+}
+
+/// `text` with every finding replaced by its masked preview.
+fn mask_findings(text: &str, findings: &[Finding]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in findings {
+        if f.range.start < at {
+            continue;
+        }
+        out.push_str(&text[at..f.range.start]);
+        out.push_str(&mask(&text[f.range.clone()]));
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Control characters (newlines, terminal escapes) written as escapes, so a frame cannot
+/// rewrite the user's terminal or forge extra verdict lines.
+fn escape_controls(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// At most `max` characters, with `…` when cut.
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_shows_four_characters_and_the_hidden_count() {
+        assert_eq!(mask("ABCDEFGH"), "ABCD…[4 chars]");
+        assert_eq!(mask("AB"), "AB…[0 chars]");
+    }
+
+    #[test]
+    fn controls_are_escaped() {
+        assert_eq!(escape_controls("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
+        assert_eq!(escape_controls("plain"), "plain");
+    }
+
+    #[test]
+    fn shorten_cuts_on_characters() {
+        assert_eq!(shorten("ééééé", 3), "éé…");
+        assert_eq!(shorten("abc", 3), "abc");
+    }
+
+    #[test]
+    fn pretty_printed_frame_is_one_frame() {
+        let text = b"{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"ping\"\n}\n";
+        let mut n = 0;
+        let frames = split_frames(text, &mut n);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].line, 1);
+    }
+
+    #[test]
+    fn jsonl_keeps_line_numbers_and_skips_blank_lines() {
+        let text = b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":1}\r\n\n{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":2}\n";
+        let mut n = 0;
+        let frames = split_frames(text, &mut n);
+        let lines: Vec<usize> = frames.iter().map(|f| f.line).collect();
+        assert_eq!(lines, [1, 3]);
+        assert!(!frames[0].bytes.ends_with(b"\r"));
+    }
+
+    #[test]
+    fn a_broken_line_stays_its_own_frame() {
+        let text = b"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"id\":1}\n{broken\n";
+        let mut n = 0;
+        assert_eq!(split_frames(text, &mut n).len(), 2);
+    }
 }

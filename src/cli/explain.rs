@@ -1,12 +1,1084 @@
-//! `mcpwall explain`.
+//! `mcpwall explain-policy`: the merged effective policy, where each part came from, and
+//! what looks wrong with it.
+//!
+//! The text format lists sources, settings, every inbound and outbound rule in evaluation
+//! order (with file and line, conditions, action, message and documentation), the secret
+//! detectors, what was ignored and why, and warnings: rules that can never match and rules
+//! an earlier rule shadows. `--format yaml` prints one self-contained policy (no `extends`,
+//! every rule inlined in order, every setting explicit) that loads back to the same program.
+//!
+//! Everything is computed from the [`Policy`]; the [`Program`] is compiled only to prove the
+//! policy compiles and to list the secret detectors exactly as the engine has them.
 
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Arguments of `mcpwall explain`.
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use crate::config::policy::{
+    Action, ArgSelector, Examples, LogArgs, LogLevel, Matcher, OutboundAction, OutboundRule,
+    Policy, RedactMarker, Rule, Settings, SourceKind, Span,
+};
+use crate::config::{self, LoadOptions};
+use crate::paths::PathEnv;
+use crate::program::{JUDGED_METHODS, Program};
+
+/// Arguments of `mcpwall explain-policy`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Use exactly this policy file (plus what it extends). Without it: the project's
+    /// `.mcpwall.yml` and `~/.mcpwall/config.yml`, or the built-in default pack.
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        conflicts_with = "pack"
+    )]
+    pub config: Option<PathBuf>,
+    /// Explain a built-in pack by the name `extends` uses (`default`, `strict`,
+    /// `profiles/local-dev`, `servers/github-mcp`, ...).
+    #[arg(long, value_name = "NAME")]
+    pub pack: Option<String>,
+    /// `text` for people; `yaml` for one self-contained policy that loads back the same.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Output format of `explain-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Yaml,
+}
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall explain` is being built"))
+    let opts = super::check::load_options(args.config.clone())?;
+    let policy = match &args.pack {
+        Some(name) => load_pack(name, &opts)?,
+        None => config::load(&opts)?,
+    };
+    let program = Program::compile_with(&policy, &PathEnv::new(&opts.home, &opts.project_dir))?;
+    let text = match args.format {
+        Format::Text => render_text(&policy, &program),
+        Format::Yaml => render_yaml(&policy)?,
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(miette::miette!("cannot write the policy: {e}")),
+    }
+}
+
+/// Load a built-in pack as a one-line policy that extends it, so the pack keeps its
+/// built-in source kind and pulls in what it extends itself.
+pub fn load_pack(name: &str, opts: &LoadOptions) -> miette::Result<Policy> {
+    if config::resolve_extends(name).is_none() {
+        return Err(miette::miette!(
+            help = format!("built-in packs: {}", config::extends_names().join(", ")),
+            "no built-in pack is called {name:?}"
+        ));
+    }
+    let text = format!("version: 1\nextends: [{name}]\n");
+    Ok(config::load_str(&format!("(--pack {name})"), &text, opts)?)
+}
+
+// ---------------------------------------------------------------------------------------
+// Text
+
+/// The whole text report.
+pub fn render_text(policy: &Policy, program: &Program) -> String {
+    let mut o = String::new();
+    let w = &mut o;
+    let _ = writeln!(w, "mcpwall effective policy\n");
+
+    let _ = writeln!(w, "Sources (in precedence order):");
+    for (i, s) in policy.sources.iter().enumerate() {
+        let (kind, trusted) = match s.kind {
+            SourceKind::Builtin => ("built-in pack", "trusted"),
+            SourceKind::User => ("user file", "trusted"),
+            SourceKind::ProjectTrusted => ("project file", "trusted"),
+            SourceKind::ProjectUntrusted => {
+                ("project file", "NOT trusted: only tightening parts apply")
+            }
+            SourceKind::Explicit => ("given with -c", "trusted"),
+        };
+        let _ = writeln!(w, "  {}. {}  ({kind}, {trusted})", i + 1, s.name);
+    }
+
+    let _ = writeln!(w, "\nSettings:");
+    for (key, value) in settings_lines(&policy.settings) {
+        let _ = writeln!(w, "  {key:<16} {value}");
+    }
+
+    let _ = writeln!(
+        w,
+        "\nInbound rules ({}, first match wins):",
+        policy.rules.len()
+    );
+    for (i, rule) in policy.rules.iter().enumerate() {
+        write_inbound_rule(w, policy, i, rule);
+    }
+    let _ = writeln!(
+        w,
+        "  then: no rule matched -> default_action {} for {}; protocol messages (initialize, ping, */list, notifications) are allowed",
+        action_word(policy.settings.default_action),
+        JUDGED_METHODS.join(", ")
+    );
+
+    let _ = writeln!(
+        w,
+        "\nOutbound rules ({}, first allow/deny/redact wins; log_only records and goes on):",
+        policy.outbound_rules.len()
+    );
+    for (i, rule) in policy.outbound_rules.iter().enumerate() {
+        write_outbound_rule(w, policy, i, rule);
+    }
+    let _ = writeln!(w, "  then: no rule matched -> the message passes unchanged");
+
+    let specs = program.detector().specs();
+    let builtin: Vec<&str> = specs
+        .iter()
+        .filter(|s| s.origin == "builtin")
+        .map(|s| s.name.as_str())
+        .collect();
+    let _ = writeln!(
+        w,
+        "\nSecret detectors ({}: {} built-in, {} from the policy):",
+        specs.len(),
+        builtin.len(),
+        specs.len() - builtin.len()
+    );
+    for line in wrap_list(&builtin, 88) {
+        let _ = writeln!(w, "  {line}");
+    }
+    for spec in specs.iter().filter(|s| s.origin != "builtin") {
+        let origin = policy
+            .secret_patterns
+            .iter()
+            .find(|p| p.name.value == spec.name)
+            .map(|p| location(policy, p.name.span))
+            .unwrap_or_else(|| spec.origin.clone());
+        let entropy = spec
+            .entropy_threshold
+            .map(|t| format!("  (entropy >= {t})"))
+            .unwrap_or_default();
+        let _ = writeln!(w, "  {}  {origin}{entropy}", spec.name);
+    }
+    for d in &policy.disabled_secrets {
+        let _ = writeln!(w, "  disabled: {}  ({})", d.value, location(policy, d.span));
+    }
+
+    let _ = writeln!(w, "\nIgnored ({}):", policy.ignored.len());
+    for ig in &policy.ignored {
+        let _ = writeln!(w, "  - {}  ({})", ig.what, location(policy, ig.span));
+        let _ = writeln!(w, "    why: {}", ig.why);
+    }
+
+    let warnings = warnings(policy);
+    let _ = writeln!(w, "\nWarnings ({}):", warnings.len());
+    for warning in &warnings {
+        let _ = writeln!(w, "  ! {warning}");
+    }
+    o
+}
+
+/// Comma-separated names, wrapped before `width` columns.
+fn wrap_list(names: &[&str], width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let item = if i + 1 < names.len() {
+            format!("{name},")
+        } else {
+            name.to_string()
+        };
+        if !line.is_empty() && line.len() + 1 + item.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&item);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+fn settings_lines(s: &Settings) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "default_action",
+            format!(
+                "{}  (judges {})",
+                action_word(s.default_action),
+                JUDGED_METHODS.join(", ")
+            ),
+        ),
+        ("log_level", log_level_word(s.log_level).to_string()),
+        ("log_args", log_args_word(s.log_args).to_string()),
+        (
+            "log_dir",
+            s.log_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|| "~/.mcpwall/logs  (default)".to_string()),
+        ),
+        ("max_frame_bytes", s.max_frame_bytes.to_string()),
+        (
+            "redact_marker",
+            redact_marker_word(s.redact_marker).to_string(),
+        ),
+        (
+            "rate_limit",
+            s.rate_limit
+                .map(|r| format!("{} calls per {} s", r.max_calls, r.window_seconds))
+                .unwrap_or_else(|| "none".to_string()),
+        ),
+    ]
+}
+
+fn write_inbound_rule(w: &mut String, policy: &Policy, i: usize, rule: &Rule) {
+    let _ = writeln!(
+        w,
+        "\n  {}. {}  [{}]  {}",
+        i + 1,
+        rule.name.value,
+        action_word(rule.action),
+        location(policy, rule.span)
+    );
+    let _ = writeln!(w, "       method       {}", rule.method.value);
+    let _ = writeln!(
+        w,
+        "       tool         {}",
+        rule.tool.as_ref().map_or("(any)", |t| t.value.as_str())
+    );
+    for cond in &rule.arguments {
+        let selector = selector_name(&cond.selector);
+        let (kind, value, engine) = matcher_parts(&cond.matcher);
+        let _ = writeln!(w, "       {selector:<12} {kind} {value}   [{engine}]");
+    }
+    write_docs(
+        w,
+        rule.message.as_deref(),
+        rule.description.as_deref(),
+        rule.why.as_deref(),
+        &rule.examples,
+    );
+}
+
+fn write_outbound_rule(w: &mut String, policy: &Policy, i: usize, rule: &OutboundRule) {
+    let _ = writeln!(
+        w,
+        "\n  {}. {}  [{}]  {}",
+        i + 1,
+        rule.name.value,
+        outbound_action_word(rule.action),
+        location(policy, rule.span)
+    );
+    for (key, value) in [
+        ("method", &rule.method),
+        ("tool", &rule.tool),
+        ("server", &rule.server),
+    ] {
+        if let Some(v) = value {
+            let _ = writeln!(w, "       {key:<12} {}", v.value);
+        }
+    }
+    if rule.secrets {
+        let _ = writeln!(w, "       secrets      true   [secret detectors]");
+    }
+    for s in &rule.response_contains {
+        let _ = writeln!(
+            w,
+            "       contains     {:?}   [literal automaton, any case]",
+            s.value
+        );
+    }
+    for s in &rule.response_contains_regex {
+        let _ = writeln!(w, "       contains     regex {}   [regex set]", s.value);
+    }
+    if let Some(n) = rule.response_size_exceeds {
+        let _ = writeln!(w, "       size         > {n} bytes");
+    }
+    write_docs(
+        w,
+        rule.message.as_deref(),
+        rule.description.as_deref(),
+        rule.why.as_deref(),
+        &rule.examples,
+    );
+}
+
+fn write_docs(
+    w: &mut String,
+    message: Option<&str>,
+    description: Option<&str>,
+    why: Option<&str>,
+    ex: &Examples,
+) {
+    if let Some(m) = message {
+        let _ = writeln!(w, "       message:     {m}");
+    }
+    if let Some(d) = description {
+        let _ = writeln!(w, "       description: {d}");
+    }
+    if let Some(y) = why {
+        let _ = writeln!(w, "       why:         {y}");
+    }
+    if !ex.should_match.is_empty() || !ex.should_not_match.is_empty() {
+        let _ = writeln!(
+            w,
+            "       examples:    {} match, {} no_match",
+            ex.should_match.len(),
+            ex.should_not_match.len()
+        );
+    }
+}
+
+fn selector_name(s: &ArgSelector) -> &str {
+    match s {
+        ArgSelector::Named(n) => n,
+        ArgSelector::AnyValue => "_any_value",
+    }
+}
+
+/// `(matcher kind, value as written, engine it compiles into)`.
+fn matcher_parts(m: &Matcher) -> (&'static str, String, &'static str) {
+    match m {
+        Matcher::Regex(r) => ("regex", r.value.clone(), "regex set"),
+        Matcher::Pattern(p) => ("pattern", p.value.clone(), "glob set"),
+        Matcher::NotUnder { root, written } => {
+            let root = root.display().to_string();
+            let value = if root == written.value {
+                root
+            } else {
+                format!("{} (= {root})", written.value)
+            };
+            ("not_under", value, "path containment")
+        }
+        Matcher::Secrets => ("secrets", "true".to_string(), "secret detectors"),
+    }
+}
+
+fn location(policy: &Policy, span: Span) -> String {
+    super::check::source_line(policy, span)
+}
+
+fn action_word(a: Action) -> &'static str {
+    match a {
+        Action::Allow => "allow",
+        Action::Deny => "deny",
+    }
+}
+
+fn outbound_action_word(a: OutboundAction) -> &'static str {
+    match a {
+        OutboundAction::Allow => "allow",
+        OutboundAction::Deny => "deny",
+        OutboundAction::Redact => "redact",
+        OutboundAction::LogOnly => "log_only",
+    }
+}
+
+fn log_level_word(l: LogLevel) -> &'static str {
+    match l {
+        LogLevel::Error => "error",
+        LogLevel::Warn => "warn",
+        LogLevel::Info => "info",
+        LogLevel::Debug => "debug",
+    }
+}
+
+fn log_args_word(l: LogArgs) -> &'static str {
+    match l {
+        LogArgs::None => "none",
+        LogArgs::Full => "full",
+    }
+}
+
+fn redact_marker_word(r: RedactMarker) -> &'static str {
+    match r {
+        RedactMarker::Plain => "plain",
+        RedactMarker::Typed => "typed",
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Warnings
+
+/// The MCP methods a rule can sensibly name; a literal method outside this list (and not
+/// a notification) is most likely a typo.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+];
+
+/// Every finding about rules that can never match or never decide, in rule order.
+pub fn warnings(policy: &Policy) -> Vec<String> {
+    let mut out = Vec::new();
+    let name_at = |name: &str, span: Span| format!("rule {name:?} ({})", location(policy, span));
+
+    for (j, rule) in policy.rules.iter().enumerate() {
+        let me = name_at(&rule.name.value, rule.span);
+        for why in never_matches(
+            &rule.method.value,
+            rule.tool.as_ref().map(|t| t.value.as_str()),
+        ) {
+            out.push(format!("{me} can never match: {why}"));
+        }
+        if let Some(hint) = unknown_method(&rule.method.value) {
+            out.push(format!("{me}: {hint}"));
+        }
+        for cond in &rule.arguments {
+            if let Matcher::Regex(r) = &cond.matcher
+                && let Some(problem) = regex_problem(&r.value)
+            {
+                out.push(format!(
+                    "{me}: the regex on {} {problem}",
+                    selector_name(&cond.selector)
+                ));
+            }
+        }
+        if let Some(why) = contradiction(rule) {
+            out.push(format!("{me} can never match: {why}"));
+        }
+        if let Some(i) = (0..j).find(|&i| inbound_covers(&policy.rules[i], rule)) {
+            let earlier = &policy.rules[i];
+            let other = name_at(&earlier.name.value, earlier.span);
+            if earlier.action == rule.action {
+                out.push(format!(
+                    "{me} is redundant: the earlier {other} matches everything it matches and also {} it",
+                    match rule.action {
+                        Action::Allow => "allows",
+                        Action::Deny => "denies",
+                    }
+                ));
+            } else {
+                out.push(format!(
+                    "{me} is shadowed and can never decide: the earlier {other} matches everything it matches and {} it first",
+                    match earlier.action {
+                        Action::Allow => "allows",
+                        Action::Deny => "denies",
+                    }
+                ));
+            }
+        }
+    }
+
+    for (j, rule) in policy.outbound_rules.iter().enumerate() {
+        let me = name_at(&rule.name.value, rule.span);
+        if let (Some(m), Some(t)) = (&rule.method, &rule.tool) {
+            for why in never_matches(&m.value, Some(&t.value)) {
+                out.push(format!("{me} can never match: {why}"));
+            }
+        }
+        if let Some(hint) = rule.method.as_ref().and_then(|m| unknown_method(&m.value)) {
+            out.push(format!("{me}: {hint}"));
+        }
+        for r in &rule.response_contains_regex {
+            if let Some(problem) = regex_problem(&r.value) {
+                out.push(format!("{me}: the response_contains_regex {problem}"));
+            }
+        }
+        let earlier = (0..j).find(|&i| {
+            let a = &policy.outbound_rules[i];
+            a.action != OutboundAction::LogOnly && outbound_covers(a, rule)
+        });
+        if let Some(i) = earlier {
+            let a = &policy.outbound_rules[i];
+            let other = name_at(&a.name.value, a.span);
+            if a.action == rule.action {
+                out.push(format!(
+                    "{me} is redundant: the earlier {other} matches every message it matches and also decides {}",
+                    outbound_action_word(rule.action)
+                ));
+            } else {
+                out.push(format!(
+                    "{me} is shadowed and can never apply: the earlier {other} matches every message it matches and decides {} first",
+                    outbound_action_word(a.action)
+                ));
+            }
+        }
+    }
+
+    for p in &policy.secret_patterns {
+        if let Some(problem) = regex_problem(&p.regex.value) {
+            out.push(format!(
+                "secret pattern {:?} ({}) {problem}",
+                p.name.value,
+                location(policy, p.name.span)
+            ));
+        }
+    }
+    out
+}
+
+/// Reasons a method/tool pair can never occur together.
+fn never_matches(method: &str, tool: Option<&str>) -> Vec<String> {
+    let mut why = Vec::new();
+    if method.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        why.push(format!(
+            "method {method:?} contains whitespace, and a method with whitespace is refused as malformed before any rule runs"
+        ));
+    }
+    if let Some(tool) = tool
+        && !glob_matches(method, "tools/call")
+    {
+        why.push(format!(
+            "it names tool {tool:?}, but only tools/call carries a tool and method {method:?} excludes tools/call"
+        ));
+    }
+    why
+}
+
+/// A hint when a literal method is not an MCP method.
+fn unknown_method(method: &str) -> Option<String> {
+    if !is_literal(method)
+        || KNOWN_METHODS.contains(&method)
+        || method.starts_with("notifications/")
+    {
+        return None;
+    }
+    let closest = KNOWN_METHODS
+        .iter()
+        .map(|m| (strsim::levenshtein(m, method), *m))
+        .min()
+        .filter(|(d, _)| *d <= 3)
+        .map(|(_, m)| format!(" (did you mean {m:?}?)"))
+        .unwrap_or_default();
+    Some(format!(
+        "method {method:?} is not an MCP method, so it matches only a server's custom method{closest}"
+    ))
+}
+
+/// A regex that can never match, or that matches the empty string only (and so every value).
+fn regex_problem(pattern: &str) -> Option<&'static str> {
+    let hir = regex_syntax::parse(pattern).ok()?;
+    let props = hir.properties();
+    match (props.minimum_len(), props.maximum_len()) {
+        (None, _) => Some("can never match anything, so the rule can never match"),
+        (_, Some(0)) => Some("can only match the empty string, so it holds for every value"),
+        _ => None,
+    }
+}
+
+/// A `not_under` root and a regex or pattern on the same argument that rule each other out:
+/// the regex or glob only accepts paths under the root that `not_under` requires to be left.
+fn contradiction(rule: &Rule) -> Option<String> {
+    for a in &rule.arguments {
+        let Matcher::NotUnder { root, written } = &a.matcher else {
+            continue;
+        };
+        let ArgSelector::Named(arg) = &a.selector else {
+            continue;
+        };
+        let root = root.to_string_lossy();
+        let root = root.trim_end_matches('/');
+        for b in rule.arguments.iter().filter(|b| b.selector == a.selector) {
+            let prefix = match &b.matcher {
+                Matcher::Regex(r) => regex_literal_prefix(&r.value),
+                Matcher::Pattern(p) => Some(glob_literal_prefix(&p.value)),
+                _ => None,
+            };
+            let Some(prefix) = prefix else { continue };
+            // Only the directory part of the prefix is certain.
+            let dir = match prefix.rfind('/') {
+                Some(i) if i > 0 => &prefix[..i],
+                _ => continue,
+            };
+            if dir.starts_with('/') && crate::paths::is_under(dir, root) {
+                return Some(format!(
+                    "every value of {arg:?} it accepts starts with {dir:?}, which is under {:?}, but not_under requires a path outside it",
+                    written.value
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The literal text an anchored regex must start with (`^/home/u/` → `/home/u/`).
+fn regex_literal_prefix(pattern: &str) -> Option<String> {
+    let rest = pattern.strip_prefix('^')?;
+    let mut out = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e) if "./-_~".contains(e) => out.push(e),
+                _ => break,
+            },
+            '.' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' | '^' | '$' => {
+                // A quantifier applies to the character before it, which is then uncertain.
+                if matches!(c, '*' | '+' | '?' | '{') {
+                    out.pop();
+                }
+                break;
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// The literal text a glob must start with.
+fn glob_literal_prefix(glob: &str) -> String {
+    glob.chars()
+        .take_while(|c| !matches!(c, '*' | '?' | '[' | '{' | '\\'))
+        .collect()
+}
+
+fn is_literal(glob: &str) -> bool {
+    !glob.contains(['*', '?', '[', '{', '\\'])
+}
+
+fn glob_matches(glob: &str, text: &str) -> bool {
+    globset::Glob::new(glob).is_ok_and(|g| g.compile_matcher().is_match(text))
+}
+
+/// The literal alternatives a glob stands for, when it is literal or one `{a,b,c}` group of
+/// literals; `None` when it has other wildcards.
+fn literal_alternatives(glob: &str) -> Option<Vec<String>> {
+    if is_literal(glob) {
+        return Some(vec![glob.to_string()]);
+    }
+    let open = glob.find('{')?;
+    let close = open + glob[open..].find('}')?;
+    let (head, inner, tail) = (&glob[..open], &glob[open + 1..close], &glob[close + 1..]);
+    if !is_literal(head) || !is_literal(tail) || !is_literal(inner) {
+        return None;
+    }
+    Some(
+        inner
+            .split(',')
+            .map(|alt| format!("{head}{alt}{tail}"))
+            .collect(),
+    )
+}
+
+/// Whether glob `a` matches every text glob `b` matches (conservatively: `false` when unsure).
+fn glob_covers(a: &str, b: &str) -> bool {
+    if a == b || a == "*" || a == "**" {
+        return true;
+    }
+    literal_alternatives(b).is_some_and(|alts| alts.iter().all(|t| glob_matches(a, t)))
+}
+
+fn optional_glob_covers(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (None, _) => true,
+        (Some(a), Some(b)) => glob_covers(a, b),
+        (Some(_), None) => false,
+    }
+}
+
+fn same_matcher(a: &Matcher, b: &Matcher) -> bool {
+    match (a, b) {
+        (Matcher::Regex(x), Matcher::Regex(y)) | (Matcher::Pattern(x), Matcher::Pattern(y)) => {
+            x.value == y.value
+        }
+        (Matcher::NotUnder { root: x, .. }, Matcher::NotUnder { root: y, .. }) => x == y,
+        (Matcher::Secrets, Matcher::Secrets) => true,
+        _ => false,
+    }
+}
+
+/// Whether every request inbound rule `b` matches is also matched by `a`: `a`'s method and
+/// tool are at least as broad, and each of `a`'s argument conditions is implied by one of
+/// `b`'s (the same matcher on the same argument, or `a` looks at `_any_value`, which sees
+/// every value a named argument holds).
+fn inbound_covers(a: &Rule, b: &Rule) -> bool {
+    glob_covers(&a.method.value, &b.method.value)
+        && optional_glob_covers(
+            a.tool.as_ref().map(|t| t.value.as_str()),
+            b.tool.as_ref().map(|t| t.value.as_str()),
+        )
+        && a.arguments.iter().all(|ca| {
+            b.arguments.iter().any(|cb| {
+                same_matcher(&ca.matcher, &cb.matcher)
+                    && (ca.selector == cb.selector || ca.selector == ArgSelector::AnyValue)
+            })
+        })
+}
+
+/// Whether every message outbound rule `b` matches is also matched by `a`.
+fn spanned_str(x: &Option<crate::config::policy::Spanned<String>>) -> Option<&str> {
+    x.as_ref().map(|s| s.value.as_str())
+}
+
+fn outbound_covers(a: &OutboundRule, b: &OutboundRule) -> bool {
+    let g = spanned_str;
+    let subset = |xs: &[crate::config::policy::Spanned<String>],
+                  ys: &[crate::config::policy::Spanned<String>],
+                  fold: bool| {
+        xs.is_empty()
+            || (!ys.is_empty()
+                && ys.iter().all(|y| {
+                    xs.iter().any(|x| {
+                        if fold {
+                            x.value.eq_ignore_ascii_case(&y.value)
+                        } else {
+                            x.value == y.value
+                        }
+                    })
+                }))
+    };
+    optional_glob_covers(g(&a.method), g(&b.method))
+        && optional_glob_covers(g(&a.tool), g(&b.tool))
+        && optional_glob_covers(g(&a.server), g(&b.server))
+        && (!a.secrets || b.secrets)
+        && subset(&a.response_contains, &b.response_contains, true)
+        && subset(
+            &a.response_contains_regex,
+            &b.response_contains_regex,
+            false,
+        )
+        && match (a.response_size_exceeds, b.response_size_exceeds) {
+            (None, _) => true,
+            (Some(x), Some(y)) => x <= y,
+            (Some(_), None) => false,
+        }
+}
+
+// ---------------------------------------------------------------------------------------
+// YAML
+
+/// One self-contained policy: no `extends`, every rule inlined in evaluation order, every
+/// setting explicit.
+pub fn render_yaml(policy: &Policy) -> miette::Result<String> {
+    let doc = YamlPolicy {
+        version: 1,
+        settings: YamlSettings::from(&policy.settings),
+        rules: policy.rules.iter().map(YamlRule::from).collect(),
+        outbound_rules: policy
+            .outbound_rules
+            .iter()
+            .map(YamlOutbound::from)
+            .collect(),
+        secrets: YamlSecrets {
+            patterns: policy
+                .secret_patterns
+                .iter()
+                .map(|p| YamlPattern {
+                    name: p.name.value.clone(),
+                    regex: p.regex.value.clone(),
+                    entropy_threshold: p.entropy_threshold,
+                })
+                .collect(),
+            disable: policy
+                .disabled_secrets
+                .iter()
+                .map(|d| d.value.clone())
+                .collect(),
+        },
+    };
+    let body = serde_saphyr::to_string(&doc)
+        .map_err(|e| miette::miette!("cannot write the policy as YAML: {e}"))?;
+    let sources: Vec<&str> = policy.sources.iter().map(|s| s.name.as_str()).collect();
+    Ok(format!(
+        "# mcpwall effective policy, merged from: {}\n{body}",
+        sources.join(", ")
+    ))
+}
+
+#[derive(Serialize)]
+struct YamlPolicy {
+    version: u32,
+    settings: YamlSettings,
+    rules: Vec<YamlRule>,
+    outbound_rules: Vec<YamlOutbound>,
+    secrets: YamlSecrets,
+}
+
+#[derive(Serialize)]
+struct YamlSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_dir: Option<String>,
+    log_level: &'static str,
+    log_args: &'static str,
+    default_action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rate_limit: Option<YamlRateLimit>,
+    max_frame_bytes: usize,
+    redact_marker: &'static str,
+}
+
+#[derive(Serialize)]
+struct YamlRateLimit {
+    max_calls: u32,
+    window_seconds: u64,
+}
+
+impl From<&Settings> for YamlSettings {
+    fn from(s: &Settings) -> Self {
+        YamlSettings {
+            log_dir: s.log_dir.as_ref().map(|d| d.display().to_string()),
+            log_level: log_level_word(s.log_level),
+            log_args: log_args_word(s.log_args),
+            default_action: action_word(s.default_action),
+            rate_limit: s.rate_limit.map(|r| YamlRateLimit {
+                max_calls: r.max_calls,
+                window_seconds: r.window_seconds,
+            }),
+            max_frame_bytes: s.max_frame_bytes,
+            redact_marker: redact_marker_word(s.redact_marker),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct YamlRule {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    #[serde(rename = "match")]
+    matches: YamlInMatch,
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    examples: Option<YamlExamples>,
+}
+
+#[derive(Serialize)]
+struct YamlInMatch {
+    method: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(skip_serializing_if = "YamlArguments::is_empty")]
+    arguments: YamlArguments,
+}
+
+/// Argument conditions grouped by argument, in the order first written.
+struct YamlArguments(Vec<(String, YamlMatcher)>);
+
+impl YamlArguments {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for YamlArguments {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize, Default)]
+struct YamlMatcher {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    regex: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pattern: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    not_under: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secrets: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct YamlExamples {
+    #[serde(rename = "match", skip_serializing_if = "Vec::is_empty")]
+    should_match: Vec<serde_json::Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    no_match: Vec<serde_json::Value>,
+}
+
+fn yaml_examples(ex: &Examples) -> Option<YamlExamples> {
+    if ex.should_match.is_empty() && ex.should_not_match.is_empty() {
+        return None;
+    }
+    Some(YamlExamples {
+        should_match: ex.should_match.clone(),
+        no_match: ex.should_not_match.clone(),
+    })
+}
+
+impl From<&Rule> for YamlRule {
+    fn from(r: &Rule) -> Self {
+        let mut args: Vec<(String, YamlMatcher)> = Vec::new();
+        for cond in &r.arguments {
+            let key = selector_name(&cond.selector).to_string();
+            let idx = match args.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    args.push((key, YamlMatcher::default()));
+                    args.len() - 1
+                }
+            };
+            let m = &mut args[idx].1;
+            match &cond.matcher {
+                Matcher::Regex(x) => m.regex = Some(x.value.clone()),
+                Matcher::Pattern(x) => m.pattern = Some(x.value.clone()),
+                // As written, so `${PROJECT_DIR}` and `~` stay portable; loading it in the
+                // same place expands it to the same root.
+                Matcher::NotUnder { written, .. } => m.not_under = Some(written.value.clone()),
+                Matcher::Secrets => m.secrets = Some(true),
+            }
+        }
+        YamlRule {
+            name: r.name.value.clone(),
+            description: r.description.clone(),
+            why: r.why.clone(),
+            matches: YamlInMatch {
+                method: r.method.value.clone(),
+                tool: r.tool.as_ref().map(|t| t.value.clone()),
+                arguments: YamlArguments(args),
+            },
+            action: action_word(r.action),
+            message: r.message.clone(),
+            examples: yaml_examples(&r.examples),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct YamlOutbound {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    #[serde(rename = "match")]
+    matches: YamlOutMatch,
+    action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    examples: Option<YamlExamples>,
+}
+
+#[derive(Serialize)]
+struct YamlOutMatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    secrets: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    response_contains: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    response_contains_regex: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_size_exceeds: Option<u64>,
+}
+
+impl From<&OutboundRule> for YamlOutbound {
+    fn from(r: &OutboundRule) -> Self {
+        let v = |x: &Option<crate::config::policy::Spanned<String>>| {
+            x.as_ref().map(|s| s.value.clone())
+        };
+        YamlOutbound {
+            name: r.name.value.clone(),
+            description: r.description.clone(),
+            why: r.why.clone(),
+            matches: YamlOutMatch {
+                method: v(&r.method),
+                tool: v(&r.tool),
+                server: v(&r.server),
+                secrets: r.secrets,
+                response_contains: r
+                    .response_contains
+                    .iter()
+                    .map(|s| s.value.clone())
+                    .collect(),
+                response_contains_regex: r
+                    .response_contains_regex
+                    .iter()
+                    .map(|s| s.value.clone())
+                    .collect(),
+                response_size_exceeds: r.response_size_exceeds,
+            },
+            action: outbound_action_word(r.action),
+            message: r.message.clone(),
+            examples: yaml_examples(&r.examples),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct YamlSecrets {
+    patterns: Vec<YamlPattern>,
+    disable: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct YamlPattern {
+    name: String,
+    regex: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entropy_threshold: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_cover_is_conservative() {
+        assert!(glob_covers("*", "tools/call"));
+        assert!(glob_covers("read_*", "{read_file,read_text_file}"));
+        assert!(!glob_covers("read_*", "{read_file,write_file}"));
+        assert!(!glob_covers("read_file", "read_*"));
+        assert!(glob_covers("tools/call", "tools/call"));
+    }
+
+    #[test]
+    fn regex_problems() {
+        assert!(regex_problem("^$").is_some());
+        assert!(regex_problem(r"[^\s\S]").is_some());
+        assert!(regex_problem(r"\.ssh").is_none());
+    }
+
+    #[test]
+    fn literal_prefixes() {
+        assert_eq!(
+            regex_literal_prefix(r"^/home/u/proj/.*").as_deref(),
+            Some("/home/u/proj/")
+        );
+        assert_eq!(
+            regex_literal_prefix(r"^/tmp\.d/x+").as_deref(),
+            Some("/tmp.d/")
+        );
+        assert_eq!(regex_literal_prefix(r"/x"), None);
+        assert_eq!(glob_literal_prefix("/srv/data/**"), "/srv/data/");
+    }
+
+    #[test]
+    fn unknown_methods_get_a_suggestion() {
+        let hint = unknown_method("tool/call").expect("typo is flagged");
+        assert!(hint.contains("tools/call"), "{hint}");
+        assert!(unknown_method("tools/call").is_none());
+        assert!(unknown_method("notifications/cancelled").is_none());
+        assert!(unknown_method("tools/*").is_none());
+    }
 }

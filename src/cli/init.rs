@@ -1,12 +1,279 @@
-//! `mcpwall init`.
+//! `mcpwall init`: find every MCP server, write `~/.mcpwall/config.yml` from a built-in
+//! profile, and wrap the servers the user picks.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
+
+use miette::{IntoDiagnostic, miette};
+
+use super::wrap::{finish, report_broken, server_label, wrapper};
+use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 
 /// Arguments of `mcpwall init`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The built-in profile the new ~/.mcpwall/config.yml extends (local-dev, company-laptop, strict).
+    #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME")]
+    pub profile: String,
+    /// Wrap every server found without asking (needed when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Replace an existing ~/.mcpwall/config.yml without asking (a backup is kept).
+    #[arg(long)]
+    pub force: bool,
+    /// Print a unified diff of each file that would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// The profile `init` uses when none is named.
+pub const DEFAULT_PROFILE: &str = "local-dev";
+
+/// Names of the profiles embedded in this build (`profiles/<name>.yml`).
+pub fn profile_names() -> Vec<&'static str> {
+    crate::builtin::FILES
+        .iter()
+        .filter_map(|(path, _)| path.strip_prefix("profiles/")?.strip_suffix(".yml"))
+        .collect()
+}
+
+/// Check a profile name against the embedded profiles only: nothing on disk is ever read
+/// as a profile, so a name like `../../etc/x` is simply unknown.
+pub fn validate_profile(name: &str) -> miette::Result<&'static str> {
+    let names = profile_names();
+    names.iter().copied().find(|n| *n == name).ok_or_else(|| {
+        let valid = if names.is_empty() {
+            "none are embedded in this build".to_string()
+        } else {
+            names.join(", ")
+        };
+        miette!(
+            code = "mcpwall::init::unknown_profile",
+            help = format!("valid profiles: {valid}"),
+            "unknown profile `{name}`"
+        )
+    })
+}
+
+/// The user policy `init` writes: the profile by reference, so built-in protection stays
+/// and improves with each mcpwall release, with room for the user's own rules. `default`
+/// is listed after the profile so the file is never weaker than the built-in pack, whatever
+/// the profile extends (a pack reached twice is included once, where first reached).
+pub fn config_text(profile: &str) -> String {
+    format!(
+        "# mcpwall user policy, written by `mcpwall init --profile {profile}`.\n\
+         # Rules you add under `rules:` are checked first; the built-in `{profile}` profile\n\
+         # and the default pack follow and are updated with mcpwall. Check the setup with\n\
+         # `mcpwall doctor`, the effective rules with `mcpwall explain-policy`.\n\
+         version: 1\n\
+         extends: [profiles/{profile}, default]\n"
+    )
+}
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall init` is being built"))
+    let profile = validate_profile(&args.profile)?;
+    let interactive = std::io::stdin().is_terminal();
+    if !interactive && !args.yes && !args.dry_run {
+        return Err(miette!(
+            help = "run `mcpwall init --yes` to wrap every server found, or run it in a terminal to choose",
+            "stdin is not a terminal, so mcpwall cannot ask which servers to wrap"
+        ));
+    }
+    let env = Env::from_process().into_diagnostic()?;
+    let ws = Workspace::load(env);
+    let mut out = std::io::stdout().lock();
+
+    let candidates = list_servers(&ws, &mut out);
+    let chosen = if args.yes || !interactive {
+        candidates.clone()
+    } else {
+        ask_which(&candidates)?
+    };
+
+    write_config(&ws, profile, &args, interactive, &mut out)?;
+    drop(out);
+    if chosen.is_empty() {
+        let broken = report_broken(&ws, &mut std::io::stdout().lock());
+        println!("no servers to wrap");
+        return Ok(if broken {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    let changes = ws.plan_wrap(&chosen, &wrapper()?);
+    finish(&ws, &changes, args.dry_run)
+}
+
+/// Print every server found; return the wrappable ones, in print order.
+fn list_servers(ws: &Workspace, out: &mut impl Write) -> Vec<(usize, usize)> {
+    let all = ws.selected(&Selection::default());
+    let wrappable: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|&(d, s)| matches!(ws.docs[d].servers[s].state, EntryState::Unwrapped { .. }))
+        .collect();
+    let _ = writeln!(
+        out,
+        "found {} MCP server(s) in {} client config file(s); {} can be wrapped",
+        all.len(),
+        ws.docs.len() + ws.broken.len(),
+        wrappable.len()
+    );
+    for &(d, s) in &all {
+        let doc = &ws.docs[d];
+        let server = &doc.servers[s];
+        let number = match wrappable.iter().position(|&c| c == (d, s)) {
+            Some(i) => format!("{:>3}.", i + 1),
+            None => "   -".to_string(),
+        };
+        let what = match &server.state {
+            EntryState::Unwrapped { command, args } => clients::command_line(command, args),
+            EntryState::Wrapped { command, args, .. } => {
+                format!("already wrapped: {}", clients::command_line(command, args))
+            }
+            EntryState::Skipped(why) => format!("skipped: {why}"),
+        };
+        let _ = writeln!(
+            out,
+            "{number} {:<15} {}  {}  {what}",
+            doc.file.client.id(),
+            ws.display_path(&doc.file.path),
+            server_label(server),
+        );
+    }
+    wrappable
+}
+
+/// Ask on stderr which of the numbered servers to wrap.
+fn ask_which(candidates: &[(usize, usize)]) -> miette::Result<Vec<(usize, usize)>> {
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    loop {
+        let answer = prompt("wrap which servers? [A]ll, [n]one, or numbers like 1,3-4: ")?;
+        match parse_choice(&answer, candidates.len()) {
+            Ok(picks) => return Ok(picks.into_iter().map(|i| candidates[i]).collect()),
+            Err(why) => eprintln!("{why}"),
+        }
+    }
+}
+
+/// Parse `all`, `none` or `1,3-4` into 0-based indices below `count`.
+pub fn parse_choice(answer: &str, count: usize) -> Result<Vec<usize>, String> {
+    let answer = answer.trim().to_ascii_lowercase();
+    match answer.as_str() {
+        "" | "a" | "all" | "y" | "yes" => return Ok((0..count).collect()),
+        "n" | "none" | "no" => return Ok(Vec::new()),
+        _ => {}
+    }
+    let mut picks = Vec::new();
+    for part in answer.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let bad = || format!("`{part}` is not a number or range between 1 and {count}");
+        let lo: usize = lo.trim().parse().map_err(|_| bad())?;
+        let hi: usize = hi.trim().parse().map_err(|_| bad())?;
+        if lo == 0 || hi < lo || hi > count {
+            return Err(bad());
+        }
+        picks.extend(lo - 1..hi);
+    }
+    picks.sort_unstable();
+    picks.dedup();
+    Ok(picks)
+}
+
+fn prompt(question: &str) -> miette::Result<String> {
+    eprint!("{question}");
+    std::io::stderr().flush().into_diagnostic()?;
+    let mut line = String::new();
+    let read = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .into_diagnostic()?;
+    if read == 0 {
+        return Err(miette!("no answer (end of input); nothing was changed"));
+    }
+    Ok(line)
+}
+
+/// Write `~/.mcpwall/config.yml`, asking before replacing a different existing file.
+fn write_config(
+    ws: &Workspace,
+    profile: &str,
+    args: &Args,
+    interactive: bool,
+    out: &mut impl Write,
+) -> miette::Result<()> {
+    let dir = ws.env.mcpwall_dir();
+    let path = dir.join("config.yml");
+    let shown = ws.display_path(&path);
+    let wanted = config_text(profile);
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(miette!("cannot read {shown}: {e}")),
+    };
+    if existing.as_deref() == Some(wanted.as_str()) {
+        let _ = writeln!(out, "{shown}: already extends the `{profile}` profile");
+        return Ok(());
+    }
+    if args.dry_run {
+        let _ = write!(
+            out,
+            "{}",
+            clients::unified_diff(&shown, existing.as_deref().unwrap_or(""), &wanted)
+        );
+        return Ok(());
+    }
+    if existing.is_some() {
+        let replace = args.force
+            || (interactive
+                && matches!(
+                    prompt(&format!(
+                        "{shown} exists and differs; replace it (a backup is kept)? [y/N] "
+                    ))?
+                    .trim()
+                    .to_ascii_lowercase()
+                    .as_str(),
+                    "y" | "yes"
+                ));
+        if !replace {
+            let _ = writeln!(
+                out,
+                "{shown}: kept your existing policy (pass --force to replace it with the `{profile}` profile; a backup is kept)"
+            );
+            return Ok(());
+        }
+        let backup = fsio::backup(&path, &dir.join("backups")).into_diagnostic()?;
+        let _ = writeln!(out, "{shown}: backed up to {}", ws.display_path(&backup));
+    }
+    fsio::write_atomic(&path, existing.as_deref(), &wanted).into_diagnostic()?;
+    let _ = writeln!(out, "{shown}: written, extends the `{profile}` profile");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_to_indices() {
+        assert_eq!(parse_choice("", 3), Ok(vec![0, 1, 2]));
+        assert_eq!(parse_choice("none", 3), Ok(vec![]));
+        assert_eq!(parse_choice("3, 1-2,2", 3), Ok(vec![0, 1, 2]));
+        assert!(parse_choice("0", 3).is_err());
+        assert!(parse_choice("2-4", 3).is_err());
+        assert!(parse_choice("x", 3).is_err());
+    }
+
+    #[test]
+    fn profile_names_never_reach_the_disk() {
+        for bad in ["../../etc/passwd", "/etc/passwd", "local-dev.yml", ""] {
+            assert!(validate_profile(bad).is_err(), "{bad}");
+        }
+        for name in profile_names() {
+            assert_eq!(validate_profile(name).unwrap(), name);
+        }
+    }
 }

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod explain;
 pub mod init;
+pub mod pins;
 pub mod proxy;
 pub mod status;
 pub mod trust;

@@ -2,6 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit::{Audit, AuditConfig, Names, new_session_id};
+use crate::config::{self, LoadOptions};
+use crate::program::Program;
+use crate::proxy::{self, Chatter, ChildSpec, Grace, LogLevel, Options, ProxyError};
 
 /// Proxy-mode arguments.
 #[derive(Debug, clap::Args)]
@@ -13,17 +20,140 @@ pub struct Args {
     #[arg(long)]
     pub strict: bool,
     /// Level of mcpwall's own stderr messages (error, warn, info, debug). Audit events are not affected.
-    #[arg(long)]
-    pub log_level: Option<String>,
+    #[arg(long, value_parser = parse_level)]
+    pub log_level: Option<LogLevel>,
     /// Name of the server for `server:` matchers and the audit log (default: the command's basename).
     #[arg(long)]
     pub server_name: Option<String>,
+    /// Milliseconds between closing the server's stdin and sending SIGTERM (tests).
+    #[arg(long, hide = true, default_value_t = 3000)]
+    pub grace_ms: u64,
+    /// Milliseconds between SIGTERM and SIGKILL (tests).
+    #[arg(long, hide = true, default_value_t = 2000)]
+    pub kill_grace_ms: u64,
     /// The server command and its arguments, after `--`.
     #[arg(last = true)]
     pub command: Vec<String>,
 }
 
+fn parse_level(s: &str) -> Result<LogLevel, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "error" => Ok(LogLevel::Error),
+        "warn" | "warning" => Ok(LogLevel::Warn),
+        "info" => Ok(LogLevel::Info),
+        "debug" => Ok(LogLevel::Debug),
+        _ => Err(format!(
+            "unknown log level {s:?}; use error, warn, info or debug"
+        )),
+    }
+}
+
+fn home_dir() -> miette::Result<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(PathBuf::from(h)),
+        _ => Err(miette::miette!(
+            help = "set HOME, or give a policy with -c and settings.log_dir",
+            "cannot find your home directory (HOME is not set)"
+        )),
+    }
+}
+
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("the proxy is being built"))
+    let Some((program_name, server_args)) = args.command.split_first() else {
+        return Err(miette::miette!(
+            help = "put the server command after `--`, e.g. `mcpwall -- npx -y @modelcontextprotocol/server-filesystem /project`",
+            "no server command given"
+        ));
+    };
+    let spec = ChildSpec {
+        program: program_name.into(),
+        args: server_args.iter().map(Into::into).collect(),
+    };
+    let started = std::time::Instant::now();
+    let home = home_dir()?;
+    let project_dir = std::env::current_dir()
+        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+    let policy = config::load(&LoadOptions {
+        explicit: args.config.clone(),
+        home: home.clone(),
+        project_dir,
+    })?;
+    let loaded = started.elapsed();
+    let program = Arc::new(Program::compile(&policy)?);
+    let compiled = started.elapsed();
+    let settings = program.settings().clone();
+    let chatter = Chatter {
+        level: args.log_level.unwrap_or(settings.log_level),
+    };
+    chatter.log(
+        LogLevel::Debug,
+        format_args!(
+            "policy loaded in {} µs, compiled in {} µs",
+            loaded.as_micros(),
+            (compiled - loaded).as_micros()
+        ),
+    );
+    let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
+    let audit = Audit::start(
+        AuditConfig {
+            dir: settings
+                .log_dir
+                .clone()
+                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
+            session: new_session_id(),
+            server: server_name.clone(),
+        },
+        program.clone() as Arc<dyn Names>,
+    );
+    let options = Options {
+        strict: args.strict,
+        server_name,
+        chatter,
+        grace: Grace {
+            before_term: Duration::from_millis(args.grace_ms),
+            before_kill: Duration::from_millis(args.kill_grace_ms),
+        },
+    };
+
+    // One thread: the pumps do little work per frame, and a single-threaded runtime
+    // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))?;
+    let sender = audit.sender();
+    let result = runtime.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for kind in [
+            tokio::signal::unix::SignalKind::interrupt(),
+            tokio::signal::unix::SignalKind::terminate(),
+            tokio::signal::unix::SignalKind::hangup(),
+        ] {
+            let mut stream = tokio::signal::unix::signal(kind)
+                .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    if tx.send(kind.as_raw_value()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Ok::<_, miette::Report>(proxy::run(&spec, program, sender, options, rx).await)
+    })?;
+    // A fallback blocking stdin reader may still sit in read(2); do not wait for it.
+    runtime.shutdown_background();
+    audit.finish(Duration::from_secs(2));
+    match result {
+        Ok(code) => Ok(ExitCode::from(code)),
+        Err(ProxyError::Spawn(e)) => {
+            eprintln!("mcpwall: error: {e}");
+            Ok(ExitCode::from(e.exit_code()))
+        }
+        Err(e) => {
+            eprintln!("mcpwall: error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }

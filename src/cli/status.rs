@@ -1,21 +1,475 @@
-//! `mcpwall status`.
+//! `mcpwall status` (which servers are protected, by which policy) and `mcpwall doctor`
+//! (the setup checked end to end, with what to fix).
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use miette::IntoDiagnostic;
+
+use super::wrap::{report_broken, server_label};
+use crate::clients::{
+    self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
+    entry::resolve_on_path, record::Records,
+};
 
 /// Arguments of `mcpwall status`.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall status` is being built"))
-}
-
 /// Arguments of `mcpwall doctor`.
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {}
 
+/// The policy files a wrapped server runs under, most specific first.
+fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
+    if let EntryState::Wrapped { options, .. } = &server.state {
+        for (i, option) in options.iter().enumerate() {
+            if let Some(file) = option.strip_prefix("--config=") {
+                return vec![file.to_string()];
+            }
+            if (option == "-c" || option == "--config")
+                && let Some(file) = options.get(i + 1)
+            {
+                return vec![file.clone()];
+            }
+        }
+    }
+    let mut files = Vec::new();
+    let project = match (&server.project, doc.file.scope) {
+        (Some(p), _) => Some(PathBuf::from(p)),
+        (None, Scope::Project) => Some(env.project_dir.clone()),
+        (None, Scope::User) => None,
+    };
+    if let Some(project) = project {
+        let file = project.join(".mcpwall.yml");
+        if file.is_file() {
+            files.push(clients::display_path(env, &file));
+        }
+    }
+    let user = env.mcpwall_dir().join("config.yml");
+    if user.is_file() {
+        files.push(clients::display_path(env, &user));
+    }
+    if files.is_empty() {
+        files.push("built-in default pack".to_string());
+    }
+    files
+}
+
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let Args {} = args;
+    let env = Env::from_process().into_diagnostic()?;
+    let ws = Workspace::load(env);
+    let mut out = std::io::stdout().lock();
+    let broken = report_broken(&ws, &mut out);
+    let (mut protected, mut total) = (0, 0);
+    for doc in &ws.docs {
+        let _ = writeln!(
+            out,
+            "{} [{}]",
+            ws.display_path(&doc.file.path),
+            doc.file.client
+        );
+        if doc.servers.is_empty() {
+            let _ = writeln!(out, "  (no servers)");
+        }
+        for server in &doc.servers {
+            total += 1;
+            let line = match &server.state {
+                EntryState::Wrapped { command, args, .. } => {
+                    protected += 1;
+                    format!(
+                        "{:<12} {}  {}  policy: {}",
+                        "protected",
+                        server_label(server),
+                        clients::command_line(command, args),
+                        policy_files(&ws.env, doc, server).join(" + ")
+                    )
+                }
+                EntryState::Unwrapped { command, args } => format!(
+                    "{:<12} {}  {}  (run `mcpwall wrap {}`)",
+                    "UNPROTECTED",
+                    server_label(server),
+                    clients::command_line(command, args),
+                    server.name
+                ),
+                EntryState::Skipped(why) => {
+                    format!("{:<12} {}  {why}", "skipped", server_label(server))
+                }
+            };
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{protected} of {total} server(s) protected in {} file(s)",
+        ws.docs.len()
+    );
+    Ok(if broken {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but worth a look.
+    Warn,
+    /// Broken: mcpwall or a server will not work as intended.
+    Fail,
+}
+
+/// One finding of `doctor`.
+#[derive(Debug, Clone)]
+pub struct Check {
+    /// What was checked.
+    pub name: String,
+    /// The result.
+    pub status: Status,
+    /// What was found.
+    pub detail: String,
+    /// What to do about it, when something is wrong.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            status: Status::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn bad(
+        status: Status,
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Check {
+        Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
 pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall doctor` is being built"))
+    let DoctorArgs {} = args;
+    let env = Env::from_process().into_diagnostic()?;
+    let ws = Workspace::load(env);
+    let path_var = std::env::var_os("PATH");
+    let mut checks = Vec::new();
+    let log_dir = match check_policy(&ws.env) {
+        Ok((check, log_dir)) => {
+            checks.push(check);
+            log_dir
+        }
+        Err(check) => {
+            checks.push(check);
+            None
+        }
+    };
+    checks.push(check_log_dir(
+        &log_dir.unwrap_or_else(|| ws.env.mcpwall_dir().join("logs")),
+        &ws.env,
+    ));
+    checks.extend(check_client_files(&ws));
+    checks.extend(check_servers(&ws, path_var.as_deref()));
+    checks.extend(check_records(&ws));
+
+    let mut out = std::io::stdout().lock();
+    for check in &checks {
+        let mark = match check.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        let _ = writeln!(out, "{mark}  {}: {}", check.name, check.detail);
+        if let Some(fix) = &check.fix {
+            let _ = writeln!(out, "      fix: {fix}");
+        }
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    let _ = writeln!(
+        out,
+        "{} check(s): {failed} failed, {warned} warning(s)",
+        checks.len()
+    );
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The policy loads and compiles; returns the configured log directory too.
+fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
+    let opts = crate::config::LoadOptions {
+        explicit: None,
+        home: env.home.clone(),
+        project_dir: env.project_dir.clone(),
+    };
+    let fix = "run `mcpwall explain-policy` to see every problem with its file and line";
+    let policy = crate::config::load(&opts).map_err(|e| {
+        Check::bad(
+            Status::Fail,
+            "policy",
+            format!("does not load: {}", describe(&e, env)),
+            fix,
+        )
+    })?;
+    let program = crate::program::Program::compile(&policy).map_err(|e| {
+        Check::bad(
+            Status::Fail,
+            "policy",
+            format!("does not compile: {}", describe(&e, env)),
+            fix,
+        )
+    })?;
+    let has_default_pack = policy.sources.iter().any(|s| {
+        s.kind == crate::config::policy::SourceKind::Builtin
+            && s.name.ends_with(crate::config::DEFAULT_PACK)
+    });
+    if !has_default_pack {
+        return Err(Check::bad(
+            Status::Warn,
+            "policy",
+            "loads and compiles, but does not include the built-in default pack",
+            "add `default` to `extends:` in your policy file (`mcpwall init` writes it so)",
+        ));
+    }
+    let sources: Vec<_> = policy
+        .sources
+        .iter()
+        .filter(|s| s.kind != crate::config::policy::SourceKind::Builtin)
+        .map(|s| clients::display_path(env, Path::new(&s.name)))
+        .collect();
+    let check = Check::ok(
+        "policy",
+        format!(
+            "loads and compiles ({} inbound and {} outbound rule(s) from {})",
+            policy.rules.len(),
+            policy.outbound_rules.len(),
+            if sources.is_empty() {
+                "the built-in default pack".to_string()
+            } else {
+                format!("{} and built-in packs", sources.join(", "))
+            }
+        ),
+    );
+    Ok((check, program.settings().log_dir.clone()))
+}
+
+/// The first problems of a policy error, each as `file:line:col: message`.
+fn describe(error: &crate::config::PolicyError, env: &Env) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = error
+        .diagnostics
+        .iter()
+        .take(SHOWN)
+        .map(|d| match &d.location {
+            Some((file, line, column)) => format!(
+                "{}:{line}:{column}: {}",
+                clients::display_path(env, Path::new(file)),
+                d.message
+            ),
+            None => d.message.clone(),
+        })
+        .collect();
+    if error.diagnostics.len() > SHOWN {
+        parts.push(format!("and {} more", error.diagnostics.len() - SHOWN));
+    }
+    if parts.is_empty() {
+        error.to_string()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The audit log directory exists (or can be made) and takes a new file.
+fn check_log_dir(dir: &Path, env: &Env) -> Check {
+    let shown = clients::display_path(env, dir);
+    let probe = dir.join(format!(".mcpwall-doctor-{}", std::process::id()));
+    let result = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b"probe"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    match result {
+        Ok(()) => Check::ok("log directory", format!("{shown} is writable")),
+        Err(e) => Check::bad(
+            Status::Fail,
+            "log directory",
+            format!("{shown} is not writable: {e}"),
+            format!("create {shown} and make it writable by you, or set `log_dir` in your policy"),
+        ),
+    }
+}
+
+fn check_client_files(ws: &Workspace) -> Vec<Check> {
+    let mut checks: Vec<Check> = ws
+        .broken
+        .iter()
+        .map(|b| {
+            let shown = ws.display_path(&b.file.path);
+            match &b.problem {
+                Problem::Syntax(e) => Check::bad(
+                    Status::Fail,
+                    format!("{} config", b.file.client),
+                    format!(
+                        "{shown}:{}:{}: not valid {}: {}",
+                        e.line,
+                        e.column,
+                        b.file.client.syntax(),
+                        e.message
+                    ),
+                    format!(
+                        "fix {shown} at line {}, column {} (mcpwall does not edit it until then)",
+                        e.line, e.column
+                    ),
+                ),
+                Problem::Io(e) => Check::bad(
+                    Status::Fail,
+                    format!("{} config", b.file.client),
+                    format!("{shown}: cannot read it: {e}"),
+                    format!("make {shown} readable"),
+                ),
+            }
+        })
+        .collect();
+    if ws.docs.is_empty() && ws.broken.is_empty() {
+        checks.push(Check::bad(
+            Status::Warn,
+            "client configs",
+            "no MCP client config file found",
+            "add a server to your MCP client, then run `mcpwall init`",
+        ));
+    } else if !ws.docs.is_empty() {
+        checks.push(Check::ok(
+            "client configs",
+            format!("{} file(s) read", ws.docs.len()),
+        ));
+    }
+    checks
+}
+
+fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for doc in &ws.docs {
+        let shown = ws.display_path(&doc.file.path);
+        for server in &doc.servers {
+            let name = format!("{}/{}", doc.file.client, server_label(server));
+            let cwd = match (&server.project, doc.file.scope) {
+                (Some(p), _) => PathBuf::from(p),
+                (None, Scope::Project) => ws.env.project_dir.clone(),
+                (None, Scope::User) => ws.env.home.clone(),
+            };
+            match &server.state {
+                EntryState::Wrapped {
+                    wrapper, command, ..
+                } => {
+                    if resolve_on_path(wrapper, path_var, Some(&cwd)).is_none() {
+                        checks.push(Check::bad(
+                            Status::Fail,
+                            name,
+                            format!("the mcpwall command `{wrapper}` in {shown} is not found"),
+                            format!(
+                                "run `mcpwall wrap {}` to point it at this mcpwall",
+                                server.name
+                            ),
+                        ));
+                    } else if resolve_on_path(command, path_var, Some(&cwd)).is_none() {
+                        checks.push(Check::bad(
+                            Status::Fail,
+                            name,
+                            format!("the server command `{command}` is not found on PATH"),
+                            format!(
+                                "install it, or put its absolute path in {shown} (clients may start servers with a shorter PATH than your shell's)"
+                            ),
+                        ));
+                    } else {
+                        checks.push(Check::ok(name, format!("protected; `{command}` found")));
+                    }
+                }
+                EntryState::Unwrapped { .. } => checks.push(Check::bad(
+                    Status::Warn,
+                    name,
+                    format!("not protected by mcpwall ({shown})"),
+                    format!("mcpwall wrap {}", server.name),
+                )),
+                EntryState::Skipped(why) => {
+                    checks.push(Check::ok(name, format!("not wrapped: {why}")));
+                }
+            }
+        }
+    }
+    checks
+}
+
+/// Records whose entry is gone or no longer wrapped.
+fn check_records(ws: &Workspace) -> Vec<Check> {
+    let dir = ws.env.mcpwall_dir();
+    let shown = ws.display_path(&Records::path(&dir));
+    let records = match Records::load(&dir) {
+        Ok((records, _)) => records,
+        Err(e) => {
+            return vec![Check::bad(
+                Status::Fail,
+                "wrap records",
+                e.to_string(),
+                format!("move {shown} away; `mcpwall unwrap` then works from the entries alone"),
+            )];
+        }
+    };
+    let stale = records
+        .entries
+        .iter()
+        .filter(|r| {
+            // A file named with `wrap --config` is not among the discovered ones: read it.
+            let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
+            let outside = match discovered {
+                Some(_) => None,
+                None => Client::from_id(&r.client).and_then(|client| {
+                    Doc::load(ConfigFile {
+                        client,
+                        path: r.file.clone(),
+                        scope: Scope::User,
+                    })
+                    .ok()
+                }),
+            };
+            let wrapped = discovered.or(outside.as_ref()).is_some_and(|d| {
+                d.servers
+                    .iter()
+                    .any(|s| s.path == r.path && matches!(s.state, EntryState::Wrapped { .. }))
+            });
+            // A broken file is reported on its own; its records are not stale.
+            let broken = ws
+                .broken
+                .iter()
+                .any(|b| std::fs::canonicalize(&b.file.path).is_ok_and(|p| p == r.file));
+            !wrapped && !broken
+        })
+        .count();
+    if stale == 0 {
+        vec![Check::ok(
+            "wrap records",
+            format!("{} record(s) in {shown}", records.entries.len()),
+        )]
+    } else {
+        vec![Check::bad(
+            Status::Warn,
+            "wrap records",
+            format!("{stale} record(s) in {shown} describe entries that are no longer wrapped"),
+            "nothing breaks; `mcpwall wrap` replaces them when it wraps those servers again",
+        )]
+    }
 }

@@ -1,21 +1,336 @@
-//! `mcpwall wrap`.
+//! `mcpwall wrap` and `mcpwall unwrap`, and the report both print (shared with `init`).
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use miette::{Context, IntoDiagnostic, miette};
+
+use crate::clients::{
+    self, Broken, Client, ConfigFile, EntryState, Env, FileChange, Outcome, Problem, Scope,
+    Selection, Workspace, record::Records,
+};
 
 /// Arguments of `mcpwall wrap`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
-
-pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall wrap` is being built"))
+pub struct Args {
+    /// The server's name: its key in the client config.
+    pub server_name: String,
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
+    #[arg(long, value_parser = parse_client)]
+    pub client: Option<Client>,
+    /// Edit this client config file instead of the discovered ones.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print a unified diff of each file that would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Arguments of `mcpwall unwrap`.
 #[derive(Debug, clap::Args)]
-pub struct UnwrapArgs {}
+#[command(group = clap::ArgGroup::new("which").required(true).args(["server_name", "all"]))]
+pub struct UnwrapArgs {
+    /// The server's name: its key in the client config.
+    pub server_name: Option<String>,
+    /// Unwrap every wrapped server.
+    #[arg(long)]
+    pub all: bool,
+    /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
+    #[arg(long, value_parser = parse_client)]
+    pub client: Option<Client>,
+    /// Edit this client config file instead of the discovered ones.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print a unified diff of each file that would change, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub(crate) fn parse_client(id: &str) -> Result<Client, String> {
+    Client::from_id(id).ok_or_else(|| {
+        let valid: Vec<_> = Client::ALL.iter().map(|c| c.id()).collect();
+        format!("unknown client `{id}`; valid clients: {}", valid.join(", "))
+    })
+}
+
+/// The workspace a verb works on: the discovered files, or the one `--config` names.
+pub(crate) fn workspace(
+    env: Env,
+    client: Option<Client>,
+    config: Option<PathBuf>,
+) -> miette::Result<Workspace> {
+    let Some(path) = config else {
+        return Ok(Workspace::load(env));
+    };
+    if !path.is_file() {
+        return Err(miette!("{} does not exist", path.display()));
+    }
+    let client = match client.or_else(|| guess_client(&path)) {
+        Some(c) => c,
+        None => {
+            return Err(miette!(
+                help = "pass --client claude-code|claude-desktop|cursor|windsurf|vscode|zed|codex",
+                "cannot tell which client {} belongs to",
+                path.display()
+            ));
+        }
+    };
+    let path = std::path::absolute(&path).into_diagnostic()?;
+    let scope = if path.starts_with(&env.project_dir) && env.project_dir != env.home {
+        Scope::Project
+    } else {
+        Scope::User
+    };
+    Ok(Workspace::load_file(
+        env,
+        ConfigFile {
+            client,
+            path,
+            scope,
+        },
+    ))
+}
+
+/// A client, from a config file's name and folder.
+fn guess_client(path: &std::path::Path) -> Option<Client> {
+    let name = path.file_name()?.to_str()?;
+    let parent = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    match (name, parent) {
+        (".claude.json" | ".mcp.json", _) => Some(Client::ClaudeCode),
+        ("claude_desktop_config.json", _) => Some(Client::ClaudeDesktop),
+        ("mcp_config.json", _) => Some(Client::Windsurf),
+        ("mcp.json", ".cursor") => Some(Client::Cursor),
+        ("mcp.json", ".vscode" | "User") => Some(Client::VsCode),
+        ("settings.json", "zed" | ".zed" | "Zed") => Some(Client::Zed),
+        ("config.toml", ".codex") => Some(Client::Codex),
+        _ => None,
+    }
+}
+
+/// The command to write into wrapped entries.
+pub(crate) fn wrapper() -> miette::Result<String> {
+    let exe = std::env::current_exe()
+        .into_diagnostic()
+        .wrap_err("cannot find the running mcpwall binary")?;
+    Ok(clients::entry::wrapper_command(
+        std::env::var_os("PATH").as_deref(),
+        &exe,
+    ))
+}
+
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let env = Env::from_process().into_diagnostic()?;
+    let ws = workspace(env, args.client, args.config)?;
+    let selection = Selection {
+        name: Some(args.server_name.clone()),
+        client: args.client,
+    };
+    let chosen = ws.selected(&selection);
+    if chosen.is_empty() {
+        report_broken(&ws, &mut std::io::stdout().lock());
+        return Err(no_such_server(&ws, &args.server_name));
+    }
+    let changes = ws.plan_wrap(&chosen, &wrapper()?);
+    finish(&ws, &changes, args.dry_run)
+}
 
 pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
-    let _ = args;
-    Err(miette::miette!("`mcpwall unwrap` is being built"))
+    let env = Env::from_process().into_diagnostic()?;
+    let ws = workspace(env, args.client, args.config)?;
+    let selection = Selection {
+        name: if args.all {
+            None
+        } else {
+            args.server_name.clone()
+        },
+        client: args.client,
+    };
+    let mut chosen = ws.selected(&selection);
+    if args.all {
+        // `--all` is about wrapped servers; listing every other one as "not wrapped" is noise.
+        chosen.retain(|&(d, s)| matches!(ws.docs[d].servers[s].state, EntryState::Wrapped { .. }));
+    } else if chosen.is_empty() {
+        report_broken(&ws, &mut std::io::stdout().lock());
+        return Err(no_such_server(
+            &ws,
+            args.server_name.as_deref().unwrap_or_default(),
+        ));
+    }
+    let (records, _) = Records::load(&ws.env.mcpwall_dir()).into_diagnostic()?;
+    let changes = ws.plan_unwrap(&chosen, &records);
+    finish(&ws, &changes, args.dry_run)
+}
+
+fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
+    let mut known: Vec<&str> = ws
+        .docs
+        .iter()
+        .flat_map(|d| d.servers.iter().map(|s| s.name.as_str()))
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    let files = ws.docs.len() + ws.broken.len();
+    if known.is_empty() {
+        miette!(
+            help = "add the server to your MCP client first, or name its file with --config",
+            "no server named `{name}`: {files} client config file(s) found, none lists a server"
+        )
+    } else {
+        miette!(
+            help = format!("servers found: {}", known.join(", ")),
+            "no server named `{name}` in the {files} client config file(s) found"
+        )
+    }
+}
+
+/// Print the report (and diffs with `--dry-run`), write unless `dry_run`, pick the exit code.
+pub(crate) fn finish(
+    ws: &Workspace,
+    changes: &[FileChange],
+    dry_run: bool,
+) -> miette::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    let mut trouble = report_broken(ws, &mut out);
+    let results = if dry_run {
+        None
+    } else {
+        Some(ws.commit(changes).into_diagnostic()?)
+    };
+    let mut wrote = 0;
+    for (i, change) in changes.iter().enumerate() {
+        let doc = &ws.docs[change.doc];
+        let shown = ws.display_path(&doc.file.path);
+        let _ = writeln!(out, "{shown} [{}]", doc.file.client);
+        for (s, outcome) in &change.outcomes {
+            let server = &doc.servers[*s];
+            trouble |= matches!(outcome, Outcome::Failed(_));
+            let _ = writeln!(
+                out,
+                "  {:<16} {}{}",
+                outcome_label(outcome),
+                server_label(server),
+                outcome_detail(server, outcome)
+            );
+        }
+        if !change.changes(ws) {
+            continue;
+        }
+        if dry_run {
+            let _ = write!(
+                out,
+                "{}",
+                clients::unified_diff(shown.trim_start_matches("./"), &doc.text, &change.after)
+            );
+        } else if let Some(results) = &results {
+            match &results[i] {
+                Ok(_) => wrote += 1,
+                Err(e) => {
+                    trouble = true;
+                    let _ = writeln!(out, "  error: {e}; the file was left as it was");
+                }
+            }
+        }
+    }
+    let shared: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| c.outcomes.iter().any(|(_, o)| *o == Outcome::Wrapped))
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if !shared.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} usually committed to the repository; teammates without mcpwall on their PATH cannot start the wrapped servers",
+            if shared.len() == 1 {
+                format!("{} is a project file,", shared[0])
+            } else {
+                format!("{} are project files,", shared.join(", "))
+            }
+        );
+    }
+    if dry_run {
+        let _ = writeln!(out, "dry run: nothing was written");
+    } else if wrote > 0 {
+        let backups = ws.display_path(&ws.env.mcpwall_dir().join("backups"));
+        let _ = writeln!(
+            out,
+            "changed {wrote} file(s); backups in {backups}; restart your MCP clients to apply"
+        );
+    } else {
+        let _ = writeln!(out, "nothing to change");
+    }
+    Ok(if trouble {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// List files that could not be read; returns whether there were any.
+pub(crate) fn report_broken(ws: &Workspace, out: &mut impl Write) -> bool {
+    for Broken { file, problem } in &ws.broken {
+        let shown = ws.display_path(&file.path);
+        let _ = match problem {
+            Problem::Syntax(e) => writeln!(
+                out,
+                "{shown}:{}:{} [{}]\n  error: not valid {}: {}; left untouched",
+                e.line,
+                e.column,
+                file.client,
+                file.client.syntax(),
+                e.message
+            ),
+            Problem::Io(e) => writeln!(
+                out,
+                "{shown} [{}]\n  error: cannot read it: {e}; left untouched",
+                file.client
+            ),
+        };
+    }
+    !ws.broken.is_empty()
+}
+
+pub(crate) fn server_label(server: &clients::Server) -> String {
+    match &server.project {
+        Some(project) => format!("{} (project {project})", server.name),
+        None => server.name.clone(),
+    }
+}
+
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Wrapped => "wrapped",
+        Outcome::AlreadyWrapped => "already wrapped",
+        Outcome::Repointed(_) => "re-pointed",
+        Outcome::Restored => "restored",
+        Outcome::RestoredKeepingEdits => "restored",
+        Outcome::Unwrapped => "unwrapped",
+        Outcome::NotWrapped => "not wrapped",
+        Outcome::Skipped(_) => "skipped",
+        Outcome::Failed(_) => "failed",
+    }
+}
+
+fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
+        Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
+        Outcome::RestoredKeepingEdits => {
+            ": command and args restored; your later edits to the entry were kept".into()
+        }
+        Outcome::Unwrapped => {
+            ": no wrap record, so the command after `--` was made the command again".into()
+        }
+        _ => match &server.state {
+            EntryState::Unwrapped { command, args } | EntryState::Wrapped { command, args, .. } => {
+                format!("  {}", clients::command_line(command, args))
+            }
+            EntryState::Skipped(_) => String::new(),
+        },
+    }
 }

@@ -3,14 +3,46 @@
 //! The only entry points are [`load`] (files on disk, with trust) and [`load_str`]
 //! (one in-memory file; tests, `check --policy-text`). Every problem found is collected
 //! into one [`PolicyError`], each pointing at its file, line and column.
+//!
+//! ```
+//! use mcpwall::config::{LoadOptions, load_str};
+//!
+//! let opts = LoadOptions {
+//!     explicit: None,
+//!     home: "/home/me".into(),
+//!     project_dir: "/home/me/proj".into(),
+//! };
+//! let yaml = "version: 1\nrules:\n  - name: no-ssh\n    match:\n      arguments:\n        path: {regex: '(^|/)\\.ssh(/|$)'}\n    action: deny\n";
+//! let policy = load_str("policy.yml", yaml, &opts)?;
+//! assert_eq!(policy.rules[0].name.value, "no-ssh");
+//! assert_eq!(policy.rules[0].method.value, "tools/call");
+//! # Ok::<(), mcpwall::config::PolicyError>(())
+//! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+#[doc(hidden)]
+pub mod checks;
 pub mod diag;
+mod merge;
+pub(crate) mod model;
 pub mod policy;
+pub mod trust;
+mod validate;
 
-pub use diag::PolicyError;
+pub use diag::{Code, PolicyDiagnostic, PolicyError};
+pub use merge::{Packs, UNTRUSTED_WHY, extends_names, resolve_extends};
 pub use policy::Policy;
+pub use trust::{PROJECT_FILE, TrustStatus, TrustStore};
+pub use validate::{DEFAULT_METHOD, REGEX_SIZE_LIMIT};
+
+use merge::{FileInput, Merger, Restricted};
+use policy::SourceKind;
+use validate::Vars;
+
+/// The built-in pack that applies when no configuration file exists.
+pub const DEFAULT_PACK: &str = "rules/default.yml";
 
 /// Where to look for policy files.
 #[derive(Debug, Clone)]
@@ -23,14 +55,167 @@ pub struct LoadOptions {
     pub project_dir: PathBuf,
 }
 
-/// Load the effective policy per ARCHITECTURE decision 7.
+impl LoadOptions {
+    /// `~/.mcpwall/config.yml`.
+    pub fn user_file(&self) -> PathBuf {
+        self.home.join(".mcpwall").join("config.yml")
+    }
+
+    /// `<project>/.mcpwall.yml`.
+    pub fn project_file(&self) -> PathBuf {
+        self.project_dir.join(PROJECT_FILE)
+    }
+
+    fn vars(&self) -> Vars {
+        Vars {
+            home: self.home.clone(),
+            project_dir: self.project_dir.clone(),
+        }
+    }
+}
+
+/// Load the effective policy per ARCHITECTURE decision 7:
+///
+/// - `explicit` set: exactly that file, plus the packs it `extends`;
+/// - otherwise, if neither `<project>/.mcpwall.yml` nor `~/.mcpwall/config.yml` exists:
+///   the built-in `rules/default.yml`;
+/// - otherwise the project file (its rules first, its settings winning), then the user file.
+///   An untrusted project file only tightens (see `docs-config.md`); when it is the only
+///   file, the built-in default pack follows it, so an untrusted file can never leave less
+///   protection than no file at all.
 pub fn load(opts: &LoadOptions) -> Result<Policy, PolicyError> {
-    let _ = opts;
-    todo!("config::load")
+    load_with_packs(opts, crate::builtin::FILES)
+}
+
+/// [`load`] with `extends` resolved against `packs` instead of the embedded files.
+#[doc(hidden)]
+pub fn load_with_packs(opts: &LoadOptions, packs: Packs) -> Result<Policy, PolicyError> {
+    let mut merger = Merger::new(opts.vars(), packs);
+    if let Some(path) = &opts.explicit {
+        match read(path) {
+            Ok(text) => merger.add_file(
+                FileInput {
+                    name: display_name(path),
+                    kind: SourceKind::Explicit,
+                    text: text.into(),
+                },
+                Restricted::No,
+            ),
+            Err(d) => merger.push_diagnostic(*d),
+        }
+        return merger.finish();
+    }
+    let project_path = opts.project_file();
+    let user_path = opts.user_file();
+    let project = read_if_exists(&project_path);
+    let user = read_if_exists(&user_path);
+    if matches!((&project, &user), (Ok(None), Ok(None))) {
+        merger.add_builtin(DEFAULT_PACK);
+        return merger.finish();
+    }
+    let mut untrusted_alone = false;
+    match project {
+        Ok(Some(text)) => {
+            let trusted = is_trusted(&opts.home, &project_path, text.as_bytes());
+            untrusted_alone = !trusted && !matches!(user, Ok(Some(_)));
+            merger.add_file(
+                FileInput {
+                    name: display_name(&project_path),
+                    kind: if trusted {
+                        SourceKind::ProjectTrusted
+                    } else {
+                        SourceKind::ProjectUntrusted
+                    },
+                    text: text.into(),
+                },
+                if trusted {
+                    Restricted::No
+                } else {
+                    Restricted::Yes
+                },
+            );
+        }
+        Ok(None) => {}
+        Err(d) => merger.push_diagnostic(*d),
+    }
+    match user {
+        Ok(Some(text)) => merger.add_file(
+            FileInput {
+                name: display_name(&user_path),
+                kind: SourceKind::User,
+                text: text.into(),
+            },
+            Restricted::No,
+        ),
+        Ok(None) => {}
+        Err(d) => merger.push_diagnostic(*d),
+    }
+    if untrusted_alone {
+        merger.add_builtin(DEFAULT_PACK);
+    }
+    merger.finish()
 }
 
 /// Load one policy from text, as if it were the file `name` given with `-c`.
 pub fn load_str(name: &str, text: &str, opts: &LoadOptions) -> Result<Policy, PolicyError> {
-    let _ = (name, text, opts);
-    todo!("config::load_str")
+    load_str_with_packs(name, text, opts, crate::builtin::FILES)
+}
+
+/// [`load_str`] with `extends` resolved against `packs` instead of the embedded files
+/// (tests of extends order and cycles; the packs engineer's pack tests).
+#[doc(hidden)]
+pub fn load_str_with_packs(
+    name: &str,
+    text: &str,
+    opts: &LoadOptions,
+    packs: Packs,
+) -> Result<Policy, PolicyError> {
+    let mut merger = Merger::new(opts.vars(), packs);
+    merger.add_file(
+        FileInput {
+            name: name.to_string(),
+            kind: SourceKind::Explicit,
+            text: Arc::from(text),
+        },
+        Restricted::No,
+    );
+    merger.finish()
+}
+
+/// Whether the project file with these exact bytes is recorded as trusted. A store that
+/// cannot be read trusts nothing (fail closed); `mcpwall trust --list` reports why.
+pub fn is_trusted(home: &Path, file: &Path, contents: &[u8]) -> bool {
+    let Ok(store) = TrustStore::load(home) else {
+        return false;
+    };
+    let Ok(key) = trust::trust_key(file) else {
+        return false;
+    };
+    store.status(&key, contents) == TrustStatus::Trusted
+}
+
+fn display_name(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+fn read(path: &Path) -> Result<String, Box<PolicyDiagnostic>> {
+    std::fs::read_to_string(path).map_err(|e| read_failed(path, &e))
+}
+
+fn read_if_exists(path: &Path) -> Result<Option<String>, Box<PolicyDiagnostic>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(read_failed(path, &e)),
+    }
+}
+
+fn read_failed(path: &Path, e: &std::io::Error) -> Box<PolicyDiagnostic> {
+    Box::new(
+        PolicyDiagnostic::new(
+            Code::ReadFailed,
+            format!("cannot read policy file {}: {e}", path.display()),
+        )
+        .with_help("check that the file exists, is readable and is UTF-8 text"),
+    )
 }

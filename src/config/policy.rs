@@ -35,7 +35,8 @@ pub struct Source {
     pub text: Arc<str>,
 }
 
-/// A byte range in one source, plus the 1-based line and column of its start.
+/// A byte range in one source, plus the 1-based line and column of its start
+/// (the column counts characters, as editors do, not bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
     pub source: SourceId,
@@ -46,7 +47,7 @@ pub struct Span {
 }
 
 /// A value and where it was written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spanned<T> {
     pub value: T,
     pub span: Span,
@@ -114,6 +115,51 @@ pub struct RateLimit {
     pub window_seconds: u64,
 }
 
+/// `settings.pinning`: what happens when a server's pinned definitions drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinningMode {
+    /// Changed or removed definitions are withheld and calls to them denied until
+    /// `mcpwall pins approve`.
+    #[default]
+    Enforce,
+    /// Drift is audited and reported, but the changed definitions are forwarded.
+    /// Hazard: a server that changes a tool after approval (a rug pull) gets through.
+    Warn,
+    /// No pins are recorded or compared.
+    Off,
+}
+
+/// `settings.poison_scan`: what happens to tool metadata that looks like prompt injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoisonScanMode {
+    /// Poisoned tools, prompts, templates and instructions are withheld from the agent
+    /// until approved with `mcpwall pins approve`.
+    #[default]
+    Enforce,
+    /// Findings are audited, the text is forwarded. Hazard: the agent reads the injection.
+    Warn,
+    /// No scanning.
+    Off,
+}
+
+/// What the circuit breaker does when it trips.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BreakerAction {
+    /// Deny every further `tools/call` in the session.
+    #[default]
+    Suspend,
+}
+
+/// `settings.circuit_breaker`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreakerSettings {
+    /// Denials or blocked responses that trip the breaker...
+    pub max_violations: u32,
+    /// ...when they all fall within this many seconds.
+    pub window_seconds: u64,
+    pub action: BreakerAction,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -124,6 +170,12 @@ pub struct Settings {
     pub rate_limit: Option<RateLimit>,
     pub max_frame_bytes: usize,
     pub redact_marker: RedactMarker,
+    /// Remove tools the policy denies unconditionally from `tools/list` results.
+    pub hide_denied_tools: bool,
+    pub pinning: PinningMode,
+    pub poison_scan: PoisonScanMode,
+    /// `None`: no breaker.
+    pub circuit_breaker: Option<CircuitBreakerSettings>,
 }
 
 impl Default for Settings {
@@ -136,6 +188,10 @@ impl Default for Settings {
             rate_limit: None,
             max_frame_bytes: 64 * 1024 * 1024,
             redact_marker: RedactMarker::Plain,
+            hide_denied_tools: true,
+            pinning: PinningMode::Enforce,
+            poison_scan: PoisonScanMode::Enforce,
+            circuit_breaker: None,
         }
     }
 }
@@ -145,6 +201,8 @@ impl Default for Settings {
 pub struct Rule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the JSON-RPC method. Defaults to `tools/call` when the YAML names none.
     pub method: Spanned<String>,
     /// Glob over the tool name (`params.name` of `tools/call`).
@@ -181,7 +239,9 @@ pub enum Matcher {
     /// A glob, validated to compile.
     Pattern(Spanned<String>),
     /// Holds when a path-shaped value is NOT under this root. The root is already
-    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) but not yet normalised.
+    /// expanded (`~`, `${HOME}`, `${PROJECT_DIR}`) and absolute (a relative root is joined
+    /// to the project directory), but not yet normalised. A list
+    /// `not_under: [a, b]` becomes one condition per root, all of which must hold.
     NotUnder {
         root: PathBuf,
         written: Spanned<String>,
@@ -204,6 +264,8 @@ pub struct Examples {
 pub struct OutboundRule {
     pub name: Spanned<String>,
     pub description: Option<String>,
+    /// Why the rule exists (documentation, shown by `explain-policy`).
+    pub why: Option<String>,
     /// Glob over the method of the request this message answers (or of the message itself
     /// for server requests and notifications). `None` matches every message.
     pub method: Option<Spanned<String>>,
@@ -240,4 +302,21 @@ pub struct Ignored {
     pub what: String,
     /// Why, e.g. `project file is not trusted (run \`mcpwall trust\`)`.
     pub why: String,
+}
+
+impl Policy {
+    /// The file a span points into.
+    pub fn source(&self, id: SourceId) -> &Source {
+        &self.sources[id.0 as usize]
+    }
+
+    /// `file:line:column` of a span, for messages, audit and `explain-policy`.
+    pub fn location(&self, span: Span) -> String {
+        format!(
+            "{}:{}:{}",
+            self.source(span.source).name,
+            span.line,
+            span.column
+        )
+    }
 }

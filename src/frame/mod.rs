@@ -7,6 +7,8 @@
 
 use std::ops::Range;
 
+#[doc(hidden)]
+pub mod checks;
 pub mod redact;
 pub mod scan;
 
@@ -137,6 +139,8 @@ pub struct Parsed {
     /// Decoded text of strings that contained escapes.
     pub(crate) text: String,
     pub(crate) batch: bool,
+    /// The scanner's reusable stacks.
+    pub(crate) scratch: scan::Scratch,
 }
 
 /// A parsed frame: the raw line and what the parser found in it.
@@ -185,13 +189,8 @@ impl<'a> Frame<'a> {
 
     /// The decoded text of a string, key, method or tool.
     pub fn text(&self, t: TextRef) -> &'a str {
-        match t {
-            // The parser has validated the raw bytes as UTF-8 without escapes.
-            TextRef::Raw { start, end } => {
-                std::str::from_utf8(&self.raw[start as usize..end as usize]).unwrap_or("")
-            }
-            TextRef::Decoded { start, end } => &self.parsed.text[start as usize..end as usize],
-        }
+        // Never panics: a `TextRef` from another frame yields "" or other text, not a crash.
+        scan::text_of(self.raw, &self.parsed.text, t)
     }
 
     pub fn method(&self, m: &Message) -> Option<&'a str> {

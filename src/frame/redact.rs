@@ -1,20 +1,179 @@
 //! Splicing replacements into a frame: only inside JSON string tokens, every other byte kept.
+//!
+//! The engine finds secrets in a token's *decoded* text; [`raw_range`] maps such a
+//! range back to the raw bytes that encode it (whole escapes, whole characters), and
+//! [`apply`] appends the frame with those raw ranges replaced by an escaped marker. The
+//! result is valid JSON whenever the input was and every edit lies inside one string
+//! token, because a string's contents are replaced by well-formed string contents.
 
 use std::ops::Range;
 
-use super::{Frame, Token};
+use super::scan::decode_unicode_escape;
+use super::{Frame, TextRef, Token};
 
 /// Map a byte range of a string token's *decoded* text to the raw byte range that
 /// encodes it (escapes included), so a secret written as `\u0041KIA…` is replaced whole.
+///
+/// The range is widened so it never splits an escape or a character: a boundary inside
+/// a multi-byte character, or inside the 4 decoded bytes of a surrogate pair
+/// `\ud83d\ude00`, moves outwards to take the whole character. Ranges past the end of
+/// the text are clamped to it; an empty range maps to an empty raw range at a
+/// character boundary. The result is absolute (an index range into `frame.raw`) and
+/// always lies inside the token's raw contents. Never panics, even for a token of
+/// another frame.
+///
+/// ```
+/// use mcpwall::frame::{Frame, Limits, Parsed, redact};
+/// let line = br#"{"jsonrpc":"2.0","method":"m","params":{"k":"a\u0042c"}}"#;
+/// let mut parsed = Parsed::new();
+/// parsed.parse(line, &Limits::default())?;
+/// let frame = Frame::new(line, &parsed);
+/// let value = frame.tokens().last().unwrap();
+/// assert_eq!(frame.text(value.text), "aBc");
+/// let raw = redact::raw_range(&frame, value, 1..2); // the "B"
+/// assert_eq!(&line[raw], br"\u0042");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Range<usize> {
-    let _ = (frame, token, decoded);
-    todo!("raw_range")
+    let content_start = (token.raw.0 as usize).min(frame.raw.len());
+    let content_end = (token.raw.1 as usize).clamp(content_start, frame.raw.len());
+    let want_start = decoded.start;
+    let want_end = decoded.end.max(decoded.start);
+    match token.text {
+        TextRef::Raw { .. } => {
+            // No escapes: decoded offsets are raw offsets; widen to character boundaries.
+            let content = &frame.raw[content_start..content_end];
+            let len = content.len();
+            let mut start = want_start.min(len);
+            while start > 0 && start < len && is_continuation(content[start]) {
+                start -= 1;
+            }
+            let mut end = want_end.min(len);
+            while end < len && is_continuation(content[end]) {
+                end += 1;
+            }
+            content_start + start..content_start + end.max(start)
+        }
+        TextRef::Decoded { .. } => {
+            // Walk the raw contents one decoded character at a time.
+            let raw = frame.raw;
+            let mut at = content_start;
+            let mut offset = 0usize; // decoded offset of the character at `at`
+            let mut start = None;
+            let mut end = content_end;
+            while at < content_end {
+                if offset >= want_end {
+                    end = at;
+                    break;
+                }
+                let (next, decoded_len) = next_char(raw, at, content_end);
+                if start.is_none() && offset + decoded_len > want_start {
+                    start = Some(at);
+                }
+                at = next;
+                offset += decoded_len;
+            }
+            let start = start.unwrap_or(end).min(end);
+            start..end
+        }
+    }
 }
 
-/// Write `raw` to `out` with each range in `edits` replaced by its text. The ranges must
-/// lie inside string tokens; overlapping or adjacent ranges are merged (the first
-/// replacement text wins). The replacement text is JSON-escaped as needed.
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// Raw index after the character at `raw[at]` and its decoded length in bytes.
+/// Tolerates bytes the parser would have refused (it only moves forward).
+fn next_char(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
+    let b = raw[at];
+    if b == b'\\' {
+        return match raw.get(at + 1) {
+            Some(b'u') => match decode_unicode_escape(raw, at) {
+                Ok((c, next)) if next <= limit => (next, c.len_utf8()),
+                _ => ((at + 2).min(limit), 1),
+            },
+            _ => ((at + 2).min(limit), 1),
+        };
+    }
+    let len = match b {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    };
+    ((at + len).min(limit), len)
+}
+
+/// Append `raw` to `out` with each range in `edits` replaced by its text.
+///
+/// `out` is appended to, not cleared: the proxy assembles a batch answer, or several
+/// lines for one writer, in one buffer. `edits` is sorted in place by start (ties: the
+/// longer range first, then by text), and overlapping or adjacent ranges are merged
+/// into one, which gets the replacement text of the first of them in that order.
+/// Ranges past the end of `raw` are clamped and inverted ranges are read as empty; an
+/// empty range inserts its text. The text is JSON-escaped (`"`, `\` and control
+/// characters), so a marker like `[REDACTED: aws key "x"]` cannot end the string it
+/// lands in.
+///
+/// The ranges must lie inside string tokens (use [`raw_range`]); then what is appended
+/// is valid JSON whenever `raw` was, and every byte outside the edits is unchanged.
+/// Allocates only to grow `out`.
+///
+/// ```
+/// use mcpwall::frame::redact;
+/// let raw = br#"{"a":"key=abc123","b":"x"}"#;
+/// let mut edits = vec![(10..16, "[REDACTED:\"secret\"]")];
+/// let mut out = Vec::new();
+/// redact::apply(raw, &mut edits, &mut out);
+/// assert_eq!(out, br#"{"a":"key=[REDACTED:\"secret\"]","b":"x"}"#);
+/// ```
 pub fn apply(raw: &[u8], edits: &mut Vec<(Range<usize>, &str)>, out: &mut Vec<u8>) {
-    let _ = (raw, edits, out);
-    todo!("apply")
+    for (range, _) in edits.iter_mut() {
+        let start = range.start.min(raw.len());
+        let end = range.end.min(raw.len()).max(start);
+        *range = start..end;
+    }
+    edits.sort_unstable_by(|a, b| {
+        (a.0.start.cmp(&b.0.start))
+            .then(b.0.end.cmp(&a.0.end))
+            .then(a.1.cmp(b.1))
+    });
+    out.reserve(raw.len() + edits.iter().map(|(_, text)| text.len()).sum::<usize>());
+    let mut copied = 0;
+    let mut i = 0;
+    while i < edits.len() {
+        let (ref first, text) = edits[i];
+        let start = first.start;
+        let mut end = first.end;
+        i += 1;
+        while i < edits.len() && edits[i].0.start <= end {
+            end = end.max(edits[i].0.end);
+            i += 1;
+        }
+        out.extend_from_slice(&raw[copied..start]);
+        push_escaped(text, out);
+        copied = end;
+    }
+    out.extend_from_slice(&raw[copied..]);
+}
+
+/// Append `text` as the contents of a JSON string.
+fn push_escaped(text: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in text.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x00..=0x1f => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(b >> 4)]);
+                out.push(HEX[usize::from(b & 0xf)]);
+            }
+            _ => out.push(b),
+        }
+    }
 }

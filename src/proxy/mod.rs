@@ -1,1 +1,302 @@
 //! The stdio proxy: spawns the server and relays frames both ways through the Program.
+//!
+//! ```text
+//! client stdin ─► LineReader ─► Inbound pump ──► server writer ─► server stdin
+//!                                   └─ refusals ─┐
+//! server stdout ─► LineReader ─► Outbound pump ─► client writer ─► client stdout
+//! ```
+//! One writer task per sink, fed by a bounded channel: frames never interleave, and a
+//! slow side applies back-pressure to the pump that feeds it. [`run`] owns the server
+//! process and the single shutdown path ([`shutdown::Shutdown`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+pub mod child;
+pub mod codec;
+pub mod pending;
+pub mod pump;
+pub mod ratelimit;
+pub mod shutdown;
+pub mod stdio;
+pub mod synth;
+
+use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, Names, RuleRef};
+pub use crate::config::policy::LogLevel;
+use crate::frame::Limits;
+use crate::program::Program;
+pub use child::{ChildSpec, SpawnError};
+use codec::LineReader;
+use pending::Pending;
+pub use pump::FramePath;
+use pump::{BufPool, Ctx, Inbound, Outbound, Sink};
+pub use shutdown::Grace;
+
+/// Batches in flight to each writer before the pump feeding it waits.
+const WRITER_CHANNEL: usize = 16;
+/// Requests in flight before new ones are refused (fail closed).
+pub const MAX_PENDING: usize = 4096;
+/// After the server exits, how long its stdout may stay open (held by a grandchild)
+/// before we stop reading it.
+const STDOUT_DRAIN: Duration = Duration::from_secs(2);
+/// How long the last output to the client may take before we give up on it.
+const CLIENT_DRAIN: Duration = Duration::from_secs(5);
+
+/// mcpwall's own stderr messages, filtered by `--log-level`. Never audit events.
+#[derive(Debug, Clone, Copy)]
+pub struct Chatter {
+    pub level: LogLevel,
+}
+
+impl Chatter {
+    pub fn log(&self, level: LogLevel, args: std::fmt::Arguments<'_>) {
+        if level <= self.level {
+            let tag = match level {
+                LogLevel::Error => "error",
+                LogLevel::Warn => "warning",
+                LogLevel::Info => "info",
+                LogLevel::Debug => "debug",
+            };
+            eprintln!("mcpwall: {tag}: {args}");
+        }
+    }
+}
+
+/// Proxy options from the command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Drop non-JSON server lines instead of scanning and forwarding them.
+    pub strict: bool,
+    /// The server's name for `server:` matchers and the audit log.
+    pub server_name: String,
+    pub chatter: Chatter,
+    pub grace: Grace,
+}
+
+/// The proxy could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("cannot set up mcpwall's own stdin/stdout: {0}")]
+    Stdio(#[source] std::io::Error),
+    #[error("waiting for the server failed: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
+impl Names for Program {
+    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
+        match rule {
+            RuleRef::Inbound(r) => {
+                let info = Program::rule(self, r);
+                (&info.name, info.message.as_deref())
+            }
+            RuleRef::Outbound(r) => {
+                let info = self.outbound_rule(r);
+                (&info.name, info.message.as_deref())
+            }
+            RuleRef::Builtin(name) => (name, None),
+        }
+    }
+
+    fn label(&self, label: u32) -> &str {
+        Program::label(self, label)
+    }
+}
+
+/// Copy batches from the channel to `w` until every sender is gone.
+async fn write_from<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+    pool: BufPool,
+) -> std::io::Result<()> {
+    while let Some(batch) = rx.recv().await {
+        w.write_all(&batch).await?;
+        pool.give(batch);
+        if rx.is_empty() {
+            w.flush().await?;
+        }
+    }
+    w.flush().await?;
+    w.shutdown().await
+}
+
+/// Run `spec` behind `program` with our stdin/stdout as the client, until the server
+/// exits. `signals` delivers the signals mcpwall receives (SIGINT, SIGTERM, SIGHUP);
+/// each is forwarded to the server and starts the shutdown. Returns the exit code:
+/// the server's, or 128 + the signal that killed it.
+pub async fn run(
+    spec: &ChildSpec,
+    program: Arc<Program>,
+    audit: AuditSender,
+    options: Options,
+    mut signals: mpsc::UnboundedReceiver<i32>,
+) -> Result<u8, ProxyError> {
+    let (client_in, client_out, _stdio_guard) = stdio::open().map_err(ProxyError::Stdio)?;
+    let (mut server, server_in, server_out) = child::spawn(spec)?;
+    let settings = program.settings();
+    let limits = Limits {
+        max_frame_bytes: settings.max_frame_bytes,
+        ..Limits::default()
+    };
+    let ctx = Arc::new(Ctx {
+        program: program.clone(),
+        pending: Mutex::new(Pending::new(MAX_PENDING)),
+        audit: audit.clone(),
+        server: options.server_name.as_str().into(),
+        strict: options.strict,
+        limits,
+        chatter: options.chatter,
+    });
+
+    let (client_tx, client_rx) = mpsc::channel(WRITER_CHANNEL);
+    let (server_tx, server_rx) = mpsc::channel(WRITER_CHANNEL);
+    let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
+    let mut client_writer = Some(tokio::spawn(write_from(
+        client_out,
+        client_rx,
+        client_pool.clone(),
+    )));
+    let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
+
+    let outbound = Outbound::new(
+        ctx.clone(),
+        Sink::strong(client_tx.clone(), client_pool.clone()),
+        Sink::weak(server_tx.downgrade(), server_pool.clone()),
+    );
+    let inbound = Inbound::new(
+        ctx.clone(),
+        Sink::strong(server_tx, server_pool),
+        Sink::strong(client_tx.clone(), client_pool),
+    );
+    let mut outbound: JoinHandle<()> =
+        tokio::spawn(outbound.run(LineReader::new(server_out, limits.max_frame_bytes)));
+    let mut inbound: Option<JoinHandle<()>> = Some(tokio::spawn(
+        inbound.run(LineReader::new(client_in, limits.max_frame_bytes)),
+    ));
+    let mut outbound_done = false;
+
+    let mut shutdown = shutdown::Shutdown::new(options.grace);
+    let chatter = options.chatter;
+    // Stops the client side: the inbound pump's end drops the last strong sender to the
+    // server writer, which then closes the server's stdin once drained.
+    let stop_inbound = |inbound: &mut Option<JoinHandle<()>>| {
+        if let Some(h) = inbound.take() {
+            h.abort();
+        }
+    };
+
+    let status = loop {
+        let deadline = shutdown.deadline();
+        tokio::select! {
+            status = server.wait() => break status.map_err(ProxyError::Wait)?,
+            _ = async { inbound.as_mut().unwrap().await }, if inbound.is_some() => {
+                // The client closed its stdin (or reading it failed).
+                inbound = None;
+                shutdown.begin();
+            }
+            _ = &mut outbound, if !outbound_done => {
+                // The server closed its stdout: it can answer nothing more.
+                outbound_done = true;
+                stop_inbound(&mut inbound);
+                shutdown.begin();
+            }
+            r = async { client_writer.as_mut().unwrap().await }, if client_writer.is_some() => {
+                // The client stopped reading (broken pipe): nobody is left to answer.
+                client_writer = None;
+                if let Ok(Err(e)) = r {
+                    chatter.log(LogLevel::Info, format_args!("client output closed: {e}"));
+                }
+                stop_inbound(&mut inbound);
+                shutdown.begin();
+            }
+            Some(sig) = signals.recv() => {
+                chatter.log(LogLevel::Info, format_args!("received signal {sig}; passing it to the server"));
+                server.signal(sig);
+                stop_inbound(&mut inbound);
+                shutdown.begin();
+            }
+            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
+                if let Some(sig) = shutdown.escalate() {
+                    chatter.log(LogLevel::Warn, format_args!(
+                        "the server has not exited; sending {}",
+                        if sig == libc::SIGKILL { "SIGKILL" } else { "SIGTERM" }
+                    ));
+                    server.signal(sig);
+                }
+            }
+        }
+    };
+
+    // The server is gone. Read what it wrote before exiting (a large final reply
+    // arrives whole), unless a grandchild keeps its stdout open.
+    if !outbound_done
+        && tokio::time::timeout(STDOUT_DRAIN, &mut outbound)
+            .await
+            .is_err()
+    {
+        outbound.abort();
+    }
+    stop_inbound(&mut inbound);
+    server_writer.abort();
+
+    // Every request still pending gets an error, oldest first.
+    let mut unanswered = ctx
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain();
+    unanswered.sort_by_key(|(_, e)| e.started);
+    if !unanswered.is_empty() {
+        let message = format!(
+            "the MCP server exited ({}) before answering this request",
+            describe(status)
+        );
+        let mut out = Vec::new();
+        let mut events = Vec::new();
+        for (id, entry) in unanswered {
+            synth::error_response(
+                &mut out,
+                Some(id.as_bytes()),
+                synth::SERVER_EXITED,
+                &message,
+                None,
+            );
+            out.push(b'\n');
+            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Error);
+            e.duration = Some(entry.started.elapsed());
+            e.id = Some(id);
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.rule = Some(RuleRef::Builtin("mcpwall:server_exited"));
+            e.message = Some(message.as_str().into());
+            events.push(e);
+        }
+        audit.send(&mut events);
+        let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out)).await;
+    }
+    drop(client_tx);
+    drop(ctx);
+    if let Some(w) = client_writer
+        && tokio::time::timeout(CLIENT_DRAIN, w).await.is_err()
+    {
+        chatter.log(
+            LogLevel::Warn,
+            format_args!("the client is not reading; exiting anyway"),
+        );
+    }
+    Ok(child::exit_code(status))
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown status".to_string(),
+    }
+}

@@ -1,0 +1,609 @@
+//! Byte-splicing edits of one server entry: wrap, and the two ways back.
+//!
+//! Only the bytes of `command` and `args` change (or, on an exact restore, the entry's own
+//! bytes); every other byte of the file (key order, indentation, comments, the trailing
+//! newline) stays as it was. Each function takes the whole text and returns the new text.
+//! JSON, JSONC and TOML share the code: all three are read into the same span-tracked
+//! [`Node`] tree, and only the syntax of a newly inserted `args` differs.
+
+use std::ops::Range;
+
+use super::json_span::{self, Dialect, Member, Node, SyntaxError};
+use super::toml_span;
+
+/// How a client file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// JSON, strict or with comments.
+    Json(Dialect),
+    /// TOML (Codex).
+    Toml,
+}
+
+/// Read a client file into a span-tracked tree.
+pub fn parse(text: &str, format: Format) -> Result<Node, SyntaxError> {
+    match format {
+        Format::Json(dialect) => json_span::parse(text, dialect),
+        Format::Toml => toml_span::parse(text),
+    }
+}
+
+/// Why an entry could not be edited.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// The file does not parse (it was valid when the plan was made; it changed since).
+    #[error("the file no longer parses: {0}")]
+    Syntax(#[from] SyntaxError),
+    /// The entry is gone, or is not an object with a string `command`.
+    #[error("entry {0} is missing or has no string `command`")]
+    NoEntry(String),
+    /// The entry is written in a way mcpwall cannot add `args` to safely.
+    #[error("{0}")]
+    Layout(String),
+    /// A wrap record that does not describe this file's format.
+    #[error("the wrap record of this entry is unreadable")]
+    BadRecord,
+}
+
+/// One replacement of a byte range of the original text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Splice {
+    /// The bytes replaced (empty for an insertion).
+    pub range: Range<usize>,
+    /// What goes there.
+    pub with: String,
+}
+
+/// Apply splices that do not overlap (all computed against `text`).
+pub fn apply(text: &str, mut splices: Vec<Splice>) -> String {
+    splices.sort_by_key(|s| std::cmp::Reverse(s.range.start));
+    let mut out = text.to_string();
+    for s in splices {
+        out.replace_range(s.range, &s.with);
+    }
+    out
+}
+
+fn entry<'n>(root: &'n Node, path: &[String]) -> Result<&'n Node, EditError> {
+    root.at(path)
+        .filter(|e| e.member("command").and_then(|c| c.value.as_str()).is_some())
+        .ok_or_else(|| EditError::NoEntry(path.join(".")))
+}
+
+/// How members of this entry are written: the key `args` is spelled as, the bytes between
+/// a key and its value (`": "`, `" = "`), the separator before a new member
+/// (`",\n    "`, `", "`, or a bare line break in a TOML table), and between array items.
+struct MemberStyle {
+    key: &'static str,
+    colon: String,
+    separator: String,
+    item_separator: &'static str,
+}
+
+fn member_style(
+    text: &str,
+    format: Format,
+    entry: &Node,
+    anchor: &Member,
+) -> Result<MemberStyle, EditError> {
+    let (key, assign, default_colon) = match format {
+        Format::Json(_) => ("\"args\"", ':', ": "),
+        Format::Toml => ("args", '=', " = "),
+    };
+    let colon = &text[anchor.key_span.end..anchor.value.span.start];
+    let colon =
+        if colon.contains(assign) && colon.chars().all(|c| c == assign || c == ' ' || c == '\t') {
+            colon.to_string()
+        } else {
+            default_colon.to_string()
+        };
+    let item_separator = if colon == ":" { "," } else { ", " };
+    let line_start = text[..anchor.key_span.start].rfind('\n').map(|i| i + 1);
+    let indent = line_start
+        .map(|s| &text[s..anchor.key_span.start])
+        .filter(|indent| is_blank(indent));
+    let newline = newline_before(text, line_start.unwrap_or(0));
+    let inline_table = text.as_bytes().get(entry.span.start) == Some(&b'{');
+    let separator = match (format, indent) {
+        (Format::Toml, _) if inline_table => ", ".to_string(),
+        (Format::Toml, Some(indent)) => format!("{newline}{indent}"),
+        (Format::Toml, None) => {
+            return Err(EditError::Layout(
+                "`command` is not on a line of its own (a dotted key?): add `args = []` to the entry by hand, then wrap it".into(),
+            ));
+        }
+        (Format::Json(_), Some(indent)) if line_start.unwrap_or(0) > entry.span.start => {
+            format!(",{newline}{indent}")
+        }
+        (Format::Json(_), _) => item_separator.to_string(),
+    };
+    Ok(MemberStyle {
+        key,
+        colon,
+        separator,
+        item_separator,
+    })
+}
+
+/// The line break ending just before `line_start`: `\r\n` in files written on Windows.
+fn newline_before(text: &str, line_start: usize) -> &'static str {
+    if line_start > 0 && text[..line_start].ends_with("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
+}
+
+fn is_blank(s: &str) -> bool {
+    s.chars().all(|c| c == ' ' || c == '\t')
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serialises")
+}
+
+/// Put `wrapper` in front of the entry at `path`:
+/// `"command": wrapper, "args": ["--server-name", name, "--", <orig command>, <orig args>…]`.
+/// The original command and arguments keep their exact bytes.
+pub fn wrap(
+    text: &str,
+    format: Format,
+    path: &[String],
+    name: &str,
+    wrapper: &str,
+) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(
+        text,
+        wrap_splices(text, &root, format, path, name, wrapper)?,
+    ))
+}
+
+/// [`wrap`] as splices against `text` (whose tree is `root`), so several entries of one
+/// file are edited from a single parse.
+pub fn wrap_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    name: &str,
+    wrapper: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let entry = entry(root, path)?;
+    let command = entry.member("command").expect("checked by entry()");
+    let original_command = &text[command.value.span.clone()];
+    // A name that starts with `-` would read as a flag: give it in the `=` form.
+    let mut prefix = if name.starts_with('-') {
+        vec![json_string(&format!("--server-name={name}"))]
+    } else {
+        vec![json_string("--server-name"), json_string(name)]
+    };
+    prefix.extend([json_string("--"), original_command.to_string()]);
+    let mut splices = vec![Splice {
+        range: command.value.span.clone(),
+        with: json_string(wrapper),
+    }];
+    let style = member_style(text, format, entry, command);
+    let inline_separator = style.as_ref().map_or(", ", |s| s.item_separator);
+    match entry.member("args").map(|a| &a.value) {
+        Some(args) => match args.elements() {
+            Some([first, rest @ ..]) => {
+                let opening = &text[args.span.start + 1..first.span.start];
+                let separator = match (opening.rfind('\n'), rest.first()) {
+                    (Some(nl), _) if is_blank(&opening[nl + 1..]) => {
+                        let line_start = args.span.start + 1 + nl + 1;
+                        format!(
+                            ",{}{}",
+                            newline_before(text, line_start),
+                            &opening[nl + 1..]
+                        )
+                    }
+                    (_, Some(second)) if &text[first.span.end..second.span.start] == "," => {
+                        ",".to_string()
+                    }
+                    _ => inline_separator.to_string(),
+                };
+                let mut with = prefix.join(&separator);
+                with.push_str(&separator);
+                splices.push(Splice {
+                    range: first.span.start..first.span.start,
+                    with,
+                });
+            }
+            _ => splices.push(Splice {
+                range: args.span.clone(),
+                with: format!("[{}]", prefix.join(inline_separator)),
+            }),
+        },
+        None => {
+            let style = style?;
+            splices.push(Splice {
+                range: command.value.span.end..command.value.span.end,
+                with: format!(
+                    "{}{}{}[{}]",
+                    style.separator,
+                    style.key,
+                    style.colon,
+                    prefix.join(inline_separator)
+                ),
+            });
+        }
+    }
+    Ok(splices)
+}
+
+/// Replace only the `command` of a wrapped entry (a stale mcpwall path) with `wrapper`.
+pub fn repoint_splices(
+    root: &Node,
+    path: &[String],
+    wrapper: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let command = entry(root, path)?
+        .member("command")
+        .expect("checked by entry()");
+    Ok(vec![Splice {
+        range: command.value.span.clone(),
+        with: json_string(wrapper),
+    }])
+}
+
+/// What a wrap record keeps of an entry: its bytes (JSON), or for TOML, whose tables have
+/// no single span, the bytes of its `command` and `args` values as a small JSON object.
+pub fn entry_bytes(text: &str, format: Format, path: &[String]) -> Option<String> {
+    entry_bytes_in(text, &parse(text, format).ok()?, format, path)
+}
+
+/// [`entry_bytes`] from an already parsed tree.
+pub fn entry_bytes_in(text: &str, root: &Node, format: Format, path: &[String]) -> Option<String> {
+    let entry = root.at(path)?;
+    match format {
+        Format::Json(_) => Some(text[entry.span.clone()].to_string()),
+        Format::Toml => {
+            let raw = |key: &str| entry.member(key).map(|m| &text[m.value.span.clone()]);
+            Some(serde_json::json!({"command": raw("command"), "args": raw("args")}).to_string())
+        }
+    }
+}
+
+/// Replace the entry at `path` with `original` byte for byte (the exact restore, used
+/// when the entry is still exactly what wrapping made of it).
+pub fn restore_exact(
+    text: &str,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(
+        text,
+        restore_exact_splices(text, &root, format, path, original)?,
+    ))
+}
+
+/// [`restore_exact`] as splices.
+pub fn restore_exact_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<Vec<Splice>, EditError> {
+    if format == Format::Toml {
+        // Wrapping touched only these two values; putting them back is the exact restore.
+        return restore_command_splices(text, root, format, path, original);
+    }
+    let entry = root
+        .at(path)
+        .ok_or_else(|| EditError::NoEntry(path.join(".")))?;
+    Ok(vec![Splice {
+        range: entry.span.clone(),
+        with: original.to_string(),
+    }])
+}
+
+/// Restore only `command` and `args` from the original entry's bytes, keeping every other
+/// change the user made to the entry after it was wrapped.
+pub fn restore_command(
+    text: &str,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(
+        text,
+        restore_command_splices(text, &root, format, path, original)?,
+    ))
+}
+
+/// [`restore_command`] as splices.
+pub fn restore_command_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    original: &str,
+) -> Result<Vec<Splice>, EditError> {
+    let (was_command, was_args) = match format {
+        Format::Json(dialect) => {
+            let before = json_span::parse(original, dialect)?;
+            let raw = |key: &str| {
+                before
+                    .member(key)
+                    .map(|m| original[m.value.span.clone()].to_string())
+            };
+            (raw("command").ok_or(EditError::BadRecord)?, raw("args"))
+        }
+        Format::Toml => {
+            #[derive(serde::Deserialize)]
+            struct Parts {
+                command: String,
+                args: Option<String>,
+            }
+            let parts: Parts = serde_json::from_str(original).map_err(|_| EditError::BadRecord)?;
+            (parts.command, parts.args)
+        }
+    };
+    let current = entry(root, path)?;
+    let command = current.member("command").expect("checked by entry()");
+    let mut splices = vec![Splice {
+        range: command.value.span.clone(),
+        with: was_command,
+    }];
+    match (was_args, current.member("args")) {
+        (Some(was), Some(now)) => splices.push(Splice {
+            range: now.value.span.clone(),
+            with: was,
+        }),
+        (None, Some(_)) => splices.push(remove_member(current, "args")),
+        (Some(was), None) => {
+            let style = member_style(text, format, current, command)?;
+            splices.push(Splice {
+                range: command.value.span.end..command.value.span.end,
+                with: format!("{}{}{}{was}", style.separator, style.key, style.colon),
+            });
+        }
+        (None, None) => {}
+    }
+    Ok(splices)
+}
+
+/// Take the wrapper off an entry no record describes (wrapped by hand, or the record was
+/// lost): the command after `--` becomes the command, the arguments after it the args.
+pub fn strip_wrapper(text: &str, format: Format, path: &[String]) -> Result<String, EditError> {
+    let root = parse(text, format)?;
+    Ok(apply(text, strip_wrapper_splices(text, &root, path)?))
+}
+
+/// [`strip_wrapper`] as splices.
+pub fn strip_wrapper_splices(
+    text: &str,
+    root: &Node,
+    path: &[String],
+) -> Result<Vec<Splice>, EditError> {
+    let current = entry(root, path)?;
+    let command = current.member("command").expect("checked by entry()");
+    let no_entry = || EditError::NoEntry(path.join("."));
+    let args = current.member("args").ok_or_else(no_entry)?;
+    let elements = args.value.elements().ok_or_else(no_entry)?;
+    let dash = elements
+        .iter()
+        .position(|e| e.as_str() == Some("--"))
+        .ok_or_else(no_entry)?;
+    let inner = elements.get(dash + 1).ok_or_else(no_entry)?;
+    let mut splices = vec![Splice {
+        range: command.value.span.clone(),
+        with: text[inner.span.clone()].to_string(),
+    }];
+    splices.push(match elements.get(dash + 2) {
+        // Drop everything up to the first real argument; the array's layout stays.
+        Some(first_arg) => Splice {
+            range: elements[0].span.start..first_arg.span.start,
+            with: String::new(),
+        },
+        None => Splice {
+            range: args.value.span.clone(),
+            with: "[]".to_string(),
+        },
+    });
+    Ok(splices)
+}
+
+/// Remove member `key` of `object` together with one separating comma.
+fn remove_member(object: &Node, key: &str) -> Splice {
+    let members = object.members().unwrap_or_default();
+    let index = members
+        .iter()
+        .rposition(|m| m.key == key)
+        .expect("caller checked the member exists");
+    let member = &members[index];
+    let range = if index > 0 {
+        members[index - 1].value.span.end..member.value.span.end
+    } else if let Some(next) = members.get(1) {
+        member.key_span.start..next.key_span.start
+    } else {
+        member.key_span.start..member.value.span.end
+    };
+    Splice {
+        range,
+        with: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn wrap_keeps_layout_of_multiline_args() {
+        let text = "{\n  \"mcpServers\": {\n    \"fs\": {\n      \"command\": \"npx\",\n      \"args\": [\n        \"-y\",\n        \"srv\"\n      ],\n      \"env\": {}\n    }\n  }\n}\n";
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["mcpServers", "fs"]),
+            "fs",
+            "mcpwall",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "{\n  \"mcpServers\": {\n    \"fs\": {\n      \"command\": \"mcpwall\",\n      \"args\": [\n        \"--server-name\",\n        \"fs\",\n        \"--\",\n        \"npx\",\n        \"-y\",\n        \"srv\"\n      ],\n      \"env\": {}\n    }\n  }\n}\n"
+        );
+        let back = strip_wrapper(
+            &out,
+            Format::Json(Dialect::Json),
+            &path(&["mcpServers", "fs"]),
+        )
+        .unwrap();
+        assert_eq!(back, text);
+    }
+
+    #[test]
+    fn wrap_inserts_args_in_the_entrys_style() {
+        let text = "{\"s\":{\"x\":{\"command\":\"srv\"}}}";
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["s", "x"]),
+            "x",
+            "/bin/mcpwall",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "{\"s\":{\"x\":{\"command\":\"/bin/mcpwall\",\"args\":[\"--server-name\",\"x\",\"--\",\"srv\"]}}}"
+        );
+        let text = "{\"s\": {\"x\": {\n\t\"command\" : \"srv\",\n\t\"cwd\": \"/\"\n}}}";
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["s", "x"]),
+            "x",
+            "mcpwall",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "{\"s\": {\"x\": {\n\t\"command\" : \"mcpwall\",\n\t\"args\" : [\"--server-name\", \"x\", \"--\", \"srv\"],\n\t\"cwd\": \"/\"\n}}}"
+        );
+        let original = "{\n\t\"command\" : \"srv\",\n\t\"cwd\": \"/\"\n}";
+        let back = restore_command(
+            &out,
+            Format::Json(Dialect::Json),
+            &path(&["s", "x"]),
+            original,
+        )
+        .unwrap();
+        assert_eq!(back, text);
+    }
+
+    #[test]
+    fn a_name_like_a_flag_uses_the_equals_form() {
+        let text = r#"{"-x": {"command": "srv"}}"#;
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["-x"]),
+            "-x",
+            "mcpwall",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            r#"{"-x": {"command": "mcpwall", "args": ["--server-name=-x", "--", "srv"]}}"#
+        );
+    }
+
+    #[test]
+    fn toml_tables_wrap_and_come_back_byte_exact() {
+        let text = "# Codex\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = 'npx' # launcher\nargs = [\n  \"-y\", # yes\n  \"srv\",\n]\n\n[mcp_servers.bare]\n  command = \"srv\"\n  env = { K = \"v\" }\n\n[mcp_servers.inline]\nx = { command = \"a\" }\n";
+        let docs = path(&["mcp_servers", "docs"]);
+        let out = wrap(text, Format::Toml, &docs, "docs", "mcpwall").unwrap();
+        assert!(
+            out.contains("command = \"mcpwall\" # launcher\nargs = [\n  \"--server-name\",\n  \"docs\",\n  \"--\",\n  'npx',\n  \"-y\", # yes\n"),
+            "{out}"
+        );
+        let bare = path(&["mcp_servers", "bare"]);
+        let out2 = wrap(&out, Format::Toml, &bare, "bare", "mcpwall").unwrap();
+        assert!(
+            out2.contains("  command = \"mcpwall\"\n  args = [\"--server-name\", \"bare\", \"--\", \"srv\"]\n  env"),
+            "{out2}"
+        );
+        toml_edit::Document::parse(out2.as_str()).unwrap();
+        let original = entry_bytes(&out, Format::Toml, &bare).unwrap();
+        let back = restore_exact(&out2, Format::Toml, &bare, &original).unwrap();
+        assert_eq!(back, out);
+        assert_eq!(strip_wrapper(&out, Format::Toml, &docs).unwrap(), text);
+        let original = entry_bytes(text, Format::Toml, &docs).unwrap();
+        assert_eq!(
+            restore_exact(&out, Format::Toml, &docs, &original).unwrap(),
+            text
+        );
+    }
+
+    #[test]
+    fn toml_dotted_keys_without_args_are_refused() {
+        let text = "mcp_servers.x.command = \"srv\"\n";
+        let err = wrap(
+            text,
+            Format::Toml,
+            &path(&["mcp_servers", "x"]),
+            "x",
+            "mcpwall",
+        );
+        assert!(matches!(err, Err(EditError::Layout(_))), "{err:?}");
+        let text = "[mcp_servers]\nx = { command = \"srv\" }\n";
+        let out = wrap(
+            text,
+            Format::Toml,
+            &path(&["mcp_servers", "x"]),
+            "x",
+            "mcpwall",
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "[mcp_servers]\nx = { command = \"mcpwall\", args = [\"--server-name\", \"x\", \"--\", \"srv\"] }\n"
+        );
+    }
+
+    #[test]
+    fn crlf_files_keep_crlf() {
+        let text = "{\r\n  \"x\": {\r\n    \"command\": \"srv\",\r\n    \"args\": [\r\n      \"a\"\r\n    ]\r\n  }\r\n}\r\n";
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["x"]),
+            "x",
+            "mcpwall",
+        )
+        .unwrap();
+        assert!(!out.replace("\r\n", "").contains('\n'), "{out:?}");
+        let text = "{\r\n  \"x\": {\r\n    \"command\": \"srv\"\r\n  }\r\n}\r\n";
+        let out = wrap(
+            text,
+            Format::Json(Dialect::Json),
+            &path(&["x"]),
+            "x",
+            "mcpwall",
+        )
+        .unwrap();
+        assert!(out.contains("\"mcpwall\",\r\n    \"args\": ["), "{out:?}");
+    }
+
+    #[test]
+    fn restore_command_keeps_other_edits() {
+        let original = "{ \"command\": \"node\", \"args\": [\"a.js\"] }";
+        let text = "{\"x\": { \"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"node\", \"a.js\"], \"env\": {\"K\": \"1\"} }}";
+        let out =
+            restore_command(text, Format::Json(Dialect::Json), &path(&["x"]), original).unwrap();
+        assert_eq!(
+            out,
+            "{\"x\": { \"command\": \"node\", \"args\": [\"a.js\"], \"env\": {\"K\": \"1\"} }}"
+        );
+    }
+}

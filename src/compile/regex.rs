@@ -1,0 +1,103 @@
+//! The `regex` engine class: every regex of one class (inbound argument regexes, or
+//! outbound `response_contains_regex`) in one multi-pattern `meta::Regex` with
+//! `MatchKind::All`, queried once per value for the set of patterns that match.
+
+use regex_automata::{Input, MatchKind, PatternSet, meta};
+
+use super::PredMap;
+
+/// Bound on the compiled NFA, the full DFA and the lazy DFA cache, so a hostile or
+/// careless pattern cannot make compilation or evaluation take unbounded memory
+/// (the same bound globset uses).
+pub(crate) const SIZE_LIMIT: usize = 10 << 20;
+
+fn config(kind: MatchKind) -> meta::Config {
+    meta::Config::new()
+        .match_kind(kind)
+        .nfa_size_limit(Some(SIZE_LIMIT))
+        .dfa_size_limit(Some(SIZE_LIMIT))
+        .onepass_size_limit(Some(SIZE_LIMIT))
+        .hybrid_cache_capacity(SIZE_LIMIT)
+}
+
+/// Why a regex engine failed to build.
+#[derive(Debug)]
+pub(crate) struct RegexFailure {
+    /// The pattern to blame, when one pattern alone fails.
+    pub pattern: Option<usize>,
+    pub reason: String,
+}
+
+/// Build one multi-pattern regex. On failure, name the pattern that fails on its own
+/// when the combined build does not say which one did (size limits).
+pub(crate) fn build_many(
+    patterns: &[String],
+    kind: MatchKind,
+) -> Result<meta::Regex, RegexFailure> {
+    meta::Regex::builder()
+        .configure(config(kind))
+        .build_many(patterns)
+        .map_err(|e| {
+            let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
+                patterns.iter().position(|p| {
+                    meta::Regex::builder()
+                        .configure(config(kind))
+                        .build(p)
+                        .is_err()
+                })
+            });
+            RegexFailure {
+                pattern,
+                reason: e.to_string(),
+            }
+        })
+}
+
+/// A regex for finding where one pattern matches (the redact path only).
+pub(crate) fn build_one(pattern: &str) -> Result<meta::Regex, RegexFailure> {
+    build_many(
+        std::slice::from_ref(&pattern.to_string()),
+        MatchKind::LeftmostFirst,
+    )
+}
+
+/// All patterns of a class and the predicates each one feeds.
+#[derive(Debug)]
+pub(crate) struct RegexEngine {
+    re: meta::Regex,
+    pub map: PredMap,
+}
+
+impl RegexEngine {
+    pub fn new(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
+        Ok(RegexEngine {
+            re: build_many(patterns, MatchKind::All)?,
+            map,
+        })
+    }
+
+    pub fn cache(&self) -> meta::Cache {
+        self.re.create_cache()
+    }
+
+    pub fn pattern_set(&self) -> PatternSet {
+        PatternSet::new(self.re.pattern_len())
+    }
+
+    /// Call `f` with the predicates of every pattern that matches `text`.
+    #[inline]
+    pub fn for_each_match(
+        &self,
+        cache: &mut meta::Cache,
+        set: &mut PatternSet,
+        text: &str,
+        mut f: impl FnMut(&[u32]),
+    ) {
+        set.clear();
+        self.re
+            .which_overlapping_matches_with(cache, &Input::new(text), set);
+        for pid in set.iter() {
+            f(self.map.get(pid.as_usize()));
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! Merging files into one [`Policy`]: extends, precedence, trust filtering.
+//!
+//! Order (first match wins, so order is policy):
+//! 1. files are visited depth-first: a file's own rules, then each pack it `extends`, in the
+//!    order listed (recursively);
+//! 2. the project's `.mcpwall.yml` (with its packs) comes before the user's
+//!    `~/.mcpwall/config.yml` (with its packs);
+//! 3. a built-in pack is included once, where it is first reached; a pack reached again
+//!    through another file is not repeated (both `init`-written files say `extends: [default]`).
+//!
+//! Settings: the first file in that order that sets a key wins, so the project beats the user
+//! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
+//! file, and every pack it pulls in) may only tighten; see [`Restricted`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::diag::{Code, PolicyDiagnostic};
+use super::model::{RawPolicy, RawSettings, parse};
+use super::policy::{
+    Action, Ignored, LogArgs, OutboundAction, OutboundRule, Policy, Rule, SecretPattern, Settings,
+    Source, SourceId, SourceKind, Span, Spanned,
+};
+use super::validate::{Decoder, Vars, did_you_mean};
+
+/// Why a restricted file's part was ignored.
+pub const UNTRUSTED_WHY: &str = "the project file is not trusted: only its tightening parts apply (run `mcpwall trust` after reviewing it)";
+
+/// Whether a file may loosen the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Restricted {
+    /// Everything in it applies.
+    No,
+    /// Only tightening parts apply: deny rules, outbound deny/redact/log_only rules, extra
+    /// secret patterns, and settings that tighten. Allow rules (inbound and outbound),
+    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
+    /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
+    Yes,
+}
+
+/// The built-in file a name in `extends` refers to.
+///
+/// - `default`, `strict`, ... (no slash): `rules/<name>.yml`
+/// - `profiles/<name>`: `profiles/<name>.yml`
+/// - `servers/<name>`: `servers/<name>.yml`
+///
+/// `.yaml` is accepted as the file extension too. Only embedded files resolve: a path on
+/// disk can never be extended.
+pub fn resolve_extends(name: &str) -> Option<&'static str> {
+    resolve_in(crate::builtin::FILES, name)
+}
+
+/// A table of embedded files: `(path, contents)`, like [`crate::builtin::FILES`].
+pub type Packs = &'static [(&'static str, &'static str)];
+
+fn resolve_in(packs: Packs, name: &str) -> Option<&'static str> {
+    let base = if name.contains('/') {
+        let (dir, _) = name.split_once('/')?;
+        if !matches!(dir, "profiles" | "servers" | "rules") {
+            return None;
+        }
+        name.to_string()
+    } else {
+        format!("rules/{name}")
+    };
+    if name.contains("..") || name.ends_with(".yml") || name.ends_with(".yaml") {
+        return None;
+    }
+    for ext in ["yml", "yaml"] {
+        let path = format!("{base}.{ext}");
+        if let Some((p, _)) = packs.iter().find(|(p, _)| *p == path) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Every name `extends` accepts, for "did you mean" and help texts.
+pub fn extends_names() -> Vec<String> {
+    names_in(crate::builtin::FILES)
+}
+
+fn names_in(packs: Packs) -> Vec<String> {
+    packs
+        .iter()
+        .filter_map(|(p, _)| {
+            let stem = p.strip_suffix(".yml").or_else(|| p.strip_suffix(".yaml"))?;
+            Some(match stem.strip_prefix("rules/") {
+                Some(n) if !n.contains('/') => n.to_string(),
+                _ => stem.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// One file to load, as found by `load`.
+pub(crate) struct FileInput {
+    pub(crate) name: String,
+    pub(crate) kind: SourceKind,
+    pub(crate) text: Arc<str>,
+}
+
+/// Collects files, diagnostics and the merged parts.
+pub(crate) struct Merger {
+    vars: Vars,
+    /// Where `extends` names are looked up (the embedded files; a fixed table in tests).
+    packs: Packs,
+    sources: Vec<Source>,
+    diags: Vec<PolicyDiagnostic>,
+    /// Packs already included (by embedded path), and whether that inclusion was restricted.
+    included: HashMap<&'static str, Restricted>,
+    rules: Vec<Rule>,
+    outbound_rules: Vec<OutboundRule>,
+    secret_patterns: Vec<SecretPattern>,
+    disabled_secrets: Vec<Spanned<String>>,
+    ignored: Vec<Ignored>,
+    /// `(source name, rule name)` of every rule taken, so a pack included a second time
+    /// does not repeat the rules its first inclusion already contributed.
+    taken: HashSet<(String, String)>,
+    /// Index into `ignored` and key of each ignored rule: a rule a restricted inclusion of a
+    /// pack ignored, but a later trusted inclusion applied, is not reported as ignored.
+    ignored_rules: Vec<(usize, (String, String))>,
+    /// Settings in visit order, with whether each file was restricted.
+    settings: Vec<(RawSettings, Restricted)>,
+}
+
+impl Merger {
+    pub(crate) fn new(vars: Vars, packs: Packs) -> Merger {
+        Merger {
+            vars,
+            packs,
+            sources: Vec::new(),
+            diags: Vec::new(),
+            included: HashMap::new(),
+            rules: Vec::new(),
+            outbound_rules: Vec::new(),
+            secret_patterns: Vec::new(),
+            disabled_secrets: Vec::new(),
+            ignored: Vec::new(),
+            taken: HashSet::new(),
+            ignored_rules: Vec::new(),
+            settings: Vec::new(),
+        }
+    }
+
+    /// A problem with no place in a file (an unreadable file).
+    pub(crate) fn push_diagnostic(&mut self, d: PolicyDiagnostic) {
+        self.diags.push(d);
+    }
+
+    /// Load one top-level file and, recursively, what it extends.
+    pub(crate) fn add_file(&mut self, file: FileInput, restricted: Restricted) {
+        let mut stack = Vec::new();
+        self.add(file, restricted, &mut stack);
+    }
+
+    /// Load a built-in pack as a top-level file (no configuration anywhere).
+    pub(crate) fn add_builtin(&mut self, path: &'static str) {
+        if self.included.insert(path, Restricted::No).is_some() {
+            return;
+        }
+        let text = self.pack_text(path);
+        let mut stack = vec![path];
+        self.add(
+            FileInput {
+                name: format!("builtin:{path}"),
+                kind: SourceKind::Builtin,
+                text: Arc::from(text),
+            },
+            Restricted::No,
+            &mut stack,
+        );
+    }
+
+    fn add(&mut self, file: FileInput, restricted: Restricted, stack: &mut Vec<&'static str>) {
+        let id = SourceId(self.sources.len() as u32);
+        self.sources.push(Source {
+            name: file.name,
+            kind: file.kind,
+            text: file.text,
+        });
+        let source = self.sources[id.0 as usize].clone();
+        let raw = match parse(&source, id) {
+            Ok(root) => {
+                let mut decoder = Decoder::new(&source, id, &self.vars);
+                let raw = decoder.policy(&root);
+                self.diags.append(&mut decoder.diags);
+                raw
+            }
+            Err(d) => {
+                self.diags.push(*d);
+                return;
+            }
+        };
+        let RawPolicy {
+            extends,
+            settings,
+            rules,
+            outbound_rules,
+            secret_patterns,
+            disabled_secrets,
+        } = raw;
+        self.take_rules(&source.name, rules, outbound_rules, restricted);
+        self.secret_patterns.extend(secret_patterns);
+        for d in disabled_secrets {
+            if restricted == Restricted::Yes {
+                self.ignore(
+                    d.span,
+                    format!("`secrets.disable: {}`", d.value),
+                    UNTRUSTED_WHY,
+                );
+            } else {
+                self.disabled_secrets.push(d);
+            }
+        }
+        self.settings.push((settings, restricted));
+        for name in extends {
+            let Some(path) = resolve_in(self.packs, &name.value) else {
+                let names = names_in(self.packs);
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let label = match did_you_mean(&name.value, &refs) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "no built-in pack by this name".to_string(),
+                };
+                self.diags.push(
+                    PolicyDiagnostic::at(
+                        Code::UnknownExtends,
+                        format!(
+                            "`extends` names `{}`, which is not a built-in pack",
+                            name.value
+                        ),
+                        &source,
+                        name.span,
+                        label,
+                    )
+                    .with_help(format!(
+                        "only built-in packs can be extended: {}",
+                        names.join(", ")
+                    )),
+                );
+                continue;
+            };
+            if stack.contains(&path) {
+                let chain: Vec<&str> = stack.iter().copied().chain([path]).collect();
+                self.diags.push(
+                    PolicyDiagnostic::at(
+                        Code::ExtendsCycle,
+                        format!("`extends` loops: {}", chain.join(" -> ")),
+                        &source,
+                        name.span,
+                        "extends a pack that is already being loaded",
+                    )
+                    .with_help("remove this entry; a pack cannot include itself"),
+                );
+                continue;
+            }
+            // A pack is included once; but a pack first pulled in by a restricted file is
+            // included again, in full, where a trusted file reaches it (its rules already
+            // present from the restricted inclusion are not repeated).
+            match self.included.get(path) {
+                Some(Restricted::No) => continue,
+                Some(Restricted::Yes) if restricted == Restricted::Yes => continue,
+                _ => {}
+            }
+            self.included.insert(path, restricted);
+            stack.push(path);
+            let text = self.pack_text(path);
+            self.add(
+                FileInput {
+                    name: format!("builtin:{path}"),
+                    kind: SourceKind::Builtin,
+                    text: Arc::from(text),
+                },
+                restricted,
+                stack,
+            );
+            stack.pop();
+        }
+    }
+
+    fn pack_text(&self, path: &str) -> &'static str {
+        self.packs
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, t)| *t)
+            .unwrap_or("")
+    }
+
+    fn take_rules(
+        &mut self,
+        source_name: &str,
+        rules: Vec<Rule>,
+        outbound: Vec<OutboundRule>,
+        r: Restricted,
+    ) {
+        for rule in rules {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
+                continue;
+            }
+            if r == Restricted::Yes && rule.action == Action::Allow {
+                self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
+            } else {
+                self.taken.insert(key);
+                self.rules.push(rule);
+            }
+        }
+        for rule in outbound {
+            let key = (source_name.to_string(), rule.name.value.clone());
+            if self.taken.contains(&key) {
+                continue;
+            }
+            if r == Restricted::Yes && rule.action == OutboundAction::Allow {
+                self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
+            } else {
+                self.taken.insert(key);
+                self.outbound_rules.push(rule);
+            }
+        }
+    }
+
+    fn ignore_rule(&mut self, span: Span, what: String, key: (String, String)) {
+        self.ignored_rules.push((self.ignored.len(), key));
+        self.ignore(span, what, UNTRUSTED_WHY);
+    }
+
+    fn ignore(&mut self, span: Span, what: String, why: &str) {
+        self.ignored.push(Ignored {
+            span,
+            what,
+            why: why.to_string(),
+        });
+    }
+
+    /// Finish: settings, cross-file checks, and either the policy or every problem.
+    pub(crate) fn finish(mut self) -> Result<Policy, super::PolicyError> {
+        let settings = self.merge_settings();
+        self.check_duplicates();
+        let applied: HashSet<usize> = self
+            .ignored_rules
+            .iter()
+            .filter(|(_, key)| self.taken.contains(key))
+            .map(|(i, _)| *i)
+            .collect();
+        let mut index = 0;
+        self.ignored.retain(|_| {
+            index += 1;
+            !applied.contains(&(index - 1))
+        });
+        if !self.diags.is_empty() {
+            // Read like the files: by file, then by position.
+            self.diags.sort_by_key(|d| {
+                let file = d.location.as_ref().map(|l| l.0.clone());
+                let at = d.labels.first().map(|l| l.offset()).unwrap_or(0);
+                let id = self
+                    .sources
+                    .iter()
+                    .position(|s| Some(&s.name) == file.as_ref());
+                (id, at)
+            });
+            return Err(super::PolicyError::new(self.diags));
+        }
+        Ok(Policy {
+            sources: self.sources,
+            settings,
+            rules: self.rules,
+            outbound_rules: self.outbound_rules,
+            secret_patterns: self.secret_patterns,
+            disabled_secrets: self.disabled_secrets,
+            ignored: self.ignored,
+        })
+    }
+
+    /// Names unique across the merged policy. Duplicates inside one file were reported by
+    /// the decoder; here only pairs from different files remain.
+    fn check_duplicates(&mut self) {
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        let names: Vec<Spanned<String>> = self
+            .rules
+            .iter()
+            .map(|r| r.name.clone())
+            .chain(self.outbound_rules.iter().map(|r| r.name.clone()))
+            .collect();
+        for name in names {
+            match seen.get(&name.value) {
+                Some(first) if first.source != name.span.source => {
+                    let first_at = format!(
+                        "{}:{}:{}",
+                        self.sources[first.source.0 as usize].name, first.line, first.column
+                    );
+                    let source = self.sources[name.span.source.0 as usize].clone();
+                    self.diags.push(
+                        PolicyDiagnostic::at(
+                            Code::DuplicateRule,
+                            format!("rule `{}` is also defined in {first_at}", name.value),
+                            &source,
+                            name.span,
+                            "second rule with this name",
+                        )
+                        .with_help(format!(
+                            "rule names are unique across all policy files: rename this rule \
+                             (the first one is at {first_at})"
+                        )),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(name.value.clone(), name.span);
+                }
+            }
+        }
+    }
+
+    fn merge_settings(&mut self) -> Settings {
+        let mut s = Settings::default();
+        let layers = std::mem::take(&mut self.settings);
+        // Trusted files: the first one to set a key wins (visit order = precedence).
+        let mut set = RawSettings::default();
+        for (layer, r) in &layers {
+            if *r == Restricted::No {
+                fill(&mut set, layer);
+            }
+        }
+        if let Some(v) = &set.log_dir {
+            s.log_dir = Some(v.value.clone());
+        }
+        if let Some(v) = set.log_level {
+            s.log_level = v.value;
+        }
+        if let Some(v) = set.log_args {
+            s.log_args = v.value;
+        }
+        if let Some(v) = set.default_action {
+            s.default_action = v.value;
+        }
+        if let Some(v) = set.rate_limit {
+            s.rate_limit = Some(v.value);
+        }
+        if let Some(v) = set.max_frame_bytes {
+            s.max_frame_bytes = v.value;
+        }
+        if let Some(v) = set.redact_marker {
+            s.redact_marker = v.value;
+        }
+        if let Some(v) = set.hide_denied_tools {
+            s.hide_denied_tools = v.value;
+        }
+        if let Some(v) = set.pinning {
+            s.pinning = v.value;
+        }
+        if let Some(v) = set.poison_scan {
+            s.poison_scan = v.value;
+        }
+        if let Some(v) = set.circuit_breaker {
+            s.circuit_breaker = Some(v.value);
+        }
+        // Restricted files, in reverse so the first one (highest precedence) is applied last:
+        // each key applies only where it tightens what the trusted files decided.
+        for (layer, r) in layers.iter().rev() {
+            if *r == Restricted::Yes {
+                self.tighten(&mut s, layer);
+            }
+        }
+        s
+    }
+
+    fn tighten(&mut self, s: &mut Settings, layer: &RawSettings) {
+        if let Some(v) = &layer.log_dir {
+            self.ignore(v.span, "`log_dir`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = layer.log_level {
+            // A quieter log could hide the warnings about what this very file tried.
+            if v.value >= s.log_level {
+                s.log_level = v.value;
+            } else {
+                self.ignore(v.span, "a quieter `log_level`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.log_args {
+            if v.value == LogArgs::None {
+                s.log_args = LogArgs::None;
+            } else {
+                self.ignore(v.span, "`log_args: full`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.default_action {
+            if v.value == Action::Deny {
+                s.default_action = Action::Deny;
+            } else {
+                self.ignore(v.span, "`default_action: allow`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.rate_limit {
+            let stricter = match s.rate_limit {
+                None => true,
+                // fewer calls per second: a/b <= c/d  <=>  a*d <= c*b
+                Some(cur) => {
+                    u128::from(v.value.max_calls) * u128::from(cur.window_seconds)
+                        <= u128::from(cur.max_calls) * u128::from(v.value.window_seconds)
+                }
+            };
+            if stricter {
+                s.rate_limit = Some(v.value);
+            } else {
+                self.ignore(v.span, "a looser `rate_limit`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.max_frame_bytes {
+            if v.value <= s.max_frame_bytes {
+                s.max_frame_bytes = v.value;
+            } else {
+                self.ignore(v.span, "a larger `max_frame_bytes`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.redact_marker {
+            // Cosmetic: it changes the replacement text, not what is redacted.
+            s.redact_marker = v.value;
+        }
+        if let Some(v) = layer.hide_denied_tools {
+            if v.value {
+                s.hide_denied_tools = true;
+            } else {
+                self.ignore(v.span, "`hide_denied_tools: false`".into(), UNTRUSTED_WHY);
+            }
+        }
+        // enforce > warn > off: the enums are declared strictest first.
+        if let Some(v) = layer.pinning {
+            if (v.value as u8) <= (s.pinning as u8) {
+                s.pinning = v.value;
+            } else {
+                self.ignore(v.span, "a looser `pinning`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.poison_scan {
+            if (v.value as u8) <= (s.poison_scan as u8) {
+                s.poison_scan = v.value;
+            } else {
+                self.ignore(v.span, "a looser `poison_scan`".into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.circuit_breaker {
+            let stricter = match s.circuit_breaker {
+                None => true,
+                // fewer violations tolerated per second: a/b <= c/d  <=>  a*d <= c*b
+                Some(cur) => {
+                    u128::from(v.value.max_violations) * u128::from(cur.window_seconds)
+                        <= u128::from(cur.max_violations) * u128::from(v.value.window_seconds)
+                }
+            };
+            if stricter {
+                s.circuit_breaker = Some(v.value);
+            } else {
+                self.ignore(v.span, "a looser `circuit_breaker`".into(), UNTRUSTED_WHY);
+            }
+        }
+    }
+}
+
+/// Set every key of `into` that is unset and set in `from`.
+fn fill(into: &mut RawSettings, from: &RawSettings) {
+    fn f<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
+        if a.is_none() {
+            a.clone_from(b);
+        }
+    }
+    f(&mut into.log_dir, &from.log_dir);
+    f(&mut into.log_level, &from.log_level);
+    f(&mut into.log_args, &from.log_args);
+    f(&mut into.default_action, &from.default_action);
+    f(&mut into.rate_limit, &from.rate_limit);
+    f(&mut into.max_frame_bytes, &from.max_frame_bytes);
+    f(&mut into.redact_marker, &from.redact_marker);
+    f(&mut into.hide_denied_tools, &from.hide_denied_tools);
+    f(&mut into.pinning, &from.pinning);
+    f(&mut into.poison_scan, &from.poison_scan);
+    f(&mut into.circuit_breaker, &from.circuit_breaker);
+}

@@ -1,0 +1,359 @@
+//! Stage one of three: the YAML as written, before any meaning is given to it.
+//!
+//! serde-saphyr parses a file into a tree of [`YNode`]s, each node spanned. The tree is then
+//! decoded by hand (see `validate.rs`) instead of through `#[derive(Deserialize)]`: a derived
+//! decoder stops at the first unknown key or wrong type, and house rule 6 wants every problem
+//! of a file in one run, each with its own span and a "did you mean".
+//!
+//! Everything here is `pub(crate)`; nothing of it leaves `config/`.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::diag::{Code, PolicyDiagnostic};
+use super::policy::{
+    Action, CircuitBreakerSettings, LogArgs, LogLevel, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+};
+
+/// One YAML node as serde-saphyr reports it, with its location.
+pub(crate) type YNode = serde_saphyr::Spanned<Node>;
+
+/// A YAML value. Scalars keep the type YAML 1.2 core schema gives them
+/// (`strict_booleans`, so `n` and `yes` stay strings).
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Seq(Vec<YNode>),
+    Map(Vec<(YNode, YNode)>),
+}
+
+impl Node {
+    /// What this is called in "expected a string, found a list".
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Node::Null => "nothing (null)",
+            Node::Bool(_) => "a boolean",
+            Node::Int(_) => "an integer",
+            Node::Float(_) => "a number",
+            Node::Str(_) => "a string",
+            Node::Seq(_) => "a list",
+            Node::Map(_) => "a mapping",
+        }
+    }
+
+    /// The text of a scalar used as a mapping key.
+    pub(crate) fn key_text(&self) -> Option<String> {
+        match self {
+            Node::Str(s) => Some(s.clone()),
+            Node::Int(i) => Some(i.to_string()),
+            Node::Float(f) => Some(f.to_string()),
+            Node::Bool(b) => Some(b.to_string()),
+            Node::Null => Some("null".to_string()),
+            Node::Seq(_) | Node::Map(_) => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct NodeVisitor;
+        impl<'de> Visitor<'de> for NodeVisitor {
+            type Value = Node;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any YAML value")
+            }
+            fn visit_unit<E>(self) -> Result<Node, E> {
+                Ok(Node::Null)
+            }
+            fn visit_none<E>(self) -> Result<Node, E> {
+                Ok(Node::Null)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+                Node::deserialize(d)
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+                Ok(Node::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+                Ok(Node::Int(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+                Ok(Node::Int(v.into()))
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<Node, E> {
+                Ok(Node::Int(v))
+            }
+            fn visit_u128<E: de::Error>(self, v: u128) -> Result<Node, E> {
+                i128::try_from(v)
+                    .map(Node::Int)
+                    .map_err(|_| E::custom("integer too large"))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
+                Ok(Node::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+                Ok(Node::Str(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Node, E> {
+                Ok(Node::Str(v))
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Node, E> {
+                Ok(Node::Str(String::from_utf8_lossy(v).into_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = a.next_element()? {
+                    items.push(item);
+                }
+                Ok(Node::Seq(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = a.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Node::Map(entries))
+            }
+        }
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+/// Limits for one policy file. A policy is a few hundred rules at most; these stop alias bombs
+/// ("billion laughs") and absurd nesting long before they cost noticeable time or memory.
+fn parse_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_events: 400_000,
+            max_aliases: 10_000,
+            max_anchors: 10_000,
+            max_nodes: 200_000,
+            max_depth: 48,
+            max_documents: 1,
+            max_total_scalar_bytes: 16 * 1024 * 1024,
+            max_merge_keys: 1_000,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 10_000,
+            max_replay_stack_depth: 16,
+        },
+        strict_booleans: true,
+    }
+}
+
+/// Parse one file into a spanned tree, or one diagnostic saying where the YAML is broken.
+pub(crate) fn parse(source: &Source, id: SourceId) -> Result<YNode, Box<PolicyDiagnostic>> {
+    serde_saphyr::from_str_with_options::<YNode>(&source.text, parse_options())
+        .map_err(|err| Box::new(yaml_error(source, id, &err)))
+}
+
+fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> PolicyDiagnostic {
+    use serde_saphyr::{Error, MessageFormatter};
+    let mut inner = err;
+    while let Error::AliasError { error, .. } | Error::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    let message = serde_saphyr::UserMessageFormatter
+        .format_message(inner)
+        .into_owned();
+    let (code, help) = match inner {
+        Error::Budget { .. }
+        | Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasExpansionLimitExceeded { .. }
+        | Error::AliasReplayStackDepthExceeded { .. }
+        | Error::AliasReplayCounterOverflow { .. } => (
+            Code::YamlTooComplex,
+            "policy files are small: remove the deep nesting or the chains of `*alias` \
+             references that multiply the document",
+        ),
+        Error::DuplicateMappingKey { .. } => (
+            Code::DuplicateKey,
+            "each key may appear once per mapping: remove or merge the second one",
+        ),
+        Error::MultipleDocuments { .. } => (
+            Code::YamlSyntax,
+            "a policy file holds one YAML document: remove the extra `---` section",
+        ),
+        _ => (
+            Code::YamlSyntax,
+            "fix the YAML syntax at this place (indentation, quotes, brackets)",
+        ),
+    };
+    let lines = Lines::new(&source.text);
+    let span = match err.location() {
+        Some(loc) if loc.line() > 0 => span_of_location(&source.text, &lines, id, &loc),
+        _ => Span {
+            source: id,
+            offset: 0,
+            len: 0,
+            line: 1,
+            column: 1,
+        },
+    };
+    let message = match code {
+        Code::YamlTooComplex => format!("policy refused: {message}"),
+        _ => format!("invalid YAML: {message}"),
+    };
+    PolicyDiagnostic::at(code, message, source, span, "here").with_help(help)
+}
+
+/// Where each line starts, to turn byte offsets into line and column in O(log n).
+///
+/// Lines end at `\n` (so `\r\n` files count as editors count them); columns count
+/// characters; a byte-order mark at the start of the file is not counted, as editors hide it.
+#[derive(Debug)]
+pub(crate) struct Lines {
+    starts: Vec<usize>,
+    bom: usize,
+}
+
+impl Lines {
+    pub(crate) fn new(text: &str) -> Lines {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+        Lines { starts, bom }
+    }
+
+    /// 1-based line and column of a byte offset (clamped to the text and to a char start).
+    pub(crate) fn locate(&self, text: &str, offset: usize) -> (u32, u32) {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let mut start = self.starts[line - 1];
+        if line == 1 {
+            start = start.max(self.bom.min(offset));
+        }
+        let column = text[start..offset].chars().count() + 1;
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(column).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// A [`Span`] of `len` bytes at `offset`.
+    pub(crate) fn span(&self, text: &str, id: SourceId, offset: usize, len: usize) -> Span {
+        let offset = offset.min(text.len());
+        let (line, column) = self.locate(text, offset);
+        Span {
+            source: id,
+            offset,
+            len: len.min(text.len() - offset),
+            line,
+            column,
+        }
+    }
+}
+
+/// Convert a serde-saphyr location into a [`Span`]. serde-saphyr gives byte offsets when it
+/// parsed a string, but not for every error; the offset is then recomputed from its line
+/// and (character) column. Line and column are always derived from the offset, so they
+/// agree with the label miette draws.
+pub(crate) fn span_of_location(
+    text: &str,
+    lines: &Lines,
+    id: SourceId,
+    loc: &serde_saphyr::Location,
+) -> Span {
+    let sp = loc.span();
+    let (offset, len) = match (sp.byte_offset(), sp.byte_len()) {
+        (Some(o), Some(l)) if (o as usize) <= text.len() => (o as usize, l as usize),
+        _ => {
+            let line = u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1);
+            let column = u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1);
+            let o = offset_of(text, line, column);
+            let chars = sp.len() as usize;
+            let l = text[o..]
+                .char_indices()
+                .nth(chars)
+                .map(|(i, _)| i)
+                .unwrap_or(text.len() - o);
+            (o, l)
+        }
+    };
+    lines.span(text, id, offset, len)
+}
+
+/// Byte offset of a 1-based line and character column, clamped to the text.
+pub(crate) fn offset_of(text: &str, line: u32, column: u32) -> usize {
+    let mut offset = 0;
+    for _ in 1..line {
+        match text[offset..].find('\n') {
+            Some(i) => offset += i + 1,
+            None => return text.len(),
+        }
+    }
+    let line_text = &text[offset..];
+    let line_end = line_text.find('\n').unwrap_or(line_text.len());
+    let within = line_text[..line_end]
+        .char_indices()
+        .nth(column.saturating_sub(1) as usize)
+        .map(|(i, _)| i)
+        .unwrap_or(line_end);
+    offset + within
+}
+
+/// Span of a node: where its content is written (an alias's anchor, not the `*alias`).
+/// Collections extend to the end of their last child, so a label can cover a whole rule.
+pub(crate) fn node_span(text: &str, lines: &Lines, id: SourceId, node: &YNode) -> Span {
+    let mut span = span_of_location(text, lines, id, &node.defined);
+    let end = node_end(text, node);
+    if end > span.offset && matches!(node.value, Node::Seq(_) | Node::Map(_)) {
+        span.len = end - span.offset;
+    }
+    span
+}
+
+fn node_end(text: &str, node: &YNode) -> usize {
+    let sp = node.defined.span();
+    let own = match (sp.byte_offset(), sp.byte_len()) {
+        (Some(o), Some(l)) => (o + l) as usize,
+        _ => 0,
+    };
+    let children = match &node.value {
+        Node::Seq(items) => items.iter().map(|n| node_end(text, n)).max().unwrap_or(0),
+        Node::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| node_end(text, k).max(node_end(text, v)))
+            .max()
+            .unwrap_or(0),
+        _ => 0,
+    };
+    own.max(children).min(text.len())
+}
+
+/// One file, decoded and checked, before merging (`validate.rs` builds it from the tree).
+#[derive(Debug, Default)]
+pub(crate) struct RawPolicy {
+    pub(crate) extends: Vec<Spanned<String>>,
+    pub(crate) settings: RawSettings,
+    pub(crate) rules: Vec<Rule>,
+    pub(crate) outbound_rules: Vec<OutboundRule>,
+    pub(crate) secret_patterns: Vec<SecretPattern>,
+    pub(crate) disabled_secrets: Vec<Spanned<String>>,
+}
+
+/// The settings one file sets; `None` = not written (another file or the default decides).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RawSettings {
+    pub(crate) log_dir: Option<Spanned<PathBuf>>,
+    pub(crate) log_level: Option<Spanned<LogLevel>>,
+    pub(crate) log_args: Option<Spanned<LogArgs>>,
+    pub(crate) default_action: Option<Spanned<Action>>,
+    pub(crate) rate_limit: Option<Spanned<RateLimit>>,
+    pub(crate) max_frame_bytes: Option<Spanned<usize>>,
+    pub(crate) redact_marker: Option<Spanned<RedactMarker>>,
+    pub(crate) hide_denied_tools: Option<Spanned<bool>>,
+    pub(crate) pinning: Option<Spanned<PinningMode>>,
+    pub(crate) poison_scan: Option<Spanned<PoisonScanMode>>,
+    pub(crate) circuit_breaker: Option<Spanned<CircuitBreakerSettings>>,
+}

@@ -1,0 +1,1349 @@
+//! Decoding one file's YAML tree into a [`RawPolicy`], checking everything a single file can
+//! get wrong: unknown keys (with "did you mean"), wrong types, missing keys, bad words,
+//! regexes, globs, variables, thresholds, empty conditions and duplicate names.
+//!
+//! Nothing stops at the first problem: each check pushes a diagnostic and decoding goes on
+//! with the next key, so one run lists every problem in the file.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::diag::{Code, PolicyDiagnostic};
+use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
+use super::policy::{
+    Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
+    LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
+    RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+};
+
+/// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
+/// this is refused at load time instead of slowing every frame.
+pub const REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
+
+/// The method a rule judges when it names none.
+pub const DEFAULT_METHOD: &str = "tools/call";
+
+/// The variables `${..}` may name. Anything else is an error (decision 8: fail closed).
+#[derive(Debug, Clone)]
+pub(crate) struct Vars {
+    pub(crate) home: PathBuf,
+    pub(crate) project_dir: PathBuf,
+}
+
+/// Decoding state for one file.
+pub(crate) struct Decoder<'a> {
+    source: &'a Source,
+    id: SourceId,
+    lines: Lines,
+    vars: &'a Vars,
+    pub(crate) diags: Vec<PolicyDiagnostic>,
+    /// Every rule name written, valid rule or not, for the duplicate check.
+    /// With the rule's use site when the rule is an `*alias` of another.
+    names: Vec<(Spanned<String>, Option<Span>)>,
+}
+
+/// The entries of one mapping, after unknown keys were reported.
+struct Fields<'n> {
+    entries: Vec<(String, &'n YNode, &'n YNode)>,
+    /// Some keys were unknown (already reported), so "empty" would be a second, noisy report.
+    had_unknown: bool,
+}
+
+impl<'n> Fields<'n> {
+    fn get(&self, key: &str) -> Option<&'n YNode> {
+        self.entries
+            .iter()
+            .find(|(k, _, _)| k == key)
+            .map(|(_, _, v)| *v)
+    }
+
+    /// Written with no keys at all (not merely with only unknown ones).
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && !self.had_unknown
+    }
+}
+
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "extends",
+    "settings",
+    "rules",
+    "outbound_rules",
+    "secrets",
+];
+const SETTINGS_KEYS: &[&str] = &[
+    "log_dir",
+    "log_level",
+    "log_args",
+    "default_action",
+    "rate_limit",
+    "max_frame_bytes",
+    "redact_marker",
+    "hide_denied_tools",
+    "pinning",
+    "poison_scan",
+    "circuit_breaker",
+];
+const RULE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "why",
+    "match",
+    "action",
+    "message",
+    "examples",
+];
+const MATCH_KEYS: &[&str] = &["method", "tool", "arguments"];
+const MATCHER_KEYS: &[&str] = &["regex", "pattern", "not_under", "secrets"];
+const OUT_MATCH_KEYS: &[&str] = &[
+    "method",
+    "tool",
+    "server",
+    "secrets",
+    "response_contains",
+    "response_contains_regex",
+    "response_size_exceeds",
+];
+const EXAMPLES_KEYS: &[&str] = &["match", "no_match"];
+const SECRETS_KEYS: &[&str] = &["patterns", "disable"];
+const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
+const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
+const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
+
+/// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
+pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::jaro_winkler(word, c), *c))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+impl<'a> Decoder<'a> {
+    pub(crate) fn new(source: &'a Source, id: SourceId, vars: &'a Vars) -> Self {
+        Decoder {
+            source,
+            id,
+            lines: Lines::new(&source.text),
+            vars,
+            diags: Vec::new(),
+            names: Vec::new(),
+        }
+    }
+
+    fn span(&self, node: &YNode) -> Span {
+        node_span(&self.source.text, &self.lines, self.id, node)
+    }
+
+    /// The span of a scalar only (for collections: their first token), for short labels.
+    fn head_span(&self, node: &YNode) -> Span {
+        let mut s = self.span(node);
+        if matches!(node.value, Node::Map(_) | Node::Seq(_)) {
+            let rest = &self.source.text[s.offset..];
+            let first_line = rest.find('\n').unwrap_or(rest.len());
+            let one_char = rest.chars().next().map_or(0, char::len_utf8);
+            s.len = s.len.max(one_char).min(first_line);
+        }
+        s
+    }
+
+    fn report(
+        &mut self,
+        code: Code,
+        message: impl Into<String>,
+        span: Span,
+        label: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.diags
+            .push(PolicyDiagnostic::at(code, message, self.source, span, label).with_help(help));
+    }
+
+    fn wrong_type(&mut self, node: &YNode, what: &str, expected: &str) {
+        let found = node.value.kind();
+        let span = self.head_span(node);
+        let scalar = matches!(
+            node.value,
+            Node::Int(_) | Node::Float(_) | Node::Bool(_) | Node::Null
+        );
+        let help = if expected == "a string" && scalar {
+            let written = self.written(span);
+            format!("quote it to make it a string: `\"{written}\"`")
+        } else {
+            format!("write {what} as {expected}")
+        };
+        self.report(
+            Code::WrongType,
+            format!("{what} must be {expected}, found {found}"),
+            span,
+            format!("expected {expected}"),
+            help,
+        );
+    }
+
+    /// The text a span covers, as written.
+    fn written(&self, span: Span) -> &str {
+        self.source
+            .text
+            .get(span.offset..span.offset + span.len)
+            .unwrap_or("")
+    }
+
+    /// A mapping's entries; keys outside `allowed` are reported (with a near miss if any).
+    fn fields<'n>(&mut self, node: &'n YNode, what: &str, allowed: &[&str]) -> Option<Fields<'n>> {
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            // `settings:` with nothing after it is an empty mapping, as YAML writers expect.
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, what, "a mapping");
+                return None;
+            }
+        };
+        let mut out = Vec::with_capacity(entries.len());
+        let mut had_unknown = false;
+        for (k, v) in entries {
+            let Some(key) = k.value.key_text() else {
+                self.wrong_type(k, &format!("a key in {what}"), "a plain word");
+                had_unknown = true;
+                continue;
+            };
+            if allowed.contains(&key.as_str()) {
+                out.push((key, k, v));
+                continue;
+            }
+            had_unknown = true;
+            if key == "_any_value" {
+                // Usually `arguments:` was forgotten, or the selector went inside a matcher.
+                self.report(
+                    Code::BadAnyValue,
+                    format!("`_any_value` is not allowed in {what}"),
+                    self.span(k),
+                    "`_any_value` selects argument values",
+                    "put it under `arguments`, beside the argument names: \
+                     `arguments: {_any_value: {pattern: \"**/.env\"}}`",
+                );
+                continue;
+            }
+            let (label, help) = match did_you_mean(&key, allowed) {
+                Some(near) => (
+                    format!("did you mean `{near}`?"),
+                    format!("rename `{key}` to `{near}`"),
+                ),
+                None => (
+                    "unknown key".to_string(),
+                    format!("{what} accepts: {}", allowed.join(", ")),
+                ),
+            };
+            self.report(
+                Code::UnknownKey,
+                format!("unknown key `{key}` in {what}"),
+                self.span(k),
+                label,
+                help,
+            );
+        }
+        Some(Fields {
+            entries: out,
+            had_unknown,
+        })
+    }
+
+    fn string(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
+        match &node.value {
+            Node::Str(s) => Some(Spanned {
+                value: s.clone(),
+                span: self.span(node),
+            }),
+            _ => {
+                self.wrong_type(node, what, "a string");
+                None
+            }
+        }
+    }
+
+    /// A list of strings; a single string is taken as a one-element list.
+    fn strings(&mut self, node: &YNode, what: &str) -> Vec<Spanned<String>> {
+        match &node.value {
+            Node::Seq(items) => items
+                .iter()
+                .filter_map(|item| self.string(item, &format!("each entry of {what}")))
+                .collect(),
+            Node::Str(_) => self.string(node, what).into_iter().collect(),
+            _ => {
+                self.wrong_type(node, what, "a list of strings");
+                Vec::new()
+            }
+        }
+    }
+
+    fn word<T: Copy>(
+        &mut self,
+        node: &YNode,
+        what: &str,
+        words: &[(&str, T)],
+    ) -> Option<Spanned<T>> {
+        let s = self.string(node, what)?;
+        if let Some((_, v)) = words.iter().find(|(w, _)| *w == s.value) {
+            return Some(Spanned {
+                value: *v,
+                span: s.span,
+            });
+        }
+        let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
+        let label = match did_you_mean(&s.value, &names) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => "not allowed here".to_string(),
+        };
+        self.report(
+            Code::UnknownValue,
+            format!("`{}` is not a valid {what}", s.value),
+            s.span,
+            label,
+            format!("{what} is one of: {}", names.join(", ")),
+        );
+        None
+    }
+
+    /// A positive integer (`> 0`).
+    fn positive(&mut self, node: &YNode, what: &str) -> Option<Spanned<u64>> {
+        match &node.value {
+            Node::Int(i) if *i > 0 && *i <= i128::from(u64::MAX) => Some(Spanned {
+                value: *i as u64,
+                span: self.span(node),
+            }),
+            Node::Int(i) => {
+                self.report(
+                    Code::BadThreshold,
+                    format!("{what} must be greater than 0, found {i}"),
+                    self.span(node),
+                    "must be > 0",
+                    format!("set {what} to a positive whole number"),
+                );
+                None
+            }
+            _ => {
+                self.wrong_type(node, what, "a whole number");
+                None
+            }
+        }
+    }
+
+    fn bool(&mut self, node: &YNode, what: &str) -> Option<Spanned<bool>> {
+        match &node.value {
+            Node::Bool(b) => Some(Spanned {
+                value: *b,
+                span: self.span(node),
+            }),
+            _ => {
+                self.wrong_type(node, what, "`true` or `false`");
+                None
+            }
+        }
+    }
+
+    fn list<'n>(&mut self, node: &'n YNode, what: &str) -> &'n [YNode] {
+        match &node.value {
+            Node::Seq(items) => items,
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, what, "a list");
+                &[]
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- the file
+
+    /// Decode a whole file.
+    pub(crate) fn policy(&mut self, root: &YNode) -> RawPolicy {
+        let mut raw = RawPolicy::default();
+        if let Node::Null = root.value {
+            self.report(
+                Code::BadVersion,
+                "the policy file is empty",
+                self.span(root),
+                "empty file",
+                "start the file with `version: 1`, then add `extends: [default]` or rules",
+            );
+            return raw;
+        }
+        let Some(f) = self.fields(root, "the policy file", TOP_KEYS) else {
+            return raw;
+        };
+        match f.get("version") {
+            None => self.report(
+                Code::BadVersion,
+                "the policy file has no `version`",
+                self.head_span(root),
+                "`version` is missing",
+                "add `version: 1` as the first line",
+            ),
+            Some(v) if matches!(v.value, Node::Int(1)) => {}
+            Some(v) => self.report(
+                Code::BadVersion,
+                format!(
+                    "unsupported policy version `{}`",
+                    self.written(self.head_span(v))
+                ),
+                self.span(v),
+                "this mcpwall reads version 1",
+                "set `version: 1`",
+            ),
+        }
+        if let Some(n) = f.get("extends") {
+            raw.extends = self.strings(n, "`extends`");
+        }
+        if let Some(n) = f.get("settings") {
+            raw.settings = self.settings(n);
+        }
+        if let Some(n) = f.get("rules") {
+            for item in self.list(n, "`rules`") {
+                if let Some(rule) = self.rule(item) {
+                    raw.rules.push(rule);
+                }
+            }
+        }
+        if let Some(n) = f.get("outbound_rules") {
+            for item in self.list(n, "`outbound_rules`") {
+                if let Some(rule) = self.outbound_rule(item) {
+                    raw.outbound_rules.push(rule);
+                }
+            }
+        }
+        if let Some(n) = f.get("secrets") {
+            self.secrets(n, &mut raw);
+        }
+        self.duplicate_names();
+        raw
+    }
+
+    fn duplicate_names(&mut self) {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        let mut found = Vec::new();
+        for (name, alias_at) in &self.names {
+            if let Some(first) = seen.get(name.value.as_str()) {
+                // A rule repeated through an alias has its name at the anchor; point at the
+                // `*alias` that repeats it instead.
+                found.push((name.value.clone(), alias_at.unwrap_or(name.span), *first));
+            } else {
+                seen.insert(&name.value, name.span);
+            }
+        }
+        for (name, second, first) in found {
+            self.diags.push(
+                PolicyDiagnostic::at(
+                    Code::DuplicateRule,
+                    format!("two rules are named `{name}`"),
+                    self.source,
+                    second,
+                    "second rule with this name",
+                )
+                .with_label(first, "first defined here")
+                .with_help(
+                    "rule names identify rules in audit logs and `explain-policy`: rename one of them",
+                ),
+            );
+        }
+    }
+
+    fn settings(&mut self, node: &YNode) -> RawSettings {
+        let mut s = RawSettings::default();
+        let Some(f) = self.fields(node, "`settings`", SETTINGS_KEYS) else {
+            return s;
+        };
+        if let Some(n) = f.get("log_dir")
+            && let Some(dir) = self.string(n, "`log_dir`")
+            && let Some(path) = self.expand(&dir, n)
+        {
+            s.log_dir = Some(Spanned {
+                value: path,
+                span: dir.span,
+            });
+        }
+        if let Some(n) = f.get("log_level") {
+            s.log_level = self.word(
+                n,
+                "`log_level`",
+                &[
+                    ("error", LogLevel::Error),
+                    ("warn", LogLevel::Warn),
+                    ("info", LogLevel::Info),
+                    ("debug", LogLevel::Debug),
+                ],
+            );
+        }
+        if let Some(n) = f.get("log_args") {
+            s.log_args = self.word(
+                n,
+                "`log_args`",
+                &[("none", LogArgs::None), ("full", LogArgs::Full)],
+            );
+        }
+        if let Some(n) = f.get("default_action") {
+            s.default_action = self.word(
+                n,
+                "`default_action`",
+                &[("allow", Action::Allow), ("deny", Action::Deny)],
+            );
+        }
+        if let Some(n) = f.get("redact_marker") {
+            s.redact_marker = self.word(
+                n,
+                "`redact_marker`",
+                &[
+                    ("plain", RedactMarker::Plain),
+                    ("typed", RedactMarker::Typed),
+                ],
+            );
+        }
+        if let Some(n) = f.get("max_frame_bytes") {
+            s.max_frame_bytes = self.positive(n, "`max_frame_bytes`").map(|v| Spanned {
+                value: usize::try_from(v.value).unwrap_or(usize::MAX),
+                span: v.span,
+            });
+        }
+        if let Some(n) = f.get("rate_limit") {
+            s.rate_limit = self.rate_limit(n);
+        }
+        if let Some(n) = f.get("hide_denied_tools") {
+            s.hide_denied_tools = self.bool(n, "`hide_denied_tools`");
+        }
+        if let Some(n) = f.get("pinning") {
+            s.pinning = self.word(
+                n,
+                "`pinning`",
+                &[
+                    ("enforce", PinningMode::Enforce),
+                    ("warn", PinningMode::Warn),
+                    ("off", PinningMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("poison_scan") {
+            s.poison_scan = self.word(
+                n,
+                "`poison_scan`",
+                &[
+                    ("enforce", PoisonScanMode::Enforce),
+                    ("warn", PoisonScanMode::Warn),
+                    ("off", PoisonScanMode::Off),
+                ],
+            );
+        }
+        if let Some(n) = f.get("circuit_breaker") {
+            s.circuit_breaker = self.circuit_breaker(n);
+        }
+        s
+    }
+
+    fn circuit_breaker(&mut self, node: &YNode) -> Option<Spanned<CircuitBreakerSettings>> {
+        let f = self.fields(node, "`circuit_breaker`", BREAKER_KEYS)?;
+        let get = |key: &str, this: &mut Self| match f.get(key) {
+            Some(n) => this.positive(n, &format!("`circuit_breaker.{key}`")),
+            None => {
+                this.report(
+                    Code::MissingKey,
+                    format!("`circuit_breaker` has no `{key}`"),
+                    this.head_span(node),
+                    format!("`{key}` is missing"),
+                    "write `circuit_breaker: {max_violations: 5, window_seconds: 60, action: suspend}`",
+                );
+                None
+            }
+        };
+        let violations = get("max_violations", self);
+        let window = get("window_seconds", self);
+        let action = match f.get("action") {
+            Some(n) => self.word(
+                n,
+                "`circuit_breaker.action`",
+                &[("suspend", BreakerAction::Suspend)],
+            ),
+            None => Some(Spanned {
+                value: BreakerAction::Suspend,
+                span: self.span(node),
+            }),
+        };
+        let (violations, window, action) = (violations?, window?, action?);
+        Some(Spanned {
+            value: CircuitBreakerSettings {
+                max_violations: u32::try_from(violations.value).unwrap_or(u32::MAX),
+                window_seconds: window.value,
+                action: action.value,
+            },
+            span: self.span(node),
+        })
+    }
+
+    fn rate_limit(&mut self, node: &YNode) -> Option<Spanned<RateLimit>> {
+        let f = self.fields(node, "`rate_limit`", RATE_KEYS)?;
+        let get = |key: &str, this: &mut Self| match f.get(key) {
+            Some(n) => this.positive(n, &format!("`rate_limit.{key}`")),
+            None => {
+                this.report(
+                    Code::MissingKey,
+                    format!("`rate_limit` has no `{key}`"),
+                    this.head_span(node),
+                    format!("`{key}` is missing"),
+                    "write `rate_limit: {max_calls: 60, window_seconds: 60}`",
+                );
+                None
+            }
+        };
+        let calls = get("max_calls", self);
+        let window = get("window_seconds", self);
+        let calls = calls?;
+        let window = window?;
+        Some(Spanned {
+            value: RateLimit {
+                max_calls: u32::try_from(calls.value).unwrap_or(u32::MAX),
+                window_seconds: window.value,
+            },
+            span: self.span(node),
+        })
+    }
+
+    // ---------------------------------------------------------------- rules
+
+    /// The fields every rule kind shares.
+    fn rule_head(&mut self, f: &Fields<'_>, node: &YNode, what: &str) -> Option<Spanned<String>> {
+        let name = match f.get("name") {
+            Some(n) => self.string(n, "a rule's `name`"),
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    format!("{what} has no `name`"),
+                    self.head_span(node),
+                    "this rule has no name",
+                    "add `name: some-kebab-case-name`; names appear in audit logs and denials",
+                );
+                None
+            }
+        }?;
+        let alias_at = (node.referenced != node.defined)
+            .then(|| span_of_location(&self.source.text, &self.lines, self.id, &node.referenced));
+        self.names.push((name.clone(), alias_at));
+        let valid = !name.value.is_empty()
+            && name.value.len() <= 80
+            && name
+                .value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            self.report(
+                Code::UnknownValue,
+                format!("rule name `{}` is not a valid name", name.value),
+                name.span,
+                "letters, digits, `-`, `_` and `.` only",
+                "use a short kebab-case name such as `block-ssh-keys`",
+            );
+        }
+        Some(name)
+    }
+
+    fn opt_text(&mut self, f: &Fields<'_>, key: &str) -> Option<String> {
+        let n = f.get(key)?;
+        self.string(n, &format!("`{key}`")).map(|s| s.value)
+    }
+
+    fn missing_match(&mut self, node: &YNode, name: &Spanned<String>, example: &str) {
+        self.report(
+            Code::MissingKey,
+            format!("rule `{}` has no `match`", name.value),
+            name.span,
+            "this rule has no `match`",
+            format!("add the conditions under `match:`, e.g. `match: {example}`"),
+        );
+        let _ = node;
+    }
+
+    fn missing_action(&mut self, name: &Spanned<String>, words: &str) {
+        self.report(
+            Code::MissingKey,
+            format!("rule `{}` has no `action`", name.value),
+            name.span,
+            "this rule has no `action`",
+            format!("add `action:` with one of: {words}"),
+        );
+    }
+
+    fn rule(&mut self, node: &YNode) -> Option<Rule> {
+        let f = self.fields(node, "a rule", RULE_KEYS)?;
+        let name = self.rule_head(&f, node, "a rule");
+        let description = self.opt_text(&f, "description");
+        let why = self.opt_text(&f, "why");
+        let message = self.opt_text(&f, "message");
+        let action = match (f.get("action"), &name) {
+            (Some(n), _) => self.word(
+                n,
+                "rule `action`",
+                &[("allow", Action::Allow), ("deny", Action::Deny)],
+            ),
+            (None, Some(name)) => {
+                self.missing_action(name, "deny, allow");
+                None
+            }
+            (None, None) => None,
+        };
+        let examples = f
+            .get("examples")
+            .map(|n| self.examples(n))
+            .unwrap_or_default();
+        let mut method = None;
+        let mut tool = None;
+        let mut arguments = Vec::new();
+        let mut match_ok = true;
+        match (f.get("match"), &name) {
+            (Some(m), _) => match self.fields(m, "`match`", MATCH_KEYS) {
+                Some(mf) if mf.is_empty() => {
+                    match_ok = false;
+                    self.report(
+                        Code::EmptyMatch,
+                        "`match` has no conditions, so the rule would judge every call",
+                        self.head_span(m),
+                        "empty `match`",
+                        "add `tool:` or `arguments:`; to judge every tool write `tool: \"*\"`, \
+                         or set `settings.default_action` instead",
+                    );
+                }
+                Some(mf) => {
+                    if let Some(n) = mf.get("method") {
+                        method = self.glob(n, "in `method`");
+                        match_ok &= method.is_some();
+                    }
+                    if let Some(n) = mf.get("tool") {
+                        tool = self.glob(n, "in `tool`");
+                        match_ok &= tool.is_some();
+                    }
+                    if let Some(n) = mf.get("arguments") {
+                        match self.arguments(n) {
+                            Some(a) => arguments = a,
+                            None => match_ok = false,
+                        }
+                    }
+                }
+                None => match_ok = false,
+            },
+            (None, Some(name)) => {
+                self.missing_match(node, name, "{tool: \"read_*\"}");
+                match_ok = false;
+            }
+            (None, None) => match_ok = false,
+        }
+        let span = self.span(node);
+        let method = method.unwrap_or_else(|| Spanned {
+            value: DEFAULT_METHOD.to_string(),
+            span: f.get("match").map(|m| self.head_span(m)).unwrap_or(span),
+        });
+        if !match_ok {
+            return None;
+        }
+        Some(Rule {
+            name: name?,
+            description,
+            why,
+            method,
+            tool,
+            arguments,
+            action: action?.value,
+            message,
+            examples,
+            span,
+        })
+    }
+
+    /// `arguments: {NAME: {matcher: ..}, _any_value: {..}}`; `None` if anything was wrong.
+    fn arguments(&mut self, node: &YNode) -> Option<Vec<ArgCondition>> {
+        let Node::Map(entries) = &node.value else {
+            self.wrong_type(
+                node,
+                "`arguments`",
+                "a mapping of argument names to matchers",
+            );
+            return None;
+        };
+        if entries.is_empty() {
+            self.report(
+                Code::EmptyMatch,
+                "`arguments` names no argument",
+                self.head_span(node),
+                "empty `arguments`",
+                "name an argument (`path: {regex: ...}`) or `_any_value`, or remove `arguments`",
+            );
+            return None;
+        }
+        let mut ok = true;
+        let mut out = Vec::new();
+        for (k, v) in entries {
+            let Some(key) = k.value.key_text() else {
+                self.wrong_type(k, "an argument name", "a plain word");
+                ok = false;
+                continue;
+            };
+            let selector = if key == "_any_value" {
+                ArgSelector::AnyValue
+            } else if key.starts_with('_') {
+                let help = match did_you_mean(&key, &["_any_value"]) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "names starting with `_` are reserved".to_string(),
+                };
+                self.report(
+                    Code::UnknownKey,
+                    format!("unknown selector `{key}` in `arguments`"),
+                    self.span(k),
+                    help,
+                    "use an argument name, or `_any_value` to look at every key and value",
+                );
+                ok = false;
+                continue;
+            } else {
+                ArgSelector::Named(key.clone())
+            };
+            ok &= self.matcher(v, &key, &selector, &mut out);
+        }
+        ok.then_some(out)
+    }
+
+    /// One matcher mapping; several keys become several conditions (all must hold).
+    fn matcher(
+        &mut self,
+        node: &YNode,
+        arg: &str,
+        selector: &ArgSelector,
+        out: &mut Vec<ArgCondition>,
+    ) -> bool {
+        let what = format!("the matcher of `{arg}`");
+        let Some(f) = self.fields(node, &what, MATCHER_KEYS) else {
+            return false;
+        };
+        if f.is_empty() {
+            self.report(
+                Code::EmptyMatch,
+                format!("{what} has no condition"),
+                self.head_span(node),
+                "empty matcher",
+                "add one of `regex`, `pattern`, `not_under` or `secrets: true`",
+            );
+            return false;
+        }
+        let mut ok = true;
+        let mut push = |matcher: Matcher, span: Span| {
+            out.push(ArgCondition {
+                selector: selector.clone(),
+                matcher,
+                span,
+            })
+        };
+        for (key, k, v) in &f.entries {
+            let span = self.span(k);
+            match key.as_str() {
+                "regex" => match self.regex(v, &format!("for argument `{arg}`")) {
+                    Some(r) => push(Matcher::Regex(r), span),
+                    None => ok = false,
+                },
+                "pattern" => match self.glob(v, &format!("for argument `{arg}`")) {
+                    Some(g) => push(Matcher::Pattern(g), span),
+                    None => ok = false,
+                },
+                "not_under" => {
+                    let roots = self.strings(v, "`not_under`");
+                    if roots.is_empty() {
+                        ok = false;
+                    }
+                    for written in roots {
+                        match self.expand(&written, v) {
+                            Some(root) => push(Matcher::NotUnder { root, written }, span),
+                            None => ok = false,
+                        }
+                    }
+                }
+                "secrets" => match self.bool(v, "`secrets`") {
+                    Some(b) if b.value => push(Matcher::Secrets, span),
+                    Some(b) => {
+                        self.report(
+                            Code::EmptyMatch,
+                            "`secrets: false` is not a condition",
+                            b.span,
+                            "matches nothing",
+                            "write `secrets: true` to match values holding a secret, or remove the key",
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+                _ => unreachable!("fields() only returns allowed keys"),
+            }
+        }
+        ok
+    }
+
+    fn outbound_rule(&mut self, node: &YNode) -> Option<OutboundRule> {
+        let f = self.fields(node, "an outbound rule", RULE_KEYS)?;
+        let name = self.rule_head(&f, node, "an outbound rule");
+        let description = self.opt_text(&f, "description");
+        let why = self.opt_text(&f, "why");
+        let message = self.opt_text(&f, "message");
+        let action = match (f.get("action"), &name) {
+            (Some(n), _) => self.word(
+                n,
+                "outbound `action`",
+                &[
+                    ("allow", OutboundAction::Allow),
+                    ("deny", OutboundAction::Deny),
+                    ("redact", OutboundAction::Redact),
+                    ("log_only", OutboundAction::LogOnly),
+                ],
+            ),
+            (None, Some(name)) => {
+                self.missing_action(name, "redact, deny, log_only, allow");
+                None
+            }
+            (None, None) => None,
+        };
+        let examples = f
+            .get("examples")
+            .map(|n| self.examples(n))
+            .unwrap_or_default();
+        let span = self.span(node);
+        let mut rule = OutboundRule {
+            name: Spanned {
+                value: String::new(),
+                span,
+            },
+            description,
+            why,
+            method: None,
+            tool: None,
+            server: None,
+            secrets: false,
+            response_contains: Vec::new(),
+            response_contains_regex: Vec::new(),
+            response_size_exceeds: None,
+            action: OutboundAction::LogOnly,
+            message,
+            examples,
+            span,
+        };
+        let mut ok = true;
+        match (f.get("match"), &name) {
+            (Some(m), _) => match self.fields(m, "`match`", OUT_MATCH_KEYS) {
+                Some(mf) if mf.is_empty() => {
+                    ok = false;
+                    self.report(
+                        Code::EmptyMatch,
+                        "`match` has no conditions, so the rule would judge every message",
+                        self.head_span(m),
+                        "empty `match`",
+                        "add `secrets: true`, `response_contains`, `response_contains_regex`, \
+                         `response_size_exceeds`, or `method: \"*\"` to really mean every message",
+                    );
+                }
+                Some(mf) => {
+                    for key in ["method", "tool", "server"] {
+                        if let Some(n) = mf.get(key) {
+                            let g = self.glob(n, &format!("in `{key}`"));
+                            ok &= g.is_some();
+                            match key {
+                                "method" => rule.method = g,
+                                "tool" => rule.tool = g,
+                                _ => rule.server = g,
+                            }
+                        }
+                    }
+                    if let Some(n) = mf.get("secrets") {
+                        match self.bool(n, "`secrets`") {
+                            Some(b) => rule.secrets = b.value,
+                            None => ok = false,
+                        }
+                    }
+                    if let Some(n) = mf.get("response_contains") {
+                        for lit in self.strings(n, "`response_contains`") {
+                            if lit.value.is_empty() {
+                                self.report(
+                                    Code::EmptyMatch,
+                                    "an empty `response_contains` entry matches every message",
+                                    lit.span,
+                                    "empty text",
+                                    "remove the empty entry",
+                                );
+                                ok = false;
+                            } else {
+                                rule.response_contains.push(lit);
+                            }
+                        }
+                    }
+                    if let Some(n) = mf.get("response_contains_regex") {
+                        let items: Vec<&YNode> = match &n.value {
+                            Node::Seq(items) => items.iter().collect(),
+                            _ => vec![n],
+                        };
+                        for item in items {
+                            match self.regex(item, "in `response_contains_regex`") {
+                                Some(r) => rule.response_contains_regex.push(r),
+                                None => ok = false,
+                            }
+                        }
+                    }
+                    if let Some(n) = mf.get("response_size_exceeds") {
+                        match self.positive(n, "`response_size_exceeds`") {
+                            Some(v) => rule.response_size_exceeds = Some(v.value),
+                            None => ok = false,
+                        }
+                    }
+                }
+                None => ok = false,
+            },
+            (None, Some(name)) => {
+                self.missing_match(node, name, "{secrets: true}");
+                ok = false;
+            }
+            (None, None) => ok = false,
+        }
+        let name = name?;
+        let action = action?;
+        if ok
+            && action.value == OutboundAction::Redact
+            && !rule.secrets
+            && rule.response_contains.is_empty()
+            && rule.response_contains_regex.is_empty()
+        {
+            self.report(
+                Code::EmptyMatch,
+                format!("rule `{}` redacts, but names nothing to redact", name.value),
+                action.span,
+                "nothing to redact",
+                "add `secrets: true`, `response_contains` or `response_contains_regex` to say \
+                 which bytes to replace, or use `action: deny`",
+            );
+            ok = false;
+        }
+        if !ok {
+            return None;
+        }
+        rule.name = name;
+        rule.action = action.value;
+        Some(rule)
+    }
+
+    fn examples(&mut self, node: &YNode) -> Examples {
+        let mut ex = Examples::default();
+        let Some(f) = self.fields(node, "`examples`", EXAMPLES_KEYS) else {
+            return ex;
+        };
+        if let Some(n) = f.get("match") {
+            ex.should_match = self
+                .list(n, "`examples.match`")
+                .iter()
+                .map(|i| to_json(&i.value))
+                .collect();
+        }
+        if let Some(n) = f.get("no_match") {
+            ex.should_not_match = self
+                .list(n, "`examples.no_match`")
+                .iter()
+                .map(|i| to_json(&i.value))
+                .collect();
+        }
+        ex
+    }
+
+    fn secrets(&mut self, node: &YNode, raw: &mut RawPolicy) {
+        let Some(f) = self.fields(node, "`secrets`", SECRETS_KEYS) else {
+            return;
+        };
+        let builtin: Vec<String> = crate::secrets::builtin_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let builtin_refs: Vec<&str> = builtin.iter().map(String::as_str).collect();
+        if let Some(n) = f.get("patterns") {
+            let mut seen: HashMap<String, Span> = HashMap::new();
+            for item in self.list(n, "`secrets.patterns`") {
+                let Some(pf) = self.fields(item, "a secret pattern", PATTERN_KEYS) else {
+                    continue;
+                };
+                let name = match pf.get("name") {
+                    Some(n) => self.string(n, "a secret pattern's `name`"),
+                    None => {
+                        self.report(
+                            Code::MissingKey,
+                            "a secret pattern has no `name`",
+                            self.head_span(item),
+                            "no `name`",
+                            "add `name:`; it labels redactions and audit events",
+                        );
+                        None
+                    }
+                };
+                let regex = match pf.get("regex") {
+                    Some(n) => self.regex(n, "in a secret pattern"),
+                    None => {
+                        self.report(
+                            Code::MissingKey,
+                            "a secret pattern has no `regex`",
+                            self.head_span(item),
+                            "no `regex`",
+                            "add `regex:` describing the secret's shape",
+                        );
+                        None
+                    }
+                };
+                let entropy = match pf.get("entropy_threshold") {
+                    Some(n) => match n.value {
+                        Node::Int(i) if (0..=8).contains(&i) => Some(Some(i as f64)),
+                        Node::Float(x) if (0.0..=8.0).contains(&x) => Some(Some(x)),
+                        Node::Int(_) | Node::Float(_) => {
+                            self.report(
+                                Code::BadThreshold,
+                                "`entropy_threshold` must lie between 0 and 8",
+                                self.span(n),
+                                "out of range",
+                                "Shannon entropy is measured in bits per byte (0 to 8); \
+                                 3.0 to 4.5 suits most tokens",
+                            );
+                            None
+                        }
+                        _ => {
+                            self.wrong_type(n, "`entropy_threshold`", "a number");
+                            None
+                        }
+                    },
+                    None => Some(None),
+                };
+                let (Some(name), Some(regex), Some(entropy_threshold)) = (name, regex, entropy)
+                else {
+                    continue;
+                };
+                if builtin_refs.contains(&name.value.as_str()) {
+                    self.report(
+                        Code::UnknownDetector,
+                        format!("`{}` is the name of a built-in detector", name.value),
+                        name.span,
+                        "name taken",
+                        "choose another name for your pattern",
+                    );
+                    continue;
+                }
+                if let Some(first) = seen.get(&name.value) {
+                    self.diags.push(
+                        PolicyDiagnostic::at(
+                            Code::UnknownDetector,
+                            format!("two secret patterns are named `{}`", name.value),
+                            self.source,
+                            name.span,
+                            "second pattern with this name",
+                        )
+                        .with_label(*first, "first defined here")
+                        .with_help("rename one of them"),
+                    );
+                    continue;
+                }
+                seen.insert(name.value.clone(), name.span);
+                raw.secret_patterns.push(SecretPattern {
+                    name,
+                    regex,
+                    entropy_threshold,
+                });
+            }
+        }
+        if let Some(n) = f.get("disable") {
+            for name in self.strings(n, "`secrets.disable`") {
+                if builtin_refs.contains(&name.value.as_str()) {
+                    raw.disabled_secrets.push(name);
+                    continue;
+                }
+                let label = match did_you_mean(&name.value, &builtin_refs) {
+                    Some(near) => format!("did you mean `{near}`?"),
+                    None => "no such detector".to_string(),
+                };
+                self.report(
+                    Code::UnknownDetector,
+                    format!("there is no built-in detector named `{}`", name.value),
+                    name.span,
+                    label,
+                    "use the exact name of a built-in detector; `mcpwall explain-policy` lists them",
+                );
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- leaves
+
+    /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
+    fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
+        let s = self.string(node, &format!("a regex {what}"))?;
+        // One Thompson NFA compile checks both syntax and size (the size limit bounds the
+        // NFA). Only when it fails is the pattern parsed again, to find where the error is.
+        let nfa = regex_automata::nfa::thompson::Compiler::new()
+            .configure(
+                regex_automata::nfa::thompson::Config::new()
+                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                    .shrink(false),
+            )
+            .build(&s.value);
+        let Err(nfa_error) = nfa else {
+            return Some(s);
+        };
+        if let Err(e) = regex_syntax::ParserBuilder::new().build().parse(&s.value) {
+            let (msg, inner) = match &e {
+                regex_syntax::Error::Parse(e) => (e.kind().to_string(), Some(*e.span())),
+                regex_syntax::Error::Translate(e) => (e.kind().to_string(), Some(*e.span())),
+                other => (other.to_string(), None),
+            };
+            let span = match inner {
+                Some(sp) => self.inner_span(&s, sp.start.offset, sp.end.offset),
+                None => s.span,
+            };
+            self.report(
+                Code::BadRegex,
+                format!("invalid regex {what}: {msg}"),
+                span,
+                msg,
+                "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
+                 backslashes stay as written",
+            );
+            return None;
+        }
+        let (message, help) = match nfa_error.size_limit() {
+            Some(limit) => (
+                format!(
+                    "regex {what} is too large: its compiled form exceeds {} MiB",
+                    limit >> 20
+                ),
+                "simplify the regex: large counted repetitions such as `{1000}` and big \
+                 Unicode classes (`\\w`, `(?i)`) multiply its size"
+                    .to_string(),
+            ),
+            None => (
+                format!("regex {what} cannot be compiled: {nfa_error}"),
+                "simplify the regex".to_string(),
+            ),
+        };
+        self.report(Code::BadRegex, message, s.span, "too large", help);
+        None
+    }
+
+    /// A glob (globset syntax), checked to compile.
+    fn glob(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
+        let s = self.string(node, &format!("a glob {what}"))?;
+        if let Err(e) = globset::Glob::new(&s.value) {
+            let msg = e.kind().to_string();
+            self.report(
+                Code::BadGlob,
+                format!("invalid glob {what}: {msg}"),
+                s.span,
+                msg,
+                "globs use `*`, `**`, `?`, `[abc]` and `{a,b}`; escape a literal with `[*]`",
+            );
+            return None;
+        }
+        Some(s)
+    }
+
+    /// Expand `~`, `${HOME}` and `${PROJECT_DIR}`; relative results are taken from the
+    /// project directory, the way a server started there would resolve them.
+    fn expand(&mut self, s: &Spanned<String>, node: &YNode) -> Option<PathBuf> {
+        let home = self.vars.home.to_string_lossy().into_owned();
+        let project = self.vars.project_dir.to_string_lossy().into_owned();
+        let expanded = shellexpand::full_with_context(
+            &s.value,
+            || Some(home.clone()),
+            |var: &str| -> Result<Option<String>, ()> {
+                match var {
+                    "HOME" => Ok(Some(home.clone())),
+                    "PROJECT_DIR" => Ok(Some(project.clone())),
+                    _ => Err(()),
+                }
+            },
+        );
+        match expanded {
+            Ok(path) => {
+                let path = PathBuf::from(path.as_ref());
+                Some(if path.is_relative() {
+                    self.vars.project_dir.join(path)
+                } else {
+                    path
+                })
+            }
+            Err(e) => {
+                let var = e.var_name;
+                let span = self
+                    .find_in(s, &format!("${{{var}}}"))
+                    .or_else(|| self.find_in(s, &format!("${var}")))
+                    .unwrap_or(s.span);
+                let _ = node;
+                self.report(
+                    Code::UnknownVariable,
+                    format!("unknown variable `{var}`"),
+                    span,
+                    "unknown variable",
+                    "only `${HOME}`, `${PROJECT_DIR}` and a leading `~` are expanded; \
+                     write the path out, or use one of those",
+                );
+                None
+            }
+        }
+    }
+
+    /// The span of `needle` inside a scalar's written text, if it is written verbatim there.
+    fn find_in(&self, s: &Spanned<String>, needle: &str) -> Option<Span> {
+        let text = self
+            .source
+            .text
+            .get(s.span.offset..s.span.offset + s.span.len)?;
+        let at = text.find(needle)?;
+        Some(self.sub_span(s.span, at, needle.len()))
+    }
+
+    /// Map a byte range of a scalar's value to the YAML text when the value is written
+    /// verbatim (plain, or quoted without escapes); otherwise the whole scalar.
+    fn inner_span(&self, s: &Spanned<String>, start: usize, end: usize) -> Span {
+        let Some(written) = self
+            .source
+            .text
+            .get(s.span.offset..s.span.offset + s.span.len)
+        else {
+            return s.span;
+        };
+        let quote = match written.as_bytes().first() {
+            Some(b'\'') | Some(b'"') => 1,
+            _ => 0,
+        };
+        let body = &written[quote..written.len().saturating_sub(quote).max(quote)];
+        if body != s.value {
+            return s.span;
+        }
+        self.sub_span(s.span, quote + start, end.saturating_sub(start).max(1))
+    }
+
+    fn sub_span(&self, outer: Span, at: usize, len: usize) -> Span {
+        self.lines
+            .span(&self.source.text, outer.source, outer.offset + at, len)
+    }
+}
+
+/// A YAML value as JSON (rule examples).
+pub(crate) fn to_json(node: &Node) -> serde_json::Value {
+    use serde_json::Value;
+    match node {
+        Node::Null => Value::Null,
+        Node::Bool(b) => Value::Bool(*b),
+        Node::Int(i) => i64::try_from(*i)
+            .map(Value::from)
+            .or_else(|_| u64::try_from(*i).map(Value::from))
+            .unwrap_or_else(|_| Value::String(i.to_string())),
+        Node::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        Node::Str(s) => Value::String(s.clone()),
+        Node::Seq(items) => Value::Array(items.iter().map(|i| to_json(&i.value)).collect()),
+        Node::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.value.key_text().unwrap_or_default(), to_json(&v.value)))
+                .collect(),
+        ),
+    }
+}

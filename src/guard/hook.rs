@@ -1,0 +1,92 @@
+//! The glue between the proxy's pumps and the [`Guard`]: which requests and responses
+//! it looks at, and how its decisions and events become audit events. Kept here so the
+//! pumps only gain a few calls.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::audit::{AuditAction, AuditEvent, Direction, RuleRef};
+use crate::frame::{Frame, Message, MessageKind, TokenKind};
+
+use super::{Denial, DenialKind, Guard, GuardEvent};
+
+/// Rule name on refusals of withheld tools and prompts.
+pub const RULE_WITHHELD: &str = "mcpwall:tool_withheld";
+/// Rule name on refusals in a suspended session.
+pub const RULE_SUSPENDED: &str = "mcpwall:session_suspended";
+
+/// Whether answers to `method` go through [`Guard::on_server_message`]: one comparison
+/// chain on the method of the request answered, so other responses cost nothing more.
+#[inline]
+pub fn inspects_answers_to(method: Option<&str>) -> bool {
+    matches!(
+        method,
+        Some("tools/list" | "prompts/list" | "resources/templates/list" | "initialize")
+    )
+}
+
+/// The guard's refusal of a client request, if any, with the rule name to report.
+#[inline]
+pub fn check_request(
+    guard: &Guard,
+    frame: &Frame<'_>,
+    msg: &Message,
+) -> Option<(Denial, &'static str)> {
+    if msg.kind != MessageKind::Request {
+        return None;
+    }
+    let denial = match frame.method(msg)? {
+        "tools/call" => guard.check_request("tools/call", frame.tool(msg)),
+        "prompts/get" => guard.check_request("prompts/get", param_name(frame, msg)),
+        _ => None,
+    }?;
+    let rule = match denial.kind {
+        DenialKind::Withheld => RULE_WITHHELD,
+        DenialKind::Suspended => RULE_SUSPENDED,
+    };
+    Some((denial, rule))
+}
+
+/// `params.name` of a request (the prompt of `prompts/get`).
+fn param_name<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a str> {
+    let tokens = frame.tokens();
+    for k in msg.args.clone() {
+        let t = &tokens[k];
+        if t.kind == TokenKind::Key && t.arg == k as u32 && frame.text(t.text) == "name" {
+            let v = tokens.get(k + 1)?;
+            return (v.kind == TokenKind::String).then(|| frame.text(v.text));
+        }
+    }
+    None
+}
+
+/// Report a refusal or block to the circuit breaker. Returns the audit event and a
+/// one-line notice for stderr when this one suspends the session.
+pub fn record_violation(
+    guard: &Guard,
+    what: impl FnOnce() -> String,
+) -> Option<(AuditEvent, String)> {
+    if !guard.has_breaker() || guard.is_suspended() {
+        return None;
+    }
+    let event = guard.record_violation(Instant::now(), &what())?;
+    let notice = event.summary();
+    Some((to_audit(&event, None, None), notice))
+}
+
+/// One guard event as an audit event: withheld entries are `block`s, everything else
+/// (pins recorded, additions, drift in warn mode) is `log_only`.
+pub fn to_audit(event: &GuardEvent, id: Option<&[u8]>, method: Option<&Arc<str>>) -> AuditEvent {
+    let (direction, action) = match event {
+        GuardEvent::Suspended { .. } => (Direction::Inbound, AuditAction::Deny),
+        _ if event.withheld() => (Direction::Outbound, AuditAction::Block),
+        _ => (Direction::Outbound, AuditAction::LogOnly),
+    };
+    let mut e = AuditEvent::new(direction, action);
+    e.id = id.map(crate::proxy::pending::IdText::new);
+    e.method = method.cloned();
+    e.tool = event.entry().map(Arc::from);
+    e.rule = Some(RuleRef::Builtin(event.rule()));
+    e.message = Some(event.summary().into());
+    e
+}

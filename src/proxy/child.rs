@@ -1,0 +1,142 @@
+//! The server process: spawn, signal, wait, exit code.
+//!
+//! The server runs in its own process group so that signals reach the whole tree it
+//! starts (`npx` → `node`, shell wrappers): forwarding SIGTERM to `npx` alone would
+//! leave the real server running. It also means a terminal's Ctrl-C reaches only
+//! mcpwall, which forwards it once, instead of the server receiving it twice.
+
+use std::ffi::OsString;
+use std::io;
+use std::process::{ExitStatus, Stdio};
+
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+}
+
+impl ChildSpec {
+    /// The server's default name: the command's basename.
+    pub fn basename(&self) -> String {
+        std::path::Path::new(&self.program)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.program.to_string_lossy().into_owned())
+    }
+}
+
+/// The server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start the server: command {command:?} not found (check the path or PATH)")]
+    NotFound { command: String },
+    #[error("cannot start the server: permission denied running {command:?} (is it executable?)")]
+    PermissionDenied { command: String },
+    #[error("cannot start the server {command:?}: {source}")]
+    Other {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl SpawnError {
+    /// The shell's convention: 127 for a command not found, 126 for one that cannot run.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SpawnError::NotFound { .. } => 127,
+            SpawnError::PermissionDenied { .. } | SpawnError::Other { .. } => 126,
+        }
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct ServerProcess {
+    child: Child,
+    /// Process group id (= the child's pid); `None` once the child has been reaped,
+    /// so a recycled pid is never signalled.
+    pgid: Option<i32>,
+    status: Option<ExitStatus>,
+}
+
+/// Spawn the server with our environment and working directory, stdin/stdout piped
+/// and stderr inherited.
+pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
+    let command = spec.program.to_string_lossy().into_owned();
+    let mut child = Command::new(&spec.program)
+        .args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|source| match source.kind() {
+            io::ErrorKind::NotFound => SpawnError::NotFound {
+                command: command.clone(),
+            },
+            io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied {
+                command: command.clone(),
+            },
+            _ => SpawnError::Other {
+                command: command.clone(),
+                source,
+            },
+        })?;
+    let stdin = child.stdin.take().expect("stdin was piped");
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let pgid = child.id().map(|p| p as i32);
+    Ok((
+        ServerProcess {
+            child,
+            pgid,
+            status: None,
+        },
+        stdin,
+        stdout,
+    ))
+}
+
+impl ServerProcess {
+    /// Send `signal` to the server's process group. A no-op once it has exited.
+    pub fn signal(&self, signal: i32) {
+        if let Some(pgid) = self.pgid {
+            // SAFETY: kill(2) has no memory effects; the group is ours and alive (not
+            // yet reaped), so the id cannot have been recycled.
+            unsafe {
+                libc::kill(-pgid, signal);
+            }
+        }
+    }
+
+    /// Wait for the server to exit. Cancel-safe; returns the same status when called again.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let s = self.child.wait().await?;
+        self.status = Some(s);
+        // The leader is gone; members of its group may live on, but we no longer own
+        // the id, so we stop signalling it.
+        self.pgid = None;
+        Ok(s)
+    }
+
+    pub fn exited(&self) -> Option<ExitStatus> {
+        self.status
+    }
+}
+
+/// Our exit code for the server's status: its code, or 128 + the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (code & 0xff) as u8,
+        (None, Some(sig)) => (128 + sig).min(255) as u8,
+        (None, None) => 1,
+    }
+}

@@ -1,0 +1,328 @@
+//! Newline framing over a byte stream, with a hard size limit.
+//!
+//! [`LineReader`] hands out complete lines (without the `\n`) straight from its buffer.
+//! A line longer than the limit is never returned in part and never buffered whole: once
+//! the buffer holds more than `max_line` bytes without a newline, the reader switches to
+//! discarding until the end of that line and then reports [`Line::TooLarge`] with its
+//! length. Memory stays bounded by `max_line` plus one read.
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// How much is asked of the kernel per read.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One line taken from the stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A complete line, without its `\n`.
+    Frame(&'a [u8]),
+    /// A line longer than the limit; its bytes were discarded. `len` excludes the `\n`.
+    TooLarge { len: usize },
+    /// Input ended in the middle of a line (no final `\n`): a frame cut short, e.g. by
+    /// a peer that died mid-write. Its bytes are not handed out, so they can never be
+    /// forwarded in part.
+    Truncated { len: usize },
+}
+
+/// Buffered newline-delimited reader. See the module docs.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    inner: R,
+    /// Initialised storage; `buf[start..end]` is unconsumed input.
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// `buf[start..scanned]` is known to hold no `\n`, so searches resume there.
+    scanned: usize,
+    max_line: usize,
+    /// `Some(n)`: inside an oversize line, `n` bytes of it discarded so far.
+    discarding: Option<usize>,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub fn new(inner: R, max_line: usize) -> LineReader<R> {
+        LineReader {
+            inner,
+            buf: vec![0; READ_CHUNK],
+            start: 0,
+            end: 0,
+            scanned: 0,
+            max_line,
+            discarding: None,
+            eof: false,
+        }
+    }
+
+    /// The next line already in the buffer, without reading. Empty lines are skipped.
+    /// At end of input, a last line without a trailing `\n` is reported as
+    /// [`Line::Truncated`].
+    pub fn next_buffered(&mut self) -> Option<Line<'_>> {
+        loop {
+            if let Some(discarded) = self.discarding {
+                let window = &self.buf[self.start..self.end];
+                match memchr::memchr(b'\n', window) {
+                    Some(pos) => {
+                        self.discarding = None;
+                        self.start += pos + 1;
+                        self.scanned = self.start;
+                        return Some(Line::TooLarge {
+                            len: discarded + pos,
+                        });
+                    }
+                    None => {
+                        self.discarding = Some(discarded + window.len());
+                        self.start = 0;
+                        self.end = 0;
+                        self.scanned = 0;
+                        if self.eof {
+                            let len = discarded + window.len();
+                            self.discarding = None;
+                            return Some(Line::TooLarge { len });
+                        }
+                        return None;
+                    }
+                }
+            }
+            let from = self.scanned.max(self.start);
+            match memchr::memchr(b'\n', &self.buf[from..self.end]) {
+                Some(pos) => {
+                    let nl = from + pos;
+                    let line_start = self.start;
+                    self.start = nl + 1;
+                    self.scanned = self.start;
+                    if nl - line_start > self.max_line {
+                        // Only possible when a single read brought the whole line in.
+                        return Some(Line::TooLarge {
+                            len: nl - line_start,
+                        });
+                    }
+                    if nl == line_start {
+                        continue;
+                    }
+                    return Some(Line::Frame(&self.buf[line_start..nl]));
+                }
+                None => {
+                    self.scanned = self.end;
+                    let pending = self.end - self.start;
+                    if pending > self.max_line {
+                        self.discarding = Some(pending);
+                        self.start = 0;
+                        self.end = 0;
+                        self.scanned = 0;
+                        if self.eof {
+                            self.discarding = None;
+                            return Some(Line::TooLarge { len: pending });
+                        }
+                        return None;
+                    }
+                    if self.eof && pending > 0 {
+                        self.start = self.end;
+                        self.scanned = self.end;
+                        return Some(Line::Truncated { len: pending });
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Whether a complete line (or the end of input) is already buffered, i.e. whether
+    /// [`Self::next_buffered`] would return something without reading. Used to decide
+    /// when to flush: batch under pipelining, never delay a lone round trip.
+    pub fn has_buffered_line(&self) -> bool {
+        if self.discarding.is_some() {
+            return false;
+        }
+        let from = self.scanned.max(self.start);
+        memchr::memchr(b'\n', &self.buf[from..self.end]).is_some()
+    }
+
+    /// Bytes buffered but not yet returned.
+    pub fn buffered_len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Read more input. Returns `Ok(false)` at end of input (after which
+    /// [`Self::next_buffered`] still drains what is left).
+    pub async fn fill(&mut self) -> io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        self.make_room();
+        let n = loop {
+            match self.inner.read(&mut self.buf[self.end..]).await {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        if n == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        self.end += n;
+        Ok(true)
+    }
+
+    /// Ensure at least one read's worth of free space after `end`, moving unconsumed
+    /// bytes to the front rather than growing when that suffices.
+    fn make_room(&mut self) {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            self.scanned = 0;
+        }
+        if self.buf.len() - self.end >= READ_CHUNK {
+            return;
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.scanned -= self.start.min(self.scanned);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() - self.end < READ_CHUNK {
+            // Grows geometrically up to the line limit plus one read; never beyond,
+            // because a longer line switches to discarding.
+            let want = (self.end + READ_CHUNK).max(self.buf.len() * 2);
+            let cap = self.max_line.saturating_add(2 * READ_CHUNK);
+            self.buf.resize(want.min(cap).max(self.end + READ_CHUNK), 0);
+        }
+    }
+
+    /// The underlying reader.
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that yields the given chunks one per read.
+    struct Chunks(std::collections::VecDeque<Vec<u8>>);
+
+    impl AsyncRead for Chunks {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if let Some(mut chunk) = self.0.pop_front() {
+                let n = chunk.len().min(buf.remaining());
+                buf.put_slice(&chunk[..n]);
+                if n < chunk.len() {
+                    self.0.push_front(chunk.split_off(n));
+                }
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Frame(Vec<u8>),
+        TooLarge(usize),
+        Truncated(usize),
+    }
+
+    fn read_all(chunks: Vec<&[u8]>, max: usize) -> Vec<Out> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut r = LineReader::new(
+                Chunks(chunks.into_iter().map(|c| c.to_vec()).collect()),
+                max,
+            );
+            let mut out = Vec::new();
+            loop {
+                while let Some(line) = r.next_buffered() {
+                    out.push(match line {
+                        Line::Frame(f) => Out::Frame(f.to_vec()),
+                        Line::TooLarge { len } => Out::TooLarge(len),
+                        Line::Truncated { len } => Out::Truncated(len),
+                    });
+                }
+                if !r.fill().await.unwrap() {
+                    while let Some(line) = r.next_buffered() {
+                        out.push(match line {
+                            Line::Frame(f) => Out::Frame(f.to_vec()),
+                            Line::TooLarge { len } => Out::TooLarge(len),
+                            Line::Truncated { len } => Out::Truncated(len),
+                        });
+                    }
+                    return out;
+                }
+                // Memory stays bounded by the limit plus reads.
+                assert!(r.buf.len() <= max + 2 * READ_CHUNK + READ_CHUNK);
+            }
+        })
+    }
+
+    fn f(s: &str) -> Out {
+        Out::Frame(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn splits_lines_across_reads_and_skips_empty_lines() {
+        let out = read_all(vec![b"ab", b"c\nde", b"f\n\n", b"g\nh"], 100);
+        assert_eq!(out, vec![f("abc"), f("def"), f("g"), Out::Truncated(1)]);
+    }
+
+    #[test]
+    fn line_of_exactly_the_limit_passes_and_one_more_is_refused() {
+        let ok = "x".repeat(10);
+        let big = "y".repeat(11);
+        let input = format!("{ok}\n{big}\nz\n");
+        let out = read_all(vec![input.as_bytes()], 10);
+        assert_eq!(out, vec![f(&ok), Out::TooLarge(11), f("z")]);
+    }
+
+    #[test]
+    fn oversize_line_spread_over_many_reads_is_discarded_not_buffered() {
+        let big = vec![b'q'; 5 * READ_CHUNK + 17];
+        let mut chunks: Vec<&[u8]> = big.chunks(1000).collect();
+        chunks.push(b"\n{\"after\":1}\n");
+        let out = read_all(chunks, 1024);
+        assert_eq!(out, vec![Out::TooLarge(big.len()), f("{\"after\":1}")]);
+    }
+
+    #[test]
+    fn oversize_line_cut_by_eof_is_refused() {
+        let big = vec![b'q'; 3000];
+        let out = read_all(vec![b"a\n", &big], 1024);
+        assert_eq!(out, vec![f("a"), Out::TooLarge(3000)]);
+    }
+
+    #[test]
+    fn large_line_within_limit_arrives_whole() {
+        let big: Vec<u8> = (0..3 * READ_CHUNK + 5)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        let mut input = big.clone();
+        input.push(b'\n');
+        let chunks: Vec<&[u8]> = input.chunks(777).collect();
+        let out = read_all(chunks, 4 * READ_CHUNK);
+        assert_eq!(out, vec![Out::Frame(big)]);
+    }
+
+    #[test]
+    fn has_buffered_line_sees_only_complete_lines() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut r = LineReader::new(Chunks(vec![b"a\nb".to_vec()].into()), 100);
+            r.fill().await.unwrap();
+            assert!(r.has_buffered_line());
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"a")));
+            assert!(!r.has_buffered_line());
+            assert_eq!(r.next_buffered(), None);
+        });
+    }
+}

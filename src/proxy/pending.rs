@@ -1,0 +1,209 @@
+//! The correlation table (ARCHITECTURE decision 10): request id → what was asked and when.
+//!
+//! The outbound pump needs to know which method and tool a response answers (for
+//! `tool:` matchers, audit and `duration_us`); at shutdown every entry still here gets
+//! an error response. Ids are kept as their exact JSON text, so `1` and `"1"` differ.
+//! Entries leave when answered or cancelled, never by age; the table is bounded and a
+//! full table makes the proxy refuse new calls (fail closed) rather than grow.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Longest id text kept without a heap allocation. JSON-RPC ids are almost always
+/// short numbers or short strings.
+const INLINE_ID: usize = 30;
+
+/// The exact JSON text of a request id.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum IdText {
+    Inline { len: u8, bytes: [u8; INLINE_ID] },
+    Heap(Box<[u8]>),
+}
+
+impl IdText {
+    pub fn new(raw: &[u8]) -> IdText {
+        if raw.len() <= INLINE_ID {
+            let mut bytes = [0; INLINE_ID];
+            bytes[..raw.len()].copy_from_slice(raw);
+            IdText::Inline {
+                len: raw.len() as u8,
+                bytes,
+            }
+        } else {
+            IdText::Heap(raw.into())
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            IdText::Inline { len, bytes } => &bytes[..*len as usize],
+            IdText::Heap(b) => b,
+        }
+    }
+}
+
+impl std::fmt::Debug for IdText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// What a pending request asked.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub method: Arc<str>,
+    pub tool: Option<Arc<str>>,
+    pub started: Instant,
+    /// The request's own decision was audited, so its answer is audited too
+    /// (with `duration_us`).
+    pub audited: bool,
+}
+
+/// The table could not take another entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too many requests in flight ({limit}); refusing new calls until some are answered")]
+pub struct Full {
+    pub limit: usize,
+}
+
+/// Bounded map id → [`Entry`], plus an interner so method and tool names are not
+/// allocated per call.
+#[derive(Debug)]
+pub struct Pending {
+    entries: HashMap<IdText, Entry>,
+    limit: usize,
+    names: Interner,
+}
+
+impl Pending {
+    pub fn new(limit: usize) -> Pending {
+        Pending {
+            entries: HashMap::with_capacity(limit.min(1024)),
+            limit,
+            names: Interner::default(),
+        }
+    }
+
+    /// Record a forwarded request. A request reusing an id still in flight replaces it.
+    pub fn insert(
+        &mut self,
+        id: &[u8],
+        method: &str,
+        tool: Option<&str>,
+        started: Instant,
+        audited: bool,
+    ) -> Result<(), Full> {
+        let key = IdText::new(id);
+        if self.entries.len() >= self.limit && !self.entries.contains_key(&key) {
+            return Err(Full { limit: self.limit });
+        }
+        let entry = Entry {
+            method: self.names.get(method),
+            tool: tool.map(|t| self.names.get(t)),
+            started,
+            audited,
+        };
+        self.entries.insert(key, entry);
+        Ok(())
+    }
+
+    /// Whether an insert of a new id would fail.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.limit
+    }
+
+    /// Take the entry a response answers.
+    pub fn remove(&mut self, id: &[u8]) -> Option<Entry> {
+        self.entries.remove(&IdText::new(id))
+    }
+
+    /// Take every entry (shutdown), in no particular order.
+    pub fn drain(&mut self) -> Vec<(IdText, Entry)> {
+        self.entries.drain().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// An interned copy of a method or tool name.
+    pub fn intern(&mut self, name: &str) -> Arc<str> {
+        self.names.get(name)
+    }
+}
+
+/// Shares method and tool names. Bounded: past `MAX_NAMES` distinct names, new ones
+/// are allocated per use instead of remembered, so a client inventing names cannot
+/// grow memory.
+#[derive(Debug, Default)]
+struct Interner {
+    names: HashMap<Box<str>, Arc<str>>,
+}
+
+const MAX_NAMES: usize = 1024;
+
+impl Interner {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(a) = self.names.get(name) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(name);
+        if self.names.len() < MAX_NAMES {
+            self.names.insert(name.into(), a.clone());
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_exact_json_text() {
+        let mut p = Pending::new(10);
+        let t = Instant::now();
+        p.insert(b"1", "tools/call", Some("read"), t, true).unwrap();
+        assert!(p.remove(b"\"1\"").is_none());
+        let e = p.remove(b"1").unwrap();
+        assert_eq!(&*e.method, "tools/call");
+        assert_eq!(e.tool.as_deref(), Some("read"));
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn long_ids_round_trip() {
+        let mut p = Pending::new(10);
+        let id = format!("\"{}\"", "x".repeat(100));
+        p.insert(id.as_bytes(), "ping", None, Instant::now(), false)
+            .unwrap();
+        assert!(p.remove(id.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn full_table_refuses_new_ids_but_accepts_answers() {
+        let mut p = Pending::new(2);
+        let t = Instant::now();
+        p.insert(b"1", "m", None, t, false).unwrap();
+        p.insert(b"2", "m", None, t, false).unwrap();
+        assert_eq!(p.insert(b"3", "m", None, t, false), Err(Full { limit: 2 }));
+        // Reusing an id in flight does not grow the table.
+        p.insert(b"2", "m", None, t, false).unwrap();
+        assert!(p.remove(b"1").is_some());
+        p.insert(b"3", "m", None, t, false).unwrap();
+        assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn names_are_shared() {
+        let mut p = Pending::new(10);
+        let a = p.intern("read_file");
+        let b = p.intern("read_file");
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+}

@@ -1,0 +1,123 @@
+//! Engine benches (divan, with allocation counts): parse + `evaluate_request` on
+//! 200-byte `tools/call` frames, parse + `scan_response` on results of 1 KiB to 1 MiB,
+//! and compile time. Run: `cargo bench --bench evaluate`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use divan::counter::{BytesCount, ItemsCount};
+use divan::{Bencher, black_box};
+use mcpwall::frame::{Frame, Limits, Parsed};
+use mcpwall::program::{CallInfo, Program};
+use support::{TestEnv, packs};
+
+#[global_allocator]
+static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
+
+fn main() {
+    divan::main();
+}
+
+fn program(yaml: &str, env: &TestEnv) -> Program {
+    let policy = support::load_policy(yaml, env);
+    Program::compile_with(&policy, env.env_ref()).expect("compiles")
+}
+
+fn bench_request(bencher: Bencher, yaml: &str, deny: bool) {
+    let env = TestEnv::new();
+    let program = program(yaml, &env);
+    let line = if deny {
+        packs::denied_call()
+    } else {
+        packs::allowed_call(&env)
+    };
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    bencher.counter(ItemsCount::new(1usize)).bench_local(|| {
+        parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        let verdict = program.evaluate_request(&frame, &frame.messages()[0], &mut scratch);
+        assert_eq!(verdict.is_allowed(), !deny);
+        verdict
+    });
+}
+
+/// The default-sized pack (10 rules).
+#[divan::bench(args = ["allow", "deny"])]
+fn evaluate_10_rules(bencher: Bencher, path: &str) {
+    bench_request(bencher, packs::DEFAULT_LIKE, path == "deny");
+}
+
+/// The same pack plus 990 generated rules.
+#[divan::bench(args = ["allow", "deny"])]
+fn evaluate_1000_rules(bencher: Bencher, path: &str) {
+    bench_request(
+        bencher,
+        &packs::default_plus_generated(1000),
+        path == "deny",
+    );
+}
+
+#[divan::bench(args = [1024, 64 * 1024, 1024 * 1024])]
+fn scan_response(bencher: Bencher, size: usize) {
+    let env = TestEnv::new();
+    let program = program(packs::DEFAULT_LIKE, &env);
+    let line = packs::result_of_size(size);
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    let call = CallInfo {
+        method: Some("tools/call"),
+        tool: Some("read_file"),
+        server: "filesystem",
+    };
+    bencher
+        .counter(BytesCount::new(line.len()))
+        .bench_local(|| {
+            parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+            let frame = Frame::new(line.as_bytes(), &parsed);
+            let outcome = program.scan_response(&frame, &frame.messages()[0], &call, &mut scratch);
+            matches!(outcome, mcpwall::verdict::Outcome::Pass)
+        });
+}
+
+#[divan::bench(args = [10, 100, 1000], sample_count = 10)]
+fn compile(bencher: Bencher, rules: usize) {
+    let env = TestEnv::new();
+    let policy = support::load_policy(&packs::default_plus_generated(rules), &env);
+    bencher.bench_local(|| Program::compile_with(&policy, env.env_ref()).unwrap());
+}
+
+/// Where the time goes: parsing alone, and the pack without its I/O rule
+/// (`not_under`) or without its secrets rule.
+#[divan::bench(args = ["parse-only", "no-not-under", "no-secrets", "neither"])]
+fn breakdown(bencher: Bencher, what: &str) {
+    let env = TestEnv::new();
+    let mut yaml = packs::DEFAULT_LIKE.to_string();
+    if what == "no-not-under" || what == "neither" {
+        yaml = yaml.replace("not_under: '${PROJECT_DIR}'", "regex: '^/nowhere/'");
+    }
+    if what == "no-secrets" || what == "neither" {
+        yaml = yaml.replace(
+            "_any_value: {secrets: true}",
+            "_any_value: {regex: '^nothing-like-this$'}",
+        );
+    }
+    let program = program(&yaml, &env);
+    let line = packs::allowed_call(&env);
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    let parse_only = what == "parse-only";
+    bencher.counter(ItemsCount::new(1usize)).bench_local(|| {
+        parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+        if parse_only {
+            return true;
+        }
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        program
+            .evaluate_request(&frame, &frame.messages()[0], &mut scratch)
+            .is_allowed()
+    });
+}

@@ -1,0 +1,386 @@
+//! `mcpwall check` through the real binary: exit codes, formats, colour, input forms.
+
+#[path = "support/fakes.rs"]
+mod fakes;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+struct Sandbox {
+    _root: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let root = tempfile::tempdir().expect("temp dir");
+        let home = root.path().join("home");
+        let project = root.path().join("project");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(&project).expect("project");
+        Sandbox {
+            _root: root,
+            home,
+            project,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
+        cmd.arg("check")
+            .args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        cmd
+    }
+
+    fn run(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mcpwall runs");
+        let mut input = child.stdin.take().expect("stdin");
+        let bytes = stdin.as_bytes().to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = input.write_all(&bytes);
+        });
+        wait(&mut child, Duration::from_secs(60));
+        writer.join().expect("writer");
+        let out = child.wait_with_output().expect("output");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+fn wait(child: &mut Child, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mcpwall did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn call(id: u32, tool: &str, args: serde_json::Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+        .to_string()
+}
+
+fn result(id: u32, text: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+        .to_string()
+}
+
+#[test]
+fn exit_0_when_everything_is_allowed() {
+    let s = Sandbox::new();
+    let input = [
+        call(1, "read_file", serde_json::json!({"path": "src/lib.rs"})),
+        result(1, "pub fn f() {}"),
+    ]
+    .join("\n");
+    let r = s.run(&[], &input);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("✓ ALLOW"))
+            .count(),
+        2,
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn exit_1_on_a_deny_with_the_rule_and_reason() {
+    let s = Sandbox::new();
+    let r = s.run(
+        &[],
+        &call(
+            1,
+            "read_file",
+            serde_json::json!({"path": "/home/user/.ssh/id_rsa"}),
+        ),
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stdout,
+        "✗ DENY   tools/call  read_file  /home/user/.ssh/id_rsa\n  Rule: block-ssh-keys\n  Blocked: access to SSH keys\n"
+    );
+}
+
+#[test]
+fn exit_1_on_a_redaction_and_the_secret_is_never_printed() {
+    let s = Sandbox::new();
+    let secret = fakes::fake("aws-access-key-id").expect("fake");
+    let r = s.run(
+        &["--tool", "read_file"],
+        &result(3, &format!("key={secret}")),
+    );
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.starts_with("~ REDACT"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("aws-access-key-id ×1 (AKIA…[16 chars])"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains(&secret) && !r.stderr.contains(&secret));
+}
+
+#[test]
+fn a_secret_in_a_denied_argument_is_masked() {
+    let s = Sandbox::new();
+    let secret = fakes::fake("github-token").expect("fake");
+    let r = s.run(
+        &[],
+        &call(
+            1,
+            "run_command",
+            serde_json::json!({"command": format!("echo {secret}")}),
+        ),
+    );
+    assert_eq!(r.code, 1);
+    assert!(r.stdout.contains("echo ghp_…[36 chars]"), "{}", r.stdout);
+    assert!(!r.stdout.contains(&secret));
+}
+
+#[test]
+fn exit_2_on_malformed_input_with_the_reason_and_the_rest_still_judged() {
+    let s = Sandbox::new();
+    let input = format!(
+        "{}\n{{\"jsonrpc\":\"2.0\",\"id\":2,\n{}\n",
+        call(1, "read_file", serde_json::json!({"path": "a.txt"})),
+        call(3, "read_file", serde_json::json!({"path": "~/.ssh/id_rsa"}))
+    );
+    let r = s.run(&[], &input);
+    assert_eq!(r.code, 2);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].starts_with("✓ ALLOW"), "{}", r.stdout);
+    assert!(
+        lines[1].starts_with("! ERROR  line 2: parse error"),
+        "{}",
+        r.stdout
+    );
+    assert!(lines[2].starts_with("✗ DENY"), "{}", r.stdout);
+}
+
+#[test]
+fn exit_2_on_a_broken_config_with_the_reason_on_stderr() {
+    let s = Sandbox::new();
+    std::fs::write(
+        s.project.join("bad.yml"),
+        "version: 1\nrules:\n  - name: x\n    action: maybe\n",
+    )
+    .expect("write");
+    let r = s.run(
+        &["-c", "bad.yml"],
+        &call(1, "read_file", serde_json::json!({})),
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(r.stderr.contains("bad.yml"), "{}", r.stderr);
+
+    let r = s.run(&["-c", "missing.yml"], "");
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("missing.yml"), "{}", r.stderr);
+}
+
+#[test]
+fn json_format_gives_one_object_per_message() {
+    let s = Sandbox::new();
+    let batch = format!(
+        "[{},{},{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}}]",
+        call(1, "read_file", serde_json::json!({"path": "README.md"})),
+        call(2, "run_command", serde_json::json!({"command": "rm -rf /"}))
+    );
+    let r = s.run(&["--format", "json"], &batch);
+    assert_eq!(r.code, 1);
+    let verdicts: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let kinds: Vec<&str> = verdicts
+        .iter()
+        .map(|v| v["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow", "deny", "allow"]);
+    assert_eq!(
+        verdicts[1]["rule"],
+        "block-recursive-delete-outside-project"
+    );
+    assert_eq!(verdicts[1]["id"], 2);
+    assert_eq!(verdicts[1]["direction"], "inbound");
+    assert!(
+        verdicts[1]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("builtin:rules/default.yml:")
+    );
+}
+
+#[test]
+fn input_flag_is_repeatable_and_replaces_stdin() {
+    let s = Sandbox::new();
+    let a = call(1, "read_file", serde_json::json!({"path": "a.txt"}));
+    let b = call(2, "read_file", serde_json::json!({"path": ".env"}));
+    let r = s.run(&["--input", &a, "--input", &b], "this is ignored");
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.lines().filter(|l| !l.starts_with("  ")).count(),
+        2,
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn direction_outbound_judges_requests_with_the_outbound_rules() {
+    let s = Sandbox::new();
+    let secret = fakes::fake("slack-token").expect("fake");
+    let frame = call(1, "anything", serde_json::json!({"note": secret}));
+    // Inbound: the secret in the arguments is denied.
+    assert!(s.run(&[], &frame).stdout.starts_with("✗ DENY"));
+    // Outbound: the same message, as a server's, is redacted.
+    let r = s.run(&["--direction", "outbound"], &frame);
+    assert!(r.stdout.starts_with("~ REDACT"), "{}", r.stdout);
+}
+
+#[test]
+fn no_colour_when_piped_or_with_no_color() {
+    let s = Sandbox::new();
+    let frame = call(1, "read_file", serde_json::json!({"path": "~/.ssh/id_rsa"}));
+    let r = s.run(&[], &frame);
+    assert!(
+        !r.stdout.contains('\x1b'),
+        "colour on a pipe: {:?}",
+        r.stdout
+    );
+}
+
+/// On a terminal the verdict is coloured, unless NO_COLOR is set. `script` gives the
+/// binary a pseudo-terminal.
+#[test]
+fn colour_on_a_terminal_unless_no_color() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let s = Sandbox::new();
+    let frame = call(1, "read_file", serde_json::json!({"path": "~/.ssh/id_rsa"}));
+    std::fs::write(s.project.join("f.jsonl"), &frame).expect("write");
+    let exe = env!("CARGO_BIN_EXE_mcpwall");
+    let under_tty = |no_color: bool| -> String {
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "-qec",
+            &format!("{exe} check --input \"$(cat f.jsonl)\""),
+            "/dev/null",
+        ])
+        .current_dir(&s.project)
+        .env_clear()
+        .env("HOME", &s.home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TERM", "xterm")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        let mut child = cmd.spawn().expect("script runs");
+        wait(&mut child, Duration::from_secs(60));
+        String::from_utf8_lossy(&child.wait_with_output().expect("output").stdout).into_owned()
+    };
+    let coloured = under_tty(false);
+    assert!(coloured.contains("\x1b[1;31m✗ DENY"), "{coloured:?}");
+    let plain = under_tty(true);
+    assert!(
+        plain.contains("✗ DENY") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+}
+
+#[test]
+fn control_characters_in_values_cannot_forge_output() {
+    let s = Sandbox::new();
+    let r = s.run(
+        &[],
+        &call(
+            1,
+            "read_file",
+            serde_json::json!({"path": "a\n✓ ALLOW  fake\u{1b}[2J"}),
+        ),
+    );
+    assert_eq!(r.stdout.lines().count(), 1, "{:?}", r.stdout);
+    assert!(
+        r.stdout.contains("a\\n✓ ALLOW  fake\\u{1b}[2J"),
+        "{:?}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let s = Sandbox::new();
+    let frame = call(1, "read_file", serde_json::json!({"path": "src/lib.rs"}));
+    let input: String = std::iter::repeat_n(format!("{frame}\n"), 20_000).collect();
+    let mut child = s
+        .command(&[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mcpwall runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("first verdict");
+    assert!(first.starts_with("✓ ALLOW"), "{first}");
+    // The reader is dropped here: the rest of the output has nowhere to go.
+    wait(&mut child, Duration::from_secs(60));
+    writer.join().expect("writer");
+    let out = child.wait_with_output().expect("output");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn log_only_rules_are_listed_and_do_not_change_the_exit_code() {
+    let s = Sandbox::new();
+    let big = "x".repeat(1_100_000);
+    let r = s.run(&["--tool", "read_file"], &result(1, &big));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        "✓ ALLOW  tools/call  read_file  (response to id 1)\n  Logged: log-large-responses\n"
+    );
+}

@@ -1,0 +1,1240 @@
+//! Client integration: `init`, `wrap`, `unwrap`, `status`, `doctor` against a fake HOME and
+//! project holding realistic config files of every supported client.
+//!
+//! `golden/wrap/before/{home,project}` is the starting tree; `golden/wrap/after/` is what
+//! wrapping every server makes of it; `golden/wrap/*.stdout` are the reports. Update them
+//! with `INSTA_UPDATE=always cargo test --test clients` and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcpwall");
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/wrap")
+}
+
+/// A temporary HOME and project, copied from `golden/wrap/before`.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(&golden_dir().join("before"), dir.path());
+        Sandbox { dir }
+    }
+
+    fn empty() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("project")).unwrap();
+        Sandbox { dir }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(rel)).unwrap()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Run mcpwall with only HOME and PATH set (PATH finds this mcpwall first, so wrapped
+    /// entries say `mcpwall`), in the project directory, with no terminal on stdin.
+    fn run(&self, args: &[&str]) -> Output {
+        let bin_dir = Path::new(BIN).parent().unwrap();
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
+        Command::new(BIN)
+            .args(args)
+            .current_dir(self.project())
+            .env_clear()
+            .env("HOME", self.home())
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// stdout with the sandbox path replaced by `$TMP`.
+    fn stdout(&self, output: &Output) -> String {
+        String::from_utf8(output.stdout.clone())
+            .unwrap()
+            .replace(&self.dir.path().display().to_string(), "$TMP")
+    }
+
+    /// Every file under home/ and project/ except mcpwall's own state.
+    fn tree(&self) -> Vec<(String, Vec<u8>)> {
+        let mut files = Vec::new();
+        list_files(self.dir.path(), self.dir.path(), &mut files);
+        files.retain(|(rel, _)| !rel.starts_with("home/.mcpwall/"));
+        files
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            list_files(root, &path, out);
+        } else {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            out.push((rel, std::fs::read(&path).unwrap()));
+        }
+    }
+}
+
+fn updating() -> bool {
+    std::env::var("INSTA_UPDATE").is_ok_and(|v| v == "always")
+}
+
+/// Compare `actual` with the golden file `rel` (under golden/wrap), or write it when updating.
+fn assert_golden(rel: &str, actual: &[u8]) {
+    let path = golden_dir().join(rel);
+    if updating() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {}; run with INSTA_UPDATE=always",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let diff = similar::TextDiff::from_lines(
+            &*String::from_utf8_lossy(&expected),
+            &*String::from_utf8_lossy(actual),
+        )
+        .unified_diff()
+        .header("golden", "actual")
+        .to_string();
+        panic!("{} differs from the golden file:\n{diff}", path.display());
+    }
+}
+
+/// Compare the sandbox's client files with `golden/wrap/<name>/`.
+fn assert_golden_tree(sandbox: &Sandbox, name: &str) {
+    let golden = golden_dir().join(name);
+    if updating() {
+        let _ = std::fs::remove_dir_all(&golden);
+    }
+    for (rel, bytes) in sandbox.tree() {
+        assert_golden(&format!("{name}/{rel}"), &bytes);
+    }
+    let mut golden_files = Vec::new();
+    list_files(&golden, &golden, &mut golden_files);
+    let actual: Vec<_> = sandbox.tree().into_iter().map(|(rel, _)| rel).collect();
+    for (rel, _) in golden_files {
+        assert!(
+            actual.contains(&rel),
+            "golden {name}/{rel} has no counterpart"
+        );
+    }
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// Every stdio server of the fixture, by name.
+const WRAPPABLE: &[&str] = &[
+    "filesystem",
+    "postgres",
+    "git",
+    "puppeteer",
+    "café",
+    "github",
+    "sqlite",
+    "local-tools",
+    "fetch",
+    "search",
+    "time",
+    "browser",
+    "context7",
+    "shell",
+    "notes",
+];
+
+#[test]
+fn wrap_every_client_then_unwrap_restores_every_byte() {
+    let sandbox = Sandbox::new();
+    let before = sandbox.tree();
+    let mut report = String::new();
+    for name in WRAPPABLE {
+        let out = sandbox.run(&["wrap", name]);
+        report.push_str(&format!("$ mcpwall wrap {name}  (exit {})\n", code(&out)));
+        report.push_str(&sandbox.stdout(&out));
+        assert_eq!(
+            code(&out),
+            1,
+            "the broken Cursor file makes every run exit 1: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_golden("wrap.stdout", report.as_bytes());
+    assert_golden_tree(&sandbox, "after");
+
+    // Idempotent: wrapping again changes nothing.
+    let wrapped = sandbox.tree();
+    for name in WRAPPABLE {
+        let out = sandbox.run(&["wrap", name]);
+        assert!(sandbox.stdout(&out).contains("already wrapped"), "{name}");
+    }
+    assert_eq!(sandbox.tree(), wrapped);
+
+    // The broken file was reported and never touched.
+    assert_eq!(
+        sandbox.read("home/.cursor/mcp.json"),
+        std::fs::read_to_string(golden_dir().join("before/home/.cursor/mcp.json")).unwrap()
+    );
+
+    for name in WRAPPABLE {
+        let out = sandbox.run(&["unwrap", name]);
+        assert!(
+            sandbox.stdout(&out).contains("restored"),
+            "{name}: {}",
+            sandbox.stdout(&out)
+        );
+    }
+    let after_unwrap = sandbox.tree();
+    for ((rel, was), (rel2, now)) in before.iter().zip(&after_unwrap) {
+        assert_eq!(rel, rel2);
+        assert!(
+            was == now,
+            "{rel} is not restored byte for byte:\n{}",
+            String::from_utf8_lossy(now)
+        );
+    }
+    assert_eq!(before.len(), after_unwrap.len());
+}
+
+#[test]
+fn broken_file_is_reported_with_line_and_column_and_others_still_processed() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["wrap", "github"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("~/.cursor/mcp.json:6:5 [cursor]\n  error: not valid JSON: key must be a string; left untouched"),
+        "{stdout}"
+    );
+    assert!(
+        sandbox
+            .read("home/Library/Application Support/Claude/claude_desktop_config.json")
+            .contains("\"command\": \"mcpwall\"")
+    );
+}
+
+#[test]
+fn dry_run_prints_unified_diffs_and_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let before = sandbox.tree();
+    let out = sandbox.run(&["wrap", "search", "--dry-run"]);
+    assert_golden("dry-run.stdout", sandbox.stdout(&out).as_bytes());
+    let out = sandbox.run(&["unwrap", "memory", "--dry-run"]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("+      \"command\": \"npx\",")
+    );
+    assert_eq!(sandbox.tree(), before);
+    assert!(!sandbox.home().join(".mcpwall").exists());
+}
+
+#[test]
+fn http_and_sse_entries_are_skipped_with_the_reason() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["wrap", "sentry"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains(
+            "skipped          sentry: remote server (`url`): a stdio proxy cannot wrap it"
+        ),
+        "{stdout}"
+    );
+    let out = sandbox.run(&["wrap", "remote"]);
+    assert!(sandbox.stdout(&out).contains("remote server (`serverUrl`)"));
+    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+}
+
+#[test]
+fn unwrap_keeps_edits_made_after_wrapping() {
+    let sandbox = Sandbox::new();
+    assert_eq!(code(&sandbox.run(&["wrap", "git"])), 1);
+    let wrapped = sandbox.read("project/.mcp.json");
+    let edited = wrapped.replace("\"cwd\": \".\"", "\"cwd\": \"./src\"");
+    assert_ne!(edited, wrapped);
+    sandbox.write("project/.mcp.json", &edited);
+    let out = sandbox.run(&["unwrap", "git"]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("your later edits to the entry were kept"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    let original = std::fs::read_to_string(golden_dir().join("before/project/.mcp.json")).unwrap();
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        original.replace("\"cwd\": \".\"", "\"cwd\": \"./src\"")
+    );
+}
+
+#[test]
+fn unwrap_all_also_unwraps_entries_wrapped_by_hand() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["unwrap", "--all"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("unwrapped        memory: no wrap record"),
+        "{stdout}"
+    );
+    let text = sandbox.read("home/.claude.json");
+    assert!(text.contains(
+        "\"memory\": {\n      \"type\": \"stdio\",\n      \"command\": \"npx\",\n      \"args\": [\n        \"-y\",\n        \"@modelcontextprotocol/server-memory\"\n      ],"
+    ), "{text}");
+}
+
+#[test]
+fn wrap_with_config_names_a_file_outside_the_usual_places() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "elsewhere/mcp.json",
+        "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
+    );
+    let file = sandbox.dir.path().join("elsewhere/mcp.json");
+    let out = sandbox.run(&["wrap", "x", "--config", file.to_str().unwrap()]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--client"));
+    let out = sandbox.run(&[
+        "wrap",
+        "x",
+        "--config",
+        file.to_str().unwrap(),
+        "--client",
+        "cursor",
+    ]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        sandbox.read("elsewhere/mcp.json"),
+        "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"srv\"] }\n  }\n}\n"
+    );
+    // doctor finds the record's file although discovery does not.
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(
+        doctor.contains("ok    wrap records: 1 record(s)"),
+        "{doctor}"
+    );
+    let out = sandbox.run(&[
+        "unwrap",
+        "x",
+        "--config",
+        file.to_str().unwrap(),
+        "--client",
+        "cursor",
+    ]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        sandbox.read("elsewhere/mcp.json"),
+        "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n"
+    );
+}
+
+#[test]
+fn unknown_server_name_lists_the_known_ones() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["wrap", "nope"]);
+    assert_eq!(code(&out), 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no server named `nope`"), "{stderr}");
+    assert!(stderr.contains("filesystem"), "{stderr}");
+}
+
+#[cfg(unix)]
+#[test]
+fn writes_keep_permissions_and_leave_a_backup() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let file = sandbox.home().join(".claude.json");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let original = std::fs::read(&file).unwrap();
+    assert_eq!(code(&sandbox.run(&["wrap", "filesystem"])), 1);
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let backups: Vec<_> = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert_eq!(std::fs::read(&backups[0]).unwrap(), original);
+    let records = sandbox.read("home/.mcpwall/wrapped.json");
+    assert!(records.contains("\"filesystem\""), "{records}");
+}
+
+#[test]
+fn status_shows_what_is_protected() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.run(&["status"]);
+    assert_golden("status.stdout", sandbox.stdout(&out).as_bytes());
+}
+
+#[test]
+fn init_needs_yes_without_a_terminal() {
+    let sandbox = Sandbox::new();
+    let profile = any_profile();
+    let out = sandbox.run(&["init", "--profile", profile]);
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
+    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+}
+
+#[test]
+fn init_rejects_unknown_profiles_and_reads_none_from_disk() {
+    let sandbox = Sandbox::new();
+    sandbox.write("project/evil.yml", "version: 1\n");
+    for bad in ["evil", "../project/evil", "nope"] {
+        let out = sandbox.run(&["init", "--yes", "--profile", bad]);
+        assert_eq!(code(&out), 2);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("unknown profile `{bad}`")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("valid profiles"), "{stderr}");
+    }
+    assert!(!sandbox.home().join(".mcpwall").exists());
+}
+
+/// A profile embedded in this build (the packs define them).
+fn any_profile() -> &'static str {
+    let names = mcpwall::cli::init::profile_names();
+    if names.contains(&"local-dev") {
+        "local-dev"
+    } else {
+        names
+            .first()
+            .copied()
+            .expect("no profile is embedded in this build")
+    }
+}
+
+#[test]
+fn init_writes_the_config_and_wraps_everything() {
+    let sandbox = Sandbox::new();
+    let profile = any_profile();
+    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_golden(
+        "init.stdout",
+        sandbox
+            .stdout(&out)
+            .replace(&format!("`{profile}`"), "`<profile>`")
+            .replace(&format!("--profile {profile}"), "--profile <profile>")
+            .as_bytes(),
+    );
+    assert_golden_tree(&sandbox, "after");
+    assert_eq!(
+        sandbox.read("home/.mcpwall/config.yml"),
+        mcpwall::cli::init::config_text(profile)
+    );
+    // A second run changes nothing.
+    let tree = sandbox.tree();
+    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    assert!(sandbox.stdout(&out).contains("already extends"));
+    assert!(sandbox.stdout(&out).contains("no servers to wrap"));
+    assert_eq!(sandbox.tree(), tree);
+}
+
+#[test]
+fn init_keeps_an_existing_config_unless_forced() {
+    let sandbox = Sandbox::new();
+    let profile = any_profile();
+    let mine = "version: 1\nextends: [strict]\nrules: []\n";
+    sandbox.write("home/.mcpwall/config.yml", mine);
+    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    assert!(sandbox.stdout(&out).contains("kept your existing policy"));
+    assert_eq!(sandbox.read("home/.mcpwall/config.yml"), mine);
+    let out = sandbox.run(&["init", "--yes", "--force", "--profile", profile]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("backed up to ~/.mcpwall/backups/")
+    );
+    assert_eq!(
+        sandbox.read("home/.mcpwall/config.yml"),
+        mcpwall::cli::init::config_text(profile)
+    );
+    let backups = std::fs::read_dir(sandbox.home().join(".mcpwall/backups")).unwrap();
+    let kept = backups
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .any(|t| t == mine);
+    assert!(kept);
+}
+
+fn doctor_sandbox() -> Sandbox {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "home/.claude.json",
+        "{\n  \"mcpServers\": {\n    \"ok\": { \"command\": \"sh\", \"args\": [\"-c\", \"cat\"] },\n    \"gone\": { \"command\": \"no-such-server-binary\" }\n  }\n}\n",
+    );
+    sandbox.write(
+        "project/.cursor/mcp.json",
+        "{\n  \"mcpServers\": {\n    \"x\": \"\n}\n",
+    );
+    for name in ["ok", "gone"] {
+        assert_eq!(code(&sandbox.run(&["wrap", name])), 1);
+    }
+    sandbox
+}
+
+#[test]
+fn doctor_says_what_to_fix() {
+    let sandbox = doctor_sandbox();
+    // A file where the log directory should be: it cannot be created.
+    sandbox.write("home/.mcpwall/logs", "not a directory");
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    for expected in [
+        "ok    policy: loads and compiles",
+        "FAIL  log directory: ~/.mcpwall/logs is not writable",
+        "FAIL  cursor config: ./.cursor/mcp.json:3:10: not valid JSON",
+        "ok    claude-code/ok: protected; `sh` found",
+        "FAIL  claude-code/gone: the server command `no-such-server-binary` is not found on PATH",
+        "      fix: install it, or put its absolute path in ~/.claude.json",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    std::fs::remove_file(sandbox.home().join(".mcpwall/logs")).unwrap();
+    sandbox.write("project/.cursor/mcp.json", "{}");
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"ok\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"sh\"]}}}",
+    );
+    let out = sandbox.run(&["doctor"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+}
+
+#[test]
+fn doctor_reports_a_policy_that_does_not_load() {
+    let sandbox = doctor_sandbox();
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nrules:\n  - nonsense: [\n",
+    );
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("FAIL  policy: does not load: ~/.mcpwall/config.yml:3:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fix: run `mcpwall explain-policy`"),
+        "{stdout}"
+    );
+}
+
+/// Read stdout lines of a child until it closes, or fail after `secs`.
+fn read_lines_with_timeout(mut stdout: std::process::ChildStdout, secs: u64) -> Vec<String> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let text = rx
+        .recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the wrapped server did not finish in time");
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes() {
+    // With no policy file (the built-in default pack), and as `init` sets things up.
+    e2e_scenario(&["wrap", "files"]);
+    e2e_scenario(&["init", "--yes", "--profile", "local-dev"]);
+}
+
+fn e2e_scenario(setup: &[&str]) {
+    use std::io::Write;
+    let sandbox = Sandbox::empty();
+    let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
+    sandbox.write("home/.claude.json", original);
+    let out = sandbox.run(setup);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Start exactly what the rewritten file says, the way Claude Code would.
+    let rewritten: serde_json::Value =
+        serde_json::from_str(&sandbox.read("home/.claude.json")).unwrap();
+    let entry = &rewritten["mcpServers"]["files"];
+    let command = entry["command"].as_str().unwrap();
+    assert_eq!(command, "mcpwall");
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new(bin_dir.join(command))
+        .args(&args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let key = sandbox.home().join(".ssh/id_rsa");
+    let call = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": key.display().to_string()}}
+    });
+    let allowed = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": 8,
+        "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": sandbox.project().join("README.md").display().to_string()}}
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{call}").unwrap();
+    writeln!(stdin, "{allowed}").unwrap();
+    drop(stdin);
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 20);
+    let _ = child.kill();
+    let _ = child.wait();
+    let frames: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    // `cat` echoes whatever reaches it: the denied call must not come back as a request,
+    // the allowed one must (so the proxy really is in the path and forwarding).
+    let echoed: Vec<_> = frames
+        .iter()
+        .filter(|f| f.get("method").is_some())
+        .collect();
+    assert_eq!(echoed, [&allowed], "{lines:?}");
+    let denial = frames
+        .iter()
+        .find(|f| f["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call: {lines:?}"));
+    assert!(
+        denial.get("error").is_some() || denial["result"]["isError"] == true,
+        "{denial}"
+    );
+
+    // The audit log names the server by the name the wrapped entry passed, and keeps the
+    // denied argument out.
+    let logs = sandbox.home().join(".mcpwall/logs");
+    let audit: String = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("no audit log in {}: {e}", logs.display()))
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"server\":\"files\"") && l.contains("\"action\":\"deny\"")),
+        "{audit}"
+    );
+    assert!(!audit.contains("id_rsa"), "{audit}");
+
+    let out = sandbox.run(&["unwrap", "files"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(sandbox.read("home/.claude.json"), original);
+}
+
+#[test]
+fn every_profile_init_writes_loads_and_keeps_the_default_pack() {
+    let opts = mcpwall::config::LoadOptions {
+        explicit: None,
+        home: "/home/someone".into(),
+        project_dir: "/home/someone/project".into(),
+    };
+    let default = mcpwall::config::load_str("d.yml", "version: 1\nextends: [default]\n", &opts)
+        .expect("the default pack loads");
+    assert!(!default.rules.is_empty(), "the default pack has rules");
+    let names = mcpwall::cli::init::profile_names();
+    assert!(
+        names.contains(&"local-dev") && names.contains(&"strict"),
+        "{names:?}"
+    );
+    for profile in names {
+        let text = mcpwall::cli::init::config_text(profile);
+        let policy = mcpwall::config::load_str("config.yml", &text, &opts)
+            .unwrap_or_else(|e| panic!("{profile}: {e:?}"));
+        for rule in &default.rules {
+            assert!(
+                policy.rules.iter().any(|r| r.name.value == rule.name.value),
+                "profile {profile} drops default rule {}",
+                rule.name.value
+            );
+        }
+        let sandbox = Sandbox::empty();
+        let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        let out = sandbox.run(&["doctor"]);
+        let stdout = sandbox.stdout(&out);
+        assert!(
+            stdout.contains("ok    policy: loads and compiles"),
+            "{profile}: {stdout}"
+        );
+    }
+}
+
+mod edit_props {
+    //! The splicing editor against generated configs in many layouts: wrapping produces the
+    //! documented entry and leaves everything else equal; every way back is byte-exact.
+    use mcpwall::clients::EntryState;
+    use mcpwall::clients::edit;
+    use mcpwall::clients::json_span::{Dialect, parse};
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    #[derive(Debug, Clone)]
+    struct Style {
+        indent: Option<&'static str>,
+        colon: &'static str,
+        crlf: bool,
+        trailing_newline: bool,
+        comments: bool,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Entry {
+        name: String,
+        command: String,
+        args: Option<Vec<String>>,
+        extra: Vec<(String, Value)>,
+    }
+
+    fn text_strategy() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z@/._-]{1,12}",
+            "[ -~]{0,8}",
+            "\\PC{0,6}",
+            Just("--".to_string()),
+            Just("tab\there \"quoted\" back\\slash".to_string()),
+        ]
+    }
+
+    fn entry_strategy() -> impl Strategy<Value = Entry> {
+        (
+            "[a-z][a-z0-9-]{0,8}",
+            text_strategy(),
+            proptest::option::of(proptest::collection::vec(text_strategy(), 0..4)),
+            proptest::sample::subsequence(vec!["type", "cwd", "env", "timeout"], 0..=4),
+        )
+            .prop_map(|(name, command, args, extra)| Entry {
+                name,
+                command,
+                args,
+                extra: extra
+                    .into_iter()
+                    .map(|k| {
+                        let v = match k {
+                            "type" => Value::from("stdio"),
+                            "cwd" => Value::from("/srv"),
+                            "env" => serde_json::json!({"K": "v"}),
+                            _ => Value::from(30000),
+                        };
+                        (k.to_string(), v)
+                    })
+                    .collect(),
+            })
+    }
+
+    fn style_strategy() -> impl Strategy<Value = Style> {
+        (
+            prop_oneof![
+                Just(None),
+                Just(Some("  ")),
+                Just(Some("    ")),
+                Just(Some("\t"))
+            ],
+            prop_oneof![Just(": "), Just(":"), Just(" : ")],
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(indent, colon, crlf, trailing_newline, comments)| Style {
+                indent,
+                colon,
+                crlf,
+                trailing_newline,
+                comments,
+            })
+    }
+
+    /// Render `{"mcpServers": {entries}}` in `style`; the command key comes after `type`
+    /// when both exist, other extras go after args, so positions vary.
+    fn render(entries: &[Entry], style: &Style) -> String {
+        let nl = if style.crlf { "\r\n" } else { "\n" };
+        let (open_nl, ind) = match style.indent {
+            Some(i) => (nl, i),
+            None => ("", ""),
+        };
+        let sep = if style.indent.is_some() {
+            format!(",{nl}")
+        } else {
+            ",".to_string()
+        };
+        let pad = |depth: usize| ind.repeat(depth);
+        let s = |v: &str| serde_json::to_string(v).unwrap();
+        let mut out = format!(
+            "{{{open_nl}{}\"mcpServers\"{}{{{open_nl}",
+            pad(1),
+            style.colon
+        );
+        let mut rendered_entries = Vec::new();
+        for e in entries {
+            let mut members = Vec::new();
+            for (k, v) in e.extra.iter().filter(|(k, _)| k == "type") {
+                members.push(format!("{}{}{}{}", pad(3), s(k), style.colon, v));
+            }
+            members.push(format!(
+                "{}\"command\"{}{}",
+                pad(3),
+                style.colon,
+                s(&e.command)
+            ));
+            if let Some(args) = &e.args {
+                let items: Vec<_> = args.iter().map(|a| s(a)).collect();
+                members.push(format!(
+                    "{}\"args\"{}[{}]",
+                    pad(3),
+                    style.colon,
+                    items.join(", ")
+                ));
+            }
+            for (k, v) in e.extra.iter().filter(|(k, _)| k != "type") {
+                members.push(format!("{}{}{}{}", pad(3), s(k), style.colon, v));
+            }
+            let comment = if style.comments && style.indent.is_some() {
+                format!("{}// {}{nl}", pad(2), e.name)
+            } else {
+                String::new()
+            };
+            rendered_entries.push(format!(
+                "{comment}{}{}{}{{{open_nl}{}{open_nl}{}}}",
+                pad(2),
+                s(&e.name),
+                style.colon,
+                members.join(&sep),
+                pad(2)
+            ));
+        }
+        out.push_str(&rendered_entries.join(&sep));
+        out.push_str(&format!("{open_nl}{}}}{open_nl}}}", pad(1)));
+        if style.trailing_newline {
+            out.push_str(nl);
+        }
+        out
+    }
+
+    fn value_of(text: &str, dialect: Dialect) -> Value {
+        let root = parse(text, dialect).unwrap();
+        to_value(text, &root)
+    }
+
+    /// A serde_json value of a span-tracked node (works for JSONC too).
+    fn to_value(text: &str, node: &mcpwall::clients::json_span::Node) -> Value {
+        use mcpwall::clients::json_span::Kind;
+        match &node.kind {
+            Kind::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|m| (m.key.clone(), to_value(text, &m.value)))
+                    .collect(),
+            ),
+            Kind::Array(items) => Value::Array(items.iter().map(|i| to_value(text, i)).collect()),
+            Kind::String(s) => Value::from(s.clone()),
+            Kind::Scalar => serde_json::from_str(&text[node.span.clone()]).unwrap(),
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "\\PC{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The span reader sees the same document serde_json does, and every span holds
+        /// exactly that value's text.
+        #[test]
+        fn span_reader_agrees_with_serde_json(value in json_value(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&value).unwrap()
+            } else {
+                serde_json::to_string(&value).unwrap()
+            };
+            // Compare with serde_json's reading of the text (floats need not round-trip).
+            let expected: Value = serde_json::from_str(&text).unwrap();
+            for dialect in [Dialect::Json, Dialect::Jsonc] {
+                let root = parse(&text, dialect).unwrap();
+                prop_assert_eq!(to_value(&text, &root), expected.clone());
+                prop_assert_eq!(root.span.clone(), 0..text.len());
+            }
+        }
+
+        /// Garbage never panics the reader, in either dialect.
+        #[test]
+        fn span_reader_never_panics(text in "\\PC{0,40}|[\\[\\]{}\":,/* \\\\a-z0-9\n-]{0,40}") {
+            let _ = parse(&text, Dialect::Json);
+            let _ = parse(&text, Dialect::Jsonc);
+        }
+
+        #[test]
+        fn wrap_then_back_is_byte_exact(
+            entries in proptest::collection::vec(entry_strategy(), 1..4)
+                .prop_filter("unique names", |es| {
+                    let mut names: Vec<_> = es.iter().map(|e| &e.name).collect();
+                    names.sort();
+                    names.dedup();
+                    names.len() == es.len()
+                }),
+            style in style_strategy(),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let dialect = if style.comments { Dialect::Jsonc } else { Dialect::Json };
+            let text = render(&entries, &style);
+            let entry = pick.get(&entries);
+            let path = vec!["mcpServers".to_string(), entry.name.clone()];
+            let original_entry = edit::entry_bytes(&text, edit::Format::Json(dialect), &path).unwrap();
+
+            let wrapped = edit::wrap(&text, edit::Format::Json(dialect), &path, &entry.name, "/opt/mcp wall/mcpwall").unwrap();
+
+            // The entry is exactly the documented wrapped form; nothing else changed.
+            let mut expected = value_of(&text, dialect);
+            let mut inner_args = vec![
+                Value::from("--server-name"),
+                Value::from(entry.name.clone()),
+                Value::from("--"),
+                Value::from(entry.command.clone()),
+            ];
+            inner_args.extend(entry.args.iter().flatten().map(|a| Value::from(a.clone())));
+            expected["mcpServers"][&entry.name]["command"] = Value::from("/opt/mcp wall/mcpwall");
+            expected["mcpServers"][&entry.name]["args"] = Value::Array(inner_args);
+            prop_assert_eq!(value_of(&wrapped, dialect), expected);
+            if !style.comments {
+                prop_assert!(serde_json::from_str::<Value>(&wrapped).is_ok());
+            }
+            // Line ends follow the file's: no bare `\n` appears in a CRLF file.
+            if !text.replace("\r\n", "").contains('\n') {
+                prop_assert!(!wrapped.replace("\r\n", "").contains('\n'), "{:?}", wrapped);
+            }
+
+            // Detected as wrapped, with the real command recovered.
+            let root = parse(&wrapped, dialect).unwrap();
+            match EntryState::of(root.at(&path).unwrap()) {
+                EntryState::Wrapped { command, args, .. } => {
+                    prop_assert_eq!(&command, &entry.command);
+                    prop_assert_eq!(&args, &entry.args.clone().unwrap_or_default());
+                }
+                other => prop_assert!(false, "not detected as wrapped: {:?}", other),
+            }
+
+            // Every way back is byte-exact.
+            prop_assert_eq!(&edit::restore_exact(&wrapped, edit::Format::Json(dialect), &path, &original_entry).unwrap(), &text);
+            prop_assert_eq!(&edit::restore_command(&wrapped, edit::Format::Json(dialect), &path, &original_entry).unwrap(), &text);
+            if entry.args.as_ref().is_some_and(|a| !a.is_empty()) {
+                prop_assert_eq!(&edit::strip_wrapper(&wrapped, edit::Format::Json(dialect), &path).unwrap(), &text);
+            }
+        }
+    }
+
+    /// Codex's TOML in several layouts: `[mcp_servers.<name>]` tables (two indents, two
+    /// `=` spacings, CRLF, trailing comments, multi-line args) and inline tables.
+    fn render_toml(entries: &[Entry], style: &Style) -> String {
+        let nl = if style.crlf { "\r\n" } else { "\n" };
+        let eq = if style.colon == ":" { "=" } else { " = " };
+        let ind = style.indent.unwrap_or("");
+        let s = |v: &str| serde_json::to_string(v).unwrap();
+        let comment = |what: &str| {
+            if style.comments {
+                format!(" # {what}")
+            } else {
+                String::new()
+            }
+        };
+        let toml_value = |v: &Value| match v {
+            Value::Object(m) => format!(
+                "{{ {} }}",
+                m.iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            other => other.to_string(),
+        };
+        let mut out = format!("model = \"o3\"{nl}");
+        if style.trailing_newline {
+            // Inline tables under one [mcp_servers] header.
+            out.push_str(&format!("{nl}[mcp_servers]{nl}"));
+            for e in entries {
+                let mut members = vec![format!("command{eq}{}", s(&e.command))];
+                if let Some(args) = &e.args {
+                    let items: Vec<_> = args.iter().map(|a| s(a)).collect();
+                    members.push(format!("args{eq}[{}]", items.join(", ")));
+                }
+                for (k, v) in &e.extra {
+                    members.push(format!("{k}{eq}{}", toml_value(v)));
+                }
+                out.push_str(&format!("{} = {{ {} }}{nl}", e.name, members.join(", ")));
+            }
+            return out;
+        }
+        for e in entries {
+            out.push_str(&format!(
+                "{nl}[mcp_servers.{}]{}{nl}",
+                e.name,
+                comment("server")
+            ));
+            out.push_str(&format!(
+                "{ind}command{eq}{}{}{nl}",
+                s(&e.command),
+                comment("cmd")
+            ));
+            if let Some(args) = &e.args {
+                let items: Vec<_> = args.iter().map(|a| s(a)).collect();
+                if style.indent.is_some() && !items.is_empty() {
+                    out.push_str(&format!("{ind}args{eq}[{nl}"));
+                    for item in items {
+                        out.push_str(&format!("{ind}{ind}  {item},{nl}"));
+                    }
+                    out.push_str(&format!("{ind}]{nl}"));
+                } else {
+                    out.push_str(&format!("{ind}args{eq}[{}]{nl}", items.join(", ")));
+                }
+            }
+            for (k, v) in &e.extra {
+                out.push_str(&format!("{ind}{k}{eq}{}{nl}", toml_value(v)));
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn toml_wrap_then_back_is_byte_exact(
+            entries in proptest::collection::vec(entry_strategy(), 1..4)
+                .prop_filter("unique names", |es| {
+                    let mut names: Vec<_> = es.iter().map(|e| &e.name).collect();
+                    names.sort();
+                    names.dedup();
+                    names.len() == es.len()
+                }),
+            style in style_strategy(),
+            pick in any::<prop::sample::Index>(),
+        ) {
+            let format = edit::Format::Toml;
+            let text = render_toml(&entries, &style);
+            let entry = pick.get(&entries);
+            let path = vec!["mcp_servers".to_string(), entry.name.clone()];
+            let root = edit::parse(&text, format).unwrap_or_else(|e| panic!("{text}\n{e}"));
+            let original_entry = edit::entry_bytes(&text, format, &path).unwrap();
+
+            let wrapped = edit::wrap(&text, format, &path, &entry.name, "/opt/mcp wall/mcpwall").unwrap();
+
+            let mut expected = to_value(&text, &root);
+            let mut inner_args = vec![
+                Value::from("--server-name"),
+                Value::from(entry.name.clone()),
+                Value::from("--"),
+                Value::from(entry.command.clone()),
+            ];
+            inner_args.extend(entry.args.iter().flatten().map(|a| Value::from(a.clone())));
+            expected["mcp_servers"][&entry.name]["command"] = Value::from("/opt/mcp wall/mcpwall");
+            expected["mcp_servers"][&entry.name]["args"] = Value::Array(inner_args);
+            let after = edit::parse(&wrapped, format).unwrap_or_else(|e| panic!("{wrapped}\n{e}"));
+            // Key order may differ (a new `args` lands after `command`); compare as maps.
+            prop_assert_eq!(to_value(&wrapped, &after), expected);
+            if style.crlf {
+                prop_assert!(!wrapped.replace("\r\n", "").contains('\n'), "{:?}", wrapped);
+            }
+            match EntryState::of(after.at(&path).unwrap()) {
+                EntryState::Wrapped { command, args, .. } => {
+                    prop_assert_eq!(&command, &entry.command);
+                    prop_assert_eq!(&args, &entry.args.clone().unwrap_or_default());
+                }
+                other => prop_assert!(false, "not detected as wrapped: {:?}", other),
+            }
+            prop_assert_eq!(&edit::restore_exact(&wrapped, format, &path, &original_entry).unwrap(), &text);
+            prop_assert_eq!(&edit::restore_command(&wrapped, format, &path, &original_entry).unwrap(), &text);
+            if entry.args.as_ref().is_some_and(|a| !a.is_empty()) {
+                prop_assert_eq!(&edit::strip_wrapper(&wrapped, format, &path).unwrap(), &text);
+            }
+        }
+    }
+}
+
+/// `init` in a terminal (a pty from util-linux `script`): numbered choice, then the
+/// question before replacing an existing policy.
+#[cfg(target_os = "linux")]
+#[test]
+fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
+    use std::io::Write;
+    let sandbox = Sandbox::new();
+    let mine = "version: 1\nextends: [default]\n";
+    sandbox.write("home/.mcpwall/config.yml", mine);
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{BIN} init --profile local-dev"),
+            "/dev/null",
+        ])
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .env("TERM", "dumb")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("util-linux `script` is needed for the terminal test");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"1,3\ny\n").unwrap();
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 20);
+    drop(stdin);
+    let _ = child.wait();
+    let transcript = lines.join("\n");
+    assert!(transcript.contains("wrap which servers?"), "{transcript}");
+    assert!(
+        transcript.contains("exists and differs; replace it"),
+        "{transcript}"
+    );
+    let claude = sandbox.read("home/.claude.json");
+    let filesystem = claude.find("\"filesystem\"").unwrap();
+    assert!(
+        claude[filesystem..].starts_with(
+            "\"filesystem\": {\n      \"type\": \"stdio\",\n      \"command\": \"mcpwall\""
+        ),
+        "{claude}"
+    );
+    assert!(
+        claude.contains("\"command\": \"uvx\",\n          \"args\": [\"mcp-server-postgres\""),
+        "choice 2 was not picked: {claude}"
+    );
+    assert!(
+        sandbox
+            .read("project/.mcp.json")
+            .contains("\"args\": [ \"--server-name\", \"git\"")
+    );
+    assert!(
+        sandbox
+            .read("project/.mcp.json")
+            .contains("\"puppeteer\": {\"command\": \"npx\"")
+    );
+    assert_eq!(
+        sandbox.read("home/.mcpwall/config.yml"),
+        mcpwall::cli::init::config_text("local-dev")
+    );
+}
+
+#[test]
+fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"new\"}}}",
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"new\"]}}}"
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(status.contains("1 of 1 server(s) protected"), "{status}");
+}
+
+#[test]
+fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
+    let sandbox = Sandbox::empty();
+    let stale = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"/gone/bin/mcpwall\",\n      \"args\": [\"--server-name\", \"x\", \"--\", \"sh\"],\n      \"env\": {}\n    }\n  }\n}\n";
+    sandbox.write("home/.claude.json", stale);
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(
+        doctor.contains("the mcpwall command `/gone/bin/mcpwall` in ~/.claude.json is not found")
+            && doctor.contains("fix: run `mcpwall wrap x` to point it at this mcpwall"),
+        "{doctor}"
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("re-pointed       x: `/gone/bin/mcpwall` no longer exists"),
+        "{stdout}"
+    );
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        stale.replace("/gone/bin/mcpwall", "mcpwall")
+    );
+    let out = sandbox.run(&["wrap", "x"]);
+    assert!(sandbox.stdout(&out).contains("already wrapped"));
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(
+        sandbox.read("home/.claude.json"),
+        "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"sh\",\n      \"args\": [],\n      \"env\": {}\n    }\n  }\n}\n"
+    );
+}

@@ -1,0 +1,1026 @@
+//! End-to-end tests of proxy mode: the real `mcpwall` binary in front of a real child
+//! process (`mcpwall-fake-server`, see `tests/support/fake_server.rs`), asserting the
+//! exact bytes on both sides. Every wait has a timeout. Needs `--features test-support`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Upper bound for any wait; generous because CI machines may be heavily shared.
+const WAIT: Duration = Duration::from_secs(60);
+
+fn mcpwall() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpwall")
+}
+
+fn fake_server() -> &'static str {
+    env!("CARGO_BIN_EXE_mcpwall-fake-server")
+}
+
+/// A fake AWS access key id, built at run time so no secret-looking literal is in the repo.
+fn fake_aws_key() -> String {
+    format!("AKIA{}", "QZ7XW3NV5TR2KPLM")
+}
+
+/// Rules used by most tests.
+fn policy(log_dir: &Path, extra_settings: &str) -> String {
+    format!(
+        r#"version: 1
+settings:
+  log_dir: "{}"
+{extra_settings}
+rules:
+  - name: block-ssh
+    match:
+      tool: "*"
+      arguments:
+        _any_value: {{regex: '\.ssh'}}
+    action: deny
+    message: "SSH keys are off limits"
+  - name: no-secret-notes
+    match:
+      method: "notifications/secret"
+    action: deny
+    message: "secret notes are dropped"
+outbound_rules:
+  - name: block-plans
+    match: {{response_contains: ["TOP-SECRET-PLAN"]}}
+    action: deny
+    message: "plans stay inside"
+  - name: block-danger-tool
+    match: {{tool: "danger", response_contains: ["boom"]}}
+    action: deny
+  - name: redact-secrets
+    match: {{secrets: true}}
+    action: redact
+"#,
+        log_dir.display()
+    )
+}
+
+struct Proxy {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Vec<u8>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    dir: tempfile::TempDir,
+}
+
+struct Setup<'a> {
+    /// Replaces the standard policy (`{log_dir}` is substituted).
+    policy: Option<&'a str>,
+    args: Vec<&'a str>,
+    env: Vec<(&'a str, String)>,
+    settings: &'a str,
+    server: Vec<String>,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup {
+            policy: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            settings: "",
+            server: vec![fake_server().to_string()],
+        }
+    }
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        Proxy::with(Setup::default())
+    }
+
+    fn with(setup: Setup<'_>) -> Proxy {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let policy_path = dir.path().join("policy.yml");
+        let log_dir = dir.path().join("logs");
+        let text = match setup.policy {
+            Some(p) => p.replace("{log_dir}", &log_dir.display().to_string()),
+            None => policy(&log_dir, setup.settings),
+        };
+        std::fs::write(&policy_path, text).unwrap();
+        let mut cmd = Command::new(mcpwall());
+        cmd.arg("-c")
+            .arg(&policy_path)
+            .args(["--grace-ms", "300", "--kill-grace-ms", "300"])
+            .args(&setup.args)
+            .arg("--")
+            .args(&setup.server)
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env("FAKE_RECV_LOG", dir.path().join("received"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &setup.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut err_pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let stdin = child.stdin.take();
+        Proxy {
+            child,
+            stdin,
+            lines,
+            stderr,
+            dir,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send_line(&mut self, line: &str) {
+        self.send(format!("{line}\n").as_bytes());
+    }
+
+    /// The next line mcpwall wrote to stdout, with its `\n`.
+    fn recv(&self) -> Vec<u8> {
+        self.recv_within(WAIT)
+    }
+
+    fn recv_within(&self, wait: Duration) -> Vec<u8> {
+        match self.lines.recv_timeout(wait) {
+            Ok(l) => l,
+            Err(e) => panic!(
+                "no line from mcpwall within {wait:?} ({e:?}); stderr: {}",
+                self.stderr_text()
+            ),
+        }
+    }
+
+    fn recv_str(&self) -> String {
+        String::from_utf8(self.recv()).expect("mcpwall wrote UTF-8")
+    }
+
+    fn recv_json(&self) -> Value {
+        let line = self.recv();
+        assert!(line.ends_with(b"\n"), "every frame ends with a newline");
+        serde_json::from_slice(&line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&line)))
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    fn wait(&mut self) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status
+                    .code()
+                    .unwrap_or_else(|| panic!("mcpwall itself was killed: {status:?}"));
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "mcpwall did not exit within {WAIT:?}; stderr: {}",
+                    self.stderr_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Wait (bounded) until stderr contains `needle`; returns whether it did.
+    fn stderr_contains(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.stderr_text().contains(needle) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Bytes the server received.
+    fn received(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("received")).unwrap_or_default()
+    }
+
+    /// Wait until the server has received `n` lines.
+    fn await_received_lines(&self, n: usize) -> Vec<u8> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.received();
+            if got.iter().filter(|&&b| b == b'\n').count() >= n {
+                return got;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server got only: {}",
+                String::from_utf8_lossy(&got)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        let dir = self.dir.path().join("logs");
+        let mut events = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries {
+                let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+                for line in text.lines() {
+                    events.push(serde_json::from_str(line).expect("audit lines are JSON"));
+                }
+            }
+        }
+        events
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Finish a session cleanly and return mcpwall's exit code.
+    fn finish(mut self) -> i32 {
+        self.close_stdin();
+        self.wait()
+    }
+}
+
+fn call(id: &str, tool: &str, args: Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}}}}}"#
+    )
+}
+
+fn handshake(p: &mut Proxy) {
+    p.send_line(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
+    let v = p.recv_json();
+    assert_eq!(v["id"], 0);
+    assert_eq!(v["result"]["serverInfo"]["name"], "fake");
+    p.send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+}
+
+// ------------------------------------------------------------------- allow / deny
+
+#[test]
+fn allowed_frames_reach_the_server_byte_for_byte() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    // Odd but valid spacing and key order must survive untouched.
+    let req = r#"{ "params" : {"name":"read_file","arguments":{"path":"/tmp/a b","n":1.50}} , "method":"tools/call","id":7,"jsonrpc":"2.0"}"#;
+    p.send_line(req);
+    let reply = p.recv_json();
+    assert_eq!(reply["id"], 7);
+    let got = p.await_received_lines(3);
+    let last = got.split(|&b| b == b'\n').nth(2).unwrap();
+    assert_eq!(last, req.as_bytes());
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn denied_requests_get_an_error_with_the_exact_id() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    for id in [
+        "5",
+        r#""abc""#,
+        "123456789012345678901234567890",
+        r#""\u00e9x""#,
+        "-42",
+    ] {
+        p.send_line(&call(id, "read_file", json!({"path": "~/.ssh/id_rsa"})));
+        let line = p.recv_str();
+        assert_eq!(
+            line,
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32001,\"message\":\"SSH keys are off limits\",\"data\":{{\"rule\":\"block-ssh\"}}}}}}\n"
+            )
+        );
+    }
+    // Nothing denied reached the server: it saw only the handshake.
+    p.send_line(r#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
+    assert_eq!(p.recv_json()["id"], 99);
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(!got.contains(".ssh"), "denied frame forwarded: {got}");
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    // The audit writer flushes by exit.
+    let events = p.audit();
+    let denies: Vec<_> = events.iter().filter(|e| e["action"] == "deny").collect();
+    assert_eq!(denies.len(), 5);
+    assert_eq!(denies[0]["rule"], "block-ssh");
+    assert_eq!(denies[0]["tool"], "read_file");
+    assert!(
+        !serde_json::to_string(&events).unwrap().contains("id_rsa"),
+        "denied arguments never reach the log"
+    );
+}
+
+#[test]
+fn denied_notification_is_dropped_and_audited() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    p.send_line(r#"{"jsonrpc":"2.0","method":"notifications/secret","params":{"x":1}}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    assert_eq!(
+        p.recv_json()["id"],
+        1,
+        "no answer to the notification, ping answered"
+    );
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(!got.contains("notifications/secret"));
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["action"] == "deny" && e["rule"] == "no-secret-notes" && e["id"].is_null()),
+        "{events:?}"
+    );
+}
+
+// ------------------------------------------------------------------- outbound
+
+#[test]
+fn secrets_in_responses_are_redacted_in_place() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let key = fake_aws_key();
+    let server_line = format!(
+        r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"key={key} ok"}}],"note":"untouched  spacing"}}}}"#
+    );
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{}]}}}}"#,
+        serde_json::to_string(&server_line).unwrap()
+    ));
+    let line = p.recv_str();
+    assert_eq!(
+        line,
+        server_line.replace(&key, "[REDACTED BY MCPWALL]") + "\n"
+    );
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], "s1");
+    assert_eq!(p.recv_json()["id"], 2);
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let red = events
+        .iter()
+        .find(|e| e["action"] == "redact")
+        .expect("redact audited");
+    assert_eq!(red["redactions"]["aws-access-key-id"], 1);
+    assert!(!serde_json::to_string(&events).unwrap().contains(&key));
+}
+
+#[test]
+fn non_json_server_lines_are_scanned_or_dropped_with_strict() {
+    let key = fake_aws_key();
+    let say = |p: &mut Proxy| {
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":["debug: key {key} here"]}}}}"#
+        ));
+    };
+    let mut p = Proxy::start();
+    say(&mut p);
+    assert_eq!(p.recv_str(), "debug: key [REDACTED BY MCPWALL] here\n");
+    assert_eq!(p.recv_json()["id"], 2);
+    assert_eq!(p.finish(), 0);
+
+    let mut p = Proxy::with(Setup {
+        args: vec!["--strict"],
+        ..Setup::default()
+    });
+    say(&mut p);
+    assert_eq!(
+        p.recv_json()["id"],
+        2,
+        "the text line is dropped under --strict"
+    );
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn blocked_responses_are_replaced_for_the_same_id() {
+    let mut p = Proxy::start();
+    let result = r#"{"jsonrpc":"2.0","id":41,"result":{"content":[{"type":"text","text":"TOP-SECRET-PLAN"}]}}"#;
+    let error = r#"{"jsonrpc":"2.0","id":"e","error":{"code":1,"message":"TOP-SECRET-PLAN"}}"#;
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{},{}]}}}}"#,
+        serde_json::to_string(result).unwrap(),
+        serde_json::to_string(error).unwrap()
+    ));
+    assert_eq!(
+        p.recv_str(),
+        "{\"jsonrpc\":\"2.0\",\"id\":41,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"[BLOCKED BY MCPWALL] plans stay inside\"}],\"isError\":true}}\n"
+    );
+    let e = p.recv_json();
+    assert_eq!(e["id"], "e");
+    assert_eq!(
+        e["error"]["message"],
+        "[BLOCKED BY MCPWALL] plans stay inside"
+    );
+    assert_eq!(e["error"]["data"]["rule"], "block-plans");
+    assert_eq!(p.recv_json()["id"], 2);
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn tool_matchers_use_the_call_a_response_answers() {
+    let mut p = Proxy::start();
+    // Same response text; only the call to the `danger` tool is blocked.
+    p.send_line(&call("1", "danger", json!({"x": "boom"})));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["result"]["isError"], true);
+    p.send_line(&call("2", "safe", json!({"x": "boom"})));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 2);
+    assert_eq!(v["result"]["params"]["arguments"]["x"], "boom");
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- batches
+
+#[test]
+fn batches_pass_whole_or_are_refused_whole() {
+    let mut p = Proxy::start();
+    let ok = format!(
+        "[{},{}]",
+        call("1", "a", json!({})),
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#
+    );
+    p.send_line(&ok);
+    // The fake server answers batch members one by one; what matters is that the batch
+    // reached it unchanged.
+    assert_eq!(p.recv_json()["id"], 1);
+    let got = p.await_received_lines(1);
+    assert_eq!(got, format!("{ok}\n").into_bytes());
+
+    let bad = format!(
+        "[{},{},{}]",
+        call("2", "a", json!({})),
+        call("\"3\"", "read_file", json!({"p": "/home/u/.ssh/id_rsa"})),
+        r#"{"jsonrpc":"2.0","method":"notifications/x"}"#
+    );
+    p.send_line(&bad);
+    let v = p.recv_json();
+    let arr = v.as_array().expect("one batch response");
+    assert_eq!(arr.len(), 2, "every request answered, the notification not");
+    assert_eq!(arr[0]["id"], 2);
+    assert_eq!(arr[0]["error"]["code"], -32001);
+    assert_eq!(arr[1]["id"], "3");
+    assert_eq!(arr[1]["error"]["message"], "SSH keys are off limits");
+    p.send_line(r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#);
+    assert_eq!(p.recv_json()["id"], 9);
+    assert_eq!(p.received().iter().filter(|&&b| b == b'\n').count(), 2);
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- malformed input
+
+#[test]
+fn malformed_frames_are_never_forwarded() {
+    let mut p = Proxy::with(Setup {
+        settings: "  max_frame_bytes: 4096\n",
+        ..Setup::default()
+    });
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"a","arguments":{{"x":{}1{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let big = call("9", "a", json!({"x": "y".repeat(5000)}));
+    // (line, expected code, expected id)
+    let cases: Vec<(Vec<u8>, i64, Value)> = vec![
+        (b"{not json".to_vec(), -32700, Value::Null),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}"#.to_vec(), -32700, Value::Null),
+        (br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a","arguments":{"x":"\ud800"}}}"#.to_vec(), -32700, Value::Null),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"\r}".to_vec(), -32700, Value::Null),
+        (br#"{"jsonrpc":"2.0","id":4,"method":"ping","method":"tools/call"}"#.to_vec(), -32600, json!(4)),
+        (br#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#.to_vec(), -32600, json!(5)),
+        (deep.into_bytes(), -32600, Value::Null),
+        (big.into_bytes(), -32600, Value::Null),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}".to_vec(), -32700, Value::Null),
+        (br#"{"jsonrpc":"2.0","id":7,"method":"tools call"}"#.to_vec(), -32600, json!(7)),
+    ];
+    for (line, code, id) in &cases {
+        let mut l = line.clone();
+        l.push(b'\n');
+        p.send(&l);
+        let v = p.recv_json();
+        assert_eq!(
+            v["error"]["code"],
+            *code,
+            "for {}",
+            String::from_utf8_lossy(line)
+        );
+        if !id.is_null() {
+            assert_eq!(v["id"], *id, "for {}", String::from_utf8_lossy(line));
+        }
+    }
+    p.send_line(r#"{"jsonrpc":"2.0","id":100,"method":"ping"}"#);
+    assert_eq!(p.recv_json()["id"], 100);
+    assert_eq!(
+        p.received(),
+        b"{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"ping\"}\n",
+        "only the valid frame reached the server"
+    );
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- both directions
+
+#[test]
+fn server_requests_and_notifications_flow_both_ways() {
+    let mut p = Proxy::start();
+    let sampling = r#"{"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage","params":{"messages":[],"maxTokens":5}}"#;
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}"#;
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"fake/say","params":{{"lines":[{},{}]}}}}"#,
+        serde_json::to_string(sampling).unwrap(),
+        serde_json::to_string(note).unwrap()
+    ));
+    assert_eq!(p.recv_str(), format!("{sampling}\n"));
+    assert_eq!(p.recv_str(), format!("{note}\n"));
+    assert_eq!(p.recv_json()["id"], 1);
+    // The client answers the server's request and sends a notification of its own.
+    let answer = r#"{"jsonrpc":"2.0","id":"srv-1","result":{"role":"assistant","content":{"type":"text","text":"ok"}}}"#;
+    let cnote = r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#;
+    p.send_line(answer);
+    p.send_line(cnote);
+    let got = p.await_received_lines(3);
+    assert!(got.ends_with(format!("{answer}\n{cnote}\n").as_bytes()));
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn out_of_order_responses_keep_their_ids_and_tools() {
+    let mut p = Proxy::start();
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"fake/hold"}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":"two","method":"fake/hold"}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"fake/release"}"#);
+    assert_eq!(p.recv_json()["id"], "two");
+    assert_eq!(p.recv_json()["id"], 1);
+    assert_eq!(p.recv_json()["id"], 3);
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- lifecycle
+
+#[test]
+fn server_crash_mid_call_answers_pending_requests_and_passes_the_exit_code() {
+    let mut p = Proxy::start();
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"fake/hold"}"#);
+    p.send_line(&call("2", "a", json!({})));
+    assert_eq!(p.recv_json()["id"], 2);
+    p.send_line(r#"{"jsonrpc":"2.0","id":"x","method":"fake/exit","params":{"code":3,"lines":["{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}"]}}"#);
+    assert_eq!(p.recv_json()["method"], "notifications/message");
+    let a = p.recv_json();
+    let b = p.recv_json();
+    assert_eq!(a["id"], 1, "oldest pending first");
+    assert_eq!(b["id"], "x");
+    assert_eq!(a["error"]["code"], -32002);
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exit code 3")
+    );
+    // The client still has stdin open; mcpwall exits anyway, with the server's code.
+    assert_eq!(p.wait(), 3);
+}
+
+#[test]
+fn a_frame_cut_short_by_a_dying_server_is_never_forwarded() {
+    let mut p = Proxy::start();
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":1,"method":"fake/exit","params":{"code":1,"partial":"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"half"}}"#,
+    );
+    let line = p.recv_str();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["id"], 1);
+    assert_eq!(
+        v["error"]["code"], -32002,
+        "answered by mcpwall, not the fragment: {line}"
+    );
+    assert_eq!(p.wait(), 1);
+}
+
+#[test]
+fn killed_server_exit_code_is_128_plus_signal() {
+    let mut p = Proxy::start();
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"fake/signal","params":{"signal":9}}"#);
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["code"], -32002);
+    assert_eq!(p.wait(), 137);
+}
+
+#[test]
+fn client_eof_closes_server_stdin_and_exits_with_its_code() {
+    let mut p = Proxy::with(Setup {
+        env: vec![("FAKE_EOF_EXIT", "7".into())],
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    let t = Instant::now();
+    assert_eq!(p.finish(), 7);
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "no grace wait when the server exits on EOF"
+    );
+}
+
+#[test]
+fn server_ignoring_eof_gets_sigterm_then_sigkill() {
+    let mut p = Proxy::with(Setup {
+        env: vec![("FAKE_IGNORE_EOF", "1".into())],
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    assert_eq!(p.finish(), 128 + libc::SIGTERM);
+
+    let mut p = Proxy::with(Setup {
+        env: vec![
+            ("FAKE_IGNORE_EOF", "1".into()),
+            ("FAKE_IGNORE_SIGTERM", "1".into()),
+        ],
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    let t = Instant::now();
+    assert_eq!(p.finish(), 128 + libc::SIGKILL);
+    assert!(
+        t.elapsed() >= Duration::from_millis(600),
+        "both grace periods were given"
+    );
+}
+
+#[test]
+fn signals_to_mcpwall_reach_the_server_even_with_stdin_open() {
+    for (sig, code) in [
+        (libc::SIGTERM, 143),
+        (libc::SIGINT, 130),
+        (libc::SIGHUP, 129),
+    ] {
+        let mut p = Proxy::start();
+        handshake(&mut p);
+        p.send_line(r#"{"jsonrpc":"2.0","id":5,"method":"fake/hold"}"#);
+        std::thread::sleep(Duration::from_millis(50));
+        p.signal(sig);
+        let v = p.recv_json();
+        assert_eq!(v["id"], 5, "pending call answered at shutdown");
+        assert_eq!(p.wait(), code, "signal {sig}");
+    }
+}
+
+#[test]
+fn server_ignoring_sigterm_is_killed_after_a_signal() {
+    let mut p = Proxy::with(Setup {
+        env: vec![
+            ("FAKE_IGNORE_SIGTERM", "1".into()),
+            ("FAKE_IGNORE_EOF", "1".into()),
+        ],
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    p.signal(libc::SIGTERM);
+    assert_eq!(p.wait(), 137);
+}
+
+#[test]
+fn unspawnable_servers_exit_127_or_126() {
+    let mut p = Proxy::with(Setup {
+        server: vec!["/nonexistent/mcp-server".into()],
+        ..Setup::default()
+    });
+    assert_eq!(p.wait(), 127);
+    assert!(p.stderr_contains("not found"), "{}", p.stderr_text());
+
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("not-executable");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    let mut p = Proxy::with(Setup {
+        server: vec![script.display().to_string()],
+        ..Setup::default()
+    });
+    assert_eq!(p.wait(), 126);
+    assert!(
+        p.stderr_contains("permission denied"),
+        "{}",
+        p.stderr_text()
+    );
+}
+
+#[test]
+fn server_gets_our_environment_and_working_directory() {
+    let mut p = Proxy::with(Setup {
+        env: vec![("MCPWALL_TEST_VAR", "hello there".into())],
+        ..Setup::default()
+    });
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":1,"method":"fake/env","params":{"name":"MCPWALL_TEST_VAR"}}"#,
+    );
+    let v = p.recv_json();
+    assert_eq!(v["result"]["value"], "hello there");
+    let cwd = PathBuf::from(v["result"]["cwd"].as_str().unwrap());
+    assert_eq!(
+        cwd.canonicalize().unwrap(),
+        p.dir.path().join("project").canonicalize().unwrap()
+    );
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- big frames, UTF-8
+
+#[test]
+fn a_20_mib_frame_passes_intact_both_ways() {
+    // Only the secret detectors scan it: the content matchers' normalisation is slow in
+    // unoptimised test builds, and this test is about framing, not rules.
+    let mut p = Proxy::with(Setup {
+        policy: Some(
+            "version: 1\nsettings:\n  log_dir: \"{log_dir}\"\noutbound_rules:\n  - name: redact\n    match: {secrets: true}\n    action: redact\n",
+        ),
+        ..Setup::default()
+    });
+    // Built and checked as plain bytes: serde in an unoptimised test build is slow on 20 MiB.
+    let blob = "ab\u{e9}\u{1F600}".repeat(20 * 1024 * 1024 / 8);
+    let params = format!(r#"{{"name":"echo","arguments":{{"blob":"{blob}"}}}}"#);
+    let req = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+    assert!(req.len() > 20 * 1024 * 1024);
+    p.send_line(&req);
+    // Unoptimised test builds on a shared machine need a while for 2 x 20 MiB.
+    let line = p.recv_within(Duration::from_secs(240));
+    let expected = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"method\":\"tools/call\",\"params\":{params}}}}}\n"
+    );
+    assert_eq!(line.len(), expected.len());
+    assert!(
+        line == expected.as_bytes(),
+        "the 20 MiB reply arrived changed"
+    );
+    let got = p.await_received_lines(1);
+    assert_eq!(got.len(), req.len() + 1);
+    assert!(got[..req.len()] == *req.as_bytes() && got[req.len()] == b'\n');
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn final_large_reply_of_an_exiting_server_arrives_whole() {
+    let mut p = Proxy::start();
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{"unit":"0123456789","count":800000,"exit":true}}"#);
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(
+        v["result"]["content"][0]["text"].as_str().unwrap().len(),
+        8_000_000
+    );
+    assert_eq!(p.wait(), 0);
+}
+
+#[test]
+fn oversize_frames_are_refused_not_truncated() {
+    let mut p = Proxy::with(Setup {
+        settings: "  max_frame_bytes: 100000\n",
+        ..Setup::default()
+    });
+    p.send_line(&call("1", "echo", json!({"x": "z".repeat(200_000)})));
+    let v = p.recv_json();
+    assert_eq!(v["error"]["code"], -32600);
+    // The server's oversize reply is dropped whole, and the pending call answered.
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/big","params":{"count":150000}}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    let v = p.recv_json();
+    assert_eq!(
+        v["id"], 3,
+        "the oversize reply to 2 was not forwarded in part"
+    );
+    assert_eq!(p.received().len(), "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fake/big\",\"params\":{\"count\":150000}}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n".len());
+    p.close_stdin();
+    let v = p.recv_json();
+    assert_eq!(v["id"], 2, "still-pending call answered at shutdown");
+    assert_eq!(p.wait(), 0);
+}
+
+#[test]
+fn utf8_split_at_every_byte_boundary_passes_intact() {
+    let mut p = Proxy::start();
+    let text = "h\u{e9}llo \u{4e16}\u{754c} \u{1F600}!";
+    let req = call("1", "echo", json!({ "t": text }));
+    let bytes = format!("{req}\n").into_bytes();
+    for cut in 1..bytes.len() {
+        let stdin = p.stdin.as_mut().unwrap();
+        stdin.write_all(&bytes[..cut]).unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+        stdin.write_all(&bytes[cut..]).unwrap();
+        stdin.flush().unwrap();
+        let v = p.recv_json();
+        assert_eq!(
+            v["result"]["params"]["arguments"]["t"], text,
+            "cut at {cut}"
+        );
+    }
+    let got = p.await_received_lines(bytes.len() - 1);
+    assert!(got.chunks(bytes.len()).all(|c| c == bytes.as_slice()));
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- rate limit, audit
+
+#[test]
+fn rate_limit_denies_excess_calls_per_tool() {
+    let mut p = Proxy::with(Setup {
+        settings: "  rate_limit: {max_calls: 2, window_seconds: 60}\n",
+        ..Setup::default()
+    });
+    for i in 1..=3 {
+        p.send_line(&call(&i.to_string(), "a", json!({})));
+    }
+    p.send_line(&call("4", "b", json!({})));
+    // The refusal of 3 is written by mcpwall, so it may overtake the server's answers.
+    let mut by_id = std::collections::BTreeMap::new();
+    for _ in 0..4 {
+        let v = p.recv_json();
+        by_id.insert(v["id"].as_i64().unwrap(), v);
+    }
+    assert!(by_id[&1]["result"].is_object());
+    assert!(by_id[&2]["result"].is_object());
+    assert_eq!(by_id[&3]["error"]["data"]["rule"], "mcpwall:rate_limit");
+    assert!(
+        by_id[&3]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rate limit")
+    );
+    assert!(
+        by_id[&4]["result"].is_object(),
+        "other tools have their own budget"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    assert!(
+        p.audit()
+            .iter()
+            .any(|e| e["rule"] == "mcpwall:rate_limit" && e["action"] == "deny")
+    );
+}
+
+#[test]
+fn audit_events_have_the_documented_fields() {
+    let mut p = Proxy::with(Setup {
+        args: vec!["--server-name", "files"],
+        ..Setup::default()
+    });
+    p.send_line(&call("1", "read_file", json!({"path": "/tmp/x"})));
+    p.recv_json();
+    p.send_line(&call("2", "read_file", json!({"path": "/root/.ssh/k"})));
+    p.recv_json();
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    assert_eq!(events.len(), 3, "{events:?}");
+    let sessions: std::collections::HashSet<_> = events
+        .iter()
+        .map(|e| e["session"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    for e in &events {
+        assert_eq!(e["server"], "files");
+        assert!(e["ts"].as_str().unwrap().ends_with('Z'));
+        for key in [
+            "direction",
+            "id",
+            "method",
+            "tool",
+            "action",
+            "rule",
+            "message",
+        ] {
+            assert!(e.get(key).is_some(), "{key} missing in {e}");
+        }
+    }
+    let answered = events
+        .iter()
+        .find(|e| e["direction"] == "outbound")
+        .unwrap();
+    assert_eq!(answered["id"], 1);
+    assert!(answered["duration_us"].as_u64().is_some());
+    use std::os::unix::fs::PermissionsExt;
+    let logs = p.dir.path().join("logs");
+    assert_eq!(
+        std::fs::metadata(&logs).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for f in std::fs::read_dir(&logs).unwrap() {
+        let meta = f.unwrap().metadata().unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+}
+
+#[test]
+fn log_args_full_logs_allowed_arguments_with_secrets_redacted() {
+    let key = fake_aws_key();
+    let mut p = Proxy::with(Setup {
+        settings: "  log_args: full\n",
+        ..Setup::default()
+    });
+    p.send_line(&call(
+        "1",
+        "deploy",
+        json!({"region": "eu", "token": format!("id {key}")}),
+    ));
+    p.recv_json();
+    p.send_line(&call("2", "read_file", json!({"path": "/x/.ssh/id_rsa"})));
+    p.recv_json();
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let allowed = events
+        .iter()
+        .find(|e| e["action"] == "allow")
+        .expect("allowed call audited");
+    assert_eq!(
+        allowed["args"],
+        json!({"region": "eu", "token": "id [REDACTED BY MCPWALL]"})
+    );
+    let denied = events.iter().find(|e| e["action"] == "deny").unwrap();
+    assert!(
+        denied.get("args").is_none(),
+        "denied arguments are never written"
+    );
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(!all.contains(&key) && !all.contains("id_rsa"));
+}
+
+#[test]
+fn unwritable_audit_log_warns_once_and_proxying_goes_on() {
+    let mut p = Proxy::start();
+    // A file where the log directory should be.
+    std::fs::write(p.dir.path().join("logs"), b"").unwrap();
+    for i in 0..5 {
+        p.send_line(&call(&i.to_string(), "a", json!({})));
+        assert_eq!(p.recv_json()["id"], i);
+    }
+    assert_eq!(p.finish_keep_stderr(), 0);
+}
+
+impl Proxy {
+    fn finish_keep_stderr(mut self) -> i32 {
+        self.close_stdin();
+        let code = self.wait();
+        assert!(self.stderr_contains("audit events are being lost"));
+        let err = self.stderr_text();
+        assert_eq!(
+            err.matches("audit events are being lost").count(),
+            1,
+            "{err}"
+        );
+        code
+    }
+}
