@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use crate::audit::{Audit, AuditConfig, Names, new_session_id};
 use crate::config::{self, LoadOptions};
+use crate::guard::Guard;
+use crate::guard::pins::ServerIdentity;
 use crate::program::Program;
 use crate::proxy::{self, Chatter, ChildSpec, Grace, LogLevel, Options, ProxyError};
 
@@ -105,6 +107,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         },
         program.clone() as Arc<dyn Names>,
     );
+    // Pins are keyed by the server's name and its full command. A damaged pin file
+    // stops the start (fail closed): re-trusting silently would defeat pinning.
+    let guard = Guard::from_policy(
+        &policy,
+        ServerIdentity {
+            name: server_name.clone(),
+            command: args.command.clone(),
+        },
+        &home,
+    )
+    .map_err(|e| miette::miette!("{e}"))?;
     let options = Options {
         strict: args.strict,
         server_name,
@@ -113,6 +126,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             before_term: Duration::from_millis(args.grace_ms),
             before_kill: Duration::from_millis(args.kill_grace_ms),
         },
+        guard: Some(Arc::new(guard)),
     };
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime

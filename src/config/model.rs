@@ -135,7 +135,7 @@ fn parse_options() -> serde_saphyr::Options {
             max_aliases: 10_000,
             max_anchors: 10_000,
             max_nodes: 200_000,
-            max_depth: 48,
+            max_depth: 32,
             max_documents: 1,
             max_total_scalar_bytes: 16 * 1024 * 1024,
             max_merge_keys: 1_000,
@@ -149,10 +149,41 @@ fn parse_options() -> serde_saphyr::Options {
 }
 
 /// Parse one file into a spanned tree, or one diagnostic saying where the YAML is broken.
+///
+/// Deserialising nests several stack frames per YAML level, and their size depends on how
+/// dependencies were optimised; parsing runs on its own thread with a generous stack so the
+/// depth budget, not the caller's stack (2 MiB on test and tokio threads), is the limit.
 pub(crate) fn parse(source: &Source, id: SourceId) -> Result<YNode, Box<PolicyDiagnostic>> {
-    serde_saphyr::from_str_with_options::<YNode>(&source.text, parse_options())
-        .map_err(|err| Box::new(yaml_error(source, id, &err)))
+    let text = source.text.clone();
+    let parsed = std::thread::Builder::new()
+        .name("mcpwall-yaml".into())
+        .stack_size(PARSE_STACK)
+        .spawn(move || serde_saphyr::from_str_with_options::<YNode>(&text, parse_options()))
+        .map(|handle| handle.join());
+    match parsed {
+        Ok(Ok(result)) => result.map_err(|err| Box::new(yaml_error(source, id, &err))),
+        // No thread (resource exhaustion) or a panic inside the parser: fail closed, loudly.
+        Ok(Err(_)) | Err(_) => Err(Box::new(
+            PolicyDiagnostic::at(
+                Code::YamlTooComplex,
+                "policy refused: the YAML parser could not process this file",
+                source,
+                Span {
+                    source: id,
+                    offset: 0,
+                    len: 0,
+                    line: 1,
+                    column: 1,
+                },
+                "here",
+            )
+            .with_help("simplify the file (less nesting, no alias chains) and try again"),
+        )),
+    }
 }
+
+/// Stack for the parsing thread: far more than `max_depth` levels need.
+const PARSE_STACK: usize = 32 * 1024 * 1024;
 
 fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> PolicyDiagnostic {
     use serde_saphyr::{Error, MessageFormatter};

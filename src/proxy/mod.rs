@@ -75,6 +75,9 @@ pub struct Options {
     pub server_name: String,
     pub chatter: Chatter,
     pub grace: Grace,
+    /// The tool-definition guard for this session (`None`: no pinning, poison
+    /// scanning, tool hiding or circuit breaker).
+    pub guard: Option<Arc<crate::guard::Guard>>,
 }
 
 /// The proxy could not run.
@@ -151,6 +154,7 @@ pub async fn run(
         strict: options.strict,
         limits,
         chatter: options.chatter,
+        guard: options.guard.clone(),
     });
 
     let (client_tx, client_rx) = mpsc::channel(WRITER_CHANNEL);

@@ -25,6 +25,7 @@ use super::{Chatter, LogLevel};
 use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, RuleRef};
 use crate::config::policy::{LogArgs, RedactMarker};
 use crate::frame::{Frame, FrameError, Limits, Message, MessageKind, Parsed, TokenKind};
+use crate::guard::{Guard, hook as guard_hook};
 use crate::program::{CallInfo, Program, Scratch};
 use crate::verdict::{Decision, Outcome};
 
@@ -46,6 +47,8 @@ pub(crate) struct Ctx {
     pub strict: bool,
     pub limits: Limits,
     pub chatter: Chatter,
+    /// The tool-definition guard (pins, poison, hiding, circuit breaker), if enabled.
+    pub guard: Option<Arc<Guard>>,
 }
 
 /// The sending end of one writer task.
@@ -443,6 +446,18 @@ impl Inbound {
                 };
             }
         }
+        // Withheld tools and prompts, and a suspended session, are refused whatever
+        // the policy said.
+        if let Some(guard) = &self.ctx.guard
+            && let Some((denial, rule)) = guard_hook::check_request(guard, frame, msg)
+        {
+            d = Decided {
+                allow: false,
+                rule: Some(RuleRef::Builtin(rule)),
+                message: Some(Cow::Owned(denial.message)),
+                audited: true,
+            };
+        }
         d
     }
 
@@ -644,6 +659,22 @@ impl Inbound {
     }
 
     fn audit(&mut self, frame: &Frame<'_>, msg: &Message, d: &Decided) {
+        if !d.allow
+            && let Some(guard) = &self.ctx.guard
+            && let Some((event, notice)) = guard_hook::record_violation(guard, || {
+                format!(
+                    "{} {} denied: {}",
+                    frame.method(msg).unwrap_or("(response)"),
+                    frame.tool(msg).unwrap_or(""),
+                    refusal_message(&self.ctx.program, d)
+                )
+            })
+        {
+            self.ctx
+                .chatter
+                .log(LogLevel::Warn, format_args!("{notice}"));
+            self.events.push(event);
+        }
         if !d.audited || !self.ctx.audit.enabled() {
             return;
         }
@@ -1024,6 +1055,7 @@ impl Outbound {
         };
         let program = &*self.ctx.program;
         let outcome = program.scan_response(frame, msg, &call, &mut self.scratch);
+        let mark = out.len();
         let (action, rule, redactions) = match outcome {
             Outcome::Pass => {
                 out.extend_from_slice(&frame.raw[piece]);
@@ -1086,6 +1118,11 @@ impl Outbound {
             AuditAction::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
             _ => true,
         };
+        if let Some(guard) = &self.ctx.guard
+            && (action == AuditAction::Block || guard_hook::inspects_answers_to(method))
+        {
+            self.guard_response(guard.clone(), method, id, action, rule, out, mark);
+        }
         let own_method = match &entry {
             Some(_) => None,
             None => frame.method(msg).map(|m| {
@@ -1118,6 +1155,56 @@ impl Outbound {
             self.events.push(e);
         }
         wrote
+    }
+
+    /// The guard's part of a server message: filter list results written at
+    /// `out[mark..]` (pinning, poison, hiding) and report blocks to the breaker.
+    #[allow(clippy::too_many_arguments)]
+    fn guard_response(
+        &mut self,
+        guard: Arc<Guard>,
+        method: Option<&str>,
+        id: Option<&[u8]>,
+        action: AuditAction,
+        rule: Option<RuleRef>,
+        out: &mut Vec<u8>,
+        mark: usize,
+    ) {
+        if action == AuditAction::Block {
+            let what = || match rule {
+                Some(r) => format!(
+                    "{} response blocked by {}",
+                    method.unwrap_or("server message"),
+                    rule_name(&self.ctx.program, r)
+                ),
+                None => "response blocked".to_string(),
+            };
+            if let Some((event, notice)) = guard_hook::record_violation(&guard, what) {
+                self.ctx
+                    .chatter
+                    .log(LogLevel::Warn, format_args!("{notice}"));
+                self.events.push(event);
+            }
+            return;
+        }
+        if !guard_hook::inspects_answers_to(method) || out.len() <= mark {
+            return;
+        }
+        let inspection = guard.on_server_message(method, &out[mark..]);
+        if let Some(bytes) = inspection.replacement {
+            out.truncate(mark);
+            out.extend_from_slice(&bytes);
+        }
+        let method: Option<Arc<str>> = method.map(Arc::from);
+        for event in &inspection.events {
+            if event.withheld() {
+                self.ctx
+                    .chatter
+                    .log(LogLevel::Warn, format_args!("{}", event.summary()));
+            }
+            self.events
+                .push(guard_hook::to_audit(event, id, method.as_ref()));
+        }
     }
 }
 
@@ -1152,6 +1239,8 @@ impl FramePath {
             chatter: Chatter {
                 level: LogLevel::Error,
             },
+            // The frame path measures the policy alone; the guard acts on list frames.
+            guard: None,
         });
         let (server_tx, to_server) = mpsc::channel(1);
         let (client_tx, to_client) = mpsc::channel(1);
