@@ -1,0 +1,357 @@
+//! `mcpwall scan` and `mcpwall compare`, end to end against the built binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const SEED: &str = "42";
+
+fn mcpwall(args: &[&str], home: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(args)
+        .env("HOME", home)
+        .current_dir(home)
+        .output()
+        .expect("run mcpwall")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn golden() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/scan"));
+    s.set_prepend_module_to_snapshot(false);
+    s
+}
+
+/// The JSON report with what legitimately varies between runs zeroed.
+fn stable(mut report: Value) -> Value {
+    report["scanner_version"] = "X".into();
+    for r in report["results"].as_array_mut().expect("results") {
+        r["duration_ms"] = 0.into();
+    }
+    report
+}
+
+fn weak_policy(dir: &Path) -> PathBuf {
+    let p = dir.join("weak.yml");
+    std::fs::write(
+        &p,
+        "version: 1\nsettings:\n  pinning: off\n  poison_scan: off\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
+    let home = tempfile::tempdir().unwrap();
+    let json_path = home.path().join("report.json");
+    let out = mcpwall(
+        &[
+            "scan",
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--no-timings",
+            "--output",
+            json_path.to_str().unwrap(),
+        ],
+        home.path(),
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert!(results.len() >= 40, "only {} attacks", results.len());
+    let mut applicable = 0;
+    for r in results {
+        let id = r["attack_id"].as_str().unwrap();
+        if r["protected"] == "NOT_APPLICABLE" {
+            continue;
+        }
+        applicable += 1;
+        assert_eq!(
+            r["baseline"], "VULNERABLE",
+            "{id} proves nothing: it fails without mcpwall too"
+        );
+        assert_eq!(
+            r["protected"], "PASS",
+            "{id} got through the default pack: {}",
+            r["evidence"]
+        );
+        assert!(r["stopped_by"].is_string(), "{id} has no stopper");
+    }
+    assert!(applicable >= 40);
+    assert_eq!(report["summary"]["score"], 100);
+    assert_eq!(report["summary"]["grade"], "A");
+    assert_eq!(report["schema_version"], 1);
+    // Per-identity attacks cannot be tested over stdio.
+    let id = results.iter().find(|r| r["attack_id"] == "ID-001").unwrap();
+    assert_eq!(id["protected"], "NOT_APPLICABLE");
+    // The scan leaves nothing behind in the home it ran from.
+    let left: Vec<_> = std::fs::read_dir(home.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("report.json")]);
+
+    let text = String::from_utf8(out.stdout).unwrap();
+    golden().bind(|| {
+        insta::assert_snapshot!("default_pack_table", text);
+        insta::assert_snapshot!(
+            "default_pack_report",
+            serde_json::to_string_pretty(&stable(report)).unwrap()
+        );
+    });
+}
+
+#[test]
+fn weak_policy_shows_findings_with_evidence_and_remediation() {
+    let home = tempfile::tempdir().unwrap();
+    let policy = weak_policy(home.path());
+    let out = mcpwall(
+        &[
+            "scan",
+            "-c",
+            policy.to_str().unwrap(),
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--no-timings",
+            "--only",
+            "PT-001,CE-004,LK-001,SC-001",
+        ],
+        home.path(),
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    // The policy path is a temp dir: keep it out of the golden.
+    let text = text.replace(policy.to_str().unwrap(), "<POLICY>");
+    golden().bind(|| insta::assert_snapshot!("weak_policy_findings", text));
+}
+
+#[test]
+fn fail_on_levels_set_the_exit_code() {
+    let home = tempfile::tempdir().unwrap();
+    let policy = weak_policy(home.path());
+    let p = policy.to_str().unwrap();
+    // CR-013 (shell history) is medium: it gets through a policy without rules.
+    let run = |level: Option<&str>| {
+        let mut args = vec![
+            "scan",
+            "-c",
+            p,
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--quiet",
+            "--only",
+            "CR-013",
+        ];
+        if let Some(l) = level {
+            args.extend(["--fail-on", l]);
+        }
+        code(&mcpwall(&args, home.path()))
+    };
+    assert_eq!(run(None), 0);
+    assert_eq!(run(Some("critical")), 0);
+    assert_eq!(run(Some("high")), 0);
+    assert_eq!(run(Some("medium")), 1);
+    assert_eq!(run(Some("low")), 1);
+    // With the default pack nothing gets through: even --fail-on low is met by nobody.
+    let ok = mcpwall(
+        &[
+            "scan",
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--quiet",
+            "--only",
+            "CR-013",
+            "--fail-on",
+            "low",
+        ],
+        home.path(),
+    );
+    assert_eq!(code(&ok), 0, "{}", String::from_utf8_lossy(&ok.stdout));
+    // Usage errors exit 2.
+    assert_eq!(
+        code(&mcpwall(&["scan", "--fail-on", "severe"], home.path())),
+        2
+    );
+    assert_eq!(
+        code(&mcpwall(
+            &["scan", "--server-cmd", "python server.py"],
+            home.path()
+        )),
+        2
+    );
+}
+
+#[test]
+fn a_server_that_fails_makes_the_scan_incomplete() {
+    let home = tempfile::tempdir().unwrap();
+    let out = mcpwall(
+        &[
+            "scan",
+            "--server-cmd",
+            r#"["/bin/false"]"#,
+            "--no-progress",
+            "--format",
+            "json",
+            "--only",
+            "PT-001",
+            "--timeout",
+            "5",
+        ],
+        home.path(),
+    );
+    assert_eq!(code(&out), 1, "an incomplete scan must fail CI");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["summary"]["complete"], false);
+    assert!(report["summary"]["score"].is_null());
+    let r = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["attack_id"] == "PT-001")
+        .unwrap();
+    assert_eq!(r["baseline"], "ERROR");
+}
+
+#[test]
+fn compare_reports_deltas_and_exit_codes() {
+    let home = tempfile::tempdir().unwrap();
+    let policy = weak_policy(home.path());
+    let only = "PT-001,CR-013,CE-004,ID-001";
+    let good = home.path().join("good.json");
+    let bad = home.path().join("bad.json");
+    mcpwall(
+        &[
+            "scan",
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--quiet",
+            "--only",
+            only,
+            "--output",
+            good.to_str().unwrap(),
+        ],
+        home.path(),
+    );
+    mcpwall(
+        &[
+            "scan",
+            "-c",
+            policy.to_str().unwrap(),
+            "--seed",
+            SEED,
+            "--no-progress",
+            "--quiet",
+            "--only",
+            only,
+            "--output",
+            bad.to_str().unwrap(),
+        ],
+        home.path(),
+    );
+    let (g, b) = (good.to_str().unwrap(), bad.to_str().unwrap());
+    let worse = mcpwall(&["compare", g, b, "--format", "json"], home.path());
+    assert_eq!(code(&worse), 1);
+    let better = mcpwall(&["compare", b, g], home.path());
+    assert_eq!(code(&better), 0);
+    assert_eq!(code(&mcpwall(&["compare", g, g], home.path())), 0);
+    let worse_json: Value = serde_json::from_slice(&worse.stdout).unwrap();
+    golden().bind(|| {
+        insta::assert_snapshot!(
+            "compare_worse",
+            serde_json::to_string_pretty(&worse_json).unwrap()
+        );
+        insta::assert_snapshot!("compare_better", String::from_utf8(better.stdout).unwrap());
+    });
+    // Incompatible inputs.
+    let mut future: Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    future["schema_version"] = 99.into();
+    let f = home.path().join("future.json");
+    std::fs::write(&f, future.to_string()).unwrap();
+    assert_eq!(
+        code(&mcpwall(&["compare", g, f.to_str().unwrap()], home.path())),
+        2
+    );
+    std::fs::write(&f, "not json").unwrap();
+    assert_eq!(
+        code(&mcpwall(&["compare", g, f.to_str().unwrap()], home.path())),
+        2
+    );
+}
+
+#[test]
+fn third_party_filesystem_server_marks_missing_tools_not_applicable() {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/node_modules/.bin/mcp-server-filesystem");
+    if !bin.exists() {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "{} missing (run .ci/run to install it)",
+            bin.display()
+        );
+        eprintln!(
+            "\n!!! SKIPPED: no {}; run .ci/run to install it !!!\n",
+            bin.display()
+        );
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    let cmd = serde_json::to_string(&[bin.to_str().unwrap(), project.to_str().unwrap()]).unwrap();
+    let out = mcpwall(
+        &[
+            "scan",
+            "--server-cmd",
+            &cmd,
+            "--no-progress",
+            "--format",
+            "json",
+            "--timeout",
+            "30",
+        ],
+        home.path(),
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_id = |id: &str| {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["attack_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    // It has read_file / write_file but no shell, fetch or database tools.
+    for id in ["CE-001", "EX-001", "EX-003", "LK-001", "SC-001"] {
+        assert_eq!(by_id(id)["protected"], "NOT_APPLICABLE", "{id}");
+    }
+    for id in ["PT-001", "CR-002"] {
+        assert_eq!(by_id(id)["protected"], "PASS", "{id}: {}", by_id(id));
+    }
+    assert_eq!(report["summary"]["error"], 0, "{report}");
+}
+
+#[test]
+fn target_text_is_sanitised_for_the_terminal() {
+    let evil = "ok\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}txt\rdone";
+    let clean = mcpwall::scan::report::clean(evil, 100);
+    assert_eq!(clean, "oktxt done");
+    assert_eq!(
+        mcpwall::scan::report::clean(&"x".repeat(500), 10)
+            .chars()
+            .count(),
+        11
+    );
+}
