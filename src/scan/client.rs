@@ -168,7 +168,7 @@ impl Session {
     /// Close stdin, give the child a moment, then kill it.
     pub fn close(mut self) {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(3);
+        let deadline = Instant::now() + Duration::from_millis(1500);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;

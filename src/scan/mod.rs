@@ -77,7 +77,7 @@ impl ScanOptions {
                     "--server-name".into(),
                     "scan-target".into(),
                     "--grace-ms".into(),
-                    "500".into(),
+                    "300".into(),
                     "--".into(),
                 ];
                 v.extend(server);
