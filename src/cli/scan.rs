@@ -108,9 +108,27 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             (p, format!("profile {name}"))
         }
         (None, None) => {
+            // The user's effective policy, as `explain-policy --format yaml` prints it: one
+            // self-contained file, so the proxy (run with the fake HOME) applies exactly it.
+            let home = std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .ok_or_else(|| {
+                    miette::miette!(help = "or pass the policy with -c", "HOME is not set")
+                })?;
+            let project_dir = std::env::current_dir()
+                .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+            let policy = crate::config::load(&crate::config::LoadOptions {
+                explicit: None,
+                home,
+                project_dir,
+            })?;
             let p = policy_dir.path().join("policy.yml");
-            write_policy(&p, "version: 1\nextends: [default]\n")?;
-            (p, "built-in default pack".to_string())
+            write_policy(&p, &crate::cli::explain::render_yaml(&policy)?)?;
+            (
+                p,
+                "effective policy (as explain-policy prints it)".to_string(),
+            )
         }
     };
     let opts = ScanOptions {
