@@ -137,7 +137,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "aws-access-key-id",
         &["AKIA", "ASIA", "ABIA", "ACCA"],
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
         RANDOM,
     ),
     row_at(
