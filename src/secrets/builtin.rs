@@ -738,8 +738,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row_at(
         "url-basic-auth",
         URL_KW,
-        (1, 1),
-        r#"//[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
+        (0, 0),
+        r#"://[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
