@@ -1257,3 +1257,27 @@ fn absolute_path_writes_this_binarys_path_even_when_on_path() {
         std::fs::canonicalize(BIN).unwrap()
     );
 }
+
+/// Codex reads a trusted project's servers from `<project>/.codex/config.toml` too; wrapping
+/// one there edits only its `command` and `args`.
+#[test]
+fn codex_project_config_is_found_and_wrapped() {
+    let sandbox = Sandbox::empty();
+    let original = "# team servers\n[mcp_servers.notes]\ncommand = \"npx\"\nargs = [\"-y\", \"notes-server\"]\n";
+    sandbox.write("project/.codex/config.toml", original);
+    let out = sandbox.run(&["wrap", "notes", "--client", "codex"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let wrapped = sandbox.read("project/.codex/config.toml");
+    assert!(
+        wrapped.starts_with("# team servers\n[mcp_servers.notes]\n"),
+        "{wrapped}"
+    );
+    assert!(wrapped.contains("command = \"mcpwall\""), "{wrapped}");
+    assert!(
+        wrapped.contains("\"--\", \"npx\", \"-y\", \"notes-server\""),
+        "{wrapped}"
+    );
+    let out = sandbox.run(&["unwrap", "notes"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.codex/config.toml"), original);
+}

@@ -95,6 +95,19 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             (compiled - loaded).as_micros()
         ),
     );
+    // An untrusted project file's loosening parts are ignored; say so at every start, since
+    // the user may expect them to apply (`mcpwall trust` makes them apply).
+    for ignored in &policy.ignored {
+        chatter.log(
+            LogLevel::Warn,
+            format_args!(
+                "{} at {} is ignored: {}",
+                ignored.what,
+                policy.location(ignored.span),
+                ignored.why
+            ),
+        );
+    }
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
     let audit = Audit::start(
         AuditConfig {

@@ -11,26 +11,28 @@ use std::path::{Path, PathBuf};
 use super::edit::Format;
 use super::json_span::{Dialect, Node};
 
-/// An MCP client whose configuration mcpwall can edit.
+/// An MCP client whose configuration mcpwall can edit. Paths and keys below were checked
+/// against each client's published documentation (linked) on 2026-11-29.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Client {
-    /// Claude Code. <https://docs.anthropic.com/en/docs/claude-code/mcp>: user-scope servers
+    /// Claude Code. <https://code.claude.com/docs/en/mcp> (scopes `local`, `project`, `user`): user-scope servers
     /// in `~/.claude.json` top-level `mcpServers`, local-scope servers in the same file under
     /// `projects["<abs path>"].mcpServers`, project-scope servers in `<project>/.mcp.json`
     /// `mcpServers`. Remote servers carry `"type": "http"|"sse"` and a `url`.
     ClaudeCode,
     /// Claude Desktop. <https://modelcontextprotocol.io/quickstart/user>: `mcpServers` in
     /// `claude_desktop_config.json`, macOS `~/Library/Application Support/Claude/`, Windows
-    /// `%APPDATA%\Claude\`; Linux builds use `~/.config/Claude/` (XDG config home).
+    /// `%APPDATA%\Claude\`. The published docs name only macOS and Windows; the Linux location
+    /// `~/.config/Claude/` (XDG config home) is where unofficial Linux builds keep it.
     ClaudeDesktop,
-    /// Cursor. <https://docs.cursor.com/context/model-context-protocol>: `mcpServers` in
+    /// Cursor. <https://cursor.com/docs/mcp>: `mcpServers` in
     /// `~/.cursor/mcp.json` (global) and `<project>/.cursor/mcp.json`; remote servers use `url`.
     Cursor,
     /// Windsurf. <https://docs.windsurf.com/windsurf/cascade/mcp>: `mcpServers` in
     /// `~/.codeium/windsurf/mcp_config.json`; remote servers use `serverUrl` (or `url`).
     Windsurf,
-    /// VS Code. <https://code.visualstudio.com/docs/copilot/chat/mcp-servers>: key `servers`
+    /// VS Code. <https://code.visualstudio.com/docs/copilot/customization/mcp-servers>: key `servers`
     /// (beside `inputs`) in `<project>/.vscode/mcp.json` and the user profile's `mcp.json`
     /// (Linux `~/.config/Code/User/`, macOS `~/Library/Application Support/Code/User/`,
     /// Windows `%APPDATA%\Code\User\`); entries carry `"type": "stdio"|"http"|"sse"`. The
@@ -45,7 +47,8 @@ pub enum Client {
     Zed,
     /// Codex. <https://github.com/openai/codex/blob/main/docs/config.md>: TOML tables
     /// `[mcp_servers.<name>]` with `command`, `args`, `env` in `$CODEX_HOME/config.toml`
-    /// (`~/.codex/config.toml` by default); remote servers have `url`.
+    /// (`~/.codex/config.toml` by default) and, for a trusted project, `<project>/.codex/config.toml`;
+    /// remote servers have `url`.
     Codex,
 }
 
@@ -306,6 +309,11 @@ impl Env {
             .codex_home
             .clone()
             .unwrap_or_else(|| home.join(".codex"));
+        add(
+            Client::Codex,
+            Scope::Project,
+            project.join(".codex").join("config.toml"),
+        );
         add(Client::Codex, Scope::User, codex_home.join("config.toml"));
         out
     }

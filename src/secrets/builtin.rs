@@ -137,7 +137,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "aws-access-key-id",
         &["AKIA", "ASIA", "ABIA", "ACCA"],
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
         RANDOM,
     ),
     row_at(
@@ -738,8 +738,8 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row_at(
         "url-basic-auth",
         URL_KW,
-        (1, 1),
-        r#"//[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
+        (0, 0),
+        r#"://[!-~&&[^:@/?#"'<>]]{1,128}:(?P<secret>[!-~&&[^:@/?#"'<>$]][!-~&&[^@/?#"'<>]]{0,255})@"#,
         None,
     ),
     // ---- Generic labelled assignments (last: specific formats win overlaps) ----------
