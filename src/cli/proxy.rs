@@ -9,6 +9,7 @@ use crate::audit::{Audit, AuditConfig, Names, new_session_id};
 use crate::config::{self, LoadOptions};
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::proxy::{self, Chatter, ChildSpec, Grace, LogLevel, Options, ProxyError};
 
@@ -78,10 +79,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let policy = config::load(&LoadOptions {
         explicit: args.config.clone(),
         home: home.clone(),
-        project_dir,
+        project_dir: project_dir.clone(),
     })?;
     let loaded = started.elapsed();
-    let program = Arc::new(Program::compile(&policy)?);
+    // Paths in the policy resolve against the same HOME and project the loader used.
+    let program = Arc::new(Program::compile_with(
+        &policy,
+        &PathEnv::new(&home, &project_dir),
+    )?);
     let compiled = started.elapsed();
     let settings = program.settings().clone();
     let chatter = Chatter {

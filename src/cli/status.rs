@@ -228,7 +228,8 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
             fix,
         )
     })?;
-    let program = crate::program::Program::compile(&policy).map_err(|e| {
+    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    let program = crate::program::Program::compile_with(&policy, &path_env).map_err(|e| {
         Check::bad(
             Status::Fail,
             "policy",

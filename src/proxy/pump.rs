@@ -262,6 +262,91 @@ fn event(
 // Inbound: client → server
 // ---------------------------------------------------------------------------------
 
+/// What the shared read loop needs from a pump: judge one line, and its sinks.
+trait Pump {
+    /// Who sends the lines, for the read-error message ("the client", "the server").
+    const PEER: &'static str;
+    fn ctx(&self) -> &Ctx;
+    fn handle(&mut self, line: Line<'_>);
+    fn sinks(&mut self) -> (&mut Sink, &mut Sink);
+    fn events(&mut self) -> &mut Vec<AuditEvent>;
+}
+
+/// Read lines until EOF or a read error, judging each one. Writes are batched while more
+/// complete lines are buffered (pipelining) and flushed as soon as the input runs dry, so a
+/// lone round trip is never delayed.
+async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReader<R>) {
+    loop {
+        while let Some(line) = reader.next_buffered() {
+            pump.handle(line);
+            let (a, b) = pump.sinks();
+            if a.buf.len() >= FLUSH_BYTES || b.buf.len() >= FLUSH_BYTES {
+                flush(&mut pump).await;
+            }
+        }
+        flush(&mut pump).await;
+        match reader.fill().await {
+            Ok(true) => {}
+            Ok(false) => {
+                while let Some(line) = reader.next_buffered() {
+                    pump.handle(line);
+                }
+                flush(&mut pump).await;
+                return;
+            }
+            Err(e) => {
+                pump.ctx().chatter.log(
+                    LogLevel::Warn,
+                    format_args!("reading from {}: {e}", P::PEER),
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Audit events first, then both sinks.
+async fn flush<P: Pump>(pump: &mut P) {
+    let mut events = std::mem::take(pump.events());
+    pump.ctx().audit.send(&mut events);
+    *pump.events() = events;
+    let (a, b) = pump.sinks();
+    a.flush().await;
+    b.flush().await;
+}
+
+impl Pump for Inbound {
+    const PEER: &'static str = "the client";
+    fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+    fn handle(&mut self, line: Line<'_>) {
+        Inbound::handle(self, line);
+    }
+    fn sinks(&mut self) -> (&mut Sink, &mut Sink) {
+        (&mut self.to_client, &mut self.to_server)
+    }
+    fn events(&mut self) -> &mut Vec<AuditEvent> {
+        &mut self.events
+    }
+}
+
+impl Pump for Outbound {
+    const PEER: &'static str = "the server";
+    fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+    fn handle(&mut self, line: Line<'_>) {
+        Outbound::handle(self, line);
+    }
+    fn sinks(&mut self) -> (&mut Sink, &mut Sink) {
+        (&mut self.to_client, &mut self.to_server)
+    }
+    fn events(&mut self) -> &mut Vec<AuditEvent> {
+        &mut self.events
+    }
+}
+
 pub(crate) struct Inbound {
     ctx: Arc<Ctx>,
     parsed: Parsed,
@@ -295,40 +380,8 @@ impl Inbound {
     }
 
     /// Run until the client closes its end (or reading fails).
-    pub async fn run<R: AsyncRead + Unpin>(mut self, mut reader: LineReader<R>) {
-        loop {
-            while let Some(line) = reader.next_buffered() {
-                self.handle(line);
-                if self.to_server.buf.len() >= FLUSH_BYTES
-                    || self.to_client.buf.len() >= FLUSH_BYTES
-                {
-                    self.flush().await;
-                }
-            }
-            self.flush().await;
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    while let Some(line) = reader.next_buffered() {
-                        self.handle(line);
-                    }
-                    self.flush().await;
-                    return;
-                }
-                Err(e) => {
-                    self.ctx
-                        .chatter
-                        .log(LogLevel::Warn, format_args!("reading from the client: {e}"));
-                    return;
-                }
-            }
-        }
-    }
-
-    async fn flush(&mut self) {
-        self.ctx.audit.send(&mut self.events);
-        self.to_client.flush().await;
-        self.to_server.flush().await;
+    pub async fn run<R: AsyncRead + Unpin>(self, reader: LineReader<R>) {
+        drive(self, reader).await;
     }
 
     fn handle(&mut self, line: Line<'_>) {
@@ -814,38 +867,8 @@ impl Outbound {
 
     /// Run until the server closes its stdout. Keeps reading even when the client is
     /// gone, so the server never blocks on a full pipe.
-    pub async fn run<R: AsyncRead + Unpin>(mut self, mut reader: LineReader<R>) {
-        loop {
-            while let Some(line) = reader.next_buffered() {
-                self.handle(line);
-                if self.to_client.buf.len() >= FLUSH_BYTES {
-                    self.flush().await;
-                }
-            }
-            self.flush().await;
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    while let Some(line) = reader.next_buffered() {
-                        self.handle(line);
-                    }
-                    self.flush().await;
-                    return;
-                }
-                Err(e) => {
-                    self.ctx
-                        .chatter
-                        .log(LogLevel::Warn, format_args!("reading from the server: {e}"));
-                    return;
-                }
-            }
-        }
-    }
-
-    async fn flush(&mut self) {
-        self.ctx.audit.send(&mut self.events);
-        self.to_client.flush().await;
-        self.to_server.flush().await;
+    pub async fn run<R: AsyncRead + Unpin>(self, reader: LineReader<R>) {
+        drive(self, reader).await;
     }
 
     fn handle(&mut self, line: Line<'_>) {
