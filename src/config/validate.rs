@@ -540,21 +540,11 @@ impl<'a> Decoder<'a> {
 
     fn circuit_breaker(&mut self, node: &YNode) -> Option<Spanned<CircuitBreakerSettings>> {
         let f = self.fields(node, "`circuit_breaker`", BREAKER_KEYS)?;
-        let get = |key: &str, this: &mut Self| match f.get(key) {
-            Some(n) => this.positive(n, &format!("`circuit_breaker.{key}`")),
-            None => {
-                this.report(
-                    Code::MissingKey,
-                    format!("`circuit_breaker` has no `{key}`"),
-                    this.head_span(node),
-                    format!("`{key}` is missing"),
-                    "write `circuit_breaker: {max_violations: 5, window_seconds: 60, action: suspend}`",
-                );
-                None
-            }
-        };
-        let violations = get("max_violations", self);
-        let window = get("window_seconds", self);
+        let example =
+            "write `circuit_breaker: {max_violations: 5, window_seconds: 60, action: suspend}`";
+        let violations =
+            self.required_positive(&f, node, "circuit_breaker", "max_violations", example);
+        let window = self.required_positive(&f, node, "circuit_breaker", "window_seconds", example);
         let action = match f.get("action") {
             Some(n) => self.word(
                 n,
@@ -577,23 +567,35 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    fn rate_limit(&mut self, node: &YNode) -> Option<Spanned<RateLimit>> {
-        let f = self.fields(node, "`rate_limit`", RATE_KEYS)?;
-        let get = |key: &str, this: &mut Self| match f.get(key) {
-            Some(n) => this.positive(n, &format!("`rate_limit.{key}`")),
+    /// A required positive integer `section.key`; reports it missing with `example` as help.
+    fn required_positive(
+        &mut self,
+        f: &Fields<'_>,
+        node: &YNode,
+        section: &str,
+        key: &str,
+        example: &str,
+    ) -> Option<Spanned<u64>> {
+        match f.get(key) {
+            Some(n) => self.positive(n, &format!("`{section}.{key}`")),
             None => {
-                this.report(
+                self.report(
                     Code::MissingKey,
-                    format!("`rate_limit` has no `{key}`"),
-                    this.head_span(node),
+                    format!("`{section}` has no `{key}`"),
+                    self.head_span(node),
                     format!("`{key}` is missing"),
-                    "write `rate_limit: {max_calls: 60, window_seconds: 60}`",
+                    example,
                 );
                 None
             }
-        };
-        let calls = get("max_calls", self);
-        let window = get("window_seconds", self);
+        }
+    }
+
+    fn rate_limit(&mut self, node: &YNode) -> Option<Spanned<RateLimit>> {
+        let f = self.fields(node, "`rate_limit`", RATE_KEYS)?;
+        let example = "write `rate_limit: {max_calls: 60, window_seconds: 60}`";
+        let calls = self.required_positive(&f, node, "rate_limit", "max_calls", example);
+        let window = self.required_positive(&f, node, "rate_limit", "window_seconds", example);
         let calls = calls?;
         let window = window?;
         Some(Spanned {
