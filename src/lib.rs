@@ -13,6 +13,7 @@ pub mod frame;
 pub mod guard;
 pub mod paths;
 pub mod program;
+pub mod regex_dialect;
 pub mod proxy;
 pub mod scan;
 pub mod secrets;

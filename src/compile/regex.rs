@@ -34,23 +34,28 @@ pub(crate) fn build_many(
     patterns: &[String],
     kind: MatchKind,
 ) -> Result<meta::Regex, RegexFailure> {
-    meta::Regex::builder()
-        .configure(config(kind))
-        .build_many(patterns)
-        .map_err(|e| {
-            let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
-                patterns.iter().position(|p| {
-                    meta::Regex::builder()
-                        .configure(config(kind))
-                        .build(p)
-                        .is_err()
-                })
-            });
-            RegexFailure {
-                pattern,
-                reason: e.to_string(),
-            }
-        })
+    let mut hirs = Vec::with_capacity(patterns.len());
+    for (i, p) in patterns.iter().enumerate() {
+        hirs.push(crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
+            pattern: Some(i),
+            reason: e.message,
+        })?);
+    }
+    let build = |hirs: &[regex_syntax::hir::Hir]| {
+        meta::Regex::builder()
+            .configure(config(kind))
+            .build_many_from_hir(hirs)
+    };
+    build(&hirs).map_err(|e| {
+        let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
+            hirs.iter()
+                .position(|h| build(std::slice::from_ref(h)).is_err())
+        });
+        RegexFailure {
+            pattern,
+            reason: e.to_string(),
+        }
+    })
 }
 
 /// A regex for finding where one pattern matches (the redact path only).
