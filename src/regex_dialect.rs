@@ -196,7 +196,11 @@ mod tests {
         assert!(!re(r"\Bcurl").is_match("écurl"));
         let r = re(r"(a)\b(?P<tail>b)?");
         assert_eq!(r.captures_len(), 3);
-        assert_eq!(r.group_info().to_index(regex_automata::PatternID::ZERO, "tail"), Some(2));
+        assert_eq!(
+            r.group_info()
+                .to_index(regex_automata::PatternID::ZERO, "tail"),
+            Some(2)
+        );
     }
 
     #[test]
