@@ -12,7 +12,7 @@ use regex_automata::meta;
 
 use crate::config::diag::{Code, PolicyDiagnostic, PolicyError};
 use crate::config::policy::{
-    Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, Span,
+    Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, SourceKind, Span,
 };
 use crate::paths::PathEnv;
 use crate::program::{
@@ -385,7 +385,7 @@ fn compile_inbound(
     let method_globs = build_globs(&methods, diags, "method");
     let tool_globs = build_globs(&tools, diags, "tool");
     let glob = build_globs(&globs, diags, "pattern");
-    let regex = build_regexes(&regexes, diags);
+    let regex = build_regexes(policy, &regexes, diags);
     let inbound = (|| {
         Some(Inbound {
             n_preds,
@@ -455,13 +455,26 @@ fn build_globs(
 }
 
 fn build_regexes(
+    policy: &Policy,
     patterns: &Patterns,
     diags: &mut Diags<'_>,
 ) -> Result<Option<regex::RegexEngine>, ()> {
     if patterns.is_empty() {
         return Ok(None);
     }
-    regex::RegexEngine::new(&patterns.texts, patterns.map())
+    // Regexes of the embedded packs are compiled by the test suite, so building them can
+    // wait for the first frame that needs them; any regex a user wrote is built now, so
+    // a failure is reported at start-up.
+    let builtin_only = patterns
+        .spans
+        .iter()
+        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin);
+    let build = if builtin_only {
+        regex::RegexEngine::deferred
+    } else {
+        regex::RegexEngine::new
+    };
+    build(&patterns.texts, patterns.map())
         .map(Some)
         .map_err(|e| {
             let (span, message) = match e.pattern {
@@ -652,7 +665,7 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
     let method_globs = build_globs(&methods, diags, "method");
     let tool_globs = build_globs(&tools, diags, "tool");
     let server_globs = build_globs(&servers, diags, "server");
-    let regex = build_regexes(&regexes, diags);
+    let regex = build_regexes(policy, &regexes, diags);
     let literal = if literals.is_empty() {
         Ok(None)
     } else {
