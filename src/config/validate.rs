@@ -1175,6 +1175,12 @@ impl<'a> Decoder<'a> {
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
     fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
         let s = self.string(node, &format!("a regex {what}"))?;
+        // The embedded packs' regexes are parsed and built by the test suite (and built on
+        // first use by the proxy); checking them again at every start cost more than the
+        // rest of loading.
+        if self.source.kind == SourceKind::Builtin {
+            return Some(s);
+        }
         if let Err(e) = crate::regex_dialect::parse(&s.value) {
             let span = match e.span {
                 Some(sp) => self.inner_span(&s, sp.start, sp.end),
@@ -1189,11 +1195,6 @@ impl<'a> Decoder<'a> {
                  backslashes stay as written",
             );
             return None;
-        }
-        // The embedded packs are compiled by the test suite; checking their size again
-        // at every start would double the start-up cost for nothing.
-        if self.source.kind == SourceKind::Builtin {
-            return Some(s);
         }
         // One Thompson NFA compile checks the size limit, so an oversized user regex is
         // reported with the other problems of the file, not after them.
