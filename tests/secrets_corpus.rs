@@ -158,6 +158,24 @@ fn every_builtin_has_a_generator_and_a_well_formed_spec() {
     }
 }
 
+/// Built-ins are compiled lazily, on the first hit of a keyword, so a broken one would
+/// only show in the middle of a scan; here each is compiled up front the way a user
+/// pattern is (with the same checks: parses, cannot match the empty string, within
+/// the size limits).
+#[test]
+fn every_builtin_compiles() {
+    let specs: Vec<DetectorSpec> = builtin_specs()
+        .into_iter()
+        .map(|mut spec| {
+            spec.origin = "compiled-eagerly.yaml".into();
+            spec
+        })
+        .collect();
+    let n = specs.len();
+    let detector = Detector::new(specs).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(detector.specs().len(), n);
+}
+
 #[test]
 fn low_entropy_decoy_does_not_hide_a_real_key() {
     let detector = detector();

@@ -13,7 +13,13 @@
 //! - a row whose secret is only part of the match names it `(?P<secret>...)`; only those
 //!   bytes are reported and redacted (a password in a URL, the value of `api_key=`);
 //! - `\b` means an ASCII word boundary here (rewritten to `(?-u:\b)` when the spec is built)
-//!   so the lazy DFA never has to give up on non-ASCII text.
+//!   so the lazy DFA never has to give up on non-ASCII text;
+//! - everything else is written ASCII too: labels are `(?i-u:…)` and whitespace is
+//!   `(?-u:\s)` or spelled out in a class. Credentials are ASCII, and a Unicode class
+//!   or Unicode case folding (`k` also matching the Kelvin sign) makes the automaton
+//!   several times larger and slower to build, for nothing a secret can contain. Only
+//!   "any character" (`[\s\S]`, the body of a key block) stays Unicode, so a match
+//!   always ends on a character boundary.
 //!
 //! Order matters: when matches overlap, the finding carries the name of the row listed
 //! first, so specific formats come before the generic `key = value` rows.
@@ -34,7 +40,7 @@ pub(super) struct Builtin {
 /// (`password_hash`, `SECRET_KEY`), an optional closing quote, then `=`, `:`, `:=` or `=>`.
 macro_rules! assign {
     () => {
-        r#"(?:[_.-][A-Za-z0-9_.-]*|[A-Z][A-Za-z0-9_.-]*)?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+        r#"(?:[_.-][A-Za-z0-9_.-]*|[A-Z][A-Za-z0-9_.-]*)?["'`]?(?-u:\s){0,4}(?::=|=>|:|=)(?-u:\s){0,4}["'`]?"#
     };
 }
 
@@ -43,14 +49,14 @@ macro_rules! assign {
 /// (which hold names, kinds and paths) are not read as secrets.
 macro_rules! generic_assign {
     () => {
-        r#"(?:[_.-]?(?i:key|value|secret|token|access[_.-]?key|str|string|hash|b64|base64))?["'`]?\s{0,4}(?::=|=>|:|=)\s{0,4}["'`]?"#
+        r#"(?:[_.-]?(?i-u:key|value|secret|token|access[_.-]?key|str|string|hash|b64|base64))?["'`]?(?-u:\s){0,4}(?::=|=>|:|=)(?-u:\s){0,4}["'`]?"#
     };
 }
 
-/// A labelled vendor credential: `(?i:label)…= <value>`.
+/// A labelled vendor credential: `(?i-u:label)…= <value>`.
 macro_rules! labelled {
     ($label:literal, $value:literal) => {
-        concat!("(?i:", $label, ")", assign!(), "(?P<secret>", $value, ")")
+        concat!("(?i-u:", $label, ")", assign!(), "(?P<secret>", $value, ")")
     };
 }
 
@@ -105,20 +111,20 @@ pub(super) const BUILTINS: &[Builtin] = &[
     row(
         "gcp-service-account-key",
         &[r#""private_key""#],
-        r#""private_key"\s*:\s*"(?P<secret>-----BEGIN[ A-Z]*PRIVATE KEY-----[^"]*?-----END[ A-Z]*PRIVATE KEY-----(?:\\n)?)""#,
+        r#""private_key"(?-u:\s)*:(?-u:\s)*"(?P<secret>-----BEGIN[ A-Z]*PRIVATE KEY-----[^"]*?-----END[ A-Z]*PRIVATE KEY-----(?:\\n)?)""#,
         None,
     ),
     row(
         "private-key",
         &["-----BEGIN"],
         // With a footer: the whole block. Without (a truncated paste): header plus body.
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY-----|[A-Za-z0-9+/=\s\\:,.-]*)",
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----(?:[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY-----|[A-Za-z0-9+/=\t\n\x0B\f\r \\:,.-]*)",
         None,
     ),
     row(
         "pgp-private-key-block",
         &["-----BEGIN"],
-        r"-----BEGIN PGP PRIVATE KEY BLOCK-----(?:[\s\S]*?-----END PGP PRIVATE KEY BLOCK-----|[A-Za-z0-9+/=\s\\:,.-]*)",
+        r"-----BEGIN PGP PRIVATE KEY BLOCK-----(?:[\s\S]*?-----END PGP PRIVATE KEY BLOCK-----|[A-Za-z0-9+/=\t\n\x0B\f\r \\:,.-]*)",
         None,
     ),
     row(
@@ -145,7 +151,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         SECRET_KW,
         (1, 1),
         concat!(
-            r"(?i:secret_?(?:access_?)?key)",
+            r"(?i-u:secret_?(?:access_?)?key)",
             assign!(),
             r"(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"
         ),
@@ -201,7 +207,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         SECRET_KW,
         (1, 1),
         concat!(
-            r"(?i:secret)",
+            r"(?i-u:secret)",
             assign!(),
             r"(?P<secret>[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})"
         ),
@@ -747,14 +753,14 @@ pub(super) const BUILTINS: &[Builtin] = &[
         "http-authorization-header",
         &["uthorization", "UTHORIZATION"],
         (1, 1),
-        r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?:(?i:basic|bearer|token|digest)\s+)?(?P<secret>[A-Za-z0-9_.~+/-]{8,}={0,2})"#,
+        r#"(?i-u:authorization)["']?(?-u:\s){0,4}[:=](?-u:\s){0,4}["']?(?:(?i-u:basic|bearer|token|digest)(?-u:\s)+)?(?P<secret>[A-Za-z0-9_.~+/-]{8,}={0,2})"#,
         Some(3.0),
     ),
     row_at(
         "http-bearer-token",
         &["earer", "EARER"],
         (1, 1),
-        r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
+        r"(?i-u:bearer)(?-u:\s)+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
         GENERIC,
     ),
     row_at(
@@ -762,9 +768,9 @@ pub(super) const BUILTINS: &[Builtin] = &[
         PASSWORD_KW,
         (1, 1),
         concat!(
-            r"(?i:passwd|password)",
+            r"(?i-u:passwd|password)",
             generic_assign!(),
-            r#"(?P<secret>[^\s"'`,;$<>{}()\[\]%][^\s"'`,;<>{}()\[\]]{7,})(?:["'`\s,;]|$)"#
+            r#"(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;]|$)"#
         ),
         Some(3.0),
     ),
@@ -773,7 +779,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         SECRET_KW,
         (1, 1),
         concat!(
-            r"(?i:secret)",
+            r"(?i-u:secret)",
             generic_assign!(),
             r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
@@ -784,7 +790,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         API_KEY_KW,
         (1, 1),
         concat!(
-            r"(?i:api[_-]?key)",
+            r"(?i-u:api[_-]?key)",
             generic_assign!(),
             r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
@@ -795,7 +801,7 @@ pub(super) const BUILTINS: &[Builtin] = &[
         TOKEN_KW,
         (1, 1),
         concat!(
-            r"(?i:token)",
+            r"(?i-u:token)",
             generic_assign!(),
             r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
@@ -803,17 +809,68 @@ pub(super) const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// How `\b` in the table is written in a spec: an ASCII word boundary.
+const ASCII_WORD_BOUNDARY: &str = r"(?-u:\b)";
+
 /// The built-in detectors as specs, in table order.
 pub fn builtin_specs() -> Vec<DetectorSpec> {
     BUILTINS
         .iter()
         .map(|b| DetectorSpec {
             name: b.name.to_string(),
-            regex: b.regex.replace(r"\b", r"(?-u:\b)"),
+            regex: b.regex.replace(r"\b", ASCII_WORD_BOUNDARY),
             entropy_threshold: b.entropy,
             origin: "builtin".to_string(),
             keywords: b.keywords.iter().map(|k| k.to_string()).collect(),
             keyword_offset: b.offset.0..=b.offset.1,
         })
         .collect()
+}
+
+/// Whether `spec` is a built-in as [`builtin_specs`] makes it: its name and regex are
+/// exactly a table row's (entropy and keywords do not matter to whether it compiles).
+pub(super) fn is_builtin(spec: &DetectorSpec) -> bool {
+    spec.origin == "builtin"
+        && BUILTINS
+            .iter()
+            .any(|b| b.name == spec.name && same_after_rewrite(b.regex, &spec.regex))
+}
+
+/// Whether `spec_regex` is `table_regex` with every `\b` rewritten, without allocating.
+fn same_after_rewrite(table_regex: &str, spec_regex: &str) -> bool {
+    let mut rest = spec_regex;
+    for (i, piece) in table_regex.split(r"\b").enumerate() {
+        if i > 0 {
+            let Some(r) = rest.strip_prefix(ASCII_WORD_BOUNDARY) else {
+                return false;
+            };
+            rest = r;
+        }
+        let Some(r) = rest.strip_prefix(piece) else {
+            return false;
+        };
+        rest = r;
+    }
+    rest.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_spec_is_recognised_and_a_changed_one_is_not() {
+        for spec in builtin_specs() {
+            assert!(is_builtin(&spec), "{}", spec.name);
+            let mut changed = spec.clone();
+            changed.regex.push('x');
+            assert!(!is_builtin(&changed), "{}", spec.name);
+            let mut user = spec.clone();
+            user.origin = "policy.yaml".into();
+            assert!(!is_builtin(&user), "{}", spec.name);
+        }
+        let mut spec = builtin_specs().remove(0);
+        spec.name = "renamed".into();
+        assert!(!is_builtin(&spec));
+    }
 }

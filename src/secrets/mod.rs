@@ -45,10 +45,12 @@
 //! ```
 
 mod builtin;
+mod engine;
 mod entropy;
 mod prefilter;
 
 use std::ops::{Range, RangeInclusive};
+use std::sync::OnceLock;
 
 use regex_automata::util::captures::Captures;
 use regex_automata::{Anchored, Input, PatternID, meta};
@@ -58,6 +60,7 @@ use regex_syntax::hir::literal::{ExtractKind, Extractor};
 pub use builtin::builtin_specs;
 pub use entropy::shannon_entropy;
 
+use engine::{Engine, EngineCache};
 use prefilter::{Candidate, HitScratch, Keywords};
 
 /// Window for the anchored search of a pattern with no maximum length. A match that
@@ -71,11 +74,10 @@ const MAX_KEYWORD_OFFSET: usize = 64;
 const MIN_KEYWORD_LEN: usize = 3;
 /// A user pattern with more literal prefixes than this runs as a full scan.
 const MAX_EXTRACTED_KEYWORDS: usize = 32;
-/// Size limits for the compiled automaton (user patterns are untrusted input).
+/// Size limits for the full-scan automaton (user patterns are untrusted input).
 const NFA_SIZE_LIMIT: usize = 32 << 20;
 const DFA_SIZE_LIMIT: usize = 32 << 20;
-/// Lazy DFA cache capacity of each regex (allocated as states are built; a keyword
-/// detector's anchored DFA stays far below it).
+/// Lazy DFA cache capacity of the full-scan regex.
 const HYBRID_CACHE_CAPACITY: usize = 4 << 20;
 
 /// One detector as declared (built-in or from `secrets.patterns`).
@@ -211,13 +213,11 @@ pub struct DetectorError {
 /// How each detector is searched, derived from its spec.
 #[derive(Debug)]
 struct Plan {
-    /// The pattern alone, searched anchored at keyword hits.
-    regex: meta::Regex,
-    /// Index of the `secret` capture group, if the pattern has one.
-    secret_group: Option<usize>,
-    /// Maximum match length, or the search window when unbounded.
-    window: usize,
-    bounded: bool,
+    /// The pattern alone, searched anchored at keyword hits. Built in
+    /// [`Detector::new`] for user patterns (so a bad one fails at start-up), and for
+    /// built-ins the first time one of their keywords is found: most texts trigger
+    /// few formats, and start-up pays for none.
+    engine: OnceLock<Engine>,
     entropy: Option<f64>,
     /// Keywords that trigger it; `None`: full scan.
     keywords: Option<Vec<String>>,
@@ -237,12 +237,13 @@ struct FullScan {
 ///
 /// # Resource usage
 ///
-/// Building the built-in table (about 100 detectors, each its own small regex, plus
-/// the keyword searchers) takes tens of milliseconds in a release build. Each regex
-/// has NFA and DFA size limits (32 MiB) so a hostile user pattern fails to build
-/// instead of exhausting memory. A [`DetectorCache`] holds one lazy-DFA cache per
-/// detector; they grow only as states are needed (typically a few KiB each, at most
-/// 4 MiB each).
+/// Building the built-in table compiles only the keyword searchers (well under a
+/// millisecond in a release build); each built-in's regex is compiled the first time
+/// one of its keywords is found (tens of microseconds each). User patterns are
+/// compiled at once, each with NFA and DFA size limits (32 MiB) so a hostile pattern
+/// fails to build instead of exhausting memory. A [`DetectorCache`] holds one
+/// lazy-DFA cache per detector that has run; they grow only as states are needed
+/// (typically a few KiB each, at most 2 MiB each).
 ///
 /// # Cost of a scan
 ///
@@ -261,8 +262,8 @@ pub struct Detector {
 /// [`Detector::cache`] and reuse it.
 #[derive(Debug)]
 pub struct DetectorCache {
-    /// Per detector: its regex's cache, and captures when it has a `secret` group.
-    caches: Vec<(meta::Cache, Option<Captures>)>,
+    /// Per detector: its engine's cache, created the first time it runs.
+    caches: Vec<Option<Box<EngineCache>>>,
     full_cache: Option<meta::Cache>,
     full_captures: Option<Captures>,
     hits: HitScratch,
@@ -284,6 +285,9 @@ impl Detector {
         };
         let mut hirs = Vec::with_capacity(specs.len());
         for (index, spec) in specs.iter().enumerate() {
+            // A verbatim built-in is known to be valid (a test compiles every one):
+            // it is not even parsed until its keyword is found.
+            let lazy = builtin::is_builtin(spec);
             if spec.name.is_empty() {
                 return Err(error(
                     index,
@@ -301,10 +305,11 @@ impl Detector {
                     ),
                 ));
             }
-            let hir = regex_syntax::ParserBuilder::new()
-                .build()
-                .parse(&spec.regex)
-                .map_err(|e| error(index, spec, e.to_string()))?;
+            if lazy {
+                hirs.push(None);
+                continue;
+            }
+            let hir = parse(&spec.regex).map_err(|e| error(index, spec, e))?;
             if hir.properties().minimum_len().is_none_or(|n| n == 0) {
                 return Err(error(
                     index,
@@ -324,17 +329,16 @@ impl Detector {
             if spec.keywords.iter().any(String::is_empty) {
                 return Err(error(index, spec, "a keyword is empty".into()));
             }
-            hirs.push(hir);
+            hirs.push(Some(hir));
         }
 
         let mut plans = Vec::with_capacity(specs.len());
         let mut entries = Vec::new();
         let mut full_scan_ids = Vec::new();
         for (index, (spec, hir)) in specs.iter().zip(&hirs).enumerate() {
-            let keywords = if spec.keywords.is_empty() {
-                extract_keywords(hir)
-            } else {
-                Some(spec.keywords.clone())
+            let keywords = match hir {
+                Some(hir) if spec.keywords.is_empty() => extract_keywords(hir),
+                _ => Some(spec.keywords.clone()),
             };
             match &keywords {
                 Some(kws) => {
@@ -351,15 +355,13 @@ impl Detector {
                 }
                 None => full_scan_ids.push(index),
             }
-            let max_len = hir.properties().maximum_len();
-            let regex = build_regex(std::slice::from_ref(hir))
-                .map_err(|e| error(index, spec, e.to_string()))?;
-            let secret_group = regex.group_info().to_index(PatternID::ZERO, "secret");
+            let engine = OnceLock::new();
+            if let (Some(hir), Some(_)) = (hir, &keywords) {
+                let built = Engine::new(hir).map_err(|e| error(index, spec, e))?;
+                let _ = engine.set(built);
+            }
             plans.push(Plan {
-                regex,
-                secret_group,
-                window: max_len.unwrap_or(UNBOUNDED_WINDOW),
-                bounded: max_len.is_some(),
+                engine,
                 entropy: spec.entropy_threshold,
                 keywords,
             });
@@ -377,7 +379,11 @@ impl Detector {
         let full_scan = if full_scan_ids.is_empty() {
             None
         } else {
-            let group: Vec<Hir> = full_scan_ids.iter().map(|&i| hirs[i].clone()).collect();
+            // Full-scan detectors are user patterns, never lazy: each has its HIR.
+            let group: Vec<Hir> = full_scan_ids
+                .iter()
+                .filter_map(|&i| hirs[i].clone())
+                .collect();
             let regex = build_regex(&group).map_err(|e| {
                 let index = full_scan_ids[e.pattern().map_or(0, |p| p.as_usize())];
                 error(index, &specs[index], e.to_string())
@@ -406,14 +412,7 @@ impl Detector {
     /// Fresh scratch space for [`Detector::find`]; one per thread.
     pub fn cache(&self) -> DetectorCache {
         DetectorCache {
-            caches: self
-                .plans
-                .iter()
-                .map(|p| {
-                    let captures = p.secret_group.map(|_| p.regex.create_captures());
-                    (p.regex.create_cache(), captures)
-                })
-                .collect(),
+            caches: self.plans.iter().map(|_| None).collect(),
             full_cache: self.full_scan.as_ref().map(|f| f.regex.create_cache()),
             full_captures: self.full_scan.as_ref().map(|f| f.regex.create_captures()),
             hits: HitScratch::default(),
@@ -469,7 +468,10 @@ impl Detector {
                 match acc.last() {
                     Some(last)
                         if last.range.contains(&pos)
-                            && self.plans[last.detector as usize].secret_group.is_none() =>
+                            && self.plans[last.detector as usize]
+                                .engine
+                                .get()
+                                .is_some_and(|e| !e.has_secret_group()) =>
                     {
                         last.range.end
                     }
@@ -552,43 +554,30 @@ impl Detector {
     /// passes the entropy gate.
     fn confirm(
         &self,
-        caches: &mut [(meta::Cache, Option<Captures>)],
+        caches: &mut [Option<Box<EngineCache>>],
         text: &str,
         start: usize,
         detector: u32,
     ) -> Option<Range<usize>> {
         let plan = &self.plans[detector as usize];
-        let (re_cache, captures) = &mut caches[detector as usize];
-        let mut window = plan.window;
+        let engine = self.engine(detector);
+        let cache =
+            caches[detector as usize].get_or_insert_with(|| Box::new(engine.create_cache()));
+        let mut window = engine.max_len.unwrap_or(UNBOUNDED_WINDOW);
         let secret = loop {
             let end = text.len().min(start.saturating_add(window));
             let input = Input::new(text)
                 .range(start..end)
                 .anchored(Anchored::Yes)
                 .earliest(false);
-            // With a `secret` group the capture search runs the DFA first and the
-            // one-pass engine only on the match, so one call does both.
-            let (whole, secret) = match (plan.secret_group, captures.as_mut()) {
-                (Some(group), Some(caps)) => {
-                    plan.regex.search_captures_with(re_cache, &input, caps);
-                    let m = caps.get_match()?;
-                    (
-                        m.range(),
-                        caps.get_group(group).map_or(m.range(), |s| s.range()),
-                    )
-                }
-                _ => {
-                    let m = plan.regex.search_with(re_cache, &input)?;
-                    (m.range(), m.range())
-                }
-            };
+            let found = engine.search(cache, &input)?;
             // A match cut off by the window may go on: search again, wider. Each
             // retry is paid for by a match, so the total work stays linear.
-            if !plan.bounded && whole.end == end && end < text.len() {
+            if engine.max_len.is_none() && found.whole.end == end && end < text.len() {
                 window = window.saturating_mul(2);
                 continue;
             }
-            break secret;
+            break found.secret;
         };
         if secret.is_empty() {
             return None;
@@ -597,6 +586,19 @@ impl Detector {
             .entropy
             .is_none_or(|t| shannon_entropy(&text.as_bytes()[secret.clone()]) >= t);
         passes.then_some(secret)
+    }
+
+    /// The engine of keyword-triggered `detector`, compiled now if this is its first use.
+    fn engine(&self, detector: u32) -> &Engine {
+        let index = detector as usize;
+        self.plans[index].engine.get_or_init(|| {
+            // Only verbatim built-ins are left unbuilt by `new`, and the test suite
+            // compiles every one of them (`every_builtin_compiles`).
+            let spec = &self.specs[index];
+            parse(&spec.regex)
+                .and_then(|hir| Engine::new(&hir))
+                .unwrap_or_else(|e| panic!("built-in detector {} does not compile: {e}", spec.name))
+        })
     }
 
     fn find_full_scan(
@@ -708,6 +710,13 @@ fn merge_into(last: &mut Finding, other: &Finding) {
     last.range.start = last.range.start.min(other.range.start);
     last.range.end = last.range.end.max(other.range.end);
     last.detector = last.detector.min(other.detector);
+}
+
+fn parse(pattern: &str) -> Result<Hir, String> {
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(pattern)
+        .map_err(|e| e.to_string())
 }
 
 fn build_regex(hirs: &[Hir]) -> Result<meta::Regex, Box<meta::BuildError>> {

@@ -1,18 +1,115 @@
 //! Secret detector throughput: 1 MiB of ordinary text with no secrets, 1 MiB dense
 //! with secret-like tokens, and the cost of 10 versus 100 detectors.
 //!
-//! Run with `cargo bench --bench secrets`; divan reports bytes per second.
+//! Run with `cargo bench --bench secrets`; divan reports bytes per second. Before the
+//! benches run, the peak heap of building the built-in table (and of a first scan) is
+//! printed, measured by a counting allocator.
 
 #[path = "../support/secrets_corpus.rs"]
 mod corpus;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use divan::{Bencher, counter::BytesCount};
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
 
 const MIB: usize = 1 << 20;
 
+/// The system allocator, keeping the current and the peak number of live heap bytes.
+struct PeakAlloc;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for PeakAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged to the system allocator.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged to the system allocator.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            if new_size >= layout.size() {
+                let grow = new_size - layout.size();
+                let live = LIVE.fetch_add(grow, Ordering::Relaxed) + grow;
+                PEAK.fetch_max(live, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: PeakAlloc = PeakAlloc;
+
+/// Peak heap growth (above what was live before) while `f` runs, and what `f` returned.
+fn peak_heap<T>(f: impl FnOnce() -> T) -> (usize, T) {
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let out = f();
+    (PEAK.load(Ordering::Relaxed) - before, out)
+}
+
 fn main() {
+    let (build_peak, detector) = peak_heap(|| Detector::new(builtin_specs()).unwrap());
+    let text = corpus::dense_text(3, 16 * 1024);
+    let (scan_peak, _) = peak_heap(|| {
+        let mut cache = detector.cache();
+        let mut out = Vec::new();
+        detector.find(&text, &mut cache, &mut out);
+        out.len()
+    });
+    let (full_peak, _) = peak_heap(|| {
+        let detector = Detector::new(builtin_specs()).unwrap();
+        let mut cache = detector.cache();
+        let mut out = Vec::new();
+        detector.find(&corpus::dense_text(4, MIB), &mut cache, &mut out);
+        out.len()
+    });
+    println!(
+        "peak heap: build built-ins {} KiB; first scan of 16 KiB dense text {} KiB; build + scan of 1 MiB dense text {} KiB",
+        build_peak >> 10,
+        scan_peak >> 10,
+        full_peak >> 10
+    );
+    drop(detector);
     divan::main();
+}
+
+/// Start-up: building the built-in table.
+#[divan::bench]
+fn build_builtin(bencher: Bencher) {
+    bencher.bench_local(|| Detector::new(builtin_specs()).unwrap());
+}
+
+/// Start-up plus the first scan of a 16 KiB text dense with secrets (every detector a
+/// first-time hit pays for is paid here).
+#[divan::bench]
+fn build_and_first_scan_16kib(bencher: Bencher) {
+    let text = corpus::dense_text(3, 16 * 1024);
+    bencher.bench_local(|| {
+        let detector = Detector::new(builtin_specs()).unwrap();
+        let mut cache = detector.cache();
+        let mut out = Vec::new();
+        detector.find(divan::black_box(&text), &mut cache, &mut out);
+        out.len()
+    });
 }
 
 fn scan(bencher: Bencher, detector: &Detector, text: &str) {
@@ -72,5 +169,21 @@ fn ordinary_1mib_detectors(bencher: Bencher, n: usize) {
 fn dense_1mib_detectors(bencher: Bencher, n: usize) {
     let detector = detectors(n);
     let text = corpus::dense_text(2, MIB);
+    scan(bencher, &detector, &text);
+}
+
+/// The same 1 MiB text and the same findings for 10 and 100 detectors: the text holds
+/// only credentials of the first 10 built-ins (and ordinary text), so the extra 90
+/// detectors add keywords and automaton size but no findings.
+#[divan::bench(args = [10, 100])]
+fn same_findings_1mib_detectors(bencher: Bencher, n: usize) {
+    let detector = detectors(n);
+    let first_ten: Vec<String> = builtin_specs()
+        .into_iter()
+        .take(10)
+        .map(|s| s.name)
+        .collect();
+    let first_ten: Vec<&str> = first_ten.iter().map(String::as_str).collect();
+    let text = corpus::dense_text_of(5, MIB, &first_ten);
     scan(bencher, &detector, &text);
 }

@@ -1161,13 +1161,18 @@ pub fn ordinary_text(seed: u64, len: usize) -> String {
 /// About `len` bytes dense with secret-like tokens: a credential (or a near miss)
 /// every ~200 bytes of ordinary text.
 pub fn dense_text(seed: u64, len: usize) -> String {
+    dense_text_of(seed, len, FORMATS)
+}
+
+/// [`dense_text`] with credentials of the given formats only.
+pub fn dense_text_of(seed: u64, len: usize, formats: &[&str]) -> String {
     let r = &mut Rng::new(seed);
     let mut s = String::with_capacity(len + 1024);
     while s.len() < len {
         let n = r.range(15, 30);
         s.push_str(&lorem(r, n));
         s.push(' ');
-        let name = FORMATS[r.below(FORMATS.len())];
+        let name = formats[r.below(formats.len())];
         // Keep it to tokens: a 4 KiB PGP block would not be "every 200 bytes".
         if matches!(
             name,
