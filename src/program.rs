@@ -228,7 +228,7 @@ pub struct Program {
     pub(crate) env: PathEnv,
     pub(crate) inbound: Inbound,
     pub(crate) outbound: Outbound,
-    pub(crate) detector: Detector,
+    pub(crate) detector: crate::compile::secret::SecretEngine,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) outbound_rules: Vec<RuleInfo>,
 }
@@ -339,7 +339,7 @@ pub struct Scratch {
     regex_set: Option<PatternSet>,
     out_regex_cache: Option<meta::Cache>,
     out_regex_set: Option<PatternSet>,
-    detector_cache: DetectorCache,
+    detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
     norm: String,
@@ -435,6 +435,10 @@ impl Program {
         if let Some(re) = &self.outbound.regex {
             re.warm_up();
         }
+        self.detector.detector();
+        if let Some(lit) = &self.outbound.literal {
+            lit.warm_up();
+        }
     }
 
     /// Fresh scratch space for evaluating with this program.
@@ -453,7 +457,7 @@ impl Program {
             regex_set: inb.regex.as_ref().map(|r| r.pattern_set()),
             out_regex_cache: None,
             out_regex_set: out.regex.as_ref().map(|r| r.pattern_set()),
-            detector_cache: self.detector.cache(),
+            detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
             norm: String::with_capacity(256),
@@ -476,7 +480,7 @@ impl Program {
     /// The secret detectors (built-in minus disabled, plus the policy's own), e.g. to
     /// redact allowed arguments before they are logged.
     pub fn detector(&self) -> &Detector {
-        &self.detector
+        self.detector.detector()
     }
 
     /// Judge one inbound message of `frame`.

@@ -25,6 +25,7 @@ pub(crate) mod glob;
 pub(crate) mod literal;
 pub(crate) mod path;
 pub(crate) mod regex;
+pub(crate) mod secret;
 
 /// Which engine classes a selector (or an outbound rule) needs, as bits.
 pub(crate) type Needs = u8;
@@ -165,7 +166,7 @@ pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
     }
 }
 
-fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
+fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<secret::SecretEngine> {
     let builtin = builtin_specs();
     for disabled in &policy.disabled_secrets {
         if !builtin.iter().any(|s| s.name == disabled.value) {
@@ -200,8 +201,11 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
             ..DetectorSpec::default()
         });
     }
+    if policy.secret_patterns.is_empty() {
+        return Some(secret::SecretEngine::deferred(specs));
+    }
     match Detector::new(specs) {
-        Ok(d) => Some(d),
+        Ok(d) => Some(secret::SecretEngine::new(d)),
         Err(e) => {
             let span = e
                 .index
@@ -668,6 +672,15 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
     let regex = build_regexes(policy, &regexes, diags);
     let literal = if literals.is_empty() {
         Ok(None)
+    } else if literals
+        .spans
+        .iter()
+        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin)
+    {
+        Ok(Some(literal::LiteralEngine::deferred(
+            &literals.texts,
+            literals.map(),
+        )))
     } else {
         literal::LiteralEngine::new(&literals.texts, literals.map())
             .map(Some)
