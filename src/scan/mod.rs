@@ -590,12 +590,14 @@ mod tests {
 
     #[test]
     fn limits_too_large_to_exercise_are_skipped_not_flooded() {
-        let mut s = Settings::default();
-        s.rate_limit = Some(RateLimit {
-            max_calls: 1_000_000,
-            window_seconds: 1,
-        });
-        s.max_frame_bytes = 1 << 30;
+        let s = Settings {
+            rate_limit: Some(RateLimit {
+                max_calls: 1_000_000,
+                window_seconds: 1,
+            }),
+            max_frame_bytes: 1 << 30,
+            ..Settings::default()
+        };
         let reason = skip_reason(attack("RL-001"), &s).expect("skipped");
         assert!(reason.contains("1000000"), "{reason}");
         let reason = skip_reason(attack("JS-009"), &s).expect("skipped");
