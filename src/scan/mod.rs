@@ -555,3 +555,61 @@ fn audited_stopper(
         })
         .find_map(|e| e["rule"].as_str().map(str::to_string))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::policy::{BreakerAction, CircuitBreakerSettings, RateLimit};
+
+    fn attack(id: &str) -> &'static Attack {
+        Attack::by_id(id).expect("attack exists")
+    }
+
+    #[test]
+    fn setting_attacks_are_skipped_with_a_reason_unless_the_policy_enables_the_setting() {
+        let mut s = Settings::default();
+        let reason = skip_reason(attack("RL-001"), &s).expect("skipped");
+        assert!(reason.contains("settings.rate_limit") && reason.contains("--profile strict"));
+        let reason = skip_reason(attack("CB-001"), &s).expect("skipped");
+        assert!(reason.contains("settings.circuit_breaker"));
+        assert_eq!(skip_reason(attack("JS-009"), &s), None);
+        assert_eq!(skip_reason(attack("PT-001"), &s), None);
+
+        s.rate_limit = Some(RateLimit {
+            max_calls: 120,
+            window_seconds: 60,
+        });
+        s.circuit_breaker = Some(CircuitBreakerSettings {
+            max_violations: 10,
+            window_seconds: 60,
+            action: BreakerAction::Suspend,
+        });
+        assert_eq!(skip_reason(attack("RL-001"), &s), None);
+        assert_eq!(skip_reason(attack("CB-001"), &s), None);
+    }
+
+    #[test]
+    fn limits_too_large_to_exercise_are_skipped_not_flooded() {
+        let s = Settings {
+            rate_limit: Some(RateLimit {
+                max_calls: 1_000_000,
+                window_seconds: 1,
+            }),
+            max_frame_bytes: 1 << 30,
+            ..Settings::default()
+        };
+        let reason = skip_reason(attack("RL-001"), &s).expect("skipped");
+        assert!(reason.contains("1000000"), "{reason}");
+        let reason = skip_reason(attack("JS-009"), &s).expect("skipped");
+        assert!(reason.contains("max_frame_bytes"), "{reason}");
+    }
+
+    #[test]
+    fn call_frames_are_valid_json_rpc() {
+        let line = call_frame(7, "read_file", r#"{"path":"a \"b\""}"#);
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["params"]["name"], "read_file");
+        assert_eq!(v["params"]["arguments"]["path"], "a \"b\"");
+    }
+}
