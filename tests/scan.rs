@@ -54,10 +54,6 @@ fn weak_policy(dir: &Path) -> PathBuf {
     p
 }
 
-/// Attacks the default pack leaves open on purpose: a blanket "no writes outside the
-/// project" rule would refuse everyday writes (caches, temporary files, a generator's output
-/// given by absolute path), so only `--profile strict` has it.
-const DEFAULT_PACK_LEAVES_OPEN: &[&str] = &["WR-008"];
 
 fn reason_of(results: &[Value], id: &str) -> String {
     results
@@ -186,17 +182,6 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
             r["baseline"], "VULNERABLE",
             "{id} proves nothing: it fails without mcpwall too"
         );
-        if DEFAULT_PACK_LEAVES_OPEN.contains(&id) {
-            // Honest, not hidden: a finding with the strict remediation.
-            assert_eq!(r["protected"], "VULNERABLE", "{id}");
-            assert!(
-                r["remediation"]
-                    .as_str()
-                    .unwrap()
-                    .contains("--profile strict")
-            );
-            continue;
-        }
         assert_eq!(
             r["baseline"], "VULNERABLE",
             "{id} proves nothing: it fails without mcpwall too"
@@ -209,8 +194,7 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
         assert!(r["stopped_by"].is_string(), "{id} has no stopper");
     }
     assert!(applicable >= 40);
-    // Only WR-008 (medium) is open: 99, still an A.
-    assert_eq!(report["summary"]["score"], 99);
+    assert_eq!(report["summary"]["score"], 100);
     assert_eq!(report["summary"]["grade"], "A");
     // STOPPED BY names the rule or the mechanism, as the audit log does.
     let stopped = |id: &str| {

@@ -148,7 +148,7 @@ const R_TAMPER: &str = "extends: [default]   # block-mcpwall-tampering";
 const R_INJECTION: &str = "outbound_rules:\n  - name: block-prompt-injection-in-results\n    match:\n      method: \"{tools/call,resources/read}\"\n      response_contains: [\"ignore previous instructions\", \"disregard all prior instructions\", \"do not tell the user\", \"<important>\"]\n    action: deny";
 const R_STARTUP: &str =
     "extends: [default]   # block-writes-to-startup-files, block-shell-writes-to-startup-files";
-const R_PROJECT_WRITES: &str = "# The default pack leaves writes outside the project open on purpose (agents write\n# caches and temporary files); `--profile strict` confines them, or:\n- name: block-writes-outside-project\n  match:\n    method: \"*\"\n    tool: \"{*write*,*edit*,*create*,*move*,*copy*}\"\n    arguments:\n      path: {not_under: \"${PROJECT_DIR}\"}\n  action: deny";
+const R_PROJECT_WRITES: &str = "extends: [default]   # block-writes-in-home-outside-project; `--profile strict` confines every write to the project, or:\n- name: block-writes-outside-project\n  match:\n    method: \"*\"\n    tool: \"{*write*,*edit*,*create*,*move*,*copy*}\"\n    arguments:\n      path: {not_under: \"${PROJECT_DIR}\"}\n  action: deny";
 const R_FRAME: &str = "settings:\n  max_frame_bytes: 67108864   # frames above the limit are refused whole, never parsed in part";
 const R_RATE: &str =
     "settings:\n  rate_limit: {max_calls: 120, window_seconds: 60}   # or: --profile strict";
