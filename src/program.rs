@@ -373,6 +373,9 @@ trait Texts {
 struct FrameTexts<'f, 'a> {
     frame: &'f Frame<'a>,
     msg: &'f Message,
+    /// Where the last mapping into a decoded string ended: hits come in increasing order
+    /// per string, so a long string with escapes is walked once, not once per hit.
+    cursor: std::cell::Cell<(u32, crate::frame::redact::RawCursor)>,
 }
 
 impl Texts for FrameTexts<'_, '_> {
@@ -388,7 +391,13 @@ impl Texts for FrameTexts<'_, '_> {
 
     fn raw_range(&self, text: u32, decoded: Range<usize>) -> Range<usize> {
         let tok = &self.frame.tokens()[text as usize];
-        crate::frame::redact::raw_range(self.frame, tok, decoded)
+        let (last, mut cursor) = self.cursor.get();
+        if last != text {
+            cursor = crate::frame::redact::RawCursor::default();
+        }
+        let raw = crate::frame::redact::raw_range_from(self.frame, tok, decoded, &mut cursor);
+        self.cursor.set((text, cursor));
+        raw
     }
 }
 
@@ -665,7 +674,16 @@ impl Program {
             server: call.server,
         };
         let size = msg.span.end - msg.span.start;
-        self.scan_outbound(size, &call, &FrameTexts { frame, msg }, scratch)
+        self.scan_outbound(
+            size,
+            &call,
+            &FrameTexts {
+                frame,
+                msg,
+                cursor: Default::default(),
+            },
+            scratch,
+        )
     }
 
     /// Judge a line a server printed on stdout that is not JSON. Conditions read the

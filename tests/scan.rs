@@ -54,7 +54,6 @@ fn weak_policy(dir: &Path) -> PathBuf {
     p
 }
 
-
 fn reason_of(results: &[Value], id: &str) -> String {
     results
         .iter()

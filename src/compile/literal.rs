@@ -11,32 +11,97 @@
 
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+use regex_automata::meta;
 
 use super::PredMap;
 use crate::guard::normalize::normalize;
 
 #[derive(Debug)]
 pub(crate) struct LiteralEngine {
-    ac: OnceLock<AhoCorasick>,
-    /// The literals, kept for a deferred build.
+    automata: OnceLock<Automata>,
+    /// The literals (normalised, so lower case), kept for a deferred build.
     literals: Box<[String]>,
     pub map: PredMap,
 }
 
-fn build(literals: &[String]) -> Result<AhoCorasick, String> {
-    AhoCorasick::builder()
-        .match_kind(MatchKind::Standard)
-        .ascii_case_insensitive(true)
-        .build(literals)
+/// Three automata over the same literals, for the two ways a text is searched.
+#[derive(Debug)]
+struct Automata {
+    /// Overlapping, ASCII case-insensitive: short texts, searched as they are.
+    overlapping: AhoCorasick,
+    /// Leftmost-longest over lower-cased text: finds where some literal starts, with the
+    /// SIMD prefilter (an overlapping search of a long text steps the automaton through
+    /// nearly every byte, since the literals start with common letters).
+    leftmost: AhoCorasick,
+    /// The literals (lower case), and for each first byte the ones starting with it, to
+    /// list every literal starting where the leftmost search found one.
+    literals: Box<[String]>,
+    by_first_byte: Box<[Box<[u32]>]>,
+    /// Matches lower-cased plain ASCII text wherever a literal would match it or its
+    /// white-space-collapsed form (each space of a literal as a run of white space); `None`
+    /// when a literal is not ASCII. Most long texts contain no literal at all, and this
+    /// one prefiltered search says so without copying or collapsing anything else.
+    gate: Option<meta::Regex>,
+}
+
+/// Texts at least this long are lower-cased once and searched with the prefilter.
+const LONG_TEXT: usize = 256;
+
+fn build(literals: &[String]) -> Result<Automata, String> {
+    let err = |e: aho_corasick::BuildError| e.to_string();
+    Ok(Automata {
+        overlapping: AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .ascii_case_insensitive(true)
+            .build(literals)
+            .map_err(err)?,
+        leftmost: AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(literals)
+            .map_err(err)?,
+        gate: gate(literals)?,
+        literals: literals.into(),
+        by_first_byte: (0..=255u8)
+            .map(|b| {
+                (0..literals.len() as u32)
+                    .filter(|&i| literals[i as usize].as_bytes().first() == Some(&b))
+                    .collect()
+            })
+            .collect(),
+    })
+}
+
+fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
+    if literals.is_empty() || !literals.iter().all(|l| l.is_ascii()) {
+        return Ok(None);
+    }
+    let alternatives: Vec<String> = literals
+        .iter()
+        .map(|l| {
+            l.split(' ')
+                .map(regex_syntax::escape)
+                .collect::<Vec<_>>()
+                .join(r"[\t\n ]+")
+        })
+        .collect();
+    meta::Regex::new(&alternatives.join("|"))
+        .map(Some)
         .map_err(|e| e.to_string())
+}
+
+/// Printable ASCII, tabs and newlines: text whose normal form is its lower-cased,
+/// white-space-collapsed self.
+fn is_plain_ascii(text: &str) -> bool {
+    text.bytes()
+        .all(|b| (0x20..0x7F).contains(&b) || b == b'\t' || b == b'\n')
 }
 
 impl LiteralEngine {
     /// Built now; fails when the automaton cannot be built.
     pub fn new(literals: &[String], map: PredMap) -> Result<LiteralEngine, String> {
         Ok(LiteralEngine {
-            ac: OnceLock::from(build(literals)?),
+            automata: OnceLock::from(build(literals)?),
             literals: literals.into(),
             map,
         })
@@ -46,14 +111,14 @@ impl LiteralEngine {
     /// build, those of the embedded packs.
     pub fn deferred(literals: &[String], map: PredMap) -> LiteralEngine {
         LiteralEngine {
-            ac: OnceLock::new(),
+            automata: OnceLock::new(),
             literals: literals.into(),
             map,
         }
     }
 
-    fn ac(&self) -> &AhoCorasick {
-        self.ac.get_or_init(|| {
+    fn automata(&self) -> &Automata {
+        self.automata.get_or_init(|| {
             build(&self.literals).unwrap_or_else(|e| {
                 panic!("the built-in response_contains literals do not build: {e}")
             })
@@ -61,33 +126,79 @@ impl LiteralEngine {
     }
 
     pub fn warm_up(&self) {
-        self.ac();
+        self.automata();
     }
 
     /// Call `f(pattern, start, end)` for every occurrence of every literal in `text`.
     #[inline]
     pub fn for_each_match(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
+        let automata = self.automata();
         let mut found = 0u64;
-        for m in self.ac().find_overlapping_iter(text) {
-            let p = m.pattern().as_usize();
+        let mut note = |p: usize, start: usize, end: usize| {
             found |= 1u64.checked_shl(p as u32).unwrap_or(0);
-            f(p, m.start(), m.end());
+            f(p, start, end);
+        };
+        if text.len() < LONG_TEXT {
+            for m in automata.overlapping.find_overlapping_iter(text) {
+                note(m.pattern().as_usize(), m.start(), m.end());
+            }
+        } else {
+            // ASCII lower-casing keeps every byte offset.
+            let lower = text.to_ascii_lowercase();
+            if let Some(gate) = &automata.gate
+                && is_plain_ascii(text)
+                && !gate.is_match(&lower)
+            {
+                return;
+            }
+            automata.each_in_lowercase(&lower, &mut note);
         }
         if is_normal_up_to_case(text) {
             return;
         }
         // Patterns past the 64th are reported again from the normalised text; a
-        // duplicate hit only sets the same predicate bit twice.
-        let normalized = normalize(text);
+        // duplicate hit only sets the same predicate bit twice. Printable ASCII with tabs
+        // and newlines only needs its white space collapsed (case is ignored anyway), which
+        // is one cheap pass instead of the full Unicode normalisation.
+        let normalized = match collapse_ascii_whitespace(text) {
+            Some(mut collapsed) => {
+                collapsed.make_ascii_lowercase();
+                collapsed
+            }
+            None => normalize(text),
+        };
         let mut reported = found;
-        for m in self.ac().find_overlapping_iter(&normalized) {
-            let p = m.pattern().as_usize();
+        automata.each_in_lowercase(&normalized, &mut |p, _, _| {
             let bit = 1u64.checked_shl(p as u32).unwrap_or(0);
             if bit != 0 && reported & bit != 0 {
-                continue;
+                return;
             }
             reported |= bit;
             f(p, 0, text.len());
+        });
+    }
+}
+
+impl Automata {
+    /// Every occurrence of every literal in `lower` (lower-case text), overlapping ones
+    /// included: the leftmost search finds each place where some literal starts, the
+    /// anchored one lists all literals starting there, and the search goes on one byte
+    /// further.
+    fn each_in_lowercase(&self, lower: &str, f: &mut dyn FnMut(usize, usize, usize)) {
+        let mut at = 0;
+        while at < lower.len() {
+            let Some(m) = self.leftmost.find(Input::new(lower).span(at..lower.len())) else {
+                return;
+            };
+            let start = m.start();
+            let rest = &lower.as_bytes()[start..];
+            for &p in self.by_first_byte[usize::from(rest[0])].iter() {
+                let literal = self.literals[p as usize].as_bytes();
+                if rest.starts_with(literal) {
+                    f(p as usize, start, start + literal.len());
+                }
+            }
+            at = start + 1;
         }
     }
 }
@@ -102,6 +213,27 @@ pub(crate) fn normalize_literal(literal: &str) -> String {
     } else {
         normalized
     }
+}
+
+/// `text` with every run of white space turned into one space and none at either end,
+/// when `text` is printable ASCII, tabs and newlines only: for such text that is what
+/// [`normalize`] gives, up to case. `None` for any other text.
+fn collapse_ascii_whitespace(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    if !bytes
+        .iter()
+        .all(|&b| (0x20..0x7F).contains(&b) || b == b'\t' || b == b'\n')
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    for word in text.split([' ', '\t', '\n']).filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    Some(out)
 }
 
 /// Printable ASCII without runs of spaces: normalising would only change case, which
@@ -124,6 +256,113 @@ mod tests {
         let mut out = Vec::new();
         engine.for_each_match(text, |p, s, e| out.push((p, s, e)));
         out
+    }
+
+    /// Long texts (lower-cased, leftmost search plus anchored enumeration) report exactly
+    /// the occurrences an overlapping search finds, overlapping and nested ones included.
+    #[test]
+    fn long_texts_report_every_occurrence() {
+        let literals = [
+            "ignore previous instructions",
+            "previous instructions",
+            "instructions",
+            "ions",
+            "<important>",
+            "do not tell",
+        ];
+        let lits: Vec<String> = literals.iter().map(|l| normalize_literal(l)).collect();
+        let engine = LiteralEngine::new(&lits, PredMap::default()).unwrap();
+        let words = [
+            "Ignore",
+            "PREVIOUS",
+            "instructions",
+            "<IMPORTANT>",
+            "do",
+            "not",
+            "tell",
+            "lorem",
+            "ipsum",
+            "ions",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..300 {
+            let mut text = String::new();
+            while text.len() < LONG_TEXT + 200 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(words[(state % words.len() as u64) as usize]);
+            }
+            let mut got = Vec::new();
+            engine.for_each_match(&text, |p, s, e| got.push((p, s, e)));
+            got.sort();
+            let lower = text.to_ascii_lowercase();
+            let mut want = Vec::new();
+            for (p, lit) in lits.iter().enumerate() {
+                for start in 0..lower.len() {
+                    if lower[start..].starts_with(lit.as_str()) {
+                        want.push((p, start, start + lit.len()));
+                    }
+                }
+            }
+            want.sort();
+            assert_eq!(got, want, "{text}");
+        }
+    }
+
+    /// The gate that skips long texts with no literal still lets through a literal whose
+    /// words are split by runs of white space, tabs or newlines.
+    #[test]
+    fn long_texts_with_split_literals_still_match() {
+        let lits = vec![normalize_literal("ignore previous instructions")];
+        let engine = LiteralEngine::new(&lits, PredMap::default()).unwrap();
+        let pad = "lorem ipsum dolor sit amet ".repeat(20);
+        for (text, want) in [
+            (format!("{pad}IGNORE \n  previous\t\tinstructions{pad}"), true),
+            (format!("{pad}ignore previous instructions"), true),
+            (format!("{pad}\nignore\nprevious\n"), false),
+            (pad.clone(), false),
+        ] {
+            let mut hits = Vec::new();
+            engine.for_each_match(&text, |p, _, _| hits.push(p));
+            assert_eq!(!hits.is_empty(), want, "{text:?}");
+        }
+    }
+
+    /// The fast path for plain ASCII gives what the full normalisation gives, up to case.
+    #[test]
+    fn ascii_collapse_agrees_with_normalize() {
+        let alphabet = [
+            " ",
+            "  ",
+            "\t",
+            "\n",
+            "\n\n",
+            "Ignore",
+            "PREVIOUS",
+            "x",
+            "-",
+            "<IMPORTANT>",
+            ".",
+            "a b",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5_000 {
+            let mut text = String::new();
+            for _ in 0..(state % 9) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push_str(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            let fast = collapse_ascii_whitespace(&text).expect("ascii");
+            assert_eq!(fast.to_ascii_lowercase(), normalize(&text), "{text:?}");
+        }
+        assert_eq!(collapse_ascii_whitespace("caf\u{e9}"), None);
+        assert_eq!(collapse_ascii_whitespace("a\rb"), None);
     }
 
     #[test]

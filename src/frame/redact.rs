@@ -35,6 +35,30 @@ use super::{Frame, TextRef, Token};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Range<usize> {
+    raw_range_from(frame, token, decoded, &mut RawCursor::default())
+}
+
+/// A place inside one string's raw contents where decoding can resume: the raw index of
+/// an escape or of the start of a plain run, and the decoded offset there. Mapping many
+/// ranges of one long string in increasing order with one cursor costs one walk over the
+/// string, not one walk per range.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RawCursor {
+    /// Raw index (0: not set, start at the beginning of the string).
+    pub at: usize,
+    /// Decoded offset at `at`.
+    pub offset: usize,
+}
+
+/// [`raw_range`], resuming the walk at `cursor` when it lies before the range (the
+/// cursor must come from earlier calls for the same token) and leaving it at the
+/// boundary where the range starts.
+pub fn raw_range_from(
+    frame: &Frame<'_>,
+    token: &Token,
+    decoded: Range<usize>,
+    cursor: &mut RawCursor,
+) -> Range<usize> {
     let content_start = (token.raw.0 as usize).min(frame.raw.len());
     let content_end = (token.raw.1 as usize).clamp(content_start, frame.raw.len());
     let want_start = decoded.start;
@@ -58,8 +82,14 @@ pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Ran
             // Walk the raw contents: an escape is one decoded character; a run of
             // plain bytes decodes to itself, so it is crossed in one step.
             let raw = frame.raw;
-            let mut at = content_start;
-            let mut offset = 0usize; // decoded offset of the byte at `at`
+            let resumable = cursor.at > content_start
+                && cursor.at <= content_end
+                && cursor.offset <= want_start;
+            let (mut at, mut offset) = if resumable {
+                (cursor.at, cursor.offset)
+            } else {
+                (content_start, 0usize) // decoded offset of the byte at `at`
+            };
             let mut start = None;
             let mut end = content_end;
             while at < content_end {
@@ -71,17 +101,17 @@ pub fn raw_range(frame: &Frame<'_>, token: &Token, decoded: Range<usize>) -> Ran
                     let (next, decoded_len) = next_escape(raw, at, content_end);
                     if start.is_none() && offset + decoded_len > want_start {
                         start = Some(at);
+                        *cursor = RawCursor { at, offset };
                     }
                     at = next;
                     offset += decoded_len;
                     continue;
                 }
-                let run_end = raw[at..content_end]
-                    .iter()
-                    .position(|&b| b == b'\\')
-                    .map_or(content_end, |p| at + p);
+                let run_end =
+                    memchr::memchr(b'\\', &raw[at..content_end]).map_or(content_end, |p| at + p);
                 let run_len = run_end - at;
                 if start.is_none() && offset + run_len > want_start {
+                    *cursor = RawCursor { at, offset };
                     let mut p = at + want_start.saturating_sub(offset);
                     while p > at && is_continuation(raw[p]) {
                         p -= 1;
