@@ -11,6 +11,7 @@
 //!   for it, the PikeVM) over the match alone.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use regex_automata::dfa::onepass;
 use regex_automata::hybrid;
@@ -29,13 +30,23 @@ const HYBRID_CACHE_CAPACITY: usize = 2 << 20;
 /// A detector's compiled regex.
 #[derive(Debug)]
 pub(super) struct Engine {
-    /// For `prefix (?P<secret>…) suffix`: three DFAs, tried before `kind`.
+    /// For `prefix (?P<secret>…) suffix`: three DFAs, tried before `whole`.
     staged: Option<Box<Staged>>,
+    /// Engines for the whole pattern. A staged pattern needs them only when a staged
+    /// search cannot decide (rare), so then they are built on first need from `hir`.
+    whole: OnceLock<Whole>,
+    /// The pattern, kept for building `whole` later.
+    hir: Option<Box<Hir>>,
+    has_secret: bool,
+    /// Maximum match length, or `None` when unbounded.
+    pub max_len: Option<usize>,
+}
+
+#[derive(Debug)]
+struct Whole {
     kind: Kind,
     /// Slot of the start of the `secret` group (its end is the next slot).
     secret_slot: Option<usize>,
-    /// Maximum match length, or `None` when unbounded.
-    pub max_len: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -83,6 +94,7 @@ enum Stage {
 pub(super) struct EngineCache {
     /// Caches of the prefix, secret and suffix DFAs of a staged search.
     stages: [Option<hybrid::dfa::Cache>; 3],
+    /// Caches of the whole-pattern engines, created on first use.
     onepass: Option<onepass::Cache>,
     dfa: Option<hybrid::dfa::Cache>,
     backtrack: Option<backtrack::Cache>,
@@ -97,11 +109,128 @@ pub(super) struct Found {
 }
 
 impl Engine {
-    /// Compiles `hir`, the parsed pattern of one detector.
-    pub fn new(hir: &Hir) -> Result<Engine, String> {
+    /// Compiles `hir`, the parsed pattern of one detector. With `complete`, every
+    /// engine is built now (a user pattern: any error shows at start-up); without,
+    /// engines a search may never need are left for later.
+    pub fn new(hir: &Hir, complete: bool) -> Result<Engine, String> {
         let max_len = hir.properties().maximum_len();
         let has_secret = has_secret_group(hir);
         let staged = staged(hir)?.map(Box::new);
+        let whole = OnceLock::new();
+        if complete || staged.is_none() {
+            let _ = whole.set(Whole::new(hir, has_secret)?);
+        }
+        let hir = whole.get().is_none().then(|| Box::new(hir.clone()));
+        Ok(Engine {
+            staged,
+            whole,
+            hir,
+            has_secret,
+            max_len,
+        })
+    }
+
+    fn whole(&self) -> &Whole {
+        self.whole.get_or_init(|| {
+            let hir = self
+                .hir
+                .as_deref()
+                .expect("an engine without `whole` keeps its pattern");
+            // The same pattern was compiled into DFAs already; the test suite builds
+            // every built-in with `complete` (`every_builtin_compiles`).
+            Whole::new(hir, self.has_secret)
+                .unwrap_or_else(|e| panic!("a built-in pattern does not compile: {e}"))
+        })
+    }
+
+    /// Whether the pattern has a `secret` group (only part of a match is the secret).
+    pub fn has_secret_group(&self) -> bool {
+        self.has_secret
+    }
+
+    pub fn create_cache(&self) -> EngineCache {
+        let stages = match &self.staged {
+            Some(st) => [
+                st.prefix.as_ref().map(|d| d.create_cache()),
+                Some(st.secret.create_cache()),
+                st.suffix.as_ref().map(|d| d.create_cache()),
+            ],
+            None => [None, None, None],
+        };
+        EngineCache {
+            stages,
+            onepass: None,
+            dfa: None,
+            backtrack: None,
+            pikevm: None,
+            slots: Vec::new(),
+        }
+    }
+
+    /// The leftmost-first match of an anchored search over `input`, and its secret.
+    pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>) -> Option<Found> {
+        if let Some(staged) = &self.staged {
+            match staged.search(&mut cache.stages, input) {
+                Stage::Found(found) => return Some(found),
+                Stage::NoMatch => return None,
+                Stage::Unsure => {}
+            }
+        }
+        let whole = self.whole();
+        let needed = whole.secret_slot.map_or(2, |s| s + 2);
+        if cache.slots.len() < needed {
+            cache.slots.resize(needed, None);
+        }
+        match &whole.kind {
+            Kind::OnePass(onepass) => {
+                let slots = &mut cache.slots;
+                let op_cache = cache.onepass.get_or_insert_with(|| onepass.create_cache());
+                // A one-pass search cannot fail on an anchored input.
+                onepass.try_search_slots(op_cache, input, slots).ok()??;
+                whole.found(slots)
+            }
+            Kind::Dfa(engines) => {
+                let DfaEngines {
+                    dfa,
+                    backtrack,
+                    pikevm,
+                } = &**engines;
+                let dfa_cache = cache.dfa.get_or_insert_with(|| dfa.create_cache());
+                let slots = &mut cache.slots;
+                let end = match dfa.try_search_fwd(dfa_cache, input) {
+                    Ok(Some(half)) => half.offset(),
+                    Ok(None) => return None,
+                    Err(_) => {
+                        let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
+                        pikevm.search_slots(vm_cache, input, slots)?;
+                        return whole.found(slots);
+                    }
+                };
+                let Some(bt) = backtrack else {
+                    let whole = input.start()..end;
+                    return Some(Found {
+                        secret: whole.clone(),
+                        whole,
+                    });
+                };
+                // Read the groups over the match alone.
+                let within = input.clone().range(input.start()..end);
+                let matched = if within.get_span().len() <= bt.max_haystack_len() {
+                    let bt_cache = cache.backtrack.get_or_insert_with(|| bt.create_cache());
+                    bt.try_search_slots(bt_cache, &within, slots).ok().flatten()
+                } else {
+                    let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
+                    pikevm.search_slots(vm_cache, &within, slots)
+                };
+                matched?;
+                whole.found(slots)
+            }
+        }
+    }
+}
+
+impl Whole {
+    fn new(hir: &Hir, has_secret: bool) -> Result<Whole, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -130,11 +259,9 @@ impl Engine {
                 )
                 .build_from_nfa(nfa.clone());
             if let Ok(onepass) = onepass {
-                return Ok(Engine {
-                    staged,
+                return Ok(Whole {
                     kind: Kind::OnePass(Box::new(onepass)),
                     secret_slot,
-                    max_len,
                 });
             }
         }
@@ -155,107 +282,14 @@ impl Engine {
             None => None,
         };
         let pikevm = pikevm::PikeVM::new_from_nfa(nfa).map_err(|e| e.to_string())?;
-        Ok(Engine {
-            staged,
+        Ok(Whole {
             kind: Kind::Dfa(Box::new(DfaEngines {
                 dfa,
                 backtrack,
                 pikevm,
             })),
             secret_slot,
-            max_len,
         })
-    }
-
-    /// Whether the pattern has a `secret` group (only part of a match is the secret).
-    pub fn has_secret_group(&self) -> bool {
-        self.secret_slot.is_some()
-    }
-
-    pub fn create_cache(&self) -> EngineCache {
-        let slots = vec![None; self.secret_slot.map_or(2, |s| s + 2)];
-        let stages = match &self.staged {
-            Some(st) => [
-                st.prefix.as_ref().map(|d| d.create_cache()),
-                Some(st.secret.create_cache()),
-                st.suffix.as_ref().map(|d| d.create_cache()),
-            ],
-            None => [None, None, None],
-        };
-        match &self.kind {
-            Kind::OnePass(onepass) => EngineCache {
-                stages,
-                onepass: Some(onepass.create_cache()),
-                dfa: None,
-                backtrack: None,
-                pikevm: None,
-                slots,
-            },
-            Kind::Dfa(engines) => EngineCache {
-                stages,
-                onepass: None,
-                dfa: Some(engines.dfa.create_cache()),
-                backtrack: None,
-                pikevm: None,
-                slots,
-            },
-        }
-    }
-
-    /// The leftmost-first match of an anchored search over `input`, and its secret.
-    pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>) -> Option<Found> {
-        if let Some(staged) = &self.staged {
-            match staged.search(&mut cache.stages, input) {
-                Stage::Found(found) => return Some(found),
-                Stage::NoMatch => return None,
-                Stage::Unsure => {}
-            }
-        }
-        match &self.kind {
-            Kind::OnePass(onepass) => {
-                let slots = &mut cache.slots;
-                let op_cache = cache.onepass.as_mut()?;
-                // A one-pass search cannot fail on an anchored input.
-                onepass.try_search_slots(op_cache, input, slots).ok()??;
-                self.found(slots)
-            }
-            Kind::Dfa(engines) => {
-                let DfaEngines {
-                    dfa,
-                    backtrack,
-                    pikevm,
-                } = &**engines;
-                let dfa_cache = cache.dfa.as_mut()?;
-                let slots = &mut cache.slots;
-                let end = match dfa.try_search_fwd(dfa_cache, input) {
-                    Ok(Some(half)) => half.offset(),
-                    Ok(None) => return None,
-                    Err(_) => {
-                        let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
-                        pikevm.search_slots(vm_cache, input, slots)?;
-                        return self.found(slots);
-                    }
-                };
-                let Some(bt) = backtrack else {
-                    let whole = input.start()..end;
-                    return Some(Found {
-                        secret: whole.clone(),
-                        whole,
-                    });
-                };
-                // Read the groups over the match alone.
-                let within = input.clone().range(input.start()..end);
-                let matched = if within.get_span().len() <= bt.max_haystack_len() {
-                    let bt_cache = cache.backtrack.get_or_insert_with(|| bt.create_cache());
-                    bt.try_search_slots(bt_cache, &within, slots).ok().flatten()
-                } else {
-                    let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
-                    pikevm.search_slots(vm_cache, &within, slots)
-                };
-                matched?;
-                self.found(slots)
-            }
-        }
     }
 
     fn found(&self, slots: &[Option<NonMaxUsize>]) -> Option<Found> {
@@ -397,7 +431,7 @@ mod tests {
         };
         for pattern in patterns {
             let hir = regex_syntax::parse(pattern).unwrap();
-            let engine = Engine::new(&hir).unwrap();
+            let engine = Engine::new(&hir, false).unwrap();
             let mut cache = engine.create_cache();
             let meta = meta::Regex::new(pattern).unwrap();
             let mut caps = meta.create_captures();

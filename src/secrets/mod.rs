@@ -357,7 +357,7 @@ impl Detector {
             }
             let engine = OnceLock::new();
             if let (Some(hir), Some(_)) = (hir, &keywords) {
-                let built = Engine::new(hir).map_err(|e| error(index, spec, e))?;
+                let built = Engine::new(hir, true).map_err(|e| error(index, spec, e))?;
                 let _ = engine.set(built);
             }
             plans.push(Plan {
@@ -596,7 +596,7 @@ impl Detector {
             // compiles every one of them (`every_builtin_compiles`).
             let spec = &self.specs[index];
             parse(&spec.regex)
-                .and_then(|hir| Engine::new(&hir))
+                .and_then(|hir| Engine::new(&hir, false))
                 .unwrap_or_else(|e| panic!("built-in detector {} does not compile: {e}", spec.name))
         })
     }
