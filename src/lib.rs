@@ -14,6 +14,7 @@ pub mod guard;
 pub mod paths;
 pub mod program;
 pub mod proxy;
+pub mod regex_dialect;
 pub mod scan;
 pub mod secrets;
 pub mod verdict;
@@ -50,6 +51,17 @@ pub mod builtin {
             include_str!("../servers/shell-mcp.yaml"),
         ),
     ];
+
+    include!(concat!(env!("OUT_DIR"), "/pack_trees.rs"));
+
+    /// The YAML tree of an embedded file, parsed at build time (see `build.rs`), in the
+    /// byte form of `config::yaml_tree`.
+    pub(crate) fn tree(path: &str) -> Option<&'static [u8]> {
+        TREES
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, blob)| *blob)
+    }
 
     /// The contents of an embedded file, by its path (`rules/default.yml`).
     pub fn get(path: &str) -> Option<&'static str> {

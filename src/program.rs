@@ -228,7 +228,7 @@ pub struct Program {
     pub(crate) env: PathEnv,
     pub(crate) inbound: Inbound,
     pub(crate) outbound: Outbound,
-    pub(crate) detector: Detector,
+    pub(crate) detector: crate::compile::secret::SecretEngine,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) outbound_rules: Vec<RuleInfo>,
 }
@@ -339,7 +339,7 @@ pub struct Scratch {
     regex_set: Option<PatternSet>,
     out_regex_cache: Option<meta::Cache>,
     out_regex_set: Option<PatternSet>,
-    detector_cache: DetectorCache,
+    detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
     norm: String,
@@ -425,6 +425,22 @@ impl Program {
         crate::compile::compile(policy, env)
     }
 
+    /// Build now what the compiler deferred (the regexes of the embedded packs), so the
+    /// first frame that needs them does not wait. Safe to call from any thread, any
+    /// number of times; the proxy calls it from a background thread at start-up.
+    pub fn warm_up(&self) {
+        if let Some(re) = &self.inbound.regex {
+            re.warm_up();
+        }
+        if let Some(re) = &self.outbound.regex {
+            re.warm_up();
+        }
+        self.detector.detector();
+        if let Some(lit) = &self.outbound.literal {
+            lit.warm_up();
+        }
+    }
+
     /// Fresh scratch space for evaluating with this program.
     pub fn scratch(&self) -> Scratch {
         let inb = &self.inbound;
@@ -437,11 +453,11 @@ impl Program {
         Scratch {
             state,
             glob_hits: Vec::with_capacity(16),
-            regex_cache: inb.regex.as_ref().map(|r| r.cache()),
+            regex_cache: None,
             regex_set: inb.regex.as_ref().map(|r| r.pattern_set()),
-            out_regex_cache: out.regex.as_ref().map(|r| r.cache()),
+            out_regex_cache: None,
             out_regex_set: out.regex.as_ref().map(|r| r.pattern_set()),
-            detector_cache: self.detector.cache(),
+            detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
             norm: String::with_capacity(256),
@@ -464,7 +480,7 @@ impl Program {
     /// The secret detectors (built-in minus disabled, plus the policy's own), e.g. to
     /// redact allowed arguments before they are logged.
     pub fn detector(&self) -> &Detector {
-        &self.detector
+        self.detector.detector()
     }
 
     /// Judge one inbound message of `frame`.
@@ -581,11 +597,10 @@ impl Program {
             };
 
             if needs & REGEX != 0
-                && let (Some(re), Some(cache), Some(set)) =
-                    (&inb.regex, s.regex_cache.as_mut(), s.regex_set.as_mut())
+                && let (Some(re), Some(set)) = (&inb.regex, s.regex_set.as_mut())
             {
                 for t in std::iter::once(text).chain(alt) {
-                    re.for_each_match(cache, set, t, |preds| {
+                    re.for_each_match(&mut s.regex_cache, set, t, |preds| {
                         for &p in preds {
                             if applies(p) {
                                 s.state.satisfy(inb, p);
@@ -742,10 +757,9 @@ impl Program {
                     });
                 }
                 if needs & REGEX != 0
-                    && let (Some(re), Some(cache), Some(set)) =
-                        (&out.regex, rcache.as_mut(), rset.as_mut())
+                    && let (Some(re), Some(set)) = (&out.regex, rset.as_mut())
                 {
-                    re.for_each_match(cache, set, text, |preds| {
+                    re.for_each_match(rcache, set, text, |preds| {
                         for &p in preds {
                             st.set(p);
                         }

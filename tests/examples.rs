@@ -608,3 +608,32 @@ fn default_pack_redacts_secrets_in_results() {
         );
     }
 }
+
+/// Regexes that come only from embedded packs are built on first use (or by the proxy's
+/// warm-up thread), not at start-up; a pack regex that failed to build would then only
+/// show as a panic. Build every pack's deferred regexes here, through the same route the
+/// proxy takes (the pack reached by `extends` from a user file, so its sources are
+/// built-in).
+#[test]
+fn every_pack_builds_its_deferred_regexes() {
+    for path in shipped_files() {
+        let name = path
+            .strip_prefix("rules/")
+            .unwrap_or(path)
+            .trim_end_matches(".yaml")
+            .trim_end_matches(".yml");
+        let home = tempfile::tempdir().expect("temp home");
+        let project = tempfile::tempdir().expect("temp project");
+        let user = home.path().join("policy.yml");
+        std::fs::write(&user, format!("version: 1\nextends: [{name}]\n")).expect("write");
+        let policy = config::load(&LoadOptions {
+            explicit: Some(user),
+            home: home.path().to_path_buf(),
+            project_dir: project.path().to_path_buf(),
+        })
+        .unwrap_or_else(|e| panic!("{name} does not load: {:?}", miette::Report::new(e)));
+        let program = Program::compile_with(&policy, &PathEnv::new(home.path(), project.path()))
+            .unwrap_or_else(|e| panic!("{name} does not compile: {:?}", miette::Report::new(e)));
+        program.warm_up();
+    }
+}

@@ -81,6 +81,19 @@ impl Sandbox {
         let writer = std::thread::spawn(move || {
             let _ = input.write_all(&bytes);
         });
+        // Drain both pipes while waiting: an output larger than the pipe buffer would
+        // otherwise block the child until the deadline.
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if child.try_wait().expect("wait").is_some() {
@@ -93,11 +106,13 @@ impl Sandbox {
             std::thread::sleep(Duration::from_millis(10));
         }
         writer.join().expect("stdin writer");
-        let out = child.wait_with_output().expect("output");
+        let status = child.wait().expect("status");
+        let stdout = stdout.join().expect("stdout reader");
+        let stderr = stderr.join().expect("stderr reader");
         (
-            out.status.code().unwrap_or(-1),
-            self.scrub(&String::from_utf8_lossy(&out.stdout)),
-            self.scrub(&String::from_utf8_lossy(&out.stderr)),
+            status.code().unwrap_or(-1),
+            self.scrub(&String::from_utf8_lossy(&stdout)),
+            self.scrub(&String::from_utf8_lossy(&stderr)),
         )
     }
 }

@@ -54,6 +54,102 @@ fn weak_policy(dir: &Path) -> PathBuf {
     p
 }
 
+
+fn reason_of(results: &[Value], id: &str) -> String {
+    results
+        .iter()
+        .find(|r| r["attack_id"] == id)
+        .and_then(|r| r["reason"].as_str())
+        .unwrap_or_else(|| panic!("{id} has no reason"))
+        .to_string()
+}
+
+/// Scan with `args` (plus a fixed seed, JSON output); the report.
+fn scan_json(args: &[&str], home: &Path) -> Value {
+    let mut all = vec!["scan", "--seed", SEED, "--no-progress", "--format", "json"];
+    all.extend(args);
+    let out = mcpwall(&all, home);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn result<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["attack_id"] == id)
+        .unwrap_or_else(|| panic!("no {id}"))
+}
+
+#[test]
+fn strict_profile_stops_floods_repeat_offenders_and_writes_outside_the_project() {
+    let home = tempfile::tempdir().unwrap();
+    let ids = [
+        "RL-001", "CB-001", "WR-004", "WR-005", "WR-006", "WR-007", "WR-008",
+    ];
+    let report = scan_json(
+        &["--profile", "strict", "--only", &ids.join(",")],
+        home.path(),
+    );
+    for id in ids {
+        let r = result(&report, id);
+        assert_eq!(r["baseline"], "VULNERABLE", "{id}: {r}");
+        assert_eq!(r["protected"], "PASS", "{id}: {r}");
+    }
+    assert_eq!(
+        result(&report, "RL-001")["stopped_by"],
+        "mcpwall:rate_limit"
+    );
+    assert_eq!(
+        result(&report, "CB-001")["stopped_by"],
+        "mcpwall:session_suspended"
+    );
+    // Under strict nothing is skipped for lack of a setting.
+    assert_eq!(
+        report["summary"]["skipped_by_policy"],
+        serde_json::json!([])
+    );
+    assert_eq!(report["summary"]["score"], 100);
+}
+
+#[test]
+fn limits_come_from_the_effective_policy() {
+    // Small limits keep the flood, the violations and the frame small; the attacks size
+    // themselves from whatever the policy sets.
+    let home = tempfile::tempdir().unwrap();
+    let policy = home.path().join("limits.yml");
+    std::fs::write(
+        &policy,
+        "version: 1\nextends: [default]\nsettings:\n  max_frame_bytes: 4096\n  rate_limit: {max_calls: 3, window_seconds: 60}\n  circuit_breaker: {max_violations: 2, window_seconds: 60}\n",
+    )
+    .unwrap();
+    let report = scan_json(
+        &[
+            "-c",
+            policy.to_str().unwrap(),
+            "--only",
+            "RL-001,CB-001,JS-009",
+        ],
+        home.path(),
+    );
+    for (id, by) in [
+        ("RL-001", "mcpwall:rate_limit"),
+        ("CB-001", "mcpwall:session_suspended"),
+        ("JS-009", "mcpwall:too_large"),
+    ] {
+        let r = result(&report, id);
+        assert_eq!(r["baseline"], "VULNERABLE", "{id}: {r}");
+        assert_eq!(r["protected"], "PASS", "{id}: {r}");
+        assert_eq!(r["stopped_by"], by, "{id}");
+    }
+    // The flood was sized from max_calls: 3 allowed + 5 more, and the baseline served all.
+    assert_eq!(
+        result(&report, "RL-001")["baseline_evidence"],
+        "8 of 8 calls answered; the limit is 3 per 60 s"
+    );
+}
+
 #[test]
 fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
     let home = tempfile::tempdir().unwrap();
@@ -78,10 +174,14 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
     let mut applicable = 0;
     for r in results {
         let id = r["attack_id"].as_str().unwrap();
-        if r["protected"] == "NOT_APPLICABLE" {
+        if r["protected"] == "NOT_APPLICABLE" || r["protected"] == "SKIPPED" {
             continue;
         }
         applicable += 1;
+        assert_eq!(
+            r["baseline"], "VULNERABLE",
+            "{id} proves nothing: it fails without mcpwall too"
+        );
         assert_eq!(
             r["baseline"], "VULNERABLE",
             "{id} proves nothing: it fails without mcpwall too"
@@ -96,6 +196,47 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
     assert!(applicable >= 40);
     assert_eq!(report["summary"]["score"], 100);
     assert_eq!(report["summary"]["grade"], "A");
+    // STOPPED BY names the rule or the mechanism, as the audit log does.
+    let stopped = |id: &str| {
+        results
+            .iter()
+            .find(|r| r["attack_id"] == id)
+            .unwrap_or_else(|| panic!("no {id}"))["stopped_by"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for (id, by) in [
+        ("PT-001", "block-ssh-keys"),
+        ("EX-002", "redact-secrets"),
+        ("LK-003", "redact-secrets"),
+        ("SC-001", "mcpwall:tool_poisoned"),
+        ("SC-002", "mcpwall:tool_drift"),
+        ("JS-002", "mcpwall:malformed"),
+        ("JS-003", "mcpwall:malformed"),
+        ("JS-009", "mcpwall:too_large"),
+        ("PI-001", "block-prompt-injection-in-results"),
+        ("PI-003", "block-prompt-injection-in-results"),
+        ("WR-004", "block-writes-to-startup-files"),
+        ("WR-006", "block-shell-writes-to-startup-files"),
+    ] {
+        assert_eq!(stopped(id), by, "{id}");
+    }
+    // The default pack has no rate limit and no circuit breaker: those attacks are
+    // SKIPPED, not scored, and say why in the JSON, the table and the summary.
+    for id in ["RL-001", "CB-001"] {
+        let r = results.iter().find(|r| r["attack_id"] == id).unwrap();
+        assert_eq!(r["protected"], "SKIPPED", "{id}");
+        assert_eq!(r["skipped_by_policy"], true, "{id}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(reason.contains("--profile strict"), "{id}: {reason}");
+    }
+    assert!(reason_of(results, "RL-001").contains("settings.rate_limit"));
+    assert!(reason_of(results, "CB-001").contains("settings.circuit_breaker"));
+    assert_eq!(
+        report["summary"]["skipped_by_policy"],
+        serde_json::json!(["RL-001", "CB-001"])
+    );
     assert_eq!(report["schema_version"], 1);
     // Per-identity attacks cannot be tested over stdio.
     let id = results.iter().find(|r| r["attack_id"] == "ID-001").unwrap();
@@ -109,6 +250,9 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
     assert_eq!(left, vec![std::ffi::OsString::from("report.json")]);
 
     let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("RL-001: {}", reason_of(results, "RL-001"))));
+    assert!(text.contains(&format!("CB-001: {}", reason_of(results, "CB-001"))));
+    assert!(text.contains("2 skipped (RL-001, CB-001: the policy does not enable what they test)"));
     golden().bind(|| {
         insta::assert_snapshot!("default_pack_table", text);
         insta::assert_snapshot!(

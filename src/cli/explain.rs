@@ -19,8 +19,9 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use crate::config::policy::{
-    Action, ArgSelector, Examples, LogArgs, LogLevel, Matcher, OutboundAction, OutboundRule,
-    Policy, RedactMarker, Rule, Settings, SourceKind, Span,
+    Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundAction,
+    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, Settings, SourceKind,
+    Span,
 };
 use crate::config::{self, LoadOptions};
 use crate::paths::PathEnv;
@@ -238,6 +239,17 @@ fn settings_lines(s: &Settings) -> Vec<(&'static str, String)> {
             "rate_limit",
             s.rate_limit
                 .map(|r| format!("{} calls per {} s", r.max_calls, r.window_seconds))
+                .unwrap_or_else(|| "none".to_string()),
+        ),
+        (
+            "circuit_breaker",
+            s.circuit_breaker
+                .map(|b| {
+                    format!(
+                        "{} violations per {} s, then suspend",
+                        b.max_violations, b.window_seconds
+                    )
+                })
                 .unwrap_or_else(|| "none".to_string()),
         ),
     ]
@@ -829,12 +841,33 @@ struct YamlSettings {
     rate_limit: Option<YamlRateLimit>,
     max_frame_bytes: usize,
     redact_marker: &'static str,
+    // The settings below are written only when they differ from the default, so the
+    // rendering of a policy that leaves them alone does not change.
+    #[serde(skip_serializing_if = "is_true")]
+    hide_denied_tools: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pinning: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    poison_scan: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    circuit_breaker: Option<YamlBreaker>,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Serialize)]
 struct YamlRateLimit {
     max_calls: u32,
     window_seconds: u64,
+}
+
+#[derive(Serialize)]
+struct YamlBreaker {
+    max_violations: u32,
+    window_seconds: u64,
+    action: &'static str,
 }
 
 impl From<&Settings> for YamlSettings {
@@ -850,6 +883,24 @@ impl From<&Settings> for YamlSettings {
             }),
             max_frame_bytes: s.max_frame_bytes,
             redact_marker: redact_marker_word(s.redact_marker),
+            hide_denied_tools: s.hide_denied_tools,
+            pinning: match s.pinning {
+                PinningMode::Enforce => None,
+                PinningMode::Warn => Some("warn"),
+                PinningMode::Off => Some("off"),
+            },
+            poison_scan: match s.poison_scan {
+                PoisonScanMode::Enforce => None,
+                PoisonScanMode::Warn => Some("warn"),
+                PoisonScanMode::Off => Some("off"),
+            },
+            circuit_breaker: s.circuit_breaker.map(|b| YamlBreaker {
+                max_violations: b.max_violations,
+                window_seconds: b.window_seconds,
+                action: match b.action {
+                    BreakerAction::Suspend => "suspend",
+                },
+            }),
         }
     }
 }

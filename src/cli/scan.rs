@@ -104,7 +104,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 ));
             }
             let p = policy_dir.path().join("policy.yml");
-            write_policy(&p, &format!("version: 1\nextends: [{name}]\n"))?;
+            write_policy(&p, &format!("version: 1\nextends: [profiles/{name}]\n"))?;
             (p, format!("profile {name}"))
         }
         (None, None) => {

@@ -9,6 +9,8 @@
 //! single spaces is already in normal form up to case, so only other texts pay for
 //! normalising; a match found only in the normalised form covers the whole string.
 
+use std::sync::OnceLock;
+
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::PredMap;
@@ -16,25 +18,57 @@ use crate::guard::normalize::normalize;
 
 #[derive(Debug)]
 pub(crate) struct LiteralEngine {
-    ac: AhoCorasick,
+    ac: OnceLock<AhoCorasick>,
+    /// The literals, kept for a deferred build.
+    literals: Box<[String]>,
     pub map: PredMap,
 }
 
+fn build(literals: &[String]) -> Result<AhoCorasick, String> {
+    AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .ascii_case_insensitive(true)
+        .build(literals)
+        .map_err(|e| e.to_string())
+}
+
 impl LiteralEngine {
+    /// Built now; fails when the automaton cannot be built.
     pub fn new(literals: &[String], map: PredMap) -> Result<LiteralEngine, String> {
-        let ac = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .ascii_case_insensitive(true)
-            .build(literals)
-            .map_err(|e| e.to_string())?;
-        Ok(LiteralEngine { ac, map })
+        Ok(LiteralEngine {
+            ac: OnceLock::from(build(literals)?),
+            literals: literals.into(),
+            map,
+        })
+    }
+
+    /// Built on first use (or by [`LiteralEngine::warm_up`]); only for literals known to
+    /// build, those of the embedded packs.
+    pub fn deferred(literals: &[String], map: PredMap) -> LiteralEngine {
+        LiteralEngine {
+            ac: OnceLock::new(),
+            literals: literals.into(),
+            map,
+        }
+    }
+
+    fn ac(&self) -> &AhoCorasick {
+        self.ac.get_or_init(|| {
+            build(&self.literals).unwrap_or_else(|e| {
+                panic!("the built-in response_contains literals do not build: {e}")
+            })
+        })
+    }
+
+    pub fn warm_up(&self) {
+        self.ac();
     }
 
     /// Call `f(pattern, start, end)` for every occurrence of every literal in `text`.
     #[inline]
     pub fn for_each_match(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
         let mut found = 0u64;
-        for m in self.ac.find_overlapping_iter(text) {
+        for m in self.ac().find_overlapping_iter(text) {
             let p = m.pattern().as_usize();
             found |= 1u64.checked_shl(p as u32).unwrap_or(0);
             f(p, m.start(), m.end());
@@ -46,7 +80,7 @@ impl LiteralEngine {
         // duplicate hit only sets the same predicate bit twice.
         let normalized = normalize(text);
         let mut reported = found;
-        for m in self.ac.find_overlapping_iter(&normalized) {
+        for m in self.ac().find_overlapping_iter(&normalized) {
             let p = m.pattern().as_usize();
             let bit = 1u64.checked_shl(p as u32).unwrap_or(0);
             if bit != 0 && reported & bit != 0 {

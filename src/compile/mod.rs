@@ -12,7 +12,7 @@ use regex_automata::meta;
 
 use crate::config::diag::{Code, PolicyDiagnostic, PolicyError};
 use crate::config::policy::{
-    Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, Span,
+    Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, SourceKind, Span,
 };
 use crate::paths::PathEnv;
 use crate::program::{
@@ -25,6 +25,7 @@ pub(crate) mod glob;
 pub(crate) mod literal;
 pub(crate) mod path;
 pub(crate) mod regex;
+pub(crate) mod secret;
 
 /// Which engine classes a selector (or an outbound rule) needs, as bits.
 pub(crate) type Needs = u8;
@@ -165,7 +166,7 @@ pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
     }
 }
 
-fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
+fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<secret::SecretEngine> {
     let builtin = builtin_specs();
     for disabled in &policy.disabled_secrets {
         if !builtin.iter().any(|s| s.name == disabled.value) {
@@ -200,8 +201,11 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<Detector> {
             ..DetectorSpec::default()
         });
     }
+    if policy.secret_patterns.is_empty() {
+        return Some(secret::SecretEngine::deferred(specs));
+    }
     match Detector::new(specs) {
-        Ok(d) => Some(d),
+        Ok(d) => Some(secret::SecretEngine::new(d)),
         Err(e) => {
             let span = e
                 .index
@@ -385,7 +389,7 @@ fn compile_inbound(
     let method_globs = build_globs(&methods, diags, "method");
     let tool_globs = build_globs(&tools, diags, "tool");
     let glob = build_globs(&globs, diags, "pattern");
-    let regex = build_regexes(&regexes, diags);
+    let regex = build_regexes(policy, &regexes, diags);
     let inbound = (|| {
         Some(Inbound {
             n_preds,
@@ -455,13 +459,26 @@ fn build_globs(
 }
 
 fn build_regexes(
+    policy: &Policy,
     patterns: &Patterns,
     diags: &mut Diags<'_>,
 ) -> Result<Option<regex::RegexEngine>, ()> {
     if patterns.is_empty() {
         return Ok(None);
     }
-    regex::RegexEngine::new(&patterns.texts, patterns.map())
+    // Regexes of the embedded packs are compiled by the test suite, so building them can
+    // wait for the first frame that needs them; any regex a user wrote is built now, so
+    // a failure is reported at start-up.
+    let builtin_only = patterns
+        .spans
+        .iter()
+        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin);
+    let build = if builtin_only {
+        regex::RegexEngine::deferred
+    } else {
+        regex::RegexEngine::new
+    };
+    build(&patterns.texts, patterns.map())
         .map(Some)
         .map_err(|e| {
             let (span, message) = match e.pattern {
@@ -652,9 +669,18 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
     let method_globs = build_globs(&methods, diags, "method");
     let tool_globs = build_globs(&tools, diags, "tool");
     let server_globs = build_globs(&servers, diags, "server");
-    let regex = build_regexes(&regexes, diags);
+    let regex = build_regexes(policy, &regexes, diags);
     let literal = if literals.is_empty() {
         Ok(None)
+    } else if literals
+        .spans
+        .iter()
+        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin)
+    {
+        Ok(Some(literal::LiteralEngine::deferred(
+            &literals.texts,
+            literals.map(),
+        )))
     } else {
         literal::LiteralEngine::new(&literals.texts, literals.map())
             .map(Some)

@@ -2,6 +2,8 @@
 //! outbound `response_contains_regex`) in one multi-pattern `meta::Regex` with
 //! `MatchKind::All`, queried once per value for the set of patterns that match.
 
+use std::sync::OnceLock;
+
 use regex_automata::{Input, MatchKind, PatternSet, meta};
 
 use super::PredMap;
@@ -34,23 +36,29 @@ pub(crate) fn build_many(
     patterns: &[String],
     kind: MatchKind,
 ) -> Result<meta::Regex, RegexFailure> {
-    meta::Regex::builder()
-        .configure(config(kind))
-        .build_many(patterns)
-        .map_err(|e| {
-            let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
-                patterns.iter().position(|p| {
-                    meta::Regex::builder()
-                        .configure(config(kind))
-                        .build(p)
-                        .is_err()
-                })
-            });
-            RegexFailure {
-                pattern,
-                reason: e.to_string(),
-            }
-        })
+    let mut hirs = Vec::with_capacity(patterns.len());
+    for (i, p) in patterns.iter().enumerate() {
+        hirs.push(crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
+            pattern: Some(i),
+            reason: e.message,
+        })?);
+    }
+    let build = |hirs: &[regex_syntax::hir::Hir]| {
+        meta::Regex::builder()
+            .configure(config(kind))
+            .build_many_from_hir(hirs)
+            .map_err(Box::new)
+    };
+    build(&hirs).map_err(|e| {
+        let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
+            hirs.iter()
+                .position(|h| build(std::slice::from_ref(h)).is_err())
+        });
+        RegexFailure {
+            pattern,
+            reason: e.to_string(),
+        }
+    })
 }
 
 /// A regex for finding where one pattern matches (the redact path only).
@@ -64,38 +72,64 @@ pub(crate) fn build_one(pattern: &str) -> Result<meta::Regex, RegexFailure> {
 /// All patterns of a class and the predicates each one feeds.
 #[derive(Debug)]
 pub(crate) struct RegexEngine {
-    re: meta::Regex,
+    re: OnceLock<meta::Regex>,
+    /// The patterns, kept until the regex is built (deferred engines only).
+    patterns: Box<[String]>,
     pub map: PredMap,
 }
 
 impl RegexEngine {
+    /// Built now; fails on a pattern that does not compile.
     pub fn new(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
         Ok(RegexEngine {
-            re: build_many(patterns, MatchKind::All)?,
+            re: OnceLock::from(build_many(patterns, MatchKind::All)?),
+            patterns: patterns.into(),
             map,
         })
     }
 
-    pub fn cache(&self) -> meta::Cache {
-        self.re.create_cache()
+    /// Built by the first search (or [`RegexEngine::warm_up`]). Only for patterns known to
+    /// compile — the embedded packs, which the test suite compiles — since a failure
+    /// then could only be reported by a panic.
+    pub fn deferred(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
+        Ok(RegexEngine {
+            re: OnceLock::new(),
+            patterns: patterns.into(),
+            map,
+        })
+    }
+
+    fn regex(&self) -> &meta::Regex {
+        self.re.get_or_init(|| {
+            build_many(&self.patterns, MatchKind::All).unwrap_or_else(|e| {
+                panic!("a built-in policy regex does not compile: {}", e.reason)
+            })
+        })
+    }
+
+    /// Build a deferred engine now (from a background thread, say).
+    pub fn warm_up(&self) {
+        self.regex();
     }
 
     pub fn pattern_set(&self) -> PatternSet {
-        PatternSet::new(self.re.pattern_len())
+        PatternSet::new(self.patterns.len())
     }
 
-    /// Call `f` with the predicates of every pattern that matches `text`.
+    /// Call `f` with the predicates of every pattern that matches `text`. `cache` is
+    /// the caller's, created on first use.
     #[inline]
     pub fn for_each_match(
         &self,
-        cache: &mut meta::Cache,
+        cache: &mut Option<meta::Cache>,
         set: &mut PatternSet,
         text: &str,
         mut f: impl FnMut(&[u32]),
     ) {
+        let re = self.regex();
+        let cache = cache.get_or_insert_with(|| re.create_cache());
         set.clear();
-        self.re
-            .which_overlapping_matches_with(cache, &Input::new(text), set);
+        re.which_overlapping_matches_with(cache, &Input::new(text), set);
         for pid in set.iter() {
             f(self.map.get(pid.as_usize()));
         }

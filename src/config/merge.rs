@@ -185,7 +185,18 @@ impl Merger {
             text: file.text,
         });
         let source = self.sources[id.0 as usize].clone();
-        let raw = match parse(&source, id) {
+        // An embedded pack's tree was parsed at build time; it is used only if it was
+        // parsed from exactly this text.
+        let prebuilt = (source.kind == SourceKind::Builtin)
+            .then(|| source.name.strip_prefix("builtin:"))
+            .flatten()
+            .and_then(crate::builtin::tree)
+            .and_then(|blob| super::yaml_tree::decode(&source.text, blob));
+        let parsed = match prebuilt {
+            Some(root) => Ok(root),
+            None => parse(&source, id),
+        };
+        let raw = match parsed {
             Ok(root) => {
                 let mut decoder = Decoder::new(&source, id, &self.vars);
                 let raw = decoder.policy(&root);

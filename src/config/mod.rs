@@ -30,6 +30,7 @@ pub(crate) mod model;
 pub mod policy;
 pub mod trust;
 mod validate;
+pub(crate) mod yaml_tree;
 
 pub use diag::{Code, PolicyDiagnostic, PolicyError};
 pub use merge::{Packs, UNTRUSTED_WHY, extends_names, resolve_extends};

@@ -7,10 +7,7 @@
 //!
 //! Everything here is `pub(crate)`; nothing of it leaves `config/`.
 
-use std::fmt;
 use std::path::PathBuf;
-
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::policy::{
@@ -18,135 +15,7 @@ use super::policy::{
     RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
 };
 
-/// One YAML node as serde-saphyr reports it, with its location.
-pub(crate) type YNode = serde_saphyr::Spanned<Node>;
-
-/// A YAML value. Scalars keep the type YAML 1.2 core schema gives them
-/// (`strict_booleans`, so `n` and `yes` stay strings).
-#[derive(Debug, Clone)]
-pub(crate) enum Node {
-    Null,
-    Bool(bool),
-    Int(i128),
-    Float(f64),
-    Str(String),
-    Seq(Vec<YNode>),
-    Map(Vec<(YNode, YNode)>),
-}
-
-impl Node {
-    /// What this is called in "expected a string, found a list".
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            Node::Null => "nothing (null)",
-            Node::Bool(_) => "a boolean",
-            Node::Int(_) => "an integer",
-            Node::Float(_) => "a number",
-            Node::Str(_) => "a string",
-            Node::Seq(_) => "a list",
-            Node::Map(_) => "a mapping",
-        }
-    }
-
-    /// The text of a scalar used as a mapping key.
-    pub(crate) fn key_text(&self) -> Option<String> {
-        match self {
-            Node::Str(s) => Some(s.clone()),
-            Node::Int(i) => Some(i.to_string()),
-            Node::Float(f) => Some(f.to_string()),
-            Node::Bool(b) => Some(b.to_string()),
-            Node::Null => Some("null".to_string()),
-            Node::Seq(_) | Node::Map(_) => None,
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct NodeVisitor;
-        impl<'de> Visitor<'de> for NodeVisitor {
-            type Value = Node;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any YAML value")
-            }
-            fn visit_unit<E>(self) -> Result<Node, E> {
-                Ok(Node::Null)
-            }
-            fn visit_none<E>(self) -> Result<Node, E> {
-                Ok(Node::Null)
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
-                Node::deserialize(d)
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
-                Ok(Node::Bool(v))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
-                Ok(Node::Int(v.into()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
-                Ok(Node::Int(v.into()))
-            }
-            fn visit_i128<E>(self, v: i128) -> Result<Node, E> {
-                Ok(Node::Int(v))
-            }
-            fn visit_u128<E: de::Error>(self, v: u128) -> Result<Node, E> {
-                i128::try_from(v)
-                    .map(Node::Int)
-                    .map_err(|_| E::custom("integer too large"))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Node, E> {
-                Ok(Node::Float(v))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Node, E> {
-                Ok(Node::Str(v.to_string()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Node, E> {
-                Ok(Node::Str(v))
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Node, E> {
-                Ok(Node::Str(String::from_utf8_lossy(v).into_owned()))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = a.next_element()? {
-                    items.push(item);
-                }
-                Ok(Node::Seq(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Node, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = a.next_entry()? {
-                    entries.push(entry);
-                }
-                Ok(Node::Map(entries))
-            }
-        }
-        d.deserialize_any(NodeVisitor)
-    }
-}
-
-/// Limits for one policy file. A policy is a few hundred rules at most; these stop alias bombs
-/// ("billion laughs") and absurd nesting long before they cost noticeable time or memory.
-fn parse_options() -> serde_saphyr::Options {
-    serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_events: 400_000,
-            max_aliases: 10_000,
-            max_anchors: 10_000,
-            max_nodes: 200_000,
-            max_depth: 32,
-            max_documents: 1,
-            max_total_scalar_bytes: 16 * 1024 * 1024,
-            max_merge_keys: 1_000,
-        },
-        alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: 10_000,
-            max_replay_stack_depth: 16,
-        },
-        strict_booleans: true,
-    }
-}
+pub(crate) use super::yaml_tree::{Loc, Node, YNode};
 
 /// Parse one file into a spanned tree, or one diagnostic saying where the YAML is broken.
 ///
@@ -158,7 +27,7 @@ pub(crate) fn parse(source: &Source, id: SourceId) -> Result<YNode, Box<PolicyDi
     let parsed = std::thread::Builder::new()
         .name("mcpwall-yaml".into())
         .stack_size(PARSE_STACK)
-        .spawn(move || serde_saphyr::from_str_with_options::<YNode>(&text, parse_options()))
+        .spawn(move || super::yaml_tree::parse(&text))
         .map(|handle| handle.join());
     match parsed {
         Ok(Ok(result)) => result.map_err(|err| Box::new(yaml_error(source, id, &err))),
@@ -219,7 +88,7 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
     };
     let lines = Lines::new(&source.text);
     let span = match err.location() {
-        Some(loc) if loc.line() > 0 => span_of_location(&source.text, &lines, id, &loc),
+        Some(loc) if loc.line() > 0 => span_of_location(&source.text, &lines, id, &Loc::of(&loc)),
         _ => Span {
             source: id,
             offset: 0,
@@ -289,20 +158,14 @@ impl Lines {
 /// parsed a string, but not for every error; the offset is then recomputed from its line
 /// and (character) column. Line and column are always derived from the offset, so they
 /// agree with the label miette draws.
-pub(crate) fn span_of_location(
-    text: &str,
-    lines: &Lines,
-    id: SourceId,
-    loc: &serde_saphyr::Location,
-) -> Span {
-    let sp = loc.span();
-    let (offset, len) = match (sp.byte_offset(), sp.byte_len()) {
-        (Some(o), Some(l)) if (o as usize) <= text.len() => (o as usize, l as usize),
+pub(crate) fn span_of_location(text: &str, lines: &Lines, id: SourceId, loc: &Loc) -> Span {
+    let (offset, len) = match loc.byte {
+        Some((o, l)) if (o as usize) <= text.len() => (o as usize, l as usize),
         _ => {
-            let line = u32::try_from(loc.line()).unwrap_or(u32::MAX).max(1);
-            let column = u32::try_from(loc.column()).unwrap_or(u32::MAX).max(1);
+            let line = loc.line.max(1);
+            let column = loc.column.max(1);
             let o = offset_of(text, line, column);
-            let chars = sp.len() as usize;
+            let chars = loc.chars as usize;
             let l = text[o..]
                 .char_indices()
                 .nth(chars)
@@ -345,10 +208,9 @@ pub(crate) fn node_span(text: &str, lines: &Lines, id: SourceId, node: &YNode) -
 }
 
 fn node_end(text: &str, node: &YNode) -> usize {
-    let sp = node.defined.span();
-    let own = match (sp.byte_offset(), sp.byte_len()) {
-        (Some(o), Some(l)) => (o + l) as usize,
-        _ => 0,
+    let own = match node.defined.byte {
+        Some((o, l)) => (o + l) as usize,
+        None => 0,
     };
     let children = match &node.value {
         Node::Seq(items) => items.iter().map(|n| node_end(text, n)).max().unwrap_or(0),

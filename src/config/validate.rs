@@ -13,7 +13,7 @@ use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_o
 use super::policy::{
     Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
     LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+    RedactMarker, Rule, SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -1175,38 +1175,39 @@ impl<'a> Decoder<'a> {
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
     fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
         let s = self.string(node, &format!("a regex {what}"))?;
-        // One Thompson NFA compile checks both syntax and size (the size limit bounds the
-        // NFA). Only when it fails is the pattern parsed again, to find where the error is.
+        // The embedded packs' regexes are parsed and built by the test suite (and built on
+        // first use by the proxy); checking them again at every start cost more than the
+        // rest of loading.
+        if self.source.kind == SourceKind::Builtin {
+            return Some(s);
+        }
+        if let Err(e) = crate::regex_dialect::parse(&s.value) {
+            let span = match e.span {
+                Some(sp) => self.inner_span(&s, sp.start, sp.end),
+                None => s.span,
+            };
+            self.report(
+                Code::BadRegex,
+                format!("invalid regex {what}: {}", e.message),
+                span,
+                e.message,
+                "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
+                 backslashes stay as written",
+            );
+            return None;
+        }
+        // One Thompson NFA compile checks the size limit, so an oversized user regex is
+        // reported with the other problems of the file, not after them.
         let nfa = regex_automata::nfa::thompson::Compiler::new()
             .configure(
                 regex_automata::nfa::thompson::Config::new()
                     .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
                     .shrink(false),
             )
-            .build(&s.value);
+            .build_from_hir(&crate::regex_dialect::parse(&s.value).ok()?);
         let Err(nfa_error) = nfa else {
             return Some(s);
         };
-        if let Err(e) = regex_syntax::ParserBuilder::new().build().parse(&s.value) {
-            let (msg, inner) = match &e {
-                regex_syntax::Error::Parse(e) => (e.kind().to_string(), Some(*e.span())),
-                regex_syntax::Error::Translate(e) => (e.kind().to_string(), Some(*e.span())),
-                other => (other.to_string(), None),
-            };
-            let span = match inner {
-                Some(sp) => self.inner_span(&s, sp.start.offset, sp.end.offset),
-                None => s.span,
-            };
-            self.report(
-                Code::BadRegex,
-                format!("invalid regex {what}: {msg}"),
-                span,
-                msg,
-                "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
-                 backslashes stay as written",
-            );
-            return None;
-        }
         let (message, help) = match nfa_error.size_limit() {
             Some(limit) => (
                 format!(
@@ -1214,7 +1215,7 @@ impl<'a> Decoder<'a> {
                     limit >> 20
                 ),
                 "simplify the regex: large counted repetitions such as `{1000}` and big \
-                 Unicode classes (`\\w`, `(?i)`) multiply its size"
+                 Unicode classes (`\\p{L}`, `.` repeated many times) multiply its size"
                     .to_string(),
             ),
             None => (

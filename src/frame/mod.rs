@@ -148,6 +148,9 @@ pub struct Parsed {
 pub struct Frame<'a> {
     pub raw: &'a [u8],
     pub parsed: &'a Parsed,
+    /// `raw` as text, when it is UTF-8 (always, for a frame that parsed): string values
+    /// are sliced from it instead of being validated at every use.
+    raw_str: Option<&'a str>,
 }
 
 impl Parsed {
@@ -176,7 +179,11 @@ impl Parsed {
 
 impl<'a> Frame<'a> {
     pub fn new(raw: &'a [u8], parsed: &'a Parsed) -> Frame<'a> {
-        Frame { raw, parsed }
+        Frame {
+            raw,
+            parsed,
+            raw_str: std::str::from_utf8(raw).ok(),
+        }
     }
 
     pub fn messages(&self) -> &'a [Message] {
@@ -190,7 +197,7 @@ impl<'a> Frame<'a> {
     /// The decoded text of a string, key, method or tool.
     pub fn text(&self, t: TextRef) -> &'a str {
         // Never panics: a `TextRef` from another frame yields "" or other text, not a crash.
-        scan::text_of(self.raw, &self.parsed.text, t)
+        scan::text_of(self.raw, self.raw_str, &self.parsed.text, t)
     }
 
     pub fn method(&self, m: &Message) -> Option<&'a str> {

@@ -99,8 +99,15 @@ pub(crate) fn parse_into(out: &mut Parsed, raw: &[u8], limits: &Limits) -> Resul
             limit: limits.max_frame_bytes.min(u32::MAX as usize),
         });
     }
+    // One validation of the whole frame; string runs inside the valid prefix are then
+    // sliced from it instead of being validated one by one.
+    let valid = match std::str::from_utf8(raw) {
+        Ok(all) => all,
+        Err(e) => std::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or(""),
+    };
     let mut scanner = Scanner {
         raw,
+        valid,
         pos: 0,
         out,
         max_depth: usize::from(limits.max_depth),
@@ -123,12 +130,20 @@ fn parse_error(at: usize, reason: &'static str) -> FrameError {
 }
 
 /// The decoded text a [`TextRef`] names, given the frame's raw bytes and decoded text.
-pub(crate) fn text_of<'t>(raw: &'t [u8], text: &'t str, t: TextRef) -> &'t str {
+pub(crate) fn text_of<'t>(
+    raw: &'t [u8],
+    raw_str: Option<&'t str>,
+    text: &'t str,
+    t: TextRef,
+) -> &'t str {
     match t {
-        TextRef::Raw { start, end } => raw
-            .get(start as usize..end as usize)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or(""),
+        TextRef::Raw { start, end } => match raw_str {
+            Some(all) => all.get(start as usize..end as usize),
+            None => raw
+                .get(start as usize..end as usize)
+                .and_then(|b| std::str::from_utf8(b).ok()),
+        }
+        .unwrap_or(""),
         TextRef::Decoded { start, end } => text.get(start as usize..end as usize).unwrap_or(""),
     }
 }
@@ -146,6 +161,8 @@ fn text_bytes<'t>(raw: &'t [u8], text: &'t str, t: TextRef) -> &'t [u8] {
 
 struct Scanner<'r, 'p> {
     raw: &'r [u8],
+    /// The longest valid UTF-8 prefix of `raw`.
+    valid: &'r str,
     pos: usize,
     out: &'p mut Parsed,
     max_depth: usize,
@@ -158,6 +175,14 @@ struct Scanner<'r, 'p> {
 impl Scanner<'_, '_> {
     fn peek(&self) -> Option<u8> {
         self.raw.get(self.pos).copied()
+    }
+
+    /// Refuse `raw[start..end]` unless it is UTF-8.
+    fn check_utf8(&self, start: usize, end: usize) -> Result<(), FrameError> {
+        if end <= self.valid.len() {
+            return Ok(());
+        }
+        utf8(self.raw, self.valid, start, end).map(|_| ())
     }
 
     fn skip_ws(&mut self) -> Result<(), FrameError> {
@@ -512,7 +537,7 @@ impl Scanner<'_, '_> {
             if m.result || m.error {
                 return Err("a request cannot carry result or error");
             }
-            let name = text_of(self.raw, &self.out.text, method);
+            let name = text_of(self.raw, Some(self.valid), &self.out.text, method);
             if !is_method_name(name) {
                 return Err(
                     "method must be a non-empty name without whitespace or control characters",
@@ -660,7 +685,8 @@ impl Scanner<'_, '_> {
         let content = self.pos + 1;
         let mut i = content;
         // Fast path: no escapes, the text is the raw bytes.
-        let run_end = plain_run(raw, i)?;
+        let run_end = plain_run(raw, i);
+        self.check_utf8(content, run_end)?;
         i = run_end;
         match raw.get(i) {
             Some(b'"') => {
@@ -676,9 +702,10 @@ impl Scanner<'_, '_> {
             None => return Err(parse_error(i, "unterminated string")),
         }
         // Slow path: decode into `Parsed::text`.
+        let valid = self.valid;
         let text = &mut self.out.text;
         let text_start = text.len();
-        text.push_str(utf8(raw, content, i)?);
+        text.push_str(utf8(raw, valid, content, i)?);
         loop {
             match raw.get(i) {
                 Some(b'"') => break,
@@ -686,8 +713,8 @@ impl Scanner<'_, '_> {
                 Some(_) => return Err(parse_error(i, "control character in a string")),
                 None => return Err(parse_error(i, "unterminated string")),
             }
-            let run_end = plain_run(raw, i)?;
-            text.push_str(utf8(raw, i, run_end)?);
+            let run_end = plain_run(raw, i);
+            text.push_str(utf8(raw, valid, i, run_end)?);
             i = run_end;
         }
         let text_end = text.len();
@@ -700,16 +727,29 @@ impl Scanner<'_, '_> {
     }
 }
 
-/// End of the run of plain string bytes (not `"`, `\` or a control character) starting
-/// at `i`, after checking that the run is UTF-8. UTF-8 continuation bytes are never
-/// below 0x80, so a run never ends inside a valid character.
-fn plain_run(raw: &[u8], mut i: usize) -> Result<usize, FrameError> {
-    let start = i;
-    // Eight bytes at a time while none of them can end the run.
+/// End of the run of plain string bytes (not `"`, `\\` or a control character) starting
+/// at `i`. UTF-8 is checked by the caller; a run never ends inside a valid character
+/// (continuation bytes are never below 0x80).
+fn plain_run(raw: &[u8], mut i: usize) -> usize {
+    // 32 bytes at a time while none of them can end the run: a branch-free test per
+    // block, which the compiler turns into a few vector compares.
+    while let Some(block) = raw.get(i..i + RUN_BLOCK) {
+        let mut ends = false;
+        for &b in block {
+            ends |= (b == b'"') | (b == b'\\') | (b < 0x20);
+        }
+        if ends {
+            break;
+        }
+        i += RUN_BLOCK;
+    }
+    // Then 8 bytes at a time; the lowest flagged byte of a word is exact (the borrow
+    // artefacts of the bit trick only appear above a true hit).
     while let Some(chunk) = raw.get(i..i + 8) {
         let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-        if may_end_run(word) {
-            break;
+        let ends = run_enders(word);
+        if ends != 0 {
+            return i + (ends.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -719,23 +759,34 @@ fn plain_run(raw: &[u8], mut i: usize) -> Result<usize, FrameError> {
         }
         i += 1;
     }
-    utf8(raw, start, i)?;
-    Ok(i)
+    i
 }
 
-/// Whether any byte of `word` is `"`, `\` or below 0x20. May also say yes for a
-/// byte at or above 0x80 (the byte loop then decides), never no when one is there.
-fn may_end_run(word: u64) -> bool {
+/// The high bit of each byte of `word` that is `"`, `\\` or below 0x20 (and possibly of
+/// bytes above such a byte).
+fn run_enders(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-    below_0x20
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
+    let zero_bytes = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    word.wrapping_sub(ONES * 0x20) & !word & HIGH
+        | zero_bytes(word ^ (ONES * u64::from(b'"')))
+        | zero_bytes(word ^ (ONES * u64::from(b'\\')))
 }
 
-fn utf8(raw: &[u8], start: usize, end: usize) -> Result<&str, FrameError> {
+/// Bytes tested together by [`plain_run`].
+const RUN_BLOCK: usize = 32;
+
+/// `raw[start..end]` as text: sliced from the frame's valid prefix when it lies inside
+/// it, otherwise validated here (and refused, pointing at the first bad byte).
+fn utf8<'r>(
+    raw: &'r [u8],
+    valid: &'r str,
+    start: usize,
+    end: usize,
+) -> Result<&'r str, FrameError> {
+    if let Some(s) = valid.get(start..end) {
+        return Ok(s);
+    }
     std::str::from_utf8(&raw[start..end])
         .map_err(|e| parse_error(start + e.valid_up_to(), "invalid UTF-8 in a string"))
 }
@@ -825,4 +876,43 @@ fn is_method_name(s: &str) -> bool {
                 && !c.is_whitespace()
                 && !matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_run;
+
+    /// The word and block tricks agree with a byte-by-byte scan, whatever the bytes
+    /// around the end of the run (high bytes and borrows included).
+    #[test]
+    fn plain_run_stops_at_the_first_ender() {
+        let naive = |raw: &[u8], i: usize| {
+            raw[i..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .map_or(raw.len(), |p| i + p)
+        };
+        let alphabet = [
+            b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x9f, 0xa0, 0xff, b'z',
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let len = (state >> 58) as usize + 1;
+            let plain_prefix = (state >> 40) as usize % 80;
+            let mut raw = vec![b'x'; plain_prefix];
+            for k in 0..len {
+                let pick = (state.rotate_left(k as u32 * 5) % alphabet.len() as u64) as usize;
+                raw.push(alphabet[pick]);
+            }
+            let start = (state >> 20) as usize % raw.len();
+            assert_eq!(
+                plain_run(&raw, start),
+                naive(&raw, start),
+                "{raw:?} from {start}"
+            );
+        }
+    }
 }

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use attacks::{Attack, Canary, Delivery, Success};
+use crate::config::policy::Settings;
+use attacks::{Attack, Canary, Delivery, Requires, Success};
 use client::{ClientError, Session};
 use fakehome::{Canaries, FakeHome};
 pub use report::{AttackResult, Outcome, Report};
@@ -91,19 +92,33 @@ impl ScanOptions {
 pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> Report {
     let selected: Vec<&Attack> = attacks::ATTACKS.iter().collect();
     let total = selected.len();
+    let settings = effective_settings(&opts.policy);
     let mut results = Vec::with_capacity(total);
     for (i, attack) in selected.into_iter().enumerate() {
         let started = Instant::now();
-        let skipped =
+        let unselected =
             !opts.only.is_empty() && !opts.only.iter().any(|o| o.eq_ignore_ascii_case(attack.id));
-        let result = if skipped {
-            AttackResult::new(attack, Outcome::Skipped, Outcome::Skipped)
+        let skip_reason = if unselected {
+            Some(SkipReason::NotSelected)
+        } else {
+            skip_reason(attack, &settings).map(SkipReason::Policy)
+        };
+        let result = if let Some(reason) = skip_reason {
+            let mut r = AttackResult::new(attack, Outcome::Skipped, Outcome::Skipped);
+            match reason {
+                SkipReason::NotSelected => r.reason = Some("not selected (--only)".into()),
+                SkipReason::Policy(why) => {
+                    r.reason = Some(why);
+                    r.skipped_by_policy = true;
+                }
+            }
+            r
         } else if matches!(attack.delivery, Delivery::PerIdentity) {
             let mut r = AttackResult::new(attack, Outcome::NotApplicable, Outcome::NotApplicable);
             r.note = Some("per-identity policy needs an HTTP transport; this scan is stdio".into());
             r
         } else {
-            let base = observe(opts, attack, Side::Baseline);
+            let base = observe(opts, attack, Side::Baseline, &settings);
             let applicable = match attack.tool {
                 Some(t) => base.error.is_some() || base.tools.iter().any(|x| x == t),
                 None => true,
@@ -117,13 +132,13 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
                 ));
                 r
             } else {
-                let prot = observe(opts, attack, Side::Protected);
+                let prot = observe(opts, attack, Side::Protected, &settings);
                 let mut r = AttackResult::new(attack, base.outcome, prot.outcome);
                 r.baseline_evidence = base.evidence;
                 r.evidence = prot.evidence;
                 r.stopped_by = match prot.outcome {
                     Outcome::Pass if base.outcome == Outcome::Pass => Some("server".into()),
-                    Outcome::Pass => prot.stopped_by.or(Some("mcpwall".into())),
+                    Outcome::Pass => prot.stopped_by.or(Some(UNATTRIBUTED.into())),
                     _ => None,
                 };
                 r.note = prot.error.or(base.error);
@@ -138,7 +153,71 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
     Report::new(opts, results)
 }
 
-fn observe(opts: &ScanOptions, attack: &Attack, side: Side) -> Observed {
+enum SkipReason {
+    NotSelected,
+    Policy(String),
+}
+
+/// What STOPPED BY says when mcpwall stopped an attack but neither a denial nor the audit
+/// log named the rule (should not happen with the built-in target).
+pub const UNATTRIBUTED: &str = "mcpwall";
+
+/// The largest flood RL-001 sends and the most violations CB-001 commits; a policy whose
+/// limit is higher is not tested (SKIPPED) rather than flooded.
+const MAX_BURST: u64 = 5000;
+/// The largest frame JS-009 sends.
+const MAX_HUGE_FRAME: usize = 256 * 1024 * 1024;
+
+/// The settings of the policy file the protected run uses. The proxy loads the same file
+/// with `-c`, so these are its settings; a file that does not load gives the defaults (the
+/// protected runs then fail, and say why).
+pub fn effective_settings(policy: &Path) -> Settings {
+    let Ok(dir) = tempfile::tempdir() else {
+        return Settings::default();
+    };
+    crate::config::load(&crate::config::LoadOptions {
+        explicit: Some(policy.to_path_buf()),
+        home: dir.path().to_path_buf(),
+        project_dir: dir.path().to_path_buf(),
+    })
+    .map(|p| p.settings)
+    .unwrap_or_default()
+}
+
+/// Why `attack` cannot be evaluated under `settings`, if it cannot.
+fn skip_reason(attack: &Attack, settings: &Settings) -> Option<String> {
+    match attack.requires {
+        Requires::RateLimit => match settings.rate_limit {
+            None => Some(
+                "skipped: the policy sets no settings.rate_limit; enable it (remediation YAML) or scan with --profile strict".into(),
+            ),
+            Some(l) if u64::from(l.max_calls) + 5 > MAX_BURST => Some(format!(
+                "skipped: settings.rate_limit.max_calls is {}; the scan sends at most {MAX_BURST} calls",
+                l.max_calls
+            )),
+            Some(_) => None,
+        },
+        Requires::CircuitBreaker => match settings.circuit_breaker {
+            None => Some(
+                "skipped: the policy sets no settings.circuit_breaker; enable it (remediation YAML) or scan with --profile strict".into(),
+            ),
+            Some(b) if u64::from(b.max_violations) + 1 > MAX_BURST => Some(format!(
+                "skipped: settings.circuit_breaker.max_violations is {}; the scan commits at most {MAX_BURST} violations",
+                b.max_violations
+            )),
+            Some(_) => None,
+        },
+        Requires::Nothing => match attack.delivery {
+            Delivery::HugeFrame(_) if settings.max_frame_bytes >= MAX_HUGE_FRAME => Some(format!(
+                "skipped: settings.max_frame_bytes is {}; the scan sends frames of at most {MAX_HUGE_FRAME} bytes",
+                settings.max_frame_bytes
+            )),
+            _ => None,
+        },
+    }
+}
+
+fn observe(opts: &ScanOptions, attack: &Attack, side: Side, settings: &Settings) -> Observed {
     let failed = |e: String| Observed {
         outcome: Outcome::Error,
         evidence: None,
@@ -150,7 +229,7 @@ fn observe(opts: &ScanOptions, attack: &Attack, side: Side) -> Observed {
         Ok(h) => h,
         Err(e) => return failed(format!("cannot create the fake home: {e}")),
     };
-    match session(opts, attack, side, &home) {
+    match session(opts, attack, side, &home, settings) {
         Ok(o) => o,
         Err(e) => failed(e.to_string()),
     }
@@ -161,6 +240,7 @@ fn session(
     attack: &Attack,
     side: Side,
     home: &FakeHome,
+    settings: &Settings,
 ) -> Result<Observed, ClientError> {
     let argv = opts.argv(side, home.path());
     let spawn = || Session::spawn(&argv, home.path(), &home.project(), opts.timeout);
@@ -170,17 +250,28 @@ fn session(
         .iter()
         .filter_map(|t| t["name"].as_str().map(str::to_string))
         .collect();
+    let tool = attack.tool.unwrap_or("");
+    // The request whose fate says what stopped the attack (default: the first refusal).
+    let mut decisive: Option<u64> = None;
+    // For attacks carried by the handshake, the method whose audit events count.
+    let method = match attack.delivery {
+        Delivery::ToolList | Delivery::SecondSession => Some("tools/list"),
+        Delivery::Instructions => Some("initialize"),
+        _ => None,
+    };
     let received: Vec<String> = match attack.delivery {
         Delivery::Call(args) => {
             let args = substitute(args, home, 0);
             let args: Value = serde_json::from_str(&args).unwrap_or(Value::Null);
             let id = s.next_id();
+            decisive = Some(id);
             let frame = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
                 "params":{"name":attack.tool.unwrap_or(""),"arguments":args}});
             s.exchange(&frame.to_string())?
         }
         Delivery::Raw(raw) => {
             let id = s.next_id();
+            decisive = Some(id);
             s.exchange(&substitute(raw, home, id))?
         }
         Delivery::ToolList => vec![Value::Array(tools.clone()).to_string()],
@@ -192,13 +283,44 @@ fn session(
             vec![Value::Array(tools2).to_string()]
         }
         Delivery::PerIdentity => vec![],
+        Delivery::Burst(args) => {
+            let calls = settings.rate_limit.map_or(0, |l| l.max_calls as usize + 5);
+            let frames: Vec<String> = (0..calls)
+                .map(|_| call_frame(s.next_id(), tool, &substitute(args, home, 0)))
+                .collect();
+            s.exchange(&frames.join("\n"))?
+        }
+        Delivery::Breaker { violation, then } => {
+            let violations = settings
+                .circuit_breaker
+                .map_or(0, |b| b.max_violations as usize + 1);
+            let mut frames: Vec<String> = (0..violations)
+                .map(|_| call_frame(s.next_id(), tool, &substitute(violation, home, 0)))
+                .collect();
+            let last = s.next_id();
+            decisive = Some(last);
+            frames.push(call_frame(last, tool, &substitute(then, home, 0)));
+            s.exchange(&frames.join("\n"))?
+        }
+        Delivery::HugeFrame(args) => {
+            let rest = substitute(args, home, 0);
+            let rest = rest.trim_start().trim_start_matches('{');
+            let pad = "x".repeat(settings.max_frame_bytes + 1);
+            let id = s.next_id();
+            decisive = Some(id);
+            s.exchange(&call_frame(
+                id,
+                tool,
+                &format!("{{\"pad\":\"{pad}\",{rest}"),
+            ))?
+        }
     };
     s.close();
-    let (hit, evidence) = judge(attack.success, &received, home);
+    let (hit, evidence) = judge(attack.success, &received, home, settings);
     let stopped_by = if hit {
         None
     } else {
-        stopper(&received, attack, &tool_names)
+        stopper(&received, decisive, method, attack, &tool_names, home)
     };
     Ok(Observed {
         outcome: if hit {
@@ -211,6 +333,14 @@ fn session(
         tools: tool_names,
         error: None,
     })
+}
+
+/// A `tools/call` line; `args` is JSON text.
+fn call_frame(id: u64, tool: &str, args: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{},"arguments":{args}}}}}"#,
+        Value::String(tool.into())
+    )
 }
 
 fn substitute(template: &str, home: &FakeHome, id: u64) -> String {
@@ -233,6 +363,7 @@ fn canary_value(c: Canary, k: &Canaries) -> String {
         Canary::InjectionPhrase => k.injection_phrase.clone(),
         Canary::InstructionsPhrase => k.instructions_phrase.clone(),
         Canary::SshKeyName => "authorized_keys\nid_rsa".into(),
+        Canary::ReadmePhrase => k.readme_phrase.clone(),
     }
 }
 
@@ -270,8 +401,28 @@ fn excerpt(text: &str, needle: &str) -> String {
     text[start..end].to_string()
 }
 
-fn judge(success: Success, received: &[String], home: &FakeHome) -> (bool, Option<String>) {
+fn judge(
+    success: Success,
+    received: &[String],
+    home: &FakeHome,
+    settings: &Settings,
+) -> (bool, Option<String>) {
     match success {
+        Success::OverRateLimit => {
+            let Some(limit) = settings.rate_limit else {
+                return (false, None);
+            };
+            let phrase = &home.canaries.readme_phrase;
+            let answered = received.iter().filter(|l| l.contains(phrase)).count();
+            let sent = limit.max_calls as usize + 5;
+            (
+                answered > limit.max_calls as usize,
+                Some(format!(
+                    "{answered} of {sent} calls answered; the limit is {} per {} s",
+                    limit.max_calls, limit.window_seconds
+                )),
+            )
+        }
         Success::Received(c) => {
             let needle = canary_value(c, &home.canaries);
             strings(received)
@@ -306,8 +457,20 @@ fn side_effect(log: &Path, what: &str) -> (bool, Option<String>) {
     }
 }
 
-/// The rule named in a denial, or what else kept the attack out.
-fn stopper(received: &[String], attack: &Attack, tools: &[String]) -> Option<String> {
+/// What kept the attack out, named the way mcpwall's audit log names it: a policy rule
+/// (`block-ssh-keys`, `redact-secrets`, ...) or one of mcpwall's own mechanisms
+/// (`mcpwall:malformed`, `mcpwall:too_large`, `mcpwall:rate_limit`,
+/// `mcpwall:session_suspended`, `mcpwall:tool_poisoned`, `mcpwall:tool_drift`, ...).
+/// Taken from `error.data.rule` of the refusal when there is one (of the `decisive`
+/// request's answer if given), otherwise from the protected run's audit log.
+fn stopper(
+    received: &[String],
+    decisive: Option<u64>,
+    method: Option<&str>,
+    attack: &Attack,
+    tools: &[String],
+    home: &FakeHome,
+) -> Option<String> {
     for line in received {
         if let Ok(v) = serde_json::from_str::<Value>(line) {
             let items = match v {
@@ -315,19 +478,138 @@ fn stopper(received: &[String], attack: &Attack, tools: &[String]) -> Option<Str
                 other => vec![other],
             };
             for item in items {
+                // A refusal whose id could not be read (a malformed frame) has id null.
+                if decisive
+                    .is_some_and(|d| item["id"] != serde_json::json!(d) && !item["id"].is_null())
+                {
+                    continue;
+                }
                 if let Some(rule) = item["error"]["data"]["rule"].as_str() {
                     return Some(rule.to_string());
                 }
             }
         }
     }
-    if received.iter().any(|l| l.contains("[REDACTED BY MCPWALL")) {
-        return Some("redaction".into());
+    if let Some(rule) = audited_stopper(home.path(), decisive, method, attack.tool) {
+        return Some(rule);
     }
     if let Some(t) = attack.tool
         && !tools.iter().any(|x| x == t)
     {
-        return Some("tool withheld".into());
+        return Some(crate::guard::hook::RULE_WITHHELD.into());
     }
     None
+}
+
+/// The rule of the first audit event in `home`'s default log directory that changed or
+/// refused something about request `id` (or, for the handshake attacks, about an answer to
+/// `method`). The handshake's own events (a poisoned tool withheld from every tools/list)
+/// do not count for an attack carried by a tool call.
+fn audited_stopper(
+    home: &Path,
+    id: Option<u64>,
+    method: Option<&str>,
+    tool: Option<&str>,
+) -> Option<String> {
+    let dir = home.join(".mcpwall/logs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    let mut events: Vec<Value> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .flat_map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    events.sort_by(|a, b| a["ts"].as_str().cmp(&b["ts"].as_str()));
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["action"].as_str(),
+                Some("deny" | "redact" | "block" | "drop")
+            )
+        })
+        .filter(|e| match (id, method) {
+            // The call's own events, or a notification the server sent while answering it.
+            (Some(id), _) => {
+                e["id"] == serde_json::json!(id)
+                    || e["id"] == serde_json::json!(id.to_string())
+                    || (e["id"].is_null()
+                        && e["method"]
+                            .as_str()
+                            .is_some_and(|m| m.starts_with("notifications/")))
+            }
+            (None, Some(m)) => {
+                e["method"].as_str() == Some(m)
+                    && (m != "tools/list" || tool.is_none() || e["tool"].as_str() == tool)
+            }
+            (None, None) => true,
+        })
+        .find_map(|e| e["rule"].as_str().map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::policy::{BreakerAction, CircuitBreakerSettings, RateLimit};
+
+    fn attack(id: &str) -> &'static Attack {
+        Attack::by_id(id).expect("attack exists")
+    }
+
+    #[test]
+    fn setting_attacks_are_skipped_with_a_reason_unless_the_policy_enables_the_setting() {
+        let mut s = Settings::default();
+        let reason = skip_reason(attack("RL-001"), &s).expect("skipped");
+        assert!(reason.contains("settings.rate_limit") && reason.contains("--profile strict"));
+        let reason = skip_reason(attack("CB-001"), &s).expect("skipped");
+        assert!(reason.contains("settings.circuit_breaker"));
+        assert_eq!(skip_reason(attack("JS-009"), &s), None);
+        assert_eq!(skip_reason(attack("PT-001"), &s), None);
+
+        s.rate_limit = Some(RateLimit {
+            max_calls: 120,
+            window_seconds: 60,
+        });
+        s.circuit_breaker = Some(CircuitBreakerSettings {
+            max_violations: 10,
+            window_seconds: 60,
+            action: BreakerAction::Suspend,
+        });
+        assert_eq!(skip_reason(attack("RL-001"), &s), None);
+        assert_eq!(skip_reason(attack("CB-001"), &s), None);
+    }
+
+    #[test]
+    fn limits_too_large_to_exercise_are_skipped_not_flooded() {
+        let s = Settings {
+            rate_limit: Some(RateLimit {
+                max_calls: 1_000_000,
+                window_seconds: 1,
+            }),
+            max_frame_bytes: 1 << 30,
+            ..Settings::default()
+        };
+        let reason = skip_reason(attack("RL-001"), &s).expect("skipped");
+        assert!(reason.contains("1000000"), "{reason}");
+        let reason = skip_reason(attack("JS-009"), &s).expect("skipped");
+        assert!(reason.contains("max_frame_bytes"), "{reason}");
+    }
+
+    #[test]
+    fn call_frames_are_valid_json_rpc() {
+        let line = call_frame(7, "read_file", r#"{"path":"a \"b\""}"#);
+        let v: Value = serde_json::from_str(&line).expect("valid JSON");
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["params"]["name"], "read_file");
+        assert_eq!(v["params"]["arguments"]["path"], "a \"b\"");
+    }
 }

@@ -44,6 +44,13 @@ pub struct AttackResult {
     pub baseline_evidence: Option<String>,
     pub remediation: String,
     pub note: Option<String>,
+    /// Why the attack was SKIPPED (not selected, or a setting it tests is off).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// SKIPPED because the policy lacks the setting the attack tests (not because of
+    /// `--only`): named in the summary so nothing is hidden.
+    #[serde(default)]
+    pub skipped_by_policy: bool,
     pub duration_ms: u64,
 }
 
@@ -61,6 +68,8 @@ impl AttackResult {
             baseline_evidence: None,
             remediation: a.remediation.into(),
             note: None,
+            reason: None,
+            skipped_by_policy: false,
             duration_ms: 0,
         }
     }
@@ -74,6 +83,9 @@ pub struct Summary {
     pub error: usize,
     pub not_applicable: usize,
     pub skipped: usize,
+    /// Ids of the attacks SKIPPED because the policy lacks the setting they test.
+    #[serde(default)]
+    pub skipped_by_policy: Vec<String>,
     /// Attacks that succeeded at baseline (they prove something).
     pub baseline_vulnerable: usize,
     pub complete: bool,
@@ -154,6 +166,11 @@ impl Report {
                 error,
                 not_applicable: count(Outcome::NotApplicable),
                 skipped: count(Outcome::Skipped),
+                skipped_by_policy: results
+                    .iter()
+                    .filter(|r| r.skipped_by_policy)
+                    .map(|r| r.attack_id.clone())
+                    .collect(),
                 baseline_vulnerable: results
                     .iter()
                     .filter(|r| r.baseline == Outcome::Vulnerable)
@@ -184,15 +201,18 @@ impl Report {
             (Some(n), Some(g)) => format!("score {n}/100 (grade {g})"),
             _ => "INCOMPLETE (errors; no score)".into(),
         };
+        let skipped = if s.skipped_by_policy.is_empty() {
+            format!("{} skipped", s.skipped)
+        } else {
+            format!(
+                "{} skipped ({}: the policy does not enable what they test)",
+                s.skipped,
+                s.skipped_by_policy.join(", ")
+            )
+        };
         format!(
-            "{score}: {} passed, {} vulnerable, {} errors, {} not applicable, {} skipped; {} of {} attacks got through without mcpwall",
-            s.pass,
-            s.vulnerable,
-            s.error,
-            s.not_applicable,
-            s.skipped,
-            s.baseline_vulnerable,
-            s.total
+            "{score}: {} passed, {} vulnerable, {} errors, {} not applicable, {skipped}; {} of {} attacks got through without mcpwall",
+            s.pass, s.vulnerable, s.error, s.not_applicable, s.baseline_vulnerable, s.total
         )
     }
 
@@ -205,21 +225,21 @@ impl Report {
             clean(&self.policy, 200)
         ));
         let header = format!(
-            "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<36}",
+            "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<40}",
             "ID", "ATTACK", "OWASP", "SEVERITY", "BASELINE", "PROTECTED", "STOPPED BY"
         );
         out.push_str(header.trim_end());
         out.push_str(if timings { "  TIME\n" } else { "\n" });
         for r in &self.results {
             let line = format!(
-                "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<36}",
+                "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<40}",
                 r.attack_id,
                 clean(&r.name, 44),
                 r.category,
                 r.severity.as_str(),
                 r.baseline.as_str(),
                 r.protected.as_str(),
-                clean(r.stopped_by.as_deref().unwrap_or("-"), 36)
+                clean(r.stopped_by.as_deref().unwrap_or("-"), 40)
             );
             out.push_str(line.trim_end());
             if timings {
@@ -246,6 +266,21 @@ impl Report {
                 for l in r.remediation.lines() {
                     out.push_str(&format!("    {l}\n"));
                 }
+            }
+        }
+        let skipped: Vec<&AttackResult> = self
+            .results
+            .iter()
+            .filter(|r| r.skipped_by_policy)
+            .collect();
+        if !skipped.is_empty() {
+            out.push_str("\nSKIPPED (not scored)\n");
+            for r in skipped {
+                out.push_str(&format!(
+                    "  {}: {}\n",
+                    r.attack_id,
+                    clean(r.reason.as_deref().unwrap_or("-"), 200)
+                ));
             }
         }
         let errors: Vec<&AttackResult> = self

@@ -211,7 +211,7 @@ impl<'p> Reference<'p> {
         };
         match matcher {
             Matcher::Regex(re) => {
-                let re = regex::Regex::new(&re.value).expect("validated regex");
+                let re = policy_regex(&re.value);
                 forms().iter().any(|t| re.is_match(t))
             }
             Matcher::Pattern(g) => {
@@ -410,7 +410,7 @@ impl<'p> Reference<'p> {
                 && (rule.response_contains_regex.is_empty() || {
                     let mut any = false;
                     for re in &rule.response_contains_regex {
-                        let re = regex::Regex::new(&re.value).unwrap();
+                        let re = policy_regex(&re.value);
                         for (ti, t) in texts.iter().enumerate() {
                             if re.is_match(t) {
                                 any = true;
@@ -460,4 +460,11 @@ impl<'p> Reference<'p> {
             format!("log:{} {result}", logged.join(","))
         }
     }
+}
+
+/// A regex in the policy dialect (ASCII Perl classes and word boundaries), through the
+/// `regex` crate: the dialect's syntax tree printed back as a pattern.
+fn policy_regex(pattern: &str) -> regex::Regex {
+    let hir = mcpwall::regex_dialect::parse(pattern).expect("validated regex");
+    regex::Regex::new(&hir.to_string()).expect("a printed HIR parses")
 }
