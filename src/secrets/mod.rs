@@ -13,7 +13,11 @@
 //!    (One multi-pattern regex searched with `Anchored::Pattern` gives the same answers,
 //!    but its lazy DFA shares one alphabet and one cache across ~100 patterns and was
 //!    measured 30× slower on text dense with secrets; per-detector DFAs stay small and
-//!    warm.)
+//!    warm.) A built-in's regex is compiled the first time one of its keywords is
+//!    found, so start-up compiles no regex and a text pays only for the formats it
+//!    triggers; user patterns are compiled at start-up so a bad one is an error there.
+//!    A pattern of the form `P (?P<secret>S) X` is searched as three DFA walks
+//!    instead of one capture search (see `engine.rs` for why the spans agree).
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
