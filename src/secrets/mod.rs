@@ -3,7 +3,7 @@
 //!
 //! # How a text is scanned
 //!
-//! 1. A keyword prefilter ([`prefilter`]) finds every position where a detector's
+//! 1. A keyword prefilter (`prefilter.rs`) finds every position where a detector's
 //!    keyword occurs (`AKIA`, `ghp_`, `-----BEGIN`, `assword`, …). On text without
 //!    secrets this is nearly the whole cost: a few SIMD passes, no regex.
 //! 2. At each hit, the keyword's detectors are tried in table order with an *anchored*
