@@ -174,6 +174,11 @@ fn every_builtin_compiles() {
     let n = specs.len();
     let detector = Detector::new(specs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(detector.specs().len(), n);
+
+    // Lazily compiled engines live behind `OnceLock`s: the detector is still shared
+    // between the proxy's pumps.
+    fn shared<T: Send + Sync>(_: &T) {}
+    shared(&detector);
 }
 
 #[test]

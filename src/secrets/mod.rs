@@ -3,7 +3,7 @@
 //!
 //! # How a text is scanned
 //!
-//! 1. A keyword prefilter ([`prefilter`]) finds every position where a detector's
+//! 1. A keyword prefilter (`prefilter.rs`) finds every position where a detector's
 //!    keyword occurs (`AKIA`, `ghp_`, `-----BEGIN`, `assword`, …). On text without
 //!    secrets this is nearly the whole cost: a few SIMD passes, no regex.
 //! 2. At each hit, the keyword's detectors are tried in table order with an *anchored*
@@ -13,7 +13,11 @@
 //!    (One multi-pattern regex searched with `Anchored::Pattern` gives the same answers,
 //!    but its lazy DFA shares one alphabet and one cache across ~100 patterns and was
 //!    measured 30× slower on text dense with secrets; per-detector DFAs stay small and
-//!    warm.)
+//!    warm.) A built-in's regex is compiled the first time one of its keywords is
+//!    found, so start-up compiles no regex and a text pays only for the formats it
+//!    triggers; user patterns are compiled at start-up so a bad one is an error there.
+//!    A pattern of the form `P (?P<secret>S) X` is searched as three DFA walks
+//!    instead of one capture search (see `engine.rs` for why the spans agree).
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
@@ -357,7 +361,7 @@ impl Detector {
             }
             let engine = OnceLock::new();
             if let (Some(hir), Some(_)) = (hir, &keywords) {
-                let built = Engine::new(hir).map_err(|e| error(index, spec, e))?;
+                let built = Engine::new(hir, true).map_err(|e| error(index, spec, e))?;
                 let _ = engine.set(built);
             }
             plans.push(Plan {
@@ -596,7 +600,7 @@ impl Detector {
             // compiles every one of them (`every_builtin_compiles`).
             let spec = &self.specs[index];
             parse(&spec.regex)
-                .and_then(|hir| Engine::new(&hir))
+                .and_then(|hir| Engine::new(&hir, false))
                 .unwrap_or_else(|e| panic!("built-in detector {} does not compile: {e}", spec.name))
         })
     }
