@@ -108,6 +108,8 @@ pub(crate) struct InRule {
     pub tool: u32,
     /// Number of distinct argument predicates.
     pub n_args: u32,
+    /// How many of them are `not_under` predicates.
+    pub n_not_under: u32,
     pub allow: bool,
 }
 
@@ -343,6 +345,10 @@ pub struct Scratch {
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
     norm: String,
+    /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
+    /// after the pass; spent strings go back to the pool.
+    deferred_paths: Vec<(u32, String)>,
+    path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
     literal_hits: Vec<Hit>,
     logged: Vec<RuleId>,
@@ -470,6 +476,8 @@ impl Program {
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
             norm: String::with_capacity(256),
+            deferred_paths: Vec::new(),
+            path_pool: Vec::new(),
             secret_hits: Vec::new(),
             literal_hits: Vec::new(),
             logged: Vec::new(),
@@ -548,6 +556,31 @@ impl Program {
             Decision::Plumbing
         };
         Verdict { decision }
+    }
+
+    /// Judge the `not_under` checks the pass collected, each only when a rule needing it
+    /// could still decide: its method and tool hold, no earlier rule has decided, and every
+    /// argument condition it still lacks is a `not_under` one.
+    fn resolve_deferred_not_under(&self, s: &mut Scratch) {
+        let inb = &self.inbound;
+        let mut deferred = std::mem::take(&mut s.deferred_paths);
+        for (check, path) in deferred.drain(..) {
+            let c = &inb.not_under[check as usize];
+            let st = &s.state;
+            let viable = !st.is_set(c.pred)
+                && inb.pred_rules.get(c.pred as usize).iter().any(|&r| {
+                    let rule = &inb.rules[r as usize];
+                    r < st.best
+                        && st.is_set(rule.method)
+                        && (rule.tool == NONE || st.is_set(rule.tool))
+                        && rule.n_args - st.counts[r as usize] <= rule.n_not_under
+                });
+            if viable && !inb.roots[c.root as usize].contains(&path) {
+                s.state.satisfy(inb, c.pred);
+            }
+            s.path_pool.push(path);
+        }
+        s.deferred_paths = deferred;
     }
 
     /// One pass over the message's argument tokens, setting predicate bits.
@@ -632,16 +665,20 @@ impl Program {
                 }
             }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
-                for c in inb.not_under.iter() {
+                for (i, c) in inb.not_under.iter().enumerate() {
                     if s.state.is_set(c.pred) || !applies(c.pred) {
                         continue;
                     }
                     if c.selector == ANY_SEL && !shaped {
                         continue;
                     }
-                    if !inb.roots[c.root as usize].contains(&s.norm) {
-                        s.state.satisfy(inb, c.pred);
-                    }
+                    // Resolved after the pass, and only for a rule that can still match:
+                    // containment reads the file system (symlinks), which costs more than
+                    // every other matcher of the frame together.
+                    let mut path = s.path_pool.pop().unwrap_or_default();
+                    path.clear();
+                    path.push_str(&s.norm);
+                    s.deferred_paths.push((i as u32, path));
                 }
             }
             if needs & SECRETS != 0 && tok.kind != TokenKind::Null {
@@ -657,6 +694,7 @@ impl Program {
                 }
             }
         }
+        self.resolve_deferred_not_under(s);
     }
 
     /// Judge one server message of `frame`. `call` says what it answers; when

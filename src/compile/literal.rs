@@ -43,6 +43,8 @@ struct Automata {
     /// when a literal is not ASCII. Most long texts contain no literal at all, and this
     /// one prefiltered search says so without copying or collapsing anything else.
     gate: Option<meta::Regex>,
+    /// The same, ASCII case-insensitive, for short texts searched as they are.
+    gate_any_case: Option<meta::Regex>,
 }
 
 /// Texts at least this long are lower-cased once and searched with the prefilter.
@@ -60,7 +62,8 @@ fn build(literals: &[String]) -> Result<Automata, String> {
             .match_kind(MatchKind::LeftmostLongest)
             .build(literals)
             .map_err(err)?,
-        gate: gate(literals)?,
+        gate: gate(literals, "")?,
+        gate_any_case: gate(literals, "(?i-u)")?,
         literals: literals.into(),
         by_first_byte: (0..=255u8)
             .map(|b| {
@@ -72,7 +75,7 @@ fn build(literals: &[String]) -> Result<Automata, String> {
     })
 }
 
-fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
+fn gate(literals: &[String], flags: &str) -> Result<Option<meta::Regex>, String> {
     if literals.is_empty() || !literals.iter().all(|l| l.is_ascii()) {
         return Ok(None);
     }
@@ -85,7 +88,7 @@ fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
                 .join(r"[\t\n ]+")
         })
         .collect();
-    meta::Regex::new(&alternatives.join("|"))
+    meta::Regex::new(&format!("{flags}(?:{})", alternatives.join("|")))
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -139,6 +142,12 @@ impl LiteralEngine {
             f(p, start, end);
         };
         if text.len() < LONG_TEXT {
+            if let Some(gate) = &automata.gate_any_case
+                && is_plain_ascii(text)
+                && !gate.is_match(text)
+            {
+                return;
+            }
             for m in automata.overlapping.find_overlapping_iter(text) {
                 note(m.pattern().as_usize(), m.start(), m.end());
             }
@@ -313,18 +322,23 @@ mod tests {
         }
     }
 
-    /// The gate that skips long texts with no literal still lets through a literal whose
+    /// The gates that skip texts with no literal still let through a literal whose
     /// words are split by runs of white space, tabs or newlines.
     #[test]
-    fn long_texts_with_split_literals_still_match() {
+    fn texts_with_split_literals_still_match() {
         let lits = vec![normalize_literal("ignore previous instructions")];
         let engine = LiteralEngine::new(&lits, PredMap::default()).unwrap();
         let pad = "lorem ipsum dolor sit amet ".repeat(20);
         for (text, want) in [
-            (format!("{pad}IGNORE \n  previous\t\tinstructions{pad}"), true),
+            (
+                format!("{pad}IGNORE \n  previous\t\tinstructions{pad}"),
+                true,
+            ),
             (format!("{pad}ignore previous instructions"), true),
             (format!("{pad}\nignore\nprevious\n"), false),
             (pad.clone(), false),
+            ("IGNORE \n  previous\tinstructions".to_string(), true),
+            ("ignore previous".to_string(), false),
         ] {
             let mut hits = Vec::new();
             engine.for_each_match(&text, |p, _, _| hits.push(p));

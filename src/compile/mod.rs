@@ -358,10 +358,15 @@ fn compile_inbound(
             }
             conditions.push(ConditionInfo { what, engine });
         }
+        let n_not_under = args
+            .iter()
+            .filter(|&&p| not_under.iter().any(|c| c.pred == p))
+            .count() as u32;
         rules.push(InRule {
             method,
             tool,
             n_args: args.len() as u32,
+            n_not_under,
             allow: rule.action == Action::Allow,
         });
         rule_preds.push(args);
