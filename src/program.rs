@@ -337,9 +337,9 @@ struct Hit {
 pub struct Scratch {
     state: RuleState,
     glob_hits: Vec<usize>,
-    regex_cache: Option<meta::Cache>,
+    regex_cache: crate::compile::regex::SetCache,
     regex_set: Option<PatternSet>,
-    out_regex_cache: Option<meta::Cache>,
+    out_regex_cache: crate::compile::regex::SetCache,
     out_regex_set: Option<PatternSet>,
     detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
@@ -468,9 +468,9 @@ impl Program {
         Scratch {
             state,
             glob_hits: Vec::with_capacity(16),
-            regex_cache: None,
+            regex_cache: Default::default(),
             regex_set: inb.regex.as_ref().map(|r| r.pattern_set()),
-            out_regex_cache: None,
+            out_regex_cache: Default::default(),
             out_regex_set: out.regex.as_ref().map(|r| r.pattern_set()),
             detector_cache: None,
             findings: Vec::with_capacity(8),

@@ -1,9 +1,17 @@
 //! The `regex` engine class: every regex of one class (inbound argument regexes, or
-//! outbound `response_contains_regex`) in one multi-pattern `meta::Regex` with
+//! outbound `response_contains_regex`) in one multi-pattern automaton with
 //! `MatchKind::All`, queried once per value for the set of patterns that match.
+//!
+//! The automaton is a forward lazy DFA over one Thompson NFA: "which patterns match" needs
+//! nothing else, and the general `meta::Regex` also compiled a reverse NFA, a one-pass DFA,
+//! a backtracker and literal prefilters (about half the build, which sits on the path of
+//! the first frame). Patterns are in the policy dialect (ASCII `\b`), so the lazy DFA
+//! never has to give up; if it ever did, a PikeVM over the same NFA answers instead.
 
 use std::sync::OnceLock;
 
+use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
+use regex_automata::nfa::thompson::{self, NFA, pikevm::PikeVM};
 use regex_automata::{Input, MatchKind, PatternSet, meta};
 
 use super::PredMap;
@@ -72,17 +80,75 @@ pub(crate) fn build_one(pattern: &str) -> Result<meta::Regex, RegexFailure> {
 /// All patterns of a class and the predicates each one feeds.
 #[derive(Debug)]
 pub(crate) struct RegexEngine {
-    re: OnceLock<meta::Regex>,
-    /// The patterns, kept until the regex is built (deferred engines only).
+    built: OnceLock<SetMatcher>,
+    /// The patterns, kept until the automaton is built (deferred engines only).
     patterns: Box<[String]>,
     pub map: PredMap,
+}
+
+/// Which patterns of a set match a text.
+#[derive(Debug)]
+struct SetMatcher {
+    dfa: DFA,
+    /// Only for a search the lazy DFA gives up on (it should not: see the module docs).
+    fallback: OnceLock<PikeVM>,
+    nfa: NFA,
+}
+
+/// Per-caller search state of a [`RegexEngine`], created on first use.
+#[derive(Debug, Default)]
+pub(crate) struct SetCache {
+    dfa: Option<DfaCache>,
+    fallback: Option<regex_automata::nfa::thompson::pikevm::Cache>,
+}
+
+fn build_set(patterns: &[String]) -> Result<SetMatcher, RegexFailure> {
+    let mut hirs = Vec::with_capacity(patterns.len());
+    for (i, p) in patterns.iter().enumerate() {
+        hirs.push(crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
+            pattern: Some(i),
+            reason: e.message,
+        })?);
+    }
+    let build = |hirs: &[regex_syntax::hir::Hir]| -> Result<SetMatcher, String> {
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(SIZE_LIMIT))
+                    .shrink(false),
+            )
+            .build_many_from_hir(hirs)
+            .map_err(|e| e.to_string())?;
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::All)
+                    .cache_capacity(SIZE_LIMIT)
+                    // A Unicode word boundary (only if spelled out explicitly) makes the
+                    // lazy DFA stop at non-ASCII input; the PikeVM takes over then.
+                    .unicode_word_boundary(true),
+            )
+            .build_from_nfa(nfa.clone())
+            .map_err(|e| e.to_string())?;
+        Ok(SetMatcher {
+            dfa,
+            fallback: OnceLock::new(),
+            nfa,
+        })
+    };
+    build(&hirs).map_err(|reason| RegexFailure {
+        pattern: hirs
+            .iter()
+            .position(|h| build(std::slice::from_ref(h)).is_err()),
+        reason,
+    })
 }
 
 impl RegexEngine {
     /// Built now; fails on a pattern that does not compile.
     pub fn new(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
         Ok(RegexEngine {
-            re: OnceLock::from(build_many(patterns, MatchKind::All)?),
+            built: OnceLock::from(build_set(patterns)?),
             patterns: patterns.into(),
             map,
         })
@@ -93,15 +159,15 @@ impl RegexEngine {
     /// then could only be reported by a panic.
     pub fn deferred(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
         Ok(RegexEngine {
-            re: OnceLock::new(),
+            built: OnceLock::new(),
             patterns: patterns.into(),
             map,
         })
     }
 
-    fn regex(&self) -> &meta::Regex {
-        self.re.get_or_init(|| {
-            build_many(&self.patterns, MatchKind::All).unwrap_or_else(|e| {
+    fn matcher(&self) -> &SetMatcher {
+        self.built.get_or_init(|| {
+            build_set(&self.patterns).unwrap_or_else(|e| {
                 panic!("a built-in policy regex does not compile: {}", e.reason)
             })
         })
@@ -109,7 +175,7 @@ impl RegexEngine {
 
     /// Build a deferred engine now (from a background thread, say).
     pub fn warm_up(&self) {
-        self.regex();
+        self.matcher();
     }
 
     pub fn pattern_set(&self) -> PatternSet {
@@ -117,19 +183,30 @@ impl RegexEngine {
     }
 
     /// Call `f` with the predicates of every pattern that matches `text`. `cache` is
-    /// the caller's, created on first use.
+    /// the caller's.
     #[inline]
     pub fn for_each_match(
         &self,
-        cache: &mut Option<meta::Cache>,
+        cache: &mut SetCache,
         set: &mut PatternSet,
         text: &str,
         mut f: impl FnMut(&[u32]),
     ) {
-        let re = self.regex();
-        let cache = cache.get_or_insert_with(|| re.create_cache());
+        let m = self.matcher();
         set.clear();
-        re.which_overlapping_matches_with(cache, &Input::new(text), set);
+        let input = Input::new(text);
+        let dfa_cache = cache.dfa.get_or_insert_with(|| m.dfa.create_cache());
+        if m.dfa
+            .try_which_overlapping_matches(dfa_cache, &input, set)
+            .is_err()
+        {
+            set.clear();
+            let vm = m.fallback.get_or_init(|| {
+                PikeVM::new_from_nfa(m.nfa.clone()).expect("a PikeVM over a built NFA")
+            });
+            let vm_cache = cache.fallback.get_or_insert_with(|| vm.create_cache());
+            vm.which_overlapping_matches(vm_cache, &input, set);
+        }
         for pid in set.iter() {
             f(self.map.get(pid.as_usize()));
         }
