@@ -634,9 +634,8 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
         }
     }
     let start = i.min(digits.len() - width.min(digits.len()));
-    for &d in &digits[start..] {
-        out.push(char::from(d));
-    }
+    // ASCII digits: always UTF-8.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or("0"));
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,
