@@ -45,6 +45,8 @@ struct Automata {
     gate: Option<meta::Regex>,
     /// The same, ASCII case-insensitive, for short texts searched as they are.
     gate_any_case: Option<meta::Regex>,
+    /// Length in bytes of the shortest literal.
+    min_len: usize,
 }
 
 /// Texts at least this long are lower-cased once and searched with the prefilter.
@@ -64,6 +66,7 @@ fn build(literals: &[String]) -> Result<Automata, String> {
             .map_err(err)?,
         gate: gate(literals, "")?,
         gate_any_case: gate(literals, "(?i-u)")?,
+        min_len: literals.iter().map(String::len).min().unwrap_or(0),
         literals: literals.into(),
         by_first_byte: (0..=255u8)
             .map(|b| {
@@ -136,6 +139,12 @@ impl LiteralEngine {
     #[inline]
     pub fn for_each_match(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
         let automata = self.automata();
+        // Normalising never lengthens ASCII text (NFKC can lengthen other text: `ﬃ`,
+        // `¼`): an ASCII text shorter than every literal (a JSON key, a small value)
+        // cannot hold any.
+        if text.len() < automata.min_len && text.is_ascii() {
+            return;
+        }
         let mut found = 0u64;
         let mut note = |p: usize, start: usize, end: usize| {
             found |= 1u64.checked_shl(p as u32).unwrap_or(0);
@@ -412,5 +421,14 @@ mod tests {
     #[test]
     fn invisible_only_literal_does_not_match_everything() {
         assert!(hits(&["\u{200B}"], "plain text").is_empty());
+    }
+
+    /// A text shorter than every literal is skipped only when it is ASCII: NFKC can make
+    /// a short text longer (`¼` is two bytes, its normal form `1⁄4` five).
+    #[test]
+    fn short_texts_are_skipped_only_when_normalising_cannot_lengthen_them() {
+        assert!(!hits(&["1\u{2044}4"], "\u{bc}").is_empty());
+        assert!(hits(&["<important>"], "<import").is_empty());
+        assert!(!hits(&["<important>"], "<IMPORTANT>").is_empty());
     }
 }

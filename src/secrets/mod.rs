@@ -260,6 +260,9 @@ pub struct Detector {
     plans: Vec<Plan>,
     keywords: Option<Keywords>,
     full_scan: Option<FullScan>,
+    /// No match of any detector is shorter: a text shorter than this (most JSON keys and
+    /// small values) is skipped without a search.
+    min_match_len: usize,
 }
 
 /// Per-caller scratch for [`Detector::find`]; create it once per thread with
@@ -371,6 +374,18 @@ impl Detector {
             });
         }
 
+        // A keyword detector's match holds one of its keywords at least `min_offset` bytes
+        // in; a full-scan detector's length is bounded by its pattern.
+        let min_match_len = entries
+            .iter()
+            .map(|(kw, cand)| cand.min_offset + kw.len())
+            .chain(
+                full_scan_ids
+                    .iter()
+                    .filter_map(|&i| hirs[i].as_ref().and_then(|h| h.properties().minimum_len())),
+            )
+            .min()
+            .unwrap_or(0);
         let keywords = if entries.is_empty() {
             None
         } else {
@@ -410,6 +425,7 @@ impl Detector {
             plans,
             keywords,
             full_scan,
+            min_match_len,
         })
     }
 
@@ -445,6 +461,9 @@ impl Detector {
     /// Appends every secret in `text` to `out`: leftmost, non-overlapping, in order.
     /// Entries already in `out` are left alone.
     pub fn find(&self, text: &str, cache: &mut DetectorCache, out: &mut Vec<Finding>) {
+        if text.len() < self.min_match_len {
+            return;
+        }
         let mut acc = Acc::new(out);
         if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
