@@ -99,8 +99,20 @@ fn gate(literals: &[String], flags: &str) -> Result<Option<meta::Regex>, String>
 /// Printable ASCII, tabs and newlines: text whose normal form is its lower-cased,
 /// white-space-collapsed self.
 fn is_plain_ascii(text: &str) -> bool {
-    text.bytes()
-        .all(|b| (0x20..0x7F).contains(&b) || b == b'\t' || b == b'\n')
+    let plain = |b: u8| (0x20..0x7F).contains(&b) | (b == b'\t') | (b == b'\n');
+    // Blocks tested without an early exit, which the compiler turns into vector compares
+    // (a byte-by-byte `all` was a fifth of the proxy's time on 1 MiB results).
+    let mut blocks = text.as_bytes().chunks_exact(64);
+    for block in blocks.by_ref() {
+        let mut ok = true;
+        for &b in block {
+            ok &= plain(b);
+        }
+        if !ok {
+            return false;
+        }
+    }
+    blocks.remainder().iter().all(|&b| plain(b))
 }
 
 impl LiteralEngine {
@@ -237,11 +249,7 @@ pub(crate) fn normalize_literal(literal: &str) -> String {
 /// when `text` is printable ASCII, tabs and newlines only: for such text that is what
 /// [`normalize`] gives, up to case. `None` for any other text.
 fn collapse_ascii_whitespace(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    if !bytes
-        .iter()
-        .all(|&b| (0x20..0x7F).contains(&b) || b == b'\t' || b == b'\n')
-    {
+    if !is_plain_ascii(text) {
         return None;
     }
     let mut out = String::with_capacity(text.len());
@@ -425,6 +433,22 @@ mod tests {
 
     /// A text shorter than every literal is skipped only when it is ASCII: NFKC can make
     /// a short text longer (`¼` is two bytes, its normal form `1⁄4` five).
+    #[test]
+    fn plain_ascii_is_exact_at_every_position() {
+        let long = "a".repeat(200);
+        assert!(is_plain_ascii(&long));
+        for at in [0, 63, 64, 65, 127, 199] {
+            for bad in ['\r', '\u{7f}', '\u{1b}', '\u{e9}'] {
+                let mut t = long.clone();
+                t.replace_range(at..at + 1, &bad.to_string());
+                assert!(!is_plain_ascii(&t), "{bad:?} at {at}");
+            }
+            let mut t = long.clone();
+            t.replace_range(at..at + 1, "\t");
+            assert!(is_plain_ascii(&t));
+        }
+    }
+
     #[test]
     fn short_texts_are_skipped_only_when_normalising_cannot_lengthen_them() {
         assert!(!hits(&["1\u{2044}4"], "\u{bc}").is_empty());
