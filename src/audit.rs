@@ -196,10 +196,9 @@ impl Shared {
 /// Cheap handle the pumps use to hand events to the writer.
 #[derive(Debug, Clone)]
 pub struct AuditSender {
-    /// `None`: the log is disabled.
-    shared: Option<Arc<Shared>>,
-    /// Counters, also when disabled.
-    counters: Arc<Shared>,
+    shared: Arc<Shared>,
+    /// `false`: the log is disabled and events are discarded uncounted.
+    enabled: bool,
 }
 
 impl AuditSender {
@@ -208,10 +207,11 @@ impl AuditSender {
         if batch.is_empty() {
             return;
         }
-        let Some(shared) = &self.shared else {
+        if !self.enabled {
             batch.clear();
             return;
-        };
+        }
+        let shared = &self.shared;
         let n = batch.len();
         let mut queue = shared.lock();
         if queue.closed {
@@ -236,7 +236,7 @@ impl AuditSender {
 
     /// Whether events go anywhere (lets callers skip building them).
     pub fn enabled(&self) -> bool {
-        self.shared.is_some()
+        self.enabled
     }
 }
 
@@ -272,8 +272,8 @@ impl Audit {
         match thread {
             Ok(thread) => Audit {
                 sender: AuditSender {
-                    shared: Some(shared.clone()),
-                    counters: shared,
+                    shared,
+                    enabled: true,
                 },
                 thread: Some(thread),
             },
@@ -281,8 +281,8 @@ impl Audit {
                 shared.warn_once(&format!("cannot start the audit writer: {e}"));
                 Audit {
                     sender: AuditSender {
-                        shared: None,
-                        counters: shared,
+                        shared,
+                        enabled: false,
                     },
                     thread: None,
                 }
@@ -294,8 +294,8 @@ impl Audit {
     pub fn disabled() -> Audit {
         Audit {
             sender: AuditSender {
-                shared: None,
-                counters: Arc::default(),
+                shared: Arc::default(),
+                enabled: false,
             },
             thread: None,
         }
@@ -308,8 +308,8 @@ impl Audit {
     /// Stop accepting events, write what is queued and wait for the writer (at most
     /// `timeout`). Returns `(written, dropped)` event counts.
     pub fn finish(mut self, timeout: Duration) -> (u64, u64) {
-        let counters = self.sender.counters.clone();
-        if let Some(shared) = self.sender.shared.take() {
+        let shared = self.sender.shared.clone();
+        if self.sender.enabled {
             let mut queue = shared.lock();
             queue.closed = true;
             shared.wake.notify_one();
@@ -326,11 +326,11 @@ impl Audit {
                 let _ = thread.join();
             }
         }
-        let dropped = counters.dropped.load(Ordering::Relaxed);
+        let dropped = shared.dropped.load(Ordering::Relaxed);
         if dropped > 0 {
             eprintln!("mcpwall: warning: {dropped} audit event(s) could not be written");
         }
-        (counters.written.load(Ordering::Relaxed), dropped)
+        (shared.written.load(Ordering::Relaxed), dropped)
     }
 }
 

@@ -100,6 +100,15 @@ impl Patterns {
         self.texts.is_empty()
     }
 
+    /// Whether every pattern comes from an embedded pack. Those are built by the test
+    /// suite, so their engine can wait for the first frame that needs it; anything a user
+    /// wrote is built at compile time, so a failure is reported at start-up.
+    fn all_builtin(&self, policy: &Policy) -> bool {
+        self.spans
+            .iter()
+            .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin)
+    }
+
     fn map(&self) -> PredMap {
         PredMap::from_lists(&self.preds)
     }
@@ -471,19 +480,13 @@ fn build_regexes(
     if patterns.is_empty() {
         return Ok(None);
     }
-    // Regexes of the embedded packs are compiled by the test suite, so building them can
-    // wait for the first frame that needs them; any regex a user wrote is built now, so
-    // a failure is reported at start-up.
-    let builtin_only = patterns
-        .spans
-        .iter()
-        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin);
-    let build = if builtin_only {
-        regex::RegexEngine::deferred
-    } else {
-        regex::RegexEngine::new
-    };
-    build(&patterns.texts, patterns.map())
+    if patterns.all_builtin(policy) {
+        return Ok(Some(regex::RegexEngine::deferred(
+            &patterns.texts,
+            patterns.map(),
+        )));
+    }
+    regex::RegexEngine::new(&patterns.texts, patterns.map())
         .map(Some)
         .map_err(|e| {
             let (span, message) = match e.pattern {
@@ -677,11 +680,7 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
     let regex = build_regexes(policy, &regexes, diags);
     let literal = if literals.is_empty() {
         Ok(None)
-    } else if literals
-        .spans
-        .iter()
-        .all(|sp| policy.source(sp.source).kind == SourceKind::Builtin)
-    {
+    } else if literals.all_builtin(policy) {
         Ok(Some(literal::LiteralEngine::deferred(
             &literals.texts,
             literals.map(),

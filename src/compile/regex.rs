@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::nfa::thompson::{self, NFA, pikevm::PikeVM};
 use regex_automata::{Input, MatchKind, PatternSet, meta};
+use regex_syntax::hir::Hir;
 
 use super::PredMap;
 
@@ -20,15 +21,6 @@ use super::PredMap;
 /// careless pattern cannot make compilation or evaluation take unbounded memory
 /// (the same bound globset uses).
 pub(crate) const SIZE_LIMIT: usize = 10 << 20;
-
-fn config(kind: MatchKind) -> meta::Config {
-    meta::Config::new()
-        .match_kind(kind)
-        .nfa_size_limit(Some(SIZE_LIMIT))
-        .dfa_size_limit(Some(SIZE_LIMIT))
-        .onepass_size_limit(Some(SIZE_LIMIT))
-        .hybrid_cache_capacity(SIZE_LIMIT)
-}
 
 /// Why a regex engine failed to build.
 #[derive(Debug)]
@@ -38,43 +30,37 @@ pub(crate) struct RegexFailure {
     pub reason: String,
 }
 
-/// Build one multi-pattern regex. On failure, name the pattern that fails on its own
-/// when the combined build does not say which one did (size limits).
-pub(crate) fn build_many(
-    patterns: &[String],
-    kind: MatchKind,
-) -> Result<meta::Regex, RegexFailure> {
-    let mut hirs = Vec::with_capacity(patterns.len());
-    for (i, p) in patterns.iter().enumerate() {
-        hirs.push(crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
-            pattern: Some(i),
-            reason: e.message,
-        })?);
-    }
-    let build = |hirs: &[regex_syntax::hir::Hir]| {
-        meta::Regex::builder()
-            .configure(config(kind))
-            .build_many_from_hir(hirs)
-            .map_err(Box::new)
-    };
-    build(&hirs).map_err(|e| {
-        let pattern = e.pattern().map(|p| p.as_usize()).or_else(|| {
-            hirs.iter()
-                .position(|h| build(std::slice::from_ref(h)).is_err())
-        });
-        RegexFailure {
-            pattern,
-            reason: e.to_string(),
-        }
-    })
+/// Every pattern parsed in the policy dialect; a failure names the pattern.
+fn parse_all(patterns: &[String]) -> Result<Vec<Hir>, RegexFailure> {
+    patterns
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
+                pattern: Some(i),
+                reason: e.message,
+            })
+        })
+        .collect()
 }
 
 /// A regex for finding where one pattern matches (the redact path only).
 pub(crate) fn build_one(pattern: &str) -> Result<meta::Regex, RegexFailure> {
-    build_many(
-        std::slice::from_ref(&pattern.to_string()),
-        MatchKind::LeftmostFirst,
-    )
+    let hir = parse_all(std::slice::from_ref(&pattern.to_string()))?;
+    meta::Regex::builder()
+        .configure(
+            meta::Config::new()
+                .match_kind(MatchKind::LeftmostFirst)
+                .nfa_size_limit(Some(SIZE_LIMIT))
+                .dfa_size_limit(Some(SIZE_LIMIT))
+                .onepass_size_limit(Some(SIZE_LIMIT))
+                .hybrid_cache_capacity(SIZE_LIMIT),
+        )
+        .build_from_hir(&hir[0])
+        .map_err(|e| RegexFailure {
+            pattern: Some(0),
+            reason: e.to_string(),
+        })
 }
 
 /// All patterns of a class and the predicates each one feeds.
@@ -103,14 +89,19 @@ pub(crate) struct SetCache {
 }
 
 fn build_set(patterns: &[String]) -> Result<SetMatcher, RegexFailure> {
-    let mut hirs = Vec::with_capacity(patterns.len());
-    for (i, p) in patterns.iter().enumerate() {
-        hirs.push(crate::regex_dialect::parse(p).map_err(|e| RegexFailure {
-            pattern: Some(i),
-            reason: e.message,
-        })?);
-    }
-    let build = |hirs: &[regex_syntax::hir::Hir]| -> Result<SetMatcher, String> {
+    let hirs = parse_all(patterns)?;
+    SetMatcher::from_hirs(&hirs).map_err(|reason| RegexFailure {
+        // The combined build does not say which pattern is too large: the first that
+        // fails on its own.
+        pattern: hirs
+            .iter()
+            .position(|h| SetMatcher::from_hirs(std::slice::from_ref(h)).is_err()),
+        reason,
+    })
+}
+
+impl SetMatcher {
+    fn from_hirs(hirs: &[Hir]) -> Result<SetMatcher, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -135,13 +126,7 @@ fn build_set(patterns: &[String]) -> Result<SetMatcher, RegexFailure> {
             fallback: OnceLock::new(),
             nfa,
         })
-    };
-    build(&hirs).map_err(|reason| RegexFailure {
-        pattern: hirs
-            .iter()
-            .position(|h| build(std::slice::from_ref(h)).is_err()),
-        reason,
-    })
+    }
 }
 
 impl RegexEngine {
@@ -157,12 +142,12 @@ impl RegexEngine {
     /// Built by the first search (or [`RegexEngine::warm_up`]). Only for patterns known to
     /// compile — the embedded packs, which the test suite compiles — since a failure
     /// then could only be reported by a panic.
-    pub fn deferred(patterns: &[String], map: PredMap) -> Result<RegexEngine, RegexFailure> {
-        Ok(RegexEngine {
+    pub fn deferred(patterns: &[String], map: PredMap) -> RegexEngine {
+        RegexEngine {
             built: OnceLock::new(),
             patterns: patterns.into(),
             map,
-        })
+        }
     }
 
     fn matcher(&self) -> &SetMatcher {
@@ -210,5 +195,35 @@ impl RegexEngine {
         for pid in set.iter() {
             f(self.map.get(pid.as_usize()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a Unicode word boundary makes the lazy DFA give up, and the policy dialect
+    /// never produces one, so the pattern is built here from the standard syntax.
+    #[test]
+    fn a_search_the_lazy_dfa_gives_up_on_is_answered_by_the_pikevm() {
+        let hir = regex_syntax::parse(r"\bcafé\b").unwrap();
+        let engine = RegexEngine {
+            built: OnceLock::from(SetMatcher::from_hirs(&[hir]).unwrap()),
+            patterns: vec![r"\bcafé\b".to_string()].into(),
+            map: PredMap::from_lists(&[vec![7]]),
+        };
+        let mut cache = SetCache::default();
+        let mut set = engine.pattern_set();
+        let mut hits = Vec::new();
+        engine.for_each_match(&mut cache, &mut set, "le café noir", |p| {
+            hits.extend_from_slice(p)
+        });
+        assert_eq!(hits, [7]);
+        assert!(cache.fallback.is_some(), "the PikeVM answered");
+        hits.clear();
+        engine.for_each_match(&mut cache, &mut set, "les cafés", |p| {
+            hits.extend_from_slice(p)
+        });
+        assert!(hits.is_empty());
     }
 }

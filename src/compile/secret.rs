@@ -10,17 +10,17 @@ use crate::secrets::{Detector, DetectorCache, DetectorSpec, Finding};
 #[derive(Debug)]
 pub(crate) struct SecretEngine {
     built: OnceLock<Detector>,
-    /// The specs, for names and counts without building (and to build from).
+    /// The specs of a deferred detector, for names and counts without building it (and
+    /// to build it from); empty when built at compile time.
     specs: Vec<DetectorSpec>,
 }
 
 impl SecretEngine {
     /// Built now.
     pub fn new(detector: Detector) -> SecretEngine {
-        let specs = detector.specs().to_vec();
         SecretEngine {
             built: OnceLock::from(detector),
-            specs,
+            specs: Vec::new(),
         }
     }
 
@@ -40,11 +40,14 @@ impl SecretEngine {
     }
 
     pub fn specs(&self) -> &[DetectorSpec] {
-        &self.specs
+        match self.built.get() {
+            Some(detector) => detector.specs(),
+            None => &self.specs,
+        }
     }
 
     pub fn name(&self, detector: u32) -> &str {
-        &self.specs[detector as usize].name
+        &self.specs()[detector as usize].name
     }
 
     /// Append the secrets in `text` to `out`; `cache` is the caller's, made on first use.

@@ -1181,21 +1181,24 @@ impl<'a> Decoder<'a> {
         if self.source.kind == SourceKind::Builtin {
             return Some(s);
         }
-        if let Err(e) = crate::regex_dialect::parse(&s.value) {
-            let span = match e.span {
-                Some(sp) => self.inner_span(&s, sp.start, sp.end),
-                None => s.span,
-            };
-            self.report(
-                Code::BadRegex,
-                format!("invalid regex {what}: {}", e.message),
-                span,
-                e.message,
-                "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
-                 backslashes stay as written",
-            );
-            return None;
-        }
+        let hir = match crate::regex_dialect::parse(&s.value) {
+            Ok(hir) => hir,
+            Err(e) => {
+                let span = match e.span {
+                    Some(sp) => self.inner_span(&s, sp.start, sp.end),
+                    None => s.span,
+                };
+                self.report(
+                    Code::BadRegex,
+                    format!("invalid regex {what}: {}", e.message),
+                    span,
+                    e.message,
+                    "fix the regex (Rust `regex` syntax); in YAML prefer single quotes so \
+                     backslashes stay as written",
+                );
+                return None;
+            }
+        };
         // One Thompson NFA compile checks the size limit, so an oversized user regex is
         // reported with the other problems of the file, not after them.
         let nfa = regex_automata::nfa::thompson::Compiler::new()
@@ -1204,7 +1207,7 @@ impl<'a> Decoder<'a> {
                     .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
                     .shrink(false),
             )
-            .build_from_hir(&crate::regex_dialect::parse(&s.value).ok()?);
+            .build_from_hir(&hir);
         let Err(nfa_error) = nfa else {
             return Some(s);
         };
