@@ -1,14 +1,13 @@
 //! The compiled, immutable policy: stage three of three.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use regex_automata::{PatternSet, meta};
+use regex_automata::meta;
 
 use crate::compile::glob::GlobEngine;
 use crate::compile::literal::LiteralEngine;
 use crate::compile::path::NotUnderCheck;
-use crate::compile::regex::RegexEngine;
+use crate::compile::regex::{RegexEngine, SetScratch};
 use crate::compile::{Needs, PredMap};
 use crate::config::policy::{Action, OutboundAction, Policy, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
@@ -128,7 +127,9 @@ pub(crate) struct Inbound {
     pub by_method: PredMap,
     /// Tool predicate → rules with a tool and no argument condition.
     pub by_tool: PredMap,
-    pub arg_names: HashMap<Box<str>, u32>,
+    /// Looked up for every argument of every call: FxHash, not SipHash (the keys come
+    /// from the policy, so there is no flooding to resist).
+    pub arg_names: rustc_hash::FxHashMap<Box<str>, u32>,
     pub named_needs: Box<[Needs]>,
     pub any_needs: Needs,
     pub regex: Option<RegexEngine>,
@@ -247,6 +248,12 @@ impl std::fmt::Debug for Program {
     }
 }
 
+fn globs_scratch(globs: &Option<GlobEngine>) -> SetScratch {
+    globs
+        .as_ref()
+        .map_or_else(Default::default, GlobEngine::scratch)
+}
+
 /// Predicate bits and per-rule counters for one evaluation.
 #[derive(Debug, Default)]
 struct RuleState {
@@ -336,11 +343,14 @@ struct Hit {
 #[derive(Debug)]
 pub struct Scratch {
     state: RuleState,
-    glob_hits: Vec<usize>,
-    regex_cache: crate::compile::regex::SetCache,
-    regex_set: Option<PatternSet>,
-    out_regex_cache: crate::compile::regex::SetCache,
-    out_regex_set: Option<PatternSet>,
+    in_methods: SetScratch,
+    in_tools: SetScratch,
+    in_globs: SetScratch,
+    in_regex: SetScratch,
+    out_methods: SetScratch,
+    out_tools: SetScratch,
+    out_servers: SetScratch,
+    out_regex: SetScratch,
     detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
@@ -467,11 +477,20 @@ impl Program {
         );
         Scratch {
             state,
-            glob_hits: Vec::with_capacity(16),
-            regex_cache: Default::default(),
-            regex_set: inb.regex.as_ref().map(|r| r.pattern_set()),
-            out_regex_cache: Default::default(),
-            out_regex_set: out.regex.as_ref().map(|r| r.pattern_set()),
+            in_methods: globs_scratch(&inb.method_globs),
+            in_tools: globs_scratch(&inb.tool_globs),
+            in_globs: globs_scratch(&inb.glob),
+            in_regex: inb
+                .regex
+                .as_ref()
+                .map_or_else(Default::default, |r| r.scratch()),
+            out_methods: globs_scratch(&out.method_globs),
+            out_tools: globs_scratch(&out.tool_globs),
+            out_servers: globs_scratch(&out.server_globs),
+            out_regex: out
+                .regex
+                .as_ref()
+                .map_or_else(Default::default, |r| r.scratch()),
             detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
@@ -514,7 +533,7 @@ impl Program {
 
         let mut any_method = false;
         if let (Some(m), Some(globs)) = (method, &inb.method_globs) {
-            globs.for_each_match(m, &mut scratch.glob_hits, |preds| {
+            globs.for_each_match(&mut scratch.in_methods, m, |preds| {
                 for &p in preds {
                     any_method = true;
                     st.set(p);
@@ -527,7 +546,7 @@ impl Program {
         // No rule names this method: nothing below can change the verdict.
         if any_method {
             if let (Some(t), Some(globs)) = (frame.tool(msg), &inb.tool_globs) {
-                globs.for_each_match(t, &mut scratch.glob_hits, |preds| {
+                globs.for_each_match(&mut scratch.in_tools, t, |preds| {
                     for &p in preds {
                         st.set(p);
                         for &r in inb.by_tool.get(p as usize) {
@@ -639,10 +658,10 @@ impl Program {
             };
 
             if needs & REGEX != 0
-                && let (Some(re), Some(set)) = (&inb.regex, s.regex_set.as_mut())
+                && let Some(re) = &inb.regex
             {
                 for t in std::iter::once(text).chain(alt) {
-                    re.for_each_match(&mut s.regex_cache, set, t, |preds| {
+                    re.for_each_match(&mut s.in_regex, t, |preds| {
                         for &p in preds {
                             if applies(p) {
                                 s.state.satisfy(inb, p);
@@ -655,7 +674,7 @@ impl Program {
                 && let Some(globs) = &inb.glob
             {
                 for t in std::iter::once(text).chain(alt) {
-                    globs.for_each_match(t, &mut s.glob_hits, |preds| {
+                    globs.for_each_match(&mut s.in_globs, t, |preds| {
                         for &p in preds {
                             if applies(p) {
                                 s.state.satisfy(inb, p);
@@ -758,13 +777,13 @@ impl Program {
             }
         }
         let st = &mut s.state;
-        for (text, globs) in [
-            (call.method, &out.method_globs),
-            (call.tool, &out.tool_globs),
-            (Some(call.server), &out.server_globs),
+        for (text, globs, scratch) in [
+            (call.method, &out.method_globs, &mut s.out_methods),
+            (call.tool, &out.tool_globs, &mut s.out_tools),
+            (Some(call.server), &out.server_globs, &mut s.out_servers),
         ] {
             if let (Some(t), Some(g)) = (text, globs) {
-                g.for_each_match(t, &mut s.glob_hits, |preds| {
+                g.for_each_match(scratch, t, |preds| {
                     for &p in preds {
                         st.set(p);
                     }
@@ -782,7 +801,7 @@ impl Program {
             let detector = &self.detector;
             let (dcache, findings) = (&mut s.detector_cache, &mut s.findings);
             let (secret_hits, literal_hits) = (&mut s.secret_hits, &mut s.literal_hits);
-            let (rcache, rset) = (&mut s.out_regex_cache, &mut s.out_regex_set);
+            let out_regex = &mut s.out_regex;
             texts.for_each(&mut |id, text| {
                 if needs & SECRETS != 0 {
                     findings.clear();
@@ -813,9 +832,9 @@ impl Program {
                     });
                 }
                 if needs & REGEX != 0
-                    && let (Some(re), Some(set)) = (&out.regex, rset.as_mut())
+                    && let Some(re) = &out.regex
                 {
-                    re.for_each_match(rcache, set, text, |preds| {
+                    re.for_each_match(out_regex, text, |preds| {
                         for &p in preds {
                             st.set(p);
                         }

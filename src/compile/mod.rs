@@ -269,7 +269,7 @@ fn compile_inbound(
     let mut roots = path::Roots::default();
     let mut not_under = Vec::new();
     let mut secrets = Vec::new();
-    let mut arg_names: HashMap<Box<str>, u32> = HashMap::new();
+    let mut arg_names = rustc_hash::FxHashMap::<Box<str>, u32>::default();
     let mut named_needs: Vec<Needs> = Vec::new();
     let mut any_needs: Needs = 0;
     let mut rule_preds: Vec<Vec<u32>> = Vec::new();

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use regex_automata::hybrid::dfa::{Cache as DfaCache, DFA};
 use regex_automata::nfa::thompson::{self, NFA, pikevm::PikeVM};
-use regex_automata::{Input, MatchKind, PatternSet, meta};
+use regex_automata::{Anchored, Input, MatchKind, PatternSet, meta};
 use regex_syntax::hir::Hir;
 
 use super::PredMap;
@@ -76,32 +76,50 @@ pub(crate) struct RegexEngine {
 #[derive(Debug)]
 struct SetMatcher {
     dfa: DFA,
+    /// Searches start at the first byte only (every pattern begins with `^`: globs).
+    anchored: Anchored,
     /// Only for a search the lazy DFA gives up on (it should not: see the module docs).
     fallback: OnceLock<PikeVM>,
     nfa: NFA,
 }
 
-/// Per-caller search state of a [`RegexEngine`], created on first use.
-#[derive(Debug, Default)]
-pub(crate) struct SetCache {
+/// Per-caller search state of a [`RegexEngine`]: made by [`RegexEngine::scratch`], the
+/// automaton caches created on first use.
+#[derive(Debug)]
+pub(crate) struct SetScratch {
     dfa: Option<DfaCache>,
     fallback: Option<regex_automata::nfa::thompson::pikevm::Cache>,
+    set: PatternSet,
+}
+
+impl Default for SetScratch {
+    /// Scratch for an engine that does not exist (an `Option<RegexEngine>` that is `None`).
+    fn default() -> SetScratch {
+        SetScratch {
+            dfa: None,
+            fallback: None,
+            set: PatternSet::new(0),
+        }
+    }
 }
 
 fn build_set(patterns: &[String]) -> Result<SetMatcher, RegexFailure> {
-    let hirs = parse_all(patterns)?;
-    SetMatcher::from_hirs(&hirs).map_err(|reason| RegexFailure {
+    build_from_hirs(&parse_all(patterns)?, Anchored::No)
+}
+
+fn build_from_hirs(hirs: &[Hir], anchored: Anchored) -> Result<SetMatcher, RegexFailure> {
+    SetMatcher::from_hirs(hirs, anchored).map_err(|reason| RegexFailure {
         // The combined build does not say which pattern is too large: the first that
         // fails on its own.
         pattern: hirs
             .iter()
-            .position(|h| SetMatcher::from_hirs(std::slice::from_ref(h)).is_err()),
+            .position(|h| SetMatcher::from_hirs(std::slice::from_ref(h), anchored).is_err()),
         reason,
     })
 }
 
 impl SetMatcher {
-    fn from_hirs(hirs: &[Hir]) -> Result<SetMatcher, String> {
+    fn from_hirs(hirs: &[Hir], anchored: Anchored) -> Result<SetMatcher, String> {
         let nfa = thompson::Compiler::new()
             .configure(
                 thompson::Config::new()
@@ -123,6 +141,7 @@ impl SetMatcher {
             .map_err(|e| e.to_string())?;
         Ok(SetMatcher {
             dfa,
+            anchored,
             fallback: OnceLock::new(),
             nfa,
         })
@@ -135,6 +154,16 @@ impl RegexEngine {
         Ok(RegexEngine {
             built: OnceLock::from(build_set(patterns)?),
             patterns: patterns.into(),
+            map,
+        })
+    }
+
+    /// Built now from parsed patterns that all begin with `^`, searched from the first
+    /// byte only (the glob engine class).
+    pub fn anchored_from_hirs(hirs: &[Hir], map: PredMap) -> Result<RegexEngine, RegexFailure> {
+        Ok(RegexEngine {
+            built: OnceLock::from(build_from_hirs(hirs, Anchored::Yes)?),
+            patterns: Box::default(),
             map,
         })
     }
@@ -163,38 +192,103 @@ impl RegexEngine {
         self.matcher();
     }
 
-    pub fn pattern_set(&self) -> PatternSet {
-        PatternSet::new(self.patterns.len())
+    /// Search state for this engine; one per thread that searches.
+    pub fn scratch(&self) -> SetScratch {
+        SetScratch {
+            dfa: None,
+            fallback: None,
+            set: PatternSet::new(self.map.len()),
+        }
     }
 
-    /// Call `f` with the predicates of every pattern that matches `text`. `cache` is
-    /// the caller's.
+    /// Call `f` with the predicates of every pattern that matches `text`. `scratch` is
+    /// the caller's, made by [`RegexEngine::scratch`].
     #[inline]
-    pub fn for_each_match(
-        &self,
-        cache: &mut SetCache,
-        set: &mut PatternSet,
-        text: &str,
-        mut f: impl FnMut(&[u32]),
-    ) {
+    pub fn for_each_match(&self, scratch: &mut SetScratch, text: &str, mut f: impl FnMut(&[u32])) {
         let m = self.matcher();
-        set.clear();
-        let input = Input::new(text);
-        let dfa_cache = cache.dfa.get_or_insert_with(|| m.dfa.create_cache());
-        if m.dfa
-            .try_which_overlapping_matches(dfa_cache, &input, set)
-            .is_err()
-        {
+        let set = &mut scratch.set;
+        // Clearing and iterating a set is linear in the number of patterns: skip both for
+        // the usual text that matches nothing.
+        if !set.is_empty() {
+            set.clear();
+        }
+        let input = Input::new(text).anchored(m.anchored);
+        let dfa_cache = scratch.dfa.get_or_insert_with(|| m.dfa.create_cache());
+        if which_match(&m.dfa, dfa_cache, &input, set).is_err() {
             set.clear();
             let vm = m.fallback.get_or_init(|| {
                 PikeVM::new_from_nfa(m.nfa.clone()).expect("a PikeVM over a built NFA")
             });
-            let vm_cache = cache.fallback.get_or_insert_with(|| vm.create_cache());
+            let vm_cache = scratch.fallback.get_or_insert_with(|| vm.create_cache());
             vm.which_overlapping_matches(vm_cache, &input, set);
         }
-        for pid in set.iter() {
+        if set.is_empty() {
+            return;
+        }
+        for pid in set.iter().take(set.len()) {
             f(self.map.get(pid.as_usize()));
         }
+    }
+}
+
+/// Add every pattern that matches somewhere in `text` to `set`, in one walk of the lazy
+/// DFA. `DFA::try_which_overlapping_matches` stops at every match state and resumes,
+/// through a general loop its own docs call unoptimised; "which patterns" only needs the
+/// patterns of every match state on the way. `Err` when the DFA gives up (a quit byte or
+/// a cache failure): the caller asks the PikeVM instead.
+#[inline]
+fn which_match(
+    dfa: &DFA,
+    cache: &mut DfaCache,
+    input: &Input<'_>,
+    set: &mut PatternSet,
+) -> Result<(), ()> {
+    let mut sid = dfa.start_state_forward(cache, input).map_err(drop)?;
+    let text = input.haystack();
+    let mut at = 0;
+    while at < text.len() {
+        // Most transitions lead to states already computed that are not special: walk
+        // those without the checks for unknown and tagged states.
+        if !sid.is_tagged() {
+            let next = dfa.next_state_untagged(cache, sid, text[at]);
+            if !next.is_tagged() {
+                sid = next;
+                at += 1;
+                continue;
+            }
+        }
+        sid = dfa.next_state(cache, sid, text[at]).map_err(drop)?;
+        at += 1;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                add_patterns(dfa, cache, sid, set);
+                if set.is_full() {
+                    return Ok(());
+                }
+            } else if sid.is_dead() {
+                return Ok(());
+            } else if sid.is_quit() {
+                return Err(());
+            }
+            // A start state needs nothing here (no prefilter is configured).
+        }
+    }
+    // Matches are reported one byte late: the end of the text has its own transition.
+    sid = dfa.next_eoi_state(cache, sid).map_err(drop)?;
+    if sid.is_match() {
+        add_patterns(dfa, cache, sid, set);
+    }
+    Ok(())
+}
+
+fn add_patterns(
+    dfa: &DFA,
+    cache: &DfaCache,
+    sid: regex_automata::hybrid::LazyStateID,
+    set: &mut PatternSet,
+) {
+    for i in 0..dfa.match_len(cache, sid) {
+        set.insert(dfa.match_pattern(cache, sid, i));
     }
 }
 
@@ -208,22 +302,17 @@ mod tests {
     fn a_search_the_lazy_dfa_gives_up_on_is_answered_by_the_pikevm() {
         let hir = regex_syntax::parse(r"\bcafé\b").unwrap();
         let engine = RegexEngine {
-            built: OnceLock::from(SetMatcher::from_hirs(&[hir]).unwrap()),
+            built: OnceLock::from(SetMatcher::from_hirs(&[hir], Anchored::No).unwrap()),
             patterns: vec![r"\bcafé\b".to_string()].into(),
             map: PredMap::from_lists(&[vec![7]]),
         };
-        let mut cache = SetCache::default();
-        let mut set = engine.pattern_set();
+        let mut scratch = engine.scratch();
         let mut hits = Vec::new();
-        engine.for_each_match(&mut cache, &mut set, "le café noir", |p| {
-            hits.extend_from_slice(p)
-        });
+        engine.for_each_match(&mut scratch, "le café noir", |p| hits.extend_from_slice(p));
         assert_eq!(hits, [7]);
-        assert!(cache.fallback.is_some(), "the PikeVM answered");
+        assert!(scratch.fallback.is_some(), "the PikeVM answered");
         hits.clear();
-        engine.for_each_match(&mut cache, &mut set, "les cafés", |p| {
-            hits.extend_from_slice(p)
-        });
+        engine.for_each_match(&mut scratch, "les cafés", |p| hits.extend_from_slice(p));
         assert!(hits.is_empty());
     }
 }

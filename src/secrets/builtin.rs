@@ -827,6 +827,11 @@ pub fn builtin_specs() -> Vec<DetectorSpec> {
         .collect()
 }
 
+/// No built-in row matches fewer bytes (`url-basic-auth`, `a://b:c@d`). Built-ins are
+/// not parsed until their keyword is found, so the bound that lets short texts skip the
+/// search is kept here; a test checks it against every row's parsed regex.
+pub(super) const MIN_MATCH_LEN: usize = 7;
+
 /// Whether `spec` is a built-in as [`builtin_specs`] makes it: its name and regex are
 /// exactly a table row's (entropy and keywords do not matter to whether it compiles).
 pub(super) fn is_builtin(spec: &DetectorSpec) -> bool {
@@ -872,5 +877,17 @@ mod tests {
         let mut spec = builtin_specs().remove(0);
         spec.name = "renamed".into();
         assert!(!is_builtin(&spec));
+    }
+
+    #[test]
+    fn min_match_len_is_the_shortest_match_of_any_row() {
+        let shortest = builtin_specs()
+            .iter()
+            .map(|s| {
+                let hir = super::super::parse(&s.regex).unwrap();
+                hir.properties().minimum_len().unwrap()
+            })
+            .min();
+        assert_eq!(shortest, Some(MIN_MATCH_LEN));
     }
 }

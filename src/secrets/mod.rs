@@ -374,16 +374,14 @@ impl Detector {
             });
         }
 
-        // A keyword detector's match holds one of its keywords at least `min_offset` bytes
-        // in; a full-scan detector's length is bounded by its pattern.
-        let min_match_len = entries
+        // No finding is shorter than its detector's shortest match (a built-in's is
+        // bounded by the table's constant, since built-ins are not parsed here).
+        let min_match_len = hirs
             .iter()
-            .map(|(kw, cand)| cand.min_offset + kw.len())
-            .chain(
-                full_scan_ids
-                    .iter()
-                    .filter_map(|&i| hirs[i].as_ref().and_then(|h| h.properties().minimum_len())),
-            )
+            .map(|h| match h {
+                Some(h) => h.properties().minimum_len().unwrap_or(0),
+                None => builtin::MIN_MATCH_LEN,
+            })
             .min()
             .unwrap_or(0);
         let keywords = if entries.is_empty() {
