@@ -90,14 +90,10 @@ pub fn is_path_shaped(s: &str) -> bool {
     };
     first == b'~'
         || first == b'.'
-        || memchr2(b'/', b'\\', b)
+        || memchr::memchr2(b'/', b'\\', b).is_some()
         || has_drive_prefix(b)
         || starts_with_ignore_case(s, "file:")
         || home_var_prefix(s).is_some()
-}
-
-fn memchr2(a: u8, b: u8, hay: &[u8]) -> bool {
-    hay.iter().any(|&c| c == a || c == b)
 }
 
 /// `C:` alone or followed by a separator.
@@ -166,7 +162,7 @@ pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &
         expanded.push('/');
         expanded.push_str(&value[n..]);
     } else {
-        expanded.push_str(value);
+        return clean_into(value, &env.project_dir, out);
     }
     clean_into(expanded, &env.project_dir, out);
 }
@@ -203,6 +199,17 @@ fn hex(c: u8) -> Option<u8> {
 fn clean_into(path: &str, base: &str, out: &mut String) {
     out.clear();
     let b = path.as_bytes();
+    if is_clean_absolute(b) {
+        // The usual argument: nothing to resolve, one pass instead of a split.
+        out.push_str(path);
+        return;
+    }
+    clean_components(path, base, out);
+}
+
+/// [`clean_into`] component by component; `out` is empty.
+fn clean_components(path: &str, base: &str, out: &mut String) {
+    let b = path.as_bytes();
     let root_len;
     let rest: &str;
     if b.first().is_some_and(|&c| c == b'/' || c == b'\\') {
@@ -236,6 +243,31 @@ fn clean_into(path: &str, base: &str, out: &mut String) {
             }
         }
     }
+}
+
+/// Whether `clean_into` would return `b` unchanged: an absolute `/` path with no `\\`,
+/// no empty, `.` or `..` component and no trailing separator.
+fn is_clean_absolute(b: &[u8]) -> bool {
+    if b.len() < 2 || b[0] != b'/' || b[b.len() - 1] == b'/' {
+        return false;
+    }
+    for i in 0..b.len() {
+        match b[i] {
+            b'\\' => return false,
+            b'/' => {
+                let component_end = |j: usize| b.get(j).is_none_or(|&c| c == b'/');
+                // `//`, `/.` and `/..` followed by a separator or the end.
+                if component_end(i + 1)
+                    || b[i + 1] == b'.'
+                        && (component_end(i + 2) || b[i + 2] == b'.' && component_end(i + 3))
+                {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 fn root_len_of(clean: &str) -> usize {
@@ -367,6 +399,38 @@ pub fn resolve_existing_prefix(path: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    /// The one-pass check only ever claims paths the component walk leaves unchanged,
+    /// and claims the plain ones.
+    #[test]
+    fn clean_absolute_paths_are_left_as_the_walk_leaves_them() {
+        let alphabet = ["/", ".", "..", "a", "\\", "b.c", "~", "//"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut claimed = 0;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let mut path = String::from("/");
+            for k in 0..(state % 7) {
+                path.push_str(alphabet[(state >> (8 + 3 * k)) as usize % alphabet.len()]);
+            }
+            let mut walked = String::new();
+            super::clean_components(&path, "/base", &mut walked);
+            if super::is_clean_absolute(path.as_bytes()) {
+                claimed += 1;
+                assert_eq!(walked, path, "{path:?}");
+            } else {
+                assert!(
+                    walked != path || path == "/",
+                    "{path:?} is clean but not claimed"
+                );
+            }
+        }
+        assert!(claimed > 1_000);
+        assert!(super::is_clean_absolute(b"/home/u/.ssh/id_rsa"));
+        assert!(super::is_clean_absolute(b"/p/...x/..y/.z"));
+    }
+
     use super::*;
 
     fn env() -> PathEnv {
