@@ -49,15 +49,15 @@ impl RuleAction {
 /// The engine a condition was compiled into (for `explain-policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
-    /// The method `GlobSet`.
+    /// The method globs.
     MethodGlob,
-    /// The tool-name `GlobSet`.
+    /// The tool-name globs.
     ToolGlob,
-    /// The server-name `GlobSet` (outbound).
+    /// The server-name globs (outbound).
     ServerGlob,
     /// The multi-pattern argument regex.
     ArgRegex,
-    /// The argument-value `GlobSet`.
+    /// The argument-value globs.
     ArgGlob,
     /// Path containment, with symlinks resolved.
     NotUnder,
@@ -208,8 +208,9 @@ pub(crate) struct Outbound {
 ///
 /// Compilation builds at most one automaton per engine class: two multi-pattern
 /// regexes (argument regexes, `response_contains_regex`), one Aho-Corasick automaton,
-/// up to five `GlobSet`s and one secret detector. Each regex is bounded to 10 MiB
-/// of NFA and DFA, and each [`Scratch`] to 10 MiB of lazy-DFA cache per regex, so a
+/// up to six glob automata (method, tool, value; method, tool, server) and one secret
+/// detector. Each regex and glob automaton is bounded to 10 MiB of NFA and each
+/// [`Scratch`] to 10 MiB of lazy-DFA cache per automaton, so a
 /// hostile pattern fails to compile rather than exhausting memory. Evaluation touches
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of

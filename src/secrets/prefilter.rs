@@ -11,7 +11,9 @@
 //! Short texts (most JSON string values) skip Teddy's set-up cost and use one
 //! Aho-Corasick automaton over every keyword instead.
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind, Span, packed};
+use aho_corasick::automaton::Automaton;
+use aho_corasick::dfa::DFA;
+use aho_corasick::{Anchored, MatchKind, Span, packed};
 
 /// Keywords per Teddy searcher.
 const GROUP_SIZE: usize = 24;
@@ -33,7 +35,8 @@ pub(super) struct Keywords {
     /// Per keyword id: the candidates of this keyword and of every keyword that is a
     /// prefix of it (a longest-match search reports only the longest one at a position).
     candidates: Vec<Box<[Candidate]>>,
-    automaton: AhoCorasick,
+    /// Leftmost-longest DFA over every keyword, walked directly (see [`Keywords::next_hit`]).
+    automaton: DFA,
     groups: Vec<Group>,
 }
 
@@ -70,9 +73,10 @@ impl Keywords {
             // Priority order: the detector listed first is tried first.
             candidates[i].sort_by_key(|c| (c.detector, c.max_offset));
         }
-        let automaton = AhoCorasick::builder()
-            .kind(Some(AhoCorasickKind::DFA))
+        let automaton = DFA::builder()
             .match_kind(MatchKind::LeftmostLongest)
+            // Its walk is the whole search: no prefilter, so start states are not special.
+            .prefilter(false)
             .build(&keywords)
             .map_err(|e| KeywordError(e.to_string()))?;
         let groups = build_groups(&keywords);
@@ -99,11 +103,8 @@ impl Keywords {
     ) {
         if text.len() < SHORT_TEXT || self.groups.is_empty() {
             let mut at = 0;
-            while at < text.len() {
-                let Some(m) = self.automaton.find(Input::new(text).span(at..text.len())) else {
-                    return;
-                };
-                at = f(m.start(), m.pattern().as_u32()).max(m.start() + 1);
+            while let Some((start, kw)) = self.next_hit(text, at) {
+                at = f(start, kw).max(start + 1);
             }
             return;
         }
@@ -137,6 +138,35 @@ impl Keywords {
                 }
             }
         }
+    }
+}
+
+impl Keywords {
+    /// The leftmost-longest keyword starting at or after `at`: `(start, keyword id)`.
+    ///
+    /// The same walk as the automaton's own `find`, without its per-call set-up (input
+    /// checks, prefilter dispatch), which cost more than the walk on the short texts
+    /// this is for.
+    #[inline]
+    fn next_hit(&self, text: &[u8], at: usize) -> Option<(usize, u32)> {
+        let dfa = &self.automaton;
+        let mut sid = dfa.start_state(Anchored::No).ok()?;
+        let mut hit = None;
+        for (i, &b) in text.iter().enumerate().skip(at) {
+            sid = dfa.next_state(Anchored::No, sid, b);
+            if dfa.is_special(sid) {
+                if dfa.is_dead(sid) {
+                    break;
+                }
+                if dfa.is_match(sid) {
+                    // A leftmost-longest automaton goes on past a match while a longer
+                    // keyword can still end here, and dies once none can.
+                    let kw = dfa.match_pattern(sid, 0);
+                    hit = Some((i + 1 - dfa.pattern_len(kw), kw.as_u32()));
+                }
+            }
+        }
+        hit
     }
 }
 
@@ -180,4 +210,67 @@ fn build_groups(keywords: &[String]) -> Vec<Group> {
         }
     }
     groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On short and long texts alike, every hit is the leftmost-longest keyword from
+    /// where the search resumed, as the automaton's own iterator reports them.
+    #[test]
+    fn hits_are_the_leftmost_longest_keywords() {
+        let words = [
+            "sk-", "sk-ant-", "ghp_", "AKIA", "://", "oken", "ken", "assword",
+        ];
+        let cand = |d: u32| Candidate {
+            detector: d,
+            min_offset: 0,
+            max_offset: 0,
+        };
+        let entries = words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.to_string(), cand(i as u32)))
+            .collect();
+        let keywords = Keywords::new(entries).unwrap();
+        let mut sorted: Vec<&str> = words.to_vec();
+        sorted.sort();
+        let reference = aho_corasick::AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&sorted)
+            .unwrap();
+        let pieces = [
+            "sk-ant-x",
+            "token ",
+            "https://a",
+            "ghp_",
+            "AKIAB",
+            "passwor",
+            "xx",
+            "é",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..3_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let mut text = String::new();
+            // Rounds past the first third are long enough for the Teddy groups.
+            let n = if round % 3 == 0 { 40 } else { 6 };
+            for k in 0..(state >> 59) as usize * n / 8 + 1 {
+                text.push_str(pieces[(state.rotate_left(k as u32 * 7) % 8) as usize]);
+            }
+            let want: Vec<(usize, u32)> = reference
+                .find_iter(&text)
+                .map(|m| (m.start(), m.pattern().as_u32()))
+                .collect();
+            let mut got = Vec::new();
+            keywords.for_each_hit(text.as_bytes(), &mut HitScratch::default(), |pos, kw| {
+                got.push((pos, kw));
+                pos + sorted[kw as usize].len()
+            });
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
 }
