@@ -9,6 +9,8 @@
 //! [`DenyIndex`] answers the policy question behind least-privilege lists: is a tool
 //! denied whatever its arguments are?
 
+use std::sync::OnceLock;
+
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
 use serde::de::{MapAccess, Visitor};
@@ -223,8 +225,20 @@ impl<'a> ResultMessage<'a> {
 /// and so does a deny rule with conditions, since some calls of the tool are allowed.
 #[derive(Debug, Clone)]
 pub struct DenyIndex {
-    rules: Vec<IndexedRule>,
+    rules: Vec<RuleGlobs>,
+    /// The rules that apply to `tools/call`, their tool globs compiled: built when a list
+    /// is first filtered, since compiling a glob matcher per rule would otherwise sit on
+    /// the path of every start-up.
+    compiled: OnceLock<Vec<IndexedRule>>,
     default_deny: bool,
+}
+
+#[derive(Debug, Clone)]
+struct RuleGlobs {
+    method: String,
+    tool: Option<String>,
+    deny: bool,
+    conditional: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -237,31 +251,18 @@ struct IndexedRule {
 
 impl DenyIndex {
     pub fn from_policy(policy: &Policy) -> DenyIndex {
-        let mut rules = Vec::new();
-        for rule in &policy.rules {
-            let applies_to_calls = Glob::new(&rule.method.value)
-                .map(|g| g.compile_matcher().is_match("tools/call"))
-                // Globs are validated at load; if one were not, keep the tool visible.
-                .unwrap_or(rule.action == Action::Allow);
-            if !applies_to_calls {
-                continue;
-            }
-            let tool = match &rule.tool {
-                None => None,
-                Some(pattern) => match Glob::new(&pattern.value) {
-                    Ok(g) => Some(g.compile_matcher()),
-                    Err(_) if rule.action == Action::Deny => continue,
-                    Err(_) => None,
-                },
-            };
-            rules.push(IndexedRule {
-                tool,
-                deny: rule.action == Action::Deny,
-                conditional: !rule.arguments.is_empty(),
-            });
-        }
         DenyIndex {
-            rules,
+            rules: policy
+                .rules
+                .iter()
+                .map(|rule| RuleGlobs {
+                    method: rule.method.value.clone(),
+                    tool: rule.tool.as_ref().map(|t| t.value.clone()),
+                    deny: rule.action == Action::Deny,
+                    conditional: !rule.arguments.is_empty(),
+                })
+                .collect(),
+            compiled: OnceLock::new(),
             default_deny: policy.settings.default_action == Action::Deny,
         }
     }
@@ -270,12 +271,42 @@ impl DenyIndex {
     pub fn none() -> DenyIndex {
         DenyIndex {
             rules: Vec::new(),
+            compiled: OnceLock::new(),
             default_deny: false,
         }
     }
 
+    fn compiled(&self) -> &[IndexedRule] {
+        self.compiled.get_or_init(|| {
+            let mut rules = Vec::new();
+            for rule in &self.rules {
+                let applies_to_calls = Glob::new(&rule.method)
+                    .map(|g| g.compile_matcher().is_match("tools/call"))
+                    // Globs are validated at load; if one were not, keep the tool visible.
+                    .unwrap_or(!rule.deny);
+                if !applies_to_calls {
+                    continue;
+                }
+                let tool = match &rule.tool {
+                    None => None,
+                    Some(pattern) => match Glob::new(pattern) {
+                        Ok(g) => Some(g.compile_matcher()),
+                        Err(_) if rule.deny => continue,
+                        Err(_) => None,
+                    },
+                };
+                rules.push(IndexedRule {
+                    tool,
+                    deny: rule.deny,
+                    conditional: rule.conditional,
+                });
+            }
+            rules
+        })
+    }
+
     pub fn denied_unconditionally(&self, tool: &str) -> bool {
-        for rule in &self.rules {
+        for rule in self.compiled() {
             if rule.tool.as_ref().is_some_and(|g| !g.is_match(tool)) {
                 continue;
             }
