@@ -455,24 +455,13 @@ impl Program {
     /// first frame that needs them does not wait. Safe to call from any thread, any
     /// number of times; the proxy calls it from a background thread at start-up.
     pub fn warm_up(&self) {
-        self.warm_up_requests();
-        self.warm_up_responses();
-    }
-
-    /// Build the deferred engines requests need (the packs' argument regexes).
-    pub fn warm_up_requests(&self) {
         if let Some(re) = &self.inbound.regex {
             re.warm_up();
         }
-    }
-
-    /// Build the deferred engines server messages need: the secret detector first (every
-    /// response is scanned for secrets, the handshake's too), then the rest.
-    pub fn warm_up_responses(&self) {
-        self.detector.detector();
         if let Some(re) = &self.outbound.regex {
             re.warm_up();
         }
+        self.detector.detector();
         if let Some(lit) = &self.outbound.literal {
             lit.warm_up();
         }

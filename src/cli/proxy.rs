@@ -88,19 +88,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         &PathEnv::new(&home, &project_dir),
     )?);
     let compiled = started.elapsed();
-    // Deferred parts of the program build on other CPUs while the server starts and the
-    // handshake runs; a frame that needs them before they are ready waits for them. Two
-    // threads: the first request waits for the argument regexes, the reply to it for the
-    // secret detector, and built one after the other they took longer than the two waits.
-    for (name, part) in [
-        ("mcpwall-warm-in", Program::warm_up_requests as fn(&Program)),
-        ("mcpwall-warm-out", Program::warm_up_responses),
-    ] {
-        let warming = program.clone();
-        let _ = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(move || part(&warming));
-    }
+    // Deferred parts of the program build on the other CPU while the server starts and
+    // the handshake runs; a frame that needs them before they are ready waits for them.
+    // (The proxy builds the secret detector itself once the server is spawned.)
+    let warming = program.clone();
+    let _ = std::thread::Builder::new()
+        .name("mcpwall-warm".into())
+        .spawn(move || warming.warm_up());
     let settings = program.settings().clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
