@@ -257,14 +257,14 @@ impl Audit {
     pub fn start(config: AuditConfig, names: Arc<dyn Names>) -> Audit {
         let shared = Arc::new(Shared::default());
         let writer = Writer {
+            format: EventFormat::new(&config),
             config,
             names,
             shared: shared.clone(),
             file: None,
             day: i64::MIN,
             last_open_failure: None,
-            line: String::with_capacity(512),
-            out: Vec::with_capacity(64 * 1024),
+            out: String::with_capacity(64 * 1024),
         };
         let thread = std::thread::Builder::new()
             .name("mcpwall-audit".into())
@@ -336,14 +336,15 @@ impl Audit {
 
 struct Writer {
     config: AuditConfig,
+    format: EventFormat,
     names: Arc<dyn Names>,
     shared: Arc<Shared>,
     file: Option<File>,
     /// Days since the epoch of the open file.
     day: i64,
     last_open_failure: Option<Instant>,
-    line: String,
-    out: Vec<u8>,
+    /// Formatted lines waiting to be written.
+    out: String,
 }
 
 impl Writer {
@@ -385,10 +386,8 @@ impl Writer {
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            self.line.clear();
-            format_event(&mut self.line, event, &self.config, &*self.names);
-            self.out.extend_from_slice(self.line.as_bytes());
-            self.out.push(b'\n');
+            self.format.write(&mut self.out, event, &*self.names);
+            self.out.push('\n');
             self.shared.written.fetch_add(1, Ordering::Relaxed);
             if self.out.len() >= 64 * 1024 {
                 self.flush();
@@ -401,7 +400,7 @@ impl Writer {
             return;
         }
         if let Some(file) = &mut self.file
-            && let Err(e) = file.write_all(&self.out)
+            && let Err(e) = file.write_all(self.out.as_bytes())
         {
             self.shared.warn_once(&format!(
                 "cannot write the audit log in {}: {e}",
@@ -469,7 +468,8 @@ fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
 
 fn json_str(out: &mut String, s: &str) {
     out.push('"');
-    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+    // The bytes JSON needs escaped are exactly those that end a plain run of a string.
+    if crate::frame::scan::plain_run(s.as_bytes(), 0) == s.len() {
         out.push_str(s);
         out.push('"');
         return;
@@ -507,68 +507,110 @@ fn opt_str(out: &mut String, s: Option<&str>) {
 
 /// One event as a JSON line (without the newline).
 pub fn format_event(out: &mut String, e: &AuditEvent, config: &AuditConfig, names: &dyn Names) {
-    out.push_str("{\"ts\":\"");
-    rfc3339(out, e.ts);
-    out.push_str("\",\"session\":");
-    json_str(out, &config.session);
-    out.push_str(",\"server\":");
-    json_str(out, &config.server);
-    out.push_str(",\"direction\":");
-    out.push_str(match e.direction {
-        Direction::Inbound => "\"inbound\"",
-        Direction::Outbound => "\"outbound\"",
-    });
-    out.push_str(",\"id\":");
-    match &e.id {
-        // Ids come from the strict parser: valid JSON text (a number or a string).
-        Some(id) => match std::str::from_utf8(id.as_bytes()) {
-            Ok(text) => out.push_str(text),
-            Err(_) => json_str(out, &String::from_utf8_lossy(id.as_bytes())),
-        },
-        None => out.push_str("null"),
+    EventFormat::new(config).write(out, e, names);
+}
+
+/// What every line of one session shares, formatted once: the session and server
+/// fragment, and the timestamp up to its second (events come many per second).
+#[derive(Debug)]
+struct EventFormat {
+    /// `,"session":"…","server":"…"`
+    session_server: String,
+    /// The whole seconds of the last timestamp and its text `YYYY-MM-DDTHH:MM:SS.`
+    second: Option<(u64, String)>,
+}
+
+impl EventFormat {
+    fn new(config: &AuditConfig) -> EventFormat {
+        let mut session_server = String::from(",\"session\":");
+        json_str(&mut session_server, &config.session);
+        session_server.push_str(",\"server\":");
+        json_str(&mut session_server, &config.server);
+        EventFormat {
+            session_server,
+            second: None,
+        }
     }
-    out.push_str(",\"method\":");
-    opt_str(out, e.method.as_deref());
-    out.push_str(",\"tool\":");
-    opt_str(out, e.tool.as_deref());
-    out.push_str(",\"action\":\"");
-    out.push_str(e.action.as_str());
-    out.push_str("\",\"rule\":");
-    let (rule, rule_message) = match e.rule {
-        Some(r) => {
-            let (name, message) = names.rule(r);
-            (Some(name), message)
-        }
-        None => (None, None),
-    };
-    opt_str(out, rule);
-    out.push_str(",\"message\":");
-    opt_str(out, e.message.as_deref().or(rule_message));
-    if !e.redactions.is_empty() {
-        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
-        for &(label, n) in &e.redactions {
-            *counts.entry(names.label(label)).or_default() += n as u64;
-        }
-        out.push_str(",\"redactions\":{");
-        for (i, (name, n)) in counts.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
+
+    fn timestamp(&mut self, out: &mut String, ts: SystemTime) {
+        let d = ts.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = d.as_secs();
+        match &self.second {
+            Some((cached, text)) if *cached == secs => out.push_str(text),
+            _ => {
+                let mut text = String::with_capacity(20);
+                rfc3339_seconds(&mut text, secs);
+                text.push('.');
+                out.push_str(&text);
+                self.second = Some((secs, text));
             }
-            json_str(out, name);
-            out.push(':');
-            push_padded(out, *n, 1);
+        }
+        push_padded(out, u64::from(d.subsec_micros()), 6);
+        out.push('Z');
+    }
+
+    fn write(&mut self, out: &mut String, e: &AuditEvent, names: &dyn Names) {
+        out.push_str("{\"ts\":\"");
+        self.timestamp(out, e.ts);
+        out.push('"');
+        out.push_str(&self.session_server);
+        out.push_str(",\"direction\":");
+        out.push_str(match e.direction {
+            Direction::Inbound => "\"inbound\"",
+            Direction::Outbound => "\"outbound\"",
+        });
+        out.push_str(",\"id\":");
+        match &e.id {
+            // Ids come from the strict parser: valid JSON text (a number or a string).
+            Some(id) => match std::str::from_utf8(id.as_bytes()) {
+                Ok(text) => out.push_str(text),
+                Err(_) => json_str(out, &String::from_utf8_lossy(id.as_bytes())),
+            },
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"method\":");
+        opt_str(out, e.method.as_deref());
+        out.push_str(",\"tool\":");
+        opt_str(out, e.tool.as_deref());
+        out.push_str(",\"action\":\"");
+        out.push_str(e.action.as_str());
+        out.push_str("\",\"rule\":");
+        let (rule, rule_message) = match e.rule {
+            Some(r) => {
+                let (name, message) = names.rule(r);
+                (Some(name), message)
+            }
+            None => (None, None),
+        };
+        opt_str(out, rule);
+        out.push_str(",\"message\":");
+        opt_str(out, e.message.as_deref().or(rule_message));
+        if !e.redactions.is_empty() {
+            let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+            for &(label, n) in &e.redactions {
+                *counts.entry(names.label(label)).or_default() += n as u64;
+            }
+            out.push_str(",\"redactions\":{");
+            for (i, (name, n)) in counts.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json_str(out, name);
+                out.push(':');
+                push_padded(out, *n, 1);
+            }
+            out.push('}');
+        }
+        if let Some(d) = e.duration {
+            out.push_str(",\"duration_us\":");
+            push_padded(out, u64::try_from(d.as_micros()).unwrap_or(u64::MAX), 1);
+        }
+        if let Some(args) = &e.args {
+            out.push_str(",\"args\":");
+            out.push_str(args);
         }
         out.push('}');
     }
-    if let Some(d) = e.duration {
-        out.push_str(",\"duration_us\":");
-        push_padded(out, u64::try_from(d.as_micros()).unwrap_or(u64::MAX), 1);
-    }
-    if let Some(args) = &e.args {
-        out.push_str(",\"args\":");
-        out.push_str(args);
-    }
-    out.push('}');
 }
 
 fn days_since_epoch(ts: SystemTime) -> i64 {
@@ -599,9 +641,18 @@ fn date_string(day: i64) -> String {
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`
+#[cfg(test)]
 fn rfc3339(out: &mut String, ts: SystemTime) {
     let d = ts.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
+    rfc3339_seconds(out, d.as_secs());
+    out.push('.');
+    push_padded(out, u64::from(d.subsec_micros()), 6);
+    out.push('Z');
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` of whole seconds since the epoch.
+fn rfc3339_seconds(out: &mut String, secs: u64) {
+    let secs = secs as i64;
     let (y, m, day) = civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400) as u64;
     // Written digit by digit: `write!` with padding cost more than the rest of an event.
@@ -616,9 +667,6 @@ fn rfc3339(out: &mut String, ts: SystemTime) {
     push_padded(out, rem % 3600 / 60, 2);
     out.push(':');
     push_padded(out, rem % 60, 2);
-    out.push('.');
-    push_padded(out, u64::from(d.subsec_micros()), 6);
-    out.push('Z');
 }
 
 /// `n` in decimal, left-padded with zeros to `width` digits (more if it needs them).
@@ -634,8 +682,9 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
         }
     }
     let start = i.min(digits.len() - width.min(digits.len()));
-    // ASCII digits: always UTF-8.
-    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or("0"));
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,
@@ -725,6 +774,27 @@ mod tests {
             UNIX_EPOCH + Duration::new(1_709_164_800 + 3661, 5_000),
         );
         assert_eq!(s, "2024-02-29T01:01:01.000005Z");
+    }
+
+    /// A line reuses the text of the previous line's second only for that same second.
+    #[test]
+    fn timestamps_from_the_cached_second_are_exact() {
+        let mut format = EventFormat::new(&config(Path::new("/x")));
+        let base = 1_709_164_800 + 3661;
+        for (secs, micros) in [
+            (base, 5),
+            (base, 999_999),
+            (base + 1, 0),
+            (base, 7),
+            (0, 1),
+            (base + 86_400, 42),
+        ] {
+            let ts = UNIX_EPOCH + Duration::new(secs, micros * 1000);
+            let (mut cached, mut fresh) = (String::new(), String::new());
+            format.timestamp(&mut cached, ts);
+            rfc3339(&mut fresh, ts);
+            assert_eq!(cached, fresh, "{secs}.{micros}");
+        }
     }
 
     #[test]

@@ -730,7 +730,7 @@ impl Scanner<'_, '_> {
 /// End of the run of plain string bytes (not `"`, `\\` or a control character) starting
 /// at `i`. UTF-8 is checked by the caller; a run never ends inside a valid character
 /// (continuation bytes are never below 0x80).
-fn plain_run(raw: &[u8], mut i: usize) -> usize {
+pub(crate) fn plain_run(raw: &[u8], mut i: usize) -> usize {
     // A block at a time: a mask of the bytes that end the run, whose lowest bit is the
     // end. Runs between escapes are short in source-like text, so the first block
     // usually decides.
