@@ -15,7 +15,7 @@ use std::time::Instant;
 const INLINE_ID: usize = 30;
 
 /// The exact JSON text of a request id.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum IdText {
     Inline { len: u8, bytes: [u8; INLINE_ID] },
     Heap(Box<[u8]>),
@@ -40,6 +40,14 @@ impl IdText {
             IdText::Inline { len, bytes } => &bytes[..*len as usize],
             IdText::Heap(b) => b,
         }
+    }
+}
+
+/// Hashes the id's text alone, not the unused tail of the inline array (equal ids have
+/// equal text, whichever variant holds them).
+impl std::hash::Hash for IdText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(self.as_bytes());
     }
 }
 
@@ -143,19 +151,32 @@ impl Pending {
 #[derive(Debug, Default)]
 struct Interner {
     names: HashMap<Box<str>, Arc<str>>,
+    /// The last names handed out, checked before the map: a session uses a handful of
+    /// methods and tools, and comparing a short name costs less than hashing it.
+    recent: [Option<Arc<str>>; RECENT],
+    next: usize,
 }
 
 const MAX_NAMES: usize = 1024;
+const RECENT: usize = 8;
 
 impl Interner {
     fn get(&mut self, name: &str) -> Arc<str> {
-        if let Some(a) = self.names.get(name) {
+        if let Some(a) = self.recent.iter().flatten().find(|a| ***a == *name) {
             return a.clone();
         }
-        let a: Arc<str> = Arc::from(name);
-        if self.names.len() < MAX_NAMES {
-            self.names.insert(name.into(), a.clone());
-        }
+        let a = match self.names.get(name) {
+            Some(a) => a.clone(),
+            None => {
+                let a: Arc<str> = Arc::from(name);
+                if self.names.len() < MAX_NAMES {
+                    self.names.insert(name.into(), a.clone());
+                }
+                a
+            }
+        };
+        self.recent[self.next] = Some(a.clone());
+        self.next = (self.next + 1) % RECENT;
         a
     }
 }
@@ -205,5 +226,11 @@ mod tests {
         let a = p.intern("read_file");
         let b = p.intern("read_file");
         assert!(Arc::ptr_eq(&a, &b));
+        // Still shared once it has left the recent names.
+        for i in 0..2 * RECENT {
+            assert_eq!(&*p.intern(&format!("tool_{i}")), format!("tool_{i}"));
+        }
+        assert!(Arc::ptr_eq(&a, &p.intern("read_file")));
+        assert_eq!(&*p.intern("read_fil"), "read_fil");
     }
 }
