@@ -255,6 +255,12 @@ fn globs_scratch(globs: &Option<GlobEngine>) -> SetScratch {
         .map_or_else(Default::default, GlobEngine::scratch)
 }
 
+fn regex_scratch(regex: &Option<RegexEngine>) -> SetScratch {
+    regex
+        .as_ref()
+        .map_or_else(Default::default, RegexEngine::scratch)
+}
+
 /// Predicate bits and per-rule counters for one evaluation.
 #[derive(Debug, Default)]
 struct RuleState {
@@ -481,17 +487,11 @@ impl Program {
             in_methods: globs_scratch(&inb.method_globs),
             in_tools: globs_scratch(&inb.tool_globs),
             in_globs: globs_scratch(&inb.glob),
-            in_regex: inb
-                .regex
-                .as_ref()
-                .map_or_else(Default::default, |r| r.scratch()),
+            in_regex: regex_scratch(&inb.regex),
             out_methods: globs_scratch(&out.method_globs),
             out_tools: globs_scratch(&out.tool_globs),
             out_servers: globs_scratch(&out.server_globs),
-            out_regex: out
-                .regex
-                .as_ref()
-                .map_or_else(Default::default, |r| r.scratch()),
+            out_regex: regex_scratch(&out.regex),
             detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
