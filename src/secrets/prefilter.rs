@@ -1,7 +1,23 @@
 //! The keyword prefilter: finds every position where some detector's keyword occurs,
 //! so the regex only ever runs anchored at those positions.
 //!
-//! MEASUREMENTS_PLACEHOLDER
+//! Keywords are found in one pass whose cost per byte does not depend on how many
+//! there are. Every position's first three bytes are hashed (16-bit multiply-add, 14
+//! bits kept) into a 16 KiB table holding the hashed prefixes of all keywords, one bit
+//! per fourth byte mod 8; AVX2 hashes 16 positions per instruction, a portable loop
+//! gives the same hashes. Blocks of 32 positions with no table entry are skipped after
+//! one OR of their entries; in the others each candidate is confirmed by an anchored
+//! walk of the leftmost-longest DFA, which is exact, so a false candidate costs a few
+//! steps and no occurrence is missed. Keywords under three bytes (only possible for
+//! specs that list them) and short texts (most JSON string values, where the set-up
+//! costs more than it saves) use the unanchored DFA walk alone.
+//!
+//! Measured on the 1 MiB benches (medians of one run, another build on the second core):
+//! the pass alone is about 0.35 ms; ordinary text with 10 detectors (13 keywords) 482 µs
+//! and with 100 (102 keywords) 702 µs, 1.46× (Teddy, one searcher per 24 keywords, was
+//! 117 µs and 641 µs, 5.5×: fast for few keywords, growing with each group). Gathering
+//! table words with AVX2 (`vpgatherdd`) or hashing in scalar code was 1.3 to 1.6 times
+//! slower than hashing in vectors and reading the table from general registers.
 
 use aho_corasick::automaton::Automaton;
 use aho_corasick::dfa::DFA;
