@@ -65,7 +65,7 @@ pub use builtin::builtin_specs;
 pub use entropy::shannon_entropy;
 
 use engine::{Engine, EngineCache};
-use prefilter::{Candidate, HitScratch, Keywords};
+use prefilter::{Candidate, Keywords};
 
 /// Window for the anchored search of a pattern with no maximum length. A match that
 /// reaches the end of the window is searched again with a window twice as large, so
@@ -251,7 +251,8 @@ struct FullScan {
 ///
 /// # Cost of a scan
 ///
-/// Text with no keyword costs a few SIMD passes (one per 32 keywords). Each keyword
+/// Text with no keyword costs one pass of the keyword prefilter, whose cost per byte
+/// does not depend on the number of keywords (see `prefilter.rs`). Each keyword
 /// hit costs an anchored DFA search per candidate detector, bounded by the detector's
 /// maximum match length. Detectors with no keyword cost a full regex scan.
 #[derive(Debug)]
@@ -273,7 +274,6 @@ pub struct DetectorCache {
     caches: Vec<Option<Box<EngineCache>>>,
     full_cache: Option<meta::Cache>,
     full_captures: Option<Captures>,
-    hits: HitScratch,
     joined: String,
     piece_starts: Vec<usize>,
     joined_findings: Vec<Finding>,
@@ -433,7 +433,6 @@ impl Detector {
             caches: self.plans.iter().map(|_| None).collect(),
             full_cache: self.full_scan.as_ref().map(|f| f.regex.create_cache()),
             full_captures: self.full_scan.as_ref().map(|f| f.regex.create_captures()),
-            hits: HitScratch::default(),
             joined: String::new(),
             piece_starts: Vec::new(),
             joined_findings: Vec::new(),
@@ -466,7 +465,7 @@ impl Detector {
         if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let bytes = text.as_bytes();
-            keywords.for_each_hit(bytes, &mut cache.hits, |pos, kw| {
+            keywords.for_each_hit(bytes, |pos, kw| {
                 for cand in keywords.candidates(kw) {
                     for offset in (cand.min_offset..=cand.max_offset).rev() {
                         let Some(start) = pos.checked_sub(offset) else {
