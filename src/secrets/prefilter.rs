@@ -28,7 +28,7 @@ const SHORT_TEXT: usize = 256;
 /// Positions examined per step of the block filter.
 const BLOCK: usize = 32;
 /// Bytes a block reads from its start: the 3-byte prefix and the fourth byte of its
-/// last position (the AVX2 hasher's last load, 16 bytes at `start + 18`, ends before).
+/// last position (the AVX2 hasher reads 32 bytes at `at + 3`, ending exactly there).
 const BLOCK_READ: usize = BLOCK + 3;
 /// Bits of a prefix hash: the table has `1 << PREFIX_HASH_BITS` one-byte entries
 /// (16 KiB, so it stays in L1 next to the text and the automaton).
@@ -59,8 +59,9 @@ pub(super) struct Keywords {
     /// candidate position of long ones (see [`Keywords::longest_at`]).
     automaton: DFA,
     /// Per prefix hash: bit `b3 % 8` is set when some keyword's first three bytes hash
-    /// there and its fourth byte is `b3` (all eight bits for a 3-byte keyword). `None` when a keyword is shorter than three bytes (the automaton then searches
-    /// every text).
+    /// there and its fourth byte is `b3` (all eight bits for a 3-byte keyword). `None`
+    /// when a keyword is shorter than three bytes (the automaton then searches every
+    /// text).
     prefix_table: Option<Box<[u8; TABLE_LEN]>>,
     hasher: BlockHasher,
 }
@@ -194,7 +195,12 @@ impl Keywords {
     }
 
     /// Fills `hashes` with the prefix hash of positions `at..at + BLOCK` and says
-    /// whether any of them is in `table`. Needs `at + BLOCK_READ <= text.len()`.
+    /// whether any of them is a candidate: its hash in `table` with the bit of its
+    /// fourth byte set. Needs `at + BLOCK_READ <= text.len()`.
+    ///
+    /// Checking the fourth byte here, not only in the candidate loop, keeps that loop
+    /// for blocks that hold a candidate: a block with a 3-byte match alone (`ass` in
+    /// `class`, or a hash collision) was most blocks of ordinary text.
     #[inline]
     fn hash_block(
         &self,
@@ -215,7 +221,7 @@ impl Keywords {
                 for (k, hash) in hashes.iter_mut().enumerate() {
                     let h = prefix_hash(block[k], block[k + 1], block[k + 2]);
                     *hash = h as u16;
-                    any |= table[h];
+                    any |= table[h] & fourth_byte_bit(block[k + 3]);
                 }
                 any != 0
             }
@@ -311,7 +317,8 @@ mod avx2 {
     use super::{BLOCK, BLOCK_READ, HASH_MULTIPLIERS, PREFIX_HASH_BITS, TABLE_LEN};
 
     /// [`super::prefix_hash`] of positions `at..at + BLOCK`, 16 at a time in 16-bit
-    /// lanes; returns whether any is set in `table`.
+    /// lanes; returns whether any is a candidate (see [`super::Keywords`]'s
+    /// `hash_block`).
     ///
     /// The table look-ups read the hashes back out of the registers 64 bits at a time
     /// rather than from `hashes`: the measured difference is a fifth of the whole
@@ -330,6 +337,18 @@ mod avx2 {
         debug_assert!(at + BLOCK_READ <= text.len());
         let [m0, m1, m2] = HASH_MULTIPLIERS.map(|m| _mm256_set1_epi16(m as i16));
         let shift = _mm_cvtsi32_si128(16 - PREFIX_HASH_BITS as i32);
+        // The fourth-byte bit of every position, `1 << (b3 & 7)`, by a byte shuffle.
+        let bit_of = _mm256_setr_epi8(
+            1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64,
+            -128, 1, 2, 4, 8, 16, 32, 64, -128,
+        );
+        // SAFETY: reads `at + 3..at + 3 + BLOCK`, which is `at + BLOCK_READ`, inside
+        // `text` by the caller's contract.
+        let fourth = unsafe { _mm256_loadu_si256(text.as_ptr().add(at + 3).cast::<__m256i>()) };
+        let bits = _mm256_shuffle_epi8(bit_of, _mm256_and_si256(fourth, _mm256_set1_epi8(7)));
+        let mut bit_bytes = [0u8; BLOCK];
+        // SAFETY: `bit_bytes` holds exactly one 32-byte vector.
+        unsafe { _mm256_storeu_si256(bit_bytes.as_mut_ptr().cast::<__m256i>(), bits) };
         let mut any = 0u8;
         for half in 0..BLOCK / 16 {
             let start = at + half * 16;
@@ -351,17 +370,21 @@ mod avx2 {
             };
             let low = _mm256_castsi256_si128(hash);
             let high = _mm256_extracti128_si256(hash, 1);
-            for four in [
+            for (quarter, four) in [
                 _mm_cvtsi128_si64(low),
                 _mm_extract_epi64(low, 1),
                 _mm_cvtsi128_si64(high),
                 _mm_extract_epi64(high, 1),
-            ] {
+            ]
+            .into_iter()
+            .enumerate()
+            {
                 let four = four as u64;
                 for lane in 0..4 {
                     // The mask changes nothing (the shift above left that many bits)
                     // but lets the compiler drop the bounds check.
-                    any |= table[(four >> (16 * lane)) as usize & (TABLE_LEN - 1)];
+                    let entry = table[(four >> (16 * lane)) as usize & (TABLE_LEN - 1)];
+                    any |= entry & bit_bytes[half * 16 + quarter * 4 + lane];
                 }
             }
         }
