@@ -12,12 +12,13 @@
 //! list them) and short texts (most JSON string values, where the set-up costs more
 //! than it saves) use the unanchored DFA walk alone.
 //!
-//! Measured on the 1 MiB benches (medians of one run, another build on the second core):
-//! the pass alone is about 0.35 ms; ordinary text with 10 detectors (13 keywords) 482 µs
-//! and with 100 (102 keywords) 702 µs, 1.46× (Teddy, one searcher per 24 keywords, was
-//! 117 µs and 641 µs, 5.5×: fast for few keywords, growing with each group). Gathering
-//! table words with AVX2 (`vpgatherdd`) or hashing in scalar code was 1.3 to 1.6 times
-//! slower than hashing in vectors and reading the table from general registers.
+//! Measured on the 1 MiB benches (medians, alternated with the Teddy version in one
+//! run): ordinary text with 10 detectors (13 keywords) 453 µs and with 100 (102
+//! keywords) 557 µs, 1.23× (Teddy, one searcher per 24 keywords: 118 µs and 668 µs,
+//! 5.7×, fast for few keywords and growing with each group); all built-ins 679 µs
+//! against 960 µs. Gathering table words with AVX2 (`vpgatherdd`) or hashing in scalar
+//! code was 1.3 to 1.6 times slower than hashing in vectors and reading the table from
+//! general registers.
 
 use aho_corasick::automaton::Automaton;
 use aho_corasick::dfa::DFA;
