@@ -6,9 +6,9 @@
 //! bits kept) into a 16 KiB table holding the hashed prefixes of all keywords, one bit
 //! per fourth byte mod 8; AVX2 hashes 16 positions per instruction and tests the
 //! fourth bytes of 32 at once, a portable loop gives the same candidates. A block of 32
-//! positions yields a mask of candidates, and each is confirmed by an anchored walk of
-//! the leftmost-longest DFA, which is exact, so a false candidate costs a few steps and
-//! no occurrence is missed. Keywords under three bytes (only possible for specs that
+//! positions yields a mask of candidates, and each is confirmed exactly among the
+//! sorted keywords that share its first three bytes, so a false candidate costs a
+//! binary search and no occurrence is missed. Keywords under three bytes (only possible for specs that
 //! list them) and short texts (most JSON string values, where the set-up costs more
 //! than it saves) use the unanchored DFA walk alone.
 //!
@@ -22,7 +22,7 @@
 
 use aho_corasick::automaton::Automaton;
 use aho_corasick::dfa::DFA;
-use aho_corasick::{Anchored, MatchKind, StartKind};
+use aho_corasick::{Anchored, MatchKind};
 
 /// Texts shorter than this are searched with the Aho-Corasick automaton alone.
 const SHORT_TEXT: usize = 256;
@@ -55,15 +55,20 @@ pub(super) struct Keywords {
     /// Per keyword id: the candidates of this keyword and of every keyword that is a
     /// prefix of it (a longest-match search reports only the longest one at a position).
     candidates: Vec<Box<[Candidate]>>,
-    /// Leftmost-longest DFA over every keyword, with both start states: walked
-    /// unanchored over short texts (see [`Keywords::next_hit`]) and anchored at each
-    /// candidate position of long ones (see [`Keywords::longest_at`]).
+    /// Leftmost-longest DFA over every keyword, walked over short texts (see
+    /// [`Keywords::next_hit`]).
     automaton: DFA,
     /// Per prefix hash: bit `b3 % 8` is set when some keyword's first three bytes hash
     /// there and its fourth byte is `b3` (all eight bits for a 3-byte keyword). `None`
     /// when a keyword is shorter than three bytes (the automaton then searches every
     /// text).
     prefix_table: Option<Box<[u8; TABLE_LEN]>>,
+    /// Every keyword, sorted (a keyword's id is its index): a candidate position is
+    /// looked up among those sharing its first three bytes (see [`Keywords::longest_at`]).
+    sorted: Box<[Box<[u8]>]>,
+    /// The first three bytes of each of `sorted`, as big-endian numbers (so in the same
+    /// order): the binary search compares integers, not slices.
+    heads: Box<[u32]>,
     hasher: BlockHasher,
 }
 
@@ -118,7 +123,6 @@ impl Keywords {
         }
         let automaton = DFA::builder()
             .match_kind(MatchKind::LeftmostLongest)
-            .start_kind(StartKind::Both)
             // Its walk is the whole search: no prefilter, so start states are not special.
             .prefilter(false)
             .build(&keywords)
@@ -132,10 +136,20 @@ impl Keywords {
             }
             table
         });
+        let heads = if prefix_table.is_some() {
+            keywords.iter().map(|k| head_of(k.as_bytes())).collect()
+        } else {
+            Box::default()
+        };
         Ok(Keywords {
+            heads,
             candidates: candidates.into_iter().map(Vec::into_boxed_slice).collect(),
             automaton,
             prefix_table,
+            sorted: keywords
+                .into_iter()
+                .map(|k| k.into_bytes().into_boxed_slice())
+                .collect(),
             hasher,
         })
     }
@@ -211,29 +225,25 @@ impl Keywords {
         }
     }
 
-    /// The longest keyword starting exactly at `pos`.
+    /// The longest keyword starting exactly at `pos`: among the sorted keywords, those
+    /// sharing its first three bytes form one run, found by binary search. (An anchored
+    /// start state in the DFA did the same, but doubled its size and build time.)
     #[inline]
     fn longest_at(&self, text: &[u8], pos: usize) -> Option<u32> {
-        let dfa = &self.automaton;
-        let mut sid = dfa.start_state(Anchored::Yes).ok()?;
+        let rest = &text[pos..];
+        if rest.len() < 3 {
+            return None;
+        }
+        let head = head_of(rest);
+        let first = self.heads.partition_point(|&h| h < head);
         let mut longest = None;
-        for (depth, &b) in text[pos..].iter().enumerate() {
-            sid = dfa.next_state(Anchored::Yes, sid, b);
-            if dfa.is_special(sid) {
-                if dfa.is_dead(sid) {
-                    break;
-                }
-                if dfa.is_match(sid) {
-                    // A state's matches also hold keywords that are suffixes of the
-                    // bytes read (inherited along failure links); only one as long as
-                    // everything read starts at `pos`.
-                    for i in 0..dfa.match_len(sid) {
-                        let kw = dfa.match_pattern(sid, i);
-                        if dfa.pattern_len(kw) == depth + 1 {
-                            longest = Some(kw.as_u32());
-                        }
-                    }
-                }
+        for (id, &h) in self.heads.iter().enumerate().skip(first) {
+            if h != head {
+                break;
+            }
+            // Sorted order puts a keyword after its prefixes: the last match is longest.
+            if rest.starts_with(&self.sorted[id]) {
+                longest = Some(id as u32);
             }
         }
         longest
@@ -274,6 +284,12 @@ impl Keywords {
         }
         hit
     }
+}
+
+/// The first three bytes of `bytes` (at least three) as a number ordered like them.
+#[inline]
+fn head_of(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], 0])
 }
 
 /// The bit of a table entry for a keyword (or text position) whose fourth byte is `b3`.
