@@ -13,10 +13,10 @@
 //! list them) and texts under [`SHORT_TEXT`] bytes use the unanchored DFA walk alone.
 //!
 //! Measured on the 1 MiB benches (medians, alternated with the Teddy version in one
-//! run): ordinary text with 10 detectors (13 keywords) 453 µs and with 100 (102
-//! keywords) 557 µs, 1.23× (Teddy, one searcher per 24 keywords: 118 µs and 668 µs,
-//! 5.7×, fast for few keywords and growing with each group); all built-ins 679 µs
-//! against 960 µs. Gathering table words with AVX2 (`vpgatherdd`) or hashing in scalar
+//! run): ordinary text with 10 detectors (13 keywords) 534 µs and with 100 (102
+//! keywords) 579 µs, 1.08× (Teddy, one searcher per 24 keywords: 179 µs and 654 µs,
+//! 3.65×, fast for few keywords and growing with each group); all built-ins 828 µs
+//! against 968 µs. Gathering table words with AVX2 (`vpgatherdd`) or hashing in scalar
 //! code was 1.3 to 1.6 times slower than hashing in vectors and reading the table from
 //! general registers.
 
@@ -208,7 +208,7 @@ impl Keywords {
 
     /// The candidates among positions `at..at + BLOCK`, bit `k` for `at + k`: those
     /// whose prefix hash is in `table` with the bit of their fourth byte set (which
-    /// rules out about seven in eight 3-byte matches before the walk). Needs
+    /// rules out about seven in eight 3-byte matches before the look-up). Needs
     /// `at + BLOCK_READ <= text.len()`.
     ///
     /// The mask is built without branches: which positions are candidates is random,
