@@ -2,6 +2,10 @@
 //! tree (see `src/config/yaml_tree.rs`); the binary decodes those at start-up instead of
 //! parsing the YAML on every run. A pack that does not parse gets no tree: the binary
 //! then parses its text at run time and reports the problem like for any other file.
+//!
+//! It also computes the literals every match of each of the packs' regexes contains
+//! (`src/compile/required.rs`), so a frame can be cleared of those regexes before
+//! their automaton is built.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,10 +14,21 @@ use std::path::{Path, PathBuf};
 #[allow(dead_code)]
 mod yaml_tree;
 
+#[path = "src/regex_dialect.rs"]
+#[allow(dead_code)]
+mod regex_dialect;
+
+#[path = "src/compile/required.rs"]
+#[allow(dead_code)]
+mod required;
+
 const PACK_DIRS: [&str; 3] = ["rules", "profiles", "servers"];
 
 fn main() {
     println!("cargo:rerun-if-changed=src/config/yaml_tree.rs");
+    println!("cargo:rerun-if-changed=src/regex_dialect.rs");
+    println!("cargo:rerun-if-changed=src/compile/required.rs");
+    let mut patterns = std::collections::BTreeSet::new();
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let mut table = String::from("pub(crate) const TREES: &[(&str, &[u8])] = &[\n");
     for dir in PACK_DIRS {
@@ -29,6 +44,7 @@ fn main() {
             let Ok(root) = yaml_tree::parse(&text) else {
                 continue;
             };
+            collect_regexes(&root, false, &mut patterns);
             let key = path.to_string_lossy().replace('\\', "/");
             let blob_name = format!("{}.tree", key.replace('/', "__"));
             std::fs::write(out.join(&blob_name), yaml_tree::encode(&text, &root))
@@ -41,6 +57,53 @@ fn main() {
     }
     table.push_str("];\n");
     std::fs::write(out.join("pack_trees.rs"), table).expect("write pack_trees.rs");
+
+    let mut table = String::from("pub(crate) const REQUIRED_LITERALS: &[(&str, &[&[u8]])] = &[\n");
+    for pattern in &patterns {
+        // A pattern that does not parse (or requires nothing) gets no entry: it is
+        // reported, or waited for, like any other.
+        let Some(set) = regex_dialect::parse(pattern)
+            .ok()
+            .and_then(|hir| required::required_literals(&hir))
+        else {
+            continue;
+        };
+        let _ = write!(table, "    ({pattern:?}, &[");
+        for lit in set {
+            let _ = write!(table, "b\"{}\", ", lit.escape_ascii());
+        }
+        table.push_str("]),\n");
+    }
+    table.push_str("];\n");
+    std::fs::write(out.join("required_literals.rs"), table).expect("write required_literals.rs");
+}
+
+/// Every string written as a regex in a pack: the value of a `regex` key, and the items
+/// of `response_contains_regex`. (Strings that are not regexes of a rule cost a table
+/// entry, nothing more.)
+fn collect_regexes(
+    node: &yaml_tree::YNode,
+    is_regex: bool,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    match &node.value {
+        yaml_tree::Node::Str(s) if is_regex => {
+            out.insert(s.clone());
+        }
+        yaml_tree::Node::Seq(items) => {
+            for item in items {
+                collect_regexes(item, is_regex, out);
+            }
+        }
+        yaml_tree::Node::Map(entries) => {
+            for (key, value) in entries {
+                let key = key.value.key_text();
+                let is_regex = matches!(key.as_deref(), Some("regex" | "response_contains_regex"));
+                collect_regexes(value, is_regex, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn is_yaml(path: &Path) -> bool {

@@ -88,13 +88,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         &PathEnv::new(&home, &project_dir),
     )?);
     let compiled = started.elapsed();
-    // Deferred parts of the program build on the other CPU while the server starts and
-    // the handshake runs; a frame that needs them before they are ready waits for them.
-    // (The proxy builds the secret detector itself once the server is spawned.)
-    let warming = program.clone();
-    let _ = std::thread::Builder::new()
-        .name("mcpwall-warm".into())
-        .spawn(move || warming.warm_up());
     let settings = program.settings().clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),

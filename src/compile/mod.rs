@@ -25,6 +25,7 @@ pub(crate) mod glob;
 pub(crate) mod literal;
 pub(crate) mod path;
 pub(crate) mod regex;
+pub mod required;
 pub(crate) mod secret;
 
 /// Which engine classes a selector (or an outbound rule) needs, as bits.

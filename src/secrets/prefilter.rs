@@ -8,9 +8,10 @@
 //! fourth bytes of 32 at once, a portable loop gives the same candidates. A block of 32
 //! positions yields a mask of candidates, and each is confirmed exactly among the
 //! sorted keywords that share its first three bytes, so a false candidate costs a
-//! binary search and no occurrence is missed. The last, partial block of a text is read
-//! from a zero-padded copy. Keywords under three bytes (only possible for specs that
-//! list them) and texts under [`SHORT_TEXT`] bytes use the unanchored DFA walk alone.
+//! binary search and no occurrence is missed. The last, partial block of a text (the only
+//! one of a text under 35 bytes) is read from a zero-padded copy. Only a keyword set with
+//! a keyword under three bytes (possible for user specs that list one) is searched by an
+//! unanchored DFA walk instead, and only such a set builds that DFA.
 //!
 //! Measured on the 1 MiB benches (medians, alternated with the Teddy version in one
 //! run): ordinary text with 10 detectors (13 keywords) 534 µs and with 100 (102
@@ -24,12 +25,6 @@ use aho_corasick::automaton::Automaton;
 use aho_corasick::dfa::DFA;
 use aho_corasick::{Anchored, MatchKind};
 
-/// Texts shorter than this are searched with the Aho-Corasick automaton alone. From
-/// here on one block (the last one padded) costs less than a walk of every byte:
-/// callgrind over 20,000 proxied calls, whose argument and result strings are mostly
-/// tens of bytes, counted 92 M instructions in the detector with the limit at 256 and
-/// 68 M at 32 (16 gave the same as 32).
-const SHORT_TEXT: usize = 32;
 /// Positions examined per step of the block filter.
 const BLOCK: usize = 32;
 /// Bytes a block reads from its start: the 3-byte prefix and the fourth byte of its
@@ -59,14 +54,9 @@ pub(super) struct Keywords {
     /// Per keyword id: the candidates of this keyword and of every keyword that is a
     /// prefix of it (a longest-match search reports only the longest one at a position).
     candidates: Vec<Box<[Candidate]>>,
-    /// Leftmost-longest DFA over every keyword, walked over short texts (see
-    /// [`Keywords::next_hit`]).
-    automaton: DFA,
-    /// Per prefix hash: bit `b3 % 8` is set when some keyword's first three bytes hash
-    /// there and its fourth byte is `b3` (all eight bits for a 3-byte keyword). `None`
-    /// when a keyword is shorter than three bytes (the automaton then searches every
-    /// text).
-    prefix_table: Option<Box<[u8; TABLE_LEN]>>,
+    /// How texts are searched: the block filter, or (a keyword under three bytes) the
+    /// DFA walk.
+    search: Search,
     /// Every keyword, sorted (a keyword's id is its index): a candidate position is
     /// looked up among those sharing its first three bytes (see [`Keywords::longest_at`]).
     sorted: Box<[Box<[u8]>]>,
@@ -74,6 +64,19 @@ pub(super) struct Keywords {
     /// order): the binary search compares integers, not slices.
     heads: Box<[u32]>,
     hasher: BlockHasher,
+}
+
+#[derive(Debug)]
+enum Search {
+    /// Per prefix hash: bit `b3 % 8` is set when some keyword's first three bytes hash
+    /// there and its fourth byte is `b3` (all eight bits for a 3-byte keyword).
+    Blocks(Box<[u8; TABLE_LEN]>),
+    /// A leftmost-longest DFA over every keyword (see [`next_hit`]), only for a set with
+    /// a keyword under three bytes. The built-in set once built it too, for texts under
+    /// 32 bytes: that was 4.8 M of the detector's 5.7 M instructions of construction, on
+    /// the path of the first frame, and what padded blocks cost instead on short texts
+    /// is 6 M instructions over 20,000 proxied calls (callgrind: 67.5 M to 73.7 M).
+    Walk(Box<DFA>),
 }
 
 /// How a block's candidates are computed. Both give the same candidates.
@@ -125,31 +128,29 @@ impl Keywords {
             // Priority order: the detector listed first is tried first.
             candidates[i].sort_by_key(|c| (c.detector, c.max_offset));
         }
-        let automaton = DFA::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            // Its walk is the whole search: no prefilter, so start states are not special.
-            .prefilter(false)
-            .build(&keywords)
-            .map_err(|e| KeywordError(e.to_string()))?;
-        let prefix_table = keywords.iter().all(|k| k.len() >= 3).then(|| {
+        let (search, heads) = if keywords.iter().all(|k| k.len() >= 3) {
             let mut table = Box::new([0u8; TABLE_LEN]);
             for kw in &keywords {
                 let b = kw.as_bytes();
                 table[prefix_hash(b[0], b[1], b[2])] |=
                     b.get(3).map_or(0xFF, |&b3| fourth_byte_bit(b3));
             }
-            table
-        });
-        let heads = if prefix_table.is_some() {
-            keywords.iter().map(|k| head_of(k.as_bytes())).collect()
+            let heads = keywords.iter().map(|k| head_of(k.as_bytes())).collect();
+            (Search::Blocks(table), heads)
         } else {
-            Box::default()
+            let dfa = DFA::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                // Its walk is the whole search: no prefilter, so start states are not
+                // special.
+                .prefilter(false)
+                .build(&keywords)
+                .map_err(|e| KeywordError(e.to_string()))?;
+            (Search::Walk(Box::new(dfa)), Box::default())
         };
         Ok(Keywords {
             heads,
             candidates: candidates.into_iter().map(Vec::into_boxed_slice).collect(),
-            automaton,
-            prefix_table,
+            search,
             sorted: keywords
                 .into_iter()
                 .map(|k| k.into_bytes().into_boxed_slice())
@@ -167,12 +168,10 @@ impl Keywords {
     /// `f` returns the position to continue from (at least `position + 1`), which
     /// lets the caller skip over a secret it has just found.
     pub fn for_each_hit(&self, text: &[u8], mut f: impl FnMut(usize, u32) -> usize) {
-        let Some(table) = self.prefix_table.as_deref() else {
-            return self.walk(text, f);
+        let table = match &self.search {
+            Search::Blocks(table) => &**table,
+            Search::Walk(dfa) => return walk(dfa, text, f),
         };
-        if text.len() < SHORT_TEXT {
-            return self.walk(text, f);
-        }
         let mut at = 0;
         // The last block, shorter than `BLOCK_READ`, is read from a zero-padded copy, so
         // a short text costs one block and not an anchored look-up per position.
@@ -257,42 +256,40 @@ impl Keywords {
         }
         longest
     }
+}
 
-    /// The whole search by the unanchored automaton: for short texts, where the block
-    /// filter's set-up costs more than it saves, and for keywords it cannot hash.
-    fn walk(&self, text: &[u8], mut f: impl FnMut(usize, u32) -> usize) {
-        let mut at = 0;
-        while let Some((start, kw)) = self.next_hit(text, at) {
-            at = f(start, kw).max(start + 1);
-        }
+/// The whole search by the unanchored automaton, for keywords the block filter cannot
+/// hash.
+fn walk(dfa: &DFA, text: &[u8], mut f: impl FnMut(usize, u32) -> usize) {
+    let mut at = 0;
+    while let Some((start, kw)) = next_hit(dfa, text, at) {
+        at = f(start, kw).max(start + 1);
     }
+}
 
-    /// The leftmost-longest keyword starting at or after `at`: `(start, keyword id)`.
-    ///
-    /// The same walk as the automaton's own `find`, without its per-call set-up (input
-    /// checks, prefilter dispatch), which cost more than the walk on the short texts
-    /// this is for.
-    #[inline]
-    fn next_hit(&self, text: &[u8], at: usize) -> Option<(usize, u32)> {
-        let dfa = &self.automaton;
-        let mut sid = dfa.start_state(Anchored::No).ok()?;
-        let mut hit = None;
-        for (i, &b) in text.iter().enumerate().skip(at) {
-            sid = dfa.next_state(Anchored::No, sid, b);
-            if dfa.is_special(sid) {
-                if dfa.is_dead(sid) {
-                    break;
-                }
-                if dfa.is_match(sid) {
-                    // A leftmost-longest automaton goes on past a match while a longer
-                    // keyword can still end here, and dies once none can.
-                    let kw = dfa.match_pattern(sid, 0);
-                    hit = Some((i + 1 - dfa.pattern_len(kw), kw.as_u32()));
-                }
+/// The leftmost-longest keyword starting at or after `at`: `(start, keyword id)`.
+///
+/// The same walk as the automaton's own `find`, without its per-call set-up (input
+/// checks, prefilter dispatch), which cost more than the walk on short texts.
+#[inline]
+fn next_hit(dfa: &DFA, text: &[u8], at: usize) -> Option<(usize, u32)> {
+    let mut sid = dfa.start_state(Anchored::No).ok()?;
+    let mut hit = None;
+    for (i, &b) in text.iter().enumerate().skip(at) {
+        sid = dfa.next_state(Anchored::No, sid, b);
+        if dfa.is_special(sid) {
+            if dfa.is_dead(sid) {
+                break;
+            }
+            if dfa.is_match(sid) {
+                // A leftmost-longest automaton goes on past a match while a longer
+                // keyword can still end here, and dies once none can.
+                let kw = dfa.match_pattern(sid, 0);
+                hit = Some((i + 1 - dfa.pattern_len(kw), kw.as_u32()));
             }
         }
-        hit
     }
+    hit
 }
 
 /// The first three bytes of `bytes` (at least three) as a number ordered like them.
