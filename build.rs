@@ -3,6 +3,9 @@
 //! parsing the YAML on every run. A pack that does not parse gets no tree: the binary
 //! then parses its text at run time and reports the problem like for any other file.
 //!
+//! Each pack also gets a lean tree, without its rules' `examples` (half the default pack's
+//! text): the proxy never reads them, and decoding them was a third of its loading.
+//!
 //! It also computes the literals every match of each of the packs' regexes contains
 //! (`src/compile/required.rs`), so a frame can be cleared of those regexes before
 //! their automaton is built.
@@ -30,7 +33,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/compile/required.rs");
     let mut patterns = std::collections::BTreeSet::new();
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut table = String::from("pub(crate) const TREES: &[(&str, &[u8])] = &[\n");
+    let mut table = String::from("pub(crate) const TREES: &[(&str, &[u8], &[u8])] = &[\n");
     for dir in PACK_DIRS {
         println!("cargo:rerun-if-changed={dir}");
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -49,9 +52,13 @@ fn main() {
             let blob_name = format!("{}.tree", key.replace('/', "__"));
             std::fs::write(out.join(&blob_name), yaml_tree::encode(&text, &root))
                 .expect("write a pack tree to OUT_DIR");
+            let lean_name = format!("{}.lean.tree", key.replace('/', "__"));
+            std::fs::write(out.join(&lean_name), yaml_tree::encode(&text, &lean(&root)))
+                .expect("write a lean pack tree to OUT_DIR");
             let _ = writeln!(
                 table,
-                "    ({key:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{blob_name}\"))),"
+                "    ({key:?}, include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{blob_name}\")), \
+                 include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{lean_name}\"))),"
             );
         }
     }
@@ -76,6 +83,60 @@ fn main() {
     }
     table.push_str("];\n");
     std::fs::write(out.join("required_literals.rs"), table).expect("write required_literals.rs");
+}
+
+/// `root` with the `examples` of the items of its `rules` and `outbound_rules` emptied.
+/// The empty mapping left in place covers the bytes the examples did, so a rule's span
+/// (which ends with its last node) is the same as in the full tree.
+fn lean(root: &yaml_tree::YNode) -> yaml_tree::YNode {
+    use yaml_tree::Node;
+    let mut root = root.clone();
+    if let Node::Map(entries) = &mut root.value {
+        for (key, value) in entries {
+            if !matches!(
+                key.value.key_text().as_deref(),
+                Some("rules" | "outbound_rules")
+            ) {
+                continue;
+            }
+            if let Node::Seq(rules) = &mut value.value {
+                for rule in rules {
+                    if let Node::Map(fields) = &mut rule.value {
+                        for (k, v) in fields {
+                            if k.value.key_text().as_deref() == Some("examples") {
+                                let mut loc = v.defined;
+                                if let Some((offset, _)) = loc.byte {
+                                    loc.byte = Some((offset, byte_end(v) - offset));
+                                }
+                                *v = yaml_tree::YNode {
+                                    value: Node::Map(Vec::new()),
+                                    referenced: loc,
+                                    defined: loc,
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    root
+}
+
+/// The end of the last byte of `node` and everything in it.
+fn byte_end(node: &yaml_tree::YNode) -> u32 {
+    use yaml_tree::Node;
+    let own = node.defined.byte.map_or(0, |(o, l)| o + l);
+    let children = match &node.value {
+        Node::Seq(items) => items.iter().map(byte_end).max().unwrap_or(0),
+        Node::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| byte_end(k).max(byte_end(v)))
+            .max()
+            .unwrap_or(0),
+        _ => 0,
+    };
+    own.max(children)
 }
 
 /// Every string written as a regex in a pack: the value of a `regex` key, and the items

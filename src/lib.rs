@@ -59,8 +59,16 @@ pub mod builtin {
     pub(crate) fn tree(path: &str) -> Option<&'static [u8]> {
         TREES
             .iter()
-            .find(|(p, _)| *p == path)
-            .map(|(_, blob)| *blob)
+            .find(|(p, _, _)| *p == path)
+            .map(|(_, blob, _)| *blob)
+    }
+
+    /// [`tree`] without the rules' `examples`, for a caller that never reads them.
+    pub(crate) fn lean_tree(path: &str) -> Option<&'static [u8]> {
+        TREES
+            .iter()
+            .find(|(p, _, _)| *p == path)
+            .map(|(_, _, blob)| *blob)
     }
 
     /// The contents of an embedded file, by its path (`rules/default.yml`).

@@ -637,3 +637,56 @@ fn every_pack_builds_its_deferred_regexes() {
         program.warm_up();
     }
 }
+
+/// The proxy loads the embedded packs from trees without their examples: every pack, so
+/// loaded, is the same policy as loaded in full, examples aside.
+#[test]
+fn every_pack_loads_the_same_without_its_examples() {
+    for path in shipped_files() {
+        let name = path
+            .strip_prefix("rules/")
+            .unwrap_or(path)
+            .trim_end_matches(".yaml")
+            .trim_end_matches(".yml");
+        let home = tempfile::tempdir().expect("temp home");
+        let project = tempfile::tempdir().expect("temp project");
+        let user = home.path().join("policy.yml");
+        std::fs::write(&user, format!("version: 1\nextends: [{name}]\n")).expect("write");
+        let opts = LoadOptions {
+            explicit: Some(user),
+            home: home.path().to_path_buf(),
+            project_dir: project.path().to_path_buf(),
+        };
+        let mut full = config::load(&opts).expect("loads");
+        let lean = config::load_without_pack_examples(&opts).expect("loads lean");
+        let had_examples = full
+            .rules
+            .iter()
+            .any(|r| !r.examples.should_match.is_empty());
+        assert!(
+            had_examples || full.rules.is_empty(),
+            "{path}: no examples to leave out"
+        );
+        assert!(
+            lean.rules
+                .iter()
+                .all(|r| r.examples.should_match.is_empty())
+        );
+        for r in &mut full.rules {
+            r.examples = Default::default();
+        }
+        for r in &mut full.outbound_rules {
+            r.examples = Default::default();
+        }
+        let (full, lean) = (format!("{full:?}"), format!("{lean:?}"));
+        if let Some(at) = full.bytes().zip(lean.bytes()).position(|(a, b)| a != b) {
+            let from = at.saturating_sub(200);
+            panic!(
+                "{path}: the lean load differs at byte {at}:\nfull: {}\nlean: {}",
+                &full[from..(at + 200).min(full.len())],
+                &lean[from..(at + 200).min(lean.len())]
+            );
+        }
+        assert_eq!(full.len(), lean.len(), "{path}");
+    }
+}

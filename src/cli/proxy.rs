@@ -76,30 +76,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = home_dir()?;
     let project_dir = std::env::current_dir()
         .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    let policy = config::load(&LoadOptions {
+    // Loading validates everything a user can get wrong (YAML, keys, regexes, globs, their
+    // sizes), with file, line and column: a policy that fails it never starts the server.
+    let policy = config::load_without_pack_examples(&LoadOptions {
         explicit: args.config.clone(),
         home: home.clone(),
         project_dir: project_dir.clone(),
     })?;
     let loaded = started.elapsed();
-    // Paths in the policy resolve against the same HOME and project the loader used.
-    let program = Arc::new(Program::compile_with(
-        &policy,
-        &PathEnv::new(&home, &project_dir),
-    )?);
-    let compiled = started.elapsed();
-    let settings = program.settings().clone();
+    let settings = policy.settings.clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
     };
-    chatter.log(
-        LogLevel::Debug,
-        format_args!(
-            "policy loaded in {} µs, compiled in {} µs",
-            loaded.as_micros(),
-            (compiled - loaded).as_micros()
-        ),
-    );
     // An untrusted project file's loosening parts are ignored; say so at every start, since
     // the user may expect them to apply (`mcpwall trust` makes them apply).
     for ignored in &policy.ignored {
@@ -114,17 +102,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         );
     }
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
-    let audit = Audit::start(
-        AuditConfig {
-            dir: settings
-                .log_dir
-                .clone()
-                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
-            session: new_session_id(),
-            server: server_name.clone(),
-        },
-        program.clone() as Arc<dyn Names>,
-    );
     // Pins are keyed by the server's name and its full command. A damaged pin file
     // stops the start (fail closed): re-trusting silently would defeat pinning.
     let guard = Guard::from_policy(
@@ -138,7 +115,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     .map_err(|e| miette::miette!("{e}"))?;
     let options = Options {
         strict: args.strict,
-        server_name,
+        server_name: server_name.clone(),
         chatter,
         grace: Grace {
             before_term: Duration::from_millis(args.grace_ms),
@@ -153,7 +130,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         .enable_all()
         .build()
         .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))?;
-    let sender = audit.sender();
+    let mut audit = None;
     let result = runtime.block_on(async {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         for kind in [
@@ -172,11 +149,51 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 }
             });
         }
-        Ok::<_, miette::Report>(proxy::run(&spec, program, sender, options, rx).await)
+        // The server starts (about a millisecond for a small one) while the validated
+        // policy compiles. Compiling can still fail on what loading does not check (all of
+        // a class's regexes together over the size limit): the server, sent nothing, is
+        // then killed.
+        let server = match proxy::start(&spec) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let compiling = started.elapsed();
+        // Paths in the policy resolve against the same HOME and project the loader used.
+        let program = match Program::compile_with(&policy, &PathEnv::new(&home, &project_dir)) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                server.abandon().await;
+                return Err(miette::Report::new(e));
+            }
+        };
+        chatter.log(
+            LogLevel::Debug,
+            format_args!(
+                "policy loaded in {} µs, compiled in {} µs",
+                loaded.as_micros(),
+                (started.elapsed() - compiling).as_micros()
+            ),
+        );
+        let started_audit = Audit::start(
+            AuditConfig {
+                dir: settings
+                    .log_dir
+                    .clone()
+                    .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
+                session: new_session_id(),
+                server: server_name,
+            },
+            program.clone() as Arc<dyn Names>,
+        );
+        let sender = started_audit.sender();
+        audit = Some(started_audit);
+        Ok::<_, miette::Report>(proxy::run(server, program, sender, options, rx).await)
     })?;
     // A fallback blocking stdin reader may still sit in read(2); do not wait for it.
     runtime.shutdown_background();
-    audit.finish(Duration::from_secs(2));
+    if let Some(audit) = audit {
+        audit.finish(Duration::from_secs(2));
+    }
     match result {
         Ok(code) => Ok(ExitCode::from(code)),
         Err(ProxyError::Spawn(e)) => {

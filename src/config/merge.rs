@@ -125,6 +125,8 @@ pub(crate) struct Merger {
     ignored_rules: Vec<(usize, (String, String))>,
     /// Settings in visit order, with whether each file was restricted.
     settings: Vec<(RawSettings, Restricted)>,
+    /// Leave out the embedded packs' `examples` (see [`Merger::without_pack_examples`]).
+    lean: bool,
 }
 
 impl Merger {
@@ -143,7 +145,15 @@ impl Merger {
             taken: HashSet::new(),
             ignored_rules: Vec::new(),
             settings: Vec::new(),
+            lean: false,
         }
+    }
+
+    /// Embedded packs come without their rules' `examples`, which only the tests and
+    /// `scan` read (a user file's are still checked).
+    pub(crate) fn without_pack_examples(mut self) -> Merger {
+        self.lean = true;
+        self
     }
 
     /// A problem with no place in a file (an unreadable file).
@@ -190,7 +200,11 @@ impl Merger {
         let prebuilt = (source.kind == SourceKind::Builtin)
             .then(|| source.name.strip_prefix("builtin:"))
             .flatten()
-            .and_then(crate::builtin::tree)
+            .and_then(if self.lean {
+                crate::builtin::lean_tree
+            } else {
+                crate::builtin::tree
+            })
             .and_then(|blob| super::yaml_tree::decode(&source.text, blob));
         let parsed = match prebuilt {
             Some(root) => Ok(root),

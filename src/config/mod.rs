@@ -88,10 +88,23 @@ pub fn load(opts: &LoadOptions) -> Result<Policy, PolicyError> {
     load_with_packs(opts, crate::builtin::FILES)
 }
 
+/// [`load`] for the proxy: the rules of the embedded packs come without their
+/// `examples` (empty), which only the tests and `scan` read; decoding them was a third
+/// of loading, on the path of the first frame. A user file's examples are still checked.
+pub fn load_without_pack_examples(opts: &LoadOptions) -> Result<Policy, PolicyError> {
+    load_into(
+        opts,
+        Merger::new(opts.vars(), crate::builtin::FILES).without_pack_examples(),
+    )
+}
+
 /// [`load`] with `extends` resolved against `packs` instead of the embedded files.
 #[doc(hidden)]
 pub fn load_with_packs(opts: &LoadOptions, packs: Packs) -> Result<Policy, PolicyError> {
-    let mut merger = Merger::new(opts.vars(), packs);
+    load_into(opts, Merger::new(opts.vars(), packs))
+}
+
+fn load_into(opts: &LoadOptions, mut merger: Merger) -> Result<Policy, PolicyError> {
     if let Some(path) = &opts.explicit {
         match read(path) {
             Ok(text) => merger.add_file(

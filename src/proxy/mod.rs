@@ -128,19 +128,50 @@ async fn write_from<W: AsyncWrite + Unpin>(
     w.shutdown().await
 }
 
-/// Run `spec` behind `program` with our stdin/stdout as the client, until the server
-/// exits. `signals` delivers the signals mcpwall receives (SIGINT, SIGTERM, SIGHUP);
-/// each is forwarded to the server and starts the shutdown. Returns the exit code:
-/// the server's, or 128 + the signal that killed it.
+/// A server that has been spawned and is not connected to anything yet: nothing reaches
+/// it until [`run`] has a Program.
+pub struct Started {
+    server: child::ServerProcess,
+    server_in: tokio::process::ChildStdin,
+    server_out: tokio::process::ChildStdout,
+}
+
+/// Spawn the server (inside the runtime), so that it starts while the policy compiles.
+pub fn start(spec: &ChildSpec) -> Result<Started, ProxyError> {
+    let (server, server_in, server_out) = child::spawn(spec)?;
+    Ok(Started {
+        server,
+        server_in,
+        server_out,
+    })
+}
+
+impl Started {
+    /// The policy cannot run: kill the server, which has been sent nothing, and reap it.
+    pub async fn abandon(mut self) {
+        drop(self.server_in);
+        self.server.signal(libc::SIGKILL);
+        let _ = self.server.wait().await;
+    }
+}
+
+/// Run the [`Started`] server behind `program` with our stdin/stdout as the client,
+/// until the server exits. `signals` delivers the signals mcpwall receives (SIGINT,
+/// SIGTERM, SIGHUP); each is forwarded to the server and starts the shutdown. Returns
+/// the exit code: the server's, or 128 + the signal that killed it.
 pub async fn run(
-    spec: &ChildSpec,
+    started: Started,
     program: Arc<Program>,
     audit: AuditSender,
     options: Options,
     mut signals: mpsc::UnboundedReceiver<i32>,
 ) -> Result<u8, ProxyError> {
     let (client_in, client_out, _stdio_guard) = stdio::open().map_err(ProxyError::Stdio)?;
-    let (mut server, server_in, server_out) = child::spawn(spec)?;
+    let Started {
+        mut server,
+        server_in,
+        server_out,
+    } = started;
     // Deferred parts of the program build on the other CPU while the server starts and
     // the handshake runs; a frame that needs them before they are ready waits for them.
     // Started only now: while a thread of ours was allocating, spawning the server took
