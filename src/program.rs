@@ -457,12 +457,22 @@ impl Program {
         crate::compile::compile(policy, env)
     }
 
-    /// Build now what the compiler deferred (the regexes of the embedded packs), so the
-    /// first frame that needs them does not wait. Safe to call from any thread, any
-    /// number of times; the proxy calls it from a background thread at start-up.
+    /// Build now what the compiler deferred (the regexes and tool and server globs of the
+    /// embedded packs), so the first frame that needs them does not wait. Safe to call
+    /// from any thread, any number of times; the proxy calls it from a background thread
+    /// at start-up.
     pub fn warm_up(&self) {
+        if let Some(globs) = &self.inbound.tool_globs {
+            globs.warm_up();
+        }
         if let Some(re) = &self.inbound.regex {
             re.warm_up();
+        }
+        for globs in [&self.outbound.tool_globs, &self.outbound.server_globs]
+            .into_iter()
+            .flatten()
+        {
+            globs.warm_up();
         }
         if let Some(re) = &self.outbound.regex {
             re.warm_up();

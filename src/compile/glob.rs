@@ -8,6 +8,8 @@
 //! and then a general overlapping search per value: on the default pack's tool-name
 //! alternation that was a fifth of evaluating a call.
 
+use std::sync::OnceLock;
+
 use globset::Glob;
 use regex_syntax::ParserBuilder;
 
@@ -23,11 +25,65 @@ pub(crate) struct GlobFailure {
 
 #[derive(Debug)]
 pub(crate) struct GlobEngine {
-    engine: RegexEngine,
+    engine: OnceLock<RegexEngine>,
+    /// The globs and their predicates, until a deferred engine is built.
+    globs: Box<[String]>,
+    map: PredMap,
 }
 
 impl GlobEngine {
+    /// Built now; fails on a glob that does not compile.
     pub fn new(globs: &[String], map: PredMap) -> Result<GlobEngine, GlobFailure> {
+        Ok(GlobEngine {
+            engine: OnceLock::from(build(globs, map)?),
+            globs: Box::default(),
+            map: PredMap::default(),
+        })
+    }
+
+    /// Built by the first match (or [`GlobEngine::warm_up`]). Only for globs known to
+    /// compile — tool and server names of the embedded packs, which the test suite
+    /// compiles — since a failure then could only be reported by a panic. The handshake
+    /// names no tool, so it does not wait for them: the default pack's tool globs were
+    /// most of its compilation.
+    pub fn deferred(globs: &[String], map: PredMap) -> GlobEngine {
+        GlobEngine {
+            engine: OnceLock::new(),
+            globs: globs.into(),
+            map,
+        }
+    }
+
+    fn engine(&self) -> &RegexEngine {
+        self.engine.get_or_init(|| {
+            build(&self.globs, self.map.clone())
+                .unwrap_or_else(|e| panic!("a built-in policy glob does not compile: {}", e.reason))
+        })
+    }
+
+    /// Build a deferred engine now (from a background thread, say).
+    pub fn warm_up(&self) {
+        self.engine();
+    }
+
+    /// Search state for this engine; one per thread that matches.
+    pub fn scratch(&self) -> SetScratch {
+        match self.engine.get() {
+            Some(engine) => engine.scratch(),
+            None => SetScratch::for_patterns(self.map.len()),
+        }
+    }
+
+    /// Call `f` with the predicates of every glob that matches `text`.
+    #[inline]
+    pub fn for_each_match(&self, scratch: &mut SetScratch, text: &str, f: impl FnMut(&[u32])) {
+        self.engine().for_each_match(scratch, text, f);
+    }
+}
+
+/// Every glob translated the way globset defines it, in one anchored automaton.
+fn build(globs: &[String], map: PredMap) -> Result<RegexEngine, GlobFailure> {
+    {
         let hirs = globs
             .iter()
             .enumerate()
@@ -47,22 +103,10 @@ impl GlobEngine {
                     .map_err(|e| failure(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let engine = RegexEngine::anchored_from_hirs(&hirs, map).map_err(|e| GlobFailure {
+        RegexEngine::anchored_from_hirs(&hirs, map).map_err(|e| GlobFailure {
             pattern: e.pattern,
             reason: e.reason,
-        })?;
-        Ok(GlobEngine { engine })
-    }
-
-    /// Search state for this engine; one per thread that matches.
-    pub fn scratch(&self) -> SetScratch {
-        self.engine.scratch()
-    }
-
-    /// Call `f` with the predicates of every glob that matches `text`.
-    #[inline]
-    pub fn for_each_match(&self, scratch: &mut SetScratch, text: &str, f: impl FnMut(&[u32])) {
-        self.engine.for_each_match(scratch, text, f);
+        })
     }
 }
 

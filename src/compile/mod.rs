@@ -402,7 +402,7 @@ fn compile_inbound(
     }
 
     let method_globs = build_globs(&methods, diags, "method");
-    let tool_globs = build_globs(&tools, diags, "tool");
+    let tool_globs = build_name_globs(policy, &tools, diags, "tool");
     let glob = build_globs(&globs, diags, "pattern");
     let regex = build_regexes(policy, &regexes, diags);
     let inbound = (|| {
@@ -471,6 +471,23 @@ fn build_globs(
                 "check the glob syntax: `*`, `?`, `[...]`, `{a,b}` and `**`",
             );
         })
+}
+
+/// Tool or server name globs: deferred when all come from embedded packs (names, no
+/// variables expanded into them), built now otherwise.
+fn build_name_globs(
+    policy: &Policy,
+    patterns: &Patterns,
+    diags: &mut Diags<'_>,
+    what: &str,
+) -> Result<Option<glob::GlobEngine>, ()> {
+    if !patterns.is_empty() && patterns.all_builtin(policy) {
+        return Ok(Some(glob::GlobEngine::deferred(
+            &patterns.texts,
+            patterns.map(),
+        )));
+    }
+    build_globs(patterns, diags, what)
 }
 
 fn build_regexes(
@@ -676,8 +693,8 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
     }
 
     let method_globs = build_globs(&methods, diags, "method");
-    let tool_globs = build_globs(&tools, diags, "tool");
-    let server_globs = build_globs(&servers, diags, "server");
+    let tool_globs = build_name_globs(policy, &tools, diags, "tool");
+    let server_globs = build_name_globs(policy, &servers, diags, "server");
     let regex = build_regexes(policy, &regexes, diags);
     let literal = if literals.is_empty() {
         Ok(None)

@@ -220,6 +220,17 @@ pub(crate) struct SetScratch {
     set: PatternSet,
 }
 
+impl SetScratch {
+    /// Scratch for an engine of `patterns` patterns (its caches made on first use).
+    pub(crate) fn for_patterns(patterns: usize) -> SetScratch {
+        SetScratch {
+            dfa: None,
+            fallback: None,
+            set: PatternSet::new(patterns),
+        }
+    }
+}
+
 impl Default for SetScratch {
     /// Scratch for an engine that does not exist (an `Option<RegexEngine>` that is `None`).
     fn default() -> SetScratch {
@@ -325,11 +336,7 @@ impl RegexEngine {
 
     /// Search state for this engine; one per thread that searches.
     pub fn scratch(&self) -> SetScratch {
-        SetScratch {
-            dfa: None,
-            fallback: None,
-            set: PatternSet::new(self.map.len()),
-        }
+        SetScratch::for_patterns(self.map.len())
     }
 
     /// Call `f` with the predicates of every pattern that matches `text`. `scratch` is
