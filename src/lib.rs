@@ -19,6 +19,9 @@ pub mod scan;
 pub mod secrets;
 pub mod verdict;
 
+#[cfg(test)]
+mod test_rng;
+
 /// The built-in rule packs, profiles and server packs, embedded so `cargo install`
 /// users get them. Keys are the paths under the repository root.
 pub mod builtin {

@@ -609,6 +609,26 @@ fn default_pack_redacts_secrets_in_results() {
     }
 }
 
+/// A temporary HOME and project, and load options for a user file there that extends
+/// the shipped file `path` (so the pack's sources are built-in, as the proxy sees them).
+fn extending(path: &str) -> (tempfile::TempDir, tempfile::TempDir, LoadOptions) {
+    let name = path
+        .strip_prefix("rules/")
+        .unwrap_or(path)
+        .trim_end_matches(".yaml")
+        .trim_end_matches(".yml");
+    let home = tempfile::tempdir().expect("temp home");
+    let project = tempfile::tempdir().expect("temp project");
+    let user = home.path().join("policy.yml");
+    std::fs::write(&user, format!("version: 1\nextends: [{name}]\n")).expect("write");
+    let opts = LoadOptions {
+        explicit: Some(user),
+        home: home.path().to_path_buf(),
+        project_dir: project.path().to_path_buf(),
+    };
+    (home, project, opts)
+}
+
 /// Regexes that come only from embedded packs are built on first use (or by the proxy's
 /// warm-up thread), not at start-up; a pack regex that failed to build would then only
 /// show as a panic. Build every pack's deferred regexes here, through the same route the
@@ -617,23 +637,11 @@ fn default_pack_redacts_secrets_in_results() {
 #[test]
 fn every_pack_builds_its_deferred_regexes() {
     for path in shipped_files() {
-        let name = path
-            .strip_prefix("rules/")
-            .unwrap_or(path)
-            .trim_end_matches(".yaml")
-            .trim_end_matches(".yml");
-        let home = tempfile::tempdir().expect("temp home");
-        let project = tempfile::tempdir().expect("temp project");
-        let user = home.path().join("policy.yml");
-        std::fs::write(&user, format!("version: 1\nextends: [{name}]\n")).expect("write");
-        let policy = config::load(&LoadOptions {
-            explicit: Some(user),
-            home: home.path().to_path_buf(),
-            project_dir: project.path().to_path_buf(),
-        })
-        .unwrap_or_else(|e| panic!("{name} does not load: {:?}", miette::Report::new(e)));
+        let (home, project, opts) = extending(path);
+        let policy = config::load(&opts)
+            .unwrap_or_else(|e| panic!("{path} does not load: {:?}", miette::Report::new(e)));
         let program = Program::compile_with(&policy, &PathEnv::new(home.path(), project.path()))
-            .unwrap_or_else(|e| panic!("{name} does not compile: {:?}", miette::Report::new(e)));
+            .unwrap_or_else(|e| panic!("{path} does not compile: {:?}", miette::Report::new(e)));
         program.warm_up();
     }
 }
@@ -643,20 +651,7 @@ fn every_pack_builds_its_deferred_regexes() {
 #[test]
 fn every_pack_loads_the_same_without_its_examples() {
     for path in shipped_files() {
-        let name = path
-            .strip_prefix("rules/")
-            .unwrap_or(path)
-            .trim_end_matches(".yaml")
-            .trim_end_matches(".yml");
-        let home = tempfile::tempdir().expect("temp home");
-        let project = tempfile::tempdir().expect("temp project");
-        let user = home.path().join("policy.yml");
-        std::fs::write(&user, format!("version: 1\nextends: [{name}]\n")).expect("write");
-        let opts = LoadOptions {
-            explicit: Some(user),
-            home: home.path().to_path_buf(),
-            project_dir: project.path().to_path_buf(),
-        };
+        let (_home, _project, opts) = extending(path);
         let mut full = config::load(&opts).expect("loads");
         let lean = config::load_without_pack_examples(&opts).expect("loads lean");
         let had_examples = full

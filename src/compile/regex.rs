@@ -490,11 +490,8 @@ mod tests {
     /// and no to texts that share no 1-, 2- or 3-byte piece with them.
     #[test]
     fn the_gate_never_misses_a_literal_it_holds() {
-        let mut seed = 9u64;
-        let mut next = |n: usize| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            (seed >> 33) as usize % n
-        };
+        let mut rng = crate::test_rng::Rng(9);
+        let mut next = |n: usize| rng.below(n);
         const BYTES: &[u8] = b"abcXYZ/._- \x00\xc5\xbf\xe2\x84\xaa";
         for _ in 0..300 {
             let literals: Vec<Vec<u8>> = (0..1 + next(20))

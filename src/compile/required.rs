@@ -227,6 +227,7 @@ fn normalize(mut set: Set) -> Set {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
 
     fn literals(pattern: &str) -> Option<Vec<String>> {
         let hir = crate::regex_dialect::parse(pattern).unwrap();
@@ -272,23 +273,6 @@ mod tests {
             literals(r"foo\d+|bar"),
             Some(vec!["bar".into(), "foo".into()])
         );
-    }
-
-    /// A deterministic generator (PCG-style LCG, high bits out), so failures replay.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            self.0 >> 33
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
     }
 
     /// A random pattern over a small alphabet, so random texts match it often.

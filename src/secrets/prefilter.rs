@@ -391,6 +391,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
 
     fn candidate(detector: u32) -> Candidate {
         Candidate {
@@ -477,23 +478,6 @@ mod tests {
             "resume one byte on, {hasher:?}\nkeywords: {sorted:?}\ntext: {:?}",
             String::from_utf8_lossy(text)
         );
-    }
-
-    /// A deterministic generator (PCG-style LCG, high bits out), so failures replay.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            self.0 >> 33
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
     }
 
     /// A keyword of `3..=20` bytes (or `1..=2` when `short`) mixing ASCII, control
