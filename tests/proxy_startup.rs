@@ -52,3 +52,91 @@ fn ignored_parts_of_an_untrusted_project_file_are_reported_at_start() {
     assert!(stderr.contains("is ignored"), "stderr: {stderr}");
     assert!(stdout.contains("\"code\":-32001"), "stdout: {stdout}");
 }
+
+/// The server command of [`run_marking`]: `sh -c 'touch MARKER; cat'`.
+fn marking_command(project: &std::path::Path) -> Vec<String> {
+    let marker = project.join("server-ran");
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!("touch '{}'; cat", marker.display()),
+    ]
+}
+
+/// Runs mcpwall in front of [`marking_command`] with `home` and `project`, stdin closed,
+/// and returns its exit code, its stderr and whether the server process ran.
+fn run_marking(home: &std::path::Path, project: &std::path::Path) -> (Option<i32>, String, bool) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["--grace-ms", "200", "--kill-grace-ms", "200", "--"])
+        .args(marking_command(project))
+        .env("HOME", home)
+        .current_dir(project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "proxy did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    // A server that was spawned and then killed may not have got as far as the touch:
+    // only its absence after a long enough wait is asserted.
+    std::thread::sleep(Duration::from_millis(200));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        project.join("server-ran").exists(),
+    )
+}
+
+/// A policy file that fails validation stops mcpwall before the server is spawned.
+#[test]
+fn an_invalid_policy_file_never_starts_the_server() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".mcpwall")).unwrap();
+    // Thousands of valid rules before the bad one: loading takes long enough that a
+    // server spawned before it (or alongside it) would have run.
+    let mut policy = String::from("version: 1\nrules:\n");
+    for i in 0..3000 {
+        policy.push_str(&format!(
+            "  - name: rule-{i}\n    match: {{method: \"m{i}\", arguments: {{path: {{regex: 'x{i}'}}}}}}\n    action: deny\n"
+        ));
+    }
+    policy.push_str(
+        "  - name: bad\n    match: {method: \"*\", arguments: {path: {regex: '(unclosed'}}}\n    action: deny\n",
+    );
+    std::fs::write(home.path().join(".mcpwall/config.yml"), policy).unwrap();
+    let (code, stderr, ran) = run_marking(home.path(), project.path());
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("config.yml"), "stderr: {stderr}");
+    assert!(!ran, "the server was started for an invalid policy");
+}
+
+/// With no policy file the embedded default pack applies, and the server may start while
+/// it loads; a damaged pin file still stops the start (exit 2), and the server started
+/// early is killed, having been sent nothing.
+#[test]
+fn a_damaged_pin_file_stops_a_zero_config_start() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let (code, stderr, ran) = run_marking(home.path(), project.path());
+    assert_eq!(code, Some(0), "a clean zero-config run works: {stderr}");
+    assert!(ran, "the server ran");
+    let identity = mcpwall::guard::pins::ServerIdentity {
+        name: "sh".into(),
+        command: marking_command(project.path()),
+    };
+    let pins = home.path().join(".mcpwall/pins");
+    std::fs::create_dir_all(&pins).unwrap();
+    std::fs::write(pins.join(format!("{}.json", identity.key())), "{ not json").unwrap();
+    let (code, stderr, _) = run_marking(home.path(), project.path());
+    assert_eq!(code, Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("pin"), "stderr: {stderr}");
+}

@@ -76,52 +76,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = home_dir()?;
     let project_dir = std::env::current_dir()
         .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    // Loading validates everything a user can get wrong (YAML, keys, regexes, globs, their
-    // sizes), with file, line and column: a policy that fails it never starts the server.
-    let policy = config::load_without_pack_examples(&LoadOptions {
+    let load_options = LoadOptions {
         explicit: args.config.clone(),
         home: home.clone(),
         project_dir: project_dir.clone(),
-    })?;
-    let loaded = started.elapsed();
-    let settings = policy.settings.clone();
-    let chatter = Chatter {
-        level: args.log_level.unwrap_or(settings.log_level),
-    };
-    // An untrusted project file's loosening parts are ignored; say so at every start, since
-    // the user may expect them to apply (`mcpwall trust` makes them apply).
-    for ignored in &policy.ignored {
-        chatter.log(
-            LogLevel::Warn,
-            format_args!(
-                "{} at {} is ignored: {}",
-                ignored.what,
-                policy.location(ignored.span),
-                ignored.why
-            ),
-        );
-    }
-    let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
-    // Pins are keyed by the server's name and its full command. A damaged pin file
-    // stops the start (fail closed): re-trusting silently would defeat pinning.
-    let guard = Guard::from_policy(
-        &policy,
-        ServerIdentity {
-            name: server_name.clone(),
-            command: args.command.clone(),
-        },
-        &home,
-    )
-    .map_err(|e| miette::miette!("{e}"))?;
-    let options = Options {
-        strict: args.strict,
-        server_name: server_name.clone(),
-        chatter,
-        grace: Grace {
-            before_term: Duration::from_millis(args.grace_ms),
-            before_kill: Duration::from_millis(args.kill_grace_ms),
-        },
-        guard: Some(Arc::new(guard)),
     };
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime
@@ -149,11 +107,73 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 }
             });
         }
+        // With no policy file anywhere the policy is the embedded default pack, which
+        // the test suite loads and compiles: the server starts while it loads. Otherwise
+        // loading validates everything a user can get wrong (YAML, keys, regexes, globs,
+        // their sizes), with file, line and column, and a policy that fails it never
+        // starts the server.
+        let mut early = load_options.is_zero_config().then(|| proxy::start(&spec));
+        let policy = match config::load_without_pack_examples(&load_options) {
+            Ok(policy) => policy,
+            Err(e) => {
+                if let Some(Ok(server)) = early.take() {
+                    server.abandon().await;
+                }
+                return Err(miette::Report::new(e));
+            }
+        };
+        let loaded = started.elapsed();
+        let settings = policy.settings.clone();
+        let chatter = Chatter {
+            level: args.log_level.unwrap_or(settings.log_level),
+        };
+        // An untrusted project file's loosening parts are ignored; say so at every start,
+        // since the user may expect them to apply (`mcpwall trust` makes them apply).
+        for ignored in &policy.ignored {
+            chatter.log(
+                LogLevel::Warn,
+                format_args!(
+                    "{} at {} is ignored: {}",
+                    ignored.what,
+                    policy.location(ignored.span),
+                    ignored.why
+                ),
+            );
+        }
+        let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
+        // Pins are keyed by the server's name and its full command. A damaged pin file
+        // stops the start (fail closed): re-trusting silently would defeat pinning.
+        let guard = match Guard::from_policy(
+            &policy,
+            ServerIdentity {
+                name: server_name.clone(),
+                command: args.command.clone(),
+            },
+            &home,
+        ) {
+            Ok(guard) => guard,
+            Err(e) => {
+                if let Some(Ok(server)) = early.take() {
+                    server.abandon().await;
+                }
+                return Err(miette::miette!("{e}"));
+            }
+        };
+        let options = Options {
+            strict: args.strict,
+            server_name: server_name.clone(),
+            chatter,
+            grace: Grace {
+                before_term: Duration::from_millis(args.grace_ms),
+                before_kill: Duration::from_millis(args.kill_grace_ms),
+            },
+            guard: Some(Arc::new(guard)),
+        };
         // The server starts (about a millisecond for a small one) while the validated
         // policy compiles. Compiling can still fail on what loading does not check (all of
         // a class's regexes together over the size limit): the server, sent nothing, is
         // then killed.
-        let server = match proxy::start(&spec) {
+        let server = match early.unwrap_or_else(|| proxy::start(&spec)) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };

@@ -67,6 +67,11 @@ impl LoadOptions {
         self.project_dir.join(PROJECT_FILE)
     }
 
+    /// No `-c`, no project file and no user file: [`load`] gives the embedded default pack.
+    pub fn is_zero_config(&self) -> bool {
+        self.explicit.is_none() && !self.project_file().exists() && !self.user_file().exists()
+    }
+
     fn vars(&self) -> Vars {
         Vars {
             home: self.home.clone(),
