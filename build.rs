@@ -91,32 +91,36 @@ fn main() {
 fn lean(root: &yaml_tree::YNode) -> yaml_tree::YNode {
     use yaml_tree::Node;
     let mut root = root.clone();
-    if let Node::Map(entries) = &mut root.value {
-        for (key, value) in entries {
-            if !matches!(
-                key.value.key_text().as_deref(),
-                Some("rules" | "outbound_rules")
-            ) {
+    let Node::Map(entries) = &mut root.value else {
+        return root;
+    };
+    let rule_lists = entries.iter_mut().filter(|(k, _)| {
+        matches!(
+            k.value.key_text().as_deref(),
+            Some("rules" | "outbound_rules")
+        )
+    });
+    for (_, list) in rule_lists {
+        let Node::Seq(rules) = &mut list.value else {
+            continue;
+        };
+        for rule in rules {
+            let Node::Map(fields) = &mut rule.value else {
                 continue;
-            }
-            if let Node::Seq(rules) = &mut value.value {
-                for rule in rules {
-                    if let Node::Map(fields) = &mut rule.value {
-                        for (k, v) in fields {
-                            if k.value.key_text().as_deref() == Some("examples") {
-                                let mut loc = v.defined;
-                                if let Some((offset, _)) = loc.byte {
-                                    loc.byte = Some((offset, byte_end(v) - offset));
-                                }
-                                *v = yaml_tree::YNode {
-                                    value: Node::Map(Vec::new()),
-                                    referenced: loc,
-                                    defined: loc,
-                                };
-                            }
-                        }
-                    }
+            };
+            for (_, examples) in fields
+                .iter_mut()
+                .filter(|(k, _)| k.value.key_text().as_deref() == Some("examples"))
+            {
+                let mut loc = examples.defined;
+                if let Some((offset, _)) = loc.byte {
+                    loc.byte = Some((offset, byte_end(examples) - offset));
                 }
+                *examples = yaml_tree::YNode {
+                    value: Node::Map(Vec::new()),
+                    referenced: loc,
+                    defined: loc,
+                };
             }
         }
     }

@@ -60,18 +60,19 @@ pub mod builtin {
     /// The YAML tree of an embedded file, parsed at build time (see `build.rs`), in the
     /// byte form of `config::yaml_tree`.
     pub(crate) fn tree(path: &str) -> Option<&'static [u8]> {
-        TREES
-            .iter()
-            .find(|(p, _, _)| *p == path)
-            .map(|(_, blob, _)| *blob)
+        trees(path).map(|(full, _)| full)
     }
 
     /// [`tree`] without the rules' `examples`, for a caller that never reads them.
     pub(crate) fn lean_tree(path: &str) -> Option<&'static [u8]> {
+        trees(path).map(|(_, lean)| lean)
+    }
+
+    fn trees(path: &str) -> Option<(&'static [u8], &'static [u8])> {
         TREES
             .iter()
             .find(|(p, _, _)| *p == path)
-            .map(|(_, _, blob)| *blob)
+            .map(|(_, full, lean)| (*full, *lean))
     }
 
     /// The contents of an embedded file, by its path (`rules/default.yml`).

@@ -4,6 +4,19 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The proxy's output once it exits (within a minute, or the test fails).
+fn wait_for_exit(mut child: std::process::Child) -> std::process::Output {
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "proxy did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// An untrusted project file's allow rule does not apply, and the proxy says so at start-up
 /// (naming the file and line) instead of ignoring it silently.
 #[test]
@@ -34,15 +47,7 @@ fn ignored_parts_of_an_untrusted_project_file_are_reported_at_start() {
 "#,
         )
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "proxy did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = wait_for_exit(child);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -66,7 +71,7 @@ fn marking_command(project: &std::path::Path) -> Vec<String> {
 /// Runs mcpwall in front of [`marking_command`] with `home` and `project`, stdin closed,
 /// and returns its exit code, its stderr and whether the server process ran.
 fn run_marking(home: &std::path::Path, project: &std::path::Path) -> (Option<i32>, String, bool) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+    let child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
         .args(["--grace-ms", "200", "--kill-grace-ms", "200", "--"])
         .args(marking_command(project))
         .env("HOME", home)
@@ -76,15 +81,7 @@ fn run_marking(home: &std::path::Path, project: &std::path::Path) -> (Option<i32
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "proxy did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = wait_for_exit(child);
     // A server that was spawned and then killed may not have got as far as the touch:
     // only its absence after a long enough wait is asserted.
     std::thread::sleep(Duration::from_millis(200));

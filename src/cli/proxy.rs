@@ -112,13 +112,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         // loading validates everything a user can get wrong (YAML, keys, regexes, globs,
         // their sizes), with file, line and column, and a policy that fails it never
         // starts the server.
-        let mut early = load_options.is_zero_config().then(|| proxy::start(&spec));
+        let early = load_options.is_zero_config().then(|| proxy::start(&spec));
         let policy = match config::load_without_pack_examples(&load_options) {
             Ok(policy) => policy,
             Err(e) => {
-                if let Some(Ok(server)) = early.take() {
-                    server.abandon().await;
-                }
+                abandon(early).await;
                 return Err(miette::Report::new(e));
             }
         };
@@ -153,9 +151,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ) {
             Ok(guard) => guard,
             Err(e) => {
-                if let Some(Ok(server)) = early.take() {
-                    server.abandon().await;
-                }
+                abandon(early).await;
                 return Err(miette::miette!("{e}"));
             }
         };
@@ -224,5 +220,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             eprintln!("mcpwall: error: {e}");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+/// A server spawned before the start failed: kill it (it has been sent nothing).
+async fn abandon(early: Option<Result<proxy::Started, ProxyError>>) {
+    if let Some(Ok(server)) = early {
+        server.abandon().await;
     }
 }

@@ -83,31 +83,29 @@ impl GlobEngine {
 
 /// Every glob translated the way globset defines it, in one anchored automaton.
 fn build(globs: &[String], map: PredMap) -> Result<RegexEngine, GlobFailure> {
-    {
-        let hirs = globs
-            .iter()
-            .enumerate()
-            .map(|(i, g)| {
-                let failure = |reason: String| GlobFailure {
-                    pattern: Some(i),
-                    reason,
-                };
-                let glob = Glob::new(g).map_err(|e| failure(e.to_string()))?;
-                // The syntax globset compiles its regexes with: bytes, and `*` crosses
-                // newlines.
-                ParserBuilder::new()
-                    .utf8(false)
-                    .dot_matches_new_line(true)
-                    .build()
-                    .parse(glob.regex())
-                    .map_err(|e| failure(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        RegexEngine::anchored_from_hirs(&hirs, map).map_err(|e| GlobFailure {
-            pattern: e.pattern,
-            reason: e.reason,
+    let hirs = globs
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let failure = |reason: String| GlobFailure {
+                pattern: Some(i),
+                reason,
+            };
+            let glob = Glob::new(g).map_err(|e| failure(e.to_string()))?;
+            // The syntax globset compiles its regexes with: bytes, and `*` crosses
+            // newlines.
+            ParserBuilder::new()
+                .utf8(false)
+                .dot_matches_new_line(true)
+                .build()
+                .parse(glob.regex())
+                .map_err(|e| failure(e.to_string()))
         })
-    }
+        .collect::<Result<Vec<_>, _>>()?;
+    RegexEngine::anchored_from_hirs(&hirs, map).map_err(|e| GlobFailure {
+        pattern: e.pattern,
+        reason: e.reason,
+    })
 }
 
 #[cfg(test)]

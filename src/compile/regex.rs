@@ -533,6 +533,9 @@ mod tests {
         assert!(!gate.may_match(b"2025-06-18") && !gate.may_match(b"rum"));
         // Sharing the first three bytes is not enough.
         assert!(!gate.may_match(b".ssx"));
+        // An empty literal occurs in every text, the empty one too.
+        gate.add(b"");
+        assert!(gate.may_match(b"2025-06-18") && gate.may_match(b""));
     }
 
     /// Each pack regex, against every string in every pack (examples, messages, the

@@ -150,7 +150,7 @@ impl Merger {
     }
 
     /// Embedded packs come without their rules' `examples`, which only the tests and
-    /// `scan` read (a user file's are still checked).
+    /// `explain-policy` read (a user file's are still checked).
     pub(crate) fn without_pack_examples(mut self) -> Merger {
         self.lean = true;
         self

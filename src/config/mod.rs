@@ -94,7 +94,7 @@ pub fn load(opts: &LoadOptions) -> Result<Policy, PolicyError> {
 }
 
 /// [`load`] for the proxy: the rules of the embedded packs come without their
-/// `examples` (empty), which only the tests and `scan` read; decoding them was a third
+/// `examples` (empty), which only the tests and `explain-policy` read; decoding them was a third
 /// of loading, on the path of the first frame. A user file's examples are still checked.
 pub fn load_without_pack_examples(opts: &LoadOptions) -> Result<Policy, PolicyError> {
     load_into(
