@@ -401,8 +401,8 @@ impl Inbound {
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
-                match parsed.parse(raw, &self.ctx.limits) {
-                    Ok(()) => self.judge(&Frame::new(raw, &parsed)),
+                match parsed.parse_frame(raw, &self.ctx.limits) {
+                    Ok(frame) => self.judge(&frame),
                     Err(e) => {
                         let id = match &e {
                             FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
@@ -888,8 +888,8 @@ impl Outbound {
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.parsed);
-                match parsed.parse(raw, &self.ctx.limits) {
-                    Ok(()) => self.scan(&Frame::new(raw, &parsed)),
+                match parsed.parse_frame(raw, &self.ctx.limits) {
+                    Ok(frame) => self.scan(&frame),
                     Err(e) => self.not_a_message(raw, &e),
                 }
                 self.parsed = parsed;
