@@ -67,6 +67,8 @@ struct Proxy {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Vec<u8>>,
+    /// Starts the reading of mcpwall's stdout, for a [`Setup::stdout_paused`] proxy.
+    resume_stdout: Option<std::sync::mpsc::Sender<()>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     dir: tempfile::TempDir,
 }
@@ -78,6 +80,9 @@ struct Setup<'a> {
     env: Vec<(&'a str, String)>,
     settings: &'a str,
     server: Vec<String>,
+    /// Nothing reads mcpwall's stdout until [`Proxy::resume_stdout`]: a client that
+    /// stopped reading.
+    stdout_paused: bool,
 }
 
 impl Default for Setup<'_> {
@@ -88,6 +93,7 @@ impl Default for Setup<'_> {
             env: Vec::new(),
             settings: "",
             server: vec![fake_server().to_string()],
+            stdout_paused: false,
         }
     }
 }
@@ -129,7 +135,12 @@ impl Proxy {
         let mut child = cmd.spawn().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = channel();
+        let (resume_stdout, resumed) = channel::<()>();
+        let paused = setup.stdout_paused;
         std::thread::spawn(move || {
+            if paused && resumed.recv().is_err() {
+                return;
+            }
             let mut r = BufReader::new(stdout);
             loop {
                 let mut line = Vec::new();
@@ -160,9 +171,40 @@ impl Proxy {
             child,
             stdin,
             lines,
+            resume_stdout: Some(resume_stdout),
             stderr,
             dir,
         }
+    }
+
+    fn resume_stdout(&mut self) {
+        if let Some(tx) = self.resume_stdout.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// mcpwall's peak resident memory so far (VmHWM), in KiB.
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("mcpwall is running");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmHWM line")
+    }
+
+    /// The peak once it has not moved for a second (bounded wait).
+    fn settled_peak_rss_kib(&self) -> u64 {
+        let deadline = Instant::now() + WAIT;
+        let (mut last, mut still) = (self.peak_rss_kib(), 0);
+        while still < 10 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = self.peak_rss_kib();
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
+        last
     }
 
     fn send(&mut self, bytes: &[u8]) {
@@ -807,6 +849,49 @@ fn a_20_mib_frame_passes_intact_both_ways() {
     let got = p.await_received_lines(1);
     assert_eq!(got.len(), req.len() + 1);
     assert!(got[..req.len()] == *req.as_bytes() && got[req.len()] == b'\n');
+    assert_eq!(p.finish(), 0);
+}
+
+/// A client that stops reading while the server sends large results: mcpwall waits for
+/// it with a few frames in memory (the writer queue is bounded in bytes), not with every
+/// frame the queue has slots for, and then delivers them all in order.
+#[test]
+fn a_client_that_stops_reading_costs_a_few_frames_of_memory_not_a_queue_of_them() {
+    let mut p = Proxy::with(Setup {
+        policy: Some(
+            "version: 1\nsettings:\n  log_dir: \"{log_dir}\"\noutbound_rules:\n  - name: redact\n    match: {secrets: true}\n    action: redact\n",
+        ),
+        stdout_paused: true,
+        ..Setup::default()
+    });
+    const FRAMES: usize = 8;
+    const TEXT: usize = 4_000_000;
+    let before = p.settled_peak_rss_kib();
+    for id in 1..=FRAMES {
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"fake/big","params":{{"unit":"0123456789","count":{}}}}}"#,
+            TEXT / 10
+        ));
+    }
+    // The server answers in turn, so it stops once mcpwall stops taking its output.
+    p.await_received_lines(1);
+    let grown_mib = (p.settled_peak_rss_kib() - before) / 1024;
+    // Held: the frame being read, the one waiting for the queue and the one being
+    // written, about 12 MiB. A queue bounded only by its 16 slots takes all 8 results
+    // (32 MiB) on top of the frame being read.
+    assert!(
+        grown_mib < 24,
+        "mcpwall grew by {grown_mib} MiB while the client was not reading"
+    );
+    p.resume_stdout();
+    for id in 1..=FRAMES {
+        let v = p.recv_json();
+        assert_eq!(v["id"], id);
+        assert_eq!(
+            v["result"]["content"][0]["text"].as_str().unwrap().len(),
+            TEXT
+        );
+    }
     assert_eq!(p.finish(), 0);
 }
 

@@ -714,6 +714,10 @@ impl Scanner<'_, '_> {
         // Slow path: decode into `Parsed::text`.
         let valid = self.valid;
         let text = &mut self.out.text;
+        // Decoded text is never longer than the rest of the frame. Reserving that once
+        // spares a long string's growth by doubling (a 1 MiB string filled 2 MiB);
+        // reserved pages that are never written cost no memory.
+        text.reserve(raw.len() - content);
         let text_start = text.len();
         text.push_str(utf8(raw, valid, content, i)?);
         loop {

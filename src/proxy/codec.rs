@@ -185,11 +185,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             self.start = 0;
         }
         if self.buf.len() - self.end < READ_CHUNK {
-            // Grows geometrically up to the line limit plus one read; never beyond,
-            // because a longer line switches to discarding.
-            let want = (self.end + READ_CHUNK).max(self.buf.len() * 2);
-            let cap = self.max_line.saturating_add(2 * READ_CHUNK);
-            self.buf.resize(want.min(cap).max(self.end + READ_CHUNK), 0);
+            // One read's worth more. `end` stays within the line limit plus one read (a
+            // longer line switches to discarding), so this never exceeds the limit plus
+            // two. The allocation still grows geometrically (`Vec` doubles capacity),
+            // but only what reads will fill is zeroed: doubling the length instead
+            // touched twice a long line's size in memory.
+            self.buf.resize(self.end + READ_CHUNK, 0);
         }
     }
 

@@ -5,8 +5,8 @@
 //!                                   └─ refusals ─┐
 //! server stdout ─► LineReader ─► Outbound pump ─► client writer ─► client stdout
 //! ```
-//! One writer task per sink, fed by a bounded channel: frames never interleave, and a
-//! slow side applies back-pressure to the pump that feeds it. [`run`] owns the server
+//! One writer task per sink, fed by a queue bounded in batches and bytes: frames never
+//! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`] owns the server
 //! process and the single shutdown path ([`shutdown::Shutdown`]).
 
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,7 @@ pub mod child;
 pub mod codec;
 pub mod pending;
 pub mod pump;
+pub mod queue;
 pub mod ratelimit;
 pub mod shutdown;
 pub mod stdio;
@@ -111,15 +112,16 @@ impl Names for Program {
     }
 }
 
-/// Copy batches from the channel to `w` until every sender is gone.
+/// Copy batches from the queue to `w` until every sender is gone.
 async fn write_from<W: AsyncWrite + Unpin>(
     mut w: W,
-    mut rx: mpsc::Receiver<Vec<u8>>,
+    mut rx: mpsc::Receiver<queue::Batch>,
     pool: BufPool,
 ) -> std::io::Result<()> {
     while let Some(batch) = rx.recv().await {
-        w.write_all(&batch).await?;
-        pool.give(batch);
+        w.write_all(batch.bytes()).await?;
+        // Written: its bytes leave the queue's budget.
+        pool.give(batch.into_bytes());
         if rx.is_empty() {
             w.flush().await?;
         }
@@ -201,8 +203,8 @@ pub async fn run(
         guard: options.guard.clone(),
     });
 
-    let (client_tx, client_rx) = mpsc::channel(WRITER_CHANNEL);
-    let (server_tx, server_rx) = mpsc::channel(WRITER_CHANNEL);
+    let (client_tx, client_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
+    let (server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
     let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
     let mut client_writer = Some(tokio::spawn(write_from(
         client_out,

@@ -2,8 +2,9 @@
 //! [`Program`] and appends what may pass to the output buffer of a [`Sink`]; a sink's
 //! buffer is handed to that side's single writer task when no complete line is left in
 //! the input buffer (so pipelined frames go out in one write, and a lone round trip is
-//! never delayed) or when it grows large. The writer channels are bounded, so a slow
-//! reader on either side slows the pump that feeds it instead of growing memory.
+//! never delayed) or when it grows large. The writer queues are bounded in batches and
+//! bytes ([`super::queue`]), so a slow reader on either side slows the pump that feeds
+//! it instead of growing memory.
 //!
 //! Allowed and passed frames are copied as their original bytes; nothing is
 //! re-serialised on that path.
@@ -15,10 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::io::AsyncRead;
-use tokio::sync::mpsc;
 
 use super::codec::{Line, LineReader};
 use super::pending::{IdText, Pending};
+use super::queue::{Batch, Queue, WeakQueue};
 use super::ratelimit::RateLimiter;
 use super::synth;
 use super::{Chatter, LogLevel};
@@ -54,11 +55,11 @@ pub(crate) struct Ctx {
 /// The sending end of one writer task.
 #[derive(Debug)]
 enum SinkTx {
-    Strong(mpsc::Sender<Vec<u8>>),
+    Strong(Queue),
     /// The outbound pump only answers the server (blocked server requests) while the
     /// client side is still open; a weak sender lets the server's stdin close when the
     /// inbound pump finishes.
-    Weak(mpsc::WeakSender<Vec<u8>>),
+    Weak(WeakQueue),
 }
 
 /// Emptied batch buffers handed back by a writer task, so steady-state flushing does
@@ -101,7 +102,7 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    pub fn strong(tx: mpsc::Sender<Vec<u8>>, pool: BufPool) -> Sink {
+    pub fn strong(tx: Queue, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Strong(tx),
             buf: pool.take(),
@@ -110,7 +111,7 @@ impl Sink {
         }
     }
 
-    pub fn weak(tx: mpsc::WeakSender<Vec<u8>>, pool: BufPool) -> Sink {
+    pub fn weak(tx: WeakQueue, pool: BufPool) -> Sink {
         Sink {
             tx: SinkTx::Weak(tx),
             buf: pool.take(),
@@ -125,7 +126,7 @@ impl Sink {
         self.buf.push(b'\n');
     }
 
-    /// Hand the buffer to the writer, waiting for room in its channel.
+    /// Hand the buffer to the writer, waiting for room in its queue.
     pub async fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
@@ -1241,9 +1242,9 @@ impl Outbound {
 pub struct FramePath {
     inbound: Inbound,
     outbound: Outbound,
-    // Keep the channels open; nothing is ever sent on them.
-    _to_server: mpsc::Receiver<Vec<u8>>,
-    _to_client: mpsc::Receiver<Vec<u8>>,
+    // Keep the queues open; nothing is ever sent on them.
+    _to_server: tokio::sync::mpsc::Receiver<Batch>,
+    _to_client: tokio::sync::mpsc::Receiver<Batch>,
 }
 
 impl FramePath {
@@ -1265,8 +1266,8 @@ impl FramePath {
             // The frame path measures the policy alone; the guard acts on list frames.
             guard: None,
         });
-        let (server_tx, to_server) = mpsc::channel(1);
-        let (client_tx, to_client) = mpsc::channel(1);
+        let (server_tx, to_server) = super::queue::queue(1, super::queue::QUEUE_BYTES);
+        let (client_tx, to_client) = super::queue::queue(1, super::queue::QUEUE_BYTES);
         FramePath {
             outbound: Outbound::new(
                 ctx.clone(),

@@ -1,0 +1,173 @@
+//! The queue in front of each writer task, bounded in batches and in bytes.
+//!
+//! A channel of batches alone bounds the count, not the memory: sixteen waiting frames of
+//! the 64 MiB default limit are a gibibyte held for a slow reader. Each batch therefore
+//! also holds a share of a byte budget until it has been written, so what waits for one
+//! writer is at most the budget or a single larger batch.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+
+/// Bytes queued for one writer before a sender waits (a single larger batch still
+/// passes, alone).
+pub const QUEUE_BYTES: usize = 1024 * 1024;
+
+/// Bytes on their way to a writer, with their share of its budget.
+#[derive(Debug)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    _share: OwnedSemaphorePermit,
+}
+
+impl Batch {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The buffer back, for reuse; the budget share is returned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// The sending side of a writer's queue.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    tx: mpsc::Sender<Batch>,
+    budget: Arc<Semaphore>,
+    limit: usize,
+}
+
+/// A [`Queue`] that does not keep the writer alive.
+#[derive(Debug, Clone)]
+pub struct WeakQueue {
+    tx: mpsc::WeakSender<Batch>,
+    budget: Arc<Semaphore>,
+    limit: usize,
+}
+
+/// A queue of at most `batches` batches and `bytes` bytes (or one larger batch).
+pub fn queue(batches: usize, bytes: usize) -> (Queue, mpsc::Receiver<Batch>) {
+    // Permits are taken as u32; the budget must fit.
+    let limit = bytes.clamp(1, u32::MAX as usize);
+    let (tx, rx) = mpsc::channel(batches);
+    let budget = Arc::new(Semaphore::new(limit));
+    (Queue { tx, budget, limit }, rx)
+}
+
+impl Queue {
+    /// Queue `bytes` once there is room for them. Gives them back if the writer is gone.
+    pub async fn send(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
+        // A batch larger than the budget takes all of it, and so waits alone.
+        let share = bytes.len().clamp(1, self.limit) as u32;
+        let Ok(share) = self.budget.clone().acquire_many_owned(share).await else {
+            return Err(bytes);
+        };
+        self.tx
+            .send(Batch {
+                bytes,
+                _share: share,
+            })
+            .await
+            .map_err(|e| e.0.bytes)
+    }
+
+    pub fn downgrade(&self) -> WeakQueue {
+        WeakQueue {
+            tx: self.tx.downgrade(),
+            budget: self.budget.clone(),
+            limit: self.limit,
+        }
+    }
+}
+
+impl WeakQueue {
+    pub fn upgrade(&self) -> Option<Queue> {
+        Some(Queue {
+            tx: self.tx.upgrade()?,
+            budget: self.budget.clone(),
+            limit: self.limit,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// Waits until `send` is blocked on the budget (it cannot finish within the wait).
+    async fn blocks(q: &Queue, len: usize) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), q.send(vec![0; len]))
+            .await
+            .is_err()
+    }
+
+    #[test]
+    fn queued_bytes_stay_within_the_budget_until_written() {
+        runtime().block_on(async {
+            let (q, mut rx) = queue(16, 1000);
+            q.send(vec![1; 600]).await.unwrap();
+            q.send(vec![2; 400]).await.unwrap();
+            // 1000 bytes wait; the channel has room for 14 more batches, the budget none.
+            assert!(blocks(&q, 1).await);
+            let first = rx.recv().await.unwrap();
+            // Received but not yet written: its bytes still count.
+            assert!(blocks(&q, 1).await);
+            assert_eq!(first.into_bytes(), vec![1; 600]);
+            q.send(vec![3; 600]).await.unwrap();
+            assert!(blocks(&q, 1).await);
+        });
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_budget_passes_alone() {
+        runtime().block_on(async {
+            let (q, mut rx) = queue(16, 1000);
+            q.send(vec![1; 10]).await.unwrap();
+            // Needs the whole budget: waits for the small batch to be written.
+            assert!(blocks(&q, 5000).await);
+            drop(rx.recv().await.unwrap());
+            q.send(vec![2; 5000]).await.unwrap();
+            assert!(blocks(&q, 1).await);
+            assert_eq!(rx.recv().await.unwrap().bytes().len(), 5000);
+        });
+    }
+
+    #[test]
+    fn sending_to_a_gone_writer_gives_the_bytes_back() {
+        runtime().block_on(async {
+            let (q, rx) = queue(1, 1000);
+            let weak = q.downgrade();
+            drop(rx);
+            assert_eq!(q.send(vec![7; 3]).await, Err(vec![7; 3]));
+            drop(q);
+            assert!(weak.upgrade().is_none());
+        });
+    }
+
+    /// Batches still queued when the writer goes return their share: a sender then
+    /// fails instead of waiting for room forever.
+    #[test]
+    fn a_writer_gone_with_a_full_queue_does_not_strand_senders() {
+        runtime().block_on(async {
+            let (q, rx) = queue(16, 1000);
+            let weak = q.downgrade();
+            q.send(vec![1; 1000]).await.unwrap();
+            assert!(blocks(&q, 1).await);
+            drop(rx);
+            let sent = tokio::time::timeout(Duration::from_secs(5), q.send(vec![2; 10])).await;
+            assert_eq!(sent, Ok(Err(vec![2; 10])));
+            drop(q);
+            assert!(weak.upgrade().is_none());
+        });
+    }
+}
