@@ -463,15 +463,19 @@ impl Scanner<'_, '_> {
             return Ok(Member::Other);
         }
         let key = text_bytes(self.raw, &self.out.text, tok.text);
-        Ok(match (parent, key) {
-            (Member::Message, b"jsonrpc") => Member::Jsonrpc,
-            (Member::Message, b"id") => Member::Id,
-            (Member::Message, b"method") => Member::Method,
-            (Member::Message, b"params") => Member::Params,
-            (Member::Message, b"result") => Member::Result,
-            (Member::Message, b"error") => Member::Error,
-            (Member::Params, b"name") => Member::ToolName,
-            (Member::Params, b"arguments") => Member::Arguments,
+        // By length first: each comparison is then of a known size, done inline.
+        Ok(match (parent, key.len()) {
+            (Member::Message, 2) if key == b"id" => Member::Id,
+            (Member::Message, 5) if key == b"error" => Member::Error,
+            (Member::Message, 6) => match key {
+                b"method" => Member::Method,
+                b"params" => Member::Params,
+                b"result" => Member::Result,
+                _ => Member::Other,
+            },
+            (Member::Message, 7) if key == b"jsonrpc" => Member::Jsonrpc,
+            (Member::Params, 4) if key == b"name" => Member::ToolName,
+            (Member::Params, 9) if key == b"arguments" => Member::Arguments,
             _ => Member::Other,
         })
     }

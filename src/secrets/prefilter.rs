@@ -179,14 +179,15 @@ impl Keywords {
         // A keyword (three bytes at least) can still start at `at`.
         'blocks: while at + 2 < text.len() {
             let mut candidates = if at + BLOCK_READ <= text.len() {
-                self.block_candidates(text, at, table)
+                self.block_candidates(text, at, table, BLOCK)
             } else {
                 let n = text.len() - at;
                 padded[..n].copy_from_slice(&text[at..]);
                 padded[n..].fill(0);
                 // Only positions whose first three bytes are text: `n - 2` of them
-                // (between 1 and `BLOCK`, as `3 <= n < BLOCK_READ`).
-                self.block_candidates(&padded, 0, table) & (u32::MAX >> (BLOCK + 2 - n))
+                // (between 1 and `BLOCK`, as `3 <= n < BLOCK_READ`). Most texts are
+                // short values that need only the first half of the block hashed.
+                self.block_candidates(&padded, 0, table, n - 2) & (u32::MAX >> (BLOCK + 2 - n))
             };
             while candidates != 0 {
                 let pos = at + candidates.trailing_zeros() as usize;
@@ -207,19 +208,28 @@ impl Keywords {
 
     /// The candidates among positions `at..at + BLOCK`, bit `k` for `at + k`: those
     /// whose prefix hash is in `table` with the bit of their fourth byte set (which
-    /// rules out about seven in eight 3-byte matches before the look-up). Needs
+    /// rules out about seven in eight 3-byte matches before the look-up). Positions from
+    /// `wanted` on (rounded up to a half block) may be left out. Needs
     /// `at + BLOCK_READ <= text.len()`.
     ///
     /// The mask is built without branches: which positions are candidates is random,
     /// so a branch per position is mispredicted at each of them.
     #[inline]
-    fn block_candidates(&self, text: &[u8], at: usize, table: &[u8; TABLE_LEN]) -> u32 {
+    fn block_candidates(
+        &self,
+        text: &[u8],
+        at: usize,
+        table: &[u8; TABLE_LEN],
+        wanted: usize,
+    ) -> u32 {
         assert!(at + BLOCK_READ <= text.len());
         match self.hasher {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Avx2` is only chosen when the CPU has AVX2 (`BlockHasher::detect`,
             // or a test that checks first), and the assert above is the bound on reads.
-            BlockHasher::Avx2 => unsafe { avx2::block_candidates(text, at, table) },
+            BlockHasher::Avx2 => unsafe {
+                avx2::block_candidates(text, at, table, wanted.div_ceil(16).min(BLOCK / 16))
+            },
             BlockHasher::Portable => {
                 let block = &text[at..at + BLOCK_READ];
                 let mut candidates = 0u32;
@@ -330,12 +340,19 @@ mod avx2 {
     ///
     /// The CPU must have AVX2, and `at + BLOCK_READ <= text.len()`.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn block_candidates(text: &[u8], at: usize, table: &[u8; TABLE_LEN]) -> u32 {
+    /// The first `halves` halves (16 positions each) of the block; the rest are left out.
+    pub(super) unsafe fn block_candidates(
+        text: &[u8],
+        at: usize,
+        table: &[u8; TABLE_LEN],
+        halves: usize,
+    ) -> u32 {
         debug_assert!(at + BLOCK_READ <= text.len());
         let [m0, m1, m2] = HASH_MULTIPLIERS.map(|m| _mm256_set1_epi16(m as i16));
         let shift = _mm_cvtsi32_si128(16 - PREFIX_HASH_BITS as i32);
+        // Left-out positions keep entry 0: no keyword, no candidate.
         let mut entries = [0u8; BLOCK];
-        for half in 0..BLOCK / 16 {
+        for half in 0..halves.min(BLOCK / 16) {
             let start = at + half * 16;
             // SAFETY: the three loads read `start..start + 18`, which is at most
             // `at + BLOCK_READ`, inside `text` by the caller's contract.
