@@ -227,6 +227,75 @@ pub(crate) struct SetScratch {
     start: Option<(usize, LazyStateID)>,
     fallback: Option<regex_automata::nfa::thompson::pikevm::Cache>,
     set: PatternSet,
+    /// Short texts this matcher has found to match nothing.
+    misses: MissMemo,
+}
+
+/// Short texts known to match no pattern, in slots picked by a hash of their bytes.
+///
+/// Argument keys and short values (`path`, `utf-8`, `GET`) recur call after call and
+/// almost never match; walking the DFA for one costs a few hundred instructions, most
+/// of them the walk's set-up, and a slot compare about twenty. Only exact texts are
+/// remembered (length and every byte), so a hit is always right; a text that hashes to
+/// a taken slot replaces it, so the memo never grows.
+#[derive(Debug, Clone)]
+struct MissMemo {
+    slots: Box<[MissSlot; MISS_SLOTS]>,
+}
+
+/// `len` 0: empty slot (an empty text is never remembered).
+#[derive(Debug, Clone, Copy, Default)]
+struct MissSlot {
+    len: u8,
+    bytes: [u64; 2],
+}
+
+const MISS_SLOTS: usize = 64;
+/// Longest text remembered.
+const MISS_TEXT: usize = 16;
+
+impl Default for MissMemo {
+    fn default() -> MissMemo {
+        MissMemo {
+            slots: Box::new([MissSlot::default(); MISS_SLOTS]),
+        }
+    }
+}
+
+impl MissSlot {
+    /// The slot value for `text`, if it is short enough to remember.
+    fn of(text: &[u8]) -> Option<MissSlot> {
+        if text.is_empty() || text.len() > MISS_TEXT {
+            return None;
+        }
+        let mut padded = [0u8; MISS_TEXT];
+        padded[..text.len()].copy_from_slice(text);
+        let word = |i: usize| u64::from_le_bytes(padded[i..i + 8].try_into().unwrap_or_default());
+        Some(MissSlot {
+            len: text.len() as u8,
+            bytes: [word(0), word(8)],
+        })
+    }
+
+    fn index(&self) -> usize {
+        let mixed = (self.bytes[0] ^ self.bytes[1].rotate_left(29) ^ u64::from(self.len))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> 58) as usize % MISS_SLOTS
+    }
+
+    fn same(&self, other: &MissSlot) -> bool {
+        self.len == other.len && self.bytes == other.bytes
+    }
+}
+
+impl MissMemo {
+    fn contains(&self, key: &MissSlot) -> bool {
+        self.slots[key.index()].same(key)
+    }
+
+    fn insert(&mut self, key: MissSlot) {
+        self.slots[key.index()] = key;
+    }
 }
 
 impl SetScratch {
@@ -238,6 +307,7 @@ impl SetScratch {
             start: None,
             fallback: None,
             set: PatternSet::new(patterns),
+            misses: MissMemo::default(),
         }
     }
 }
@@ -251,6 +321,7 @@ impl Default for SetScratch {
             start: None,
             fallback: None,
             set: PatternSet::new(0),
+            misses: MissMemo::default(),
         }
     }
 }
@@ -378,6 +449,10 @@ impl RegexEngine {
             *scratch = SetScratch::for_patterns(self.map.len());
             scratch.owner = m.id;
         }
+        let short = MissSlot::of(text.as_bytes());
+        if short.is_some_and(|k| scratch.misses.contains(&k)) {
+            return;
+        }
         let set = &mut scratch.set;
         // Clearing and iterating a set is linear in the number of patterns: skip both for
         // the usual text that matches nothing.
@@ -394,6 +469,9 @@ impl RegexEngine {
             vm.which_overlapping_matches(vm_cache, &input, set);
         }
         if set.is_empty() {
+            if let Some(k) = short {
+                scratch.misses.insert(k);
+            }
             return;
         }
         for pid in set.iter().take(set.len()) {
@@ -648,6 +726,39 @@ mod tests {
         hits.clear();
         engine.for_each_match(&mut scratch, "les cafés", |p| hits.extend_from_slice(p));
         assert!(hits.is_empty());
+    }
+
+    /// Remembered misses never change an answer: short texts that repeat, collide in
+    /// the memo's slots and differ by one byte, a trailing NUL or their length, each
+    /// checked against a fresh scratch.
+    #[test]
+    fn remembered_misses_never_change_an_answer() {
+        let patterns: Vec<String> = ["ab", "^x$", "(?i)q{3}", "a\\x00", "0123456789abcdef"]
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        let lists: Vec<Vec<u32>> = (0..patterns.len() as u32).map(|i| vec![i]).collect();
+        let engine = RegexEngine::new(&patterns, PredMap::from_lists(&lists)).unwrap();
+        let hits = |s: &mut SetScratch, text: &str| {
+            let mut out = Vec::new();
+            engine.for_each_match(s, text, |p| out.extend_from_slice(p));
+            out.sort_unstable();
+            out
+        };
+        let alphabet = ["a", "b", "x", "Q", "q", "\0", "0123456789abcde", "f"];
+        let mut rng = crate::test_rng::Rng(7);
+        let mut shared = engine.scratch();
+        let mut matched = 0;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..rng.below(5) {
+                text.push_str(alphabet[rng.below(alphabet.len())]);
+            }
+            let want = hits(&mut engine.scratch(), &text);
+            matched += usize::from(!want.is_empty());
+            assert_eq!(hits(&mut shared, &text), want, "{text:?}");
+        }
+        assert!(matched > 1000, "only {matched} texts matched");
     }
 
     /// A scratch handed to an engine it was not made for gets fresh caches (the walk
