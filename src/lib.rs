@@ -11,6 +11,7 @@ pub mod compile;
 pub mod config;
 pub mod frame;
 pub mod guard;
+mod memo;
 pub mod paths;
 pub mod program;
 pub mod proxy;

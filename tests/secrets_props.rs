@@ -235,3 +235,66 @@ proptest! {
         }
     }
 }
+
+/// A detector with one extra short format (`tok` and four digits) beside the built-ins,
+/// so short texts both hold and miss secrets.
+fn with_short_format() -> Detector {
+    let mut specs = builtin_specs();
+    specs.push(mcpwall::secrets::DetectorSpec {
+        name: "short-test-token".into(),
+        regex: "tok[0-9]{4}".into(),
+        origin: "test".into(),
+        ..Default::default()
+    });
+    Detector::new(specs).expect("the extra format compiles")
+}
+
+fn found(
+    detector: &Detector,
+    cache: &mut mcpwall::secrets::DetectorCache,
+    text: &str,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    detector.find(text, cache, &mut out);
+    out
+}
+
+/// Short texts a reused cache has seen hold no secret are answered from memory; that
+/// never changes what is found, for texts that repeat, differ in one byte or in length.
+#[test]
+fn a_reused_cache_finds_what_a_fresh_one_finds_in_short_texts() {
+    let detector = with_short_format();
+    let pieces = ["tok", "12", "34", "5", "9", "x", " ", "AKIA", "tok12"];
+    let mut rng = Rng::new(11);
+    let mut shared = detector.cache();
+    let (mut with, mut without) = (0, 0);
+    for _ in 0..20_000 {
+        let mut text = String::new();
+        for _ in 0..rng.below(7) {
+            text.push_str(pieces[rng.below(pieces.len())]);
+        }
+        let want = found(&detector, &mut detector.cache(), &text);
+        if want.is_empty() {
+            without += 1
+        } else {
+            with += 1
+        }
+        assert_eq!(found(&detector, &mut shared, &text), want, "{text:?}");
+    }
+    assert!(
+        with > 1000 && without > 1000,
+        "{with} with secrets, {without} without"
+    );
+}
+
+/// A cache made by one detector and handed to another never lends it the first one's
+/// misses: the second finds its own formats in a text the first found clean.
+#[test]
+fn a_cache_from_another_detector_does_not_hide_its_secrets() {
+    let plain = Detector::new(builtin_specs()).expect("built-ins compile");
+    let extended = with_short_format();
+    let mut cache = plain.cache();
+    assert!(found(&plain, &mut cache, "tok1234").is_empty());
+    assert_eq!(found(&extended, &mut cache, "tok1234").len(), 1);
+    assert!(found(&plain, &mut cache, "tok1234").is_empty());
+}

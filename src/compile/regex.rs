@@ -228,74 +228,7 @@ pub(crate) struct SetScratch {
     fallback: Option<regex_automata::nfa::thompson::pikevm::Cache>,
     set: PatternSet,
     /// Short texts this matcher has found to match nothing.
-    misses: MissMemo,
-}
-
-/// Short texts known to match no pattern, in slots picked by a hash of their bytes.
-///
-/// Argument keys and short values (`path`, `utf-8`, `GET`) recur call after call and
-/// almost never match; walking the DFA for one costs a few hundred instructions, most
-/// of them the walk's set-up, and a slot compare about twenty. Only exact texts are
-/// remembered (length and every byte), so a hit is always right; a text that hashes to
-/// a taken slot replaces it, so the memo never grows.
-#[derive(Debug, Clone)]
-struct MissMemo {
-    slots: Box<[MissSlot; MISS_SLOTS]>,
-}
-
-/// `len` 0: empty slot (an empty text is never remembered).
-#[derive(Debug, Clone, Copy, Default)]
-struct MissSlot {
-    len: u8,
-    bytes: [u64; 2],
-}
-
-const MISS_SLOTS: usize = 64;
-/// Longest text remembered.
-const MISS_TEXT: usize = 16;
-
-impl Default for MissMemo {
-    fn default() -> MissMemo {
-        MissMemo {
-            slots: Box::new([MissSlot::default(); MISS_SLOTS]),
-        }
-    }
-}
-
-impl MissSlot {
-    /// The slot value for `text`, if it is short enough to remember.
-    fn of(text: &[u8]) -> Option<MissSlot> {
-        if text.is_empty() || text.len() > MISS_TEXT {
-            return None;
-        }
-        let mut padded = [0u8; MISS_TEXT];
-        padded[..text.len()].copy_from_slice(text);
-        let word = |i: usize| u64::from_le_bytes(padded[i..i + 8].try_into().unwrap_or_default());
-        Some(MissSlot {
-            len: text.len() as u8,
-            bytes: [word(0), word(8)],
-        })
-    }
-
-    fn index(&self) -> usize {
-        let mixed = (self.bytes[0] ^ self.bytes[1].rotate_left(29) ^ u64::from(self.len))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (mixed >> 58) as usize % MISS_SLOTS
-    }
-
-    fn same(&self, other: &MissSlot) -> bool {
-        self.len == other.len && self.bytes == other.bytes
-    }
-}
-
-impl MissMemo {
-    fn contains(&self, key: &MissSlot) -> bool {
-        self.slots[key.index()].same(key)
-    }
-
-    fn insert(&mut self, key: MissSlot) {
-        self.slots[key.index()] = key;
-    }
+    misses: crate::memo::MissMemo,
 }
 
 impl SetScratch {
@@ -307,7 +240,7 @@ impl SetScratch {
             start: None,
             fallback: None,
             set: PatternSet::new(patterns),
-            misses: MissMemo::default(),
+            misses: crate::memo::MissMemo::default(),
         }
     }
 }
@@ -321,7 +254,7 @@ impl Default for SetScratch {
             start: None,
             fallback: None,
             set: PatternSet::new(0),
-            misses: MissMemo::default(),
+            misses: crate::memo::MissMemo::default(),
         }
     }
 }
@@ -362,9 +295,8 @@ impl SetMatcher {
             )
             .build_from_nfa(nfa.clone())
             .map_err(|e| e.to_string())?;
-        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(SetMatcher {
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: crate::memo::next_matcher_id(),
             dfa,
             anchored,
             fallback: OnceLock::new(),
@@ -449,7 +381,7 @@ impl RegexEngine {
             *scratch = SetScratch::for_patterns(self.map.len());
             scratch.owner = m.id;
         }
-        let short = MissSlot::of(text.as_bytes());
+        let short = crate::memo::MissSlot::of(text.as_bytes());
         if short.is_some_and(|k| scratch.misses.contains(&k)) {
             return;
         }
