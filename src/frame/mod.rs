@@ -138,6 +138,9 @@ pub struct Parsed {
     pub(crate) tokens: Vec<Token>,
     /// Decoded text of strings that contained escapes.
     pub(crate) text: String,
+    /// Places to resume decoding inside long strings with escapes, in frame order:
+    /// [`redact::raw_range`] starts from the nearest one instead of the string's start.
+    pub(crate) resume_points: Vec<redact::RawCursor>,
     pub(crate) batch: bool,
     /// The scanner's reusable stacks.
     pub(crate) scratch: scan::Scratch,

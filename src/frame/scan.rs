@@ -94,6 +94,7 @@ pub(crate) fn parse_into<'r>(
     out.messages.clear();
     out.tokens.clear();
     out.text.clear();
+    out.resume_points.clear();
     out.batch = false;
     out.scratch.stack.clear();
     out.scratch.keys.clear();
@@ -758,10 +759,21 @@ impl Scanner<'_, '_> {
         text.reserve(raw.len() - content);
         let text_start = text.len();
         text.push_str(utf8(raw, valid, content, i)?);
+        let resume_points = &mut self.out.resume_points;
+        let mut next_resume = text_start + RESUME_EVERY;
         loop {
             match raw.get(i) {
                 Some(b'"') => break,
-                Some(b'\\') => i = decode_escape(raw, i, text)?,
+                Some(b'\\') => {
+                    if text.len() >= next_resume {
+                        resume_points.push(super::redact::RawCursor {
+                            at: i,
+                            offset: text.len() - text_start,
+                        });
+                        next_resume = text.len() + RESUME_EVERY;
+                    }
+                    i = decode_escape(raw, i, text)?
+                }
                 Some(_) => return Err(parse_error(i, "control character in a string")),
                 None => return Err(parse_error(i, "unterminated string")),
             }
@@ -778,6 +790,11 @@ impl Scanner<'_, '_> {
         Ok(self.push_token(kind, content..i, text))
     }
 }
+
+/// Decoded bytes between two resume points of a string with escapes: mapping a secret
+/// back to raw bytes walks at most about this far, instead of from the string's start
+/// (over a 1 MiB result with 16 secrets, that walk was 15% of the proxy's instructions).
+const RESUME_EVERY: usize = 4096;
 
 /// End of the run of plain string bytes (not `"`, `\\` or a control character) starting
 /// at `i`. UTF-8 is checked by the caller; a run never ends inside a valid character
