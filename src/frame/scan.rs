@@ -810,9 +810,8 @@ pub(crate) fn plain_run(raw: &[u8], mut i: usize) -> usize {
         }
         i += RUN_BLOCK;
     }
-    // The last partial block: the frame's final RUN_BLOCK bytes, shifted so bit 0 is `i`
-    // (a frame ends in `}` or `]`, so every string's tail is among them), instead of a
-    // byte-wise loop.
+    // The last partial block: the slice's final RUN_BLOCK bytes, shifted so bit 0 is
+    // `i`, instead of a byte-wise loop.
     let len = raw.len();
     if i >= len {
         return i;
