@@ -29,7 +29,9 @@ pub(crate) struct MissSlot {
     bytes: [u64; 2],
 }
 
+/// A power of two: a slot is the top bits of a multiplicative hash.
 const MISS_SLOTS: usize = 64;
+const _: () = assert!(MISS_SLOTS.is_power_of_two());
 /// Longest text remembered.
 const MISS_TEXT: usize = 16;
 
@@ -59,7 +61,7 @@ impl MissSlot {
     fn index(&self) -> usize {
         let mixed = (self.bytes[0] ^ self.bytes[1].rotate_left(29) ^ u64::from(self.len))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (mixed >> 58) as usize % MISS_SLOTS
+        (mixed >> (64 - MISS_SLOTS.trailing_zeros())) as usize
     }
 
     fn same(&self, other: &MissSlot) -> bool {

@@ -820,14 +820,15 @@ fn server_gets_our_environment_and_working_directory() {
 
 // ------------------------------------------------------------------- big frames, UTF-8
 
+/// Only the secret detectors scan: the content matchers' normalisation is slow on large
+/// frames in unoptimised test builds, and the tests using this are about framing.
+const SECRETS_ONLY: &str = "version: 1\nsettings:\n  log_dir: \"{log_dir}\"\n\
+    outbound_rules:\n  - name: redact\n    match: {secrets: true}\n    action: redact\n";
+
 #[test]
 fn a_20_mib_frame_passes_intact_both_ways() {
-    // Only the secret detectors scan it: the content matchers' normalisation is slow in
-    // unoptimised test builds, and this test is about framing, not rules.
     let mut p = Proxy::with(Setup {
-        policy: Some(
-            "version: 1\nsettings:\n  log_dir: \"{log_dir}\"\noutbound_rules:\n  - name: redact\n    match: {secrets: true}\n    action: redact\n",
-        ),
+        policy: Some(SECRETS_ONLY),
         ..Setup::default()
     });
     // Built and checked as plain bytes: serde in an unoptimised test build is slow on 20 MiB.
@@ -858,9 +859,7 @@ fn a_20_mib_frame_passes_intact_both_ways() {
 #[test]
 fn a_client_that_stops_reading_costs_a_few_frames_of_memory_not_a_queue_of_them() {
     let mut p = Proxy::with(Setup {
-        policy: Some(
-            "version: 1\nsettings:\n  log_dir: \"{log_dir}\"\noutbound_rules:\n  - name: redact\n    match: {secrets: true}\n    action: redact\n",
-        ),
+        policy: Some(SECRETS_ONLY),
         stdout_paused: true,
         ..Setup::default()
     });

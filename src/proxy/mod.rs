@@ -6,8 +6,8 @@
 //! server stdout ─► LineReader ─► Outbound pump ─► client writer ─► client stdout
 //! ```
 //! One writer task per sink, fed by a queue bounded in batches and bytes: frames never
-//! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`] owns the server
-//! process and the single shutdown path ([`shutdown::Shutdown`]).
+//! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`]
+//! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
