@@ -43,8 +43,6 @@ struct Automata {
     /// when a literal is not ASCII. Most long texts contain no literal at all, and this
     /// one prefiltered search says so without copying or collapsing anything else.
     gate: Option<meta::Regex>,
-    /// The same, ASCII case-insensitive, for short texts searched as they are.
-    gate_any_case: Option<meta::Regex>,
     /// Length in bytes of the shortest literal.
     min_len: usize,
 }
@@ -64,8 +62,7 @@ fn build(literals: &[String]) -> Result<Automata, String> {
             .match_kind(MatchKind::LeftmostLongest)
             .build(literals)
             .map_err(err)?,
-        gate: gate(literals, "")?,
-        gate_any_case: gate(literals, "(?i-u)")?,
+        gate: gate(literals)?,
         min_len: literals.iter().map(String::len).min().unwrap_or(0),
         literals: literals.into(),
         by_first_byte: (0..=255u8)
@@ -78,7 +75,7 @@ fn build(literals: &[String]) -> Result<Automata, String> {
     })
 }
 
-fn gate(literals: &[String], flags: &str) -> Result<Option<meta::Regex>, String> {
+fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
     if literals.is_empty() || !literals.iter().all(|l| l.is_ascii()) {
         return Ok(None);
     }
@@ -91,7 +88,7 @@ fn gate(literals: &[String], flags: &str) -> Result<Option<meta::Regex>, String>
                 .join(r"[\t\n ]+")
         })
         .collect();
-    meta::Regex::new(&format!("{flags}(?:{})", alternatives.join("|")))
+    meta::Regex::new(&format!("(?:{})", alternatives.join("|")))
         .map(Some)
         .map_err(|e| e.to_string())
 }
@@ -163,11 +160,18 @@ impl LiteralEngine {
             f(p, start, end);
         };
         if text.len() < LONG_TEXT {
-            if let Some(gate) = &automata.gate_any_case
+            if let Some(gate) = &automata.gate
                 && is_plain_ascii(text)
-                && !gate.is_match(text)
             {
-                return;
+                // Lower-cased on the stack: the case-sensitive gate has a literal
+                // prefilter, which an ASCII case-insensitive one cannot get.
+                let mut buf = [0u8; LONG_TEXT];
+                let lower = &mut buf[..text.len()];
+                lower.copy_from_slice(text.as_bytes());
+                lower.make_ascii_lowercase();
+                if !gate.is_match(&*lower) {
+                    return;
+                }
             }
             for m in automata.overlapping.find_overlapping_iter(text) {
                 note(m.pattern().as_usize(), m.start(), m.end());

@@ -68,6 +68,13 @@ pub struct Entry {
     pub audited: bool,
 }
 
+/// The interned names of a request just recorded.
+#[derive(Debug, Clone)]
+pub struct Names {
+    pub method: Arc<str>,
+    pub tool: Option<Arc<str>>,
+}
+
 /// The table could not take another entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("too many requests in flight ({limit}); refusing new calls until some are answered")]
@@ -94,6 +101,7 @@ impl Pending {
     }
 
     /// Record a forwarded request. A request reusing an id still in flight replaces it.
+    /// Returns the interned method and tool names, for the request's audit event.
     pub fn insert(
         &mut self,
         id: &[u8],
@@ -101,19 +109,23 @@ impl Pending {
         tool: Option<&str>,
         started: Instant,
         audited: bool,
-    ) -> Result<(), Full> {
+    ) -> Result<Names, Full> {
         let key = IdText::new(id);
         if self.entries.len() >= self.limit && !self.entries.contains_key(&key) {
             return Err(Full { limit: self.limit });
         }
-        let entry = Entry {
+        let names = Names {
             method: self.names.get(method),
             tool: tool.map(|t| self.names.get(t)),
+        };
+        let entry = Entry {
+            method: names.method.clone(),
+            tool: names.tool.clone(),
             started,
             audited,
         };
         self.entries.insert(key, entry);
-        Ok(())
+        Ok(names)
     }
 
     /// Whether an insert of a new id would fail.
@@ -189,11 +201,17 @@ mod tests {
     fn ids_are_exact_json_text() {
         let mut p = Pending::new(10);
         let t = Instant::now();
-        p.insert(b"1", "tools/call", Some("read"), t, true).unwrap();
+        let names = p.insert(b"1", "tools/call", Some("read"), t, true).unwrap();
         assert!(p.remove(b"\"1\"").is_none());
         let e = p.remove(b"1").unwrap();
         assert_eq!(&*e.method, "tools/call");
         assert_eq!(e.tool.as_deref(), Some("read"));
+        // The names handed back for the audit event are the entry's own.
+        assert!(Arc::ptr_eq(&names.method, &e.method));
+        assert!(Arc::ptr_eq(
+            names.tool.as_ref().unwrap(),
+            e.tool.as_ref().unwrap()
+        ));
         assert!(p.is_empty());
     }
 
@@ -212,7 +230,10 @@ mod tests {
         let t = Instant::now();
         p.insert(b"1", "m", None, t, false).unwrap();
         p.insert(b"2", "m", None, t, false).unwrap();
-        assert_eq!(p.insert(b"3", "m", None, t, false), Err(Full { limit: 2 }));
+        assert_eq!(
+            p.insert(b"3", "m", None, t, false).unwrap_err(),
+            Full { limit: 2 }
+        );
         // Reusing an id in flight does not grow the table.
         p.insert(b"2", "m", None, t, false).unwrap();
         assert!(p.remove(b"1").is_some());

@@ -18,7 +18,7 @@ use std::time::Instant;
 use tokio::io::AsyncRead;
 
 use super::codec::{Line, LineReader};
-use super::pending::{IdText, Pending};
+use super::pending::{self, IdText, Pending};
 use super::queue::{Batch, Queue, WeakQueue};
 use super::ratelimit::RateLimiter;
 use super::synth;
@@ -521,16 +521,19 @@ impl Inbound {
             let Some(msg) = messages.first() else { return };
             let mut d = self.decide(frame, msg);
             let now = Instant::now();
-            if d.allow
-                && msg.kind == MessageKind::Request
-                && let Err(full) = self.register(frame, msg, now, d.audited)
-            {
-                d = Decided {
-                    allow: false,
-                    rule: Some(RuleRef::Builtin("mcpwall:pending_full")),
-                    message: Some(Cow::Owned(full.to_string())),
-                    audited: true,
-                };
+            let mut names = None;
+            if d.allow && msg.kind == MessageKind::Request {
+                match self.register(frame, msg, now, d.audited) {
+                    Ok(n) => names = n,
+                    Err(full) => {
+                        d = Decided {
+                            allow: false,
+                            rule: Some(RuleRef::Builtin("mcpwall:pending_full")),
+                            message: Some(Cow::Owned(full.to_string())),
+                            audited: true,
+                        };
+                    }
+                }
             }
             if d.allow {
                 self.note_cancel(frame, msg);
@@ -542,7 +545,7 @@ impl Inbound {
                     client.push(b'\n');
                 }
             }
-            self.audit(frame, msg, &d);
+            self.audit(frame, msg, &d, names);
             return;
         }
 
@@ -563,7 +566,7 @@ impl Inbound {
                     continue;
                 }
                 match self.register(frame, msg, now, d.audited) {
-                    Ok(()) => registered.push(msg),
+                    Ok(_) => registered.push(msg),
                     Err(full) => {
                         let mut pending =
                             self.ctx.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -639,7 +642,7 @@ impl Inbound {
             }
         }
         for (msg, d) in messages.iter().zip(&batch) {
-            self.audit(frame, msg, d);
+            self.audit(frame, msg, d, None);
         }
         self.batch = batch;
     }
@@ -686,9 +689,9 @@ impl Inbound {
         msg: &Message,
         now: Instant,
         audited: bool,
-    ) -> Result<(), super::pending::Full> {
+    ) -> Result<Option<pending::Names>, pending::Full> {
         let Some(id) = frame.id_raw(msg) else {
-            return Ok(());
+            return Ok(None);
         };
         let method = frame.method(msg).unwrap_or("");
         self.ctx
@@ -696,6 +699,7 @@ impl Inbound {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, method, frame.tool(msg), now, audited)
+            .map(Some)
     }
 
     /// A forwarded `notifications/cancelled` ends the correlation of its request.
@@ -712,7 +716,14 @@ impl Inbound {
         }
     }
 
-    fn audit(&mut self, frame: &Frame<'_>, msg: &Message, d: &Decided) {
+    /// `names`: the request's names as [`Inbound::register`] interned them, if it did.
+    fn audit(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        d: &Decided,
+        names: Option<pending::Names>,
+    ) {
         if !d.allow
             && let Some(guard) = &self.ctx.guard
             && let Some((event, notice)) = guard_hook::record_violation(guard, || {
@@ -743,20 +754,31 @@ impl Inbound {
                 ),
             );
         }
-        let mut pending = self.ctx.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let mut e = event(
-            Direction::Inbound,
-            if d.allow {
-                AuditAction::Allow
-            } else {
-                AuditAction::Deny
-            },
-            frame.id_raw(msg),
-            &mut pending,
-            frame.method(msg),
-            frame.tool(msg),
-        );
-        drop(pending);
+        let action = if d.allow {
+            AuditAction::Allow
+        } else {
+            AuditAction::Deny
+        };
+        let mut e = match names {
+            Some(names) => {
+                let mut e = AuditEvent::new(Direction::Inbound, action);
+                e.id = frame.id_raw(msg).map(IdText::new);
+                e.method = Some(names.method);
+                e.tool = names.tool;
+                e
+            }
+            None => {
+                let mut pending = self.ctx.pending.lock().unwrap_or_else(|e| e.into_inner());
+                event(
+                    Direction::Inbound,
+                    action,
+                    frame.id_raw(msg),
+                    &mut pending,
+                    frame.method(msg),
+                    frame.tool(msg),
+                )
+            }
+        };
         e.rule = d.rule;
         e.message = d.message.as_ref().map(|m| m.as_ref().into());
         if d.allow
