@@ -690,19 +690,28 @@ fn rfc3339_seconds(out: &mut String, secs: u64) {
 
 /// `n` in decimal, left-padded with zeros to `width` digits (more if it needs them).
 fn push_padded(out: &mut String, mut n: u64, width: usize) {
+    // Two digits per division: every event has a timestamp and most a duration.
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut digits = [b'0'; 20];
     let mut i = digits.len();
-    loop {
+    while n >= 10 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        digits[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n > 0 || i == digits.len() {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        digits[i] = b'0' + n as u8;
     }
     let start = i.min(digits.len() - width.min(digits.len()));
-    // One copy instead of a `push` per digit (timestamps call this seven times).
-    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+    for &d in &digits[start..] {
+        out.push(char::from(d));
+    }
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,
@@ -769,6 +778,25 @@ mod tests {
         assert_eq!(s, r#""a\"b\\c\nd\u0001é""#);
         let back: String = serde_json::from_str(&s).unwrap();
         assert_eq!(back, "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn padded_numbers_match_the_formatter() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut samples: Vec<u64> = (0..1000).chain([u64::MAX, 999_999, 1_000_000]).collect();
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            samples.push(state >> (state % 64));
+        }
+        for n in samples {
+            for width in [1, 2, 4, 6, 20] {
+                let mut out = String::from("x");
+                push_padded(&mut out, n, width);
+                assert_eq!(out, format!("x{n:0width$}"), "{n} at width {width}");
+            }
+        }
     }
 
     #[test]

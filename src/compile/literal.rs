@@ -38,11 +38,9 @@ struct Automata {
     /// list every literal starting where the leftmost search found one.
     literals: Box<[String]>,
     by_first_byte: Box<[Box<[u32]>]>,
-    /// Matches lower-cased plain ASCII text wherever a literal would match it or its
-    /// white-space-collapsed form (each space of a literal as a run of white space); `None`
-    /// when a literal is not ASCII. Most long texts contain no literal at all, and this
-    /// one prefiltered search says so without copying or collapsing anything else.
-    gate: Option<meta::Regex>,
+    /// Says of most plain ASCII texts, lower-cased, that they hold no literal; `None`
+    /// when a literal is not ASCII.
+    gate: Option<Gate>,
     /// Length in bytes of the shortest literal.
     min_len: usize,
 }
@@ -75,10 +73,37 @@ fn build(literals: &[String]) -> Result<Automata, String> {
     })
 }
 
-fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
+/// Two searches of lower-cased plain ASCII text, each of which clears most texts that
+/// hold no literal: the cheap one first.
+#[derive(Debug)]
+struct Gate {
+    /// The longest word of each literal. White space only separates words, so a text
+    /// (or its collapsed form) holding a literal holds that word. A handful of words gets
+    /// a vector (Teddy) search: on the calls benchmark's results, 340 instructions a
+    /// result against the regex's 550.
+    words: AhoCorasick,
+    /// Matches wherever a literal would match the text or its white-space-collapsed form
+    /// (each space of a literal as a run of white space).
+    literals: meta::Regex,
+}
+
+impl Gate {
+    /// Whether `lower` (plain ASCII, lower-cased) certainly holds no literal.
+    fn clears(&self, lower: &[u8]) -> bool {
+        !self.words.is_match(lower) || !self.literals.is_match(lower)
+    }
+}
+
+fn gate(literals: &[String]) -> Result<Option<Gate>, String> {
     if literals.is_empty() || !literals.iter().all(|l| l.is_ascii()) {
         return Ok(None);
     }
+    let mut words: Vec<&str> = literals
+        .iter()
+        .filter_map(|l| l.split(' ').rev().max_by_key(|w| w.len()))
+        .collect();
+    words.sort_unstable();
+    words.dedup();
     let alternatives: Vec<String> = literals
         .iter()
         .map(|l| {
@@ -88,9 +113,15 @@ fn gate(literals: &[String]) -> Result<Option<meta::Regex>, String> {
                 .join(r"[\t\n ]+")
         })
         .collect();
-    meta::Regex::new(&format!("(?:{})", alternatives.join("|")))
-        .map(Some)
-        .map_err(|e| e.to_string())
+    Ok(Some(Gate {
+        // Leftmost-first: the vector search only serves leftmost semantics.
+        words: AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&words)
+            .map_err(|e| e.to_string())?,
+        literals: meta::Regex::new(&format!("(?:{})", alternatives.join("|")))
+            .map_err(|e| e.to_string())?,
+    }))
 }
 
 /// Printable ASCII, tabs and newlines: text whose normal form is its lower-cased,
@@ -163,13 +194,13 @@ impl LiteralEngine {
             if let Some(gate) = &automata.gate
                 && is_plain_ascii(text)
             {
-                // Lower-cased on the stack: the case-sensitive gate has a literal
-                // prefilter, which an ASCII case-insensitive one cannot get.
+                // Lower-cased on the stack: case-sensitive searches get the vector
+                // prefilters, which ASCII case-insensitive ones cannot.
                 let mut buf = [0u8; LONG_TEXT];
                 let lower = &mut buf[..text.len()];
                 lower.copy_from_slice(text.as_bytes());
                 lower.make_ascii_lowercase();
-                if !gate.is_match(&*lower) {
+                if gate.clears(lower) {
                     return;
                 }
             }
@@ -181,7 +212,7 @@ impl LiteralEngine {
             let lower = text.to_ascii_lowercase();
             if let Some(gate) = &automata.gate
                 && is_plain_ascii(text)
-                && !gate.is_match(&lower)
+                && gate.clears(lower.as_bytes())
             {
                 return;
             }
