@@ -153,7 +153,7 @@ pub struct AuditConfig {
 /// disk stalls).
 const MAX_QUEUED: usize = 16 * 1024;
 /// Queued events that wake the writer before its next periodic round.
-pub const WAKE_AT: usize = 2048;
+pub const WAKE_AT: usize = 256;
 /// Emptied batches kept for reuse.
 const SPARE_BATCHES: usize = 8;
 /// Longest time an event waits in the queue.

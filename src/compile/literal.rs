@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, Input, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use regex_automata::meta;
 
 use super::PredMap;
@@ -54,10 +54,12 @@ fn build(literals: &[String]) -> Result<Automata, String> {
         overlapping: AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
             .ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
             .build(literals)
             .map_err(err)?,
         leftmost: AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(AhoCorasickKind::ContiguousNFA))
             .build(literals)
             .map_err(err)?,
         gate: gate(literals)?,
@@ -82,6 +84,8 @@ struct Gate {
     /// a vector (Teddy) search: on the calls benchmark's results, 340 instructions a
     /// result against the regex's 550.
     words: AhoCorasick,
+    /// Length of the longest of `words`.
+    longest_word: usize,
     /// Matches wherever a literal would match the text or its white-space-collapsed form
     /// (each space of a literal as a run of white space).
     literals: meta::Regex,
@@ -92,7 +96,36 @@ impl Gate {
     fn clears(&self, lower: &[u8]) -> bool {
         !self.words.is_match(lower) || !self.literals.is_match(lower)
     }
+
+    /// Whether no word is in `text` (plain ASCII, any case), looked for in windows
+    /// lower-cased on the stack, so a long text that holds none is never copied whole.
+    /// Windows overlap by a word's length less one: a word is inside one of them.
+    /// `None` when a word is too long for the windows.
+    fn words_absent(&self, text: &[u8]) -> Option<bool> {
+        let mut buf = [0u8; GATE_WINDOW];
+        let overlap = self.longest_word.saturating_sub(1);
+        let step = GATE_WINDOW
+            .checked_sub(overlap)
+            .filter(|&s| s >= GATE_WINDOW / 2)?;
+        let mut start = 0;
+        loop {
+            let end = text.len().min(start + GATE_WINDOW);
+            let window = &mut buf[..end - start];
+            window.copy_from_slice(&text[start..end]);
+            window.make_ascii_lowercase();
+            if self.words.is_match(&*window) {
+                return Some(false);
+            }
+            if end == text.len() {
+                return Some(true);
+            }
+            start += step;
+        }
+    }
 }
+
+/// Bytes of a long text lower-cased at a time by [`Gate::words_absent`].
+const GATE_WINDOW: usize = 8 * 1024;
 
 fn gate(literals: &[String]) -> Result<Option<Gate>, String> {
     if literals.is_empty() || !literals.iter().all(|l| l.is_ascii()) {
@@ -114,6 +147,7 @@ fn gate(literals: &[String]) -> Result<Option<Gate>, String> {
         })
         .collect();
     Ok(Some(Gate {
+        longest_word: words.iter().map(|w| w.len()).max().unwrap_or(0),
         // Leftmost-first: the vector search only serves leftmost semantics.
         words: AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
@@ -208,10 +242,15 @@ impl LiteralEngine {
                 note(m.pattern().as_usize(), m.start(), m.end());
             }
         } else {
+            let gate = automata.gate.as_ref().filter(|_| is_plain_ascii(text));
+            if let Some(gate) = gate
+                && gate.words_absent(text.as_bytes()) == Some(true)
+            {
+                return;
+            }
             // ASCII lower-casing keeps every byte offset.
             let lower = text.to_ascii_lowercase();
-            if let Some(gate) = &automata.gate
-                && is_plain_ascii(text)
+            if let Some(gate) = gate
                 && gate.clears(lower.as_bytes())
             {
                 return;
@@ -372,6 +411,36 @@ mod tests {
             want.sort();
             assert_eq!(got, want, "{text}");
         }
+    }
+
+    /// A long text is searched for the literals' words in overlapping windows; a
+    /// literal whose word straddles a window's end, at every offset around it, is
+    /// still found, in any case.
+    #[test]
+    fn words_across_window_boundaries_are_found() {
+        let lits = vec![
+            normalize_literal("ignore previous instructions"),
+            normalize_literal("<important>"),
+        ];
+        let engine = LiteralEngine::new(&lits, PredMap::default()).unwrap();
+        let step = GATE_WINDOW - "instructions".len() + 1;
+        for literal in ["IGNORE previous Instructions", "<Important>"] {
+            for boundary in [GATE_WINDOW, step + GATE_WINDOW] {
+                for at in boundary - literal.len() - 2..boundary + 2 {
+                    let mut text = "x".repeat(at);
+                    text.push_str(literal);
+                    text.push_str(&"y".repeat(3 * GATE_WINDOW - text.len()));
+                    let mut hits = Vec::new();
+                    engine.for_each_match(&text, |p, s, e| hits.push((p, s, e)));
+                    let p = usize::from(literal.starts_with('<'));
+                    assert_eq!(hits, [(p, at, at + literal.len())], "{literal} at {at}");
+                }
+            }
+        }
+        // A text holding no word at all is cleared without any hit.
+        let mut hits = 0;
+        engine.for_each_match(&"no such words here ".repeat(2000), |_, _, _| hits += 1);
+        assert_eq!(hits, 0);
     }
 
     /// The gates that skip texts with no literal still let through a literal whose

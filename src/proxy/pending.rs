@@ -94,7 +94,9 @@ pub struct Pending {
 impl Pending {
     pub fn new(limit: usize) -> Pending {
         Pending {
-            entries: HashMap::with_capacity(limit.min(1024)),
+            // Grown as requests come: a session rarely has more than a few dozen in
+            // flight, and a table sized for the limit kept 180 KB resident.
+            entries: HashMap::new(),
             limit,
             names: Interner::default(),
         }
