@@ -174,14 +174,6 @@ pub async fn run(
         server_in,
         server_out,
     } = started;
-    // Deferred parts of the program build on the other CPU while the server starts and
-    // the handshake runs; a frame that needs them before they are ready waits for them.
-    // Started only now: while a thread of ours was allocating, spawning the server took
-    // 2.3 ms instead of 0.5 (the child shares our address space until its exec).
-    let warming = program.clone();
-    let _ = std::thread::Builder::new()
-        .name("mcpwall-warm".into())
-        .spawn(move || warming.warm_up());
     // The first request's arguments and the reply to the handshake are scanned for
     // secrets: build the detector here while the server starts (no task runs yet). A
     // second warm-up thread did the same at the cost of another malloc arena, about
@@ -213,11 +205,23 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
-    let outbound = Outbound::new(
+    let mut outbound = Outbound::new(
         ctx.clone(),
         Sink::strong(client_tx.clone(), client_pool.clone()),
         Sink::weak(server_tx.downgrade(), server_pool.clone()),
     );
+    // Deferred parts of the program build on a thread of their own once the answer to
+    // the handshake is on its way; a frame that needs one sooner builds it (or waits for
+    // the thread). Not sooner: the server, the handshake and this thread then shared two
+    // CPUs and one malloc arena, which cost start-up about 0.4 ms. Not before the spawn
+    // either: while a thread of ours was allocating, spawning the server took 2.3 ms
+    // instead of 0.5 (the child shares our address space until its exec).
+    let warming = program.clone();
+    outbound.after_first_flush(move || {
+        let _ = std::thread::Builder::new()
+            .name("mcpwall-warm".into())
+            .spawn(move || warming.warm_up());
+    });
     let inbound = Inbound::new(
         ctx.clone(),
         Sink::strong(server_tx, server_pool),

@@ -271,6 +271,8 @@ trait Pump {
     fn handle(&mut self, line: Line<'_>);
     fn sinks(&mut self) -> (&mut Sink, &mut Sink);
     fn events(&mut self) -> &mut Vec<AuditEvent>;
+    /// Everything read so far has been judged and handed to the writers.
+    fn caught_up(&mut self) {}
 }
 
 /// Read lines until EOF or a read error, judging each one. Writes are batched while more
@@ -286,6 +288,7 @@ async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReade
             }
         }
         flush(&mut pump).await;
+        pump.caught_up();
         match reader.fill().await {
             Ok(true) => {}
             Ok(false) => {
@@ -345,6 +348,14 @@ impl Pump for Outbound {
     }
     fn events(&mut self) -> &mut Vec<AuditEvent> {
         &mut self.events
+    }
+    fn caught_up(&mut self) {
+        if self.handled_any
+            && let Some(f) = self.after_first_flush.take()
+        {
+            // Spawned, not called: the writer just woken goes first.
+            tokio::spawn(async move { f() });
+        }
     }
 }
 
@@ -870,9 +881,19 @@ pub(crate) struct Outbound {
     /// `[REDACTED BY MCPWALL: <label>]` per label, built once (typed markers).
     markers: HashMap<u32, String>,
     marker: RedactMarker,
+    /// Run once the first server output has been handed to the client's writer.
+    after_first_flush: Option<Box<dyn FnOnce() + Send>>,
+    /// A line has been read from the server.
+    handled_any: bool,
 }
 
 impl Outbound {
+    /// Run `f` on the runtime once the first server output (normally the answer to
+    /// `initialize`) has been handed to the client's writer, after the writer's turn.
+    pub fn after_first_flush(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.after_first_flush = Some(Box::new(f));
+    }
+
     pub fn new(ctx: Arc<Ctx>, to_client: Sink, to_server: Sink) -> Outbound {
         let scratch = ctx.program.scratch();
         let marker = ctx.program.settings().redact_marker;
@@ -883,6 +904,8 @@ impl Outbound {
             to_client,
             to_server,
             events: Vec::new(),
+            after_first_flush: None,
+            handled_any: false,
             markers: HashMap::new(),
             marker,
         }
@@ -895,6 +918,7 @@ impl Outbound {
     }
 
     fn handle(&mut self, line: Line<'_>) {
+        self.handled_any = true;
         match line {
             Line::TooLarge { len } => {
                 let message = format!(
