@@ -213,7 +213,8 @@ pub async fn run(
     // Deferred parts of the program build on a thread of their own once the answer to
     // the handshake is on its way; a frame that needs one sooner builds it (or waits for
     // the thread). Not sooner: the server, the handshake and this thread then shared two
-    // CPUs and one malloc arena, which cost start-up about 0.4 ms. Not before the spawn
+    // CPUs and one malloc arena, and start-up took 5.4 ms instead of 4.5 (the harness's
+    // start-up scenario, same run). Not before the spawn
     // either: while a thread of ours was allocating, spawning the server took 2.3 ms
     // instead of 0.5 (the child shares our address space until its exec).
     let warming = program.clone();

@@ -888,8 +888,9 @@ pub(crate) struct Outbound {
 }
 
 impl Outbound {
-    /// Run `f` on the runtime once the first server output (normally the answer to
-    /// `initialize`) has been handed to the client's writer, after the writer's turn.
+    /// Run `f` on the runtime once the first server line (normally the answer to
+    /// `initialize`) has been judged and handed on, after the client writer's turn. If
+    /// the server never writes, `f` never runs.
     pub fn after_first_flush(&mut self, f: impl FnOnce() + Send + 'static) {
         self.after_first_flush = Some(Box::new(f));
     }
