@@ -243,17 +243,21 @@ impl LiteralEngine {
             }
         } else {
             let gate = automata.gate.as_ref().filter(|_| is_plain_ascii(text));
-            if let Some(gate) = gate
-                && gate.words_absent(text.as_bytes()) == Some(true)
-            {
+            let words_absent = gate.and_then(|g| g.words_absent(text.as_bytes()));
+            if words_absent == Some(true) {
                 return;
             }
             // ASCII lower-casing keeps every byte offset.
             let lower = text.to_ascii_lowercase();
-            if let Some(gate) = gate
-                && gate.clears(lower.as_bytes())
-            {
-                return;
+            if let Some(gate) = gate {
+                // The windows have already found a word (unless one is too long for them).
+                let cleared = match words_absent {
+                    Some(_) => !gate.literals.is_match(lower.as_bytes()),
+                    None => gate.clears(lower.as_bytes()),
+                };
+                if cleared {
+                    return;
+                }
             }
             automata.each_in_lowercase(&lower, &mut note);
         }

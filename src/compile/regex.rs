@@ -248,14 +248,7 @@ impl SetScratch {
 impl Default for SetScratch {
     /// Scratch for an engine that does not exist (an `Option<RegexEngine>` that is `None`).
     fn default() -> SetScratch {
-        SetScratch {
-            owner: 0,
-            dfa: None,
-            start: None,
-            fallback: None,
-            set: PatternSet::new(0),
-            misses: crate::memo::MissMemo::default(),
-        }
+        SetScratch::for_patterns(0)
     }
 }
 

@@ -228,7 +228,7 @@ impl Keywords {
             // SAFETY: `Avx2` is only chosen when the CPU has AVX2 (`BlockHasher::detect`,
             // or a test that checks first), and the assert above is the bound on reads.
             BlockHasher::Avx2 => unsafe {
-                avx2::block_candidates(text, at, table, wanted.div_ceil(16).min(BLOCK / 16))
+                avx2::block_candidates(text, at, table, wanted.div_ceil(16))
             },
             BlockHasher::Portable => {
                 let block = &text[at..at + BLOCK_READ];
@@ -335,12 +335,13 @@ mod avx2 {
     /// 16-bit lanes, the table entries read from general registers (the hashes come
     /// out 64 bits at a time, half the loads of reading them back from memory: a
     /// fifth of the filter's time), then the fourth-byte test and the mask in vectors.
+    /// Only the first `halves` halves (16 positions each) of the block; the rest are
+    /// left out.
     ///
     /// # Safety
     ///
     /// The CPU must have AVX2, and `at + BLOCK_READ <= text.len()`.
     #[target_feature(enable = "avx2")]
-    /// The first `halves` halves (16 positions each) of the block; the rest are left out.
     pub(super) unsafe fn block_candidates(
         text: &[u8],
         at: usize,
