@@ -126,22 +126,39 @@ impl Sink {
         self.buf.push(b'\n');
     }
 
-    /// Hand the buffer to the writer, waiting for room in its queue.
+    /// Hand the buffer to the writer, waiting for room in its queue; or, when nothing
+    /// waits for it and the buffer is short, write it into the writer's pipe at once.
     pub async fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
         }
-        let batch = std::mem::replace(&mut self.buf, self.pool.take());
         if self.broken {
+            self.buf.clear();
             return;
         }
-        let sent = match &self.tx {
-            SinkTx::Strong(tx) => tx.send(batch).await.is_ok(),
+        let upgraded;
+        let tx = match &self.tx {
+            SinkTx::Strong(tx) => tx,
             SinkTx::Weak(tx) => match tx.upgrade() {
-                Some(tx) => tx.send(batch).await.is_ok(),
-                None => false,
+                Some(tx) => {
+                    upgraded = tx;
+                    &upgraded
+                }
+                None => {
+                    self.buf.clear();
+                    self.broken = true;
+                    return;
+                }
             },
         };
+        let written = tx.write_now(&self.buf);
+        if written == self.buf.len() {
+            self.buf.clear();
+            return;
+        }
+        self.buf.drain(..written);
+        let batch = std::mem::replace(&mut self.buf, self.pool.take());
+        let sent = tx.send(batch).await.is_ok();
         if !sent {
             // The writer is gone (that side closed); keep consuming input so the
             // other side is not blocked, but stop producing for this one.

@@ -8,7 +8,7 @@
 //! setting `O_NONBLOCK` on a terminal would leak into the shell after we exit.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -45,15 +45,19 @@ fn flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     }
 }
 
-fn is_pipe_or_socket(fd: BorrowedFd<'_>) -> bool {
+/// The file type bits of `fd` (`S_IFIFO`, `S_IFSOCK`, ...), or 0 if fstat fails.
+fn file_type(fd: BorrowedFd<'_>) -> libc::mode_t {
     // SAFETY: all-zero is a valid `stat`; fstat writes into it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd, valid pointer.
     if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return false;
+        return 0;
     }
-    let kind = st.st_mode & libc::S_IFMT;
-    kind == libc::S_IFIFO || kind == libc::S_IFSOCK
+    st.st_mode & libc::S_IFMT
+}
+
+fn is_pipe_or_socket(fd: BorrowedFd<'_>) -> bool {
+    matches!(file_type(fd), libc::S_IFIFO | libc::S_IFSOCK)
 }
 
 /// A non-blocking duplicate of `fd`, or `None` when it is not a pipe or socket.
@@ -71,9 +75,19 @@ fn nonblocking_dup(fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd
     Some(dup)
 }
 
-/// Our stdin and stdout as async streams, plus the guard that restores their flags.
-/// Must be called inside a tokio runtime.
-pub fn open() -> io::Result<(Reader, Writer, StdioGuard)> {
+/// Our stdin and stdout as async streams.
+pub struct Stdio {
+    pub reader: Reader,
+    pub writer: Writer,
+    /// The descriptor `writer` writes to, when it is a non-blocking pipe (open as long as
+    /// `writer` is; see `Queue::write_to_pipe`).
+    pub writer_pipe: Option<RawFd>,
+    /// Restores the flags of fd 0 and 1 when dropped.
+    pub guard: StdioGuard,
+}
+
+/// Our stdin and stdout as async streams. Must be called inside a tokio runtime.
+pub fn open() -> io::Result<Stdio> {
     let mut guard = StdioGuard { saved: Vec::new() };
     let stdin = io::stdin();
     let reader: Reader = match nonblocking_dup(stdin.as_fd(), &mut guard) {
@@ -81,9 +95,20 @@ pub fn open() -> io::Result<(Reader, Writer, StdioGuard)> {
         None => Box::pin(tokio::io::stdin()),
     };
     let stdout = io::stdout();
+    let mut writer_pipe = None;
     let writer: Writer = match nonblocking_dup(stdout.as_fd(), &mut guard) {
-        Some(fd) => Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?),
+        Some(fd) => {
+            if file_type(fd.as_fd()) == libc::S_IFIFO {
+                writer_pipe = Some(fd.as_raw_fd());
+            }
+            Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?)
+        }
         None => Box::pin(tokio::io::stdout()),
     };
-    Ok((reader, writer, guard))
+    Ok(Stdio {
+        reader,
+        writer,
+        writer_pipe,
+        guard,
+    })
 }
