@@ -459,6 +459,44 @@ fn secrets_in_responses_are_redacted_in_place() {
     assert!(!serde_json::to_string(&events).unwrap().contains(&key));
 }
 
+/// Results this large are written out from the buffer they were read into, in pieces
+/// around the redactions, not copied: the bytes must come out the same as for a small
+/// one. Two such results in a row also take turns with the reader's buffers.
+#[test]
+fn large_results_are_redacted_in_place_like_small_ones() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let key = fake_aws_key();
+    let filler = r#"a \"quoted\" word, a tab\t, an \u00e9 and a \\ backslash; "#.repeat(7_000);
+    let lines: Vec<String> = (0..2)
+        .map(|n| {
+            let text = format!("{key} {filler}{key}\\n{filler}{n} end {key}");
+            format!(
+                r#"{{"jsonrpc":"2.0","id":"big{n}","result":{{"content":[{{"type":"text","text":"{text}"}}],"note":"spacing  kept"}}}}"#
+            )
+        })
+        .collect();
+    assert!(lines[0].len() > 700_000);
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":{}}}}}"#,
+        serde_json::to_string(&lines).unwrap()
+    ));
+    for line in &lines {
+        let got = p.recv_str();
+        assert!(
+            got == line.replace(&key, "[REDACTED BY MCPWALL]") + "\n",
+            "a large result came out changed beyond its secrets"
+        );
+    }
+    assert_eq!(p.recv_json()["id"], 2);
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let redacted: Vec<_> = events.iter().filter(|e| e["action"] == "redact").collect();
+    assert_eq!(redacted.len(), 2);
+    assert_eq!(redacted[0]["redactions"]["aws-access-key-id"], 3);
+}
+
 #[test]
 fn non_json_server_lines_are_scanned_or_dropped_with_strict() {
     let key = fake_aws_key();

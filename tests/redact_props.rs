@@ -278,6 +278,38 @@ proptest! {
         checks::check_redact(line.as_bytes(), &picks, &marker);
     }
 
+    /// A frame written out in pieces from `splice` (the bytes between its ranges, then
+    /// each replacement) is what `apply` produces, for any edits: out of range,
+    /// inverted, overlapping, adjacent, empty, with texts that need escaping.
+    #[test]
+    fn spliced_pieces_equal_the_applied_edits(
+        line in frame(),
+        raw_edits in proptest::collection::vec((0usize..400, 0usize..40, 0usize..4), 0..12),
+    ) {
+        const TEXTS: [&str; 4] = ["[REDACTED]", "", "a \"quoted\" \\ marker", "tab\there\n"];
+        let raw = line.as_bytes();
+        let edits: Vec<(std::ops::Range<usize>, &str)> = raw_edits
+            .iter()
+            .map(|&(start, len, text)| {
+                let end = if text == 3 { start.saturating_sub(len) } else { start + len };
+                (start..end, TEXTS[text])
+            })
+            .collect();
+        let mut applied = Vec::new();
+        redact::apply(raw, &mut edits.clone(), &mut applied);
+        let pieces = redact::splice(raw.len(), &mut edits.clone());
+        let mut spliced = Vec::new();
+        let mut copied = 0;
+        for (range, text) in &pieces {
+            prop_assert!(copied <= range.start && range.start <= range.end && range.end <= raw.len());
+            spliced.extend_from_slice(&raw[copied..range.start]);
+            spliced.extend_from_slice(text);
+            copied = range.end;
+        }
+        spliced.extend_from_slice(&raw[copied..]);
+        prop_assert_eq!(spliced, applied);
+    }
+
     /// P5: no edits, same bytes (appended after what `out` held).
     #[test]
     fn no_edits_forward_the_input(line in frame()) {

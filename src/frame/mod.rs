@@ -182,6 +182,34 @@ impl Parsed {
         })
     }
 
+    /// Give back buffers that have grown past `bytes`, instead of keeping them for the
+    /// next frame (a 20 MiB frame's decoded text).
+    pub fn shrink_past(&mut self, bytes: usize) {
+        if self.text.capacity() > bytes {
+            self.text = String::new();
+        }
+        if self.tokens.capacity() * std::mem::size_of::<Token>() > bytes {
+            self.tokens = Vec::new();
+        }
+    }
+
+    /// The allocation that holds decoded text, emptied (the text of the last frame is
+    /// gone with it), for other use; see [`Self::give_text_buffer`].
+    pub fn take_text_buffer(&mut self) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.text).into_bytes();
+        buf.clear();
+        buf
+    }
+
+    /// Decode into `buf`'s allocation from the next frame on, if it is the larger.
+    pub fn give_text_buffer(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() > self.text.capacity() {
+            buf.clear();
+            // Empty, so UTF-8.
+            self.text = String::from_utf8(buf).unwrap_or_default();
+        }
+    }
+
     /// The frame was a JSON array (a batch).
     pub fn is_batch(&self) -> bool {
         self.batch

@@ -202,9 +202,42 @@ fn next_escape(raw: &[u8], at: usize, limit: usize) -> (usize, usize) {
 /// assert_eq!(out, br#"{"a":"key=[REDACTED:\"secret\"]","b":"x"}"#);
 /// ```
 pub fn apply(raw: &[u8], edits: &mut Vec<(Range<usize>, &str)>, out: &mut Vec<u8>) {
+    out.reserve(raw.len() + edits.iter().map(|(_, text)| text.len()).sum::<usize>());
+    let mut copied = 0;
+    for_each_merged(raw.len(), edits, |range, text| {
+        out.extend_from_slice(&raw[copied..range.start]);
+        push_escaped(text, out);
+        copied = range.end;
+    });
+    out.extend_from_slice(&raw[copied..]);
+}
+
+/// What [`apply`] would replace in a `raw_len`-byte frame: the merged ranges, in order,
+/// each with its JSON-escaped replacement. Lets a large frame be written out from the
+/// buffer it was read into, in pieces, instead of being copied with the edits applied.
+pub fn splice(
+    raw_len: usize,
+    edits: &mut Vec<(Range<usize>, &str)>,
+) -> Vec<(Range<usize>, Vec<u8>)> {
+    let mut merged = Vec::with_capacity(edits.len());
+    for_each_merged(raw_len, edits, |range, text| {
+        let mut escaped = Vec::with_capacity(text.len());
+        push_escaped(text, &mut escaped);
+        merged.push((range, escaped));
+    });
+    merged
+}
+
+/// The edits of [`apply`], clamped, sorted and merged: `f` gets each merged range (in
+/// order, disjoint) with the text that replaces it.
+fn for_each_merged<'t>(
+    raw_len: usize,
+    edits: &mut [(Range<usize>, &'t str)],
+    mut f: impl FnMut(Range<usize>, &'t str),
+) {
     for (range, _) in edits.iter_mut() {
-        let start = range.start.min(raw.len());
-        let end = range.end.min(raw.len()).max(start);
+        let start = range.start.min(raw_len);
+        let end = range.end.min(raw_len).max(start);
         *range = start..end;
     }
     edits.sort_unstable_by(|a, b| {
@@ -212,8 +245,6 @@ pub fn apply(raw: &[u8], edits: &mut Vec<(Range<usize>, &str)>, out: &mut Vec<u8
             .then(b.0.end.cmp(&a.0.end))
             .then(a.1.cmp(b.1))
     });
-    out.reserve(raw.len() + edits.iter().map(|(_, text)| text.len()).sum::<usize>());
-    let mut copied = 0;
     let mut i = 0;
     while i < edits.len() {
         let (ref first, text) = edits[i];
@@ -224,11 +255,8 @@ pub fn apply(raw: &[u8], edits: &mut Vec<(Range<usize>, &str)>, out: &mut Vec<u8
             end = end.max(edits[i].0.end);
             i += 1;
         }
-        out.extend_from_slice(&raw[copied..start]);
-        push_escaped(text, out);
-        copied = end;
+        f(start..end, text);
     }
-    out.extend_from_slice(&raw[copied..]);
 }
 
 /// Append `text` as the contents of a JSON string.

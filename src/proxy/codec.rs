@@ -40,6 +40,8 @@ pub struct LineReader<R> {
     /// `Some(n)`: inside an oversize line, `n` bytes of it discarded so far.
     discarding: Option<usize>,
     eof: bool,
+    /// Where in `buf` the last [`Line::Frame`] handed out is (for [`Self::detach_line`]).
+    last_frame: std::ops::Range<usize>,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -53,6 +55,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             max_line,
             discarding: None,
             eof: false,
+            last_frame: 0..0,
         }
     }
 
@@ -102,6 +105,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     if nl == line_start {
                         continue;
                     }
+                    self.last_frame = line_start..nl;
                     return Some(Line::Frame(&self.buf[line_start..nl]));
                 }
                 None => {
@@ -127,6 +131,22 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 }
             }
         }
+    }
+
+    /// Give away the buffer holding the line [`Self::next_buffered`] just returned,
+    /// with where that line is in it, instead of copying the line out; the reader goes
+    /// on in `fresh` (its contents are dropped), which gets what followed the line. For
+    /// large frames, which can then be written out from where they were read.
+    pub fn detach_line(&mut self, mut fresh: Vec<u8>) -> (Vec<u8>, std::ops::Range<usize>) {
+        let rest = self.start..self.end;
+        fresh.clear();
+        fresh.extend_from_slice(&self.buf[rest.clone()]);
+        fresh.resize(READ_CHUNK.max(rest.len()), 0);
+        self.scanned -= self.start.min(self.scanned);
+        self.start = 0;
+        self.end = rest.len();
+        let line = std::mem::replace(&mut self.last_frame, 0..0);
+        (std::mem::replace(&mut self.buf, fresh), line)
     }
 
     /// Whether a complete line (or the end of input) is already buffered, i.e. whether
@@ -324,6 +344,33 @@ mod tests {
             assert_eq!(r.next_buffered(), Some(Line::Frame(b"a")));
             assert!(!r.has_buffered_line());
             assert_eq!(r.next_buffered(), None);
+        });
+    }
+
+    /// A detached line comes with its buffer; what followed it, complete lines and a
+    /// partial one, is read on from the fresh buffer as if nothing happened.
+    #[test]
+    fn a_detached_line_takes_its_buffer_and_reading_goes_on() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let chunks = vec![b"one\ntwo\nthr".to_vec(), b"ee\nfour\n".to_vec()];
+            let mut r = LineReader::new(Chunks(chunks.into()), 100);
+            r.fill().await.unwrap();
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"one")));
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"two")));
+            let (buf, line) = r.detach_line(Vec::new());
+            assert_eq!(&buf[line], b"two");
+            assert_eq!(r.next_buffered(), None);
+            r.fill().await.unwrap();
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"three")));
+            // What the fresh buffer held is not read as input.
+            let (buf, line) = r.detach_line(b"stale\nbytes\n".repeat(9000));
+            assert_eq!(&buf[line], b"three");
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"four")));
+            assert_eq!(r.next_buffered(), None);
+            assert!(!r.fill().await.unwrap());
         });
     }
 }

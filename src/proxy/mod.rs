@@ -120,9 +120,16 @@ async fn write_from<W: AsyncWrite + Unpin>(
     pool: BufPool,
 ) -> std::io::Result<()> {
     while let Some(batch) = rx.recv().await {
-        w.write_all(batch.bytes()).await?;
-        // Written: its bytes leave the queue's budget.
-        pool.give(batch.into_bytes());
+        if batch.is_spliced() {
+            for piece in batch.pieces() {
+                w.write_all(piece).await?;
+            }
+            pool.give_line(batch.into_bytes());
+        } else {
+            w.write_all(batch.bytes()).await?;
+            // Written: its bytes leave the queue's budget.
+            pool.give(batch.into_bytes());
+        }
         if rx.is_empty() {
             w.flush().await?;
         }

@@ -19,7 +19,7 @@ use tokio::io::AsyncRead;
 
 use super::codec::{Line, LineReader};
 use super::pending::{self, IdText, Pending};
-use super::queue::{Batch, Queue, WeakQueue};
+use super::queue::{Batch, Queue, Splice, WeakQueue};
 use super::ratelimit::RateLimiter;
 use super::synth;
 use super::{Chatter, LogLevel};
@@ -63,19 +63,32 @@ enum SinkTx {
 }
 
 /// Emptied batch buffers handed back by a writer task, so steady-state flushing does
-/// not allocate.
+/// not allocate; and the buffer of the last detached line written (see
+/// `Outbound::take_detached`).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct BufPool(Arc<Mutex<Vec<Vec<u8>>>>);
+pub(crate) struct BufPool(Arc<Mutex<Pooled>>);
+
+#[derive(Debug, Default)]
+struct Pooled {
+    bufs: Vec<Vec<u8>>,
+    line: Option<Vec<u8>>,
+}
 
 /// Buffers kept per pool, and the largest kept (a 20 MiB frame's buffer is dropped).
 const POOL_BUFS: usize = 8;
 const POOL_BUF_MAX: usize = 1024 * 1024;
+/// The largest detached line's buffer kept (and decoded text kept, see
+/// `Parsed::shrink_past`).
+const POOL_LINE_MAX: usize = 4 * 1024 * 1024;
 
 impl BufPool {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pooled> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn take(&self) -> Vec<u8> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.lock()
+            .bufs
             .pop()
             .unwrap_or_else(|| Vec::with_capacity(SINK_BUF))
     }
@@ -85,10 +98,21 @@ impl BufPool {
             return;
         }
         buf.clear();
-        let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if pool.len() < POOL_BUFS {
-            pool.push(buf);
+        let mut pool = self.lock();
+        if pool.bufs.len() < POOL_BUFS {
+            pool.bufs.push(buf);
         }
+    }
+
+    /// Keep the buffer a detached line was written from, if not too large.
+    pub fn give_line(&self, buf: Vec<u8>) {
+        if buf.capacity() <= POOL_LINE_MAX {
+            self.lock().line = Some(buf);
+        }
+    }
+
+    pub fn take_line(&self) -> Option<Vec<u8>> {
+        self.lock().line.take()
     }
 }
 
@@ -162,6 +186,36 @@ impl Sink {
         if !sent {
             // The writer is gone (that side closed); keep consuming input so the
             // other side is not blocked, but stop producing for this one.
+            self.broken = true;
+        }
+    }
+
+    /// Wait until what was handed to the writer has been written. (Not this buffer.)
+    async fn drained(&mut self) {
+        match &self.tx {
+            SinkTx::Strong(tx) => tx.drained().await,
+            SinkTx::Weak(tx) => {
+                if let Some(tx) = tx.upgrade() {
+                    tx.drained().await;
+                }
+            }
+        }
+    }
+
+    /// Queue one line spliced from `bytes` (see [`Splice`]), after what this sink holds.
+    async fn send_spliced(&mut self, bytes: Vec<u8>, splice: Splice) {
+        self.flush().await;
+        if self.broken {
+            return;
+        }
+        let sent = match &self.tx {
+            SinkTx::Strong(tx) => tx.send_spliced(bytes, splice).await.is_ok(),
+            SinkTx::Weak(tx) => match tx.upgrade() {
+                Some(tx) => tx.send_spliced(bytes, splice).await.is_ok(),
+                None => false,
+            },
+        };
+        if !sent {
             self.broken = true;
         }
     }
@@ -290,6 +344,50 @@ trait Pump {
     fn events(&mut self) -> &mut Vec<AuditEvent>;
     /// Everything read so far has been judged and handed to the writers.
     fn caught_up(&mut self) {}
+    /// After [`Self::handle`]: whether the line it judged is to be forwarded from the
+    /// reader's buffer instead of having been copied.
+    fn take_detached(&mut self) -> Option<Detached<'_>> {
+        None
+    }
+    /// Before a line of at least `DETACH_BYTES` is judged.
+    fn before_large_line(&mut self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
+/// A line to forward from the reader's buffer.
+struct Detached<'p> {
+    sink: &'p mut Sink,
+    /// Replacements, relative to the line (see [`Splice`]).
+    edits: Vec<(Range<usize>, Vec<u8>)>,
+    /// The buffer for the reader to go on in.
+    fresh: Vec<u8>,
+}
+
+/// Frames at least this long that go out unchanged or redacted are written from the
+/// buffer they were read into (`LineReader::detach_line`), not copied into a sink. A
+/// 1 MiB result lived four times over (read, decoded, forwarded copy, and the one
+/// before still being written); see `Outbound::before_large_line` for how many now.
+const DETACH_BYTES: usize = 256 * 1024;
+
+/// Judge one line; a detached one is queued from the reader's buffer at once, after
+/// what its sink already holds. Returns whether there was a line.
+async fn handle_line<P: Pump, R: AsyncRead + Unpin>(
+    pump: &mut P,
+    reader: &mut LineReader<R>,
+) -> bool {
+    let Some(line) = reader.next_buffered() else {
+        return false;
+    };
+    if matches!(line, Line::Frame(raw) if raw.len() >= DETACH_BYTES) {
+        pump.before_large_line().await;
+    }
+    pump.handle(line);
+    if let Some(Detached { sink, edits, fresh }) = pump.take_detached() {
+        let (bytes, line) = reader.detach_line(fresh);
+        sink.send_spliced(bytes, Splice { line, edits }).await;
+    }
+    true
 }
 
 /// Read lines until EOF or a read error, judging each one. Writes are batched while more
@@ -297,8 +395,7 @@ trait Pump {
 /// lone round trip is never delayed.
 async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReader<R>) {
     loop {
-        while let Some(line) = reader.next_buffered() {
-            pump.handle(line);
+        while handle_line(&mut pump, &mut reader).await {
             let (a, b) = pump.sinks();
             if a.buf.len() >= FLUSH_BYTES || b.buf.len() >= FLUSH_BYTES {
                 flush(&mut pump).await;
@@ -309,9 +406,7 @@ async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReade
         match reader.fill().await {
             Ok(true) => {}
             Ok(false) => {
-                while let Some(line) = reader.next_buffered() {
-                    pump.handle(line);
-                }
+                while handle_line(&mut pump, &mut reader).await {}
                 flush(&mut pump).await;
                 return;
             }
@@ -365,6 +460,27 @@ impl Pump for Outbound {
     }
     fn events(&mut self) -> &mut Vec<AuditEvent> {
         &mut self.events
+    }
+    /// Two large buffers take turns, so that streaming large results holds each frame
+    /// once and faults in no new memory: the reader's, and one that is in turn the
+    /// decoded text of the frame being judged, the buffer the reader goes on in once
+    /// that frame is detached, and (the detached frame's) the one being written. Before
+    /// a large line is judged, the one before it must have been written: it was read
+    /// while that one was being written, and judging it decodes its text.
+    async fn before_large_line(&mut self) {
+        self.to_client.drained().await;
+        if let Some(buf) = self.to_client.pool.take_line() {
+            self.parsed.give_text_buffer(buf);
+        }
+    }
+    fn take_detached(&mut self) -> Option<Detached<'_>> {
+        let edits = self.detached.take()?;
+        Some(Detached {
+            sink: &mut self.to_client,
+            edits,
+            // The text of the line just judged is no longer needed.
+            fresh: self.parsed.take_text_buffer(),
+        })
     }
     fn caught_up(&mut self) {
         if self.handled_any
@@ -902,6 +1018,9 @@ pub(crate) struct Outbound {
     after_first_flush: Option<Box<dyn FnOnce() + Send>>,
     /// A line has been read from the server.
     handled_any: bool,
+    /// The line just judged goes to the client as read, with these edits (see
+    /// `DETACH_BYTES`); nothing of it was written to `to_client`.
+    detached: Option<Vec<(Range<usize>, Vec<u8>)>>,
 }
 
 impl Outbound {
@@ -924,6 +1043,7 @@ impl Outbound {
             events: Vec::new(),
             after_first_flush: None,
             handled_any: false,
+            detached: None,
             markers: HashMap::new(),
             marker,
         }
@@ -957,6 +1077,7 @@ impl Outbound {
                     Ok(frame) => self.scan(&frame),
                     Err(e) => self.not_a_message(raw, &e),
                 }
+                parsed.shrink_past(POOL_LINE_MAX);
                 self.parsed = parsed;
             }
         }
@@ -1083,9 +1204,14 @@ impl Outbound {
         if !frame.parsed.is_batch() {
             let Some(msg) = messages.first() else { return };
             let mut out = std::mem::take(&mut self.to_client.buf);
-            if self.scan_message(frame, msg, 0..frame.raw.len(), &mut out) {
+            let mark = out.len();
+            let detach = frame.raw.len() >= DETACH_BYTES;
+            if self.scan_message(frame, msg, 0..frame.raw.len(), &mut out, detach)
+                && self.detached.is_none()
+            {
                 out.push(b'\n');
             }
+            debug_assert!(self.detached.is_none() || out.len() == mark);
             self.to_client.buf = out;
             return;
         }
@@ -1097,7 +1223,7 @@ impl Outbound {
             if n > 0 {
                 answers.push(b',');
             }
-            if self.scan_message(frame, msg, msg.span.clone(), &mut answers) {
+            if self.scan_message(frame, msg, msg.span.clone(), &mut answers, false) {
                 n += 1;
             } else {
                 answers.truncate(mark);
@@ -1114,13 +1240,15 @@ impl Outbound {
 
     /// Judge one server message and write what goes to the client into `out` (the
     /// bytes of `piece`, redacted, or a replacement). Returns whether anything was
-    /// written.
+    /// written. With `detach` (`piece` is the whole line), a line that goes out as it
+    /// is or redacted is left where it was read: `self.detached` gets its edits instead.
     fn scan_message(
         &mut self,
         frame: &Frame<'_>,
         msg: &Message,
         piece: Range<usize>,
         out: &mut Vec<u8>,
+        detach: bool,
     ) -> bool {
         let id = frame.id_raw(msg);
         let entry = match (msg.kind, id) {
@@ -1144,7 +1272,14 @@ impl Outbound {
         let program = &*self.ctx.program;
         let outcome = program.scan_response(frame, msg, &call, &mut self.scratch);
         let mark = out.len();
+        // The guard edits list results in `out`: those are copied.
+        let detach =
+            detach && (self.ctx.guard.is_none() || !guard_hook::inspects_answers_to(method));
         let (action, rule, redactions) = match outcome {
+            Outcome::Pass if detach => {
+                self.detached = Some(Vec::new());
+                (AuditAction::Pass, None, Vec::new())
+            }
             Outcome::Pass => {
                 out.extend_from_slice(&frame.raw[piece]);
                 (AuditAction::Pass, None, Vec::new())
@@ -1173,7 +1308,11 @@ impl Outbound {
                         (r.raw.start - piece.start..r.raw.end - piece.start, marker)
                     })
                     .collect();
-                crate::frame::redact::apply(&frame.raw[piece], &mut edits, out);
+                if detach {
+                    self.detached = Some(crate::frame::redact::splice(piece.len(), &mut edits));
+                } else {
+                    crate::frame::redact::apply(&frame.raw[piece], &mut edits, out);
+                }
                 (AuditAction::Redact, Some(RuleRef::Outbound(rule)), counts)
             }
             Outcome::Block { rule } => {
@@ -1358,6 +1497,18 @@ impl FramePath {
     pub fn server_line(&mut self, raw: &[u8]) {
         self.outbound.handle(Line::Frame(raw));
         self.outbound.events.clear();
+        // What the writer would write from the reader's buffer, copied.
+        if let Some(edits) = self.outbound.detached.take() {
+            let out = &mut self.outbound.to_client.buf;
+            let mut copied = 0;
+            for (range, text) in &edits {
+                out.extend_from_slice(&raw[copied..range.start]);
+                out.extend_from_slice(text);
+                copied = range.end;
+            }
+            out.extend_from_slice(&raw[copied..]);
+            out.push(b'\n');
+        }
     }
 
     /// Bytes bound for the server so far (frames plus `\n`); clears them.

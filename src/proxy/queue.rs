@@ -9,6 +9,7 @@
 //! and goes straight into the pipe ([`Queue::write_now`]): a lone round trip then wakes
 //! no writer task.
 
+use std::ops::Range;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -22,12 +23,55 @@ pub const QUEUE_BYTES: usize = 1024 * 1024;
 #[derive(Debug)]
 pub struct Batch {
     bytes: Vec<u8>,
+    /// When set, what is written is not `bytes` but one line spliced from them.
+    splice: Option<Splice>,
     _share: OwnedSemaphorePermit,
 }
 
+/// One line forwarded from the buffer it was read into: `bytes[line]` with each of
+/// `edits` (ranges relative to the line, in order, disjoint) replaced by its bytes,
+/// then a newline.
+#[derive(Debug)]
+pub struct Splice {
+    pub line: Range<usize>,
+    pub edits: Vec<(Range<usize>, Vec<u8>)>,
+}
+
+impl Splice {
+    /// How many bytes the line takes once spliced, newline included.
+    fn len(&self) -> usize {
+        let removed: usize = self.edits.iter().map(|(r, _)| r.len()).sum();
+        let added: usize = self.edits.iter().map(|(_, b)| b.len()).sum();
+        self.line.len() - removed + added + 1
+    }
+}
+
 impl Batch {
+    /// The bytes queued; for a spliced line, the buffer it is spliced from.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
+    }
+
+    pub fn is_spliced(&self) -> bool {
+        self.splice.is_some()
+    }
+
+    /// What the writer writes, in order: the bytes, or the pieces of the spliced line.
+    pub fn pieces(&self) -> Vec<&[u8]> {
+        let Some(splice) = &self.splice else {
+            return vec![&self.bytes];
+        };
+        let line = &self.bytes[splice.line.clone()];
+        let mut pieces = Vec::with_capacity(2 * splice.edits.len() + 2);
+        let mut copied = 0;
+        for (range, text) in &splice.edits {
+            pieces.push(&line[copied..range.start]);
+            pieces.push(&text[..]);
+            copied = range.end;
+        }
+        pieces.push(&line[copied..]);
+        pieces.push(b"\n");
+        pieces
     }
 
     /// The buffer back, for reuse; the budget share is returned.
@@ -120,18 +164,43 @@ impl Queue {
 
     /// Queue `bytes` once there is room for them. Gives them back if the writer is gone.
     pub async fn send(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
+        let len = bytes.len();
+        self.send_batch(bytes, None, len).await
+    }
+
+    /// Queue the line `splice` describes, written from `bytes` in pieces (see
+    /// [`Splice`]). Gives the bytes back if the writer is gone.
+    pub async fn send_spliced(&self, bytes: Vec<u8>, splice: Splice) -> Result<(), Vec<u8>> {
+        let len = splice.len();
+        self.send_batch(bytes, Some(splice), len).await
+    }
+
+    async fn send_batch(
+        &self,
+        bytes: Vec<u8>,
+        splice: Option<Splice>,
+        len: usize,
+    ) -> Result<(), Vec<u8>> {
         // A batch larger than the budget takes all of it, and so waits alone.
-        let share = bytes.len().clamp(1, self.limit) as u32;
+        let share = len.clamp(1, self.limit) as u32;
         let Ok(share) = self.budget.clone().acquire_many_owned(share).await else {
             return Err(bytes);
         };
         self.tx
             .send(Batch {
                 bytes,
+                splice,
                 _share: share,
             })
             .await
             .map_err(|e| e.0.bytes)
+    }
+
+    /// Wait until everything queued so far has been written (or the writer is gone).
+    pub async fn drained(&self) {
+        // The whole budget is free only once every batch has been written; the
+        // semaphore is fair, so batches queued after this call wait for it.
+        let _ = self.budget.acquire_many(self.limit as u32).await;
     }
 
     pub fn downgrade(&self) -> WeakQueue {
