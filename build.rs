@@ -97,7 +97,7 @@ fn main() {
 ///
 /// Only where the linker is known to be LLD (rustc's default on x86-64 Linux since
 /// 1.90, unless a linker is configured): GNU ld has no `--symbol-ordering-file` and
-/// would fail the build. Symbols the list names but the binary lacks (another compiler,
+/// would fail the build. The same holds for packed relocations, below. Symbols the list names but the binary lacks (another compiler,
 /// other dependency versions) are ignored; the list is regenerated with
 /// `tests/benches/link_order.py`.
 fn link_order() {
@@ -116,6 +116,14 @@ fn link_order() {
     {
         return;
     }
+    if var("TARGET") == var("HOST") && glibc_minor().is_some_and(|minor| minor >= 36) {
+        // Relative relocations packed (DT_RELR): 286 KB of them, read at every start,
+        // become 4 KB. The loader must know the format (glibc 2.36); the linker makes
+        // the binary require it, so a binary taken to an older system refuses to start
+        // with a clear message. Checked on the machine that builds, which for a native
+        // build is where it runs.
+        println!("cargo:rustc-link-arg-bin=mcpwall=-Wl,-z,pack-relative-relocs");
+    }
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join(LIST);
     if !list.is_file() {
         return;
@@ -125,6 +133,20 @@ fn link_order() {
         list.display()
     );
     println!("cargo:rustc-link-arg-bin=mcpwall=-Wl,--no-warn-symbol-ordering");
+}
+
+/// The minor version of this machine's glibc (`getconf` says `glibc 2.36`).
+fn glibc_minor() -> Option<u32> {
+    let out = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let version = text.strip_prefix("glibc ")?.trim();
+    match version.split('.').collect::<Vec<_>>()[..] {
+        ["2", minor, ..] => minor.parse().ok(),
+        _ => None,
+    }
 }
 
 /// The minor version of the compiler building us (`rustc 1.95.0 (...)` gives 95).
