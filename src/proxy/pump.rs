@@ -1499,15 +1499,13 @@ impl FramePath {
         self.outbound.events.clear();
         // What the writer would write from the reader's buffer, copied.
         if let Some(edits) = self.outbound.detached.take() {
-            let out = &mut self.outbound.to_client.buf;
-            let mut copied = 0;
-            for (range, text) in &edits {
-                out.extend_from_slice(&raw[copied..range.start]);
-                out.extend_from_slice(text);
-                copied = range.end;
+            let splice = Splice {
+                line: 0..raw.len(),
+                edits,
+            };
+            for piece in splice.pieces(raw) {
+                self.outbound.to_client.buf.extend_from_slice(piece);
             }
-            out.extend_from_slice(&raw[copied..]);
-            out.push(b'\n');
         }
     }
 

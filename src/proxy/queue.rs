@@ -38,6 +38,21 @@ pub struct Splice {
 }
 
 impl Splice {
+    /// The line cut from `bytes` (the buffer it was read into), in the order written.
+    pub fn pieces<'b>(&'b self, bytes: &'b [u8]) -> Vec<&'b [u8]> {
+        let line = &bytes[self.line.clone()];
+        let mut pieces = Vec::with_capacity(2 * self.edits.len() + 2);
+        let mut copied = 0;
+        for (range, text) in &self.edits {
+            pieces.push(&line[copied..range.start]);
+            pieces.push(&text[..]);
+            copied = range.end;
+        }
+        pieces.push(&line[copied..]);
+        pieces.push(b"\n");
+        pieces
+    }
+
     /// How many bytes the line takes once spliced, newline included.
     fn len(&self) -> usize {
         let removed: usize = self.edits.iter().map(|(r, _)| r.len()).sum();
@@ -58,20 +73,10 @@ impl Batch {
 
     /// What the writer writes, in order: the bytes, or the pieces of the spliced line.
     pub fn pieces(&self) -> Vec<&[u8]> {
-        let Some(splice) = &self.splice else {
-            return vec![&self.bytes];
-        };
-        let line = &self.bytes[splice.line.clone()];
-        let mut pieces = Vec::with_capacity(2 * splice.edits.len() + 2);
-        let mut copied = 0;
-        for (range, text) in &splice.edits {
-            pieces.push(&line[copied..range.start]);
-            pieces.push(&text[..]);
-            copied = range.end;
+        match &self.splice {
+            Some(splice) => splice.pieces(&self.bytes),
+            None => vec![&self.bytes],
         }
-        pieces.push(&line[copied..]);
-        pieces.push(b"\n");
-        pieces
     }
 
     /// The buffer back, for reuse; the budget share is returned.
