@@ -125,7 +125,8 @@ fn link_order() {
         println!("cargo:rustc-link-arg-bin=mcpwall=-Wl,-z,pack-relative-relocs");
     }
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join(LIST);
-    if !list.is_file() {
+    // `-Wl,` splits its argument at commas.
+    if !list.is_file() || list.to_string_lossy().contains(',') {
         return;
     }
     println!(
