@@ -79,7 +79,7 @@ fn main() -> ExitCode {
 /// Buffers of 256 KiB and more (large frames and their decoded text) are mapped on
 /// their own and unmapped when freed. glibc's default threshold rises to the size of
 /// the last such buffer freed, after which they came from the heap, whose freed pages
-/// stay resident: streaming 1 MiB results, peak RSS was 0.1-0.3 MiB higher (three
+/// stay resident: streaming 1 MiB results, peak RSS was 0.07-0.22 MiB higher (three
 /// runs each).
 fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
