@@ -11,7 +11,7 @@
 //! their automaton is built.
 //!
 //! And it asks the linker to lay out the code the frame path runs first, in the order of
-//! `src/link_order.txt` (see [`link_order`]).
+//! `src/link_order.txt`, and to pack relocations (see [`linker_options`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ mod required;
 const PACK_DIRS: [&str; 3] = ["rules", "profiles", "servers"];
 
 fn main() {
-    link_order();
+    linker_options();
     println!("cargo:rerun-if-changed=src/config/yaml_tree.rs");
     println!("cargo:rerun-if-changed=src/regex_dialect.rs");
     println!("cargo:rerun-if-changed=src/compile/required.rs");
@@ -89,18 +89,18 @@ fn main() {
     std::fs::write(out.join("required_literals.rs"), table).expect("write required_literals.rs");
 }
 
-/// The symbol list that puts the code the proxy runs per frame, then the code it runs at
-/// start-up, at the front of the release binary's text, one after the other. Scattered
-/// over 4.9 MB of text, the per-frame code touched 186 pages in 52 of its 64 KiB
-/// windows, and the kernel maps a whole window around every page of code faulted in:
-/// laid out together, a proxy keeps about 1.9 MiB less of its binary resident.
+/// Linker options for the release binary, where the linker is known to be LLD (rustc's
+/// default on x86-64 Linux since 1.90, unless a linker is configured); GNU ld lacks the
+/// first and would fail the build.
 ///
-/// Only where the linker is known to be LLD (rustc's default on x86-64 Linux since
-/// 1.90, unless a linker is configured): GNU ld has no `--symbol-ordering-file` and
-/// would fail the build. The same holds for packed relocations, below. Symbols the list names but the binary lacks (another compiler,
-/// other dependency versions) are ignored; the list is regenerated with
-/// `tests/benches/link_order.py`.
-fn link_order() {
+/// The symbol list `src/link_order.txt` puts the code the proxy runs per frame, then
+/// the code it runs at start-up, at the front of the text, one after the other.
+/// Scattered over 4.9 MB of text, the per-frame code touched 186 pages in 52 of its
+/// 64 KiB windows, and the kernel maps a whole window around every page of code faulted
+/// in: laid out together, a proxy keeps about 1.9 MiB less of its binary resident.
+/// Symbols the list names but the binary lacks (another compiler, other dependency
+/// versions) are ignored; the list is regenerated with `tests/benches/link_order.py`.
+fn linker_options() {
     const LIST: &str = "src/link_order.txt";
     println!("cargo:rerun-if-changed={LIST}");
     println!("cargo:rerun-if-env-changed=RUSTC_LINKER");

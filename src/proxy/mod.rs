@@ -120,8 +120,8 @@ async fn write_from<W: AsyncWrite + Unpin>(
     pool: BufPool,
 ) -> std::io::Result<()> {
     while let Some(batch) = rx.recv().await {
-        if batch.is_spliced() {
-            for piece in batch.pieces() {
+        if let Some(splice) = batch.splice() {
+            for piece in splice.pieces(batch.bytes()) {
                 w.write_all(piece).await?;
             }
             pool.give_line(batch.into_bytes());

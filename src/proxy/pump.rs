@@ -160,20 +160,10 @@ impl Sink {
             self.buf.clear();
             return;
         }
-        let upgraded;
-        let tx = match &self.tx {
-            SinkTx::Strong(tx) => tx,
-            SinkTx::Weak(tx) => match tx.upgrade() {
-                Some(tx) => {
-                    upgraded = tx;
-                    &upgraded
-                }
-                None => {
-                    self.buf.clear();
-                    self.broken = true;
-                    return;
-                }
-            },
+        let Some(tx) = self.tx.queue() else {
+            self.buf.clear();
+            self.broken = true;
+            return;
         };
         let written = tx.write_now(&self.buf);
         if written == self.buf.len() {
@@ -191,14 +181,9 @@ impl Sink {
     }
 
     /// Wait until what was handed to the writer has been written. (Not this buffer.)
-    async fn drained(&mut self) {
-        match &self.tx {
-            SinkTx::Strong(tx) => tx.drained().await,
-            SinkTx::Weak(tx) => {
-                if let Some(tx) = tx.upgrade() {
-                    tx.drained().await;
-                }
-            }
+    async fn drained(&self) {
+        if let Some(tx) = self.tx.queue() {
+            tx.drained().await;
         }
     }
 
@@ -208,15 +193,22 @@ impl Sink {
         if self.broken {
             return;
         }
-        let sent = match &self.tx {
-            SinkTx::Strong(tx) => tx.send_spliced(bytes, splice).await.is_ok(),
-            SinkTx::Weak(tx) => match tx.upgrade() {
-                Some(tx) => tx.send_spliced(bytes, splice).await.is_ok(),
-                None => false,
-            },
+        let sent = match self.tx.queue() {
+            Some(tx) => tx.send_spliced(bytes, splice).await.is_ok(),
+            None => false,
         };
         if !sent {
             self.broken = true;
+        }
+    }
+}
+
+impl SinkTx {
+    /// The writer's queue, while it has one (a weak sender's writer may be gone).
+    fn queue(&self) -> Option<Cow<'_, Queue>> {
+        match self {
+            SinkTx::Strong(tx) => Some(Cow::Borrowed(tx)),
+            SinkTx::Weak(tx) => tx.upgrade().map(Cow::Owned),
         }
     }
 }
@@ -367,7 +359,7 @@ struct Detached<'p> {
 /// Frames at least this long that go out unchanged or redacted are written from the
 /// buffer they were read into (`LineReader::detach_line`), not copied into a sink. A
 /// 1 MiB result lived four times over (read, decoded, forwarded copy, and the one
-/// before still being written); see `Outbound::before_large_line` for how many now.
+/// before still being written); now twice (see `Outbound::before_large_line`).
 const DETACH_BYTES: usize = 256 * 1024;
 
 /// Judge one line; a detached one is queued from the reader's buffer at once, after

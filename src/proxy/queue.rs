@@ -67,16 +67,9 @@ impl Batch {
         &self.bytes
     }
 
-    pub fn is_spliced(&self) -> bool {
-        self.splice.is_some()
-    }
-
-    /// What the writer writes, in order: the bytes, or the pieces of the spliced line.
-    pub fn pieces(&self) -> Vec<&[u8]> {
-        match &self.splice {
-            Some(splice) => splice.pieces(&self.bytes),
-            None => vec![&self.bytes],
-        }
+    /// Set when what is written is a line spliced from [`Self::bytes`].
+    pub fn splice(&self) -> Option<&Splice> {
+        self.splice.as_ref()
     }
 
     /// The buffer back, for reuse; the budget share is returned.
@@ -384,6 +377,34 @@ mod tests {
             let (plain, _rx) = queue(16, 1000);
             assert_eq!(plain.write_now(b"ee\n"), 0);
             drop(w);
+        });
+    }
+
+    /// Drained means written: a batch taken by the writer but not yet written (not
+    /// dropped) still counts.
+    #[test]
+    fn drained_waits_for_every_batch_to_be_written() {
+        runtime().block_on(async {
+            let (q, mut rx) = queue(16, 1000);
+            tokio::time::timeout(Duration::from_millis(50), q.drained())
+                .await
+                .expect("an empty queue is drained");
+            q.send(vec![1; 10]).await.unwrap();
+            q.send(vec![2; 10]).await.unwrap();
+            let first = rx.recv().await.unwrap();
+            drop(first);
+            let waiting = tokio::time::timeout(Duration::from_millis(50), q.drained()).await;
+            assert!(waiting.is_err(), "drained with a batch still queued");
+            let second = rx.recv().await.unwrap();
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), q.drained())
+                    .await
+                    .is_err()
+            );
+            drop(second);
+            tokio::time::timeout(Duration::from_secs(5), q.drained())
+                .await
+                .expect("drained once both are written");
         });
     }
 
