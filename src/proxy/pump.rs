@@ -30,8 +30,12 @@ use crate::guard::{Guard, hook as guard_hook};
 use crate::program::{CallInfo, Program, Scratch};
 use crate::verdict::{Decision, Outcome};
 
-/// Hand a sink's buffer to its writer once it holds this much, even mid-burst.
-const FLUSH_BYTES: usize = 256 * 1024;
+/// Hand a sink's buffer to its writer once it holds this much, even mid-burst, so the
+/// peer starts on the first frames of a pipelined burst while the rest are judged.
+/// Holding a whole 32-call burst (about 7 KB) until it was judged left the server idle
+/// meanwhile: with 2 KiB, pipelined calls ran about 1.3x as fast at the same CPU time;
+/// 512 bytes or a flush per frame cost more CPU for less.
+const FLUSH_BYTES: usize = 2 * 1024;
 /// Initial capacity of a sink buffer.
 const SINK_BUF: usize = 8 * 1024;
 
