@@ -154,19 +154,18 @@ pub struct AuditConfig {
 const MAX_QUEUED: usize = 16 * 1024;
 /// Queued events that wake the writer before its next periodic round.
 pub const WAKE_AT: usize = 256;
-/// Emptied batches kept for reuse.
-const SPARE_BATCHES: usize = 8;
+/// Capacity (in events) the writer keeps of the queue it emptied; a burst that needed
+/// more gives the rest back.
+const KEPT_CAPACITY: usize = 1024;
 /// Longest time an event waits in the queue.
 pub const LINGER: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Default)]
 struct Queue {
-    /// The pumps' batches as they handed them over: moved, never copied event by event.
-    batches: Vec<Vec<AuditEvent>>,
-    /// Events in `batches`.
-    len: usize,
-    /// Emptied batches the writer gives back, so a pump's next batch keeps a capacity.
-    spare: Vec<Vec<AuditEvent>>,
+    /// The pumps' events in the order they were handed over. Appended, so a pump's
+    /// batch keeps its capacity; handing the batch itself over left the pump an empty
+    /// one to grow again, an allocation per round trip.
+    events: Vec<AuditEvent>,
     /// No more events will come: write what is queued and stop.
     closed: bool,
     /// The writer has written everything and stopped.
@@ -227,18 +226,16 @@ impl AuditSender {
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             return;
         }
-        if queue.len + n > MAX_QUEUED {
+        if queue.events.len() + n > MAX_QUEUED {
             drop(queue);
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             shared.warn_once("the audit writer cannot keep up with the traffic");
             return;
         }
-        let before = queue.len;
-        let next = queue.spare.pop().unwrap_or_default();
-        queue.batches.push(std::mem::replace(batch, next));
-        queue.len += n;
-        if before < WAKE_AT && queue.len >= WAKE_AT {
+        let before = queue.events.len();
+        queue.events.append(batch);
+        if before < WAKE_AT && queue.events.len() >= WAKE_AT {
             shared.wake.notify_one();
         }
     }
@@ -359,33 +356,25 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         let shared = self.shared.clone();
-        let mut batches = Vec::new();
+        // Swapped with the queue's: the two vectors take turns.
+        let mut events = Vec::new();
         loop {
             let mut queue = shared.lock();
-            if queue.len == 0 && !queue.closed {
+            if queue.events.is_empty() && !queue.closed {
                 queue = shared
                     .wake
-                    .wait_timeout_while(queue, LINGER, |q| q.len < WAKE_AT && !q.closed)
+                    .wait_timeout_while(queue, LINGER, |q| q.events.len() < WAKE_AT && !q.closed)
                     .map(|(q, _)| q)
                     .unwrap_or_else(|e| e.into_inner().0);
             }
-            std::mem::swap(&mut batches, &mut queue.batches);
-            queue.len = 0;
+            std::mem::swap(&mut events, &mut queue.events);
             let closed = queue.closed;
             drop(queue);
-            for batch in &batches {
-                self.write_batch(batch);
-            }
+            self.write_batch(&events);
             self.flush();
-            // Give the emptied batches back (a few: a pump holds one at a time).
-            let mut queue = shared.lock();
-            for mut batch in batches.drain(..) {
-                if queue.spare.len() < SPARE_BATCHES {
-                    batch.clear();
-                    queue.spare.push(batch);
-                }
-            }
-            if closed && queue.len == 0 {
+            events.clear();
+            events.shrink_to(KEPT_CAPACITY);
+            if closed && shared.lock().events.is_empty() {
                 break;
             }
         }
