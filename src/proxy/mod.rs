@@ -26,6 +26,7 @@ pub mod ratelimit;
 pub mod shutdown;
 pub mod stdio;
 pub mod synth;
+pub mod timer;
 
 use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, Names, RuleRef};
 pub use crate::config::policy::LogLevel;
@@ -265,8 +266,13 @@ pub async fn run(
         }
     };
 
+    // The escalation timer, kept across turns of the loop while its deadline stands.
+    let mut escalation: Option<(std::time::Instant, timer::Sleep)> = None;
     let status = loop {
         let deadline = shutdown.deadline();
+        if escalation.as_ref().map(|(at, _)| *at) != deadline {
+            escalation = deadline.map(|at| (at, timer::sleep_until(at)));
+        }
         tokio::select! {
             status = server.wait() => break status.map_err(ProxyError::Wait)?,
             _ = async { inbound.as_mut().unwrap().await }, if inbound.is_some() => {
@@ -295,7 +301,8 @@ pub async fn run(
                 stop_inbound(&mut inbound);
                 shutdown.begin();
             }
-            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
+            () = async { (&mut escalation.as_mut().unwrap().1).await }, if escalation.is_some() => {
+                escalation = None;
                 if let Some(sig) = shutdown.escalate() {
                     chatter.log(LogLevel::Warn, format_args!(
                         "the server has not exited; sending {}",
@@ -309,11 +316,7 @@ pub async fn run(
 
     // The server is gone. Read what it wrote before exiting (a large final reply
     // arrives whole), unless a grandchild keeps its stdout open.
-    if !outbound_done
-        && tokio::time::timeout(STDOUT_DRAIN, &mut outbound)
-            .await
-            .is_err()
-    {
+    if !outbound_done && timer::timeout(STDOUT_DRAIN, &mut outbound).await.is_none() {
         outbound.abort();
     }
     stop_inbound(&mut inbound);
@@ -352,12 +355,12 @@ pub async fn run(
             events.push(e);
         }
         audit.send(&mut events);
-        let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out)).await;
+        let _ = timer::timeout(CLIENT_DRAIN, client_tx.send(out)).await;
     }
     drop(client_tx);
     drop(ctx);
     if let Some(w) = client_writer
-        && tokio::time::timeout(CLIENT_DRAIN, w).await.is_err()
+        && timer::timeout(CLIENT_DRAIN, w).await.is_none()
     {
         chatter.log(
             LogLevel::Warn,

@@ -3,9 +3,7 @@
 //! if the server is still running after a grace period it gets SIGTERM, then after a
 //! second grace period SIGKILL. Starting it again (a second signal) changes nothing.
 
-use std::time::Duration;
-
-use tokio::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Grace periods. The defaults suit real servers (`npx` start-up and clean exit take
 /// well under a second); tests shorten them with hidden flags.
