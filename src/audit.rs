@@ -154,18 +154,21 @@ pub struct AuditConfig {
 const MAX_QUEUED: usize = 16 * 1024;
 /// Queued events that wake the writer before its next periodic round.
 pub const WAKE_AT: usize = 256;
-/// Capacity (in events) the writer keeps of the queue it emptied; a burst that needed
-/// more gives the rest back.
-const KEPT_CAPACITY: usize = 1024;
+/// Emptied batches kept for reuse.
+const SPARE_BATCHES: usize = 8;
+/// A batch this small joins the last one queued instead of being queued itself.
+const APPEND_AT_MOST: usize = 4;
 /// Longest time an event waits in the queue.
 pub const LINGER: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Default)]
 struct Queue {
-    /// The pumps' events in the order they were handed over. Appended, so a pump's
-    /// batch keeps its capacity; handing the batch itself over left the pump an empty
-    /// one to grow again, an allocation per round trip.
-    events: Vec<AuditEvent>,
+    /// The pumps' batches in the order they were handed over.
+    batches: Vec<Vec<AuditEvent>>,
+    /// Events in `batches`.
+    len: usize,
+    /// Emptied batches the writer gives back, so a pump's next batch keeps a capacity.
+    spare: Vec<Vec<AuditEvent>>,
     /// No more events will come: write what is queued and stop.
     closed: bool,
     /// The writer has written everything and stopped.
@@ -226,16 +229,27 @@ impl AuditSender {
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             return;
         }
-        if queue.events.len() + n > MAX_QUEUED {
+        if queue.len + n > MAX_QUEUED {
             drop(queue);
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             shared.warn_once("the audit writer cannot keep up with the traffic");
             return;
         }
-        let before = queue.events.len();
-        queue.events.append(batch);
-        if before < WAKE_AT && queue.events.len() >= WAKE_AT {
+        let before = queue.len;
+        match queue.batches.last_mut() {
+            // A round trip hands over an event or two at a time. Taking its vector left
+            // the pump an empty one to grow again, an allocation per round trip (the
+            // writer gives back only a few); the events join the last batch instead.
+            // Larger batches (pipelined bursts) are moved whole, never copied.
+            Some(last) if n <= APPEND_AT_MOST => last.append(batch),
+            _ => {
+                let next = queue.spare.pop().unwrap_or_default();
+                queue.batches.push(std::mem::replace(batch, next));
+            }
+        }
+        queue.len += n;
+        if before < WAKE_AT && queue.len >= WAKE_AT {
             shared.wake.notify_one();
         }
     }
@@ -356,25 +370,33 @@ struct Writer {
 impl Writer {
     fn run(mut self) {
         let shared = self.shared.clone();
-        // Swapped with the queue's: the two vectors take turns.
-        let mut events = Vec::new();
+        let mut batches = Vec::new();
         loop {
             let mut queue = shared.lock();
-            if queue.events.is_empty() && !queue.closed {
+            if queue.len == 0 && !queue.closed {
                 queue = shared
                     .wake
-                    .wait_timeout_while(queue, LINGER, |q| q.events.len() < WAKE_AT && !q.closed)
+                    .wait_timeout_while(queue, LINGER, |q| q.len < WAKE_AT && !q.closed)
                     .map(|(q, _)| q)
                     .unwrap_or_else(|e| e.into_inner().0);
             }
-            std::mem::swap(&mut events, &mut queue.events);
+            std::mem::swap(&mut batches, &mut queue.batches);
+            queue.len = 0;
             let closed = queue.closed;
             drop(queue);
-            self.write_batch(&events);
+            for batch in &batches {
+                self.write_batch(batch);
+            }
             self.flush();
-            events.clear();
-            events.shrink_to(KEPT_CAPACITY);
-            if closed && shared.lock().events.is_empty() {
+            // Give the emptied batches back (a few: a pump holds one at a time).
+            let mut queue = shared.lock();
+            for mut batch in batches.drain(..) {
+                if queue.spare.len() < SPARE_BATCHES {
+                    batch.clear();
+                    queue.spare.push(batch);
+                }
+            }
+            if closed && queue.len == 0 {
                 break;
             }
         }
@@ -971,6 +993,32 @@ mod tests {
             }
         }
         assert_eq!(ids, (0..next).collect::<Vec<_>>());
+    }
+
+    /// A round trip hands over an event at a time: it joins the batch already queued and
+    /// the sender keeps its vector (taking it meant an allocation per event); a burst's
+    /// batch is moved whole.
+    #[test]
+    fn small_batches_join_the_last_one_and_leave_the_sender_its_vector() {
+        // No writer thread: the queue keeps what it is sent.
+        let tx = AuditSender {
+            shared: Arc::default(),
+            enabled: true,
+        };
+        let event = || AuditEvent::new(Direction::Inbound, AuditAction::Allow);
+        let mut batch: Vec<AuditEvent> = (0..10).map(|_| event()).collect();
+        tx.send(&mut batch);
+        assert_eq!(batch.capacity(), 0, "a burst's vector goes with it");
+        for _ in 0..5 {
+            batch.push(event());
+            let capacity = batch.capacity();
+            tx.send(&mut batch);
+            assert!(batch.is_empty());
+            assert_eq!(batch.capacity(), capacity);
+        }
+        let queue = tx.shared.lock();
+        assert_eq!((queue.batches.len(), queue.len), (1, 15));
+        assert_eq!(queue.batches[0].len(), 15);
     }
 
     #[test]
