@@ -8,7 +8,10 @@
 
 use std::io;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::pin::Pin;
+use std::task::{Poll, ready};
+
+use tokio::io::{AsyncRead, ReadBuf};
 
 /// How much is asked of the kernel per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -30,7 +33,9 @@ pub enum Line<'a> {
 #[derive(Debug)]
 pub struct LineReader<R> {
     inner: R,
-    /// Initialised storage; `buf[start..end]` is unconsumed input.
+    /// `buf[start..end]` is unconsumed input, and `end` is always `buf.len()`: reads go
+    /// into the spare capacity, so storage is never zeroed first (for a 1 MiB line that
+    /// was a 1 MiB `memset`, 7% of the proxy's instructions per large result).
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -48,7 +53,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     pub fn new(inner: R, max_line: usize) -> LineReader<R> {
         LineReader {
             inner,
-            buf: vec![0; READ_CHUNK],
+            buf: Vec::with_capacity(READ_CHUNK),
             start: 0,
             end: 0,
             scanned: 0,
@@ -76,12 +81,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         });
                     }
                     None => {
-                        self.discarding = Some(discarded + window.len());
-                        self.start = 0;
-                        self.end = 0;
-                        self.scanned = 0;
+                        let len = discarded + window.len();
+                        self.discarding = Some(len);
+                        self.clear();
                         if self.eof {
-                            let len = discarded + window.len();
                             self.discarding = None;
                             return Some(Line::TooLarge { len });
                         }
@@ -113,9 +116,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     let pending = self.end - self.start;
                     if pending > self.max_line {
                         self.discarding = Some(pending);
-                        self.start = 0;
-                        self.end = 0;
-                        self.scanned = 0;
+                        self.clear();
                         if self.eof {
                             self.discarding = None;
                             return Some(Line::TooLarge { len: pending });
@@ -140,8 +141,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     pub fn detach_line(&mut self, mut fresh: Vec<u8>) -> (Vec<u8>, std::ops::Range<usize>) {
         let rest = self.start..self.end;
         fresh.clear();
+        fresh.reserve(rest.len() + READ_CHUNK);
         fresh.extend_from_slice(&self.buf[rest.clone()]);
-        fresh.resize(READ_CHUNK.max(rest.len()), 0);
         self.scanned -= self.start.min(self.scanned);
         self.start = 0;
         self.end = rest.len();
@@ -173,7 +174,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
         self.make_room();
         let n = loop {
-            match self.inner.read(&mut self.buf[self.end..]).await {
+            match std::future::poll_fn(|cx| self.poll_read_chunk(cx)).await {
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -184,18 +185,39 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             return Ok(false);
         }
         self.end += n;
+        debug_assert_eq!(self.end, self.buf.len());
         Ok(true)
+    }
+
+    /// Read at most `READ_CHUNK` bytes into the spare capacity (which `make_room`
+    /// provided) and extend `buf` by what was read.
+    fn poll_read_chunk(&mut self, cx: &mut std::task::Context<'_>) -> Poll<io::Result<usize>> {
+        let spare = self.buf.spare_capacity_mut();
+        let len = spare.len().min(READ_CHUNK);
+        let mut read = ReadBuf::uninit(&mut spare[..len]);
+        ready!(Pin::new(&mut self.inner).poll_read(cx, &mut read))?;
+        let n = read.filled().len();
+        // SAFETY: `ReadBuf` reports as filled only bytes that were written, here the
+        // first `n` of the spare capacity, which directly follow `buf`'s contents.
+        unsafe { self.buf.set_len(self.buf.len() + n) };
+        Poll::Ready(Ok(n))
+    }
+
+    /// Forget all buffered input.
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.start = 0;
+        self.end = 0;
+        self.scanned = 0;
     }
 
     /// Ensure at least one read's worth of free space after `end`, moving unconsumed
     /// bytes to the front rather than growing when that suffices.
     fn make_room(&mut self) {
         if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-            self.scanned = 0;
+            self.clear();
         }
-        if self.buf.len() - self.end >= READ_CHUNK {
+        if self.buf.capacity() - self.end >= READ_CHUNK {
             return;
         }
         if self.start > 0 {
@@ -203,15 +225,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             self.scanned -= self.start.min(self.scanned);
             self.end -= self.start;
             self.start = 0;
+            self.buf.truncate(self.end);
         }
-        if self.buf.len() - self.end < READ_CHUNK {
-            // One read's worth more. `end` stays within the line limit plus one read (a
-            // longer line switches to discarding), so this never exceeds the limit plus
-            // two. The allocation still grows geometrically (`Vec` doubles capacity),
-            // but only what reads will fill is zeroed: doubling the length instead
-            // touched twice a long line's size in memory.
-            self.buf.resize(self.end + READ_CHUNK, 0);
-        }
+        // One read's worth more. `end` stays within the line limit plus one read (a
+        // longer line switches to discarding), so what reads fill never exceeds the
+        // limit plus two; the capacity grows geometrically, but pages no read has
+        // filled are never touched.
+        self.buf.reserve(READ_CHUNK);
     }
 
     /// The underlying reader.
