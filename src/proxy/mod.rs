@@ -242,11 +242,7 @@ pub async fn run(
     outbound.after_first_flush(move || {
         let _ = std::thread::Builder::new()
             .name("mcpwall-warm".into())
-            .spawn(move || {
-                // Here rather than at the first timer: shutting down starts no thread.
-                timer::start();
-                warming.warm_up();
-            });
+            .spawn(move || warming.warm_up());
     });
     let inbound = Inbound::new(
         ctx.clone(),
