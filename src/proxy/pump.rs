@@ -394,7 +394,7 @@ async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReade
         while handle_line(&mut pump, &mut reader).await {
             let (a, b) = pump.sinks();
             if a.buf.len() >= FLUSH_BYTES || b.buf.len() >= FLUSH_BYTES {
-                flush(&mut pump).await;
+                flush_full(&mut pump).await;
             }
         }
         flush(&mut pump).await;
@@ -419,12 +419,31 @@ async fn drive<P: Pump, R: AsyncRead + Unpin>(mut pump: P, mut reader: LineReade
 
 /// Audit events first, then both sinks.
 async fn flush<P: Pump>(pump: &mut P) {
-    let mut events = std::mem::take(pump.events());
-    pump.ctx().audit.send(&mut events);
-    *pump.events() = events;
+    send_events(pump);
     let (a, b) = pump.sinks();
     a.flush().await;
     b.flush().await;
+}
+
+/// Mid-burst: audit events first, then only the sinks holding at least `FLUSH_BYTES`.
+/// The other side's few lines (the refusals of a burst the server is being fed) wait
+/// for the end of the burst: flushed with the server's share, each took a write of its
+/// own and woke the client for it, about 3 per 32-call burst with 10% refused.
+async fn flush_full<P: Pump>(pump: &mut P) {
+    send_events(pump);
+    let (a, b) = pump.sinks();
+    if a.buf.len() >= FLUSH_BYTES {
+        a.flush().await;
+    }
+    if b.buf.len() >= FLUSH_BYTES {
+        b.flush().await;
+    }
+}
+
+fn send_events<P: Pump>(pump: &mut P) {
+    let mut events = std::mem::take(pump.events());
+    pump.ctx().audit.send(&mut events);
+    *pump.events() = events;
 }
 
 impl Pump for Inbound {
@@ -1525,5 +1544,91 @@ impl FramePath {
         self.inbound.to_client.buf.clear();
         self.outbound.to_server.buf.clear();
         self.outbound.to_client.buf.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LoadOptions, load_str};
+
+    fn ctx() -> Arc<Ctx> {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/t".into(),
+            project_dir: "/home/t/p".into(),
+        };
+        let text = "version: 1\nrules:\n  - name: no-keys\n    match:\n      arguments:\n        path:\n          regex: 'id_rsa'\n    action: deny\n";
+        let policy = load_str("t.yml", text, &opts).unwrap();
+        let program = Arc::new(Program::compile(&policy).unwrap());
+        Arc::new(Ctx {
+            program,
+            pending: Mutex::new(Pending::new(super::super::MAX_PENDING)),
+            audit: crate::audit::Audit::disabled().sender(),
+            server: "t".into(),
+            strict: false,
+            limits: Limits::default(),
+            chatter: Chatter {
+                level: LogLevel::Error,
+            },
+            guard: None,
+        })
+    }
+
+    fn call(id: usize, path: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
+        ) + "\n"
+    }
+
+    /// A burst read at once: refusals between runs of allowed calls longer than
+    /// `FLUSH_BYTES`. The server gets the allowed calls as they are judged, in several
+    /// writes; the client gets the refusals together, once the burst is judged.
+    #[test]
+    fn refusals_of_a_burst_go_to_the_client_in_one_write() {
+        let mut burst = String::new();
+        let mut id = 0;
+        for _ in 0..3 {
+            id += 1;
+            burst += &call(id, "/home/t/.ssh/id_rsa");
+            let run_start = burst.len();
+            while burst.len() - run_start <= FLUSH_BYTES {
+                id += 1;
+                burst += &call(id, "/home/t/p/src/main.rs");
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (to_server, to_client) = rt.block_on(async {
+            let ctx = ctx();
+            let (server_tx, mut server_rx) = super::super::queue::queue(64, 1 << 20);
+            let (client_tx, mut client_rx) = super::super::queue::queue(64, 1 << 20);
+            let inbound = Inbound::new(
+                ctx,
+                Sink::strong(server_tx, BufPool::default()),
+                Sink::strong(client_tx, BufPool::default()),
+            );
+            inbound
+                .run(LineReader::new(burst.as_bytes(), 1 << 20))
+                .await;
+            let batches = |rx: &mut tokio::sync::mpsc::Receiver<Batch>| {
+                let mut out = Vec::new();
+                while let Ok(b) = rx.try_recv() {
+                    out.push(String::from_utf8(b.into_bytes()).unwrap());
+                }
+                out
+            };
+            (batches(&mut server_rx), batches(&mut client_rx))
+        });
+        assert!(to_server.len() >= 3, "server batches: {}", to_server.len());
+        assert_eq!(to_server.concat().lines().count(), id - 3);
+        assert_eq!(to_client.len(), 1, "client batches: {to_client:#?}");
+        let refused: Vec<&str> = to_client[0].lines().collect();
+        assert_eq!(refused.len(), 3, "{refused:#?}");
+        assert!(
+            refused.iter().all(|l| l.contains("no-keys")),
+            "{refused:#?}"
+        );
     }
 }
