@@ -186,6 +186,14 @@ impl Sink {
         }
     }
 
+    /// Whether [`Self::flush`] would wait for room in the writer's queue (a peer that is
+    /// not reading).
+    fn would_wait(&self) -> bool {
+        self.tx
+            .queue()
+            .is_some_and(|tx| tx.would_wait(self.buf.len()))
+    }
+
     /// Wait until what was handed to the writer has been written. (Not this buffer.)
     async fn drained(&self) {
         if let Some(tx) = self.tx.queue() {
@@ -430,14 +438,18 @@ async fn flush<P: Pump>(pump: &mut P) {
 /// Mid-burst: audit events first, then only the sinks holding at least `FLUSH_BYTES`.
 /// The other side's few lines (the refusals of a burst the server is being fed) wait
 /// for the end of the burst: flushed with the server's share, each took a write of its
-/// own and woke the client for it, about 3 per 32-call burst with 10% refused.
+/// own and woke the client for it, about 3 per 32-call burst with 10% refused. Unless
+/// the full sink's peer is not reading: then both go, as at the end of a burst, so that
+/// the refusals do not wait for a stalled server.
 async fn flush_full<P: Pump>(pump: &mut P) {
     send_events(pump);
     let (a, b) = pump.sinks();
-    if a.buf.len() >= FLUSH_BYTES {
+    let (a_full, b_full) = (a.buf.len() >= FLUSH_BYTES, b.buf.len() >= FLUSH_BYTES);
+    let stalled = (a_full && a.would_wait()) || (b_full && b.would_wait());
+    if a_full || stalled {
         a.flush().await;
     }
-    if b.buf.len() >= FLUSH_BYTES {
+    if b_full || stalled {
         b.flush().await;
     }
 }
@@ -1581,6 +1593,46 @@ mod tests {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"read_file","arguments":{{"path":"{path}"}}}}}}"#
         ) + "\n"
+    }
+
+    /// A burst whose server stops reading after the first mid-burst flush: the
+    /// refusals judged before the pump waits for the server reach the client.
+    #[test]
+    fn refusals_do_not_wait_for_a_stalled_server() {
+        let mut burst = String::new();
+        let mut id = 0;
+        for _ in 0..3 {
+            id += 1;
+            burst += &call(id, "/home/t/.ssh/id_rsa");
+            let run_start = burst.len();
+            while burst.len() - run_start <= FLUSH_BYTES {
+                id += 1;
+                burst += &call(id, "/home/t/p/src/main.rs");
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let to_client = rt.block_on(async {
+            // Room for one batch, and nobody reads it: the second server flush waits.
+            let (server_tx, _server_rx) = super::super::queue::queue(1, 1);
+            let (client_tx, mut client_rx) = super::super::queue::queue(64, 1 << 20);
+            let inbound = Inbound::new(
+                ctx(),
+                Sink::strong(server_tx, BufPool::default()),
+                Sink::strong(client_tx, BufPool::default()),
+            );
+            let run = inbound.run(LineReader::new(burst.as_bytes(), 1 << 20));
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(200), run).await;
+            assert!(waited.is_err(), "the pump should be waiting for the server");
+            let mut out = String::new();
+            while let Ok(b) = client_rx.try_recv() {
+                out += std::str::from_utf8(b.bytes()).unwrap();
+            }
+            out
+        });
+        assert_eq!(to_client.lines().count(), 2, "{to_client}");
     }
 
     /// A burst read at once: refusals between runs of allowed calls longer than

@@ -160,6 +160,12 @@ impl Queue {
         }
     }
 
+    /// Whether [`Self::send`] would wait for room for `len` bytes.
+    pub fn would_wait(&self, len: usize) -> bool {
+        let share = len.clamp(1, self.limit);
+        self.budget.available_permits() < share || self.tx.capacity() == 0
+    }
+
     /// Queue `bytes` once there is room for them. Gives them back if the writer is gone.
     pub async fn send(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
         let len = bytes.len();
