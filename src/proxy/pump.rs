@@ -34,9 +34,9 @@ use crate::verdict::{Decision, Outcome};
 /// peer starts on the first frames of a pipelined burst while the rest are judged.
 /// Holding a whole 32-call burst (about 7 KB) until it was judged left the server idle
 /// meanwhile: with 2 KiB, pipelined calls ran about 1.3x as fast at the same CPU time.
-/// 1 KiB ran about 1.1x as fast again (two 5-round runs, with a burst's refusals held
-/// to its end); 3 KiB and more, or no mid-burst flush of answers, ran slower, 512
-/// bytes or a flush per frame cost more CPU for less.
+/// 1 KiB ran about 1.1x as fast again (two same-run comparisons, of 5 and 7 rounds, with
+/// a burst's refusals held to its end); 3 KiB and more, or no mid-burst flush of
+/// answers, ran slower, 512 bytes or a flush per frame cost more CPU for less.
 const FLUSH_BYTES: usize = 1024;
 /// Initial capacity of a sink buffer.
 const SINK_BUF: usize = 8 * 1024;
@@ -1479,13 +1479,15 @@ pub struct FramePath {
     _to_client: tokio::sync::mpsc::Receiver<Batch>,
 }
 
-impl FramePath {
-    pub fn new(program: Arc<Program>, server: &str, strict: bool) -> FramePath {
+impl Ctx {
+    /// What the pumps share when nothing around them runs: no audit log, no guard, no
+    /// stderr chatter below errors (the frame path and the pump tests).
+    fn without_io(program: Arc<Program>, server: &str, strict: bool) -> Arc<Ctx> {
         let limits = Limits {
             max_frame_bytes: program.settings().max_frame_bytes,
             ..Limits::default()
         };
-        let ctx = Arc::new(Ctx {
+        Arc::new(Ctx {
             program,
             pending: Mutex::new(Pending::new(super::MAX_PENDING)),
             audit: crate::audit::Audit::disabled().sender(),
@@ -1497,7 +1499,13 @@ impl FramePath {
             },
             // The frame path measures the policy alone; the guard acts on list frames.
             guard: None,
-        });
+        })
+    }
+}
+
+impl FramePath {
+    pub fn new(program: Arc<Program>, server: &str, strict: bool) -> FramePath {
+        let ctx = Ctx::without_io(program, server, strict);
         let (server_tx, to_server) = super::queue::queue(1, super::queue::QUEUE_BYTES);
         let (client_tx, to_client) = super::queue::queue(1, super::queue::QUEUE_BYTES);
         FramePath {
@@ -1565,6 +1573,7 @@ impl FramePath {
 mod tests {
     use super::*;
     use crate::config::{LoadOptions, load_str};
+    use tokio::sync::mpsc::Receiver;
 
     fn ctx() -> Arc<Ctx> {
         let opts = LoadOptions {
@@ -1574,19 +1583,7 @@ mod tests {
         };
         let text = "version: 1\nrules:\n  - name: no-keys\n    match:\n      arguments:\n        path:\n          regex: 'id_rsa'\n    action: deny\n";
         let policy = load_str("t.yml", text, &opts).unwrap();
-        let program = Arc::new(Program::compile(&policy).unwrap());
-        Arc::new(Ctx {
-            program,
-            pending: Mutex::new(Pending::new(super::super::MAX_PENDING)),
-            audit: crate::audit::Audit::disabled().sender(),
-            server: "t".into(),
-            strict: false,
-            limits: Limits::default(),
-            chatter: Chatter {
-                level: LogLevel::Error,
-            },
-            guard: None,
-        })
+        Ctx::without_io(Arc::new(Program::compile(&policy).unwrap()), "t", false)
     }
 
     fn call(id: usize, path: &str) -> String {
@@ -1595,10 +1592,9 @@ mod tests {
         ) + "\n"
     }
 
-    /// A burst whose server stops reading after the first mid-burst flush: the
-    /// refusals judged before the pump waits for the server reach the client.
-    #[test]
-    fn refusals_do_not_wait_for_a_stalled_server() {
+    /// Three refused calls, each followed by allowed ones longer than `FLUSH_BYTES`;
+    /// and how many calls that is.
+    fn burst() -> (String, usize) {
         let mut burst = String::new();
         let mut id = 0;
         for _ in 0..3 {
@@ -1610,73 +1606,56 @@ mod tests {
                 burst += &call(id, "/home/t/p/src/main.rs");
             }
         }
+        (burst, id)
+    }
+
+    /// The batches queued so far, as text.
+    fn batches(rx: &mut Receiver<Batch>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(b) = rx.try_recv() {
+            out.push(String::from_utf8(b.into_bytes()).unwrap());
+        }
+        out
+    }
+
+    /// Run the inbound pump over `input`, read at once (one burst), with a server
+    /// queue of `server_batches` batches and `server_bytes` bytes; give up after 200 ms.
+    /// Returns whether it finished, and the batches for the server and the client.
+    fn run_inbound(
+        input: &str,
+        server_batches: usize,
+        server_bytes: usize,
+    ) -> (bool, Vec<String>, Vec<String>) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .unwrap();
-        let to_client = rt.block_on(async {
-            // Room for one batch, and nobody reads it: the second server flush waits.
-            let (server_tx, _server_rx) = super::super::queue::queue(1, 1);
+        rt.block_on(async {
+            let (server_tx, mut server_rx) =
+                super::super::queue::queue(server_batches, server_bytes);
             let (client_tx, mut client_rx) = super::super::queue::queue(64, 1 << 20);
             let inbound = Inbound::new(
                 ctx(),
                 Sink::strong(server_tx, BufPool::default()),
                 Sink::strong(client_tx, BufPool::default()),
             );
-            let run = inbound.run(LineReader::new(burst.as_bytes(), 1 << 20));
-            let waited = tokio::time::timeout(std::time::Duration::from_millis(200), run).await;
-            assert!(waited.is_err(), "the pump should be waiting for the server");
-            let mut out = String::new();
-            while let Ok(b) = client_rx.try_recv() {
-                out += std::str::from_utf8(b.bytes()).unwrap();
-            }
-            out
-        });
-        assert_eq!(to_client.lines().count(), 2, "{to_client}");
+            let run = inbound.run(LineReader::new(input.as_bytes(), 1 << 20));
+            let finished = tokio::time::timeout(std::time::Duration::from_millis(200), run)
+                .await
+                .is_ok();
+            (finished, batches(&mut server_rx), batches(&mut client_rx))
+        })
     }
 
-    /// A burst read at once: refusals between runs of allowed calls longer than
-    /// `FLUSH_BYTES`. The server gets the allowed calls as they are judged, in several
+    /// The server gets the allowed calls of a burst as they are judged, in several
     /// writes; the client gets the refusals together, once the burst is judged.
     #[test]
     fn refusals_of_a_burst_go_to_the_client_in_one_write() {
-        let mut burst = String::new();
-        let mut id = 0;
-        for _ in 0..3 {
-            id += 1;
-            burst += &call(id, "/home/t/.ssh/id_rsa");
-            let run_start = burst.len();
-            while burst.len() - run_start <= FLUSH_BYTES {
-                id += 1;
-                burst += &call(id, "/home/t/p/src/main.rs");
-            }
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let (to_server, to_client) = rt.block_on(async {
-            let ctx = ctx();
-            let (server_tx, mut server_rx) = super::super::queue::queue(64, 1 << 20);
-            let (client_tx, mut client_rx) = super::super::queue::queue(64, 1 << 20);
-            let inbound = Inbound::new(
-                ctx,
-                Sink::strong(server_tx, BufPool::default()),
-                Sink::strong(client_tx, BufPool::default()),
-            );
-            inbound
-                .run(LineReader::new(burst.as_bytes(), 1 << 20))
-                .await;
-            let batches = |rx: &mut tokio::sync::mpsc::Receiver<Batch>| {
-                let mut out = Vec::new();
-                while let Ok(b) = rx.try_recv() {
-                    out.push(String::from_utf8(b.into_bytes()).unwrap());
-                }
-                out
-            };
-            (batches(&mut server_rx), batches(&mut client_rx))
-        });
+        let (burst, calls) = burst();
+        let (finished, to_server, to_client) = run_inbound(&burst, 64, 1 << 20);
+        assert!(finished);
         assert!(to_server.len() >= 3, "server batches: {}", to_server.len());
-        assert_eq!(to_server.concat().lines().count(), id - 3);
+        assert_eq!(to_server.concat().lines().count(), calls - 3);
         assert_eq!(to_client.len(), 1, "client batches: {to_client:#?}");
         let refused: Vec<&str> = to_client[0].lines().collect();
         assert_eq!(refused.len(), 3, "{refused:#?}");
@@ -1684,5 +1663,16 @@ mod tests {
             refused.iter().all(|l| l.contains("no-keys")),
             "{refused:#?}"
         );
+    }
+
+    /// The server stops reading after the first mid-burst flush (its queue has room for
+    /// one batch, which nobody takes): the refusals judged before the pump waits for
+    /// the server reach the client.
+    #[test]
+    fn refusals_do_not_wait_for_a_stalled_server() {
+        let (burst, _) = burst();
+        let (finished, _, to_client) = run_inbound(&burst, 1, 1);
+        assert!(!finished, "the pump should be waiting for the server");
+        assert_eq!(to_client.concat().lines().count(), 2, "{to_client:#?}");
     }
 }
