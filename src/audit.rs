@@ -40,106 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::proxy::pending::IdText;
-use crate::verdict::RuleId;
-
-/// Which way the judged message was travelling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    Inbound,
-    Outbound,
-}
-
-/// What was done with the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditAction {
-    /// Inbound message forwarded.
-    Allow,
-    /// Inbound message refused (answered with an error, or dropped if a notification).
-    Deny,
-    /// Server message forwarded unchanged.
-    Pass,
-    /// Server message forwarded with secrets replaced.
-    Redact,
-    /// Server message replaced by a block notice (or dropped).
-    Block,
-    /// A `log_only` rule matched; evaluation went on.
-    LogOnly,
-    /// A server line dropped (`--strict`, oversize, unreadable).
-    Drop,
-    /// mcpwall answered a request itself because the server could not (it exited).
-    Error,
-}
-
-impl AuditAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditAction::Allow => "allow",
-            AuditAction::Deny => "deny",
-            AuditAction::Pass => "pass",
-            AuditAction::Redact => "redact",
-            AuditAction::Block => "block",
-            AuditAction::LogOnly => "log_only",
-            AuditAction::Drop => "drop",
-            AuditAction::Error => "error",
-        }
-    }
-}
-
-/// Which rule decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleRef {
-    Inbound(RuleId),
-    Outbound(RuleId),
-    /// A decision mcpwall makes itself, e.g. `mcpwall:rate_limit`.
-    Builtin(&'static str),
-}
-
-/// Resolves rule ids and redaction labels to names when events are written, so the
-/// frame path never formats strings. Implemented by [`crate::program::Program`].
-pub trait Names: Send + Sync {
-    /// Name and message of a rule.
-    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>);
-    /// Name behind a redaction label.
-    fn label(&self, label: u32) -> &str;
-}
-
-/// One decision. Cheap to build on the frame path: names are resolved by the writer.
-#[derive(Debug, Clone)]
-pub struct AuditEvent {
-    pub ts: SystemTime,
-    pub direction: Direction,
-    pub id: Option<IdText>,
-    pub method: Option<Arc<str>>,
-    pub tool: Option<Arc<str>>,
-    pub action: AuditAction,
-    pub rule: Option<RuleRef>,
-    /// Overrides the rule's own message (e.g. rate limit, malformed-frame reason).
-    pub message: Option<Box<str>>,
-    /// `(label, count)` pairs.
-    pub redactions: Vec<(u32, u32)>,
-    pub duration: Option<Duration>,
-    /// Already-redacted JSON text of the arguments (`log_args: full` only).
-    pub args: Option<Box<str>>,
-}
-
-impl AuditEvent {
-    pub fn new(direction: Direction, action: AuditAction) -> AuditEvent {
-        AuditEvent {
-            ts: SystemTime::now(),
-            direction,
-            id: None,
-            method: None,
-            tool: None,
-            action,
-            rule: None,
-            message: None,
-            redactions: Vec::new(),
-            duration: None,
-            args: None,
-        }
-    }
-}
+pub use crate::session::event::{AuditAction, AuditEvent, Direction, Names, RuleRef};
 
 /// Where and how to write.
 #[derive(Debug, Clone)]
@@ -761,6 +662,8 @@ impl Names for NoNames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::IdText;
+    use crate::verdict::RuleId;
 
     struct TestNames;
     impl Names for TestNames {

@@ -1,8 +1,8 @@
 //! mcpwall: a firewall for the Model Context Protocol.
 //!
 //! YAML policy → [`config::load`] (validated [`config::Policy`]) → [`program::Program`]
-//! (compiled once, immutable) → evaluated on every frame by the stdio [`proxy`], by
-//! `mcpwall check` and by `mcpwall explain-policy`.
+//! (compiled once, immutable) → a [`session::Session`] judges every message, fed by the
+//! transports: the stdio [`proxy`] and `mcpwall check`. See `docs/architecture.md`.
 
 pub mod audit;
 pub mod cli;
@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod regex_dialect;
 pub mod scan;
 pub mod secrets;
+pub mod session;
 pub mod verdict;
 
 #[cfg(test)]

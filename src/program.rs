@@ -537,10 +537,22 @@ impl Program {
         msg: &Message,
         scratch: &mut Scratch,
     ) -> Verdict {
+        self.evaluate_as(frame, msg, frame.method(msg), scratch)
+    }
+
+    /// [`Self::evaluate_request`] for a message judged as one of `method`: a client's
+    /// response to a server request is judged as a message of the method it answers
+    /// (`sampling/createMessage`), its `result` or `error` standing for the arguments.
+    pub fn evaluate_as(
+        &self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        method: Option<&str>,
+        scratch: &mut Scratch,
+    ) -> Verdict {
         let inb = &self.inbound;
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
-        let method = frame.method(msg);
 
         let mut any_method = false;
         if let (Some(m), Some(globs)) = (method, &inb.method_globs) {

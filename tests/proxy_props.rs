@@ -9,7 +9,7 @@ use std::sync::Arc;
 use mcpwall::config::{LoadOptions, load_str};
 use mcpwall::frame::{Frame, Limits, MessageKind, Parsed};
 use mcpwall::program::Program;
-use mcpwall::proxy::FramePath;
+use mcpwall::session::{Line, Options, Outbox, Session};
 use proptest::prelude::*;
 
 const RULES: &[&str] = &[
@@ -148,11 +148,12 @@ proptest! {
         frames in prop::collection::vec(frame(), 1..12),
     ) {
         let program = program(&rules, default_deny);
-        let mut path = FramePath::new(program.clone(), "props", false);
+        let mut session = Session::new(program.clone(), Options::quiet("props"));
         for raw in &frames {
             let (to_server, ids) = predict(&program, raw.as_bytes());
-            path.client_line(raw.as_bytes());
-            let forwarded = path.take_to_server();
+            let mut out = Outbox::default();
+            session.from_client(Line::Frame(raw.as_bytes()), &mut out);
+            let forwarded = out.to_server;
             prop_assert_eq!(
                 String::from_utf8_lossy(&forwarded),
                 String::from_utf8_lossy(&to_server),
@@ -165,7 +166,7 @@ proptest! {
                     .map(|i| serde_json::from_str::<serde_json::Value>(i).unwrap().to_string())
                     .collect()
             };
-            prop_assert_eq!(normalise(answered_ids(&path.take_to_client())), normalise(ids), "frame {}", raw);
+            prop_assert_eq!(normalise(answered_ids(&out.to_client)), normalise(ids), "frame {}", raw);
         }
     }
 }

@@ -7,8 +7,11 @@
 
 use std::ops::Range;
 
+pub use head::{Head, read_head};
+
 #[doc(hidden)]
 pub mod checks;
+mod head;
 pub mod redact;
 pub mod scan;
 
@@ -127,7 +130,7 @@ pub struct Message {
     pub tokens: Range<usize>,
     /// The tokens rules match arguments against, as a range of `Parsed::tokens`:
     /// `params.arguments` for `tools/call`, `params` for every other request or
-    /// notification, empty for responses.
+    /// notification, the `result` or `error` value for responses.
     pub args: Range<usize>,
 }
 

@@ -54,8 +54,10 @@ enum IdSeen {
     /// A string or an integer: its raw text, quotes included.
     Valid(Range<usize>),
     Null(Range<usize>),
-    /// Wrong type, or given twice.
-    Bad,
+    /// Wrong type, or given twice. A number that is not an integer (`2.0`) keeps its
+    /// text: such a response cannot be delivered, but the request it was meant to answer
+    /// can still be told (ids are compared by value by the session).
+    Bad(Option<Range<usize>>),
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +77,8 @@ struct MessageState {
     params: Option<ParamsSeen>,
     result: bool,
     error: bool,
+    /// The tokens of a response's `result` or `error` (its arguments, for rules).
+    body: Option<ParamsSeen>,
     /// `Some(None)`: present but not a string.
     name: Option<Option<TextRef>>,
     /// `Some(None)`: present but not an object.
@@ -430,6 +434,12 @@ impl Scanner<'_, '_> {
                 })
             }
             Member::Arguments => self.msg.arguments = Some(c.object.then_some(tokens)),
+            Member::Result | Member::Error => {
+                self.msg.body = Some(ParamsSeen {
+                    object: c.object,
+                    tokens,
+                })
+            }
             // `[]`; a batch whose elements were all refused is already invalid.
             Member::Batch if self.out.messages.is_empty() => self.set_invalid("empty batch", None),
             _ => {}
@@ -482,7 +492,7 @@ impl Scanner<'_, '_> {
     }
 
     fn bad_id(&mut self) {
-        self.msg.id = Some(IdSeen::Bad);
+        self.msg.id = Some(IdSeen::Bad(None));
         self.fail("id must be a string, an integer or null");
     }
 
@@ -506,11 +516,14 @@ impl Scanner<'_, '_> {
                 if self.msg.id.is_some() {
                     // Given twice: the duplicate-key check refuses the message, and
                     // neither id can be trusted for the answer.
-                    self.msg.id = Some(IdSeen::Bad);
+                    self.msg.id = Some(IdSeen::Bad(None));
                 } else if tok.kind == TokenKind::String || integer {
                     self.msg.id = Some(IdSeen::Valid(range));
                 } else if tok.kind == TokenKind::Null {
                     self.msg.id = Some(IdSeen::Null(range));
+                } else if tok.kind == TokenKind::Number {
+                    self.msg.id = Some(IdSeen::Bad(Some(range)));
+                    self.fail("id must be a string, an integer or null");
                 } else {
                     self.bad_id();
                 }
@@ -540,7 +553,7 @@ impl Scanner<'_, '_> {
         self.in_message = false;
         let m = std::mem::take(&mut self.msg);
         let id = match &m.id {
-            Some(IdSeen::Valid(r) | IdSeen::Null(r)) => Some(r.clone()),
+            Some(IdSeen::Valid(r) | IdSeen::Null(r) | IdSeen::Bad(Some(r))) => Some(r.clone()),
             _ => None,
         };
         match self.classify(&m) {
@@ -611,7 +624,12 @@ impl Scanner<'_, '_> {
             if m.id.is_none() {
                 return Err("a response needs an id");
             }
-            (kind, empty, 0)
+            // A response's arguments are its body, so that inbound rules can judge what
+            // a client answers a server (a secret in a sampling result).
+            match &m.body {
+                Some(b) => (kind, b.tokens.clone(), if b.object { 2 } else { 0 }),
+                None => (kind, empty, 0),
+            }
         };
         if arg_depth > 0 {
             let mut current = Token::NO_ARG;

@@ -15,19 +15,11 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 /// How much is asked of the kernel per read.
 const READ_CHUNK: usize = 64 * 1024;
+/// How much of an oversize line is kept: enough for the `jsonrpc` and `id` members a
+/// message normally starts with.
+pub const HEAD_BYTES: usize = 4096;
 
-/// One line taken from the stream.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Line<'a> {
-    /// A complete line, without its `\n`.
-    Frame(&'a [u8]),
-    /// A line longer than the limit; its bytes were discarded. `len` excludes the `\n`.
-    TooLarge { len: usize },
-    /// Input ended in the middle of a line (no final `\n`): a frame cut short, e.g. by
-    /// a peer that died mid-write. Its bytes are not handed out, so they can never be
-    /// forwarded in part.
-    Truncated { len: usize },
-}
+pub use crate::session::Line;
 
 /// Buffered newline-delimited reader. See the module docs.
 #[derive(Debug)]
@@ -43,6 +35,8 @@ pub struct LineReader<R> {
     max_line: usize,
     /// `Some(n)`: inside an oversize line, `n` bytes of it discarded so far.
     discarding: Option<usize>,
+    /// The first bytes of the oversize line being discarded.
+    head: Vec<u8>,
     eof: bool,
     /// Where in `buf` the last [`Line::Frame`] handed out is (for [`Self::detach_line`]).
     last_frame: std::ops::Range<usize>,
@@ -57,6 +51,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             scanned: 0,
             max_line,
             discarding: None,
+            head: Vec::new(),
             eof: false,
             last_frame: 0..0,
         }
@@ -76,6 +71,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         self.scanned = self.start;
                         return Some(Line::TooLarge {
                             len: discarded + pos,
+                            head: &self.head,
                         });
                     }
                     None => {
@@ -84,7 +80,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         self.clear();
                         if self.eof {
                             self.discarding = None;
-                            return Some(Line::TooLarge { len });
+                            return Some(Line::TooLarge {
+                                len,
+                                head: &self.head,
+                            });
                         }
                         return None;
                     }
@@ -99,8 +98,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     self.scanned = self.start;
                     if nl - line_start > self.max_line {
                         // Only possible when a single read brought the whole line in.
+                        let head_end = line_start + HEAD_BYTES.min(nl - line_start);
                         return Some(Line::TooLarge {
                             len: nl - line_start,
+                            head: &self.buf[line_start..head_end],
                         });
                     }
                     if nl == line_start {
@@ -114,10 +115,16 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     let pending = self.buf.len() - self.start;
                     if pending > self.max_line {
                         self.discarding = Some(pending);
+                        self.head.clear();
+                        let head_end = self.start + HEAD_BYTES.min(pending);
+                        self.head.extend_from_slice(&self.buf[self.start..head_end]);
                         self.clear();
                         if self.eof {
                             self.discarding = None;
-                            return Some(Line::TooLarge { len: pending });
+                            return Some(Line::TooLarge {
+                                len: pending,
+                                head: &self.head,
+                            });
                         }
                         return None;
                     }
@@ -278,7 +285,7 @@ mod tests {
                 while let Some(line) = r.next_buffered() {
                     out.push(match line {
                         Line::Frame(f) => Out::Frame(f.to_vec()),
-                        Line::TooLarge { len } => Out::TooLarge(len),
+                        Line::TooLarge { len, .. } => Out::TooLarge(len),
                         Line::Truncated { len } => Out::Truncated(len),
                     });
                 }
@@ -286,7 +293,7 @@ mod tests {
                     while let Some(line) = r.next_buffered() {
                         out.push(match line {
                             Line::Frame(f) => Out::Frame(f.to_vec()),
-                            Line::TooLarge { len } => Out::TooLarge(len),
+                            Line::TooLarge { len, .. } => Out::TooLarge(len),
                             Line::Truncated { len } => Out::Truncated(len),
                         });
                     }
@@ -315,6 +322,33 @@ mod tests {
         let input = format!("{ok}\n{big}\nz\n");
         let out = read_all(vec![input.as_bytes()], 10);
         assert_eq!(out, vec![f(&ok), Out::TooLarge(11), f("z")]);
+    }
+
+    /// The session looks for the id of an oversize answer in its first bytes.
+    #[test]
+    fn oversize_line_keeps_its_head() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut line = br#"{"jsonrpc":"2.0","id":7,"result":""#.to_vec();
+        line.resize(3 * READ_CHUNK, b'x');
+        line.extend_from_slice(b"\"}\n");
+        let chunks: Vec<Vec<u8>> = line.chunks(1000).map(<[u8]>::to_vec).collect();
+        rt.block_on(async {
+            let mut r = LineReader::new(Chunks(chunks.into()), 1024);
+            loop {
+                if let Some(Line::TooLarge { len, head }) = r.next_buffered() {
+                    assert_eq!(len, line.len() - 1);
+                    // What was buffered when the line outgrew the limit, at most HEAD_BYTES.
+                    assert!(line.starts_with(head) && head.len() > 1024, "{}", head.len());
+                    assert!(head.len() <= HEAD_BYTES);
+                    let id = crate::frame::read_head(head).id.unwrap();
+                    assert_eq!(&head[id], b"7");
+                    return;
+                }
+                assert!(r.fill().await.unwrap(), "no TooLarge line");
+            }
+        });
     }
 
     #[test]

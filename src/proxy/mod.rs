@@ -1,16 +1,17 @@
-//! The stdio proxy: spawns the server and relays frames both ways through the Program.
+//! The stdio proxy: spawns the server and relays lines both ways through the
+//! [`Session`], which alone decides what each line becomes.
 //!
 //! ```text
-//! client stdin ─► LineReader ─► Inbound pump ──► server writer ─► server stdin
-//!                                   └─ refusals ─┐
-//! server stdout ─► LineReader ─► Outbound pump ─► client writer ─► client stdout
+//! client stdin ─► LineReader ─► client pump ─┬─► server writer ─► server stdin
+//!                                  Session ──┤
+//! server stdout ─► LineReader ─► server pump ┴─► client writer ─► client stdout
 //! ```
 //! One writer task per sink, fed by a queue bounded in batches and bytes: frames never
 //! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`]
 //! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -19,30 +20,23 @@ use tokio::task::JoinHandle;
 
 pub mod child;
 pub mod codec;
-pub mod pending;
-pub mod pump;
+mod pump;
 pub mod queue;
-pub mod ratelimit;
 pub mod shutdown;
 pub mod stdio;
-pub mod synth;
 pub mod timer;
 
-use crate::audit::{AuditAction, AuditEvent, AuditSender, Direction, Names, RuleRef};
+use crate::audit::AuditSender;
 pub use crate::config::policy::LogLevel;
-use crate::frame::Limits;
 use crate::program::Program;
+use crate::session::{self, Outbox, Peer, Session};
 pub use child::{ChildSpec, SpawnError};
 use codec::LineReader;
-use pending::Pending;
-pub use pump::FramePath;
-use pump::{BufPool, Ctx, Inbound, Outbound, Sink};
+use pump::{BufPool, Pump, Shared, Sink};
 pub use shutdown::Grace;
 
 /// Batches in flight to each writer before the pump feeding it waits.
 const WRITER_CHANNEL: usize = 16;
-/// Requests in flight before new ones are refused (fail closed).
-pub const MAX_PENDING: usize = 4096;
 /// After the server exits, how long its stdout may stay open (held by a grandchild)
 /// before we stop reading it.
 const STDOUT_DRAIN: Duration = Duration::from_secs(2);
@@ -72,7 +66,8 @@ impl Chatter {
 /// Proxy options from the command line.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Drop non-JSON server lines instead of scanning and forwarding them.
+    /// `--strict`, kept for the original mcpwall's command lines: lines that are not
+    /// JSON-RPC are never forwarded, with or without it.
     pub strict: bool,
     /// The server's name for `server:` matchers and the audit log.
     pub server_name: String,
@@ -92,26 +87,6 @@ pub enum ProxyError {
     Stdio(#[source] std::io::Error),
     #[error("waiting for the server failed: {0}")]
     Wait(#[source] std::io::Error),
-}
-
-impl Names for Program {
-    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
-        match rule {
-            RuleRef::Inbound(r) => {
-                let info = Program::rule(self, r);
-                (&info.name, info.message.as_deref())
-            }
-            RuleRef::Outbound(r) => {
-                let info = self.outbound_rule(r);
-                (&info.name, info.message.as_deref())
-            }
-            RuleRef::Builtin(name) => (name, None),
-        }
-    }
-
-    fn label(&self, label: u32) -> &str {
-        Program::label(self, label)
-    }
 }
 
 /// Copy batches from the queue to `w` until every sender is gone.
@@ -193,21 +168,16 @@ pub async fn run(
     // second warm-up thread did the same at the cost of another malloc arena, about
     // 1 MiB of RSS.
     program.detector();
-    let settings = program.settings();
-    let limits = Limits {
-        max_frame_bytes: settings.max_frame_bytes,
-        ..Limits::default()
-    };
-    let ctx = Arc::new(Ctx {
-        program: program.clone(),
-        pending: Mutex::new(Pending::new(MAX_PENDING)),
-        audit: audit.clone(),
-        server: options.server_name.as_str().into(),
-        strict: options.strict,
-        limits,
-        chatter: options.chatter,
-        guard: options.guard.clone(),
-    });
+    let session = Shared::new(Session::new(
+        program.clone(),
+        session::Options {
+            server_name: options.server_name.as_str().into(),
+            guard: options.guard.clone(),
+            audit: audit.enabled(),
+            log_level: options.chatter.level,
+        },
+    ));
+    let max_line = program.settings().max_frame_bytes;
 
     let (mut client_tx, client_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
     let (server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
@@ -226,10 +196,13 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
-    let mut outbound = Outbound::new(
-        ctx.clone(),
+    let mut outbound = Pump::new(
+        session.clone(),
+        Peer::Server,
         Sink::strong(client_tx.clone(), client_pool.clone()),
         Sink::weak(server_tx.downgrade(), server_pool.clone()),
+        audit.clone(),
+        options.chatter,
     );
     // Deferred parts of the program build on a thread of their own once the answer to
     // the handshake is on its way; a frame that needs one sooner builds it (or waits for
@@ -244,16 +217,18 @@ pub async fn run(
             .name("mcpwall-warm".into())
             .spawn(move || warming.warm_up());
     });
-    let inbound = Inbound::new(
-        ctx.clone(),
-        Sink::strong(server_tx, server_pool),
+    let inbound = Pump::new(
+        session.clone(),
+        Peer::Client,
         Sink::strong(client_tx.clone(), client_pool),
+        Sink::strong(server_tx, server_pool),
+        audit.clone(),
+        options.chatter,
     );
     let mut outbound: JoinHandle<()> =
-        tokio::spawn(outbound.run(LineReader::new(server_out, limits.max_frame_bytes)));
-    let mut inbound: Option<JoinHandle<()>> = Some(tokio::spawn(
-        inbound.run(LineReader::new(client_in, limits.max_frame_bytes)),
-    ));
+        tokio::spawn(outbound.run(LineReader::new(server_out, max_line)));
+    let mut inbound: Option<JoinHandle<()>> =
+        Some(tokio::spawn(inbound.run(LineReader::new(client_in, max_line))));
     let mut outbound_done = false;
 
     let mut shutdown = shutdown::Shutdown::new(options.grace);
@@ -323,42 +298,14 @@ pub async fn run(
     server_writer.abort();
 
     // Every request still pending gets an error, oldest first.
-    let mut unanswered = ctx
-        .pending
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .drain();
-    unanswered.sort_by_key(|(_, e)| e.started);
-    if !unanswered.is_empty() {
-        let message = format!(
-            "the MCP server exited ({}) before answering this request",
-            describe(status)
-        );
-        let mut out = Vec::new();
-        let mut events = Vec::new();
-        for (id, entry) in unanswered {
-            synth::error_response(
-                &mut out,
-                Some(id.as_bytes()),
-                synth::SERVER_EXITED,
-                &message,
-                None,
-            );
-            out.push(b'\n');
-            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Error);
-            e.duration = Some(entry.started.elapsed());
-            e.id = Some(id);
-            e.method = Some(entry.method);
-            e.tool = entry.tool;
-            e.rule = Some(RuleRef::Builtin("mcpwall:server_exited"));
-            e.message = Some(message.as_str().into());
-            events.push(e);
-        }
-        audit.send(&mut events);
-        let _ = timer::timeout(CLIENT_DRAIN, client_tx.send(out)).await;
+    let mut out = Outbox::default();
+    session.lock().server_gone(&describe(status), &mut out);
+    audit.send(&mut out.events);
+    if !out.to_client.is_empty() {
+        let _ = timer::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
     }
     drop(client_tx);
-    drop(ctx);
+    drop(session);
     if let Some(w) = client_writer
         && timer::timeout(CLIENT_DRAIN, w).await.is_none()
     {

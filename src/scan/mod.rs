@@ -496,7 +496,7 @@ fn stopper(
     if let Some(t) = attack.tool
         && !tools.iter().any(|x| x == t)
     {
-        return Some(crate::guard::hook::RULE_WITHHELD.into());
+        return Some(crate::session::RULE_WITHHELD.into());
     }
     None
 }

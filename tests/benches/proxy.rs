@@ -1,6 +1,6 @@
-//! The proxy's frame path without I/O ([`mcpwall::proxy::FramePath`]): what each pump
-//! does per line, with the built-in rules, and allocations per line (divan's
-//! AllocProfiler), so regressions show up in review.
+//! The session without I/O ([`mcpwall::session::Session`]): what the proxy does per
+//! line, with the built-in rules, and allocations per line (divan's AllocProfiler), so
+//! regressions show up in review.
 //!
 //! `cargo bench --bench proxy`
 
@@ -10,7 +10,7 @@ use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
 use mcpwall::config::{LoadOptions, load_str};
 use mcpwall::program::Program;
-use mcpwall::proxy::FramePath;
+use mcpwall::session::{Line, Options, Outbox, Session};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -31,8 +31,37 @@ fn program() -> Arc<Program> {
     Arc::new(Program::compile(&policy).expect("bench policy compiles"))
 }
 
-fn path() -> FramePath {
-    FramePath::new(program(), "bench", false)
+/// A session and its outbox, fed one line at a time.
+struct Path {
+    session: Session,
+    out: Outbox,
+}
+
+impl Path {
+    fn client_line(&mut self, raw: &[u8]) {
+        self.session.from_client(Line::Frame(raw), &mut self.out);
+    }
+
+    /// A server response to request 7, a `read_file` call (filed first, as the
+    /// client's side of the proxy would have).
+    fn server_line(&mut self, raw: &[u8]) {
+        self.session
+            .expect_answer(b"7", "tools/call", Some("read_file"));
+        self.session
+            .from_server(Line::Frame(raw), &mut self.out, false);
+    }
+
+    fn clear(&mut self) {
+        self.out.to_client.clear();
+        self.out.to_server.clear();
+    }
+}
+
+fn path() -> Path {
+    Path {
+        session: Session::new(program(), Options::quiet("bench")),
+        out: Outbox::default(),
+    }
 }
 
 const ALLOWED: &[u8] = br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/home/bench/project/src/main.rs","encoding":"utf-8","max_bytes":65536}}}"#;

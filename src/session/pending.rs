@@ -1,65 +1,25 @@
 //! The correlation table (ARCHITECTURE decision 10): request id → what was asked and when.
 //!
-//! The outbound pump needs to know which method and tool a response answers (for
-//! `tool:` matchers, audit and `duration_us`); at shutdown every entry still here gets
-//! an error response. Ids are kept as their exact JSON text, so `1` and `"1"` differ.
-//! Entries leave when answered or cancelled, never by age; the table is bounded and a
-//! full table makes the proxy refuse new calls (fail closed) rather than grow.
+//! The session keeps one per direction: the client's requests the server has to answer,
+//! and the server's requests (sampling, elicitation, roots) the client has to answer. A
+//! response needs its entry to know which method and tool it answers (for `tool:`
+//! matchers, the tool guard, audit and `duration_us`); at shutdown every client request
+//! still here gets an error response. Requests are filed under their id's JSON value
+//! ([`IdText::key_of`]), so `1` and `"1"` differ. Entries leave when answered or
+//! cancelled, never by age; the table is bounded and a full table makes the session
+//! refuse new requests (fail closed) rather than grow.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Longest id text kept without a heap allocation. JSON-RPC ids are almost always
-/// short numbers or short strings.
-const INLINE_ID: usize = 30;
-
-/// The exact JSON text of a request id.
-#[derive(Clone, PartialEq, Eq)]
-pub enum IdText {
-    Inline { len: u8, bytes: [u8; INLINE_ID] },
-    Heap(Box<[u8]>),
-}
-
-impl IdText {
-    pub fn new(raw: &[u8]) -> IdText {
-        if raw.len() <= INLINE_ID {
-            let mut bytes = [0; INLINE_ID];
-            bytes[..raw.len()].copy_from_slice(raw);
-            IdText::Inline {
-                len: raw.len() as u8,
-                bytes,
-            }
-        } else {
-            IdText::Heap(raw.into())
-        }
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            IdText::Inline { len, bytes } => &bytes[..*len as usize],
-            IdText::Heap(b) => b,
-        }
-    }
-}
-
-/// Hashes the id's text alone, not the unused tail of the inline array (equal ids have
-/// equal text, whichever variant holds them).
-impl std::hash::Hash for IdText {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write(self.as_bytes());
-    }
-}
-
-impl std::fmt::Debug for IdText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", String::from_utf8_lossy(self.as_bytes()))
-    }
-}
+use super::ids::{IdText, numeric_value};
 
 /// What a pending request asked.
 #[derive(Debug, Clone)]
 pub struct Entry {
+    /// The id as the request carried it: what an error mcpwall answers it with carries.
+    pub id: IdText,
     pub method: Arc<str>,
     pub tool: Option<Arc<str>>,
     pub started: Instant,
@@ -112,7 +72,7 @@ impl Pending {
         started: Instant,
         audited: bool,
     ) -> Result<Names, Full> {
-        let key = IdText::new(id);
+        let key = IdText::key_of(id);
         if self.entries.len() >= self.limit && !self.entries.contains_key(&key) {
             return Err(Full { limit: self.limit });
         }
@@ -121,6 +81,7 @@ impl Pending {
             tool: tool.map(|t| self.names.get(t)),
         };
         let entry = Entry {
+            id: IdText::new(id),
             method: names.method.clone(),
             tool: names.tool.clone(),
             started,
@@ -135,14 +96,29 @@ impl Pending {
         self.entries.len() >= self.limit
     }
 
-    /// Take the entry a response answers.
+    /// Take the entry a response (or a cancellation) with this id answers.
     pub fn remove(&mut self, id: &[u8]) -> Option<Entry> {
-        self.entries.remove(&IdText::new(id))
+        self.entries.remove(&IdText::key_of(id))
     }
 
-    /// Take every entry (shutdown), in no particular order.
-    pub fn drain(&mut self) -> Vec<(IdText, Entry)> {
-        self.entries.drain().collect()
+    /// Take the entry a lax reader would match this id with (see [`numeric_value`]),
+    /// after [`Self::remove`] found none: the oldest, should several match.
+    pub fn remove_by_number(&mut self, id: &[u8]) -> Option<Entry> {
+        let n = numeric_value(id)?;
+        let key = self
+            .entries
+            .iter()
+            .filter(|(k, _)| numeric_value(k.as_bytes()) == Some(n))
+            .min_by_key(|(_, e)| e.started)
+            .map(|(k, _)| k.clone())?;
+        self.entries.remove(&key)
+    }
+
+    /// Take every entry (shutdown), oldest first.
+    pub fn drain(&mut self) -> Vec<Entry> {
+        let mut all: Vec<Entry> = self.entries.drain().map(|(_, e)| e).collect();
+        all.sort_by_key(|e| e.started);
+        all
     }
 
     pub fn len(&self) -> usize {
@@ -224,6 +200,30 @@ mod tests {
         p.insert(id.as_bytes(), "ping", None, Instant::now(), false)
             .unwrap();
         assert!(p.remove(id.as_bytes()).is_some());
+    }
+
+    #[test]
+    fn the_same_value_written_otherwise_is_the_same_request() {
+        let mut p = Pending::new(10);
+        p.insert(br#""ab""#, "ping", None, Instant::now(), false)
+            .unwrap();
+        let e = p.remove(br#""a\u0062""#).unwrap();
+        assert_eq!(e.id.as_bytes(), br#""ab""#);
+    }
+
+    #[test]
+    fn numbers_written_otherwise_match_only_by_number() {
+        let mut p = Pending::new(10);
+        let t = Instant::now();
+        p.insert(b"2", "tools/call", Some("read"), t, true).unwrap();
+        p.insert(b"3", "tools/call", None, t, true).unwrap();
+        assert!(p.remove(br#""2""#).is_none());
+        assert!(p.remove(b"2.0").is_none());
+        let e = p.remove_by_number(br#""2""#).unwrap();
+        assert_eq!(e.id.as_bytes(), b"2");
+        assert!(p.remove_by_number(b"2.0").is_none());
+        assert!(p.remove_by_number(br#""abc""#).is_none());
+        assert_eq!(p.len(), 1);
     }
 
     #[test]

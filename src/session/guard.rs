@@ -1,14 +1,14 @@
-//! The glue between the proxy's pumps and the [`Guard`]: which requests and responses
-//! it looks at, and how its decisions and events become audit events. Kept here so the
-//! pumps only gain a few calls.
+//! The session's side of the [`Guard`]: which requests and responses it looks at, and
+//! how its decisions and events become audit events.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::audit::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::ids::IdText;
 use crate::frame::{Frame, Message, MessageKind, TokenKind};
 
-use super::{Denial, DenialKind, Guard, GuardEvent};
+use crate::guard::{Denial, DenialKind, Guard, GuardEvent};
 
 /// Rule name on refusals of withheld tools and prompts.
 pub const RULE_WITHHELD: &str = "mcpwall:tool_withheld";
@@ -83,7 +83,7 @@ pub fn to_audit(event: &GuardEvent, id: Option<&[u8]>, method: Option<&Arc<str>>
         _ => (Direction::Outbound, AuditAction::LogOnly),
     };
     let mut e = AuditEvent::new(direction, action);
-    e.id = id.map(crate::proxy::pending::IdText::new);
+    e.id = id.map(IdText::new);
     e.method = method.cloned();
     e.tool = event.entry().map(Arc::from);
     e.rule = Some(RuleRef::Builtin(event.rule()));

@@ -1,0 +1,576 @@
+//! What the client sends: requests and notifications judged by the inbound rules, the
+//! rate limit and the tool guard; responses to the server's requests judged the same
+//! way, as messages of the method they answer.
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::ids::IdText;
+use super::pending::{self, Entry};
+use super::{Line, Outbox, Peer, REDACT_MARKER, Session, guard, synth};
+use crate::config::policy::LogLevel;
+use crate::frame::{Frame, FrameError, Message, MessageKind, TokenKind};
+use crate::program::Program;
+use crate::verdict::Decision;
+
+/// How one client message was decided, before it is acted on.
+#[derive(Debug, Clone)]
+pub(super) struct Ruling {
+    allow: bool,
+    rule: Option<RuleRef>,
+    /// mcpwall's own explanation, when the rule's message does not apply.
+    message: Option<Cow<'static, str>>,
+    /// Written to the audit log (everything but allowed protocol plumbing).
+    audited: bool,
+    /// For a response: the server request it answers.
+    answers: Option<Entry>,
+}
+
+impl Ruling {
+    fn refuse(rule: RuleRef, message: impl Into<Cow<'static, str>>) -> Ruling {
+        Ruling {
+            allow: false,
+            rule: Some(rule),
+            message: Some(message.into()),
+            audited: true,
+            answers: None,
+        }
+    }
+}
+
+/// The message a refusal carries: mcpwall's own, else the rule's, else a default.
+fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
+    if let Some(m) = &d.message {
+        return Cow::Borrowed(m);
+    }
+    match d.rule {
+        Some(RuleRef::Inbound(r)) => {
+            let info = program.rule(r);
+            match &info.message {
+                Some(m) => Cow::Borrowed(m),
+                None => Cow::Owned(format!("denied by mcpwall rule {:?}", info.name)),
+            }
+        }
+        Some(RuleRef::Outbound(r)) => {
+            let info = program.outbound_rule(r);
+            match &info.message {
+                Some(m) => Cow::Borrowed(m),
+                None => Cow::Owned(format!("blocked by mcpwall rule {:?}", info.name)),
+            }
+        }
+        Some(RuleRef::Builtin(name)) => Cow::Owned(format!("denied by mcpwall ({name})")),
+        None => Cow::Borrowed("denied by mcpwall"),
+    }
+}
+
+/// The raw JSON text of `notifications/cancelled`'s `params.requestId`.
+fn cancelled_request_id<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a [u8]> {
+    let tokens = frame.tokens();
+    for k in msg.args.clone() {
+        let t = &tokens[k];
+        if t.kind != TokenKind::Key || t.arg != k as u32 || frame.text(t.text) != "requestId" {
+            continue;
+        }
+        let v = tokens.get(k + 1)?;
+        let (start, end) = (v.raw.0 as usize, v.raw.1 as usize);
+        return match v.kind {
+            // String tokens' raw range is the contents; the id text includes the quotes.
+            TokenKind::String if start >= 1 && end < frame.raw.len() => {
+                Some(&frame.raw[start - 1..end + 1])
+            }
+            TokenKind::Number => Some(&frame.raw[start..end]),
+            _ => None,
+        };
+    }
+    None
+}
+
+impl Session {
+    /// Judge one line from the client. See the module docs of [`super`].
+    pub fn from_client(&mut self, line: Line<'_>, out: &mut Outbox) {
+        match line {
+            Line::TooLarge { len, head } => {
+                let message = format!(
+                    "frame of {len} bytes exceeds max_frame_bytes ({}); not forwarded",
+                    self.limits.max_frame_bytes
+                );
+                let id = crate::frame::read_head(head).id.map(|r| &head[r]);
+                self.refuse_malformed(id, -32600, message, "mcpwall:too_large", out);
+            }
+            Line::Truncated { len } => {
+                let message = format!(
+                    "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
+                );
+                self.refuse_malformed(None, -32700, message, "mcpwall:truncated", out);
+            }
+            Line::Frame(raw) => {
+                let mut parsed = std::mem::take(&mut self.client.parsed);
+                match parsed.parse_frame(raw, &self.limits) {
+                    Ok(frame) => self.judge_client_frame(&frame, out),
+                    Err(e) => {
+                        let id = match &e {
+                            FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
+                            _ => None,
+                        };
+                        let rule = match e {
+                            FrameError::TooLarge { .. } => "mcpwall:too_large",
+                            _ => "mcpwall:malformed",
+                        };
+                        self.refuse_malformed(id, e.code(), e.to_string(), rule, out);
+                    }
+                }
+                self.client.parsed = parsed;
+            }
+        }
+    }
+
+    /// A line that is not an acceptable message: never forwarded, answered with a
+    /// JSON-RPC error (with the id when one could be read), audited.
+    fn refuse_malformed(
+        &mut self,
+        id: Option<&[u8]>,
+        code: i32,
+        message: String,
+        rule: &'static str,
+        out: &mut Outbox,
+    ) {
+        self.notice(
+            out,
+            LogLevel::Info,
+            format_args!("refused a malformed client frame: {message}"),
+        );
+        synth::error_response(&mut out.to_client, id, code, &message, Some(rule));
+        out.to_client.push(b'\n');
+        let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
+        e.id = id.map(IdText::new);
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(message.into());
+        self.emit(out, Peer::Client, true, e, &[], &[]);
+    }
+
+    /// The policy's verdict on one message, plus correlation, the rate limit and the
+    /// guard.
+    fn decide(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> Ruling {
+        let answers = match msg.kind {
+            MessageKind::Result | MessageKind::Error => match self.answered_ask(frame, msg, out) {
+                Ok(entry) => Some(entry),
+                Err(refusal) => return refusal,
+            },
+            _ => None,
+        };
+        let method = match &answers {
+            Some(entry) => Some(&*entry.method),
+            None => frame.method(msg),
+        };
+        let verdict =
+            self.program
+                .evaluate_as(frame, msg, method, &mut self.client.scratch);
+        let mut d = match verdict.decision {
+            Decision::AllowedBy(r) => Ruling {
+                allow: true,
+                rule: Some(RuleRef::Inbound(r)),
+                message: None,
+                audited: true,
+                answers: None,
+            },
+            Decision::DeniedBy(r) => Ruling {
+                allow: false,
+                rule: Some(RuleRef::Inbound(r)),
+                message: None,
+                audited: true,
+                answers: None,
+            },
+            // `default_action` judges requests that act on the world, never an answer.
+            Decision::Default { allow } if answers.is_none() => Ruling {
+                allow,
+                rule: Some(RuleRef::Builtin("mcpwall:default_action")),
+                message: (!allow).then_some(Cow::Borrowed(
+                    "denied by default_action: no rule allows this call",
+                )),
+                audited: true,
+                answers: None,
+            },
+            Decision::Default { .. } | Decision::Plumbing => Ruling {
+                allow: true,
+                rule: None,
+                message: None,
+                audited: answers.as_ref().is_some_and(|e| e.audited),
+                answers: None,
+            },
+        };
+        d.answers = answers;
+        if d.allow
+            && msg.kind == MessageKind::Request
+            && frame.method(msg) == Some("tools/call")
+            && let Some(rate) = &mut self.rate
+        {
+            let tool = frame.tool(msg).unwrap_or("");
+            if !rate.admit(tool, Instant::now()) {
+                d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
+            }
+        }
+        // Withheld tools and prompts, and a suspended session, are refused whatever
+        // the policy said.
+        if let Some(guard) = &self.guard
+            && let Some((denial, rule)) = guard::check_request(guard, frame, msg)
+        {
+            d = Ruling::refuse(RuleRef::Builtin(rule), denial.message);
+        }
+        d
+    }
+
+    /// The server request a client response answers, taken from the table; or the
+    /// refusal of a response that answers none (see the module docs of [`super`]).
+    fn answered_ask(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        out: &mut Outbox,
+    ) -> Result<Entry, Ruling> {
+        let id = frame.id_raw(msg).unwrap_or(b"null");
+        if let Some(entry) = self.asks.remove(id) {
+            return Ok(entry);
+        }
+        if let Some(entry) = self.asks.remove_by_number(id) {
+            // The server would read this as the answer to its request; it gets an
+            // error for that request instead.
+            let message = "the client's answer to this request carried its id written \
+                           differently; not forwarded";
+            synth::error_response(
+                &mut out.to_server,
+                Some(entry.id.as_bytes()),
+                synth::POLICY_DENIED,
+                message,
+                Some("mcpwall:mismatched_id"),
+            );
+            out.to_server.push(b'\n');
+            let mut d = Ruling::refuse(
+                RuleRef::Builtin("mcpwall:mismatched_id"),
+                "response id does not match the request's; not forwarded",
+            );
+            d.answers = Some(entry);
+            return Err(d);
+        }
+        Err(Ruling::refuse(
+            RuleRef::Builtin("mcpwall:unknown_id"),
+            "response to no pending server request; not forwarded",
+        ))
+    }
+
+    fn judge_client_frame(&mut self, frame: &Frame<'_>, out: &mut Outbox) {
+        let messages = frame.messages();
+        if !frame.parsed.is_batch() {
+            let Some(msg) = messages.first() else { return };
+            let mut d = self.decide(frame, msg, out);
+            let mut names = None;
+            if d.allow && msg.kind == MessageKind::Request {
+                match self.register(frame, msg, d.audited) {
+                    Ok(n) => names = n,
+                    Err(full) => {
+                        d = Ruling::refuse(RuleRef::Builtin("mcpwall:pending_full"), full.to_string())
+                    }
+                }
+            }
+            if d.allow {
+                self.note_cancel(frame, msg);
+                out.to_server.extend_from_slice(frame.raw);
+                out.to_server.push(b'\n');
+            } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
+                out.to_client.push(b'\n');
+            }
+            self.audit_client(frame, msg, &d, names, out);
+            return;
+        }
+
+        // A batch (decision 3): all allowed → forwarded unchanged; any denied → nothing
+        // of it is forwarded and every request in it is answered with an error.
+        let mut batch = std::mem::take(&mut self.client.rulings);
+        batch.clear();
+        for msg in messages {
+            let d = self.decide(frame, msg, out);
+            batch.push(d);
+        }
+        let mut all_allowed = batch.iter().all(|d| d.allow);
+        if all_allowed {
+            let mut registered = Vec::new();
+            for (msg, d) in messages.iter().zip(&batch) {
+                if msg.kind != MessageKind::Request {
+                    continue;
+                }
+                match self.register(frame, msg, d.audited) {
+                    Ok(_) => registered.push(msg),
+                    Err(full) => {
+                        for m in &registered {
+                            if let Some(id) = frame.id_raw(m) {
+                                self.calls.remove(id);
+                            }
+                        }
+                        for (m, d) in messages.iter().zip(batch.iter_mut()) {
+                            if m.kind == MessageKind::Request {
+                                *d = Ruling::refuse(
+                                    RuleRef::Builtin("mcpwall:pending_full"),
+                                    full.to_string(),
+                                );
+                            }
+                        }
+                        all_allowed = false;
+                        break;
+                    }
+                }
+            }
+        }
+        if all_allowed {
+            for msg in messages {
+                self.note_cancel(frame, msg);
+            }
+            out.to_server.extend_from_slice(frame.raw);
+            out.to_server.push(b'\n');
+        } else {
+            // Allowed members of a refused batch are refused too, naming the reason.
+            let culprit = batch
+                .iter()
+                .find(|d| !d.allow)
+                .map(|d| (d.rule, refusal_message(&self.program, d).into_owned()));
+            if let Some((rule, why)) = culprit {
+                for d in batch.iter_mut().filter(|d| d.allow) {
+                    d.allow = false;
+                    d.rule = rule;
+                    d.message = Some(Cow::Owned(format!(
+                        "batch refused because another message in it was denied: {why}"
+                    )));
+                    d.audited = true;
+                }
+            }
+            let mut answers = vec![b'['];
+            let mut n = 0;
+            for (msg, d) in messages.iter().zip(&batch) {
+                let mark = answers.len();
+                if n > 0 {
+                    answers.push(b',');
+                }
+                if self.refusal(frame, msg, d, &mut answers, &mut out.to_server) {
+                    n += 1;
+                } else {
+                    answers.truncate(mark);
+                }
+            }
+            if n > 0 {
+                answers.push(b']');
+                out.to_client.extend_from_slice(&answers);
+                out.to_client.push(b'\n');
+            }
+        }
+        for (msg, d) in messages.iter().zip(&batch) {
+            self.audit_client(frame, msg, d, None, out);
+        }
+        self.client.rulings = batch;
+    }
+
+    /// Write what answers a refused message: an error object to `client` for a
+    /// request (returns `true`), an error line to `server` for a client's response to
+    /// a server request (so the server does not wait forever), nothing for a
+    /// notification (dropped).
+    fn refusal(
+        &self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        d: &Ruling,
+        client: &mut Vec<u8>,
+        server: &mut Vec<u8>,
+    ) -> bool {
+        let message = refusal_message(&self.program, d);
+        let rule = d.rule.map(|r| self.rule_name(r));
+        match msg.kind {
+            MessageKind::Request => {
+                synth::error_response(
+                    client,
+                    frame.id_raw(msg),
+                    synth::POLICY_DENIED,
+                    &message,
+                    rule,
+                );
+                true
+            }
+            MessageKind::Result | MessageKind::Error => {
+                // Only the request the response answered exactly is told here; one
+                // matched by number was told in `answered_ask`.
+                let exact = d.rule != Some(RuleRef::Builtin("mcpwall:mismatched_id"));
+                if let (true, Some(entry)) = (exact, &d.answers) {
+                    synth::error_response(
+                        server,
+                        Some(entry.id.as_bytes()),
+                        synth::POLICY_DENIED,
+                        &message,
+                        rule,
+                    );
+                    server.push(b'\n');
+                }
+                false
+            }
+            MessageKind::Notification => false,
+        }
+    }
+
+    fn register(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        audited: bool,
+    ) -> Result<Option<pending::Names>, pending::Full> {
+        let Some(id) = frame.id_raw(msg) else {
+            return Ok(None);
+        };
+        let method = frame.method(msg).unwrap_or("");
+        self.calls
+            .insert(id, method, frame.tool(msg), Instant::now(), audited)
+            .map(Some)
+    }
+
+    /// A forwarded `notifications/cancelled` ends the correlation of its request.
+    fn note_cancel(&mut self, frame: &Frame<'_>, msg: &Message) {
+        if msg.kind == MessageKind::Notification
+            && frame.method(msg) == Some("notifications/cancelled")
+            && let Some(id) = cancelled_request_id(frame, msg)
+        {
+            self.calls.remove(id);
+        }
+    }
+
+    /// `names`: the request's names as [`Session::register`] interned them, if it did.
+    fn audit_client(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        d: &Ruling,
+        names: Option<pending::Names>,
+        out: &mut Outbox,
+    ) {
+        if !d.allow
+            && let Some(guard) = &self.guard
+            && let Some((event, notice)) = guard::record_violation(guard, || {
+                format!(
+                    "{} {} denied: {}",
+                    frame.method(msg).unwrap_or("(response)"),
+                    frame.tool(msg).unwrap_or(""),
+                    refusal_message(&self.program, d)
+                )
+            })
+        {
+            self.notice(out, LogLevel::Warn, format_args!("{notice}"));
+            self.emit(out, Peer::Client, true, event, &[], &[]);
+        }
+        if !d.allow {
+            self.notice(
+                out,
+                LogLevel::Info,
+                format_args!(
+                    "denied {} {}: {}",
+                    frame.method(msg).unwrap_or("(response)"),
+                    frame.tool(msg).unwrap_or(""),
+                    refusal_message(&self.program, d)
+                ),
+            );
+        }
+        if !self.wants_events(out) || !(d.audited || out.judgements.is_some()) {
+            return;
+        }
+        let action = if d.allow {
+            AuditAction::Allow
+        } else {
+            AuditAction::Deny
+        };
+        let mut e = AuditEvent::new(Direction::Inbound, action);
+        e.id = frame.id_raw(msg).map(IdText::new);
+        match (names, &d.answers) {
+            (Some(names), _) => {
+                e.method = Some(names.method);
+                e.tool = names.tool;
+            }
+            (None, Some(entry)) => {
+                e.method = Some(entry.method.clone());
+                e.tool = entry.tool.clone();
+                e.duration = Some(entry.started.elapsed());
+            }
+            (None, None) => {
+                e.method = frame.method(msg).map(|m| self.calls.intern(m));
+                e.tool = frame.tool(msg).map(|t| self.calls.intern(t));
+            }
+        }
+        e.rule = d.rule;
+        e.message = d.message.as_ref().map(|m| m.as_ref().into());
+        if d.allow
+            && msg.kind == MessageKind::Request
+            && let Some((cache, findings)) = &mut self.client.log_args
+        {
+            e.args = logged_args(&self.program, frame, msg, cache, findings);
+        }
+        self.emit(out, Peer::Client, d.audited, e, &[], &[]);
+    }
+}
+
+/// The arguments of an allowed request for `log_args: full`, as JSON text with every
+/// secret the detectors find replaced. Denied requests never get here. Strings are
+/// redacted one by one on the decoded value, so a secret can never straddle JSON syntax.
+fn logged_args(
+    program: &Program,
+    frame: &Frame<'_>,
+    msg: &Message,
+    cache: &mut crate::secrets::DetectorCache,
+    findings: &mut Vec<crate::secrets::Finding>,
+) -> Option<Box<str>> {
+    let value: serde_json::Value = serde_json::from_slice(&frame.raw[msg.span.clone()]).ok()?;
+    let params = value.get("params")?;
+    let mut args = if frame.method(msg) == Some("tools/call") {
+        params.get("arguments")?.clone()
+    } else {
+        params.clone()
+    };
+    fn walk(
+        v: &mut serde_json::Value,
+        detector: &crate::secrets::Detector,
+        cache: &mut crate::secrets::DetectorCache,
+        findings: &mut Vec<crate::secrets::Finding>,
+    ) {
+        match v {
+            serde_json::Value::String(s) => {
+                findings.clear();
+                detector.find(s, cache, findings);
+                if !findings.is_empty() {
+                    let mut out = String::with_capacity(s.len());
+                    let mut at = 0;
+                    for f in findings.iter() {
+                        if f.range.start < at {
+                            continue;
+                        }
+                        out.push_str(&s[at..f.range.start]);
+                        out.push_str(REDACT_MARKER);
+                        at = f.range.end;
+                    }
+                    out.push_str(&s[at..]);
+                    *s = out;
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    walk(i, detector, cache, findings);
+                }
+            }
+            serde_json::Value::Object(map) => {
+                // Keys can carry secrets too (`_any_value` looks at them): rebuild.
+                let old = std::mem::take(map);
+                for (mut k, mut v) in old {
+                    let mut key = serde_json::Value::String(std::mem::take(&mut k));
+                    walk(&mut key, detector, cache, findings);
+                    walk(&mut v, detector, cache, findings);
+                    if let serde_json::Value::String(k) = key {
+                        map.insert(k, v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut args, program.detector(), cache, findings);
+    Some(args.to_string().into())
+}

@@ -1,0 +1,395 @@
+//! The session: the one place where a message's verdict is put together.
+//!
+//! A transport (the stdio proxy, `mcpwall check`, the benches) reads a line from one
+//! side and hands it to [`Session::from_client`] or [`Session::from_server`]; the
+//! session judges it with the compiled [`Program`] and appends to an [`Outbox`] the
+//! bytes to write to each side, the audit events, and the notices for stderr. It does
+//! no I/O and needs no runtime, so every transport gives the same answer for the same
+//! input (ARCHITECTURE decision 11).
+//!
+//! # The message contract
+//!
+//! Enforced here, and only here:
+//! 1. Every message in either direction is parsed once and judged before a byte of it
+//!    is written. Allowed messages go out as the bytes they came in as.
+//! 2. A response is delivered only to the request it answers: the same id, compared
+//!    as a JSON value (`"a\u0062"` is `"ab"`, `2` is not `"2"`). A response whose id
+//!    matches a pending request only the way a lax SDK reads ids (`"2"` or `2.0` for
+//!    `2`, see [`ids::numeric_value`]) is not forwarded, and that request gets an error;
+//!    one that matches nothing is not forwarded either. Both are audited. No request
+//!    ever gets two responses.
+//! 3. Anything that can't be judged (not JSON-RPC, duplicate keys, over the size limit)
+//!    is never forwarded, in either direction. A request that can then no longer be
+//!    answered gets an error response at once, with its id recovered where it is
+//!    readable (from the first bytes of an oversize line, too).
+//! 4. A client's response to a server request (`sampling/createMessage`,
+//!    `elicitation/create`, `roots/list`) is judged by the inbound rules as a message of
+//!    the method it answers, its `result` or `error` standing for the arguments; a
+//!    refused one reaches the server as an error.
+//! 5. Refusals and errors are written by [`synth`]; what goes back to the agent never
+//!    holds a denied argument or a secret (ARCHITECTURE decision 14 of STYLE).
+//!
+//! # Where a change goes
+//! Policy about one message: [`Program`]. Which messages answer which: [`pending`].
+//! What is refused and how it is answered, audited or told on stderr: here
+//! (`inbound.rs` for what the client sends, `outbound.rs` for what the server sends).
+//! How bytes move: the transport.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+pub mod event;
+mod guard;
+pub mod ids;
+mod inbound;
+mod outbound;
+pub mod pending;
+mod ratelimit;
+pub mod synth;
+
+pub use event::{AuditAction, AuditEvent, Direction, Names, RuleRef};
+pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
+pub use ids::IdText;
+
+use crate::config::policy::{LogArgs, LogLevel, RedactMarker};
+use crate::frame::{Limits, Parsed};
+use crate::guard::Guard;
+use crate::program::{Program, Scratch};
+use crate::verdict::{Redaction, RuleId};
+use pending::Pending;
+use ratelimit::RateLimiter;
+
+/// Requests in flight, in each direction, before new ones are refused (fail closed).
+pub const MAX_PENDING: usize = 4096;
+
+/// The redaction marker (`settings.redact_marker: plain`).
+pub const REDACT_MARKER: &str = "[REDACTED BY MCPWALL]";
+
+/// One line as a transport read it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// A complete line, without its `\n`.
+    Frame(&'a [u8]),
+    /// A line longer than the limit. Only its first bytes were kept (`head`): the
+    /// session looks there for the message's id, so that the request it answers can be
+    /// told. `len` excludes the `\n`.
+    TooLarge { len: usize, head: &'a [u8] },
+    /// Input ended in the middle of a line (no final `\n`): a frame cut short, e.g. by
+    /// a peer that died mid-write. Its bytes are not handed out, so they can never be
+    /// forwarded in part.
+    Truncated { len: usize },
+}
+
+/// Who sent a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// The MCP client (the agent's side).
+    Client,
+    /// The MCP server.
+    Server,
+}
+
+/// How a session is set up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The server's name, for `server:` matchers.
+    pub server_name: Arc<str>,
+    /// The tool-definition guard (pins, poison, hiding, circuit breaker), if enabled.
+    pub guard: Option<Arc<Guard>>,
+    /// Build audit events ([`Outbox::events`]).
+    pub audit: bool,
+    /// Notices at this level and more severe go to [`Outbox::notices`].
+    pub log_level: LogLevel,
+}
+
+impl Options {
+    /// No guard, no audit events, errors only: what the benches and tests use.
+    pub fn quiet(server_name: &str) -> Options {
+        Options {
+            server_name: server_name.into(),
+            guard: None,
+            audit: false,
+            log_level: LogLevel::Error,
+        }
+    }
+}
+
+/// A line for stderr, for the human (never for the agent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub level: LogLevel,
+    pub text: String,
+}
+
+/// What the session says about one message, for a transport that shows verdicts
+/// (`check`) or a test. The audit log holds the same, less the spans.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub from: Peer,
+    /// The message's audit event (built whether or not the audit log would hold it).
+    pub event: AuditEvent,
+    /// What was redacted, as raw byte ranges of the line judged.
+    pub redactions: Vec<Redaction>,
+    /// The `log_only` rules that matched.
+    pub logged: Vec<RuleRef>,
+}
+
+/// Everything one call of the session produces. The buffers are appended to, so a
+/// transport can collect a burst of lines before writing.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    /// Whole lines (each ending in `\n`) for the client.
+    pub to_client: Vec<u8>,
+    /// Whole lines for the server.
+    pub to_server: Vec<u8>,
+    pub events: Vec<AuditEvent>,
+    pub notices: Vec<Notice>,
+    /// `Some`: a [`Judgement`] is appended for every message judged.
+    pub judgements: Option<Vec<Judgement>>,
+}
+
+impl Outbox {
+    /// An outbox that also collects a [`Judgement`] per message.
+    pub fn recording() -> Outbox {
+        Outbox {
+            judgements: Some(Vec::new()),
+            ..Outbox::default()
+        }
+    }
+}
+
+/// How a server line the transport offered to keep in place ([`Session::from_server`]
+/// with `in_place`) is to go to the client.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Whatever goes out was appended to the outbox.
+    Written,
+    /// The line goes to the client as read, with these byte ranges replaced, then `\n`.
+    /// Nothing of it was appended to `to_client`.
+    InPlace(Vec<(Range<usize>, Vec<u8>)>),
+}
+
+/// One conversation between a client and a server. See the module docs.
+pub struct Session {
+    program: Arc<Program>,
+    server: Arc<str>,
+    limits: Limits,
+    guard: Option<Arc<Guard>>,
+    audit: bool,
+    log_level: LogLevel,
+    rate: Option<RateLimiter>,
+    /// The client's requests the server has yet to answer.
+    calls: Pending,
+    /// The server's requests the client has yet to answer.
+    asks: Pending,
+    client: ClientSide,
+    server_side: ServerSide,
+}
+
+/// The reusable state for judging what the client sends.
+struct ClientSide {
+    parsed: Parsed,
+    scratch: Scratch,
+    rulings: Vec<inbound::Ruling>,
+    /// `Some` with `log_args: full`: scratch for redacting logged arguments.
+    log_args: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
+}
+
+/// The reusable state for judging what the server sends.
+struct ServerSide {
+    parsed: Parsed,
+    scratch: Scratch,
+    marker: RedactMarker,
+    /// `[REDACTED BY MCPWALL: <label>]` per label, built once (typed markers).
+    markers: HashMap<u32, String>,
+}
+
+impl Session {
+    pub fn new(program: Arc<Program>, options: Options) -> Session {
+        let settings = program.settings();
+        let limits = Limits {
+            max_frame_bytes: settings.max_frame_bytes,
+            ..Limits::default()
+        };
+        let log_args = (settings.log_args == LogArgs::Full && options.audit)
+            .then(|| (program.detector().cache(), Vec::new()));
+        Session {
+            rate: settings.rate_limit.map(RateLimiter::new),
+            limits,
+            server: options.server_name,
+            guard: options.guard,
+            audit: options.audit,
+            log_level: options.log_level,
+            calls: Pending::new(MAX_PENDING),
+            asks: Pending::new(MAX_PENDING),
+            client: ClientSide {
+                parsed: Parsed::new(),
+                scratch: program.scratch(),
+                rulings: Vec::new(),
+                log_args,
+            },
+            server_side: ServerSide {
+                parsed: Parsed::new(),
+                scratch: program.scratch(),
+                marker: settings.redact_marker,
+                markers: HashMap::new(),
+            },
+            program,
+        }
+    }
+
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    /// The frame limits lines are read with (`max_frame_bytes`).
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Client requests still waiting for the server's answer.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Record that the server's response with this id will answer a `method` call of
+    /// `tool`, as if the client had sent that request: for transcripts that hold a
+    /// response without its request (`mcpwall check --tool`). Replaces what was pending.
+    pub fn expect_answer(&mut self, id: &[u8], method: &str, tool: Option<&str>) {
+        self.calls.remove(id);
+        let _ = self
+            .calls
+            .insert(id, method, tool, std::time::Instant::now(), true);
+    }
+
+    /// The server is gone: every client request still pending gets an error saying so
+    /// (`why`, e.g. "exit code 1"), oldest first.
+    pub fn server_gone(&mut self, why: &str, out: &mut Outbox) {
+        let unanswered = self.calls.drain();
+        if unanswered.is_empty() {
+            return;
+        }
+        let message = format!("the MCP server exited ({why}) before answering this request");
+        for entry in unanswered {
+            synth::error_response(
+                &mut out.to_client,
+                Some(entry.id.as_bytes()),
+                synth::SERVER_EXITED,
+                &message,
+                None,
+            );
+            out.to_client.push(b'\n');
+            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Error);
+            e.duration = Some(entry.started.elapsed());
+            e.id = Some(entry.id);
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.rule = Some(RuleRef::Builtin("mcpwall:server_exited"));
+            e.message = Some(message.as_str().into());
+            self.emit(out, Peer::Server, true, e, &[], &[]);
+        }
+    }
+
+    /// The allocation that holds the server side's decoded text, emptied, for other
+    /// use (a transport that keeps large lines in place reads into it next).
+    pub fn take_server_text_buffer(&mut self) -> Vec<u8> {
+        self.server_side.parsed.take_text_buffer()
+    }
+
+    /// Decode server lines into `buf`'s allocation from now on, if it is the larger.
+    pub fn give_server_text_buffer(&mut self, buf: Vec<u8>) {
+        self.server_side.parsed.give_text_buffer(buf);
+    }
+
+    /// A line for stderr, formatted only when its level is shown.
+    fn notice(&self, out: &mut Outbox, level: LogLevel, text: fmt::Arguments<'_>) {
+        if level <= self.log_level {
+            out.notices.push(Notice {
+                level,
+                text: text.to_string(),
+            });
+        }
+    }
+
+    /// Hand out one message's event: to the audit log when `audited` and the log is
+    /// on, and as a [`Judgement`] when the outbox records them.
+    fn emit(
+        &self,
+        out: &mut Outbox,
+        from: Peer,
+        audited: bool,
+        event: AuditEvent,
+        redactions: &[Redaction],
+        logged: &[RuleRef],
+    ) {
+        if let Some(judgements) = &mut out.judgements {
+            judgements.push(Judgement {
+                from,
+                event: event.clone(),
+                redactions: redactions.to_vec(),
+                logged: logged.to_vec(),
+            });
+        }
+        if audited && self.audit {
+            out.events.push(event);
+        }
+    }
+
+    /// Whether anything would be done with an event (so none is built for nothing).
+    fn wants_events(&self, out: &Outbox) -> bool {
+        self.audit || out.judgements.is_some()
+    }
+
+    /// The name of a rule (for `error.data.rule`).
+    fn rule_name(&self, rule: RuleRef) -> &str {
+        rule_name(&self.program, rule)
+    }
+}
+
+/// The name of a rule (for `error.data.rule`).
+fn rule_name(program: &Program, rule: RuleRef) -> &str {
+    match rule {
+        RuleRef::Inbound(r) => &program.rule(r).name,
+        RuleRef::Outbound(r) => &program.outbound_rule(r).name,
+        RuleRef::Builtin(name) => name,
+    }
+}
+
+impl Names for Program {
+    fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
+        match rule {
+            RuleRef::Inbound(r) => {
+                let info = Program::rule(self, r);
+                (&info.name, info.message.as_deref())
+            }
+            RuleRef::Outbound(r) => {
+                let info = self.outbound_rule(r);
+                (&info.name, info.message.as_deref())
+            }
+            RuleRef::Builtin(name) => (name, None),
+        }
+    }
+
+    fn label(&self, label: u32) -> &str {
+        Program::label(self, label)
+    }
+}
+
+/// `(label, count)` pairs of a redaction list, first-seen order.
+fn label_counts(redactions: &[Redaction]) -> Vec<(u32, u32)> {
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    for r in redactions {
+        match counts.iter_mut().find(|(l, _)| *l == r.label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((r.label, 1)),
+        }
+    }
+    counts
+}
+
+/// The `log_only` rules of the last outbound scan, as rule references.
+fn logged_rules(logged: &[RuleId]) -> Vec<RuleRef> {
+    logged.iter().map(|&r| RuleRef::Outbound(r)).collect()
+}

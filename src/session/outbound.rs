@@ -1,0 +1,454 @@
+//! What the server sends: answers to the client's requests, its own requests and
+//! notifications, judged by the outbound rules and the tool guard.
+
+use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::ids::IdText;
+use super::pending::Entry;
+use super::{Line, Delivery, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
+use crate::config::policy::{LogLevel, RedactMarker};
+use crate::frame::{Frame, Message, MessageKind};
+use crate::program::CallInfo;
+use crate::verdict::Outcome;
+
+/// Why a server line was not forwarded, for the audit log and the error the request it
+/// meant to answer gets.
+struct Undeliverable {
+    rule: &'static str,
+    message: String,
+}
+
+impl Session {
+    /// Judge one line from the server. With `in_place`, a single message that goes to
+    /// the client unchanged or redacted is not copied into the outbox: the result says
+    /// how to write it from where the transport holds it (large frames).
+    pub fn from_server(&mut self, line: Line<'_>, out: &mut Outbox, in_place: bool) -> Delivery {
+        match line {
+            Line::TooLarge { len, head } => {
+                let why = Undeliverable {
+                    rule: "mcpwall:too_large",
+                    message: format!(
+                        "server frame of {len} bytes exceeds max_frame_bytes ({}); dropped",
+                        self.limits.max_frame_bytes
+                    ),
+                };
+                self.undeliverable(head, why, out);
+            }
+            Line::Truncated { len } => {
+                let why = Undeliverable {
+                    rule: "mcpwall:truncated",
+                    message: format!(
+                        "server output ended inside a frame ({len} bytes, no newline); dropped"
+                    ),
+                };
+                self.undeliverable(b"", why, out);
+            }
+            Line::Frame(raw) => {
+                let mut parsed = std::mem::take(&mut self.server_side.parsed);
+                let delivery = match parsed.parse_frame(raw, &self.limits) {
+                    Ok(frame) => self.judge_server_frame(&frame, out, in_place),
+                    Err(e) => {
+                        let why = Undeliverable {
+                            rule: "mcpwall:malformed",
+                            message: format!(
+                                "server line is not a valid JSON-RPC message ({e}); dropped"
+                            ),
+                        };
+                        self.undeliverable(raw, why, out);
+                        Delivery::Written
+                    }
+                };
+                parsed.shrink_past(SHRINK_PAST);
+                self.server_side.parsed = parsed;
+                return delivery;
+            }
+        }
+        Delivery::Written
+    }
+
+    /// A server line that can't be judged: dropped, audited, told on stderr; the
+    /// request it meant to answer (its id read from `head`, its first bytes) gets an
+    /// error, or, if it was a request of the server's own, the server does.
+    fn undeliverable(&mut self, head: &[u8], why: Undeliverable, out: &mut Outbox) {
+        self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
+        let seen = crate::frame::read_head(head);
+        let id = seen.id.map(|r| &head[r]);
+        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Drop);
+        e.id = id.map(IdText::new);
+        match id {
+            Some(id) if seen.method => {
+                synth::error_response(
+                    &mut out.to_server,
+                    Some(id),
+                    synth::POLICY_DENIED,
+                    &why.message,
+                    Some(why.rule),
+                );
+                out.to_server.push(b'\n');
+            }
+            Some(id) => {
+                let entry = self
+                    .calls
+                    .remove(id)
+                    .or_else(|| self.calls.remove_by_number(id));
+                if let Some(entry) = entry {
+                    self.tell_client(&entry, &why, out);
+                    e.method = Some(entry.method);
+                    e.tool = entry.tool;
+                    e.duration = Some(entry.started.elapsed());
+                }
+            }
+            None => {}
+        }
+        e.rule = Some(RuleRef::Builtin(why.rule));
+        e.message = Some(why.message.into());
+        self.emit(out, Peer::Server, true, e, &[], &[]);
+    }
+
+    /// The error a client request gets when its answer can't be delivered.
+    fn tell_client(&self, entry: &Entry, why: &Undeliverable, out: &mut Outbox) {
+        synth::error_response(
+            &mut out.to_client,
+            Some(entry.id.as_bytes()),
+            synth::POLICY_DENIED,
+            &why.message,
+            Some(why.rule),
+        );
+        out.to_client.push(b'\n');
+    }
+
+    fn judge_server_frame(&mut self, frame: &Frame<'_>, out: &mut Outbox, in_place: bool) -> Delivery {
+        let messages = frame.messages();
+        if !frame.parsed.is_batch() {
+            let Some(msg) = messages.first() else {
+                return Delivery::Written;
+            };
+            let mut to_client = std::mem::take(&mut out.to_client);
+            let mut delivery = Delivery::Written;
+            let wrote = self.judge_server_message(
+                frame,
+                msg,
+                0..frame.raw.len(),
+                &mut to_client,
+                out,
+                in_place.then_some(&mut delivery),
+            );
+            if wrote && delivery == Delivery::Written {
+                to_client.push(b'\n');
+            }
+            // Errors written meanwhile (to requests whose answers were undeliverable)
+            // go after this line.
+            to_client.append(&mut out.to_client);
+            out.to_client = to_client;
+            return delivery;
+        }
+        let mut answers = Vec::with_capacity(frame.raw.len() + 2);
+        answers.push(b'[');
+        let mut n = 0;
+        for msg in messages {
+            let mark = answers.len();
+            if n > 0 {
+                answers.push(b',');
+            }
+            if self.judge_server_message(frame, msg, msg.span.clone(), &mut answers, out, None) {
+                n += 1;
+            } else {
+                answers.truncate(mark);
+            }
+        }
+        answers.push(b']');
+        if n == messages.len() && answers.len() == frame.raw.len() && answers == frame.raw {
+            // Nothing changed: keep the original bytes (whitespace included).
+            out.to_client.extend_from_slice(frame.raw);
+            out.to_client.push(b'\n');
+        } else if n > 0 {
+            out.to_client.extend_from_slice(&answers);
+            out.to_client.push(b'\n');
+        }
+        Delivery::Written
+    }
+
+    /// The client request a server response answers, taken from the table; `None`
+    /// when it answers none exactly (dropped, audited; a request it matches only by
+    /// number gets an error).
+    fn answered_call(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> Option<Entry> {
+        let id = frame.id_raw(msg).unwrap_or(b"null");
+        if let Some(entry) = self.calls.remove(id) {
+            return Some(entry);
+        }
+        let matched = self.calls.remove_by_number(id);
+        let why = match &matched {
+            Some(entry) => Undeliverable {
+                rule: "mcpwall:mismatched_id",
+                message: format!(
+                    "the server answered request {} with id {}; not forwarded",
+                    String::from_utf8_lossy(entry.id.as_bytes()),
+                    String::from_utf8_lossy(id),
+                ),
+            },
+            None => Undeliverable {
+                rule: "mcpwall:unknown_id",
+                message: format!(
+                    "server response with id {} answers no pending request; dropped",
+                    String::from_utf8_lossy(id)
+                ),
+            },
+        };
+        self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
+        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Drop);
+        e.id = Some(IdText::new(id));
+        if let Some(entry) = matched {
+            self.tell_client(&entry, &why, out);
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.duration = Some(entry.started.elapsed());
+        }
+        e.rule = Some(RuleRef::Builtin(why.rule));
+        e.message = Some(why.message.into());
+        self.emit(out, Peer::Server, true, e, &[], &[]);
+        None
+    }
+
+    /// Judge one server message and write what goes to the client into `dest` (the
+    /// bytes of `piece`, redacted, or a replacement). Returns whether anything was
+    /// written. With `in_place` (`piece` is the whole line), a line that goes out as it
+    /// is or redacted is not written: `in_place` gets its edits instead.
+    fn judge_server_message(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        piece: Range<usize>,
+        dest: &mut Vec<u8>,
+        out: &mut Outbox,
+        in_place: Option<&mut Delivery>,
+    ) -> bool {
+        let id = frame.id_raw(msg);
+        let entry = match msg.kind {
+            MessageKind::Result | MessageKind::Error => match self.answered_call(frame, msg, out) {
+                Some(entry) => Some(entry),
+                None => return false,
+            },
+            _ => None,
+        };
+        let (method, tool): (Option<&str>, Option<&str>) = match &entry {
+            Some(e) => (Some(&*e.method).filter(|m| !m.is_empty()), e.tool.as_deref()),
+            None => (frame.method(msg), None),
+        };
+        let call = CallInfo {
+            method,
+            tool,
+            server: &self.server,
+        };
+        let program = self.program.clone();
+        let outcome = program.scan_response(frame, msg, &call, &mut self.server_side.scratch);
+        let mark = dest.len();
+        // The guard edits list results in `dest`: those are copied.
+        let mut in_place = in_place
+            .filter(|_| self.guard.is_none() || !guard::inspects_answers_to(method));
+        let marker = self.server_side.marker;
+        let mut redactions = Vec::new();
+        let mut spans: &[crate::verdict::Redaction] = &[];
+        let (mut action, mut rule) = match outcome {
+            Outcome::Pass => {
+                match in_place.as_deref_mut() {
+                    Some(delivery) => *delivery = Delivery::InPlace(Vec::new()),
+                    None => dest.extend_from_slice(&frame.raw[piece]),
+                }
+                (AuditAction::Pass, None)
+            }
+            Outcome::Redact { rule, redactions: found } => {
+                redactions = label_counts(found);
+                spans = found;
+                let markers = &mut self.server_side.markers;
+                if marker == RedactMarker::Typed {
+                    for r in found {
+                        markers.entry(r.label).or_insert_with(|| {
+                            format!("[REDACTED BY MCPWALL: {}]", program.label(r.label))
+                        });
+                    }
+                }
+                let mut edits: Vec<(Range<usize>, &str)> = found
+                    .iter()
+                    .filter(|r| r.raw.start >= piece.start && r.raw.end <= piece.end)
+                    .map(|r| {
+                        let text = match marker {
+                            RedactMarker::Plain => REDACT_MARKER,
+                            RedactMarker::Typed => markers
+                                .get(&r.label)
+                                .map(String::as_str)
+                                .unwrap_or(REDACT_MARKER),
+                        };
+                        (r.raw.start - piece.start..r.raw.end - piece.start, text)
+                    })
+                    .collect();
+                match in_place.as_deref_mut() {
+                    Some(delivery) => {
+                        *delivery = Delivery::InPlace(crate::frame::redact::splice(
+                            piece.len(),
+                            &mut edits,
+                        ))
+                    }
+                    None => crate::frame::redact::apply(&frame.raw[piece], &mut edits, dest),
+                }
+                (AuditAction::Redact, Some(RuleRef::Outbound(rule)))
+            }
+            Outcome::Block { rule } => {
+                let info = program.outbound_rule(rule);
+                let message: Cow<'_, str> = match &info.message {
+                    Some(m) => Cow::Borrowed(m),
+                    None => Cow::Owned(format!("response blocked by rule {:?}", info.name)),
+                };
+                match (msg.kind, id) {
+                    (MessageKind::Result, Some(id)) => synth::block_result(dest, id, &message),
+                    (MessageKind::Error, Some(id)) => {
+                        synth::block_error(dest, id, &message, &info.name)
+                    }
+                    (MessageKind::Request, Some(id)) => {
+                        // A blocked server request never reaches the client; the server
+                        // gets the refusal so it does not wait forever.
+                        synth::block_error(&mut out.to_server, id, &message, &info.name);
+                        out.to_server.push(b'\n');
+                    }
+                    _ => {}
+                }
+                (AuditAction::Block, Some(RuleRef::Outbound(rule)))
+            }
+        };
+        let spans = spans.to_vec();
+        let logged: Vec<RuleRef> = super::logged_rules(self.server_side.scratch.logged());
+        let mut wrote = match action {
+            AuditAction::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
+            _ => true,
+        };
+        // A server request the client will answer is filed, so that the answer can be
+        // matched to it and judged as one of its method.
+        if msg.kind == MessageKind::Request
+            && action != AuditAction::Block
+            && let (Some(id), Some(m)) = (id, frame.method(msg))
+            && let Err(full) = self.asks.insert(id, m, None, Instant::now(), true)
+        {
+            dest.truncate(mark);
+            if let Some(delivery) = in_place {
+                *delivery = Delivery::Written;
+            }
+            synth::error_response(
+                &mut out.to_server,
+                Some(id),
+                synth::POLICY_DENIED,
+                &full.to_string(),
+                Some("mcpwall:pending_full"),
+            );
+            out.to_server.push(b'\n');
+            action = AuditAction::Block;
+            rule = Some(RuleRef::Builtin("mcpwall:pending_full"));
+            wrote = false;
+        }
+        if let Some(guard) = self.guard.clone()
+            && (action == AuditAction::Block || guard::inspects_answers_to(method))
+        {
+            self.guard_response(&guard, method, id, action, rule, dest, mark, out);
+        }
+        let own_method = match &entry {
+            Some(_) => None,
+            None => frame.method(msg).map(|m| self.calls.intern(m)),
+        };
+        let (m, t) = match &entry {
+            Some(e) => (Some(&e.method), e.tool.as_ref()),
+            None => (own_method.as_ref(), None),
+        };
+        self.log_only_events(id, m, t, out);
+        let audited = entry.as_ref().is_some_and(|e| e.audited) || action != AuditAction::Pass;
+        if self.wants_events(out) {
+            let mut e = AuditEvent::new(Direction::Outbound, action);
+            e.id = id.map(IdText::new);
+            match entry {
+                Some(entry) => {
+                    e.duration = Some(entry.started.elapsed());
+                    e.method = Some(entry.method);
+                    e.tool = entry.tool;
+                }
+                None => e.method = own_method,
+            }
+            e.rule = rule;
+            e.redactions = redactions;
+            self.emit(out, Peer::Server, audited, e, &spans, &logged);
+        }
+        wrote
+    }
+
+    /// Audit events for the `log_only` rules that matched in the last scan.
+    fn log_only_events(
+        &mut self,
+        id: Option<&[u8]>,
+        method: Option<&Arc<str>>,
+        tool: Option<&Arc<str>>,
+        out: &mut Outbox,
+    ) {
+        if self.server_side.scratch.logged().is_empty() || !self.audit {
+            return;
+        }
+        for &rule in self.server_side.scratch.logged() {
+            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::LogOnly);
+            e.id = id.map(IdText::new);
+            e.method = method.cloned();
+            e.tool = tool.cloned();
+            e.rule = Some(RuleRef::Outbound(rule));
+            out.events.push(e);
+        }
+    }
+
+    /// The guard's part of a server message: filter list results written at
+    /// `dest[mark..]` (pinning, poison, hiding) and report blocks to the breaker.
+    #[allow(clippy::too_many_arguments)]
+    fn guard_response(
+        &mut self,
+        guard: &Arc<crate::guard::Guard>,
+        method: Option<&str>,
+        id: Option<&[u8]>,
+        action: AuditAction,
+        rule: Option<RuleRef>,
+        dest: &mut Vec<u8>,
+        mark: usize,
+        out: &mut Outbox,
+    ) {
+        if action == AuditAction::Block {
+            let what = || match rule {
+                Some(r) => format!(
+                    "{} response blocked by {}",
+                    method.unwrap_or("server message"),
+                    self.rule_name(r)
+                ),
+                None => "response blocked".to_string(),
+            };
+            if let Some((event, notice)) = guard::record_violation(guard, what) {
+                self.notice(out, LogLevel::Warn, format_args!("{notice}"));
+                self.emit(out, Peer::Server, true, event, &[], &[]);
+            }
+            return;
+        }
+        if !guard::inspects_answers_to(method) || dest.len() <= mark {
+            return;
+        }
+        let inspection = guard.on_server_message(method, &dest[mark..]);
+        if let Some(bytes) = inspection.replacement {
+            dest.truncate(mark);
+            dest.extend_from_slice(&bytes);
+        }
+        let method: Option<Arc<str>> = method.map(Arc::from);
+        for event in &inspection.events {
+            if event.withheld() {
+                self.notice(out, LogLevel::Warn, format_args!("{}", event.summary()));
+            }
+            let e = guard::to_audit(event, id, method.as_ref());
+            self.emit(out, Peer::Server, true, e, &[], &[]);
+        }
+    }
+}
+
+/// Decoded text buffers larger than this are given back after the frame (a 20 MiB
+/// frame's decoded text is not kept for the next one).
+const SHRINK_PAST: usize = 4 * 1024 * 1024;
