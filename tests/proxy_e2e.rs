@@ -338,6 +338,15 @@ fn call(id: &str, tool: &str, args: Value) -> String {
     )
 }
 
+/// Send a request the fake server holds unanswered (`fake/hold`), so that a line it is
+/// told to say with this id answers a pending request (the session forwards no
+/// response that answers none).
+fn hold(p: &mut Proxy, id: &str) {
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"fake/hold"}}"#
+    ));
+}
+
 fn handshake(p: &mut Proxy) {
     p.send_line(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#);
     let v = p.recv_json();
@@ -432,6 +441,7 @@ fn denied_notification_is_dropped_and_audited() {
 fn secrets_in_responses_are_redacted_in_place() {
     let mut p = Proxy::start();
     handshake(&mut p);
+    hold(&mut p, r#""s1""#);
     let key = fake_aws_key();
     let server_line = format!(
         r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"key={key} ok"}}],"note":"untouched  spacing"}}}}"#
@@ -477,6 +487,8 @@ fn large_results_are_redacted_in_place_like_small_ones() {
         })
         .collect();
     assert!(lines[0].len() > 700_000);
+    hold(&mut p, r#""big0""#);
+    hold(&mut p, r#""big1""#);
     p.send_line(&format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":{}}}}}"#,
         serde_json::to_string(&lines).unwrap()
@@ -497,36 +509,42 @@ fn large_results_are_redacted_in_place_like_small_ones() {
     assert_eq!(redacted[0]["redactions"]["aws-access-key-id"], 3);
 }
 
+/// A line that is not a JSON-RPC message is never forwarded (with or without the
+/// original mcpwall's `--strict`), even one that would pass every rule once redacted;
+/// it is audited as dropped, and its bytes stay out of the log.
 #[test]
-fn non_json_server_lines_are_scanned_or_dropped_with_strict() {
+fn non_json_server_lines_are_never_forwarded() {
     let key = fake_aws_key();
-    let say = |p: &mut Proxy| {
+    for args in [vec![], vec!["--strict"]] {
+        let mut p = Proxy::with(Setup {
+            args,
+            ..Setup::default()
+        });
         p.send_line(&format!(
-            r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":["debug: key {key} here"]}}}}"#
+            r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":["debug: key {key} here","{{\"hello\":\"world\"}}"]}}}}"#
         ));
-    };
+        assert_eq!(p.recv_json()["id"], 2, "the text lines were dropped");
+        assert_eq!(p.finish(), 0);
+    }
     let mut p = Proxy::start();
-    say(&mut p);
-    assert_eq!(p.recv_str(), "debug: key [REDACTED BY MCPWALL] here\n");
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{"lines":["plain text"]}}"#);
     assert_eq!(p.recv_json()["id"], 2);
-    assert_eq!(p.finish(), 0);
-
-    let mut p = Proxy::with(Setup {
-        args: vec!["--strict"],
-        ..Setup::default()
-    });
-    say(&mut p);
-    assert_eq!(
-        p.recv_json()["id"],
-        2,
-        "the text line is dropped under --strict"
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["action"] == "drop" && e["rule"] == "mcpwall:malformed"),
+        "{events:?}"
     );
-    assert_eq!(p.finish(), 0);
 }
 
 #[test]
 fn blocked_responses_are_replaced_for_the_same_id() {
     let mut p = Proxy::start();
+    hold(&mut p, "41");
+    hold(&mut p, r#""e""#);
     let result = r#"{"jsonrpc":"2.0","id":41,"result":{"content":[{"type":"text","text":"TOP-SECRET-PLAN"}]}}"#;
     let error = r#"{"jsonrpc":"2.0","id":"e","error":{"code":1,"message":"TOP-SECRET-PLAN"}}"#;
     p.send_line(&format!(
@@ -954,19 +972,16 @@ fn oversize_frames_are_refused_not_truncated() {
     p.send_line(&call("1", "echo", json!({"x": "z".repeat(200_000)})));
     let v = p.recv_json();
     assert_eq!(v["error"]["code"], -32600);
-    // The server's oversize reply is dropped whole, and the pending call answered.
+    // The server's oversize reply is dropped whole, and the call it answers gets an
+    // error at once (its id read from the reply's first bytes), not at shutdown.
     p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/big","params":{"count":150000}}"#);
     p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
     let v = p.recv_json();
-    assert_eq!(
-        v["id"], 3,
-        "the oversize reply to 2 was not forwarded in part"
-    );
+    assert_eq!(v["id"], 2, "the oversize reply to 2 was not forwarded in part");
+    assert_eq!(v["error"]["data"]["rule"], "mcpwall:too_large");
+    assert_eq!(p.recv_json()["id"], 3);
     assert_eq!(p.received().len(), "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fake/big\",\"params\":{\"count\":150000}}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n".len());
-    p.close_stdin();
-    let v = p.recv_json();
-    assert_eq!(v["id"], 2, "still-pending call answered at shutdown");
-    assert_eq!(p.wait(), 0);
+    assert_eq!(p.finish(), 0);
 }
 
 #[test]
