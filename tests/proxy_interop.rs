@@ -1,11 +1,13 @@
-//! Interop with the official implementations: the MCP Python SDK client, through the
-//! real `mcpwall` binary, to `@modelcontextprotocol/server-filesystem` and
-//! `@modelcontextprotocol/server-everything`. The checks live in
-//! `tests/interop/interop.py`; `.ci/run` installs its dependencies (pinned) into
-//! `tests/interop/.venv` and `tests/interop/node_modules`.
+//! Interop with the official implementations, through the real `mcpwall` binary:
+//! - `tests/interop/interop.py`: the MCP Python SDK client to
+//!   `@modelcontextprotocol/server-filesystem` and `@modelcontextprotocol/server-everything`;
+//! - `tests/interop/session_core.py`: the same client to `misbehaving_server.py`, a server
+//!   that breaks the session rules (re-typed ids, duplicate keys, non-JSON-RPC lines,
+//!   oversize frames, a sampling request answered with a credential).
 //!
-//! Without those dependencies the test is skipped with a loud message, unless
-//! `MCPWALL_REQUIRE_INTEROP=1` (set by `.ci/run`), which makes their absence a failure.
+//! `.ci/run` installs their dependencies (pinned) into `tests/interop/.venv` and
+//! `tests/interop/node_modules`. Without them each test is skipped with a loud message,
+//! unless `MCPWALL_REQUIRE_INTEROP=1` (set by `.ci/run`), which makes their absence a failure.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -13,14 +15,13 @@ use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-#[test]
-fn official_sdk_client_and_servers_through_mcpwall() {
+/// Runs `tests/interop/<script> MCPWALL` with the interop venv's Python, once the venv and
+/// the npm servers in `npm_bins` are there, and fails unless it exits 0 within `TIMEOUT`.
+fn run_interop_script(script: &str, npm_bins: &[&str]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
     let python = dir.join(".venv/bin/python");
     let servers = dir.join("node_modules/.bin");
-    let have = python.exists()
-        && servers.join("mcp-server-filesystem").exists()
-        && servers.join("mcp-server-everything").exists();
+    let have = python.exists() && npm_bins.iter().all(|b| servers.join(b).exists());
     if !have {
         assert!(
             std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
@@ -28,19 +29,19 @@ fn official_sdk_client_and_servers_through_mcpwall() {
             dir.display()
         );
         eprintln!(
-            "\n!!! SKIPPED interop test: no {} or node_modules; run .ci/run to install the \
+            "\n!!! SKIPPED {script}: no {} or node_modules; run .ci/run to install the \
              official MCP SDK and servers !!!\n",
             python.display()
         );
         return;
     }
     let mut child = Command::new(&python)
-        .arg(dir.join("interop.py"))
+        .arg(dir.join(script))
         .arg(env!("CARGO_BIN_EXE_mcpwall"))
         .current_dir(&dir)
         .stdin(Stdio::null())
         .spawn()
-        .expect("run interop.py");
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
     let deadline = Instant::now() + TIMEOUT;
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -48,12 +49,25 @@ fn official_sdk_client_and_servers_through_mcpwall() {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("interop.py did not finish within {TIMEOUT:?}");
+            panic!("{script} did not finish within {TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(
         status.success(),
-        "interop checks failed: {status:?} (see output above)"
+        "{script} checks failed: {status:?} (see output above)"
     );
+}
+
+#[test]
+fn official_sdk_client_and_servers_through_mcpwall() {
+    run_interop_script(
+        "interop.py",
+        &["mcp-server-filesystem", "mcp-server-everything"],
+    );
+}
+
+#[test]
+fn official_sdk_client_and_a_misbehaving_server_through_mcpwall() {
+    run_interop_script("session_core.py", &[]);
 }
