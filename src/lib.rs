@@ -15,8 +15,8 @@ mod memo;
 pub mod paths;
 pub mod program;
 pub mod proxy;
+pub mod redteam;
 pub mod regex_dialect;
-pub mod scan;
 pub mod secrets;
 pub mod verdict;
 
