@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod redteam;
 pub mod regex_dialect;
 pub mod secrets;
+pub mod text;
 pub mod verdict;
 
 #[cfg(test)]

@@ -22,7 +22,6 @@
 
 pub mod breaker;
 pub mod hook;
-pub mod normalize;
 pub mod pins;
 pub mod poison;
 pub mod toolfilter;
