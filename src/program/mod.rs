@@ -400,7 +400,7 @@ struct FrameTexts<'f, 'a> {
     msg: &'f Message,
     /// Where the last mapping into a decoded string ended: hits come in increasing order
     /// per string, so a long string with escapes is walked once, not once per hit.
-    cursor: std::cell::Cell<(u32, crate::frame::redact::RawCursor)>,
+    cursor: std::cell::Cell<(u32, crate::frame::string::RawCursor)>,
 }
 
 impl Texts for FrameTexts<'_, '_> {
@@ -418,7 +418,7 @@ impl Texts for FrameTexts<'_, '_> {
         let tok = &self.frame.tokens()[text as usize];
         let (last, mut cursor) = self.cursor.get();
         if last != text {
-            cursor = crate::frame::redact::RawCursor::default();
+            cursor = crate::frame::string::RawCursor::default();
         }
         let raw = crate::frame::redact::raw_range_from(self.frame, tok, decoded, &mut cursor);
         self.cursor.set((text, cursor));
