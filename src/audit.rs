@@ -400,7 +400,7 @@ fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
 fn json_str(out: &mut String, s: &str) {
     out.push('"');
     // The bytes JSON needs escaped are exactly those that end a plain run of a string.
-    if crate::frame::scan::plain_run(s.as_bytes(), 0) == s.len() {
+    if crate::frame::string::plain_run(s.as_bytes(), 0) == s.len() {
         out.push_str(s);
         out.push('"');
         return;

@@ -15,10 +15,11 @@ mod memo;
 pub mod paths;
 pub mod program;
 pub mod proxy;
+pub mod redteam;
 pub mod regex_dialect;
-pub mod scan;
 pub mod secrets;
 pub mod session;
+pub mod text;
 pub mod verdict;
 
 #[cfg(test)]

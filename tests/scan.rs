@@ -497,10 +497,10 @@ fn third_party_filesystem_server_marks_missing_tools_not_applicable() {
 #[test]
 fn target_text_is_sanitised_for_the_terminal() {
     let evil = "ok\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}txt\rdone";
-    let clean = mcpwall::scan::report::clean(evil, 100);
+    let clean = mcpwall::redteam::report::clean(evil, 100);
     assert_eq!(clean, "oktxt done");
     assert_eq!(
-        mcpwall::scan::report::clean(&"x".repeat(500), 10)
+        mcpwall::redteam::report::clean(&"x".repeat(500), 10)
             .chars()
             .count(),
         11

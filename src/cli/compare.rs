@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::scan::Report;
-use crate::scan::compare::compare;
+use crate::redteam::Report;
+use crate::redteam::compare::compare;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::scan::attacks::Severity;
-use crate::scan::{self, ScanOptions};
+use crate::redteam::attacks::Severity;
+use crate::redteam::{self, ScanOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -60,7 +60,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let Some(home) = &args.fake_home else {
             return Err(miette::miette!("--serve-target needs --fake-home DIR"));
         };
-        scan::target::serve(home).map_err(|e| miette::miette!("target failed: {e}"))?;
+        redteam::target::serve(home).map_err(|e| miette::miette!("target failed: {e}"))?;
         return Ok(ExitCode::SUCCESS);
     }
     let server = match &args.server_cmd {
@@ -141,7 +141,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         only: args.only.clone(),
     };
     let show_progress = !args.no_progress && !args.quiet && std::io::stderr().is_terminal();
-    let report = scan::run(&opts, |done, total, id| {
+    let report = redteam::run(&opts, |done, total, id| {
         if show_progress {
             let width = 30;
             let filled = done * width / total.max(1);

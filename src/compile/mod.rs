@@ -5,6 +5,11 @@
 //! rules share it). Each engine keeps a [`PredMap`] from its pattern index to the
 //! predicates the pattern feeds, and a rule is the conjunction of its predicates.
 //! Build failures are mapped back to the YAML that caused them.
+//!
+//! Only the translation lives here; the engines themselves, and what the program needs
+//! to run them, are in `program::engine`. Dependencies point down (STYLE house rule 12):
+//! config → compile → program, so the program never imports this module, and
+//! [`Program::compile`] is defined here.
 
 use std::collections::HashMap;
 
@@ -15,64 +20,18 @@ use crate::config::policy::{
     Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, SourceKind, Span,
 };
 use crate::paths::PathEnv;
+use crate::program::engine::{
+    GLOB, LITERAL, NOT_UNDER, Needs, PredMap, REGEX, SECRETS, glob, literal, path, regex, secret,
+};
 use crate::program::{
     ANY_SEL, ConditionInfo, Engine, InRule, Inbound, NO_SEL, OutRule, Outbound, Program,
     RuleAction, RuleInfo,
 };
 use crate::secrets::{Detector, DetectorSpec, builtin_specs};
 
-pub(crate) mod glob;
-pub(crate) mod literal;
-pub(crate) mod path;
-pub(crate) mod regex;
 pub mod required;
-pub(crate) mod secret;
-
-/// Which engine classes a selector (or an outbound rule) needs, as bits.
-pub(crate) type Needs = u8;
-pub(crate) const REGEX: Needs = 1;
-pub(crate) const GLOB: Needs = 2;
-pub(crate) const NOT_UNDER: Needs = 4;
-pub(crate) const SECRETS: Needs = 8;
-pub(crate) const LITERAL: Needs = 16;
 
 const NONE: u32 = u32::MAX;
-
-/// Pattern index → predicates, stored flat (compressed rows).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PredMap {
-    starts: Box<[u32]>,
-    preds: Box<[u32]>,
-}
-
-impl PredMap {
-    pub fn from_lists(lists: &[Vec<u32>]) -> PredMap {
-        let mut starts = Vec::with_capacity(lists.len() + 1);
-        let mut preds = Vec::new();
-        starts.push(0);
-        for list in lists {
-            preds.extend_from_slice(list);
-            starts.push(preds.len() as u32);
-        }
-        PredMap {
-            starts: starts.into(),
-            preds: preds.into(),
-        }
-    }
-
-    #[inline]
-    pub fn get(&self, i: usize) -> &[u32] {
-        match (self.starts.get(i), self.starts.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.preds[a as usize..b as usize],
-            _ => &[],
-        }
-    }
-
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.starts.len().saturating_sub(1)
-    }
-}
 
 /// Distinct pattern texts of one engine, each with its predicates and the span of
 /// its first use (for errors).
@@ -149,6 +108,19 @@ fn location(policy: &Policy, span: Span) -> String {
         .get(span.source.0 as usize)
         .map_or("<unknown>", |s| s.name.as_str());
     format!("{name}:{}:{}", span.line, span.column)
+}
+
+impl Program {
+    /// Compile a validated policy, resolving paths against the process's HOME and
+    /// working directory.
+    pub fn compile(policy: &Policy) -> Result<Program, PolicyError> {
+        compile(policy, &PathEnv::from_process())
+    }
+
+    /// Compile a validated policy, resolving paths against `env`.
+    pub fn compile_with(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
+        compile(policy, env)
+    }
 }
 
 /// Compile `policy`, resolving paths against `env`.

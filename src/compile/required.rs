@@ -229,6 +229,18 @@ mod tests {
     use super::*;
     use crate::test_rng::Rng;
 
+    /// The table `build.rs` wrote, which the regex engine reads, holds what the analysis
+    /// gives for the same pattern now.
+    #[test]
+    fn the_embedded_literal_table_is_current() {
+        for (pattern, literals) in crate::program::engine::regex::embedded::REQUIRED_LITERALS {
+            let hir = crate::regex_dialect::parse(pattern).unwrap();
+            let now = required_literals(&hir).unwrap();
+            let table: Vec<Vec<u8>> = literals.iter().map(|l| l.to_vec()).collect();
+            assert_eq!(table, now, "{pattern}");
+        }
+    }
+
     fn literals(pattern: &str) -> Option<Vec<String>> {
         let hir = crate::regex_dialect::parse(pattern).unwrap();
         required_literals(&hir).map(|set| {

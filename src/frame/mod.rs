@@ -14,6 +14,7 @@ pub mod checks;
 mod head;
 pub mod redact;
 pub mod scan;
+pub mod string;
 
 /// Limits applied while parsing.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +60,11 @@ impl FrameError {
             FrameError::Invalid { .. } | FrameError::TooLarge { .. } => -32600,
         }
     }
+}
+
+/// A [`FrameError::Parse`] at byte `at`.
+pub(crate) fn parse_error(at: usize, reason: &'static str) -> FrameError {
+    FrameError::Parse { at, reason }
 }
 
 /// What a message is, by the JSON-RPC 2.0 rules.
@@ -143,7 +149,7 @@ pub struct Parsed {
     pub(crate) text: String,
     /// Places to resume decoding inside long strings with escapes, in frame order:
     /// [`redact::raw_range`] starts from the nearest one instead of the string's start.
-    pub(crate) resume_points: Vec<redact::RawCursor>,
+    pub(crate) resume_points: Vec<string::RawCursor>,
     pub(crate) batch: bool,
     /// The scanner's reusable stacks.
     pub(crate) scratch: scan::Scratch,

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use super::scan::decode_unicode_escape;
+use super::string::{RawCursor, decode_unicode_escape, plain_run};
 use super::{Frame, TextRef, Token};
 
 /// Map a byte range of a string token's *decoded* text to the raw byte range that
@@ -53,18 +53,6 @@ fn nearest_resume_point(
     // Within one string, decoded offsets grow with raw positions.
     let n = inside.partition_point(|p| p.offset <= want);
     n.checked_sub(1).map(|k| inside[k])
-}
-
-/// A place inside one string's raw contents where decoding can resume: the raw index of
-/// an escape or of the start of a plain run, and the decoded offset there. Mapping many
-/// ranges of one long string in increasing order with one cursor costs one walk over the
-/// string, not one walk per range.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RawCursor {
-    /// Raw index (0: not set, start at the beginning of the string).
-    pub at: usize,
-    /// Decoded offset at `at`.
-    pub offset: usize,
 }
 
 /// [`raw_range`], resuming the walk at `cursor` when it lies before the range (the
@@ -135,7 +123,7 @@ pub fn raw_range_from(
                 // (callgrind, 16 proxied responses of 1 MiB: this function 72M -> 58M
                 // instructions). It also stops at a quote or control byte, which the
                 // parser never leaves in a string; such a byte is stepped over as plain.
-                let run_end = crate::frame::scan::plain_run(&raw[..content_end], at).max(at + 1);
+                let run_end = plain_run(&raw[..content_end], at).max(at + 1);
                 let run_len = run_end - at;
                 if start.is_none() && offset + run_len > want_start {
                     *cursor = RawCursor { at, offset };

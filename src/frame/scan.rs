@@ -11,7 +11,10 @@
 
 use std::ops::Range;
 
-use super::{FrameError, Limits, Message, MessageKind, Parsed, TextRef, Token, TokenKind};
+use super::string::{RawCursor, decode_unicode_escape, plain_run};
+use super::{
+    FrameError, Limits, Message, MessageKind, Parsed, TextRef, Token, TokenKind, parse_error,
+};
 
 /// Buffers the scanner reuses between frames.
 #[derive(Debug, Default)]
@@ -139,10 +142,6 @@ pub(crate) fn parse_into<'r>(
         out.messages.clear();
     }
     result.map(|()| valid)
-}
-
-fn parse_error(at: usize, reason: &'static str) -> FrameError {
-    FrameError::Parse { at, reason }
 }
 
 /// The decoded text a [`TextRef`] names, given the frame's raw bytes and decoded text.
@@ -784,7 +783,7 @@ impl Scanner<'_, '_> {
                 Some(b'"') => break,
                 Some(b'\\') => {
                     if text.len() >= next_resume {
-                        resume_points.push(super::redact::RawCursor {
+                        resume_points.push(RawCursor {
                             at: i,
                             offset: text.len() - text_start,
                         });
@@ -813,86 +812,6 @@ impl Scanner<'_, '_> {
 /// back to raw bytes walks at most about this far, instead of from the string's start
 /// (over a 1 MiB result with 16 secrets, that walk was 15% of the proxy's instructions).
 const RESUME_EVERY: usize = 4096;
-
-/// End of the run of plain string bytes (not `"`, `\\` or a control character) starting
-/// at `i`. UTF-8 is checked by the caller; a run never ends inside a valid character
-/// (continuation bytes are never below 0x80).
-pub(crate) fn plain_run(raw: &[u8], mut i: usize) -> usize {
-    // A block at a time: a mask of the bytes that end the run, whose lowest bit is the
-    // end. Runs between escapes are short in source-like text, so the first block
-    // usually decides.
-    while let Some(block) = raw.get(i..i + RUN_BLOCK) {
-        let ends = run_enders(block.try_into().unwrap_or(&[0; RUN_BLOCK]));
-        if ends != 0 {
-            return i + ends.trailing_zeros() as usize;
-        }
-        i += RUN_BLOCK;
-    }
-    // The last partial block: the slice's final RUN_BLOCK bytes, shifted so bit 0 is
-    // `i`, instead of a byte-wise loop.
-    let len = raw.len();
-    if i >= len {
-        return i;
-    }
-    let ends = match len.checked_sub(RUN_BLOCK) {
-        Some(base) => {
-            let block = raw[base..].try_into().unwrap_or(&[0; RUN_BLOCK]);
-            run_enders(block) >> (i - base)
-        }
-        None => {
-            // A frame shorter than a block: zero padding ends the run at `len`.
-            let mut block = [0; RUN_BLOCK];
-            block[..len - i].copy_from_slice(&raw[i..]);
-            run_enders(&block)
-        }
-    };
-    if ends == 0 {
-        len
-    } else {
-        i + ends.trailing_zeros() as usize
-    }
-}
-
-/// Bit `k` set when `block[k]` is `"`, `\\` or below 0x20.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[inline]
-fn run_enders(block: &[u8; RUN_BLOCK]) -> u32 {
-    use std::arch::x86_64::*;
-    // Three compares and a move-mask (the compiler does not find this form on its own
-    // for a bit mask).
-    // SAFETY: the cfg guarantees SSE2, which is all these intrinsics need; the unaligned
-    // load reads `block` and nothing else.
-    unsafe {
-        let v = _mm_loadu_si128(block.as_ptr().cast());
-        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        // b <= 0x1f exactly when max(b, 0x1f) == 0x1f (unsigned).
-        let low = _mm_set1_epi8(0x1f);
-        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-#[inline]
-fn run_enders(block: &[u8; RUN_BLOCK]) -> u32 {
-    run_enders_portable(block)
-}
-
-#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
-#[inline]
-fn run_enders_portable(block: &[u8; RUN_BLOCK]) -> u32 {
-    let mut ends = 0;
-    for (k, &b) in block.iter().enumerate() {
-        ends |= u32::from((b == b'"') | (b == b'\\') | (b < 0x20)) << k;
-    }
-    ends
-}
-
-/// Bytes tested together by [`plain_run`]. Sixteen, one SSE2 register: most strings of
-/// a frame are keys and short values that end inside their first block, and testing 32
-/// bytes at a time cost about 4% more instructions per parsed frame.
-const RUN_BLOCK: usize = 16;
 
 /// `raw[start..end]` as text: sliced from the frame's valid prefix when it lies inside
 /// it, otherwise validated here (and refused, pointing at the first bad byte).
@@ -970,48 +889,6 @@ fn decode_escape(raw: &[u8], i: usize, text: &mut String) -> Result<usize, Frame
     Ok(i + 2)
 }
 
-/// Decode `\uXXXX` (or a surrogate pair `\uD8xx\uDCxx`) at `raw[i]`.
-pub(crate) fn decode_unicode_escape(raw: &[u8], i: usize) -> Result<(char, usize), FrameError> {
-    let hi = hex4(raw, i + 2)?;
-    match hi {
-        0xD800..=0xDBFF => {
-            if raw.get(i + 6) == Some(&b'\\') && raw.get(i + 7) == Some(&b'u') {
-                let lo = hex4(raw, i + 8)?;
-                if (0xDC00..=0xDFFF).contains(&lo) {
-                    let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(lo) - 0xDC00);
-                    let c = char::from_u32(cp)
-                        .ok_or_else(|| parse_error(i, "invalid unicode escape"))?;
-                    return Ok((c, i + 12));
-                }
-            }
-            Err(parse_error(i, "lone high surrogate in a unicode escape"))
-        }
-        0xDC00..=0xDFFF => Err(parse_error(i, "lone low surrogate in a unicode escape")),
-        _ => {
-            let c = char::from_u32(u32::from(hi))
-                .ok_or_else(|| parse_error(i, "invalid unicode escape"))?;
-            Ok((c, i + 6))
-        }
-    }
-}
-
-fn hex4(raw: &[u8], at: usize) -> Result<u16, FrameError> {
-    let digits = raw
-        .get(at..at + 4)
-        .ok_or_else(|| parse_error(at, "short unicode escape"))?;
-    let mut v = 0u16;
-    for &d in digits {
-        let n = match d {
-            b'0'..=b'9' => d - b'0',
-            b'a'..=b'f' => d - b'a' + 10,
-            b'A'..=b'F' => d - b'A' + 10,
-            _ => return Err(parse_error(at, "invalid hex digit in a unicode escape")),
-        };
-        v = (v << 4) | u16::from(n);
-    }
-    Ok(v)
-}
-
 /// Whether two keys of one object decode to the same text. Small objects compare
 /// pairwise; large ones sort the key indices in place (no allocation, O(n log n)
 /// worst case), so a 100k-key object costs no more than sorting it.
@@ -1049,59 +926,4 @@ fn is_method_name(s: &str) -> bool {
                 && !c.is_whitespace()
                 && !matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{RUN_BLOCK, plain_run, run_enders, run_enders_portable};
-
-    /// The vector mask and the byte loop agree on every byte value in every lane.
-    #[test]
-    fn run_enders_agree_with_the_byte_loop() {
-        for b in 0..=255u8 {
-            for lane in 0..RUN_BLOCK {
-                let mut block = [b'a'; RUN_BLOCK];
-                block[lane] = b;
-                assert_eq!(
-                    run_enders(&block),
-                    run_enders_portable(&block),
-                    "{b:#x} at {lane}"
-                );
-            }
-        }
-    }
-
-    /// The word and block tricks agree with a byte-by-byte scan, whatever the bytes
-    /// around the end of the run (high bytes and borrows included).
-    #[test]
-    fn plain_run_stops_at_the_first_ender() {
-        let naive = |raw: &[u8], i: usize| {
-            raw[i..]
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .map_or(raw.len(), |p| i + p)
-        };
-        let alphabet = [
-            b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0x9f, 0xa0, 0xff, b'z',
-        ];
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..20_000 {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1);
-            let len = (state >> 58) as usize + 1;
-            let plain_prefix = (state >> 40) as usize % 80;
-            let mut raw = vec![b'x'; plain_prefix];
-            for k in 0..len {
-                let pick = (state.rotate_left(k as u32 * 5) % alphabet.len() as u64) as usize;
-                raw.push(alphabet[pick]);
-            }
-            let start = (state >> 20) as usize % raw.len();
-            assert_eq!(
-                plain_run(&raw, start),
-                naive(&raw, start),
-                "{raw:?} from {start}"
-            );
-        }
-    }
 }

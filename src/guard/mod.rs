@@ -21,7 +21,6 @@
 //! 4. anything else is forwarded as the server sent it, byte for byte.
 
 pub mod breaker;
-pub mod normalize;
 pub mod pins;
 pub mod poison;
 pub mod toolfilter;

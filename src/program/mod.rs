@@ -1,19 +1,21 @@
 //! The compiled, immutable policy: stage three of three.
 
+pub(crate) mod engine;
+
 use std::ops::Range;
 
 use regex_automata::meta;
 
-use crate::compile::glob::GlobEngine;
-use crate::compile::literal::LiteralEngine;
-use crate::compile::path::NotUnderCheck;
-use crate::compile::regex::{RegexEngine, SetScratch};
-use crate::compile::{Needs, PredMap};
-use crate::config::policy::{Action, OutboundAction, Policy, Settings, Span};
+use crate::config::policy::{Action, OutboundAction, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
 use crate::verdict::{Decision, Outcome, Redaction, RuleId, Verdict};
+use engine::glob::GlobEngine;
+use engine::literal::LiteralEngine;
+use engine::path::NotUnderCheck;
+use engine::regex::{RegexEngine, SetScratch};
+use engine::{Needs, PredMap};
 
 /// Context for judging a server message: what it answers.
 #[derive(Debug, Clone, Copy, Default)]
@@ -232,7 +234,7 @@ pub struct Program {
     pub(crate) env: PathEnv,
     pub(crate) inbound: Inbound,
     pub(crate) outbound: Outbound,
-    pub(crate) detector: crate::compile::secret::SecretEngine,
+    pub(crate) detector: engine::secret::SecretEngine,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) outbound_rules: Vec<RuleInfo>,
 }
@@ -398,7 +400,7 @@ struct FrameTexts<'f, 'a> {
     msg: &'f Message,
     /// Where the last mapping into a decoded string ended: hits come in increasing order
     /// per string, so a long string with escapes is walked once, not once per hit.
-    cursor: std::cell::Cell<(u32, crate::frame::redact::RawCursor)>,
+    cursor: std::cell::Cell<(u32, crate::frame::string::RawCursor)>,
 }
 
 impl Texts for FrameTexts<'_, '_> {
@@ -416,7 +418,7 @@ impl Texts for FrameTexts<'_, '_> {
         let tok = &self.frame.tokens()[text as usize];
         let (last, mut cursor) = self.cursor.get();
         if last != text {
-            cursor = crate::frame::redact::RawCursor::default();
+            cursor = crate::frame::string::RawCursor::default();
         }
         let raw = crate::frame::redact::raw_range_from(self.frame, tok, decoded, &mut cursor);
         self.cursor.set((text, cursor));
@@ -443,20 +445,6 @@ impl Texts for LineTexts<'_> {
 }
 
 impl Program {
-    /// Compile a validated policy, resolving paths against the process's HOME and
-    /// working directory.
-    pub fn compile(policy: &Policy) -> Result<Program, crate::config::PolicyError> {
-        crate::compile::compile(policy, &PathEnv::from_process())
-    }
-
-    /// Compile a validated policy, resolving paths against `env`.
-    pub fn compile_with(
-        policy: &Policy,
-        env: &PathEnv,
-    ) -> Result<Program, crate::config::PolicyError> {
-        crate::compile::compile(policy, env)
-    }
-
     /// Build now what the compiler deferred (the regexes and tool and server globs of the
     /// embedded packs), so the first frame that needs them does not wait. Safe to call
     /// from any thread, any number of times; the proxy calls it from a background thread
@@ -627,7 +615,7 @@ impl Program {
 
     /// One pass over the message's argument tokens, setting predicate bits.
     fn scan_arguments(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
-        use crate::compile::{GLOB, NOT_UNDER, REGEX, SECRETS};
+        use engine::{GLOB, NOT_UNDER, REGEX, SECRETS};
         let inb = &self.inbound;
         if inb.any_needs == 0 && inb.named_needs.iter().all(|&n| n == 0) {
             return;
@@ -785,7 +773,7 @@ impl Program {
         texts: &dyn Texts,
         s: &'s mut Scratch,
     ) -> Outcome<'s> {
-        use crate::compile::{LITERAL, REGEX, SECRETS};
+        use engine::{LITERAL, REGEX, SECRETS};
         let out = &self.outbound;
         s.state.reset(out.n_preds, out.rules.len());
         s.logged.clear();

@@ -2,7 +2,7 @@
 //! ASCII case-insensitive. Overlapping search, so a literal that overlaps an earlier
 //! one is still seen (rule order is applied afterwards, from the predicate bits).
 //!
-//! Literals match text in its normalised form ([`crate::guard::normalize`]: NFKC,
+//! Literals match text in its normalised form ([`crate::text::normalize`]: NFKC,
 //! zero-width and bidi characters removed, look-alike letters folded, lower case,
 //! white space collapsed), so `IGNORE\u{200B} previous  instructions` or a full-width
 //! spelling still matches `ignore previous instructions`. Plain printable ASCII with
@@ -15,7 +15,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use regex_automata::meta;
 
 use super::PredMap;
-use crate::guard::normalize::normalize;
+use crate::text::normalize::normalize;
 
 #[derive(Debug)]
 pub(crate) struct LiteralEngine {

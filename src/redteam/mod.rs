@@ -4,6 +4,9 @@
 //! ([`fakehome`]), with a small synchronous client ([`client`]). The outcome is decided by an
 //! exact criterion (a canary received, a side effect in the fake home), never by the text
 //! of an error.
+//!
+//! The module is `redteam`, not `scan`, so it is not mistaken for the JSON frame scanner
+//! (`frame::scan`); the CLI verb stays `scan` (`cli/scan.rs`).
 
 pub mod attacks;
 pub mod client;
