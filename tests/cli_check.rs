@@ -224,11 +224,23 @@ fn json_format_gives_one_object_per_message() {
         .iter()
         .map(|v| v["verdict"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, ["allow", "deny", "allow"]);
+    // As the proxy does: a batch with a denied member is refused whole, and its other
+    // members say why.
+    assert_eq!(kinds, ["deny", "deny", "deny"]);
     assert_eq!(
         verdicts[1]["rule"],
         "block-recursive-delete-outside-project"
     );
+    for i in [0, 2] {
+        assert!(
+            verdicts[i]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("batch refused because another message in it was denied"),
+            "{}",
+            verdicts[i]
+        );
+    }
     assert_eq!(verdicts[1]["id"], 2);
     assert_eq!(verdicts[1]["direction"], "inbound");
     assert!(

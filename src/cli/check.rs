@@ -15,22 +15,34 @@
 //! `elicitation/create`, `roots/list`, `notifications/message`, the `list_changed` and
 //! `resources/updated` notifications); results and errors are server messages judged by the
 //! outbound rules. A result answers the request with the same id earlier in the input, which
-//! gives it its method and tool; `--tool` and `--server` set them explicitly.
+//! gives it its method and tool; `--tool` and `--server` set them explicitly. A result whose
+//! id matches a server request earlier in the input is the client's answer to it, judged by
+//! the inbound rules as a message of that request's method.
+//!
+//! Every message goes through the same [`Session`] the proxy uses, with the messages
+//! before it: what `check` reports is what the proxy would do (the rate limit included; the
+//! tool guard is left out, since it records tool pins). A response without its request is
+//! judged as the answer to one (of `--tool`, if given). `--format forwarded` reads the
+//! input as a transcript instead and assumes nothing: it prints, for each input line, the
+//! frames the proxy would write to the server and to the client, so a response that answers
+//! no request earlier in the input is dropped there as the proxy would drop it.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::config::policy::LogLevel;
 use crate::config::policy::{Policy, Span};
 use crate::config::{self, LoadOptions};
 use crate::frame::{Frame, Limits, Message, MessageKind, Parsed, TokenKind};
 use crate::paths::PathEnv;
-use crate::program::{CallInfo, Program, Scratch};
+use crate::program::Program;
 use crate::secrets::{DetectorCache, Finding};
-use crate::verdict::{Decision, Outcome, RuleId};
+use crate::session::{self, AuditAction, Judgement, Line, Outbox, Peer, RuleRef, Session};
+use crate::verdict::RuleId;
 
 /// Arguments of `mcpwall check`.
 #[derive(Debug, clap::Args)]
@@ -42,7 +54,8 @@ pub struct Args {
     /// Judge this JSON instead of stdin: one frame, a batch, or JSONL. Repeatable.
     #[arg(long = "input", value_name = "JSON")]
     pub input: Vec<String>,
-    /// Output: `text` for people, `json` for one JSON verdict per message.
+    /// Output: `text` for people, `json` for one JSON verdict per message, `forwarded`
+    /// for the frames the proxy would write to each side (a transcript: see `--help`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Which rules judge each message: `auto` decides by message kind (see `--help`).
@@ -61,6 +74,8 @@ pub struct Args {
 pub enum Format {
     Text,
     Json,
+    /// One JSON object per frame the proxy would write: `{"line","to","frame"}`.
+    Forwarded,
 }
 
 /// Which rules judge a message.
@@ -113,7 +128,10 @@ const SHOWN_CHARS: usize = 80;
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let opts = load_options(args.config.clone())?;
     let policy = config::load(&opts)?;
-    let program = Program::compile_with(&policy, &PathEnv::new(&opts.home, &opts.project_dir))?;
+    let program = Arc::new(Program::compile_with(
+        &policy,
+        &PathEnv::new(&opts.home, &opts.project_dir),
+    )?);
 
     let texts = if args.input.is_empty() {
         let mut buf = Vec::new();
@@ -218,22 +236,17 @@ fn split_frames(text: &[u8], line_no: &mut usize) -> Vec<InputFrame> {
     frames
 }
 
-/// What a request that appeared earlier in the input said, for the results that answer it.
-struct Pending {
-    method: String,
-    tool: Option<String>,
-}
-
-/// Judges frames one by one and remembers what the exit code must be.
+/// Judges frames one by one through a [`Session`], and remembers what the exit code
+/// must be.
 struct Checker<'p> {
     policy: &'p Policy,
     program: &'p Program,
     args: &'p Args,
     colour: bool,
-    parsed: Parsed,
-    scratch: Scratch,
-    limits: Limits,
-    pending: HashMap<Vec<u8>, Pending>,
+    session: Session,
+    /// The input parsed again for what is shown (the argument a call is about, the
+    /// secrets masked): the session has judged it already.
+    shown: Parsed,
     detector_cache: DetectorCache,
     findings: Vec<Finding>,
     any_error: bool,
@@ -268,6 +281,14 @@ struct JsonError {
     verdict: &'static str,
     line: usize,
     error: String,
+}
+
+/// One frame the proxy would write (`--format forwarded`).
+#[derive(Debug, Serialize)]
+struct JsonForwarded<'a> {
+    line: usize,
+    to: &'static str,
+    frame: &'a str,
 }
 
 /// The verdict kinds, with their text-format label.
@@ -322,25 +343,36 @@ struct Report<'a> {
     rule: Option<(&'a str, Span)>,
     /// The rule that decided, written as `default_action: deny` when none did.
     rule_text: Option<String>,
-    message: Option<&'a str>,
+    message: Option<String>,
     redactions: Vec<(&'a str, usize, Vec<String>)>,
     logged: Vec<&'a str>,
 }
 
+/// The built-in reasons that mean the input itself is broken (exit code 2), not that
+/// the policy refused it.
+const INPUT_ERRORS: &[&str] = &[
+    "mcpwall:malformed",
+    "mcpwall:too_large",
+    "mcpwall:truncated",
+];
+
 impl<'p> Checker<'p> {
-    fn new(policy: &'p Policy, program: &'p Program, args: &'p Args, colour: bool) -> Self {
+    fn new(policy: &'p Policy, program: &'p Arc<Program>, args: &'p Args, colour: bool) -> Self {
+        let options = session::Options {
+            server_name: args.server.as_str().into(),
+            // `check` judges a transcript: it approves no tool definitions and keeps no
+            // pins, so the guard (which records them in ~/.mcpwall) stays out.
+            guard: None,
+            audit: false,
+            log_level: LogLevel::Error,
+        };
         Checker {
             policy,
             program,
             args,
             colour,
-            parsed: Parsed::new(),
-            scratch: program.scratch(),
-            limits: Limits {
-                max_frame_bytes: program.settings().max_frame_bytes,
-                ..Limits::default()
-            },
-            pending: HashMap::new(),
+            session: Session::new(program.clone(), options),
+            shown: Parsed::new(),
             detector_cache: program.detector().cache(),
             findings: Vec::new(),
             any_error: false,
@@ -358,52 +390,160 @@ impl<'p> Checker<'p> {
         }
     }
 
-    fn judge(&mut self, input: &InputFrame, out: &mut impl Write) -> std::io::Result<()> {
-        let mut parsed = std::mem::take(&mut self.parsed);
-        let result = match parsed.parse(&input.bytes, &self.limits) {
-            Ok(()) => {
-                let frame = Frame::new(&input.bytes, &parsed);
-                self.judge_frame(&frame, input.line, out)
-            }
-            Err(e) => {
-                self.any_error = true;
-                self.write_error(input.line, &e.to_string(), out)
-            }
+    /// Which side sent a frame: `--direction`, or by what its first message is.
+    fn sender(&self, frame: Option<&Frame<'_>>) -> Peer {
+        match self.args.direction {
+            Direction::Inbound => return Peer::Client,
+            Direction::Outbound => return Peer::Server,
+            Direction::Auto => {}
+        }
+        let Some((frame, msg)) = frame.and_then(|f| f.messages().first().map(|m| (f, m))) else {
+            return Peer::Client;
         };
-        self.parsed = parsed;
+        match msg.kind {
+            MessageKind::Result | MessageKind::Error => {
+                // The client's answer to a request the server made earlier in the input.
+                match frame.id_raw(msg) {
+                    Some(id) if self.session.awaits_answer(Peer::Client, id) => Peer::Client,
+                    _ => Peer::Server,
+                }
+            }
+            MessageKind::Request | MessageKind::Notification => {
+                if frame
+                    .method(msg)
+                    .is_some_and(|m| SERVER_METHODS.contains(&m))
+                {
+                    Peer::Server
+                } else {
+                    Peer::Client
+                }
+            }
+        }
+    }
+
+    fn judge(&mut self, input: &InputFrame, out: &mut impl Write) -> std::io::Result<()> {
+        let mut shown = std::mem::take(&mut self.shown);
+        let limits = self.session.limits();
+        let frame = shown
+            .parse(&input.bytes, &limits)
+            .ok()
+            .map(|()| Frame::new(&input.bytes, &shown));
+        let from = self.sender(frame.as_ref());
+        let forwarded = self.args.format == Format::Forwarded;
+        // A response in the input without its request: judged as the answer to one
+        // (of `--tool`, if given), the way `check` has always read single responses.
+        // A transcript (`--format forwarded`) assumes nothing, as the proxy would not.
+        if let Some(frame) = &frame
+            && !forwarded
+        {
+            for msg in frame.messages() {
+                let (MessageKind::Result | MessageKind::Error, Some(id)) =
+                    (msg.kind, frame.id_raw(msg))
+                else {
+                    continue;
+                };
+                // The sender of a response is the side that owes the answer.
+                match (&self.args.tool, from) {
+                    (Some(tool), Peer::Server) => {
+                        self.session
+                            .expect_answer(from, id, "tools/call", Some(tool))
+                    }
+                    _ if !self.session.awaits_answer(from, id) => {
+                        self.session.expect_answer(from, id, "", None)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut outbox = Outbox::recording();
+        match from {
+            Peer::Client => self
+                .session
+                .from_client(Line::Frame(&input.bytes), &mut outbox),
+            Peer::Server => {
+                self.session
+                    .from_server(Line::Frame(&input.bytes), &mut outbox, false);
+            }
+        }
+        let result = if forwarded {
+            self.write_forwarded(input.line, &outbox, out)
+        } else {
+            self.write_judgements(input, frame.as_ref(), from, &outbox, out)
+        };
+        self.shown = shown;
         result
     }
 
-    fn judge_frame(
+    /// The frames the proxy would write for this input line, each side's in order.
+    fn write_forwarded(
         &mut self,
-        frame: &Frame<'_>,
         line: usize,
+        outbox: &Outbox,
         out: &mut impl Write,
     ) -> std::io::Result<()> {
-        let mut batch_denied = false;
-        for msg in frame.messages() {
-            let outbound = match self.args.direction {
-                Direction::Inbound => false,
-                Direction::Outbound => true,
-                Direction::Auto => match msg.kind {
-                    MessageKind::Result | MessageKind::Error => true,
-                    MessageKind::Request | MessageKind::Notification => frame
-                        .method(msg)
-                        .is_some_and(|m| SERVER_METHODS.contains(&m)),
-                },
-            };
-            let report = if outbound {
-                self.judge_outbound(frame, msg, line)
-            } else {
-                self.judge_inbound(frame, msg, line)
-            };
-            batch_denied |= report.kind == Kind::Deny && !report.outbound;
-            if report.kind != Kind::Allow {
-                self.any_refused = true;
+        for j in outbox.judgements.iter().flatten() {
+            self.note(j);
+        }
+        for (to, bytes) in [("server", &outbox.to_server), ("client", &outbox.to_client)] {
+            for frame in bytes.split(|&b| b == b'\n').filter(|f| !f.is_empty()) {
+                let v = JsonForwarded {
+                    line,
+                    to,
+                    frame: &String::from_utf8_lossy(frame),
+                };
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&v).map_err(std::io::Error::other)?
+                )?;
             }
+        }
+        Ok(())
+    }
+
+    /// Count a judgement towards the exit code.
+    fn note(&mut self, j: &Judgement) {
+        match j.event.rule {
+            Some(RuleRef::Builtin(r)) if INPUT_ERRORS.contains(&r) => self.any_error = true,
+            _ => {
+                if !matches!(j.event.action, AuditAction::Allow | AuditAction::Pass) {
+                    self.any_refused = true;
+                }
+            }
+        }
+    }
+
+    fn write_judgements(
+        &mut self,
+        input: &InputFrame,
+        frame: Option<&Frame<'_>>,
+        from: Peer,
+        outbox: &Outbox,
+        out: &mut impl Write,
+    ) -> std::io::Result<()> {
+        let judgements = outbox.judgements.as_deref().unwrap_or_default();
+        let messages = frame.map(|f| f.messages()).unwrap_or_default();
+        let mut batch_denied = false;
+        for (i, j) in judgements.iter().enumerate() {
+            self.note(j);
+            if let Some(RuleRef::Builtin(r)) = j.event.rule
+                && INPUT_ERRORS.contains(&r)
+            {
+                let reason = j.event.message.as_deref().unwrap_or("malformed frame");
+                // The session's notes on what was not forwarded are not the input's.
+                let reason = reason
+                    .strip_prefix("server line is not a valid JSON-RPC message (")
+                    .and_then(|r| r.strip_suffix("); dropped"))
+                    .unwrap_or(reason);
+                self.write_error(input.line, reason, out)?;
+                continue;
+            }
+            let msg = frame.and(messages.get(i));
+            let report = self.report(input.line, frame, msg, j, from);
+            batch_denied |= report.kind == Kind::Deny && !report.outbound;
             self.write_report(&report, out)?;
         }
-        if batch_denied && frame.messages().len() > 1 && self.args.format == Format::Text {
+        if batch_denied && messages.len() > 1 && self.args.format == Format::Text {
             writeln!(
                 out,
                 "  Batch: an element was denied, so nothing in this batch would be forwarded"
@@ -412,145 +552,108 @@ impl<'p> Checker<'p> {
         Ok(())
     }
 
-    fn judge_inbound<'f>(&mut self, frame: &Frame<'f>, msg: &Message, line: usize) -> Report<'f>
+    /// What is printed about one message, from the session's judgement of it.
+    fn report<'f>(
+        &mut self,
+        line: usize,
+        frame: Option<&Frame<'f>>,
+        msg: Option<&Message>,
+        j: &Judgement,
+        from: Peer,
+    ) -> Report<'f>
     where
         'p: 'f,
     {
-        let verdict = self.program.evaluate_request(frame, msg, &mut self.scratch);
-        let method = frame.method(msg);
-        let tool = frame.tool(msg);
-        if let (Some(id), Some(m), MessageKind::Request) = (frame.id_raw(msg), method, msg.kind) {
-            self.pending.insert(
-                id.to_vec(),
-                Pending {
-                    method: m.to_string(),
-                    tool: tool.map(str::to_string),
-                },
-            );
-        }
-        let (kind, rule, rule_text, message) = match verdict.decision {
-            Decision::AllowedBy(r) => {
-                let (name, span, _) = self.inbound_rule(r);
-                (Kind::Allow, Some((name, span)), None, None)
-            }
-            Decision::DeniedBy(r) => {
+        let e = &j.event;
+        let outbound = from == Peer::Server;
+        let kind = match e.action {
+            AuditAction::Allow | AuditAction::Pass | AuditAction::LogOnly => Kind::Allow,
+            AuditAction::Deny | AuditAction::Drop | AuditAction::Error => Kind::Deny,
+            AuditAction::Redact => Kind::Redact,
+            AuditAction::Block => Kind::Block,
+        };
+        let (rule, rule_text, message) = match e.rule {
+            Some(RuleRef::Inbound(r)) => {
                 let (name, span, message) = self.inbound_rule(r);
-                (Kind::Deny, Some((name, span)), None, Some(message))
+                // The session's own explanation (a batch refused for another member's
+                // sake) before the rule's.
+                let message = (kind != Kind::Allow)
+                    .then(|| e.message.as_deref().unwrap_or(message).to_string());
+                (Some((name, span)), None, message)
             }
-            Decision::Default { allow: true } | Decision::Plumbing => {
-                (Kind::Allow, None, None, None)
+            Some(RuleRef::Outbound(r)) => {
+                let (name, span, message) = self.outbound_rule(r);
+                (Some((name, span)), None, Some(message.to_string()))
             }
-            Decision::Default { allow: false } => (
-                Kind::Deny,
+            // An allowed call names no rule when no rule decided.
+            Some(RuleRef::Builtin(_)) | None if kind == Kind::Allow => (None, None, None),
+            Some(RuleRef::Builtin("mcpwall:default_action")) => (
                 None,
                 Some("default_action: deny".to_string()),
-                Some("no rule allows this call"),
+                Some("no rule allows this call".to_string()),
             ),
+            Some(RuleRef::Builtin(name)) => (
+                None,
+                Some(name.to_string()),
+                e.message.as_deref().map(str::to_string),
+            ),
+            None => (None, None, e.message.as_deref().map(str::to_string)),
         };
-        Report {
-            kind,
-            outbound: false,
-            line,
-            method: method.map(str::to_string),
-            tool: tool.map(str::to_string),
-            id: frame.id_raw(msg),
-            subject: self.telling_value(frame, msg),
-            rule,
-            rule_text,
-            message,
-            redactions: Vec::new(),
-            logged: Vec::new(),
-        }
-    }
-
-    fn judge_outbound<'f>(&mut self, frame: &Frame<'f>, msg: &Message, line: usize) -> Report<'f>
-    where
-        'p: 'f,
-    {
-        let answered = frame.id_raw(msg).and_then(|id| match msg.kind {
-            MessageKind::Result | MessageKind::Error => self.pending.get(id),
+        let id = frame.zip(msg).and_then(|(f, m)| f.id_raw(m));
+        let is_response =
+            msg.is_some_and(|m| matches!(m.kind, MessageKind::Result | MessageKind::Error));
+        let subject = match (frame, msg, id) {
+            (Some(_), Some(_), Some(id)) if is_response => {
+                format!("(response to id {})", String::from_utf8_lossy(id))
+            }
+            (Some(f), Some(m), _) => self.telling_value(f, m),
+            _ => String::new(),
+        };
+        let method = e
+            .method
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .map(str::to_string);
+        // The method column shows what a response answers, when known.
+        let method = method.or_else(|| match msg.map(|m| m.kind) {
+            Some(MessageKind::Result) => Some("result".to_string()),
+            Some(MessageKind::Error) => Some("error".to_string()),
             _ => None,
         });
-        let is_response = matches!(msg.kind, MessageKind::Result | MessageKind::Error);
-        // `--tool` says what responses answer; a server's own requests and notifications
-        // answer nothing.
-        let tool: Option<String> = match is_response {
-            true => self
-                .args
-                .tool
-                .clone()
-                .or_else(|| answered.and_then(|p| p.tool.clone())),
-            false => None,
-        };
-        let method: Option<String> =
-            answered
-                .map(|p| p.method.clone())
-                .or_else(|| match (frame.method(msg), &tool) {
-                    (Some(m), _) => Some(m.to_string()),
-                    (None, Some(_)) => Some("tools/call".to_string()),
-                    (None, None) => None,
-                });
-        let call = CallInfo {
-            method: method.as_deref(),
-            tool: tool.as_deref(),
-            server: &self.args.server,
-        };
-        let outcome = self
-            .program
-            .scan_response(frame, msg, &call, &mut self.scratch);
-        let (kind, decided, redactions) = match outcome {
-            Outcome::Pass => (Kind::Allow, None, Vec::new()),
-            Outcome::Redact { rule, redactions } => (Kind::Redact, Some(rule), redactions.to_vec()),
-            Outcome::Block { rule } => (Kind::Block, Some(rule), Vec::new()),
-        };
-        let logged: Vec<&'p str> = self
-            .scratch
-            .logged()
-            .iter()
-            .map(|&r| self.program.outbound_rule(r).name.as_str())
-            .collect();
         let mut grouped: Vec<(&'p str, usize, Vec<String>)> = Vec::new();
-        for r in &redactions {
-            let name = self.program.label(r.label);
-            let preview = mask(&decode_raw(&frame.raw[r.raw.clone()]));
-            match grouped.iter_mut().find(|(n, _, _)| *n == name) {
-                Some((_, count, previews)) => {
-                    *count += 1;
-                    previews.push(preview);
+        if let Some(f) = frame {
+            for r in &j.redactions {
+                let name = self.program.label(r.label);
+                let preview = mask(&decode_raw(&f.raw[r.raw.clone()]));
+                match grouped.iter_mut().find(|(n, _, _)| *n == name) {
+                    Some((_, count, previews)) => {
+                        *count += 1;
+                        previews.push(preview);
+                    }
+                    None => grouped.push((name, 1, vec![preview])),
                 }
-                None => grouped.push((name, 1, vec![preview])),
             }
         }
         grouped.sort_by(|a, b| a.0.cmp(b.0));
-        let (rule, message) = match decided {
-            Some(r) => {
-                let (name, span, message) = self.outbound_rule(r);
-                (Some((name, span)), Some(message))
-            }
-            None => (None, None),
-        };
-        let subject = match (msg.kind, frame.id_raw(msg)) {
-            (MessageKind::Result | MessageKind::Error, Some(id)) => {
-                format!("(response to id {})", String::from_utf8_lossy(id))
-            }
-            _ => self.telling_value(frame, msg),
-        };
-        // The method and tool columns show what the message answers, when known.
-        let method = method.or_else(|| match msg.kind {
-            MessageKind::Result => Some("result".to_string()),
-            MessageKind::Error => Some("error".to_string()),
-            _ => None,
-        });
+        let logged = j
+            .logged
+            .iter()
+            .filter_map(|r| match *r {
+                RuleRef::Outbound(r) => Some(self.program.outbound_rule(r).name.as_str()),
+                RuleRef::Inbound(r) => Some(self.program.rule(r).name.as_str()),
+                RuleRef::Builtin(_) => None,
+            })
+            .collect();
         Report {
             kind,
-            outbound: true,
+            outbound,
             line,
             method,
-            tool,
-            id: frame.id_raw(msg),
+            tool: e.tool.as_deref().map(str::to_string),
+            id,
             subject,
             rule,
-            rule_text: None,
+            rule_text,
             message,
             redactions: grouped,
             logged,
@@ -613,7 +716,7 @@ impl<'p> Checker<'p> {
 
     fn write_error(&self, line: usize, reason: &str, out: &mut impl Write) -> std::io::Result<()> {
         match self.args.format {
-            Format::Json => {
+            Format::Json | Format::Forwarded => {
                 let v = JsonError {
                     verdict: "error",
                     line,
@@ -634,7 +737,7 @@ impl<'p> Checker<'p> {
 
     fn write_report(&self, r: &Report<'_>, out: &mut impl Write) -> std::io::Result<()> {
         match self.args.format {
-            Format::Json => {
+            Format::Json | Format::Forwarded => {
                 let v = JsonVerdict {
                     verdict: r.kind.word(),
                     direction: if r.outbound { "outbound" } else { "inbound" },
@@ -643,7 +746,7 @@ impl<'p> Checker<'p> {
                     tool: r.tool.as_deref(),
                     id: r.id.and_then(|raw| serde_json::from_slice(raw).ok()),
                     rule: r.rule.map(|(n, _)| n).or(r.rule_text.as_deref()),
-                    message: r.message,
+                    message: r.message.as_deref(),
                     source: r.rule.map(|(_, span)| source_line(self.policy, span)),
                     redactions: r
                         .redactions
@@ -681,7 +784,7 @@ impl<'p> Checker<'p> {
                     Kind::Deny | Kind::Block => writeln!(
                         out,
                         "  Blocked: {}",
-                        r.message.unwrap_or("denied by policy")
+                        r.message.as_deref().unwrap_or("denied by policy")
                     )?,
                     Kind::Redact => {
                         for (detector, count, previews) in &r.redactions {

@@ -254,14 +254,29 @@ impl Session {
         self.calls.len()
     }
 
-    /// Record that the server's response with this id will answer a `method` call of
-    /// `tool`, as if the client had sent that request: for transcripts that hold a
-    /// response without its request (`mcpwall check --tool`). Replaces what was pending.
-    pub fn expect_answer(&mut self, id: &[u8], method: &str, tool: Option<&str>) {
-        self.calls.remove(id);
-        let _ = self
-            .calls
-            .insert(id, method, tool, std::time::Instant::now(), true);
+    /// Whether a response from the other side with this id would answer a request
+    /// `answerer` has yet to answer (compared as JSON values).
+    pub fn awaits_answer(&self, answerer: Peer, id: &[u8]) -> bool {
+        self.table(answerer).contains(id)
+    }
+
+    /// Record that `answerer` owes an answer with this id to a `method` request of
+    /// `tool`, as if the other side had sent that request: for transcripts that hold a
+    /// response without its request (`mcpwall check`). Replaces what was pending.
+    pub fn expect_answer(&mut self, answerer: Peer, id: &[u8], method: &str, tool: Option<&str>) {
+        let table = match answerer {
+            Peer::Server => &mut self.calls,
+            Peer::Client => &mut self.asks,
+        };
+        table.remove(id);
+        let _ = table.insert(id, method, tool, std::time::Instant::now(), true);
+    }
+
+    fn table(&self, answerer: Peer) -> &Pending {
+        match answerer {
+            Peer::Server => &self.calls,
+            Peer::Client => &self.asks,
+        }
     }
 
     /// The server is gone: every client request still pending gets an error saying so

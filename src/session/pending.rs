@@ -96,6 +96,11 @@ impl Pending {
         self.entries.len() >= self.limit
     }
 
+    /// Whether a response with this id would answer a pending request.
+    pub fn contains(&self, id: &[u8]) -> bool {
+        self.entries.contains_key(&IdText::key_of(id))
+    }
+
     /// Take the entry a response (or a cancellation) with this id answers.
     pub fn remove(&mut self, id: &[u8]) -> Option<Entry> {
         self.entries.remove(&IdText::key_of(id))

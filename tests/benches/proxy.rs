@@ -10,7 +10,7 @@ use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
 use mcpwall::config::{LoadOptions, load_str};
 use mcpwall::program::Program;
-use mcpwall::session::{Line, Options, Outbox, Session};
+use mcpwall::session::{Line, Options, Outbox, Peer, Session};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -46,7 +46,7 @@ impl Path {
     /// client's side of the proxy would have).
     fn server_line(&mut self, raw: &[u8]) {
         self.session
-            .expect_answer(b"7", "tools/call", Some("read_file"));
+            .expect_answer(Peer::Server, b"7", "tools/call", Some("read_file"));
         self.session
             .from_server(Line::Frame(raw), &mut self.out, false);
     }
