@@ -126,6 +126,7 @@ impl Proxy {
             .current_dir(&project)
             .env("HOME", &home)
             .env("FAKE_RECV_LOG", dir.path().join("received"))
+            .env("FAKE_SENT_LOG", dir.path().join("sent"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -283,6 +284,11 @@ impl Proxy {
     }
 
     /// Bytes the server received.
+    /// Every line the server wrote so far.
+    fn sent(&self) -> Vec<u8> {
+        std::fs::read(self.dir.path().join("sent")).unwrap_or_default()
+    }
+
     fn received(&self) -> Vec<u8> {
         std::fs::read(self.dir.path().join("received")).unwrap_or_default()
     }
@@ -1164,5 +1170,119 @@ impl Proxy {
             "{err}"
         );
         code
+    }
+}
+
+// ------------------------------------------------------------------- one judge
+
+/// `mcpwall check --format forwarded` over a conversation writes exactly what the proxy
+/// wrote in it, to both sides: both feed the same session. The conversation mixes
+/// allowed, denied and malformed client lines, a refused batch, and server lines that
+/// are redacted, mis-addressed, unanswered-for or not JSON-RPC at all.
+#[test]
+fn check_on_a_transcript_writes_what_the_proxy_wrote() {
+    let key = fake_aws_key();
+    let said = [
+        format!(r#"{{"jsonrpc":"2.0","id":10,"result":{{"content":[{{"type":"text","text":"key {key}"}}]}}}}"#),
+        r#"{"jsonrpc":"2.0","id":"10","result":{"content":[{"type":"text","text":"a second answer"}]}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":"x","result":{},"result":{"injected":true}}"#.to_string(),
+        "not json at all".to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":"11","result":{"content":[]}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":14.0,"result":{}}"#.to_string(),
+    ];
+    let client: Vec<String> = vec![
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#.into(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into(),
+        call("1", "echo", json!({"path": "src/main.rs"})),
+        call("2", "read_file", json!({"path": "~/.ssh/id_rsa"})),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo""#.into(),
+        format!(
+            "[{},{}]",
+            call("4", "echo", json!({})),
+            call("5", "read_file", json!({"path": "/home/u/.aws/credentials"}))
+        ),
+        r#"{"jsonrpc":"2.0","id":10,"method":"fake/hold"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":"x","method":"fake/hold"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":11,"method":"fake/hold"}"#.into(),
+        r#"{"jsonrpc":"2.0","id":14,"method":"fake/hold"}"#.into(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":12,"method":"fake/say","params":{{"lines":{}}}}}"#,
+            serde_json::to_string(&said).unwrap()
+        ),
+        r#"{"jsonrpc":"2.0","id":13,"method":"ping"}"#.into(),
+    ];
+    let mut p = Proxy::start();
+    let mut transcript = String::new();
+    let mut seen = 0;
+    for (n, line) in client.iter().enumerate() {
+        // A ping after each line: once its answer is back, everything the line caused
+        // has been written, and the server's lines so far are the ones it caused.
+        let sentinel = format!(r#"{{"jsonrpc":"2.0","id":"sentinel-{n}","method":"ping"}}"#);
+        p.send_line(line);
+        p.send_line(&sentinel);
+        let deadline = Instant::now() + WAIT;
+        while !String::from_utf8_lossy(&p.sent()).contains(&format!("\"sentinel-{n}\"")) {
+            assert!(Instant::now() < deadline, "no answer to the sentinel {n}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sent = p.sent();
+        transcript += &format!("{line}\n{sentinel}\n");
+        transcript += &String::from_utf8_lossy(&sent[seen..]);
+        seen = sent.len();
+    }
+    let mut to_client = Vec::new();
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    while let Ok(l) = p.lines.recv_timeout(Duration::from_millis(200)) {
+        to_client.extend_from_slice(&l);
+    }
+    let to_server = p.received();
+
+    let dir = tempfile::tempdir().unwrap();
+    let policy_path = dir.path().join("policy.yml");
+    std::fs::write(&policy_path, policy(&dir.path().join("logs"), "")).unwrap();
+    let mut check = Command::new(mcpwall())
+        .args(["check", "--format", "forwarded", "-c"])
+        .arg(&policy_path)
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(transcript.as_bytes())
+        .unwrap();
+    let output = check.wait_with_output().unwrap();
+    let (mut want_client, mut want_server) = (String::new(), String::new());
+    for line in String::from_utf8(output.stdout).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let frame = v["frame"].as_str().unwrap().to_string() + "\n";
+        match v["to"].as_str().unwrap() {
+            "client" => want_client += &frame,
+            _ => want_server += &frame,
+        }
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&to_server),
+        want_server,
+        "to the server"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&to_client),
+        want_client,
+        "to the client"
+    );
+    // The conversation did exercise what it meant to.
+    assert!(!want_client.contains(&key) && want_client.contains("[REDACTED BY MCPWALL]"));
+    for rule in ["mcpwall:malformed", "mcpwall:mismatched_id"] {
+        assert!(want_client.contains(rule), "{rule} in {want_client}");
+    }
+    for never in ["not json", "injected", "a second answer"] {
+        assert!(!want_client.contains(never), "{never} in {want_client}");
     }
 }

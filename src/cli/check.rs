@@ -251,6 +251,8 @@ struct Checker<'p> {
     findings: Vec<Finding>,
     any_error: bool,
     any_refused: bool,
+    /// Who sent the line before (for a line that does not say).
+    last_sender: Peer,
 }
 
 /// The machine-readable verdict on one message (`--format json`).
@@ -377,6 +379,7 @@ impl<'p> Checker<'p> {
             findings: Vec::new(),
             any_error: false,
             any_refused: false,
+            last_sender: Peer::Client,
         }
     }
 
@@ -390,23 +393,34 @@ impl<'p> Checker<'p> {
         }
     }
 
-    /// Which side sent a frame: `--direction`, or by what its first message is.
-    fn sender(&self, frame: Option<&Frame<'_>>) -> Peer {
+    /// Which side sent a frame: `--direction`, or by what its first message is. A
+    /// line that does not parse is read as far as it goes (a method: a request; an id
+    /// alone: an answer); one that says nothing comes from the side of the line before.
+    fn sender(&self, frame: Option<&Frame<'_>>, raw: &[u8]) -> Peer {
         match self.args.direction {
             Direction::Inbound => return Peer::Client,
             Direction::Outbound => return Peer::Server,
             Direction::Auto => {}
         }
+        let answerer = |id: &[u8]| {
+            // The client's answer to a request the server made earlier in the input.
+            if self.session.awaits_answer(Peer::Client, id) {
+                Peer::Client
+            } else {
+                Peer::Server
+            }
+        };
         let Some((frame, msg)) = frame.and_then(|f| f.messages().first().map(|m| (f, m))) else {
-            return Peer::Client;
+            let head = crate::frame::read_head(raw);
+            return match (head.method, head.id) {
+                (true, _) => Peer::Client,
+                (false, Some(id)) => answerer(&raw[id]),
+                (false, None) => self.last_sender,
+            };
         };
         match msg.kind {
             MessageKind::Result | MessageKind::Error => {
-                // The client's answer to a request the server made earlier in the input.
-                match frame.id_raw(msg) {
-                    Some(id) if self.session.awaits_answer(Peer::Client, id) => Peer::Client,
-                    _ => Peer::Server,
-                }
+                answerer(frame.id_raw(msg).unwrap_or(b"null"))
             }
             MessageKind::Request | MessageKind::Notification => {
                 if frame
@@ -428,7 +442,8 @@ impl<'p> Checker<'p> {
             .parse(&input.bytes, &limits)
             .ok()
             .map(|()| Frame::new(&input.bytes, &shown));
-        let from = self.sender(frame.as_ref());
+        let from = self.sender(frame.as_ref(), &input.bytes);
+        self.last_sender = from;
         let forwarded = self.args.format == Format::Forwarded;
         // A response in the input without its request: judged as the answer to one
         // (of `--tool`, if given), the way `check` has always read single responses.

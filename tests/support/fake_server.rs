@@ -17,6 +17,9 @@
 //! | `fake/env` | `{"value": $params.name, "cwd": ...}` |
 //! | anything else | `{"method": <method>, "params": <params as received>}` |
 //!
+//! Every line written is appended to `$FAKE_SENT_LOG` too (if set), so a test can
+//! replay the server's side of a conversation (`mcpwall check --format forwarded`).
+//!
 //! Environment: `FAKE_IGNORE_SIGTERM=1` ignores SIGTERM; `FAKE_IGNORE_EOF=1` keeps
 //! running after stdin closes; `FAKE_EOF_EXIT=N` exits with N at stdin EOF.
 
@@ -48,6 +51,26 @@ fn reply(out: &mut impl Write, id: &str, result: &str) {
     .unwrap();
 }
 
+/// Stdout, and a copy of every byte in `$FAKE_SENT_LOG`.
+struct Tee<W> {
+    out: W,
+    copy: Option<std::fs::File>,
+}
+
+impl<W: Write> Write for Tee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        if let Some(copy) = &mut self.copy {
+            copy.write_all(&buf[..n])?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 fn main() {
     if std::env::var_os("FAKE_IGNORE_SIGTERM").is_some() {
         // SAFETY: setting a signal disposition to SIG_IGN has no memory effects.
@@ -64,7 +87,17 @@ fn main() {
     });
     let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let sent_log = std::env::var_os("FAKE_SENT_LOG").map(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .expect("open FAKE_SENT_LOG")
+    });
+    let mut out = std::io::BufWriter::new(Tee {
+        out: stdout.lock(),
+        copy: sent_log,
+    });
     let mut held: Vec<String> = Vec::new();
     let mut line = Vec::new();
     loop {
