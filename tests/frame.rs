@@ -277,16 +277,18 @@ const INVALID: &[(&str, &str, &str, Option<&str>)] = &[
         None,
     ),
     (
+        // A number that is not an integer is refused, but its text is kept: a response
+        // with it can still be matched by value to the request it meant to answer.
         "id as fraction",
         r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
         ID,
-        None,
+        Some("1.5"),
     ),
     (
         "id with exponent",
         r#"{"jsonrpc":"2.0","id":1e3,"method":"ping"}"#,
         ID,
-        None,
+        Some("1e3"),
     ),
     (
         "request with null id",
@@ -827,14 +829,22 @@ fn positional_params_have_no_argument_keys() {
     );
 }
 
+/// A response's arguments are its `result` (or `error`): what inbound rules judge when
+/// the client answers a server request.
 #[test]
-fn responses_have_no_args() {
+fn a_responses_args_are_its_result() {
     let line = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"text":"x"}]}}"#;
     let parsed = parse_ok(line);
     let m = &parsed.messages()[0];
-    assert!(m.args.is_empty());
     assert_eq!(m.tokens, 0..8);
-    assert!(parsed.tokens().iter().all(|t| t.arg == Token::NO_ARG));
+    // "content", "text", "x": every token inside the result, under its top-level key.
+    assert_eq!(m.args, 5..8);
+    let tokens = parsed.tokens();
+    assert!(tokens[5..8].iter().all(|t| t.arg == 5));
+    assert!(tokens[..5].iter().all(|t| t.arg == Token::NO_ARG));
+    let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#;
+    let parsed = parse_ok(error);
+    assert_eq!(parsed.messages()[0].args.len(), 4);
 }
 
 /// `(string as written in JSON, decoded text)`.

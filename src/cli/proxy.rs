@@ -19,7 +19,7 @@ pub struct Args {
     /// Use exactly this policy file (plus what it extends).
     #[arg(short = 'c', long = "config")]
     pub config: Option<PathBuf>,
-    /// Drop non-JSON lines the server prints on stdout instead of scanning and forwarding them.
+    /// Accepted for the original mcpwall's command lines: lines the server prints that are not JSON-RPC are never forwarded, with or without it.
     #[arg(long)]
     pub strict: bool,
     /// Level of mcpwall's own stderr messages (error, warn, info, debug). Audit events are not affected.
