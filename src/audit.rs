@@ -40,7 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use crate::session::event::{AuditAction, AuditEvent, Direction, Names, RuleRef};
+pub use crate::session::event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 
 /// Where and how to write.
 #[derive(Debug, Clone)]
@@ -761,7 +761,7 @@ mod tests {
 
     #[test]
     fn event_line_has_the_documented_keys() {
-        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Redact);
+        let mut e = AuditEvent::new(Direction::Outbound, Verdict::Redact);
         e.ts = UNIX_EPOCH;
         e.id = Some(IdText::new(b"\"a\""));
         e.method = Some("tools/call".into());
@@ -775,7 +775,7 @@ mod tests {
             line,
             r#"{"ts":"1970-01-01T00:00:00.000000Z","session":"s1","server":"srv","direction":"outbound","id":"a","method":"tools/call","tool":"read","action":"redact","rule":"redact-secrets","message":null,"redactions":{"aws-access-key-id":3,"github-token":1},"duration_us":42}"#
         );
-        let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
+        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
         e.ts = UNIX_EPOCH;
         e.rule = Some(RuleRef::Inbound(RuleId(3)));
         line.clear();
@@ -791,7 +791,7 @@ mod tests {
         let dir = tmp.path().join("logs");
         let audit = Audit::start(config(&dir), Arc::new(TestNames));
         let tx = audit.sender();
-        let mut batch = vec![AuditEvent::new(Direction::Inbound, AuditAction::Allow)];
+        let mut batch = vec![AuditEvent::new(Direction::Inbound, Verdict::Allow)];
         tx.send(&mut batch);
         assert!(batch.is_empty());
         drop(tx);
@@ -851,12 +851,12 @@ mod tests {
             }
             start.elapsed()
         };
-        let mut batch = vec![AuditEvent::new(Direction::Inbound, AuditAction::Allow)];
+        let mut batch = vec![AuditEvent::new(Direction::Inbound, Verdict::Allow)];
         tx.send(&mut batch);
         let waited = wait_for(1);
         assert!(waited < LINGER * 10, "one event took {waited:?}");
         let mut burst: Vec<AuditEvent> = (0..WAKE_AT)
-            .map(|_| AuditEvent::new(Direction::Outbound, AuditAction::Pass))
+            .map(|_| AuditEvent::new(Direction::Outbound, Verdict::Pass))
             .collect();
         tx.send(&mut burst);
         wait_for(1 + WAKE_AT);
@@ -879,7 +879,7 @@ mod tests {
         let mut next = 0u32;
         for size in [1, 3, 0, 7, 2, 50, 1].iter().cycle().take(70) {
             for _ in 0..*size {
-                let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Allow);
+                let mut e = AuditEvent::new(Direction::Inbound, Verdict::Allow);
                 e.id = Some(IdText::new(next.to_string().as_bytes()));
                 batch.push(e);
                 next += 1;
@@ -910,7 +910,7 @@ mod tests {
             shared: Arc::default(),
             enabled: true,
         };
-        let event = || AuditEvent::new(Direction::Inbound, AuditAction::Allow);
+        let event = || AuditEvent::new(Direction::Inbound, Verdict::Allow);
         let mut batch: Vec<AuditEvent> = (0..10).map(|_| event()).collect();
         tx.send(&mut batch);
         assert_eq!(batch.capacity(), 0, "a burst's vector goes with it");
@@ -937,7 +937,7 @@ mod tests {
         for _ in 0..10 {
             tx.send(&mut vec![AuditEvent::new(
                 Direction::Inbound,
-                AuditAction::Allow,
+                Verdict::Allow,
             )]);
         }
         drop(tx);

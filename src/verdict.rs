@@ -1,4 +1,11 @@
-//! What the engine decides about a message.
+//! The words for what happens to a message, in one place.
+//!
+//! | type | who says it | values |
+//! | --- | --- | --- |
+//! | [`RuleAction`] | a rule in the policy | allow, deny, redact, log_only |
+//! | [`Decision`] | the program, on an inbound message | which rule (or default) decided |
+//! | [`Outcome`] | the program, on an outbound message | pass, redact these spans, block |
+//! | [`Verdict`] | the session, on every message | what was done with it: what the audit log and `check` report |
 
 use std::ops::Range;
 
@@ -6,7 +13,29 @@ use std::ops::Range;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u32);
 
-/// Why an inbound message was decided the way it was.
+/// What a rule asks for when it matches (`action:` in the YAML). Inbound rules only
+/// allow or deny; outbound rules may also redact or log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleAction {
+    Allow,
+    Deny,
+    Redact,
+    /// Records an audit event; evaluation continues (like iptables' LOG target).
+    LogOnly,
+}
+
+impl RuleAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleAction::Allow => "allow",
+            RuleAction::Deny => "deny",
+            RuleAction::Redact => "redact",
+            RuleAction::LogOnly => "log_only",
+        }
+    }
+}
+
+/// How the inbound rules decided a message ([`crate::program::Program::evaluate_request`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// An allow rule matched.
@@ -19,24 +48,18 @@ pub enum Decision {
     Plumbing,
 }
 
-/// The verdict on one inbound message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    pub decision: Decision,
-}
-
-impl Verdict {
+impl Decision {
     pub fn is_allowed(&self) -> bool {
-        match self.decision {
+        match self {
             Decision::AllowedBy(_) | Decision::Plumbing => true,
             Decision::DeniedBy(_) => false,
-            Decision::Default { allow } => allow,
+            Decision::Default { allow } => *allow,
         }
     }
 
     pub fn rule(&self) -> Option<RuleId> {
-        match self.decision {
-            Decision::AllowedBy(r) | Decision::DeniedBy(r) => Some(r),
+        match self {
+            Decision::AllowedBy(r) | Decision::DeniedBy(r) => Some(*r),
             _ => None,
         }
     }
@@ -66,4 +89,41 @@ pub enum Outcome<'s> {
     },
     /// Replace the message with a block notice.
     Block { rule: RuleId },
+}
+
+/// What the session did with a message: the `action` of its audit event and the
+/// `verdict` `mcpwall check` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Inbound message forwarded.
+    Allow,
+    /// Inbound message refused (answered with an error, or dropped if a notification).
+    Deny,
+    /// Server message forwarded unchanged.
+    Pass,
+    /// Server message forwarded with secrets replaced.
+    Redact,
+    /// Server message replaced by a block notice (or dropped).
+    Block,
+    /// A `log_only` rule matched; evaluation went on.
+    LogOnly,
+    /// A line dropped: not a JSON-RPC message, oversize, or an answer to no request.
+    Drop,
+    /// mcpwall answered a request itself because the server could not (it exited).
+    Error,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Deny => "deny",
+            Verdict::Pass => "pass",
+            Verdict::Redact => "redact",
+            Verdict::Block => "block",
+            Verdict::LogOnly => "log_only",
+            Verdict::Drop => "drop",
+            Verdict::Error => "error",
+        }
+    }
 }

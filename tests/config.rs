@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mcpwall::config::policy::{
-    Action, ArgSelector, LogLevel, Matcher, OutboundAction, RedactMarker, SourceKind,
+    Action, ArgSelector, LogLevel, Matcher, RedactMarker, RuleAction, SourceKind,
 };
 use mcpwall::config::{LoadOptions, Policy, PolicyError, TrustStore, load, load_str};
 
@@ -147,13 +147,13 @@ fn full_policy_loads_with_every_field() {
 
     assert_eq!(p.outbound_rules.len(), 2);
     let o = &p.outbound_rules[0];
-    assert_eq!(o.action, OutboundAction::Redact);
+    assert_eq!(o.action, RuleAction::Redact);
     assert!(o.secrets);
     assert_eq!(o.response_contains[0].value, "BEGIN");
     assert_eq!(o.response_contains_regex[0].value, r"tok_\d+");
     assert_eq!(o.response_size_exceeds, Some(1 << 20));
     assert_eq!(o.server.as_ref().unwrap().value, "fs*");
-    assert_eq!(p.outbound_rules[1].action, OutboundAction::LogOnly);
+    assert_eq!(p.outbound_rules[1].action, RuleAction::LogOnly);
 
     assert_eq!(p.secret_patterns[0].name.value, "internal-token");
     assert_eq!(p.secret_patterns[0].entropy_threshold, Some(3.5));

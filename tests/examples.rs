@@ -14,7 +14,7 @@ mod fakes;
 mod frames;
 
 use frames::{request_line, response_line};
-use mcpwall::config::policy::{Action, OutboundAction, Policy, Settings};
+use mcpwall::config::policy::{Action, Policy, RuleAction, Settings};
 use mcpwall::config::{self, LoadOptions};
 use mcpwall::frame::{Frame, Limits, Parsed};
 use mcpwall::paths::PathEnv;
@@ -74,9 +74,7 @@ fn decide(program: &Program, line: &str) -> Decision {
         .unwrap_or_else(|e| panic!("example frame does not parse ({e}): {line}"));
     let frame = Frame::new(line.as_bytes(), &parsed);
     let mut scratch = program.scratch();
-    program
-        .evaluate_request(&frame, &frame.messages()[0], &mut scratch)
-        .decision
+    program.evaluate_request(&frame, &frame.messages()[0], &mut scratch)
 }
 
 /// The terminal rule that decided (if any) and the log_only rules that matched.
@@ -118,7 +116,7 @@ fn inbound_alone(policy: &Policy, i: usize) -> Policy {
 fn outbound_alone(policy: &Policy, i: usize) -> Policy {
     let mut p = policy.clone();
     let mut rule = p.outbound_rules[i].clone();
-    rule.action = OutboundAction::Deny;
+    rule.action = RuleAction::Deny;
     p.outbound_rules = vec![rule];
     p.rules.clear();
     p.settings = Settings::default();
@@ -233,7 +231,7 @@ fn every_builtin_example_holds() {
                 let ex = response_line(&ctx.expand(ex));
                 let (decided, logged) = scan(&program, &ex);
                 let ok = match rule.action {
-                    OutboundAction::LogOnly => logged.contains(&id),
+                    RuleAction::LogOnly => logged.contains(&id),
                     _ => decided == Some(id),
                 };
                 if !ok {

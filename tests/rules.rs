@@ -861,7 +861,8 @@ fn regexes_too_large_together_point_into_the_policy() {
 
 #[test]
 fn rules_are_listed_in_precedence_order_with_their_engines() {
-    use mcpwall::program::{Engine, RuleAction};
+    use mcpwall::program::Engine;
+    use mcpwall::verdict::RuleAction;
     let env = TestEnv::new();
     let policy = support::load_policy(
         r"{rules: [{name: first, match: {tool: 'bash*', arguments: {command: {regex: 'rm'}, path: {not_under: '${PROJECT_DIR}'}}}, action: deny, message: nope}, {name: second, match: {method: '*'}, action: allow}], outbound_rules: [{name: out, match: {secrets: true, response_contains: [x]}, action: redact}]}",

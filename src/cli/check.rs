@@ -41,7 +41,7 @@ use crate::frame::{Frame, Limits, Message, MessageKind, Parsed, TokenKind};
 use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::secrets::{DetectorCache, Finding};
-use crate::session::{self, AuditAction, Judgement, Line, Outbox, Peer, RuleRef, Session};
+use crate::session::{self, Judgement, Line, Outbox, Peer, RuleRef, Session, Verdict};
 use crate::verdict::RuleId;
 
 /// Arguments of `mcpwall check`.
@@ -521,7 +521,7 @@ impl<'p> Checker<'p> {
         match j.event.rule {
             Some(RuleRef::Builtin(r)) if INPUT_ERRORS.contains(&r) => self.any_error = true,
             _ => {
-                if !matches!(j.event.action, AuditAction::Allow | AuditAction::Pass) {
+                if !matches!(j.event.action, Verdict::Allow | Verdict::Pass) {
                     self.any_refused = true;
                 }
             }
@@ -582,10 +582,10 @@ impl<'p> Checker<'p> {
         let e = &j.event;
         let outbound = from == Peer::Server;
         let kind = match e.action {
-            AuditAction::Allow | AuditAction::Pass | AuditAction::LogOnly => Kind::Allow,
-            AuditAction::Deny | AuditAction::Drop | AuditAction::Error => Kind::Deny,
-            AuditAction::Redact => Kind::Redact,
-            AuditAction::Block => Kind::Block,
+            Verdict::Allow | Verdict::Pass | Verdict::LogOnly => Kind::Allow,
+            Verdict::Deny | Verdict::Drop | Verdict::Error => Kind::Deny,
+            Verdict::Redact => Kind::Redact,
+            Verdict::Block => Kind::Block,
         };
         let (rule, rule_text, message) = match e.rule {
             Some(RuleRef::Inbound(r)) => {

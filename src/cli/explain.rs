@@ -19,8 +19,8 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use crate::config::policy::{
-    Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundAction,
-    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, Settings, SourceKind,
+    Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundRule,
+    PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings, SourceKind,
     Span,
 };
 use crate::config::{self, LoadOptions};
@@ -397,12 +397,12 @@ fn action_word(a: Action) -> &'static str {
     }
 }
 
-fn outbound_action_word(a: OutboundAction) -> &'static str {
+fn outbound_action_word(a: RuleAction) -> &'static str {
     match a {
-        OutboundAction::Allow => "allow",
-        OutboundAction::Deny => "deny",
-        OutboundAction::Redact => "redact",
-        OutboundAction::LogOnly => "log_only",
+        RuleAction::Allow => "allow",
+        RuleAction::Deny => "deny",
+        RuleAction::Redact => "redact",
+        RuleAction::LogOnly => "log_only",
     }
 }
 
@@ -522,7 +522,7 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
         }
         let earlier = (0..j).find(|&i| {
             let a = &policy.outbound_rules[i];
-            a.action != OutboundAction::LogOnly && outbound_covers(a, rule)
+            a.action != RuleAction::LogOnly && outbound_covers(a, rule)
         });
         if let Some(i) = earlier {
             let a = &policy.outbound_rules[i];

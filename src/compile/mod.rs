@@ -17,15 +17,14 @@ use regex_automata::meta;
 
 use crate::config::diag::{Code, PolicyDiagnostic, PolicyError};
 use crate::config::policy::{
-    Action, ArgSelector, Matcher, OutboundAction, OutboundRule, Policy, Rule, SourceKind, Span,
+    Action, ArgSelector, Matcher, OutboundRule, Policy, Rule, RuleAction, SourceKind, Span,
 };
 use crate::paths::PathEnv;
 use crate::program::engine::{
     GLOB, LITERAL, NOT_UNDER, Needs, PredMap, REGEX, SECRETS, glob, literal, path, regex, secret,
 };
 use crate::program::{
-    ANY_SEL, ConditionInfo, Engine, InRule, Inbound, NO_SEL, OutRule, Outbound, Program,
-    RuleAction, RuleInfo,
+    ANY_SEL, ConditionInfo, Engine, InRule, Inbound, NO_SEL, OutRule, Outbound, Program, RuleInfo,
 };
 use crate::secrets::{Detector, DetectorSpec, builtin_specs};
 
@@ -636,7 +635,7 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
             }
             preds.push(regex);
             content |= REGEX;
-            if rule.action == OutboundAction::Redact {
+            if rule.action == RuleAction::Redact {
                 redact_regex_preds.push(regex);
             }
             conditions.push(ConditionInfo {
@@ -733,12 +732,7 @@ fn outbound_info(policy: &Policy, rule: &OutboundRule, conditions: Vec<Condition
         name: rule.name.value.clone(),
         message: rule.message.clone(),
         location: location(policy, rule.span),
-        action: match rule.action {
-            OutboundAction::Allow => RuleAction::Allow,
-            OutboundAction::Deny => RuleAction::Deny,
-            OutboundAction::Redact => RuleAction::Redact,
-            OutboundAction::LogOnly => RuleAction::LogOnly,
-        },
+        action: rule.action,
         description: rule.description.clone(),
         span: rule.span,
         conditions,

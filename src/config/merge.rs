@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{RawPolicy, RawSettings, parse};
 use super::policy::{
-    Action, Ignored, LogArgs, OutboundAction, OutboundRule, Policy, Rule, SecretPattern, Settings,
+    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SecretPattern, Settings,
     Source, SourceId, SourceKind, Span, Spanned,
 };
 use super::validate::{Decoder, Vars, did_you_mean};
@@ -340,7 +340,7 @@ impl Merger {
             if self.taken.contains(&key) {
                 continue;
             }
-            if r == Restricted::Yes && rule.action == OutboundAction::Allow {
+            if r == Restricted::Yes && rule.action == RuleAction::Allow {
                 self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
             } else {
                 self.taken.insert(key);

@@ -76,14 +76,7 @@ pub enum Action {
     Deny,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutboundAction {
-    Allow,
-    Deny,
-    Redact,
-    /// Records an audit event; evaluation continues (like iptables' LOG target).
-    LogOnly,
-}
+pub use crate::verdict::RuleAction;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -280,7 +273,7 @@ pub struct OutboundRule {
     pub response_contains_regex: Vec<Spanned<String>>,
     /// Holds when the message's raw size exceeds this many bytes.
     pub response_size_exceeds: Option<u64>,
-    pub action: OutboundAction,
+    pub action: RuleAction,
     pub message: Option<String>,
     pub examples: Examples,
     pub span: Span,

@@ -12,8 +12,8 @@ use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, Examples, LogArgs,
-    LogLevel, Matcher, OutboundAction, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Rule, SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
+    LogLevel, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker, Rule,
+    RuleAction, SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -891,10 +891,10 @@ impl<'a> Decoder<'a> {
                 n,
                 "outbound `action`",
                 &[
-                    ("allow", OutboundAction::Allow),
-                    ("deny", OutboundAction::Deny),
-                    ("redact", OutboundAction::Redact),
-                    ("log_only", OutboundAction::LogOnly),
+                    ("allow", RuleAction::Allow),
+                    ("deny", RuleAction::Deny),
+                    ("redact", RuleAction::Redact),
+                    ("log_only", RuleAction::LogOnly),
                 ],
             ),
             (None, Some(name)) => {
@@ -922,7 +922,7 @@ impl<'a> Decoder<'a> {
             response_contains: Vec::new(),
             response_contains_regex: Vec::new(),
             response_size_exceeds: None,
-            action: OutboundAction::LogOnly,
+            action: RuleAction::LogOnly,
             message,
             examples,
             span,
@@ -1005,7 +1005,7 @@ impl<'a> Decoder<'a> {
         let name = name?;
         let action = action?;
         if ok
-            && action.value == OutboundAction::Redact
+            && action.value == RuleAction::Redact
             && !rule.secrets
             && rule.response_contains.is_empty()
             && rule.response_contains_regex.is_empty()

@@ -74,11 +74,10 @@ pub fn check_scan(data: &[u8]) {
                 });
                 let id_value: serde_json::Value = serde_json::from_slice(text)
                     .unwrap_or_else(|e| panic!("id {id:?} of {show} is not JSON: {e}"));
-                // Integers past u64 are ids too (serde_json reads them as floats).
-                let integer =
-                    id_value.is_number() && !text.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+                // A refused message keeps any number as its id (`2.0` too), so that the
+                // request it meant to answer can be matched by value.
                 assert!(
-                    id_value.is_string() || integer || id_value.is_null(),
+                    id_value.is_string() || id_value.is_number() || id_value.is_null(),
                     "id {id_value} of {show}"
                 );
             }

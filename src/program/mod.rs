@@ -6,11 +6,11 @@ use std::ops::Range;
 
 use regex_automata::meta;
 
-use crate::config::policy::{Action, OutboundAction, Settings, Span};
+use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
-use crate::verdict::{Decision, Outcome, Redaction, RuleId, Verdict};
+use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
 use engine::path::NotUnderCheck;
@@ -26,26 +26,6 @@ pub struct CallInfo<'a> {
     pub tool: Option<&'a str>,
     /// The server's name.
     pub server: &'a str,
-}
-
-/// What a rule does when it matches, inbound or outbound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleAction {
-    Allow,
-    Deny,
-    Redact,
-    LogOnly,
-}
-
-impl RuleAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::Allow => "allow",
-            RuleAction::Deny => "deny",
-            RuleAction::Redact => "redact",
-            RuleAction::LogOnly => "log_only",
-        }
-    }
 }
 
 /// The engine a condition was compiled into (for `explain-policy`).
@@ -152,7 +132,7 @@ pub(crate) struct OutRule {
     pub contains: u32,
     pub regex: u32,
     pub secrets: bool,
-    pub action: OutboundAction,
+    pub action: RuleAction,
 }
 
 #[derive(Debug)]
@@ -524,7 +504,7 @@ impl Program {
         frame: &Frame<'_>,
         msg: &Message,
         scratch: &mut Scratch,
-    ) -> Verdict {
+    ) -> Decision {
         self.evaluate_as(frame, msg, frame.method(msg), scratch)
     }
 
@@ -537,7 +517,7 @@ impl Program {
         msg: &Message,
         method: Option<&str>,
         scratch: &mut Scratch,
-    ) -> Verdict {
+    ) -> Decision {
         let inb = &self.inbound;
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
@@ -585,7 +565,7 @@ impl Program {
         } else {
             Decision::Plumbing
         };
-        Verdict { decision }
+        decision
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
@@ -860,10 +840,10 @@ impl Program {
             }
             let id = RuleId(i as u32);
             match rule.action {
-                OutboundAction::LogOnly => s.logged.push(id),
-                OutboundAction::Allow => return Outcome::Pass,
-                OutboundAction::Deny => return Outcome::Block { rule: id },
-                OutboundAction::Redact => {
+                RuleAction::LogOnly => s.logged.push(id),
+                RuleAction::Allow => return Outcome::Pass,
+                RuleAction::Deny => return Outcome::Block { rule: id },
+                RuleAction::Redact => {
                     self.collect_redactions(id, rule, texts, s);
                     return Outcome::Redact {
                         rule: id,

@@ -6,48 +6,13 @@ use std::time::{Duration, SystemTime};
 
 use super::ids::IdText;
 use crate::verdict::RuleId;
+pub use crate::verdict::Verdict;
 
 /// Which way the judged message was travelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
     Inbound,
     Outbound,
-}
-
-/// What was done with the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditAction {
-    /// Inbound message forwarded.
-    Allow,
-    /// Inbound message refused (answered with an error, or dropped if a notification).
-    Deny,
-    /// Server message forwarded unchanged.
-    Pass,
-    /// Server message forwarded with secrets replaced.
-    Redact,
-    /// Server message replaced by a block notice (or dropped).
-    Block,
-    /// A `log_only` rule matched; evaluation went on.
-    LogOnly,
-    /// A server line dropped (`--strict`, oversize, unreadable).
-    Drop,
-    /// mcpwall answered a request itself because the server could not (it exited).
-    Error,
-}
-
-impl AuditAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditAction::Allow => "allow",
-            AuditAction::Deny => "deny",
-            AuditAction::Pass => "pass",
-            AuditAction::Redact => "redact",
-            AuditAction::Block => "block",
-            AuditAction::LogOnly => "log_only",
-            AuditAction::Drop => "drop",
-            AuditAction::Error => "error",
-        }
-    }
 }
 
 /// Which rule decided.
@@ -76,7 +41,7 @@ pub struct AuditEvent {
     pub id: Option<IdText>,
     pub method: Option<Arc<str>>,
     pub tool: Option<Arc<str>>,
-    pub action: AuditAction,
+    pub action: Verdict,
     pub rule: Option<RuleRef>,
     /// Overrides the rule's own message (e.g. rate limit, malformed-frame reason).
     pub message: Option<Box<str>>,
@@ -88,7 +53,7 @@ pub struct AuditEvent {
 }
 
 impl AuditEvent {
-    pub fn new(direction: Direction, action: AuditAction) -> AuditEvent {
+    pub fn new(direction: Direction, action: Verdict) -> AuditEvent {
         AuditEvent {
             ts: SystemTime::now(),
             direction,

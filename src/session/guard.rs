@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use crate::frame::{Frame, Message, MessageKind, TokenKind};
 
@@ -78,9 +78,9 @@ pub fn record_violation(
 /// (pins recorded, additions, drift in warn mode) is `log_only`.
 pub fn to_audit(event: &GuardEvent, id: Option<&[u8]>, method: Option<&Arc<str>>) -> AuditEvent {
     let (direction, action) = match event {
-        GuardEvent::Suspended { .. } => (Direction::Inbound, AuditAction::Deny),
-        _ if event.withheld() => (Direction::Outbound, AuditAction::Block),
-        _ => (Direction::Outbound, AuditAction::LogOnly),
+        GuardEvent::Suspended { .. } => (Direction::Inbound, Verdict::Deny),
+        _ if event.withheld() => (Direction::Outbound, Verdict::Block),
+        _ => (Direction::Outbound, Verdict::LogOnly),
     };
     let mut e = AuditEvent::new(direction, action);
     e.id = id.map(IdText::new);

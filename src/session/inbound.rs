@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
-use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::pending::{self, Entry};
 use super::{Line, Outbox, Peer, REDACT_MARKER, Session, guard, synth};
@@ -142,7 +142,7 @@ impl Session {
         );
         synth::error_response(&mut out.to_client, id, code, &message, Some(rule));
         out.to_client.push(b'\n');
-        let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
+        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
         e.id = id.map(IdText::new);
         e.rule = Some(RuleRef::Builtin(rule));
         e.message = Some(message.into());
@@ -166,7 +166,7 @@ impl Session {
         let verdict = self
             .program
             .evaluate_as(frame, msg, method, &mut self.client.scratch);
-        let mut d = match verdict.decision {
+        let mut d = match verdict {
             Decision::AllowedBy(r) => Ruling {
                 allow: true,
                 rule: Some(RuleRef::Inbound(r)),
@@ -479,9 +479,9 @@ impl Session {
             return;
         }
         let action = if d.allow {
-            AuditAction::Allow
+            Verdict::Allow
         } else {
-            AuditAction::Deny
+            Verdict::Deny
         };
         let mut e = AuditEvent::new(Direction::Inbound, action);
         e.id = frame.id_raw(msg).map(IdText::new);

@@ -49,7 +49,7 @@ pub mod pending;
 mod ratelimit;
 pub mod synth;
 
-pub use event::{AuditAction, AuditEvent, Direction, Names, RuleRef};
+pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
 
@@ -296,7 +296,7 @@ impl Session {
                 None,
             );
             out.to_client.push(b'\n');
-            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Error);
+            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
             e.duration = Some(entry.started.elapsed());
             e.id = Some(entry.id);
             e.method = Some(entry.method);

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
+use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::pending::Entry;
 use super::{Delivery, Line, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
@@ -77,7 +77,7 @@ impl Session {
         self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
         let seen = crate::frame::read_head(head);
         let id = seen.id.map(|r| &head[r]);
-        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Drop);
+        let mut e = AuditEvent::new(Direction::Outbound, Verdict::Drop);
         e.id = id.map(IdText::new);
         match id {
             Some(id) if seen.method => {
@@ -209,7 +209,7 @@ impl Session {
             },
         };
         self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
-        let mut e = AuditEvent::new(Direction::Outbound, AuditAction::Drop);
+        let mut e = AuditEvent::new(Direction::Outbound, Verdict::Drop);
         e.id = Some(IdText::new(id));
         if let Some(entry) = matched {
             self.tell_client(&entry, &why, out);
@@ -271,7 +271,7 @@ impl Session {
                     Some(delivery) => *delivery = Delivery::InPlace(Vec::new()),
                     None => dest.extend_from_slice(&frame.raw[piece]),
                 }
-                (AuditAction::Pass, None)
+                (Verdict::Pass, None)
             }
             Outcome::Redact {
                 rule,
@@ -308,7 +308,7 @@ impl Session {
                     }
                     None => crate::frame::redact::apply(&frame.raw[piece], &mut edits, dest),
                 }
-                (AuditAction::Redact, Some(RuleRef::Outbound(rule)))
+                (Verdict::Redact, Some(RuleRef::Outbound(rule)))
             }
             Outcome::Block { rule } => {
                 let info = program.outbound_rule(rule);
@@ -329,19 +329,19 @@ impl Session {
                     }
                     _ => {}
                 }
-                (AuditAction::Block, Some(RuleRef::Outbound(rule)))
+                (Verdict::Block, Some(RuleRef::Outbound(rule)))
             }
         };
         let spans = spans.to_vec();
         let logged: Vec<RuleRef> = super::logged_rules(self.server_side.scratch.logged());
         let mut wrote = match action {
-            AuditAction::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
+            Verdict::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
             _ => true,
         };
         // A server request the client will answer is filed, so that the answer can be
         // matched to it and judged as one of its method.
         if msg.kind == MessageKind::Request
-            && action != AuditAction::Block
+            && action != Verdict::Block
             && let (Some(id), Some(m)) = (id, frame.method(msg))
             && let Err(full) = self.asks.insert(id, m, None, Instant::now(), true)
         {
@@ -357,12 +357,12 @@ impl Session {
                 Some("mcpwall:pending_full"),
             );
             out.to_server.push(b'\n');
-            action = AuditAction::Block;
+            action = Verdict::Block;
             rule = Some(RuleRef::Builtin("mcpwall:pending_full"));
             wrote = false;
         }
         if let Some(guard) = self.guard.clone()
-            && (action == AuditAction::Block || guard::inspects_answers_to(method))
+            && (action == Verdict::Block || guard::inspects_answers_to(method))
         {
             self.guard_response(&guard, method, id, action, rule, dest, mark, out);
         }
@@ -375,7 +375,7 @@ impl Session {
             None => (own_method.as_ref(), None),
         };
         self.log_only_events(id, m, t, out);
-        let audited = entry.as_ref().is_some_and(|e| e.audited) || action != AuditAction::Pass;
+        let audited = entry.as_ref().is_some_and(|e| e.audited) || action != Verdict::Pass;
         if self.wants_events(out) {
             let mut e = AuditEvent::new(Direction::Outbound, action);
             e.id = id.map(IdText::new);
@@ -406,7 +406,7 @@ impl Session {
             return;
         }
         for &rule in self.server_side.scratch.logged() {
-            let mut e = AuditEvent::new(Direction::Outbound, AuditAction::LogOnly);
+            let mut e = AuditEvent::new(Direction::Outbound, Verdict::LogOnly);
             e.id = id.map(IdText::new);
             e.method = method.cloned();
             e.tool = tool.cloned();
@@ -423,13 +423,13 @@ impl Session {
         guard: &Arc<crate::guard::Guard>,
         method: Option<&str>,
         id: Option<&[u8]>,
-        action: AuditAction,
+        action: Verdict,
         rule: Option<RuleRef>,
         dest: &mut Vec<u8>,
         mark: usize,
         out: &mut Outbox,
     ) {
-        if action == AuditAction::Block {
+        if action == Verdict::Block {
             let what = || match rule {
                 Some(r) => format!(
                     "{} response blocked by {}",

@@ -56,7 +56,7 @@ STEP_TIMEOUT = 10
 # Long enough for the server's late second answer (0.3 s) to have come through.
 SETTLE = 0.8
 # Audit actions that show mcpwall refused a frame or answered in the server's place
-# (src/audit.rs, AuditAction); allow, pass, redact and log_only all let a frame through.
+# (src/verdict.rs, Verdict); allow, pass, redact and log_only all let a frame through.
 REFUSALS = {"deny", "block", "drop", "error"}
 # ...except this one: it is written at shutdown for any request still pending, which is
 # what a frame that slipped past unmatched leaves behind, so it proves nothing.

@@ -109,7 +109,7 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
         .iter()
         .map(|m| {
             let v = program.evaluate_request(&frame, m, scratch);
-            match v.decision {
+            match v {
                 Decision::AllowedBy(r) => format!("allow:{}", program.rule(r).name),
                 Decision::DeniedBy(r) => format!("deny:{}", program.rule(r).name),
                 Decision::Default { allow: true } => "default:allow".to_string(),

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mcpwall::config::policy::{Action, ArgSelector, Matcher, OutboundAction, Policy};
+use mcpwall::config::policy::{Action, ArgSelector, Matcher, Policy, RuleAction};
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
 use serde_json::Value;
 
@@ -428,13 +428,13 @@ impl<'p> Reference<'p> {
                 continue;
             }
             match rule.action {
-                OutboundAction::LogOnly => logged.push(rule.name.value.clone()),
-                OutboundAction::Allow => break,
-                OutboundAction::Deny => {
+                RuleAction::LogOnly => logged.push(rule.name.value.clone()),
+                RuleAction::Allow => break,
+                RuleAction::Deny => {
                     result = format!("block:{}", rule.name.value);
                     break;
                 }
-                OutboundAction::Redact => {
+                RuleAction::Redact => {
                     // Overlapping or touching finds in one text become one redaction.
                     found.sort();
                     let mut merged: Vec<(usize, usize, usize)> = Vec::new();
