@@ -165,6 +165,41 @@ impl Session {
         }
     }
 
+    /// Send several requests in one write (pipelined) and wait (bounded) for the
+    /// answer to each, by id.
+    fn pipeline(&mut self, requests: &[(&str, Value)]) -> Vec<Value> {
+        let mut ids = Vec::new();
+        let mut text = String::new();
+        for (method, params) in requests {
+            let id = self.next_id;
+            self.next_id += 1;
+            ids.push(json!(id));
+            text += &format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            );
+        }
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let mut answers: Vec<Option<Value>> = vec![None; ids.len()];
+        let deadline = Instant::now() + TIMEOUT;
+        while answers.iter().any(Option::is_none) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("pipelined requests unanswered ({e:?}): {answers:?}"));
+            let v: Value = serde_json::from_str(&line).unwrap();
+            self.seen.push(line);
+            if let Some(i) = ids.iter().position(|id| *id == v["id"]) {
+                assert!(answers[i].is_none(), "two answers to {}: {v}", ids[i]);
+                answers[i] = Some(v);
+            }
+        }
+        answers.into_iter().flatten().collect()
+    }
+
     fn list_tools(&mut self) -> Vec<String> {
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
@@ -340,6 +375,57 @@ fn drift_between_runs_is_withheld_named_and_approvable() {
     );
     s.finish();
     assert_eq!(env.pins(&["verify"]).status.code(), Some(0));
+}
+
+/// A rug pull with the call pipelined right behind the list: the call must not reach
+/// the changed tool before the list's answer has been checked (it used to be judged,
+/// and forwarded, while the list was still on its way).
+#[test]
+fn a_call_pipelined_behind_the_list_cannot_reach_a_drifted_tool() {
+    let env = Env::new();
+    env.set_spec(&spec_v1());
+    let mut s = env.start();
+    s.list_tools();
+    s.finish();
+
+    let mut v2 = spec_v1();
+    v2["tools"][0]["description"] = json!("Read one note. DRIFTED-DESCRIPTION");
+    env.set_spec(&v2);
+    let mut s = env.start();
+    let answers = s.pipeline(&[
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({"name": "read_note", "arguments": {"id": "1"}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "search_notes", "arguments": {}}),
+        ),
+    ]);
+    let listed: Vec<&str> = answers[0]["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(!listed.contains(&"read_note"), "{listed:?}");
+    assert_eq!(
+        answers[1]["error"]["data"]["rule"], "mcpwall:tool_withheld",
+        "{}",
+        answers[1]
+    );
+    assert_eq!(
+        answers[2]["result"]["content"][0]["text"], "called search_notes",
+        "the unchanged tool's call, held behind the list, still goes through"
+    );
+    let agent_saw = s.finish();
+    assert!(!agent_saw.contains("DRIFTED"), "{agent_saw}");
+    assert!(
+        !env.server_log().contains("\"read_note\""),
+        "the drifted tool was called:\n{}",
+        env.server_log()
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use super::ids::IdText;
 use super::pending::{self, Entry};
 use super::{Line, Outbox, Peer, REDACT_MARKER, Session, guard, synth};
 use crate::config::policy::LogLevel;
-use crate::frame::{Frame, FrameError, Message, MessageKind, TokenKind};
+use crate::frame::{Frame, FrameError, Message, MessageKind, Parsed, TokenKind};
 use crate::program::Program;
 use crate::verdict::Decision;
 
@@ -107,6 +107,7 @@ impl Session {
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.client.parsed);
                 match parsed.parse_frame(raw, &self.limits) {
+                    Ok(frame) if self.must_hold(&frame) => self.hold(&frame, out),
                     Ok(frame) => self.judge_client_frame(&frame, out),
                     Err(e) => {
                         let id = match &e {
@@ -122,6 +123,91 @@ impl Session {
                 }
                 self.client.parsed = parsed;
             }
+        }
+        // A cancelled list no longer holds anything up.
+        self.release_held(out);
+    }
+
+    /// Whether this frame waits for a list's answer (contract point 6): with the guard
+    /// on, a call while a list is unanswered, and anything behind a held line.
+    fn must_hold(&self, frame: &Frame<'_>) -> bool {
+        if self.guard.is_none() {
+            return false;
+        }
+        if !self.held.is_empty() {
+            return true;
+        }
+        self.calls.lists() > 0
+            && frame.messages().iter().any(|m| {
+                m.kind == MessageKind::Request
+                    && matches!(frame.method(m), Some("tools/call" | "prompts/get"))
+            })
+    }
+
+    /// Keep a line until the lists are answered; refuse its requests when the queue is
+    /// full.
+    fn hold(&mut self, frame: &Frame<'_>, out: &mut Outbox) {
+        if self.held.len() >= super::MAX_HELD_LINES
+            || self.held_bytes + frame.raw.len() > super::MAX_HELD_BYTES
+        {
+            let message = "too many calls waiting for the server's tool list to be checked; \
+                           refused";
+            let rule = "mcpwall:held_full";
+            self.refuse_requests_in(frame.raw, synth::POLICY_DENIED, rule, message, out);
+            return;
+        }
+        self.notice(
+            out,
+            LogLevel::Debug,
+            format_args!("holding a client line until the tool list is checked"),
+        );
+        self.held_bytes += frame.raw.len();
+        self.held.push_back(frame.raw.to_vec());
+    }
+
+    /// Judge the held lines, oldest first, once no list is unanswered; a released line
+    /// that asks for a list holds the ones behind it again.
+    pub(super) fn release_held(&mut self, out: &mut Outbox) {
+        while self.calls.lists() == 0
+            && let Some(raw) = self.held.pop_front()
+        {
+            self.held_bytes -= raw.len();
+            let mut parsed = std::mem::take(&mut self.client.parsed);
+            // It parsed when it was held.
+            if let Ok(frame) = parsed.parse_frame(&raw, &self.limits) {
+                self.judge_client_frame(&frame, out);
+            }
+            self.client.parsed = parsed;
+        }
+    }
+
+    /// Answer every request in a line that will never be judged (held when the server
+    /// exited, or past the hold queue) with an error, and audit it.
+    pub(super) fn refuse_requests_in(
+        &mut self,
+        raw: &[u8],
+        code: i32,
+        rule: &'static str,
+        message: &str,
+        out: &mut Outbox,
+    ) {
+        let mut parsed = Parsed::new();
+        let Ok(frame) = parsed.parse_frame(raw, &self.limits) else {
+            return;
+        };
+        for msg in frame.messages() {
+            let id = frame.id_raw(msg);
+            if msg.kind == MessageKind::Request {
+                synth::error_response(&mut out.to_client, id, code, message, Some(rule));
+                out.to_client.push(b'\n');
+            }
+            let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
+            e.id = id.map(IdText::new);
+            e.method = frame.method(msg).map(|m| self.calls.intern(m));
+            e.tool = frame.tool(msg).map(|t| self.calls.intern(t));
+            e.rule = Some(RuleRef::Builtin(rule));
+            e.message = Some(message.into());
+            self.emit(out, Peer::Client, true, e, &[], &[]);
         }
     }
 

@@ -27,7 +27,12 @@
 //!    the method it answers, its `result` or `error` standing for the arguments; a
 //!    refused one reaches the server as an error.
 //! 5. Refusals and errors are written by [`synth`]; what goes back to the agent never
-//!    holds a denied argument or a secret (ARCHITECTURE decision 14 of STYLE).
+//!    holds a denied argument or a secret (STYLE rule 14).
+//! 6. With the tool guard on, no call reaches the server while a tool or prompt list it
+//!    asked for is unanswered: a client line with a `tools/call` or `prompts/get` is held
+//!    (in order, with every line after it) until the list's answer has been checked, then
+//!    judged, so a call pipelined behind the list cannot reach a tool the list would have
+//!    withheld (a rug pull). The queue is bounded; past it, requests are refused.
 //!
 //! # Where a change goes
 //! Policy about one message: [`Program`]. Which messages answer which: [`pending`].
@@ -63,6 +68,11 @@ use ratelimit::RateLimiter;
 
 /// Requests in flight, in each direction, before new ones are refused (fail closed).
 pub const MAX_PENDING: usize = 4096;
+
+/// Client lines held while a list is unanswered (contract point 6), by count and bytes,
+/// before new ones are refused.
+const MAX_HELD_LINES: usize = 256;
+const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 
 /// The redaction marker (`settings.redact_marker: plain`).
 pub const REDACT_MARKER: &str = "[REDACTED BY MCPWALL]";
@@ -186,6 +196,9 @@ pub struct Session {
     asks: Pending,
     client: ClientSide,
     server_side: ServerSide,
+    /// Client lines waiting for a list's answer (contract point 6), oldest first.
+    held: std::collections::VecDeque<Vec<u8>>,
+    held_bytes: usize,
 }
 
 /// The reusable state for judging what the client sends.
@@ -236,6 +249,8 @@ impl Session {
                 marker: settings.redact_marker,
                 markers: HashMap::new(),
             },
+            held: std::collections::VecDeque::new(),
+            held_bytes: 0,
             program,
         }
     }
@@ -282,11 +297,8 @@ impl Session {
     /// The server is gone: every client request still pending gets an error saying so
     /// (`why`, e.g. "exit code 1"), oldest first.
     pub fn server_gone(&mut self, why: &str, out: &mut Outbox) {
-        let unanswered = self.calls.drain();
-        if unanswered.is_empty() {
-            return;
-        }
         let message = format!("the MCP server exited ({why}) before answering this request");
+        let unanswered = self.calls.drain();
         for entry in unanswered {
             synth::error_response(
                 &mut out.to_client,
@@ -305,6 +317,12 @@ impl Session {
             e.message = Some(message.as_str().into());
             self.emit(out, Peer::Server, true, e, &[], &[]);
         }
+        // Held lines never reached the server: their requests are answered too.
+        while let Some(raw) = self.held.pop_front() {
+            let rule = "mcpwall:server_exited";
+            self.refuse_requests_in(&raw, synth::SERVER_EXITED, rule, &message, out);
+        }
+        self.held_bytes = 0;
     }
 
     /// The allocation that holds the server side's decoded text, emptied, for other

@@ -64,9 +64,11 @@ impl Session {
                 };
                 parsed.shrink_past(SHRINK_PAST);
                 self.server_side.parsed = parsed;
+                self.release_held(out);
                 return delivery;
             }
         }
+        self.release_held(out);
         Delivery::Written
     }
 

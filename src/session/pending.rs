@@ -49,6 +49,13 @@ pub struct Pending {
     entries: HashMap<IdText, Entry>,
     limit: usize,
     names: Interner,
+    /// Entries that are list requests ([`is_list`]).
+    lists: usize,
+}
+
+/// Whether a method lists definitions the tool guard checks before calls may use them.
+pub fn is_list(method: &str) -> bool {
+    matches!(method, "tools/list" | "prompts/list")
 }
 
 impl Pending {
@@ -59,6 +66,7 @@ impl Pending {
             entries: HashMap::new(),
             limit,
             names: Interner::default(),
+            lists: 0,
         }
     }
 
@@ -87,7 +95,10 @@ impl Pending {
             started,
             audited,
         };
-        self.entries.insert(key, entry);
+        self.lists += usize::from(is_list(method));
+        if let Some(old) = self.entries.insert(key, entry) {
+            self.lists -= usize::from(is_list(&old.method));
+        }
         Ok(names)
     }
 
@@ -103,7 +114,9 @@ impl Pending {
 
     /// Take the entry a response (or a cancellation) with this id answers.
     pub fn remove(&mut self, id: &[u8]) -> Option<Entry> {
-        self.entries.remove(&IdText::key_of(id))
+        let entry = self.entries.remove(&IdText::key_of(id))?;
+        self.lists -= usize::from(is_list(&entry.method));
+        Some(entry)
     }
 
     /// Take the entry a lax reader would match this id with (see [`numeric_value`]),
@@ -116,14 +129,20 @@ impl Pending {
             .filter(|(k, _)| numeric_value(k.as_bytes()) == Some(n))
             .min_by_key(|(_, e)| e.started)
             .map(|(k, _)| k.clone())?;
-        self.entries.remove(&key)
+        self.remove(key.as_bytes())
     }
 
     /// Take every entry (shutdown), oldest first.
     pub fn drain(&mut self) -> Vec<Entry> {
+        self.lists = 0;
         let mut all: Vec<Entry> = self.entries.drain().map(|(_, e)| e).collect();
         all.sort_by_key(|e| e.started);
         all
+    }
+
+    /// List requests still unanswered.
+    pub fn lists(&self) -> usize {
+        self.lists
     }
 
     pub fn len(&self) -> usize {
@@ -246,6 +265,24 @@ mod tests {
         assert!(p.remove(b"1").is_some());
         p.insert(b"3", "m", None, t, false).unwrap();
         assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn unanswered_lists_are_counted() {
+        let mut p = Pending::new(10);
+        let t = Instant::now();
+        p.insert(b"1", "tools/list", None, t, false).unwrap();
+        p.insert(b"2", "prompts/list", None, t, false).unwrap();
+        p.insert(b"3", "tools/call", Some("x"), t, false).unwrap();
+        assert_eq!(p.lists(), 2);
+        // Replaced by a request that is not a list.
+        p.insert(b"2", "ping", None, t, false).unwrap();
+        assert_eq!(p.lists(), 1);
+        p.remove_by_number(br#""1""#).unwrap();
+        assert_eq!(p.lists(), 0);
+        p.insert(b"4", "tools/list", None, t, false).unwrap();
+        p.drain();
+        assert_eq!(p.lists(), 0);
     }
 
     #[test]
