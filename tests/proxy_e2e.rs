@@ -1286,3 +1286,34 @@ fn check_on_a_transcript_writes_what_the_proxy_wrote() {
         assert!(!want_client.contains(never), "{never} in {want_client}");
     }
 }
+
+/// A CRLF line end is a line end in both directions, as the official SDKs read it: a
+/// CRLF client's requests are judged and answered (not refused as malformed), and a
+/// CRLF server's answers reach the requests they answer (not a second, synthesised
+/// error at exit).
+#[test]
+fn crlf_line_ends_work_both_ways() {
+    let mut p = Proxy::start();
+    p.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r\n");
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert!(v.get("result").is_some(), "{v}");
+    hold(&mut p, r#""c""#);
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{"lines":["{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"result\":{\"ok\":true}}\r"]}}"#,
+    );
+    assert_eq!(
+        p.recv_str(),
+        "{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"result\":{\"ok\":true}}\n"
+    );
+    assert_eq!(p.recv_json()["id"], 2);
+    // A lone `\r` inside a line is still refused.
+    p.send(b"{\"jsonrpc\":\"2.0\",\"id\":3,\r\"method\":\"ping\"}\n");
+    assert_eq!(p.recv_json()["error"]["code"], -32700);
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    // Nothing was left pending for a "server exited" answer.
+    while let Ok(l) = p.lines.recv_timeout(Duration::from_millis(200)) {
+        panic!("unexpected line after exit: {}", String::from_utf8_lossy(&l));
+    }
+}

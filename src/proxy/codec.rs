@@ -104,11 +104,19 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                             head: &self.buf[line_start..head_end],
                         });
                     }
-                    if nl == line_start {
+                    // A `\r` right before the `\n` ends the line too, as every official
+                    // SDK reads it (CRLF peers); a `\r` anywhere else is the parser's to
+                    // refuse.
+                    let end = if nl > line_start && self.buf[nl - 1] == b'\r' {
+                        nl - 1
+                    } else {
+                        nl
+                    };
+                    if end == line_start {
                         continue;
                     }
-                    self.last_frame = line_start..nl;
-                    return Some(Line::Frame(&self.buf[line_start..nl]));
+                    self.last_frame = line_start..end;
+                    return Some(Line::Frame(&self.buf[line_start..end]));
                 }
                 None => {
                     self.scanned = self.buf.len();
@@ -313,6 +321,12 @@ mod tests {
     fn splits_lines_across_reads_and_skips_empty_lines() {
         let out = read_all(vec![b"ab", b"c\nde", b"f\n\n", b"g\nh"], 100);
         assert_eq!(out, vec![f("abc"), f("def"), f("g"), Out::Truncated(1)]);
+    }
+
+    #[test]
+    fn crlf_ends_a_line_and_a_lone_cr_stays_in_it() {
+        let out = read_all(vec![b"{\"a\":1}\r\n\r\nx\ry\n\r\r\n"], 100);
+        assert_eq!(out, vec![f("{\"a\":1}"), f("x\ry"), f("\r")]);
     }
 
     #[test]
