@@ -1314,6 +1314,46 @@ fn crlf_line_ends_work_both_ways() {
     assert_eq!(p.wait(), 0);
     // Nothing was left pending for a "server exited" answer.
     while let Ok(l) = p.lines.recv_timeout(Duration::from_millis(200)) {
-        panic!("unexpected line after exit: {}", String::from_utf8_lossy(&l));
+        panic!(
+            "unexpected line after exit: {}",
+            String::from_utf8_lossy(&l)
+        );
+    }
+}
+
+/// A server that exits leaving a background child holding its stdout: the child is
+/// ended with it, after the drain period, and mcpwall exits.
+#[test]
+fn what_an_exited_server_leaves_running_is_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!("sleep 60 & echo $! > {}; exit 0", pidfile.display());
+    let mut p = Proxy::with(Setup {
+        server: vec!["sh".into(), "-c".into(), script],
+        ..Setup::default()
+    });
+    let started = Instant::now();
+    assert_eq!(p.wait(), 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for its new parent to reap it.
+        if state.is_empty() || state.split(' ').nth(2) == Some("Z") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the background child {pid} still runs: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -60,6 +60,8 @@ pub struct ServerProcess {
     /// Process group id (= the child's pid); `None` once the child has been reaped,
     /// so a recycled pid is never signalled.
     pgid: Option<i32>,
+    /// The group's id, kept after the leader is reaped, for [`Self::end_leftovers`].
+    group: i32,
     status: Option<ExitStatus>,
 }
 
@@ -94,6 +96,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
         ServerProcess {
             child,
             pgid,
+            group: pgid.unwrap_or(0),
             status: None,
         },
         stdin,
@@ -128,6 +131,34 @@ impl ServerProcess {
 
     pub fn exited(&self) -> Option<ExitStatus> {
         self.status
+    }
+
+    /// After the server exited, end what it left running in its group that still
+    /// holds its stdout open (a background child): SIGTERM, then SIGKILL after `grace`.
+    /// Only called while stdout is still open, so a descendant is alive; one that stayed
+    /// in the group keeps its id from being handed to a new process, so the signal
+    /// reaches no one else.
+    pub async fn end_leftovers(&self, grace: std::time::Duration) {
+        if self.group <= 0 {
+            return;
+        }
+        let group = self.group;
+        // SAFETY: kill(2) has no memory effects; see above for why the group is ours.
+        unsafe {
+            libc::kill(-group, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + grace;
+        // SAFETY: signal 0 only checks that the group still exists.
+        while unsafe { libc::kill(-group, 0) } == 0 && std::time::Instant::now() < deadline {
+            super::timer::sleep_until(
+                std::time::Instant::now() + std::time::Duration::from_millis(20),
+            )
+            .await;
+        }
+        // SAFETY: as above; a group that has emptied meanwhile makes this fail with ESRCH.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
     }
 }
 

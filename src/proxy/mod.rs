@@ -40,6 +40,8 @@ const WRITER_CHANNEL: usize = 16;
 /// After the server exits, how long its stdout may stay open (held by a grandchild)
 /// before we stop reading it.
 const STDOUT_DRAIN: Duration = Duration::from_secs(2);
+/// How long what the server left running may take to end on SIGTERM before SIGKILL.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 /// How long the last output to the client may take before we give up on it.
 const CLIENT_DRAIN: Duration = Duration::from_secs(5);
 
@@ -294,6 +296,12 @@ pub async fn run(
     // arrives whole), unless a grandchild keeps its stdout open.
     if !outbound_done && timer::timeout(STDOUT_DRAIN, &mut outbound).await.is_none() {
         outbound.abort();
+        // Something the server started still holds its stdout: it goes with the server.
+        chatter.log(
+            LogLevel::Info,
+            format_args!("the server exited but left processes holding its output; ending them"),
+        );
+        server.end_leftovers(LEFTOVER_GRACE).await;
     }
     stop_inbound(&mut inbound);
     server_writer.abort();
