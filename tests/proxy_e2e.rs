@@ -1357,3 +1357,43 @@ fn what_an_exited_server_leaves_running_is_ended() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The client's answer to a server request that can't be judged (a duplicate key) is
+/// not forwarded, and the server gets an error for its request instead of waiting; an
+/// answer written with a different id (`"7"` for `7`) is not forwarded either.
+#[test]
+fn a_clients_broken_answer_to_a_server_request_reaches_the_server_as_an_error() {
+    let mut p = Proxy::start();
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{"lines":["{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"roots/list\"}","{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}"]}}"#,
+    );
+    assert_eq!(p.recv_json()["id"], "s1");
+    assert_eq!(p.recv_json()["id"], 7);
+    assert_eq!(p.recv_json()["id"], 2);
+    p.send_line(r#"{"jsonrpc":"2.0","id":"s1","result":{"roots":[]},"result":{"roots":[{"uri":"file:///"}]}}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":"7","result":{"roots":[]}}"#);
+    p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    assert_eq!(
+        p.recv_json()["id"],
+        3,
+        "nothing else went back to the client"
+    );
+    let got = String::from_utf8(p.await_received_lines(4)).unwrap();
+    let lines: Vec<Value> = got
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[1]["id"], "s1", "{got}");
+    assert_eq!(
+        lines[1]["error"]["data"]["rule"], "mcpwall:malformed",
+        "{got}"
+    );
+    assert_eq!(lines[2]["id"], 7, "{got}");
+    assert_eq!(
+        lines[2]["error"]["data"]["rule"], "mcpwall:mismatched_id",
+        "{got}"
+    );
+    assert_eq!(lines[3]["method"], "ping", "{got}");
+    assert!(!got.contains("file:///"), "{got}");
+    assert_eq!(p.finish(), 0);
+}

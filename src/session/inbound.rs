@@ -95,8 +95,11 @@ impl Session {
                     "frame of {len} bytes exceeds max_frame_bytes ({}); not forwarded",
                     self.limits.max_frame_bytes
                 );
-                let id = crate::frame::read_head(head).id.map(|r| &head[r]);
-                self.refuse_malformed(id, -32600, message, "mcpwall:too_large", out);
+                let rule = "mcpwall:too_large";
+                if !self.answer_lost(head, rule, &message, out) {
+                    let id = crate::frame::read_head(head).id.map(|r| &head[r]);
+                    self.refuse_malformed(id, -32600, message, rule, out);
+                }
             }
             Line::Truncated { len } => {
                 let message = format!(
@@ -118,7 +121,10 @@ impl Session {
                             FrameError::TooLarge { .. } => "mcpwall:too_large",
                             _ => "mcpwall:malformed",
                         };
-                        self.refuse_malformed(id, e.code(), e.to_string(), rule, out);
+                        let message = e.to_string();
+                        if !self.answer_lost(raw, rule, &message, out) {
+                            self.refuse_malformed(id, e.code(), message, rule, out);
+                        }
                     }
                 }
                 self.client.parsed = parsed;
@@ -209,6 +215,48 @@ impl Session {
             e.message = Some(message.into());
             self.emit(out, Peer::Client, true, e, &[], &[]);
         }
+    }
+
+    /// A client line that can't be judged but reads as the answer to a pending server
+    /// request (no method, an id that matches one, exactly or by number): that request
+    /// gets an error at once, so the server does not wait forever. Returns whether it
+    /// was one.
+    fn answer_lost(
+        &mut self,
+        head: &[u8],
+        rule: &'static str,
+        why: &str,
+        out: &mut Outbox,
+    ) -> bool {
+        let seen = crate::frame::read_head(head);
+        let Some(id) = seen.id.filter(|_| !seen.method).map(|r| &head[r]) else {
+            return false;
+        };
+        let Some(entry) = self
+            .asks
+            .remove(id)
+            .or_else(|| self.asks.remove_by_number(id))
+        else {
+            return false;
+        };
+        let message = format!("the client's answer could not be delivered: {why}");
+        synth::error_response(
+            &mut out.to_server,
+            Some(entry.id.as_bytes()),
+            synth::POLICY_DENIED,
+            &message,
+            Some(rule),
+        );
+        out.to_server.push(b'\n');
+        self.notice(out, LogLevel::Info, format_args!("{message}"));
+        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
+        e.id = Some(IdText::new(id));
+        e.method = Some(entry.method);
+        e.duration = Some(entry.started.elapsed());
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(message.into());
+        self.emit(out, Peer::Client, true, e, &[], &[]);
+        true
     }
 
     /// A line that is not an acceptable message: never forwarded, answered with a
