@@ -1313,7 +1313,7 @@ fn crlf_line_ends_work_both_ways() {
     p.close_stdin();
     assert_eq!(p.wait(), 0);
     // Nothing was left pending for a "server exited" answer.
-    while let Ok(l) = p.lines.recv_timeout(Duration::from_millis(200)) {
+    if let Ok(l) = p.lines.recv_timeout(Duration::from_millis(200)) {
         panic!(
             "unexpected line after exit: {}",
             String::from_utf8_lossy(&l)
