@@ -527,7 +527,9 @@ fn non_json_server_lines_are_never_forwarded() {
         assert_eq!(p.finish(), 0);
     }
     let mut p = Proxy::start();
-    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{"lines":["plain text"]}}"#);
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{"lines":["plain text"]}}"#,
+    );
     assert_eq!(p.recv_json()["id"], 2);
     p.close_stdin();
     assert_eq!(p.wait(), 0);
@@ -977,7 +979,10 @@ fn oversize_frames_are_refused_not_truncated() {
     p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/big","params":{"count":150000}}"#);
     p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
     let v = p.recv_json();
-    assert_eq!(v["id"], 2, "the oversize reply to 2 was not forwarded in part");
+    assert_eq!(
+        v["id"], 2,
+        "the oversize reply to 2 was not forwarded in part"
+    );
     assert_eq!(v["error"]["data"]["rule"], "mcpwall:too_large");
     assert_eq!(p.recv_json()["id"], 3);
     assert_eq!(p.received().len(), "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"fake/big\",\"params\":{\"count\":150000}}\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n".len());

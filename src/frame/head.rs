@@ -104,9 +104,10 @@ fn value_at(b: &[u8], at: usize) -> Option<Range<usize>> {
             }
         }
         _ => {
-            let end = at + b[at..]
-                .iter()
-                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))?;
+            let end = at
+                + b[at..]
+                    .iter()
+                    .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))?;
             (end > at).then_some(at..end)
         }
     }
@@ -122,14 +123,23 @@ mod tests {
 
     #[test]
     fn tells_requests_from_answers() {
-        assert!(read_head(br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"#).method);
+        assert!(
+            read_head(br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"#)
+                .method
+        );
         assert!(!read_head(br#"{"jsonrpc":"2.0","id":1,"result":{"method":"x"}}"#).method);
     }
 
     #[test]
     fn finds_the_top_level_id_before_the_cut() {
-        assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"result":{"content":"xx"#), Some("7"));
-        assert_eq!(id(r#"{ "result": {"id": 9, "a": "}\""}, "id" : "a\"b", "x"#), Some(r#""a\"b""#));
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":7,"result":{"content":"xx"#),
+            Some("7")
+        );
+        assert_eq!(
+            id(r#"{ "result": {"id": 9, "a": "}\""}, "id" : "a\"b", "x"#),
+            Some(r#""a\"b""#)
+        );
         assert_eq!(id(r#"{"jsonrpc":"2.0","id":2.0,"result":"#), Some("2.0"));
     }
 

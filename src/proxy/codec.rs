@@ -340,7 +340,11 @@ mod tests {
                 if let Some(Line::TooLarge { len, head }) = r.next_buffered() {
                     assert_eq!(len, line.len() - 1);
                     // What was buffered when the line outgrew the limit, at most HEAD_BYTES.
-                    assert!(line.starts_with(head) && head.len() > 1024, "{}", head.len());
+                    assert!(
+                        line.starts_with(head) && head.len() > 1024,
+                        "{}",
+                        head.len()
+                    );
                     assert!(head.len() <= HEAD_BYTES);
                     let id = crate::frame::read_head(head).id.unwrap();
                     assert_eq!(&head[id], b"7");

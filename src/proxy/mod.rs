@@ -227,8 +227,9 @@ pub async fn run(
     );
     let mut outbound: JoinHandle<()> =
         tokio::spawn(outbound.run(LineReader::new(server_out, max_line)));
-    let mut inbound: Option<JoinHandle<()>> =
-        Some(tokio::spawn(inbound.run(LineReader::new(client_in, max_line))));
+    let mut inbound: Option<JoinHandle<()>> = Some(tokio::spawn(
+        inbound.run(LineReader::new(client_in, max_line)),
+    ));
     let mut outbound_done = false;
 
     let mut shutdown = shutdown::Shutdown::new(options.grace);

@@ -322,7 +322,8 @@ impl Pump {
             }
         };
         for notice in self.out.notices.drain(..) {
-            self.chatter.log(notice.level, format_args!("{}", notice.text));
+            self.chatter
+                .log(notice.level, format_args!("{}", notice.text));
         }
         if let Delivery::InPlace(edits) = delivery {
             let fresh = self.session.lock().take_server_text_buffer();

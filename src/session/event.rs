@@ -104,4 +104,3 @@ impl AuditEvent {
         }
     }
 }
-

@@ -140,7 +140,13 @@ mod tests {
                 String::from_utf8_lossy(raw)
             );
         }
-        for raw in [&br#""abc""#[..], b"null", br#""Infinity""#, b"{}", br#""2x""#] {
+        for raw in [
+            &br#""abc""#[..],
+            b"null",
+            br#""Infinity""#,
+            b"{}",
+            br#""2x""#,
+        ] {
             assert_eq!(numeric_value(raw), None, "{}", String::from_utf8_lossy(raw));
         }
     }

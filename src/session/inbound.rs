@@ -163,9 +163,9 @@ impl Session {
             Some(entry) => Some(&*entry.method),
             None => frame.method(msg),
         };
-        let verdict =
-            self.program
-                .evaluate_as(frame, msg, method, &mut self.client.scratch);
+        let verdict = self
+            .program
+            .evaluate_as(frame, msg, method, &mut self.client.scratch);
         let mut d = match verdict.decision {
             Decision::AllowedBy(r) => Ruling {
                 allow: true,
@@ -268,7 +268,10 @@ impl Session {
                 match self.register(frame, msg, d.audited) {
                     Ok(n) => names = n,
                     Err(full) => {
-                        d = Ruling::refuse(RuleRef::Builtin("mcpwall:pending_full"), full.to_string())
+                        d = Ruling::refuse(
+                            RuleRef::Builtin("mcpwall:pending_full"),
+                            full.to_string(),
+                        )
                     }
                 }
             }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::event::{AuditAction, AuditEvent, Direction, RuleRef};
 use super::ids::IdText;
 use super::pending::Entry;
-use super::{Line, Delivery, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
+use super::{Delivery, Line, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
 use crate::config::policy::{LogLevel, RedactMarker};
 use crate::frame::{Frame, Message, MessageKind};
 use crate::program::CallInfo;
@@ -121,7 +121,12 @@ impl Session {
         out.to_client.push(b'\n');
     }
 
-    fn judge_server_frame(&mut self, frame: &Frame<'_>, out: &mut Outbox, in_place: bool) -> Delivery {
+    fn judge_server_frame(
+        &mut self,
+        frame: &Frame<'_>,
+        out: &mut Outbox,
+        in_place: bool,
+    ) -> Delivery {
         let messages = frame.messages();
         if !frame.parsed.is_batch() {
             let Some(msg) = messages.first() else {
@@ -175,7 +180,12 @@ impl Session {
     /// The client request a server response answers, taken from the table; `None`
     /// when it answers none exactly (dropped, audited; a request it matches only by
     /// number gets an error).
-    fn answered_call(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> Option<Entry> {
+    fn answered_call(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        out: &mut Outbox,
+    ) -> Option<Entry> {
         let id = frame.id_raw(msg).unwrap_or(b"null");
         if let Some(entry) = self.calls.remove(id) {
             return Some(entry);
@@ -235,7 +245,10 @@ impl Session {
             _ => None,
         };
         let (method, tool): (Option<&str>, Option<&str>) = match &entry {
-            Some(e) => (Some(&*e.method).filter(|m| !m.is_empty()), e.tool.as_deref()),
+            Some(e) => (
+                Some(&*e.method).filter(|m| !m.is_empty()),
+                e.tool.as_deref(),
+            ),
             None => (frame.method(msg), None),
         };
         let call = CallInfo {
@@ -247,8 +260,8 @@ impl Session {
         let outcome = program.scan_response(frame, msg, &call, &mut self.server_side.scratch);
         let mark = dest.len();
         // The guard edits list results in `dest`: those are copied.
-        let mut in_place = in_place
-            .filter(|_| self.guard.is_none() || !guard::inspects_answers_to(method));
+        let mut in_place =
+            in_place.filter(|_| self.guard.is_none() || !guard::inspects_answers_to(method));
         let marker = self.server_side.marker;
         let mut redactions = Vec::new();
         let mut spans: &[crate::verdict::Redaction] = &[];
@@ -260,7 +273,10 @@ impl Session {
                 }
                 (AuditAction::Pass, None)
             }
-            Outcome::Redact { rule, redactions: found } => {
+            Outcome::Redact {
+                rule,
+                redactions: found,
+            } => {
                 redactions = label_counts(found);
                 spans = found;
                 let markers = &mut self.server_side.markers;
@@ -287,10 +303,8 @@ impl Session {
                     .collect();
                 match in_place.as_deref_mut() {
                     Some(delivery) => {
-                        *delivery = Delivery::InPlace(crate::frame::redact::splice(
-                            piece.len(),
-                            &mut edits,
-                        ))
+                        *delivery =
+                            Delivery::InPlace(crate::frame::redact::splice(piece.len(), &mut edits))
                     }
                     None => crate::frame::redact::apply(&frame.raw[piece], &mut edits, dest),
                 }
