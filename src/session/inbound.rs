@@ -397,9 +397,15 @@ impl Session {
             }
             MessageKind::Result | MessageKind::Error => {
                 // Only the request the response answered exactly is told here; one
-                // matched by number was told in `answered_ask`.
-                let exact = d.rule != Some(RuleRef::Builtin("mcpwall:mismatched_id"));
-                if let (true, Some(entry)) = (exact, &d.answers) {
+                // matched by number was told in `answered_ask`. (Told apart by the ids,
+                // not the rule: a batch refused for a mismatched id gives its other
+                // members that rule.)
+                let exact = |entry: &Entry| {
+                    frame
+                        .id_raw(msg)
+                        .is_some_and(|id| IdText::key_of(id) == IdText::key_of(entry.id.as_bytes()))
+                };
+                if let Some(entry) = d.answers.as_ref().filter(|e| exact(e)) {
                     synth::error_response(
                         server,
                         Some(entry.id.as_bytes()),

@@ -48,6 +48,8 @@ mod outbound;
 pub mod pending;
 mod ratelimit;
 pub mod synth;
+#[cfg(test)]
+mod tests;
 
 pub use event::{AuditAction, AuditEvent, Direction, Names, RuleRef};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
