@@ -95,14 +95,16 @@ impl Session {
                     "frame of {len} bytes exceeds max_frame_bytes ({}); not forwarded",
                     self.limits.max_frame_bytes
                 );
-                let id = crate::frame::read_head(head).id.map(|r| &head[r]);
-                self.refuse_malformed(id, -32600, message, "mcpwall:too_large", out);
+                let seen = crate::frame::read_head(head);
+                let id = seen.id.map(|r| &head[r]);
+                let answers = id.filter(|_| !seen.method);
+                self.refuse_malformed(id, answers, -32600, message, "mcpwall:too_large", out);
             }
             Line::Truncated { len } => {
                 let message = format!(
                     "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
                 );
-                self.refuse_malformed(None, -32700, message, "mcpwall:truncated", out);
+                self.refuse_malformed(None, None, -32700, message, "mcpwall:truncated", out);
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.client.parsed);
@@ -113,11 +115,15 @@ impl Session {
                             FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
                             _ => None,
                         };
+                        // A line whose first members hold an id and no method is an
+                        // answer to a server request (see `refuse_malformed`).
+                        let seen = crate::frame::read_head(raw);
+                        let answers = seen.id.filter(|_| !seen.method).map(|r| &raw[r]);
                         let rule = match e {
                             FrameError::TooLarge { .. } => "mcpwall:too_large",
                             _ => "mcpwall:malformed",
                         };
-                        self.refuse_malformed(id, e.code(), e.to_string(), rule, out);
+                        self.refuse_malformed(id, answers, e.code(), e.to_string(), rule, out);
                     }
                 }
                 self.client.parsed = parsed;
@@ -127,9 +133,17 @@ impl Session {
 
     /// A line that is not an acceptable message: never forwarded, answered with a
     /// JSON-RPC error (with the id when one could be read), audited.
+    ///
+    /// `answers`: the id of a line that reads as a response (an id and no method). It
+    /// answers a server request, not one of the client's: the client's error gets
+    /// `id: null` (one with that id would read as the answer to a request of the
+    /// client's own with the same id, or, to a lax reader, `2` for `2.0`), and the
+    /// server request it matches, exactly or by number, gets the error instead, so that
+    /// the server does not wait forever.
     fn refuse_malformed(
         &mut self,
         id: Option<&[u8]>,
+        answers: Option<&[u8]>,
         code: i32,
         message: String,
         rule: &'static str,
@@ -140,10 +154,31 @@ impl Session {
             LogLevel::Info,
             format_args!("refused a malformed client frame: {message}"),
         );
-        synth::error_response(&mut out.to_client, id, code, &message, Some(rule));
+        let asked = answers.and_then(|a| {
+            self.asks
+                .remove(a)
+                .or_else(|| self.asks.remove_by_number(a))
+        });
+        if let Some(entry) = &asked {
+            synth::error_response(
+                &mut out.to_server,
+                Some(entry.id.as_bytes()),
+                synth::POLICY_DENIED,
+                &message,
+                Some(rule),
+            );
+            out.to_server.push(b'\n');
+        }
+        let client_id = if answers.is_some() { None } else { id };
+        synth::error_response(&mut out.to_client, client_id, code, &message, Some(rule));
         out.to_client.push(b'\n');
         let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
-        e.id = id.map(IdText::new);
+        e.id = answers.or(id).map(IdText::new);
+        if let Some(entry) = asked {
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.duration = Some(entry.started.elapsed());
+        }
         e.rule = Some(RuleRef::Builtin(rule));
         e.message = Some(message.into());
         self.emit(out, Peer::Client, true, e, &[], &[]);

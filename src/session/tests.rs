@@ -86,3 +86,62 @@ fn refused_batch_tells_the_server_request_its_exact_answer_took() {
         "each server request the batch answered gets one error"
     );
 }
+
+#[test]
+fn malformed_client_answer_errors_the_server_request_not_the_client() {
+    let mut s = session();
+    ask(&mut s, "1");
+    // 1.0 is no JSON-RPC id: the line is refused. It answers the server's request 1
+    // (a lax server reads 1.0 as 1), which can now never be answered: 1 gets the error.
+    // The client's error must not carry 1.0: a client reading ids laxly would take it
+    // for the answer to a request 1 of its own.
+    let (client, server) = from_client(&mut s, r#"{"jsonrpc":"2.0","id":1.0,"result":{}}"#);
+    assert_eq!(client, pairs(&[("null", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("1", "mcpwall:malformed")]));
+
+    // The same for an exact id on a line refused for another reason (two results).
+    ask(&mut s, "2");
+    let (client, server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":2,"result":{},"result":{}}"#,
+    );
+    assert_eq!(client, pairs(&[("null", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("2", "mcpwall:malformed")]));
+}
+
+#[test]
+fn oversize_client_answer_errors_the_server_request_not_the_client() {
+    let mut s = session();
+    ask(&mut s, r#""a""#);
+    let mut out = Outbox::default();
+    s.from_client(
+        Line::TooLarge {
+            len: 1 << 30,
+            head: br#"{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"te"#,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("null", "mcpwall:too_large")])
+    );
+    assert_eq!(
+        answers(&out.to_server),
+        pairs(&[("\"a\"", "mcpwall:too_large")])
+    );
+
+    // An oversize request still gets its error with its id.
+    let mut out = Outbox::default();
+    s.from_client(
+        Line::TooLarge {
+            len: 1 << 30,
+            head: br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"#,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("\"a\"", "mcpwall:too_large")])
+    );
+    assert_eq!(answers(&out.to_server), pairs(&[]));
+}
