@@ -64,6 +64,32 @@ fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
     }
 }
 
+/// The ids that could be read of a refused line's messages (each from its first bytes).
+#[derive(Debug, Default)]
+struct Readable<'a> {
+    /// Of the messages with a method.
+    requests: Vec<&'a [u8]>,
+    /// Of the messages without: answers to server requests.
+    answers: Vec<&'a [u8]>,
+    /// The line is a batch: the requests' errors go back as one array.
+    batch: bool,
+}
+
+impl<'a> Readable<'a> {
+    fn of(messages: &[&'a [u8]]) -> Readable<'a> {
+        let mut ids = Readable::default();
+        for m in messages {
+            let seen = crate::frame::read_head(m);
+            match seen.id {
+                Some(r) if seen.method => ids.requests.push(&m[r]),
+                Some(r) => ids.answers.push(&m[r]),
+                None => {}
+            }
+        }
+        ids
+    }
+}
+
 /// The raw JSON text of `notifications/cancelled`'s `params.requestId`.
 fn cancelled_request_id<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a [u8]> {
     let tokens = frame.tokens();
@@ -95,35 +121,54 @@ impl Session {
                     "frame of {len} bytes exceeds max_frame_bytes ({}); not forwarded",
                     self.limits.max_frame_bytes
                 );
-                let seen = crate::frame::read_head(head);
-                let id = seen.id.map(|r| &head[r]);
-                let answers = id.filter(|_| !seen.method);
-                self.refuse_malformed(id, answers, -32600, message, "mcpwall:too_large", out);
+                let ids = Readable::of(&[head]);
+                self.refuse_malformed(ids, -32600, message, "mcpwall:too_large", out);
             }
             Line::Truncated { len } => {
                 let message = format!(
                     "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
                 );
-                self.refuse_malformed(None, None, -32700, message, "mcpwall:truncated", out);
+                let ids = Readable::default();
+                self.refuse_malformed(ids, -32700, message, "mcpwall:truncated", out);
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.client.parsed);
                 match parsed.parse_frame(raw, &self.limits) {
                     Ok(frame) => self.judge_client_frame(&frame, out),
                     Err(e) => {
-                        let id = match &e {
-                            FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
+                        // A refused batch: every member's id is read, as for a line.
+                        let members = match e {
+                            FrameError::Invalid { .. } => super::batch_members(raw),
                             _ => None,
                         };
-                        // A line whose first members hold an id and no method is an
-                        // answer to a server request (see `refuse_malformed`).
-                        let seen = crate::frame::read_head(raw);
-                        let answers = seen.id.filter(|_| !seen.method).map(|r| &raw[r]);
+                        let ids = match members {
+                            Some(members) => Readable {
+                                batch: true,
+                                ..Readable::of(&members)
+                            },
+                            None => {
+                                let ids = Readable::of(&[raw]);
+                                let parsed_id = match &e {
+                                    FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
+                                    _ => None,
+                                };
+                                if ids.answers.is_empty() {
+                                    // A request's id is the one the parser read, if any
+                                    // (none for broken JSON).
+                                    Readable {
+                                        requests: parsed_id.into_iter().collect(),
+                                        ..Readable::default()
+                                    }
+                                } else {
+                                    ids
+                                }
+                            }
+                        };
                         let rule = match e {
                             FrameError::TooLarge { .. } => "mcpwall:too_large",
                             _ => "mcpwall:malformed",
                         };
-                        self.refuse_malformed(id, answers, e.code(), e.to_string(), rule, out);
+                        self.refuse_malformed(ids, e.code(), e.to_string(), rule, out);
                     }
                 }
                 self.client.parsed = parsed;
@@ -134,16 +179,14 @@ impl Session {
     /// A line that is not an acceptable message: never forwarded, answered with a
     /// JSON-RPC error (with the id when one could be read), audited.
     ///
-    /// `answers`: the id of a line that reads as a response (an id and no method). It
-    /// answers a server request, not one of the client's: the client's error gets
-    /// `id: null` (one with that id would read as the answer to a request of the
-    /// client's own with the same id, or, to a lax reader, `2` for `2.0`), and the
-    /// server request it matches, exactly or by number, gets the error instead, so that
-    /// the server does not wait forever.
+    /// The ids in `ids.answers` are those of responses (an id and no method): they
+    /// answer server requests, not the client's. The client's error does not carry them
+    /// (it would read as the answer to a request of the client's own with the same id,
+    /// or, to a lax reader, `2` for `2.0`); the server request each matches, exactly or
+    /// by number, gets the error instead, so that the server does not wait forever.
     fn refuse_malformed(
         &mut self,
-        id: Option<&[u8]>,
-        answers: Option<&[u8]>,
+        ids: Readable<'_>,
         code: i32,
         message: String,
         rule: &'static str,
@@ -154,12 +197,15 @@ impl Session {
             LogLevel::Info,
             format_args!("refused a malformed client frame: {message}"),
         );
-        let asked = answers.and_then(|a| {
-            self.asks
-                .remove(a)
-                .or_else(|| self.asks.remove_by_number(a))
-        });
-        if let Some(entry) = &asked {
+        let mut asked = None;
+        for id in &ids.answers {
+            let Some(entry) = self
+                .asks
+                .remove(id)
+                .or_else(|| self.asks.remove_by_number(id))
+            else {
+                continue;
+            };
             synth::error_response(
                 &mut out.to_server,
                 Some(entry.id.as_bytes()),
@@ -168,12 +214,31 @@ impl Session {
                 Some(rule),
             );
             out.to_server.push(b'\n');
+            asked.get_or_insert(entry);
         }
-        let client_id = if answers.is_some() { None } else { id };
-        synth::error_response(&mut out.to_client, client_id, code, &message, Some(rule));
+        match ids.requests.as_slice() {
+            [] => synth::error_response(&mut out.to_client, None, code, &message, Some(rule)),
+            [id] if !ids.batch => {
+                synth::error_response(&mut out.to_client, Some(id), code, &message, Some(rule))
+            }
+            requests => {
+                out.to_client.push(b'[');
+                for (i, id) in requests.iter().enumerate() {
+                    if i > 0 {
+                        out.to_client.push(b',');
+                    }
+                    synth::error_response(&mut out.to_client, Some(id), code, &message, Some(rule));
+                }
+                out.to_client.push(b']');
+            }
+        }
         out.to_client.push(b'\n');
         let mut e = AuditEvent::new(Direction::Inbound, AuditAction::Deny);
-        e.id = answers.or(id).map(IdText::new);
+        e.id = ids
+            .requests
+            .first()
+            .or(ids.answers.first())
+            .map(|id| IdText::new(id));
         if let Some(entry) = asked {
             e.method = Some(entry.method);
             e.tool = entry.tool;

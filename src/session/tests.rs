@@ -145,3 +145,47 @@ fn oversize_client_answer_errors_the_server_request_not_the_client() {
     );
     assert_eq!(answers(&out.to_server), pairs(&[]));
 }
+
+#[test]
+fn malformed_client_batch_answers_each_member() {
+    let mut s = session();
+    ask(&mut s, "1");
+    // One member's id (1.0) makes the whole batch unacceptable. Before, the client got
+    // one error carrying 1.0 and nothing else: its request 7 never got an answer, nor did
+    // the server's request 1.
+    let (client, server) = from_client(
+        &mut s,
+        r#"[{"jsonrpc":"2.0","id":1.0,"result":{}},{"jsonrpc":"2.0","id":7,"method":"ping"}]"#,
+    );
+    assert_eq!(client, pairs(&[("7", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("1", "mcpwall:malformed")]));
+}
+
+#[test]
+fn malformed_server_batch_errors_every_request_it_answers() {
+    let mut s = session();
+    for id in ["1", "2"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let (client, _) = from_client(&mut s, &line);
+        assert_eq!(client, pairs(&[]), "ping {id} was refused");
+    }
+    // Before, a refused batch told no one: 1 and 2 waited forever for the answers it
+    // held, and so did the server for its request 9.
+    let mut out = Outbox::default();
+    s.from_server(
+        Line::Frame(
+            br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2.0,"result":{}},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#,
+        ),
+        &mut out,
+        false,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("1", "mcpwall:malformed"), ("2", "mcpwall:malformed")])
+    );
+    assert_eq!(
+        answers(&out.to_server),
+        pairs(&[("9", "mcpwall:malformed")])
+    );
+    assert_eq!(s.calls_in_flight(), 0);
+}
