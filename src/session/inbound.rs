@@ -255,7 +255,7 @@ impl Session {
         let answers = match msg.kind {
             MessageKind::Result | MessageKind::Error => match self.answered_ask(frame, msg, out) {
                 Ok(entry) => Some(entry),
-                Err(refusal) => return refusal,
+                Err(refusal) => return *refusal,
             },
             _ => None,
         };
@@ -321,13 +321,14 @@ impl Session {
     }
 
     /// The server request a client response answers, taken from the table; or the
-    /// refusal of a response that answers none (see the module docs of [`super`]).
+    /// refusal of a response that answers none (see the module docs of [`super`]),
+    /// boxed: a `Ruling` is large, and only refusals pay for the allocation.
     fn answered_ask(
         &mut self,
         frame: &Frame<'_>,
         msg: &Message,
         out: &mut Outbox,
-    ) -> Result<Entry, Ruling> {
+    ) -> Result<Entry, Box<Ruling>> {
         let id = frame.id_raw(msg).unwrap_or(b"null");
         if let Some(entry) = self.asks.remove(id) {
             return Ok(entry);
@@ -350,12 +351,12 @@ impl Session {
                 "response id does not match the request's; not forwarded",
             );
             d.answers = Some(entry);
-            return Err(d);
+            return Err(Box::new(d));
         }
-        Err(Ruling::refuse(
+        Err(Box::new(Ruling::refuse(
             RuleRef::Builtin("mcpwall:unknown_id"),
             "response to no pending server request; not forwarded",
-        ))
+        )))
     }
 
     fn judge_client_frame(&mut self, frame: &Frame<'_>, out: &mut Outbox) {
