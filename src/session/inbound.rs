@@ -64,6 +64,32 @@ fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
     }
 }
 
+/// The ids that could be read of a refused line's messages (each from its first bytes).
+#[derive(Debug, Default)]
+struct Readable<'a> {
+    /// Of the messages with a method.
+    requests: Vec<&'a [u8]>,
+    /// Of the messages without: answers to server requests.
+    answers: Vec<&'a [u8]>,
+    /// The line is a batch: the requests' errors go back as one array.
+    batch: bool,
+}
+
+impl<'a> Readable<'a> {
+    fn of(messages: &[&'a [u8]]) -> Readable<'a> {
+        let mut ids = Readable::default();
+        for m in messages {
+            let seen = crate::frame::read_head(m);
+            match seen.id {
+                Some(r) if seen.method => ids.requests.push(&m[r]),
+                Some(r) => ids.answers.push(&m[r]),
+                None => {}
+            }
+        }
+        ids
+    }
+}
+
 /// The raw JSON text of `notifications/cancelled`'s `params.requestId`.
 fn cancelled_request_id<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a [u8]> {
     let tokens = frame.tokens();
@@ -95,17 +121,15 @@ impl Session {
                     "frame of {len} bytes exceeds max_frame_bytes ({}); not forwarded",
                     self.limits.max_frame_bytes
                 );
-                let rule = "mcpwall:too_large";
-                if !self.answer_lost(head, rule, &message, out) {
-                    let id = crate::frame::read_head(head).id.map(|r| &head[r]);
-                    self.refuse_malformed(id, -32600, message, rule, out);
-                }
+                let ids = Readable::of(&[head]);
+                self.refuse_malformed(ids, -32600, message, "mcpwall:too_large", out);
             }
             Line::Truncated { len } => {
                 let message = format!(
                     "incomplete frame of {len} bytes at end of input (no newline); not forwarded"
                 );
-                self.refuse_malformed(None, -32700, message, "mcpwall:truncated", out);
+                let ids = Readable::default();
+                self.refuse_malformed(ids, -32700, message, "mcpwall:truncated", out);
             }
             Line::Frame(raw) => {
                 let mut parsed = std::mem::take(&mut self.client.parsed);
@@ -113,18 +137,39 @@ impl Session {
                     Ok(frame) if self.must_hold(&frame) => self.hold(&frame, out),
                     Ok(frame) => self.judge_client_frame(&frame, out),
                     Err(e) => {
-                        let id = match &e {
-                            FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
+                        // A refused batch: every member's id is read, as for a line.
+                        let members = match e {
+                            FrameError::Invalid { .. } => super::batch_members(raw),
                             _ => None,
+                        };
+                        let ids = match members {
+                            Some(members) => Readable {
+                                batch: true,
+                                ..Readable::of(&members)
+                            },
+                            None => {
+                                let ids = Readable::of(&[raw]);
+                                let parsed_id = match &e {
+                                    FrameError::Invalid { id: Some(r), .. } => raw.get(r.clone()),
+                                    _ => None,
+                                };
+                                if ids.answers.is_empty() {
+                                    // A request's id is the one the parser read, if any
+                                    // (none for broken JSON).
+                                    Readable {
+                                        requests: parsed_id.into_iter().collect(),
+                                        ..Readable::default()
+                                    }
+                                } else {
+                                    ids
+                                }
+                            }
                         };
                         let rule = match e {
                             FrameError::TooLarge { .. } => "mcpwall:too_large",
                             _ => "mcpwall:malformed",
                         };
-                        let message = e.to_string();
-                        if !self.answer_lost(raw, rule, &message, out) {
-                            self.refuse_malformed(id, e.code(), message, rule, out);
-                        }
+                        self.refuse_malformed(ids, e.code(), e.to_string(), rule, out);
                     }
                 }
                 self.client.parsed = parsed;
@@ -217,53 +262,17 @@ impl Session {
         }
     }
 
-    /// A client line that can't be judged but reads as the answer to a pending server
-    /// request (no method, an id that matches one, exactly or by number): that request
-    /// gets an error at once, so the server does not wait forever. Returns whether it
-    /// was one.
-    fn answer_lost(
-        &mut self,
-        head: &[u8],
-        rule: &'static str,
-        why: &str,
-        out: &mut Outbox,
-    ) -> bool {
-        let seen = crate::frame::read_head(head);
-        let Some(id) = seen.id.filter(|_| !seen.method).map(|r| &head[r]) else {
-            return false;
-        };
-        let Some(entry) = self
-            .asks
-            .remove(id)
-            .or_else(|| self.asks.remove_by_number(id))
-        else {
-            return false;
-        };
-        let message = format!("the client's answer could not be delivered: {why}");
-        synth::error_response(
-            &mut out.to_server,
-            Some(entry.id.as_bytes()),
-            synth::POLICY_DENIED,
-            &message,
-            Some(rule),
-        );
-        out.to_server.push(b'\n');
-        self.notice(out, LogLevel::Info, format_args!("{message}"));
-        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
-        e.id = Some(IdText::new(id));
-        e.method = Some(entry.method);
-        e.duration = Some(entry.started.elapsed());
-        e.rule = Some(RuleRef::Builtin(rule));
-        e.message = Some(message.into());
-        self.emit(out, Peer::Client, true, e, &[], &[]);
-        true
-    }
-
     /// A line that is not an acceptable message: never forwarded, answered with a
     /// JSON-RPC error (with the id when one could be read), audited.
+    ///
+    /// The ids in `ids.answers` are those of responses (an id and no method): they
+    /// answer server requests, not the client's. The client's error does not carry them
+    /// (it would read as the answer to a request of the client's own with the same id,
+    /// or, to a lax reader, `2` for `2.0`); the server request each matches, exactly or
+    /// by number, gets the error instead, so that the server does not wait forever.
     fn refuse_malformed(
         &mut self,
-        id: Option<&[u8]>,
+        ids: Readable<'_>,
         code: i32,
         message: String,
         rule: &'static str,
@@ -274,10 +283,53 @@ impl Session {
             LogLevel::Info,
             format_args!("refused a malformed client frame: {message}"),
         );
-        synth::error_response(&mut out.to_client, id, code, &message, Some(rule));
+        let mut asked = None;
+        for id in &ids.answers {
+            let Some(entry) = self
+                .asks
+                .remove(id)
+                .or_else(|| self.asks.remove_by_number(id))
+            else {
+                continue;
+            };
+            synth::error_response(
+                &mut out.to_server,
+                Some(entry.id.as_bytes()),
+                synth::POLICY_DENIED,
+                &message,
+                Some(rule),
+            );
+            out.to_server.push(b'\n');
+            asked.get_or_insert(entry);
+        }
+        match ids.requests.as_slice() {
+            [] => synth::error_response(&mut out.to_client, None, code, &message, Some(rule)),
+            [id] if !ids.batch => {
+                synth::error_response(&mut out.to_client, Some(id), code, &message, Some(rule))
+            }
+            requests => {
+                out.to_client.push(b'[');
+                for (i, id) in requests.iter().enumerate() {
+                    if i > 0 {
+                        out.to_client.push(b',');
+                    }
+                    synth::error_response(&mut out.to_client, Some(id), code, &message, Some(rule));
+                }
+                out.to_client.push(b']');
+            }
+        }
         out.to_client.push(b'\n');
         let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
-        e.id = id.map(IdText::new);
+        e.id = ids
+            .requests
+            .first()
+            .or(ids.answers.first())
+            .map(|id| IdText::new(id));
+        if let Some(entry) = asked {
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.duration = Some(entry.started.elapsed());
+        }
         e.rule = Some(RuleRef::Builtin(rule));
         e.message = Some(message.into());
         self.emit(out, Peer::Client, true, e, &[], &[]);
@@ -355,7 +407,8 @@ impl Session {
     }
 
     /// The server request a client response answers, taken from the table; or the
-    /// refusal of a response that answers none (see the module docs of [`super`]).
+    /// refusal of a response that answers none (see the module docs of [`super`]),
+    /// boxed: a `Ruling` is large, and only refusals pay for the allocation.
     fn answered_ask(
         &mut self,
         frame: &Frame<'_>,
@@ -531,9 +584,15 @@ impl Session {
             }
             MessageKind::Result | MessageKind::Error => {
                 // Only the request the response answered exactly is told here; one
-                // matched by number was told in `answered_ask`.
-                let exact = d.rule != Some(RuleRef::Builtin("mcpwall:mismatched_id"));
-                if let (true, Some(entry)) = (exact, &d.answers) {
+                // matched by number was told in `answered_ask`. (Told apart by the ids,
+                // not the rule: a batch refused for a mismatched id gives its other
+                // members that rule.)
+                let exact = |entry: &Entry| {
+                    frame
+                        .id_raw(msg)
+                        .is_some_and(|id| IdText::key_of(id) == IdText::key_of(entry.id.as_bytes()))
+                };
+                if let Some(entry) = d.answers.as_ref().filter(|e| exact(e)) {
                     synth::error_response(
                         server,
                         Some(entry.id.as_bytes()),

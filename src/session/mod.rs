@@ -21,7 +21,8 @@
 //! 3. Anything that can't be judged (not JSON-RPC, duplicate keys, over the size limit)
 //!    is never forwarded, in either direction. A request that can then no longer be
 //!    answered gets an error response at once, with its id recovered where it is
-//!    readable (from the first bytes of an oversize line, too).
+//!    readable (from the first bytes of an oversize line, and from each member of a
+//!    refused batch).
 //! 4. A client's response to a server request (`sampling/createMessage`,
 //!    `elicitation/create`, `roots/list`) is judged by the inbound rules as a message of
 //!    the method it answers, its `result` or `error` standing for the arguments; a
@@ -53,6 +54,8 @@ mod outbound;
 pub mod pending;
 mod ratelimit;
 pub mod synth;
+#[cfg(test)]
+mod tests;
 
 pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
@@ -408,6 +411,17 @@ impl Names for Program {
     fn label(&self, label: u32) -> &str {
         Program::label(self, label)
     }
+}
+
+/// The members of a batch the frame parser refused as not acceptable JSON-RPC (one bad
+/// member is enough), as raw text, so that each member's id can still be read. `None`
+/// when the line is not a JSON array.
+fn batch_members(raw: &[u8]) -> Option<Vec<&[u8]>> {
+    if raw.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'[') {
+        return None;
+    }
+    let members: Vec<&serde_json::value::RawValue> = serde_json::from_slice(raw).ok()?;
+    Some(members.into_iter().map(|m| m.get().as_bytes()).collect())
 }
 
 /// `(label, count)` pairs of a redaction list, first-seen order.

@@ -11,7 +11,7 @@ use super::ids::IdText;
 use super::pending::Entry;
 use super::{Delivery, Line, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
 use crate::config::policy::{LogLevel, RedactMarker};
-use crate::frame::{Frame, Message, MessageKind};
+use crate::frame::{Frame, FrameError, Message, MessageKind};
 use crate::program::CallInfo;
 use crate::verdict::Outcome;
 
@@ -58,7 +58,20 @@ impl Session {
                                 "server line is not a valid JSON-RPC message ({e}); dropped"
                             ),
                         };
-                        self.undeliverable(raw, why, out);
+                        // A refused batch: each member's request is told, as for a line.
+                        let members = match e {
+                            FrameError::Invalid { .. } => super::batch_members(raw),
+                            _ => None,
+                        };
+                        match members {
+                            Some(members) if !members.is_empty() => {
+                                self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
+                                for m in members {
+                                    self.drop_message(m, &why, out);
+                                }
+                            }
+                            _ => self.undeliverable(raw, why, out),
+                        }
                         Delivery::Written
                     }
                 };
@@ -77,6 +90,12 @@ impl Session {
     /// error, or, if it was a request of the server's own, the server does.
     fn undeliverable(&mut self, head: &[u8], why: Undeliverable, out: &mut Outbox) {
         self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
+        self.drop_message(head, &why, out);
+    }
+
+    /// The part of [`Self::undeliverable`] for one message (a line, or a member of a
+    /// refused batch): the error for the request it meant to answer, and the audit event.
+    fn drop_message(&mut self, head: &[u8], why: &Undeliverable, out: &mut Outbox) {
         let seen = crate::frame::read_head(head);
         let id = seen.id.map(|r| &head[r]);
         let mut e = AuditEvent::new(Direction::Outbound, Verdict::Drop);
@@ -98,7 +117,7 @@ impl Session {
                     .remove(id)
                     .or_else(|| self.calls.remove_by_number(id));
                 if let Some(entry) = entry {
-                    self.tell_client(&entry, &why, out);
+                    self.tell_client(&entry, why, out);
                     e.method = Some(entry.method);
                     e.tool = entry.tool;
                     e.duration = Some(entry.started.elapsed());
@@ -107,7 +126,7 @@ impl Session {
             None => {}
         }
         e.rule = Some(RuleRef::Builtin(why.rule));
-        e.message = Some(why.message.into());
+        e.message = Some(why.message.as_str().into());
         self.emit(out, Peer::Server, true, e, &[], &[]);
     }
 

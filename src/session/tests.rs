@@ -1,0 +1,191 @@
+//! Regression tests for the message contract, one per fixed bug, each named after what
+//! it fixes. `tests/session_props.rs` found them; each replays its minimal reproducer
+//! and checks the exact lines each side is sent.
+
+use std::sync::Arc;
+
+use super::{Line, Options, Outbox, Session};
+use crate::config::{LoadOptions, load_str};
+use crate::program::Program;
+
+fn session() -> Session {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = load_str("t.yml", "version: 1\nrules: []\n", &opts).expect("loads");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    Session::new(program, Options::quiet("t"))
+}
+
+/// A server request, forwarded to the client (checked).
+fn ask(s: &mut Session, id: &str) {
+    let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"roots/list"}}"#);
+    let mut out = Outbox::default();
+    s.from_server(Line::Frame(line.as_bytes()), &mut out, false);
+    assert_eq!(
+        String::from_utf8_lossy(&out.to_client),
+        format!("{line}\n"),
+        "the server request was not forwarded"
+    );
+}
+
+/// `(id, data.rule)` of each message written to one side.
+type Written = Vec<(String, String)>;
+
+/// What one client line makes the session write: (to the client, to the server).
+fn from_client(s: &mut Session, line: &str) -> (Written, Written) {
+    let mut out = Outbox::default();
+    s.from_client(Line::Frame(line.as_bytes()), &mut out);
+    (answers(&out.to_client), answers(&out.to_server))
+}
+
+fn answers(bytes: &[u8]) -> Written {
+    let text = String::from_utf8_lossy(bytes);
+    let mut all = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("mcpwall wrote a line that is not JSON ({e}): {line}"));
+        let items = match v {
+            serde_json::Value::Array(items) => items,
+            one => vec![one],
+        };
+        for m in items {
+            let rule = m["error"]["data"]["rule"].as_str().unwrap_or("(none)");
+            all.push((m["id"].to_string(), rule.to_string()));
+        }
+    }
+    all
+}
+
+fn pairs(list: &[(&str, &str)]) -> Written {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[test]
+fn refused_batch_tells_the_server_request_its_exact_answer_took() {
+    let mut s = session();
+    ask(&mut s, "2");
+    ask(&mut s, "3");
+    // "2" answers 2 only by number: the batch is refused. Its exact answer to 3 was
+    // taken from the table too, so 3 must get an error now: no other answer can reach it.
+    let (client, server) = from_client(
+        &mut s,
+        r#"[{"jsonrpc":"2.0","id":"2","result":{}},{"jsonrpc":"2.0","id":3,"result":{}}]"#,
+    );
+    assert_eq!(client, pairs(&[]), "a client's answers get no answer");
+    assert_eq!(
+        server,
+        pairs(&[
+            ("2", "mcpwall:mismatched_id"),
+            ("3", "mcpwall:mismatched_id")
+        ]),
+        "each server request the batch answered gets one error"
+    );
+}
+
+#[test]
+fn malformed_client_answer_errors_the_server_request_not_the_client() {
+    let mut s = session();
+    ask(&mut s, "1");
+    // 1.0 is no JSON-RPC id: the line is refused. It answers the server's request 1
+    // (a lax server reads 1.0 as 1), which can now never be answered: 1 gets the error.
+    // The client's error must not carry 1.0: a client reading ids laxly would take it
+    // for the answer to a request 1 of its own.
+    let (client, server) = from_client(&mut s, r#"{"jsonrpc":"2.0","id":1.0,"result":{}}"#);
+    assert_eq!(client, pairs(&[("null", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("1", "mcpwall:malformed")]));
+
+    // The same for an exact id on a line refused for another reason (two results).
+    ask(&mut s, "2");
+    let (client, server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":2,"result":{},"result":{}}"#,
+    );
+    assert_eq!(client, pairs(&[("null", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("2", "mcpwall:malformed")]));
+}
+
+#[test]
+fn oversize_client_answer_errors_the_server_request_not_the_client() {
+    let mut s = session();
+    ask(&mut s, r#""a""#);
+    let mut out = Outbox::default();
+    s.from_client(
+        Line::TooLarge {
+            len: 1 << 30,
+            head: br#"{"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"te"#,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("null", "mcpwall:too_large")])
+    );
+    assert_eq!(
+        answers(&out.to_server),
+        pairs(&[("\"a\"", "mcpwall:too_large")])
+    );
+
+    // An oversize request still gets its error with its id.
+    let mut out = Outbox::default();
+    s.from_client(
+        Line::TooLarge {
+            len: 1 << 30,
+            head: br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"#,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("\"a\"", "mcpwall:too_large")])
+    );
+    assert_eq!(answers(&out.to_server), pairs(&[]));
+}
+
+#[test]
+fn malformed_client_batch_answers_each_member() {
+    let mut s = session();
+    ask(&mut s, "1");
+    // One member's id (1.0) makes the whole batch unacceptable. Before, the client got
+    // one error carrying 1.0 and nothing else: its request 7 never got an answer, nor did
+    // the server's request 1.
+    let (client, server) = from_client(
+        &mut s,
+        r#"[{"jsonrpc":"2.0","id":1.0,"result":{}},{"jsonrpc":"2.0","id":7,"method":"ping"}]"#,
+    );
+    assert_eq!(client, pairs(&[("7", "mcpwall:malformed")]));
+    assert_eq!(server, pairs(&[("1", "mcpwall:malformed")]));
+}
+
+#[test]
+fn malformed_server_batch_errors_every_request_it_answers() {
+    let mut s = session();
+    for id in ["1", "2"] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let (client, _) = from_client(&mut s, &line);
+        assert_eq!(client, pairs(&[]), "ping {id} was refused");
+    }
+    // Before, a refused batch told no one: 1 and 2 waited forever for the answers it
+    // held, and so did the server for its request 9.
+    let mut out = Outbox::default();
+    s.from_server(
+        Line::Frame(
+            br#"[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2.0,"result":{}},{"jsonrpc":"2.0","id":9,"method":"ping"}]"#,
+        ),
+        &mut out,
+        false,
+    );
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("1", "mcpwall:malformed"), ("2", "mcpwall:malformed")])
+    );
+    assert_eq!(
+        answers(&out.to_server),
+        pairs(&[("9", "mcpwall:malformed")])
+    );
+    assert_eq!(s.calls_in_flight(), 0);
+}
