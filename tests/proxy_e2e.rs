@@ -1373,6 +1373,11 @@ fn a_clients_broken_answer_to_a_server_request_reaches_the_server_as_an_error() 
     p.send_line(r#"{"jsonrpc":"2.0","id":"s1","result":{"roots":[]},"result":{"roots":[{"uri":"file:///"}]}}"#);
     p.send_line(r#"{"jsonrpc":"2.0","id":"7","result":{"roots":[]}}"#);
     p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    // The broken line itself is answered as any malformed line is, without an id that
+    // could be taken for one of the client's own requests.
+    let v = p.recv_json();
+    assert!(v["id"].is_null(), "{v}");
+    assert_eq!(v["error"]["code"], -32600, "{v}");
     assert_eq!(
         p.recv_json()["id"],
         3,

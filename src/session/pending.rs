@@ -26,6 +26,9 @@ pub struct Entry {
     /// The request's own decision was audited, so its answer is audited too
     /// (with `duration_us`).
     pub audited: bool,
+    /// Order of arrival: "oldest first" must not depend on the clock's resolution or on
+    /// the map's order (the same input gives the same output).
+    seq: u64,
 }
 
 /// The interned names of a request just recorded.
@@ -51,6 +54,7 @@ pub struct Pending {
     names: Interner,
     /// Entries that are list requests ([`is_list`]).
     lists: usize,
+    next_seq: u64,
 }
 
 /// Whether a method lists definitions the tool guard checks before calls may use them.
@@ -67,6 +71,7 @@ impl Pending {
             limit,
             names: Interner::default(),
             lists: 0,
+            next_seq: 0,
         }
     }
 
@@ -94,7 +99,9 @@ impl Pending {
             tool: names.tool.clone(),
             started,
             audited,
+            seq: self.next_seq,
         };
+        self.next_seq += 1;
         self.lists += usize::from(is_list(method));
         if let Some(old) = self.entries.insert(key, entry) {
             self.lists -= usize::from(is_list(&old.method));
@@ -127,7 +134,7 @@ impl Pending {
             .entries
             .iter()
             .filter(|(k, _)| numeric_value(k.as_bytes()) == Some(n))
-            .min_by_key(|(_, e)| e.started)
+            .min_by_key(|(_, e)| e.seq)
             .map(|(k, _)| k.clone())?;
         self.remove(key.as_bytes())
     }
@@ -136,7 +143,7 @@ impl Pending {
     pub fn drain(&mut self) -> Vec<Entry> {
         self.lists = 0;
         let mut all: Vec<Entry> = self.entries.drain().map(|(_, e)| e).collect();
-        all.sort_by_key(|e| e.started);
+        all.sort_by_key(|e| e.seq);
         all
     }
 
