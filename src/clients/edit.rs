@@ -767,4 +767,189 @@ mod tests {
             "{\"x\": { \"command\": \"node\", \"args\": [\"a.js\"], \"env\": {\"K\": \"1\"} }}"
         );
     }
+
+    /// Issue 29: every character a name or the wrapper's path may hold is written in a
+    /// form the format's grammar accepts, and reads back as itself (checked with the
+    /// format's own parsers: serde_json, toml_edit).
+    #[test]
+    fn r29_writers_escape_everything_their_grammar_requires() {
+        let mut names: Vec<String> = (0u32..0x20)
+            .chain([0x7f])
+            .map(|c| format!("a{}b", char::from_u32(c).unwrap()))
+            .collect();
+        names.extend(
+            [
+                "q\"uote",
+                "back\\slash",
+                "it's",
+                "café",
+                "日本",
+                "🦀",
+                "x\u{2028}y",
+                "-dash\u{7f}",
+                "#[x]",
+            ]
+            .map(String::from),
+        );
+        let formats = [
+            Format::Json(Dialect::Json),
+            Format::Json(Dialect::Jsonc),
+            Format::Toml,
+        ];
+        for format in formats {
+            for name in &names {
+                let lit = |v: &str| string_literal(format, v);
+                let (text, p) = match format {
+                    Format::Toml => (
+                        format!("[mcp_servers.{}]\ncommand = {}\n", lit(name), lit(name)),
+                        path(&["mcp_servers", name]),
+                    ),
+                    Format::Json(_) => (
+                        format!(
+                            "{{\"mcpServers\": {{{}: {{\"command\": {}}}}}}}",
+                            lit(name),
+                            lit(name)
+                        ),
+                        path(&["mcpServers", name]),
+                    ),
+                };
+                let wrapper = format!("/opt/{name}/mcpwall");
+                let out = wrap(&text, format, &p, name, &wrapper)
+                    .unwrap_or_else(|e| panic!("{format:?} {name:?}: {e}\n{text}"));
+                let independent = match format {
+                    Format::Toml => toml_edit::Document::parse(out.as_str())
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Format::Json(_) => serde_json::from_str::<serde_json::Value>(&out)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                };
+                assert!(
+                    independent.is_ok(),
+                    "{format:?} {name:?}: {independent:?}\n{out}"
+                );
+                let mut args = wrap_prefix_for_test(name);
+                args.push(name.clone());
+                let expect = Expect {
+                    path: p.clone(),
+                    command: wrapper.clone(),
+                    args,
+                };
+                verify(&text, &out, format, &[expect])
+                    .unwrap_or_else(|e| panic!("{format:?} {name:?}: {e}\n{out}"));
+                let back = strip_wrapper(&out, format, &p).unwrap();
+                let root = parse(&back, format).unwrap();
+                assert_eq!(
+                    root.at(&p)
+                        .unwrap()
+                        .member("command")
+                        .unwrap()
+                        .value
+                        .as_str(),
+                    Some(name.as_str()),
+                    "{format:?}"
+                );
+            }
+        }
+    }
+
+    fn wrap_prefix_for_test(name: &str) -> Vec<String> {
+        let mut v = if name.starts_with('-') {
+            vec![format!("--server-name={name}")]
+        } else {
+            vec!["--server-name".to_string(), name.to_string()]
+        };
+        v.push("--".into());
+        v
+    }
+
+    /// Issue 29: `[x.env]` before `[x]`, and `args` moved below other keys or away from
+    /// `command`: unwrapping removes only mcpwall's part; no header or key moves.
+    #[test]
+    fn r29_toml_sub_tables_stay_in_their_place() {
+        let x = path(&["mcp_servers", "x"]);
+        let cases = [
+            "[mcp_servers.x.env]\nK = \"v\"\n\n[mcp_servers.x]\ncommand = \"srv\"\n",
+            "[mcp_servers.x.env]\nK = \"v\"\n\n[mcp_servers.x]\ncommand = \"srv\"\ntimeout = 3\nargs = [\"a\"]\n",
+            "[mcp_servers.x]\nargs = [\"a\", \"b\"] # moved up\nname = \"n\"\ncommand = \"srv\"\n[mcp_servers.x.env]\nK = \"v\"\n",
+            "[mcp_servers.x]\ncommand = \"srv\"\n\n[mcp_servers.x.env]\nK = \"v\"\n[other]\nargs = 1\n",
+        ];
+        for text in cases {
+            let out = wrap(text, Format::Toml, &x, "x", "mcpwall").unwrap();
+            toml_edit::Document::parse(out.as_str()).unwrap();
+            let root = parse(&out, Format::Toml).unwrap();
+            let before = parse(text, Format::Toml).unwrap();
+            let was: Vec<String> = match before.at(&x).unwrap().member("args") {
+                Some(a) => a
+                    .value
+                    .elements()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.as_str().unwrap().to_string())
+                    .collect(),
+                None => Vec::new(),
+            };
+            let mut args = wrap_prefix_for_test("x");
+            args.push("srv".into());
+            args.extend(was.iter().cloned());
+            verify(
+                text,
+                &out,
+                Format::Toml,
+                &[Expect {
+                    path: x.clone(),
+                    command: "mcpwall".into(),
+                    args,
+                }],
+            )
+            .unwrap_or_else(|e| panic!("{e}\n{out}"));
+            assert!(root.at(&x).is_some());
+            // Taking the wrapper off, with and without dropping an emptied `args`.
+            for drop_empty in [false, true] {
+                let splices = strip_wrapper_splices(
+                    &out,
+                    &root,
+                    Format::Toml,
+                    &x,
+                    drop_empty && was.is_empty(),
+                )
+                .unwrap();
+                let back = apply(&out, splices);
+                verify(
+                    &out,
+                    &back,
+                    Format::Toml,
+                    &[Expect {
+                        path: x.clone(),
+                        command: "srv".into(),
+                        args: was.clone(),
+                    }],
+                )
+                .unwrap_or_else(|e| panic!("{e}\n{back}"));
+                if drop_empty && was.is_empty() {
+                    assert_eq!(back, text);
+                }
+            }
+        }
+    }
+
+    /// A record's original bytes that do not describe the entry are caught by `verify`.
+    #[test]
+    fn r29_verify_catches_a_damaged_restore() {
+        let x = path(&["mcp_servers", "x"]);
+        let text = "[mcp_servers.x]\ncommand = \"mcpwall\"\nargs = [\"--server-name\", \"x\", \"--\", \"srv\"]\n";
+        let root = parse(text, Format::Toml).unwrap();
+        let damaged = r#"{"command":"\"srv\"\n[evil]\nk = 1","args":null}"#;
+        let splices = restore_exact_splices(text, &root, Format::Toml, &x, damaged).unwrap();
+        let out = apply(text, splices);
+        let expect = Expect {
+            path: x,
+            command: "srv".into(),
+            args: vec![],
+        };
+        assert!(
+            verify(text, &out, Format::Toml, &[expect]).is_err(),
+            "{out}"
+        );
+    }
 }

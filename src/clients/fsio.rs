@@ -9,9 +9,11 @@
 //!
 //! The swap is `renameat2(RENAME_EXCHANGE)` where the OS has it: the file swapped out is
 //! then checked once more, so a client's save that lands between the last re-read and the
-//! swap is caught after the fact and the edit is redone on top of it (a plain rename would
-//! silently drop that save). mcpwall runs serialise on [`lock`]; clients do not take it, so
-//! the compare-and-swap is what protects their saves.
+//! swap is caught after the fact, swapped straight back, and the edit is redone on top of
+//! it (a plain rename would silently drop that save). mcpwall runs serialise on [`lock`];
+//! clients do not take it, so the compare-and-swap is what protects their saves. What no
+//! rename can protect: a client writing in place (truncate + write) through a descriptor
+//! it opened before the swap; its bytes go to the old file.
 
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
@@ -199,114 +201,78 @@ pub fn edit_file<T>(
         .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    // What the target must hold at the swap, and the text the edit applies to. They differ
-    // only after a client's save was swapped out: then the target holds our previous
-    // version and the edit is redone on the save.
-    let mut expected = read_seen(&target)?;
-    let mut base = expected.as_ref().map(|s| s.text.clone());
-    let mut meta_source = expected.clone();
-    let mut displaced: Option<PathBuf> = None;
-    let result = (|| {
-        for _attempt in 0..MAX_ATTEMPTS {
-            let mut split_links = None;
-            if let Some(seen) = &meta_source {
-                if seen.readonly && !options.force {
-                    return Err(WriteError::ReadOnly(target.clone()));
-                }
-                if seen.nlink > 1 {
-                    if !options.force {
-                        return Err(WriteError::HardLinked {
-                            path: target.clone(),
-                            links: seen.nlink,
-                        });
-                    }
-                    split_links = Some(seen.nlink);
-                }
+    let mut seen = read_seen(&target)?;
+    for _attempt in 0..MAX_ATTEMPTS {
+        let mut split_links = None;
+        if let Some(seen) = &seen {
+            if seen.readonly && !options.force {
+                return Err(WriteError::ReadOnly(target.clone()));
             }
-            let (new, plan) = edit(base.as_deref()).map_err(WriteError::Edit)?;
-            if base.as_deref() == Some(new.as_str()) && displaced.is_none() {
-                return Ok((None, plan));
+            if seen.nlink > 1 {
+                if !options.force {
+                    return Err(WriteError::HardLinked {
+                        path: target.clone(),
+                        links: seen.nlink,
+                    });
+                }
+                split_links = Some(seen.nlink);
             }
-            validate(&new).map_err(|message| WriteError::Invalid {
-                path: target.clone(),
-                syntax,
-                message,
-            })?;
-            let backup = match (backups, &base) {
-                (Some(dir), Some(text)) => Some(write_backup(dir, &target, text)?),
-                _ => None,
-            };
-            let swapped = swap_in(&target, &dir, &name, &new, meta_source.as_ref(), &expected);
-            let drop_backup = || {
+        }
+        let base = seen.as_ref().map(|s| s.text.as_str());
+        let (new, plan) = edit(base).map_err(WriteError::Edit)?;
+        if base == Some(new.as_str()) {
+            return Ok((None, plan));
+        }
+        validate(&new).map_err(|message| WriteError::Invalid {
+            path: target.clone(),
+            syntax,
+            message,
+        })?;
+        let backup = match (backups, base) {
+            (Some(dir), Some(text)) => Some(write_backup(dir, &target, text)?),
+            _ => None,
+        };
+        match swap_in(&target, &dir, &name, &new, &seen) {
+            Ok(Swap::Done) => {
+                let _ = sys::fsync_dir(&dir);
+                if let Some(backups) = backups {
+                    prune_backups(backups, &target);
+                }
+                return Ok((
+                    Some(Written {
+                        path: target.clone(),
+                        backup,
+                        before: seen.map(|s| s.text),
+                        after: new,
+                        split_links,
+                    }),
+                    plan,
+                ));
+            }
+            other => {
                 if let Some(b) = &backup {
                     let _ = std::fs::remove_file(b);
                 }
-            };
-            match swapped {
-                Err(e) => {
-                    drop_backup();
-                    return Err(e);
-                }
-                Ok(Swap::Stale(now)) => {
-                    drop_backup();
-                    base = now.as_ref().map(|s| s.text.clone());
-                    meta_source = now.clone();
-                    expected = now;
-                }
-                Ok(Swap::Displaced { ours, save, at }) => {
-                    // A save landed between the last check and the swap: it is at `at`.
-                    // Keep it there until the edit redone on it is in place.
-                    drop_backup();
-                    if let Some(old) = displaced.replace(at) {
-                        let _ = std::fs::remove_file(old);
-                    }
-                    base = Some(save.text.clone());
-                    meta_source = Some(save);
-                    expected = Some(ours);
-                }
-                Ok(Swap::Done) => {
-                    if let Some(old) = displaced.take() {
-                        let _ = std::fs::remove_file(old);
-                    }
-                    let _ = sys::fsync_dir(&dir);
-                    if let Some(backups) = backups {
-                        prune_backups(backups, &target);
-                    }
-                    return Ok((
-                        Some(Written {
-                            path: target.clone(),
-                            backup,
-                            before: base.clone(),
-                            after: new,
-                            split_links,
-                        }),
-                        plan,
-                    ));
-                }
+                // Changed under us: start again from the file as it is now.
+                let Swap::Stale(now) = other? else {
+                    unreachable!()
+                };
+                seen = now;
             }
         }
-        Err(WriteError::Changed {
-            path: target.clone(),
-            attempts: MAX_ATTEMPTS,
-        })
-    })();
-    if result.is_err()
-        && let Some(save) = displaced
-    {
-        // Giving up after swapping a client's save out: put the save back (our version
-        // goes), so failing never costs the user a save.
-        let _ = std::fs::rename(&save, &target);
     }
-    result
+    Err(WriteError::Changed {
+        path: target,
+        attempts: MAX_ATTEMPTS,
+    })
 }
 
 enum Swap {
     /// In place; what it replaced was exactly what was expected.
     Done,
-    /// The target changed before the swap; nothing was replaced. Its current state.
+    /// The target changed before the swap; it holds what it held (or, when a save landed
+    /// during the swap, that save again). Its current state.
     Stale(Option<Seen>),
-    /// The swap replaced a newer save, now at `at`; `ours` is what the target holds.
-    Displaced { ours: Seen, save: Seen, at: PathBuf },
 }
 
 fn temp_name(name: &str) -> String {
@@ -327,7 +293,6 @@ fn swap_in(
     dir: &Path,
     name: &str,
     new: &str,
-    meta_source: Option<&Seen>,
     expected: &Option<Seen>,
 ) -> Result<Swap, WriteError> {
     let (temp, mut file) = (0..16)
@@ -346,7 +311,7 @@ fn swap_in(
         })?;
     let outcome = (|| {
         file.write_all(new.as_bytes()).map_err(io("write", &temp))?;
-        if let Some(seen) = meta_source {
+        if let Some(seen) = expected {
             file.set_permissions(seen.permissions.clone())
                 .map_err(io("set permissions of", &temp))?;
             #[cfg(unix)]
@@ -377,24 +342,29 @@ fn swap_in(
             std::fs::rename(&temp, target).map_err(io("replace", target))?;
             return Ok(Swap::Done);
         }
-        // Swapped: `temp` now names what the target held. It must be what we compared.
+        // Swapped: `temp` now names what the target held. It must be what we compared;
+        // otherwise a save landed between that check and the swap. Swap it straight back
+        // (it is the client's newest text) and let the caller start again from it.
         let out = read_seen(&temp)?;
-        match out {
-            Some(out) if Seen::same(&Some(out.clone()), &Some(expected.clone())) => Ok(Swap::Done),
-            Some(save) => Ok(Swap::Displaced {
-                ours,
-                save,
-                at: temp.clone(),
-            }),
-            None => Ok(Swap::Done),
+        if Seen::same(&out, &Some(expected.clone())) {
+            return Ok(Swap::Done);
         }
+        if !sys::exchange(&temp, target).map_err(io("restore", target))? {
+            std::fs::rename(&temp, target).map_err(io("restore", target))?;
+            return Ok(Swap::Stale(read_seen(target)?));
+        }
+        // `temp` now holds what the target held a moment ago: ours, unless yet another
+        // save landed meanwhile; that one is newer still and goes back in its place.
+        let back = read_seen(&temp)?;
+        if back
+            .as_ref()
+            .is_some_and(|b| b.dev != ours.dev || b.ino != ours.ino)
+        {
+            let _ = sys::exchange(&temp, target);
+        }
+        Ok(Swap::Stale(read_seen(target)?))
     })();
-    match &outcome {
-        Ok(Swap::Displaced { .. }) => {}
-        _ => {
-            let _ = std::fs::remove_file(&temp);
-        }
-    }
+    let _ = std::fs::remove_file(&temp);
     outcome
 }
 

@@ -304,7 +304,7 @@ fn original_had_no_args(format: edit::Format, original: &str) -> Option<bool> {
 fn plan_doc(env: &Env, d: usize, doc: &Doc, op: &Op, paths: &[Vec<String>]) -> FileChange {
     let try_exact = |exact: bool| plan_doc_with(env, d, doc, op, paths, exact);
     let change = try_exact(true);
-    if change.outcomes.iter().any(|(_, o)| *o == Outcome::Restored) && change_failed(&change) {
+    if matches!(op, Op::Unwrap(_)) && change_failed(&change) {
         // A record that does not describe the entry (damaged, or from another version):
         // take the prefix off the entry as it is instead.
         return try_exact(false);
@@ -728,4 +728,46 @@ pub fn command_line(command: &str, args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_env_table_before_its_server_wraps() {
+        let text = "[mcp_servers.\"a\\u007Fb\"]\ncommand = \"srv\"\n\n[mcp_servers.n.env]\nK = \"v\"\n\n[mcp_servers.n]\ncommand = \"notes\"\n";
+        let p: Vec<String> = vec!["mcp_servers".into(), "n".into()];
+        let out = edit::wrap(text, edit::Format::Toml, &p, "n", "mcpwall").unwrap();
+        let mut args: Vec<String> = ["--server-name", "n", "--", "notes"]
+            .map(String::from)
+            .to_vec();
+        let r = edit::verify(
+            text,
+            &out,
+            edit::Format::Toml,
+            &[edit::Expect {
+                path: p.clone(),
+                command: "mcpwall".into(),
+                args: std::mem::take(&mut args),
+            }],
+        );
+        assert!(r.is_ok(), "{r:?}\n{text}\n---\n{out}");
+        let root = edit::parse(&out, edit::Format::Toml).unwrap();
+        let record = edit::entry_bytes(text, edit::Format::Toml, &p).unwrap();
+        let splices =
+            edit::restore_exact_splices(&out, &root, edit::Format::Toml, &p, &record).unwrap();
+        let back = edit::apply(&out, splices);
+        let r = edit::verify(
+            &out,
+            &back,
+            edit::Format::Toml,
+            &[edit::Expect {
+                path: p.clone(),
+                command: "notes".into(),
+                args: vec![],
+            }],
+        );
+        assert!(r.is_ok(), "{r:?}\n{out}\n---\n{back}");
+    }
 }
