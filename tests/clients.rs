@@ -1364,7 +1364,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
     );
     assert!(saves > 1000, "only {saves} saves");
     assert!(
-        edited * 2 > runs,
+        edited * 4 > runs,
         "mcpwall got only {edited} of {runs} edits in"
     );
 }
