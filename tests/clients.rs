@@ -54,17 +54,24 @@ impl Sandbox {
     /// Run mcpwall with only HOME and PATH set (PATH finds this mcpwall first, so wrapped
     /// entries say `mcpwall`), in the project directory, with no terminal on stdin.
     fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// The command [`Sandbox::run`] runs, to spawn or adjust it first.
+    fn command(&self, args: &[&str]) -> Command {
         let bin_dir = Path::new(BIN).parent().unwrap();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
-        Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(args)
             .current_dir(self.project())
             .env_clear()
             .env("HOME", self.home())
             .env("PATH", path)
             .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
     }
 
     /// stdout with the sandbox path replaced by `$TMP`.
@@ -1280,4 +1287,485 @@ fn codex_project_config_is_found_and_wrapped() {
     let out = sandbox.run(&["unwrap", "notes"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("project/.codex/config.toml"), original);
+}
+
+// Issue 29: never lose a user's byte.
+
+/// A client saving its file (temp file + rename, as careful clients do) in a loop while
+/// `wrap` and `unwrap` run: before each save it checks that its previous save is still
+/// there. Zero lost saves over every iteration, and mcpwall still gets its edits in.
+#[test]
+fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let sandbox = Sandbox::empty();
+    let rel = "home/.cursor/mcp.json";
+    sandbox.write(
+        rel,
+        "{\n  \"n\": 0,\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
+    );
+    let file = sandbox.dir.path().join(rel);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (file, stop) = (file.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let temp = file.with_file_name(".client-save.tmp");
+            let (mut saves, mut lost) = (0u64, Vec::new());
+            let mut last = 0u64;
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            while !stop.load(Ordering::Relaxed) {
+                let text = std::fs::read_to_string(&file).unwrap();
+                let value: serde_json::Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("torn file: {e}\n{text}"));
+                let n = value["n"].as_u64().unwrap();
+                if n != last {
+                    lost.push((last, n));
+                }
+                let next =
+                    text.replacen(&format!("\"n\": {n}"), &format!("\"n\": {}", last + 1), 1);
+                std::fs::write(&temp, next).unwrap();
+                std::fs::rename(&temp, &file).unwrap();
+                last += 1;
+                saves += 1;
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                std::thread::sleep(std::time::Duration::from_micros(seed % 1500));
+            }
+            (saves, lost, last)
+        })
+    };
+    let started = std::time::Instant::now();
+    let (mut runs, mut edited) = (0, 0);
+    while started.elapsed() < std::time::Duration::from_secs(8) {
+        let verb = if runs % 2 == 0 { "wrap" } else { "unwrap" };
+        let out = sandbox.run(&[verb, "x"]);
+        runs += 1;
+        let stdout = sandbox.stdout(&out);
+        if code(&out) == 0 && (stdout.contains("wrapped          x") || stdout.contains("restored"))
+        {
+            edited += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (saves, lost, last) = writer.join().unwrap();
+    eprintln!("{saves} client saves, {runs} mcpwall runs, {edited} edits made");
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(
+        value["n"].as_u64(),
+        Some(last),
+        "the client's last save is lost"
+    );
+    assert!(
+        lost.is_empty(),
+        "{} of {saves} client saves lost during {runs} mcpwall runs: {lost:?}",
+        lost.len()
+    );
+    assert!(saves > 1000, "only {saves} saves");
+    assert!(
+        edited * 4 > runs,
+        "mcpwall got only {edited} of {runs} edits in"
+    );
+}
+
+/// Two `mcpwall wrap` runs at once, on one file and on two files: both changes and both
+/// records survive, every time.
+#[test]
+fn r29_concurrent_runs_lose_no_change_or_record() {
+    for round in 0..30 {
+        let sandbox = Sandbox::empty();
+        let two_files = round % 2 == 1;
+        if two_files {
+            sandbox.write(
+                "project/.mcp.json",
+                "{\"mcpServers\": {\"a\": {\"command\": \"srv-a\"}}}\n",
+            );
+            sandbox.write(
+                "home/.cursor/mcp.json",
+                "{\"mcpServers\": {\"b\": {\"command\": \"srv-b\"}}}\n",
+            );
+        } else {
+            sandbox.write(
+                "project/.mcp.json",
+                "{\"mcpServers\": {\"a\": {\"command\": \"srv-a\"}, \"b\": {\"command\": \"srv-b\"}}}\n",
+            );
+        }
+        let children: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|name| sandbox.command(&["wrap", name]).spawn().unwrap())
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+        }
+        let mut all = sandbox.read("project/.mcp.json");
+        if two_files {
+            all.push_str(&sandbox.read("home/.cursor/mcp.json"));
+        }
+        for inner in ["srv-a", "srv-b"] {
+            assert!(
+                all.contains(&format!("\"--\", \"{inner}\"")),
+                "round {round}: a wrap was lost:\n{all}"
+            );
+        }
+        let records: serde_json::Value =
+            serde_json::from_str(&sandbox.read("home/.mcpwall/wrapped.json")).unwrap();
+        assert_eq!(
+            records["entries"].as_array().unwrap().len(),
+            2,
+            "round {round}: a record was lost: {records}"
+        );
+    }
+}
+
+/// A hostile repository plants symlinks at the names a temp file could get (the old
+/// `.<name>.mcpwall-<pid>.tmp` for the next PIDs): none is followed, nothing outside the
+/// target is written, and the links stay as they were.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_planted_symlinks_at_temp_names_are_never_followed() {
+    let sandbox = Sandbox::empty();
+    sandbox.write("home/.bashrc", "# mine\n");
+    sandbox.write(
+        "project/.vscode/mcp.json",
+        "{\n  \"servers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
+    );
+    let dir = sandbox.project().join(".vscode");
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1);
+    let victim = sandbox.home().join(".bashrc");
+    let mut planted = Vec::new();
+    for pid in last + 1..last + 400 {
+        let link = dir.join(format!(".mcp.json.mcpwall-{pid}.tmp"));
+        let to = if pid % 2 == 0 {
+            victim.clone()
+        } else {
+            sandbox.home().join(format!("planted-{pid}"))
+        };
+        std::os::unix::fs::symlink(&to, &link).unwrap();
+        planted.push((link, to));
+    }
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
+    for (link, to) in &planted {
+        assert_eq!(&std::fs::read_link(link).unwrap(), to);
+    }
+    let stray: Vec<_> = std::fs::read_dir(sandbox.home())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("planted-"))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "written through a planted link: {stray:?}"
+    );
+    assert!(
+        sandbox
+            .read("project/.vscode/mcp.json")
+            .contains("\"--\", \"srv\"")
+    );
+}
+
+/// `unwrap` takes off only what mcpwall added: args and env edited after wrapping stay.
+#[test]
+fn r29_unwrap_keeps_later_edits_to_args_and_env() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n",
+    );
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    let wrapped = sandbox.read("project/.mcp.json");
+    let edited = wrapped.replace(
+        "\"srv\", \"a\"]",
+        "\"srv\", \"a\", \"--verbose\"], \"env\": {\"K\": \"v\"}",
+    );
+    assert_ne!(edited, wrapped);
+    sandbox.write("project/.mcp.json", &edited);
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("your later edits to the entry were kept")
+    );
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\", \"--verbose\"], \"env\": {\"K\": \"v\"}}}}\n"
+    );
+}
+
+/// A wrapped server the user replaced by another of the same name: the stale record never
+/// brings the old one back.
+#[test]
+fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
+    let sandbox = Sandbox::empty();
+    let rel = "project/.mcp.json";
+    sandbox.write(
+        rel,
+        "{\"mcpServers\": {\"x\": {\"command\": \"old-srv\", \"args\": [\"old\"]}}}\n",
+    );
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    // Replaced by a plain server: left alone, and said so.
+    let plain = "{\"mcpServers\": {\"x\": {\"command\": \"new-srv\"}}}\n";
+    sandbox.write(rel, plain);
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0);
+    assert!(
+        sandbox.stdout(&out).contains("left as it is"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert_eq!(sandbox.read(rel), plain);
+    // Wrapped again, then replaced by another wrapped server (pasted from elsewhere).
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    sandbox.write(
+        rel,
+        "{\"mcpServers\": {\"x\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"other\", \"z\"]}}}\n",
+    );
+    let out = sandbox.run(&["unwrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read(rel),
+        "{\"mcpServers\": {\"x\": {\"command\": \"other\", \"args\": [\"z\"]}}}\n"
+    );
+}
+
+/// Codex: a server name with U+007F is written as valid TOML and unwrapped byte for byte;
+/// a damaged record is never written into the file.
+#[test]
+fn r29_toml_names_with_control_characters_and_damaged_records() {
+    let sandbox = Sandbox::empty();
+    let rel = "home/.codex/config.toml";
+    let original = "[mcp_servers.\"a\\u007Fb\"]\ncommand = \"srv\"\n\n[mcp_servers.n.env]\nK = \"v\"\n\n[mcp_servers.n]\ncommand = \"notes\"\n";
+    sandbox.write(rel, original);
+    let out = sandbox.run(&["wrap", "a\u{7f}b"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let wrapped = sandbox.read(rel);
+    toml_edit::Document::parse(wrapped.as_str()).unwrap_or_else(|e| panic!("{e}\n{wrapped}"));
+    assert_eq!(code(&sandbox.run(&["unwrap", "a\u{7f}b"])), 0);
+    assert_eq!(sandbox.read(rel), original);
+
+    assert_eq!(code(&sandbox.run(&["wrap", "n"])), 0);
+    let records_path = sandbox.home().join(".mcpwall/wrapped.json");
+    let mut records: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+    records["entries"][0]["original"] =
+        serde_json::Value::String(r#"{"command":"\"notes\"\n[evil]\nk = 1","args":null}"#.into());
+    std::fs::write(&records_path, records.to_string()).unwrap();
+    let out = sandbox.run(&["unwrap", "n"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let back = sandbox.read(rel);
+    assert!(!back.contains("evil"), "{back}");
+    assert_eq!(back, original);
+}
+
+/// Run as root (`sudo -E`), mcpwall gives the file back to its owner, with its mode.
+#[cfg(unix)]
+#[test]
+fn r29_owner_group_and_mode_are_kept() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to give the file to another user");
+        return;
+    }
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "home/.cursor/mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+    );
+    let file = sandbox.home().join(".cursor/mcp.json");
+    std::os::unix::fs::chown(&file, Some(4242), Some(4343)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o777),
+        (4242, 4343, 0o640)
+    );
+    assert!(sandbox.read("home/.cursor/mcp.json").contains("mcpwall"));
+}
+
+/// Everything mcpwall keeps is owner-only, whatever the file's own mode.
+#[cfg(unix)]
+#[test]
+fn r29_state_and_backups_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"env\": {\"TOKEN\": \"s3cret\"}}}}\n",
+    );
+    let file = sandbox.project().join(".mcp.json");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let state = sandbox.home().join(".mcpwall");
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("backups")), 0o700);
+    assert_eq!(mode(&state.join("wrapped.json")) & 0o077, 0);
+    assert_eq!(mode(&file), 0o644, "the file itself keeps its mode");
+    let backups: Vec<_> = std::fs::read_dir(state.join("backups"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(backups.len(), 1);
+    assert_eq!(mode(&backups[0]), 0o600);
+    // Backups of one file sort by time and are pruned to the newest.
+    for _ in 0..12 {
+        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    }
+    let mut names: Vec<_> = std::fs::read_dir(state.join("backups"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 10, "{names:?}");
+    let newest =
+        std::fs::read_to_string(state.join("backups").join(names.last().unwrap())).unwrap();
+    assert!(
+        !newest.contains("mcpwall"),
+        "the newest backup is the last unwrapped text: {newest}"
+    );
+}
+
+/// Read-only and hard-linked files are refused (and said so) unless `--force`.
+#[cfg(unix)]
+#[test]
+fn r29_read_only_and_hard_linked_files_need_force() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::empty();
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write("project/.mcp.json", text);
+    let file = sandbox.project().join(".mcp.json");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        sandbox.stdout(&out).contains("is read-only"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+    assert!(!sandbox.home().join(".mcpwall/wrapped.json").exists());
+    let out = sandbox.run(&["wrap", "x", "--force"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+    assert_eq!(code(&sandbox.run(&["unwrap", "x", "--force"])), 0);
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let other = sandbox.dir.path().join("other-name.json");
+    std::fs::hard_link(&file, &other).unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 1);
+    assert!(
+        sandbox.stdout(&out).contains("hard links"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+    let out = sandbox.run(&["wrap", "x", "--force"]);
+    assert_eq!(code(&out), 0);
+    assert!(
+        sandbox.stdout(&out).contains("it had 2 hard links"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+}
+
+/// A write error (a file size limit, as a full disk would give) in the middle of a run:
+/// the failed file keeps its bytes, no backup or record of it stays, the run exits
+/// non-zero and says which files changed and which did not; when the records cannot be
+/// written, every file is put back.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_write_errors_roll_back_backup_and_record() {
+    use std::os::unix::process::CommandExt;
+    const LIMIT: u64 = 16 * 1024;
+    fn limited(mut command: Command) -> Output {
+        // SAFETY: the closure runs in the child between fork and exec and only calls
+        // async-signal-safe functions (signal, setrlimit) on values it owns.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: LIMIT,
+                    rlim_max: LIMIT,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command.output().unwrap()
+    }
+    let sandbox = Sandbox::empty();
+    let small = "{\"mcpServers\": {\"s\": {\"command\": \"srv\"}}}\n";
+    let big = format!(
+        "{{\"pad\": \"{}\", \"mcpServers\": {{\"s\": {{\"command\": \"srv\"}}}}}}\n",
+        "x".repeat(LIMIT as usize)
+    );
+    sandbox.write("project/.mcp.json", small);
+    sandbox.write("home/.cursor/mcp.json", &big);
+    let out = limited(sandbox.command(&["wrap", "s"]));
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert_eq!(sandbox.read("home/.cursor/mcp.json"), big);
+    assert!(
+        sandbox
+            .read("project/.mcp.json")
+            .contains("\"--\", \"srv\"")
+    );
+    assert!(
+        stdout.contains("~/.cursor/mcp.json [cursor]\n  not changed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the file was left as it was"), "{stdout}");
+    let records = sandbox.read("home/.mcpwall/wrapped.json");
+    assert!(
+        !records.contains(".cursor"),
+        "a record of a wrap that never happened: {records}"
+    );
+    let backups: Vec<String> = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert!(backups[0].contains(".mcp.json"), "{backups:?}");
+
+    // Now the records file is what cannot be written: the file written is put back.
+    assert_eq!(code(&sandbox.run(&["unwrap", "s"])), 0);
+    let records_path = sandbox.home().join(".mcpwall/wrapped.json");
+    let mut records: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+    records["entries"] = serde_json::json!([{
+        "client": "cursor", "file": "/elsewhere/mcp.json", "path": ["mcpServers", "big"],
+        "original": "y".repeat(LIMIT as usize), "wrapped": "", "wrapped_at": "20260101T000000Z"
+    }]);
+    std::fs::write(&records_path, records.to_string()).unwrap();
+    let before_backups = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+        .unwrap()
+        .count();
+    let out = limited(sandbox.command(&["wrap", "s", "--client", "claude-code"]));
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert_eq!(sandbox.read("project/.mcp.json"), small, "{stdout}");
+    assert!(stdout.contains("rolled back"), "{stdout}");
+    assert_eq!(
+        std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+            .unwrap()
+            .count(),
+        before_backups,
+        "the rolled-back file's backup stays behind"
+    );
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, miette};
 
-use super::wrap::{finish, report_broken, server_label, wrapper};
+use super::wrap::{finish, lock, report_broken, server_label, wrapper};
 use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 
 /// Arguments of `mcpwall init`.
@@ -18,7 +18,8 @@ pub struct Args {
     /// Wrap every server found without asking (needed when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Replace an existing ~/.mcpwall/config.yml without asking (a backup is kept).
+    /// Replace an existing ~/.mcpwall/config.yml without asking (a backup is kept), and
+    /// wrap servers in client files that are read-only or hard-linked.
     #[arg(long)]
     pub force: bool,
     /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
@@ -84,6 +85,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
     }
     let env = Env::from_process().into_diagnostic()?;
+    let _lock = lock(&env, args.dry_run)?;
     let ws = Workspace::load(env);
     let mut out = std::io::stdout().lock();
 
@@ -106,7 +108,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         });
     }
     let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
-    finish(&ws, &changes, args.dry_run)
+    finish(&ws, changes, args.dry_run, args.force)
 }
 
 /// Print every server found; return the wrappable ones, in print order.
@@ -249,7 +251,12 @@ fn write_config(
             );
             return Ok(());
         }
-        let backup = fsio::backup(&path, &dir.join("backups")).into_diagnostic()?;
+        let backup = fsio::write_backup(
+            &dir.join("backups"),
+            &path,
+            existing.as_deref().unwrap_or_default(),
+        )
+        .into_diagnostic()?;
         let _ = writeln!(out, "{shown}: backed up to {}", ws.display_path(&backup));
     }
     fsio::write_atomic(&path, existing.as_deref(), &wanted).into_diagnostic()?;

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use miette::{Context, IntoDiagnostic, miette};
 
 use crate::clients::{
-    self, Broken, Client, ConfigFile, EntryState, Env, FileChange, Outcome, Problem, Scope,
-    Selection, Workspace, record::Records,
+    self, Broken, Client, CommitReport, Committed, ConfigFile, EntryState, Env, FileChange,
+    Outcome, Problem, Scope, Selection, Workspace, fsio, record::Records,
 };
 
 /// Arguments of `mcpwall wrap`.
@@ -29,6 +29,10 @@ pub struct Args {
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also replace a client file that is read-only or has other hard links (which then
+    /// no longer share its new text).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Arguments of `mcpwall unwrap`.
@@ -49,6 +53,10 @@ pub struct UnwrapArgs {
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also replace a client file that is read-only or has other hard links (which then
+    /// no longer share its new text).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub(crate) fn parse_client(id: &str) -> Result<Client, String> {
@@ -125,8 +133,22 @@ pub(crate) fn wrapper(absolute: bool) -> miette::Result<String> {
     Ok(clients::entry::wrapper_command(path_var.as_deref(), &exe))
 }
 
+/// Hold mcpwall's lock for the rest of the run (not for a dry run, which writes nothing
+/// and must not create `~/.mcpwall`): runs that edit files take turns, so neither loses
+/// the other's change or record.
+pub(crate) fn lock(env: &Env, dry_run: bool) -> miette::Result<Option<clients::sys::Lock>> {
+    if dry_run {
+        return Ok(None);
+    }
+    clients::fsio::lock(&env.mcpwall_dir())
+        .map(Some)
+        .into_diagnostic()
+        .wrap_err("cannot take mcpwall's lock")
+}
+
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let env = Env::from_process().into_diagnostic()?;
+    let _lock = lock(&env, args.dry_run)?;
     let ws = workspace(env, args.client, args.config)?;
     let selection = Selection {
         name: Some(args.server_name.clone()),
@@ -138,11 +160,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return Err(no_such_server(&ws, &args.server_name));
     }
     let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
-    finish(&ws, &changes, args.dry_run)
+    finish(&ws, changes, args.dry_run, args.force)
 }
 
 pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
     let env = Env::from_process().into_diagnostic()?;
+    let _lock = lock(&env, args.dry_run)?;
     let ws = workspace(env, args.client, args.config)?;
     let selection = Selection {
         name: if args.all {
@@ -165,7 +188,7 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
     }
     let (records, _) = Records::load(&ws.env.mcpwall_dir()).into_diagnostic()?;
     let changes = ws.plan_unwrap(&chosen, &records);
-    finish(&ws, &changes, args.dry_run)
+    finish(&ws, changes, args.dry_run, args.force)
 }
 
 fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
@@ -190,54 +213,97 @@ fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
     }
 }
 
-/// Print the report (and diffs with `--dry-run`), write unless `dry_run`, pick the exit code.
+/// Write unless `dry_run`, print the report (and diffs with `--dry-run`), pick the exit
+/// code. A failure names each file and whether it changed.
 pub(crate) fn finish(
     ws: &Workspace,
-    changes: &[FileChange],
+    changes: Vec<FileChange>,
     dry_run: bool,
+    force: bool,
 ) -> miette::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let mut trouble = report_broken(ws, &mut out);
-    let results = if dry_run {
-        None
+    let report = if dry_run {
+        CommitReport {
+            files: changes
+                .into_iter()
+                .map(|change| Committed {
+                    change,
+                    result: Ok(None),
+                    rolled_back: None,
+                })
+                .collect(),
+            records: None,
+        }
     } else {
-        Some(ws.commit(changes).into_diagnostic()?)
+        ws.commit(changes, fsio::Options { force })
     };
     let mut wrote = 0;
-    for (i, change) in changes.iter().enumerate() {
+    for committed in &report.files {
+        let change = &committed.change;
         let doc = &ws.docs[change.doc];
         let shown = ws.display_path(&doc.file.path);
         let _ = writeln!(out, "{shown} [{}]", doc.file.client);
-        for (s, outcome) in &change.outcomes {
-            let server = &doc.servers[*s];
+        let failed = committed.result.is_err() || matches!(committed.rolled_back, Some(Ok(())));
+        for (server, outcome) in &change.outcomes {
             trouble |= matches!(outcome, Outcome::Failed(_));
-            let _ = writeln!(
-                out,
-                "  {:<16} {}{}",
-                outcome_label(outcome),
-                server_label(server),
-                outcome_detail(server, outcome)
-            );
+            let (label, detail) = if failed && change.changes() {
+                ("not changed", String::new())
+            } else {
+                (outcome_label(outcome), outcome_detail(server, outcome))
+            };
+            let _ = writeln!(out, "  {label:<16} {}{detail}", server_label(server));
         }
-        if !change.changes(ws) {
+        if !change.changes() {
             continue;
         }
         if dry_run {
             let _ = write!(
                 out,
                 "{}",
-                clients::unified_diff(shown.trim_start_matches("./"), &doc.text, &change.after)
+                clients::unified_diff(
+                    shown.trim_start_matches("./"),
+                    &change.before,
+                    &change.after
+                )
             );
-        } else if let Some(results) = &results {
-            match &results[i] {
-                Ok(_) => wrote += 1,
-                Err(e) => {
-                    trouble = true;
-                    let _ = writeln!(out, "  error: {e}; the file was left as it was");
+            continue;
+        }
+        match (&committed.result, &committed.rolled_back) {
+            (Err(e), _) => {
+                trouble = true;
+                let _ = writeln!(out, "  error: {e}; the file was left as it was");
+            }
+            (Ok(_), Some(Ok(()))) => {
+                trouble = true;
+                let _ = writeln!(out, "  rolled back: the file is as it was before this run");
+            }
+            (Ok(_), Some(Err(e))) => {
+                trouble = true;
+                let _ = writeln!(
+                    out,
+                    "  error: could not roll back: {e}; the file keeps this run's change"
+                );
+            }
+            (Ok(written), None) => {
+                wrote += 1;
+                if let Some(links) = written.as_ref().and_then(|w| w.split_links) {
+                    let _ = writeln!(
+                        out,
+                        "  note: it had {links} hard links; the other names keep the old text (--force)"
+                    );
                 }
             }
         }
     }
+    if let Some(e) = &report.records {
+        trouble = true;
+        let _ = writeln!(
+            out,
+            "error: {e}; every file this run changed was put back (see above), and no backup was kept"
+        );
+    }
+    let changes: Vec<&FileChange> = report.files.iter().map(|c| &c.change).collect();
     let shared: Vec<String> = changes
         .iter()
         .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
@@ -257,14 +323,16 @@ pub(crate) fn finish(
     }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
-    } else if wrote > 0 {
+    } else if wrote > 0 && report.records.is_none() {
         let backups = ws.display_path(&ws.env.mcpwall_dir().join("backups"));
         let _ = writeln!(
             out,
             "changed {wrote} file(s); backups in {backups}; restart your MCP clients to apply"
         );
-    } else {
+    } else if report.ok() {
         let _ = writeln!(out, "nothing to change");
+    } else {
+        let _ = writeln!(out, "no file was changed");
     }
     Ok(if trouble {
         ExitCode::from(1)
@@ -310,6 +378,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
         Outcome::AlreadyWrapped => "already wrapped",
         Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
+        Outcome::NoLongerWrapped => "left as it is",
         Outcome::RestoredKeepingEdits => "restored",
         Outcome::Unwrapped => "unwrapped",
         Outcome::NotWrapped => "not wrapped",
@@ -323,7 +392,10 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
         Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
         Outcome::RestoredKeepingEdits => {
-            ": command and args restored; your later edits to the entry were kept".into()
+            ": mcpwall's prefix taken off; your later edits to the entry were kept".into()
+        }
+        Outcome::NoLongerWrapped => {
+            ": it no longer runs behind mcpwall (replaced since it was wrapped?); its old wrap record was dropped".into()
         }
         Outcome::Unwrapped => {
             ": no wrap record, so the command after `--` was made the command again".into()

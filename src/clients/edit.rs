@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use super::json_span::{self, Dialect, Member, Node, SyntaxError};
+use super::json_span::{self, Dialect, Kind, Member, Node, SyntaxError};
 use super::toml_span;
 
 /// How a client file is written.
@@ -138,8 +138,30 @@ fn is_blank(s: &str) -> bool {
     s.chars().all(|c| c == ' ' || c == '\t')
 }
 
-fn json_string(s: &str) -> String {
-    serde_json::to_string(s).expect("a string always serialises")
+/// `s` as a string literal of `format`, escaping everything its grammar requires: JSON
+/// (serde_json escapes `"`, `\\` and U+0000–U+001F), and TOML basic strings, which also
+/// forbid U+007F raw.
+pub fn string_literal(format: Format, s: &str) -> String {
+    match format {
+        Format::Json(_) => serde_json::to_string(s).expect("a string always serialises"),
+        Format::Toml => {
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push('"');
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if c < ' ' || c == '\u{7f}' => out.push_str(&format!("\\u{:04X}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+    }
 }
 
 /// Put `wrapper` in front of the entry at `path`:
@@ -174,14 +196,17 @@ pub fn wrap_splices(
     let original_command = &text[command.value.span.clone()];
     // A name that starts with `-` would read as a flag: give it in the `=` form.
     let mut prefix = if name.starts_with('-') {
-        vec![json_string(&format!("--server-name={name}"))]
+        vec![string_literal(format, &format!("--server-name={name}"))]
     } else {
-        vec![json_string("--server-name"), json_string(name)]
+        vec![
+            string_literal(format, "--server-name"),
+            string_literal(format, name),
+        ]
     };
-    prefix.extend([json_string("--"), original_command.to_string()]);
+    prefix.extend([string_literal(format, "--"), original_command.to_string()]);
     let mut splices = vec![Splice {
         range: command.value.span.clone(),
-        with: json_string(wrapper),
+        with: string_literal(format, wrapper),
     }];
     let style = member_style(text, format, entry, command);
     let inline_separator = style.as_ref().map_or(", ", |s| s.item_separator);
@@ -235,6 +260,7 @@ pub fn wrap_splices(
 /// Replace only the `command` of a wrapped entry (a stale mcpwall path) with `wrapper`.
 pub fn repoint_splices(
     root: &Node,
+    format: Format,
     path: &[String],
     wrapper: &str,
 ) -> Result<Vec<Splice>, EditError> {
@@ -243,7 +269,7 @@ pub fn repoint_splices(
         .expect("checked by entry()");
     Ok(vec![Splice {
         range: command.value.span.clone(),
-        with: json_string(wrapper),
+        with: string_literal(format, wrapper),
     }])
 }
 
@@ -355,7 +381,7 @@ pub fn restore_command_splices(
             range: now.value.span.clone(),
             with: was,
         }),
-        (None, Some(_)) => splices.push(remove_member(current, "args")),
+        (None, Some(_)) => splices.push(remove_member(text, format, current, "args")?),
         (Some(was), None) => {
             let style = member_style(text, format, current, command)?;
             splices.push(Splice {
@@ -372,14 +398,22 @@ pub fn restore_command_splices(
 /// lost): the command after `--` becomes the command, the arguments after it the args.
 pub fn strip_wrapper(text: &str, format: Format, path: &[String]) -> Result<String, EditError> {
     let root = parse(text, format)?;
-    Ok(apply(text, strip_wrapper_splices(text, &root, path)?))
+    Ok(apply(
+        text,
+        strip_wrapper_splices(text, &root, format, path, false)?,
+    ))
 }
 
-/// [`strip_wrapper`] as splices.
+/// [`strip_wrapper`] as splices. This is all `unwrap` ever does to an entry that is still
+/// behind mcpwall: it removes mcpwall's prefix from the entry as it is now, so every later
+/// edit (args, env, new keys) stays. `drop_empty_args`: the entry had no `args` before it
+/// was wrapped (its record says so), so an `args` left empty goes too.
 pub fn strip_wrapper_splices(
     text: &str,
     root: &Node,
+    format: Format,
     path: &[String],
+    drop_empty_args: bool,
 ) -> Result<Vec<Splice>, EditError> {
     let current = entry(root, path)?;
     let command = current.member("command").expect("checked by entry()");
@@ -401,6 +435,7 @@ pub fn strip_wrapper_splices(
             range: elements[0].span.start..first_arg.span.start,
             with: String::new(),
         },
+        None if drop_empty_args => remove_member(text, format, current, "args")?,
         None => Splice {
             range: args.value.span.clone(),
             with: "[]".to_string(),
@@ -409,8 +444,39 @@ pub fn strip_wrapper_splices(
     Ok(splices)
 }
 
-/// Remove member `key` of `object` together with one separating comma.
-fn remove_member(object: &Node, key: &str) -> Splice {
+/// Remove member `key` of `object`. In a TOML table, only its own line (a table's members
+/// need not be contiguous: `[x.env]` may come before `[x]`, so a byte range between two
+/// members could take a table header with it).
+fn remove_member(
+    text: &str,
+    format: Format,
+    object: &Node,
+    key: &str,
+) -> Result<Splice, EditError> {
+    if format == Format::Toml && text.as_bytes().get(object.span.start) != Some(&b'{') {
+        let member = object
+            .members()
+            .unwrap_or_default()
+            .iter()
+            .rfind(|m| m.key == key)
+            .expect("caller checked the member exists");
+        // From the end of whatever precedes the line (only blanks and line breaks in
+        // between) to the end of the value: a comment after the value joins the line above.
+        let key_start = member.key_span.start;
+        let start = text[..key_start]
+            .trim_end_matches([' ', '\t', '\r', '\n'])
+            .len();
+        if !text[start..key_start].contains('\n') {
+            return Err(EditError::Layout(format!(
+                "`{key}` is not on a line of its own; remove it by hand"
+            )));
+        }
+        let end = member.value.span.end;
+        return Ok(Splice {
+            range: start..end,
+            with: String::new(),
+        });
+    }
     let members = object.members().unwrap_or_default();
     let index = members
         .iter()
@@ -424,9 +490,104 @@ fn remove_member(object: &Node, key: &str) -> Splice {
     } else {
         member.key_span.start..member.value.span.end
     };
-    Splice {
+    Ok(Splice {
         range,
         with: String::new(),
+    })
+}
+
+/// What an edited entry must hold afterwards: its command, and its args (absent counts as
+/// empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    /// The entry's path.
+    pub path: Vec<String>,
+    /// Its `command`.
+    pub command: String,
+    /// Its `args`.
+    pub args: Vec<String>,
+}
+
+/// Re-read an edit's result with the format's own parser and check it did what was meant:
+/// each edited entry holds exactly its expected `command` and `args`, and everything else
+/// (every other key and value in the file, the entries' other members) is unchanged. This
+/// catches a splice that parses but means something else (a table header swallowed, a
+/// member moved into a sub-table) as well as a damaged wrap record.
+pub fn verify(before: &str, after: &str, format: Format, expects: &[Expect]) -> Result<(), String> {
+    let before_root =
+        parse(before, format).map_err(|e| format!("the original does not parse: {e}"))?;
+    let after_root = parse(after, format).map_err(|e| e.to_string())?;
+    for e in expects {
+        let entry = after_root
+            .at(&e.path)
+            .ok_or_else(|| format!("entry {} is gone", e.path.join(".")))?;
+        let command = entry.member("command").and_then(|c| c.value.as_str());
+        if command != Some(e.command.as_str()) {
+            return Err(format!("entry {} has the wrong command", e.path.join(".")));
+        }
+        let args: Option<Vec<&str>> = match entry.member("args") {
+            None => Some(Vec::new()),
+            Some(a) => a
+                .value
+                .elements()
+                .and_then(|els| els.iter().map(Node::as_str).collect()),
+        };
+        if args != Some(e.args.iter().map(String::as_str).collect()) {
+            return Err(format!("entry {} has the wrong args", e.path.join(".")));
+        }
+    }
+    let mut at = Vec::new();
+    same_outside(before, &before_root, after, &after_root, &mut at, expects)
+        .map_err(|p| format!("the edit changed {p}, which it must not touch"))
+}
+
+fn same_outside(
+    a_text: &str,
+    a: &Node,
+    b_text: &str,
+    b: &Node,
+    at: &mut Vec<String>,
+    expects: &[Expect],
+) -> Result<(), String> {
+    fn here(at: &[String]) -> String {
+        if at.is_empty() {
+            "the document".to_string()
+        } else {
+            at.join(".")
+        }
+    }
+    match (&a.kind, &b.kind) {
+        (Kind::Object(am), Kind::Object(bm)) => {
+            let edited = expects.iter().any(|e| e.path == *at);
+            let keep = |m: &&Member| !(edited && (m.key == "command" || m.key == "args"));
+            let am: Vec<&Member> = am.iter().filter(keep).collect();
+            let bm: Vec<&Member> = bm.iter().filter(keep).collect();
+            if am.len() != bm.len() {
+                return Err(here(at));
+            }
+            for (x, y) in am.iter().zip(&bm) {
+                if x.key != y.key {
+                    return Err(here(at));
+                }
+                at.push(x.key.clone());
+                same_outside(a_text, &x.value, b_text, &y.value, at, expects)?;
+                at.pop();
+            }
+            Ok(())
+        }
+        (Kind::Array(ae), Kind::Array(be)) if ae.len() == be.len() => {
+            for (x, y) in ae.iter().zip(be) {
+                same_outside(a_text, x, b_text, y, at, expects)?;
+            }
+            Ok(())
+        }
+        (Kind::String(x), Kind::String(y)) if x == y => Ok(()),
+        (Kind::Scalar, Kind::Scalar)
+            if a_text.get(a.span.clone()) == b_text.get(b.span.clone()) =>
+        {
+            Ok(())
+        }
+        _ => Err(here(at)),
     }
 }
 
@@ -604,6 +765,191 @@ mod tests {
         assert_eq!(
             out,
             "{\"x\": { \"command\": \"node\", \"args\": [\"a.js\"], \"env\": {\"K\": \"1\"} }}"
+        );
+    }
+
+    /// Issue 29: every character a name or the wrapper's path may hold is written in a
+    /// form the format's grammar accepts, and reads back as itself (checked with the
+    /// format's own parsers: serde_json, toml_edit).
+    #[test]
+    fn r29_writers_escape_everything_their_grammar_requires() {
+        let mut names: Vec<String> = (0u32..0x20)
+            .chain([0x7f])
+            .map(|c| format!("a{}b", char::from_u32(c).unwrap()))
+            .collect();
+        names.extend(
+            [
+                "q\"uote",
+                "back\\slash",
+                "it's",
+                "café",
+                "日本",
+                "🦀",
+                "x\u{2028}y",
+                "-dash\u{7f}",
+                "#[x]",
+            ]
+            .map(String::from),
+        );
+        let formats = [
+            Format::Json(Dialect::Json),
+            Format::Json(Dialect::Jsonc),
+            Format::Toml,
+        ];
+        for format in formats {
+            for name in &names {
+                let lit = |v: &str| string_literal(format, v);
+                let (text, p) = match format {
+                    Format::Toml => (
+                        format!("[mcp_servers.{}]\ncommand = {}\n", lit(name), lit(name)),
+                        path(&["mcp_servers", name]),
+                    ),
+                    Format::Json(_) => (
+                        format!(
+                            "{{\"mcpServers\": {{{}: {{\"command\": {}}}}}}}",
+                            lit(name),
+                            lit(name)
+                        ),
+                        path(&["mcpServers", name]),
+                    ),
+                };
+                let wrapper = format!("/opt/{name}/mcpwall");
+                let out = wrap(&text, format, &p, name, &wrapper)
+                    .unwrap_or_else(|e| panic!("{format:?} {name:?}: {e}\n{text}"));
+                let independent = match format {
+                    Format::Toml => toml_edit::Document::parse(out.as_str())
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                    Format::Json(_) => serde_json::from_str::<serde_json::Value>(&out)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                };
+                assert!(
+                    independent.is_ok(),
+                    "{format:?} {name:?}: {independent:?}\n{out}"
+                );
+                let mut args = wrap_prefix_for_test(name);
+                args.push(name.clone());
+                let expect = Expect {
+                    path: p.clone(),
+                    command: wrapper.clone(),
+                    args,
+                };
+                verify(&text, &out, format, &[expect])
+                    .unwrap_or_else(|e| panic!("{format:?} {name:?}: {e}\n{out}"));
+                let back = strip_wrapper(&out, format, &p).unwrap();
+                let root = parse(&back, format).unwrap();
+                assert_eq!(
+                    root.at(&p)
+                        .unwrap()
+                        .member("command")
+                        .unwrap()
+                        .value
+                        .as_str(),
+                    Some(name.as_str()),
+                    "{format:?}"
+                );
+            }
+        }
+    }
+
+    fn wrap_prefix_for_test(name: &str) -> Vec<String> {
+        let mut v = if name.starts_with('-') {
+            vec![format!("--server-name={name}")]
+        } else {
+            vec!["--server-name".to_string(), name.to_string()]
+        };
+        v.push("--".into());
+        v
+    }
+
+    /// Issue 29: `[x.env]` before `[x]`, and `args` moved below other keys or away from
+    /// `command`: unwrapping removes only mcpwall's part; no header or key moves.
+    #[test]
+    fn r29_toml_sub_tables_stay_in_their_place() {
+        let x = path(&["mcp_servers", "x"]);
+        let cases = [
+            "[mcp_servers.x.env]\nK = \"v\"\n\n[mcp_servers.x]\ncommand = \"srv\"\n",
+            "[mcp_servers.x.env]\nK = \"v\"\n\n[mcp_servers.x]\ncommand = \"srv\"\ntimeout = 3\nargs = [\"a\"]\n",
+            "[mcp_servers.x]\nargs = [\"a\", \"b\"] # moved up\nname = \"n\"\ncommand = \"srv\"\n[mcp_servers.x.env]\nK = \"v\"\n",
+            "[mcp_servers.x]\ncommand = \"srv\"\n\n[mcp_servers.x.env]\nK = \"v\"\n[other]\nargs = 1\n",
+        ];
+        for text in cases {
+            let out = wrap(text, Format::Toml, &x, "x", "mcpwall").unwrap();
+            toml_edit::Document::parse(out.as_str()).unwrap();
+            let root = parse(&out, Format::Toml).unwrap();
+            let before = parse(text, Format::Toml).unwrap();
+            let was: Vec<String> = match before.at(&x).unwrap().member("args") {
+                Some(a) => a
+                    .value
+                    .elements()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.as_str().unwrap().to_string())
+                    .collect(),
+                None => Vec::new(),
+            };
+            let mut args = wrap_prefix_for_test("x");
+            args.push("srv".into());
+            args.extend(was.iter().cloned());
+            verify(
+                text,
+                &out,
+                Format::Toml,
+                &[Expect {
+                    path: x.clone(),
+                    command: "mcpwall".into(),
+                    args,
+                }],
+            )
+            .unwrap_or_else(|e| panic!("{e}\n{out}"));
+            assert!(root.at(&x).is_some());
+            // Taking the wrapper off, with and without dropping an emptied `args`.
+            for drop_empty in [false, true] {
+                let splices = strip_wrapper_splices(
+                    &out,
+                    &root,
+                    Format::Toml,
+                    &x,
+                    drop_empty && was.is_empty(),
+                )
+                .unwrap();
+                let back = apply(&out, splices);
+                verify(
+                    &out,
+                    &back,
+                    Format::Toml,
+                    &[Expect {
+                        path: x.clone(),
+                        command: "srv".into(),
+                        args: was.clone(),
+                    }],
+                )
+                .unwrap_or_else(|e| panic!("{e}\n{back}"));
+                if drop_empty && was.is_empty() {
+                    assert_eq!(back, text);
+                }
+            }
+        }
+    }
+
+    /// A record's original bytes that do not describe the entry are caught by `verify`.
+    #[test]
+    fn r29_verify_catches_a_damaged_restore() {
+        let x = path(&["mcp_servers", "x"]);
+        let text = "[mcp_servers.x]\ncommand = \"mcpwall\"\nargs = [\"--server-name\", \"x\", \"--\", \"srv\"]\n";
+        let root = parse(text, Format::Toml).unwrap();
+        let damaged = r#"{"command":"\"srv\"\n[evil]\nk = 1","args":null}"#;
+        let splices = restore_exact_splices(text, &root, Format::Toml, &x, damaged).unwrap();
+        let out = apply(text, splices);
+        let expect = Expect {
+            path: x,
+            command: "srv".into(),
+            args: vec![],
+        };
+        assert!(
+            verify(text, &out, Format::Toml, &[expect]).is_err(),
+            "{out}"
         );
     }
 }

@@ -1,9 +1,34 @@
-//! Writing client files safely: a timestamped backup first, then temp file + rename with
-//! the original permissions, refusing to write over a file that changed since it was read.
+//! The one discipline every edit of a user's file goes through (architecture decision 13).
+//!
+//! [`edit_file`]: read the file → edit in memory → re-parse the result with the file's own
+//! format rules (the caller's `validate`; what does not parse is never written) → back the
+//! old bytes up (owner-only) → write a temp file created exclusively beside the target
+//! (`O_EXCL|O_NOFOLLOW`, random name, the original's mode, and its owner when running as
+//! root) → fsync → compare-and-swap: re-read the target just before the swap and start the
+//! whole edit again (bounded) if it changed → swap → fsync the directory.
+//!
+//! The swap is `renameat2(RENAME_EXCHANGE)` where the OS has it: the file swapped out is
+//! then checked once more, so a client's save that lands between the last re-read and the
+//! swap is caught after the fact, swapped straight back, and the edit is redone on top of
+//! it (a plain rename would silently drop that save). mcpwall runs serialise on [`lock`];
+//! clients do not take it, so the compare-and-swap is what protects their saves. What no
+//! rename can protect: a client writing in place (truncate + write) through a descriptor
+//! it opened before the swap; its bytes go to the old file.
 
-use std::io::Write;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::sys;
+
+/// How many backups of each file are kept in `~/.mcpwall/backups`; older ones are deleted
+/// after each successful write (documented in docs/clients.md).
+pub const KEEP_BACKUPS: usize = 10;
+
+/// How many times an edit is redone because the file changed under it before mcpwall gives
+/// up and says so (a client that saves continuously for this long is not going to stop).
+pub const MAX_ATTEMPTS: u32 = 40;
 
 /// A write that did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +44,46 @@ pub enum WriteError {
         #[source]
         source: std::io::Error,
     },
-    /// Someone (usually the client itself) wrote the file between our read and our write.
-    #[error("{0} changed while mcpwall was editing it; nothing was written. Run the command again")]
-    Changed(PathBuf),
+    /// The file kept changing (usually the client saving it) while mcpwall was editing it.
+    #[error(
+        "{path} kept changing while mcpwall was editing it ({attempts} attempts); nothing was written. Close the client or run the command again"
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// How many times the edit was tried.
+        attempts: u32,
+    },
+    /// The edited text would not parse: a bug in mcpwall, caught before writing.
+    #[error(
+        "mcpwall's edit of {path} would not be valid {syntax} ({message}); nothing was written. Please report this"
+    )]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// JSON, TOML, …
+        syntax: &'static str,
+        /// What the parser said.
+        message: String,
+    },
+    /// The file is read-only.
+    #[error(
+        "{0} is read-only; nothing was written. Make it writable, or pass --force to replace it anyway"
+    )]
+    ReadOnly(PathBuf),
+    /// The file has other hard links, which a replacement would split from it.
+    #[error(
+        "{path} has {links} hard links; replacing it would split them (the other names would keep the old text), so nothing was written. Pass --force to replace it anyway"
+    )]
+    HardLinked {
+        /// The file.
+        path: PathBuf,
+        /// Its link count.
+        links: u64,
+    },
+    /// The edit itself refused (the entry is gone, …).
+    #[error("{0}")]
+    Edit(String),
 }
 
 fn io<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> WriteError + 'p {
@@ -32,7 +94,308 @@ fn io<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -
     }
 }
 
-/// UTC time as `20261129T225400Z`, for backup names.
+/// What an [`edit_file`] may do to the file beyond editing it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Replace a read-only or hard-linked file anyway.
+    pub force: bool,
+}
+
+/// A file [`edit_file`] rewrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The file (canonical).
+    pub path: PathBuf,
+    /// Where its old bytes were saved (`None` for a new file or when no backup was asked).
+    pub backup: Option<PathBuf>,
+    /// The text replaced (empty for a new file).
+    pub before: Option<String>,
+    /// The text written.
+    pub after: String,
+    /// With `--force` on a hard-linked file: how many links it had (they were split).
+    pub split_links: Option<u64>,
+}
+
+/// The target as read: its text and identity.
+#[derive(Debug, Clone)]
+struct Seen {
+    text: String,
+    dev: u64,
+    ino: u64,
+    nlink: u64,
+    readonly: bool,
+    #[cfg(unix)]
+    owner: (u32, u32),
+    permissions: std::fs::Permissions,
+}
+
+impl Seen {
+    fn same(a: &Option<Seen>, b: &Option<Seen>) -> bool {
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.dev == b.dev && a.ino == b.ino && a.text == b.text,
+            _ => false,
+        }
+    }
+}
+
+fn read_seen(path: &Path) -> Result<Option<Seen>, WriteError> {
+    let mut file = match sys::open_read_nofollow(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("read", path)(e)),
+    };
+    let meta = file.metadata().map_err(io("read", path))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io("read", path))?;
+    #[cfg(unix)]
+    let (dev, ino, nlink, owner) = {
+        use std::os::unix::fs::MetadataExt;
+        (
+            meta.dev(),
+            meta.ino(),
+            meta.nlink(),
+            (meta.uid(), meta.gid()),
+        )
+    };
+    #[cfg(not(unix))]
+    let (dev, ino, nlink) = (0, 0, 1);
+    Ok(Some(Seen {
+        text,
+        dev,
+        ino,
+        nlink,
+        readonly: meta.permissions().readonly(),
+        #[cfg(unix)]
+        owner,
+        permissions: meta.permissions(),
+    }))
+}
+
+/// Edit the file at `path` under the discipline described in the module docs.
+///
+/// `edit` gets the current text (`None` when the file does not exist) and returns the new
+/// text and what it decided (its plan, re-made on each attempt); `validate` re-parses the
+/// new text with the file's own format rules. Returns `None` when the text is unchanged.
+/// `backups`: where to save the old bytes (owner-only, pruned to [`KEEP_BACKUPS`]).
+pub fn edit_file<T>(
+    path: &Path,
+    backups: Option<&Path>,
+    options: Options,
+    syntax: &'static str,
+    validate: &dyn Fn(&str) -> Result<(), String>,
+    mut edit: impl FnMut(Option<&str>) -> Result<(String, T), String>,
+) -> Result<(Option<Written>, T), WriteError> {
+    // A symlinked file is edited where it points, so dotfile managers keep working; from
+    // here on nothing follows a link.
+    let target = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::path::absolute(path).map_err(io("read", path))?
+        }
+        Err(e) => return Err(io("read", path)(e)),
+    };
+    let dir = target.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let name = target
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let mut seen = read_seen(&target)?;
+    for _attempt in 0..MAX_ATTEMPTS {
+        let mut split_links = None;
+        if let Some(seen) = &seen {
+            if seen.readonly && !options.force {
+                return Err(WriteError::ReadOnly(target.clone()));
+            }
+            if seen.nlink > 1 {
+                if !options.force {
+                    return Err(WriteError::HardLinked {
+                        path: target.clone(),
+                        links: seen.nlink,
+                    });
+                }
+                split_links = Some(seen.nlink);
+            }
+        }
+        let base = seen.as_ref().map(|s| s.text.as_str());
+        let (new, plan) = edit(base).map_err(WriteError::Edit)?;
+        if base == Some(new.as_str()) {
+            return Ok((None, plan));
+        }
+        validate(&new).map_err(|message| WriteError::Invalid {
+            path: target.clone(),
+            syntax,
+            message,
+        })?;
+        let backup = match (backups, base) {
+            (Some(dir), Some(text)) => Some(write_backup(dir, &target, text)?),
+            _ => None,
+        };
+        match swap_in(&target, &dir, &name, &new, &seen) {
+            Ok(Swap::Done) => {
+                let _ = sys::fsync_dir(&dir);
+                if let Some(backups) = backups {
+                    prune_backups(backups, &target);
+                }
+                return Ok((
+                    Some(Written {
+                        path: target.clone(),
+                        backup,
+                        before: seen.map(|s| s.text),
+                        after: new,
+                        split_links,
+                    }),
+                    plan,
+                ));
+            }
+            other => {
+                if let Some(b) = &backup {
+                    let _ = std::fs::remove_file(b);
+                }
+                // Changed under us: start again from the file as it is now.
+                let Swap::Stale(now) = other? else {
+                    unreachable!()
+                };
+                seen = now;
+            }
+        }
+    }
+    Err(WriteError::Changed {
+        path: target,
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+enum Swap {
+    /// In place; what it replaced was exactly what was expected.
+    Done,
+    /// The target changed before the swap; it holds what it held (or, when a save landed
+    /// during the swap, that save again). Its current state.
+    Stale(Option<Seen>),
+}
+
+fn temp_name(name: &str) -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!(".{name}.mcpwall-{:016x}.tmp", h.finish())
+}
+
+/// Write `new` to a fresh temp file beside the target and swap it in if the target is
+/// still `expected`.
+fn swap_in(
+    target: &Path,
+    dir: &Path,
+    name: &str,
+    new: &str,
+    expected: &Option<Seen>,
+) -> Result<Swap, WriteError> {
+    let (temp, mut file) = (0..16)
+        .find_map(|_| {
+            let temp = dir.join(temp_name(name));
+            match sys::create_exclusive(&temp) {
+                Ok(f) => Some(Ok((temp, f))),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+                Err(e) => Some(Err(io("create a temporary file in", dir)(e))),
+            }
+        })
+        .unwrap_or_else(|| {
+            Err(io("create a temporary file in", dir)(std::io::Error::from(
+                std::io::ErrorKind::AlreadyExists,
+            )))
+        })?;
+    let outcome = (|| {
+        file.write_all(new.as_bytes()).map_err(io("write", &temp))?;
+        if let Some(seen) = expected {
+            file.set_permissions(seen.permissions.clone())
+                .map_err(io("set permissions of", &temp))?;
+            #[cfg(unix)]
+            if sys::is_root() {
+                sys::chown(&file, seen.owner.0, seen.owner.1).map_err(io("set owner of", &temp))?;
+            }
+        }
+        file.sync_all().map_err(io("write", &temp))?;
+        let ours = read_seen(&temp)?.ok_or_else(|| {
+            io("write", &temp)(std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
+        // Compare: the target must still be what the edit was computed against.
+        let now = read_seen(target)?;
+        if !Seen::same(&now, expected) {
+            return Ok(Swap::Stale(now));
+        }
+        let Some(expected) = expected else {
+            // A new file: a hard link fails if the name was taken meanwhile.
+            return match std::fs::hard_link(&temp, target) {
+                Ok(()) => Ok(Swap::Done),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Ok(Swap::Stale(read_seen(target)?))
+                }
+                Err(e) => Err(io("create", target)(e)),
+            };
+        };
+        if !sys::exchange(&temp, target).map_err(io("replace", target))? {
+            std::fs::rename(&temp, target).map_err(io("replace", target))?;
+            return Ok(Swap::Done);
+        }
+        // Swapped: `temp` now names what the target held. It must be what we compared;
+        // otherwise a save landed between that check and the swap. Swap it straight back
+        // (it is the client's newest text) and let the caller start again from it.
+        let out = read_seen(&temp)?;
+        if Seen::same(&out, &Some(expected.clone())) {
+            return Ok(Swap::Done);
+        }
+        if !sys::exchange(&temp, target).map_err(io("restore", target))? {
+            std::fs::rename(&temp, target).map_err(io("restore", target))?;
+            return Ok(Swap::Stale(read_seen(target)?));
+        }
+        // `temp` now holds what the target held a moment ago: ours, unless yet another
+        // save landed meanwhile; that one is newer still and goes back in its place.
+        let back = read_seen(&temp)?;
+        if back
+            .as_ref()
+            .is_some_and(|b| b.dev != ours.dev || b.ino != ours.ino)
+        {
+            let _ = sys::exchange(&temp, target);
+        }
+        Ok(Swap::Stale(read_seen(target)?))
+    })();
+    let _ = std::fs::remove_file(&temp);
+    outcome
+}
+
+/// Create `dir` (and missing parents) owner-only, and take group and other access away
+/// from it if it already exists: it holds copies of files that may carry tokens.
+pub fn private_dir(dir: &Path) -> Result<(), WriteError> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(io("create", dir))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::symlink_metadata(dir).map_err(io("read", dir))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io("set permissions of", dir))?;
+        }
+    }
+    Ok(())
+}
+
+/// Hold mcpwall's lock (`<mcpwall dir>/lock`) for as long as the returned value lives.
+pub fn lock(mcpwall_dir: &Path) -> Result<sys::Lock, WriteError> {
+    private_dir(mcpwall_dir)?;
+    let path = mcpwall_dir.join("lock");
+    sys::Lock::acquire(&path).map_err(io("lock", &path))
+}
+
+/// UTC time as `20261129T225400Z`.
 pub fn timestamp(now: SystemTime) -> String {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -43,6 +406,15 @@ pub fn timestamp(now: SystemTime) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// UTC time with nanoseconds, `20261129T225400.000000123Z`: backup names sort by time.
+fn fine_timestamp(now: SystemTime) -> String {
+    let nanos = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let whole = timestamp(now);
+    format!("{}.{nanos:09}Z", whole.trim_end_matches('Z'))
 }
 
 /// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's civil_from_days).
@@ -59,11 +431,8 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// Copy `file` into `backup_dir` as `<path with / turned into _>.<timestamp>` and return
-/// the backup's path. Backups live under `~/.mcpwall/backups`, not beside the file, so a
-/// project's `.mcp.json` does not gain stray files in the repository.
-pub fn backup(file: &Path, backup_dir: &Path) -> Result<PathBuf, WriteError> {
-    std::fs::create_dir_all(backup_dir).map_err(io("create", backup_dir))?;
+/// `<path with / turned into _>.`: the prefix of every backup of `file`.
+fn backup_prefix(file: &Path) -> String {
     let flat: String = file
         .to_string_lossy()
         .chars()
@@ -75,64 +444,116 @@ pub fn backup(file: &Path, backup_dir: &Path) -> Result<PathBuf, WriteError> {
             }
         })
         .collect();
-    let flat = flat.trim_start_matches('_');
-    let stamp = timestamp(SystemTime::now());
-    let mut target = backup_dir.join(format!("{flat}.{stamp}"));
-    let mut n = 1;
-    while target.exists() {
-        n += 1;
-        target = backup_dir.join(format!("{flat}.{stamp}.{n}"));
-    }
-    std::fs::copy(file, &target).map_err(io("back up", file))?;
-    Ok(target)
+    format!("{}.", flat.trim_start_matches('_'))
 }
 
-/// Replace `file`'s contents with `new`, atomically, keeping its permissions, provided it
-/// still holds `expected` (what the edit was computed from). A symlinked file is written
-/// through the link so dotfile managers keep working. A missing file is created (mode
-/// 0600 on Unix, as these files may hold tokens in `env`).
-pub fn write_atomic(file: &Path, expected: Option<&str>, new: &str) -> Result<(), WriteError> {
-    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let current = match std::fs::read_to_string(&target) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io("read", file)(e)),
-    };
-    if current.as_deref() != expected {
-        return Err(WriteError::Changed(file.to_path_buf()));
+/// Save `text` (the bytes of `file` about to be replaced) in `backup_dir` as
+/// `<flattened path>.<UTC time to the nanosecond>`, owner-only, and return its path.
+/// Backups live under `~/.mcpwall/backups`, not beside the file, so a project's `.mcp.json`
+/// does not gain stray files in the repository.
+pub fn write_backup(backup_dir: &Path, file: &Path, text: &str) -> Result<PathBuf, WriteError> {
+    private_dir(backup_dir)?;
+    let prefix = backup_prefix(file);
+    let mut now = SystemTime::now();
+    for _ in 0..1000 {
+        let target = backup_dir.join(format!("{prefix}{}", fine_timestamp(now)));
+        match sys::create_exclusive(&target) {
+            Ok(mut f) => {
+                let written = f
+                    .write_all(text.as_bytes())
+                    .and_then(|()| f.sync_all())
+                    .map_err(io("back up", file));
+                if written.is_err() {
+                    let _ = std::fs::remove_file(&target);
+                }
+                return written.map(|()| target);
+            }
+            // Same nanosecond (or a planted name): the next one still sorts by time.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                now += std::time::Duration::from_nanos(1);
+            }
+            Err(e) => return Err(io("back up", file)(e)),
+        }
     }
-    let dir = target.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io("create", dir))?;
-    let name = target.file_name().unwrap_or_default().to_string_lossy();
-    let temp = dir.join(format!(".{name}.mcpwall-{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&temp).map_err(io("create", &temp))?;
-        f.write_all(new.as_bytes()).map_err(io("write", &temp))?;
-        f.sync_all().map_err(io("write", &temp))?;
-        let permissions = match std::fs::metadata(&target) {
-            Ok(meta) => meta.permissions(),
-            Err(_) => private_permissions(f.metadata().map_err(io("read", &temp))?),
-        };
-        std::fs::set_permissions(&temp, permissions).map_err(io("set permissions of", &temp))?;
-        std::fs::rename(&temp, &target).map_err(io("replace", file))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+    Err(io("back up", file)(std::io::Error::from(
+        std::io::ErrorKind::AlreadyExists,
+    )))
+}
+
+/// Delete all but the newest [`KEEP_BACKUPS`] backups of `file`.
+fn prune_backups(backup_dir: &Path, file: &Path) {
+    let prefix = backup_prefix(file);
+    let Ok(entries) = std::fs::read_dir(backup_dir) else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.strip_prefix(&prefix).is_some_and(is_fine_timestamp))
+        .collect();
+    names.sort();
+    let excess = names.len().saturating_sub(KEEP_BACKUPS);
+    for name in &names[..excess] {
+        let _ = std::fs::remove_file(backup_dir.join(name));
+    }
+}
+
+fn is_fine_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 26
+        && b[8] == b'T'
+        && b[15] == b'.'
+        && b[25] == b'Z'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 8 | 15 | 25) || c.is_ascii_digit())
+}
+
+/// Put `written.before` back if the file still holds `written.after`, and delete the
+/// backup: the undo of a run that failed after this file was written.
+pub fn roll_back(written: &Written) -> Result<(), WriteError> {
+    let result = match &written.before {
+        Some(before) => edit_file(
+            &written.path,
+            None,
+            Options { force: true },
+            "text",
+            &|_| Ok(()),
+            |now| {
+                if now == Some(written.after.as_str()) {
+                    Ok((before.clone(), ()))
+                } else {
+                    Err(format!(
+                        "{} changed since mcpwall wrote it; left as it is",
+                        written.path.display()
+                    ))
+                }
+            },
+        )
+        .map(|_| ()),
+        None => std::fs::remove_file(&written.path).map_err(io("remove", &written.path)),
+    };
+    if result.is_ok()
+        && let Some(backup) = &written.backup
+    {
+        let _ = std::fs::remove_file(backup);
     }
     result
 }
 
-#[cfg(unix)]
-fn private_permissions(meta: std::fs::Metadata) -> std::fs::Permissions {
-    use std::os::unix::fs::PermissionsExt;
-    let mut p = meta.permissions();
-    p.set_mode(0o600);
-    p
-}
-
-#[cfg(not(unix))]
-fn private_permissions(meta: std::fs::Metadata) -> std::fs::Permissions {
-    meta.permissions()
+/// Replace (or create) a file mcpwall itself owns (`config.yml`) under the discipline,
+/// provided it still holds `expected`.
+pub fn write_atomic(file: &Path, expected: Option<&str>, new: &str) -> Result<(), WriteError> {
+    edit_file(file, None, Options::default(), "text", &|_| Ok(()), |now| {
+        if now == expected {
+            Ok((new.to_string(), ()))
+        } else {
+            Err(format!(
+                "{} changed while mcpwall was editing it; nothing was written. Run the command again",
+                file.display()
+            ))
+        }
+    })
+    .map(|_| ())
 }
 
 #[cfg(test)]
@@ -146,6 +567,9 @@ mod tests {
         assert_eq!(timestamp(UNIX_EPOCH), "19700101T000000Z");
         let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400);
         assert_eq!(timestamp(leap), "20000229T000000Z");
+        let fine = fine_timestamp(t + std::time::Duration::from_nanos(7));
+        assert_eq!(fine, "20261130T225400.000000007Z");
+        assert!(is_fine_timestamp(&fine));
     }
 
     #[cfg(unix)]
@@ -160,12 +584,68 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ }");
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
-        assert!(matches!(
-            write_atomic(&file, Some("{}"), "[]"),
-            Err(WriteError::Changed(_))
-        ));
+        assert!(write_atomic(&file, Some("{}"), "[]").is_err());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "{ }");
-        let backup = backup(&file, &dir.path().join("b")).unwrap();
-        assert_eq!(std::fs::read_to_string(backup).unwrap(), "{ }");
+        let backup = write_backup(&dir.path().join("b"), &file, "{ }").unwrap();
+        assert_eq!(std::fs::read_to_string(&backup).unwrap(), "{ }");
+        let mode = std::fs::metadata(&backup).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn backups_are_pruned_to_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.json");
+        let backups = dir.path().join("b");
+        let mut made = Vec::new();
+        for i in 0..KEEP_BACKUPS + 3 {
+            made.push(write_backup(&backups, &file, &i.to_string()).unwrap());
+        }
+        prune_backups(&backups, &file);
+        let mut left: Vec<_> = std::fs::read_dir(&backups)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        left.sort();
+        assert_eq!(left, made[3..].to_vec());
+    }
+
+    #[test]
+    fn invalid_edits_are_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.json");
+        std::fs::write(&file, "{}").unwrap();
+        let err = edit_file(
+            &file,
+            Some(&dir.path().join("b")),
+            Options::default(),
+            "JSON",
+            &|t| {
+                serde_json::from_str::<serde_json::Value>(t)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+            |_| Ok(("{".to_string(), ())),
+        )
+        .unwrap_err();
+        assert!(matches!(err, WriteError::Invalid { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}");
+        assert!(
+            !dir.path().join("b").exists()
+                || std::fs::read_dir(dir.path().join("b"))
+                    .unwrap()
+                    .next()
+                    .is_none()
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            names
+                .iter()
+                .all(|n| !n.to_string_lossy().contains("mcpwall-")),
+            "{names:?}"
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod entry;
 pub mod fsio;
 pub mod json_span;
 pub mod record;
+pub mod sys;
 pub mod toml_span;
 
 use std::path::{Path, PathBuf};
@@ -162,7 +163,10 @@ pub enum Outcome {
     Repointed(String),
     /// Restored byte for byte.
     Restored,
-    /// Command and args restored from the record; the user's other edits kept.
+    /// Carries no mcpwall prefix any more (replaced by the user): left as it is, and the
+    /// wrap record that described the old entry was dropped.
+    NoLongerWrapped,
+    /// mcpwall's prefix taken off the entry as it is now; the user's later edits kept.
     RestoredKeepingEdits,
     /// No record: the wrapper was taken off the args.
     Unwrapped,
@@ -174,15 +178,31 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// What a plan does to the selected entries of a file; kept with the plan so the plan can
+/// be made again when the file changes before it is written.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Put them behind this mcpwall command.
+    Wrap(String),
+    /// Take mcpwall off them, using these records.
+    Unwrap(Records),
+}
+
 /// The planned new text of one file, and what each selected server gets.
 #[derive(Debug, Clone)]
 pub struct FileChange {
     /// Index into [`Workspace::docs`].
     pub doc: usize,
-    /// The new text (equal to the old one when nothing changes).
+    /// What is done.
+    pub op: Op,
+    /// The selected entries (paths), so the plan can be re-made on a newer text.
+    pub paths: Vec<Vec<String>>,
+    /// The text the plan was made from.
+    pub before: String,
+    /// The new text (equal to `before` when nothing changes).
     pub after: String,
-    /// `(server index in the doc, outcome)`.
-    pub outcomes: Vec<(usize, Outcome)>,
+    /// Each selected server (as it is in `before`) and what it gets.
+    pub outcomes: Vec<(Server, Outcome)>,
     /// Records to add once the file is written.
     pub new_records: Vec<Record>,
     /// Entries (paths) whose records go once the file is written.
@@ -191,17 +211,320 @@ pub struct FileChange {
 
 impl FileChange {
     /// Whether the file's bytes change.
-    pub fn changes(&self, ws: &Workspace) -> bool {
-        self.after != ws.docs[self.doc].text
+    pub fn changes(&self) -> bool {
+        self.after != self.before
     }
 }
 
-/// A write that failed.
+/// What [`Workspace::commit`] did to one planned file.
+#[derive(Debug)]
+pub struct Committed {
+    /// The plan as finally carried out (re-made if the file changed meanwhile).
+    pub change: FileChange,
+    /// The write, `None` when nothing needed writing.
+    pub result: Result<Option<fsio::Written>, fsio::WriteError>,
+    /// Set when the run failed later and this file was put back (or could not be).
+    pub rolled_back: Option<Result<(), fsio::WriteError>>,
+}
+
+/// What [`Workspace::commit`] did.
+#[derive(Debug)]
+pub struct CommitReport {
+    /// Per planned file, in order.
+    pub files: Vec<Committed>,
+    /// The records file could not be updated; every written file was rolled back.
+    pub records: Option<RecordError>,
+}
+
+impl CommitReport {
+    /// Whether every write (files and records) succeeded.
+    pub fn ok(&self) -> bool {
+        self.records.is_none() && self.files.iter().all(|f| f.result.is_ok())
+    }
+}
+
+/// A write that failed before any file was touched.
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     /// The records file.
     #[error(transparent)]
     Records(#[from] RecordError),
+}
+
+impl Doc {
+    /// A file's text, parsed as it is now (for re-planning an edit on a newer text).
+    pub fn from_text(
+        file: ConfigFile,
+        canonical: PathBuf,
+        text: String,
+    ) -> Result<Doc, SyntaxError> {
+        let root = edit::parse(&text, file.client.format())?;
+        let servers = servers_of(file.client, &root);
+        Ok(Doc {
+            file,
+            canonical,
+            text,
+            servers,
+        })
+    }
+}
+
+/// The arguments mcpwall puts in front of a server's command line.
+fn wrap_prefix(name: &str) -> Vec<String> {
+    let mut prefix = if name.starts_with('-') {
+        vec![format!("--server-name={name}")]
+    } else {
+        vec!["--server-name".to_string(), name.to_string()]
+    };
+    prefix.push("--".to_string());
+    prefix
+}
+
+/// Whether a record's `original` entry had no `args` (then unwrapping drops an empty one).
+/// `None` when the record is unreadable: it is then not used at all.
+fn original_had_no_args(format: edit::Format, original: &str) -> Option<bool> {
+    match format {
+        edit::Format::Json(dialect) => {
+            let node = json_span::parse(original, dialect).ok()?;
+            node.members()?;
+            node.member("command")?.value.as_str()?;
+            Some(node.member("args").is_none())
+        }
+        edit::Format::Toml => {
+            let v: serde_json::Value = serde_json::from_str(original).ok()?;
+            v.get("command")?.as_str()?;
+            Some(v.get("args").is_none_or(serde_json::Value::is_null))
+        }
+    }
+}
+
+/// Plan `op` on the entries at `paths` of `doc`, and check the result: it must parse with
+/// the client's own format rules, hold exactly the intended `command` and `args` in each
+/// edited entry, and leave everything else as it was ([`edit::verify`]).
+fn plan_doc(env: &Env, d: usize, doc: &Doc, op: &Op, paths: &[Vec<String>]) -> FileChange {
+    let try_exact = |exact: bool| plan_doc_with(env, d, doc, op, paths, exact);
+    let change = try_exact(true);
+    if matches!(op, Op::Unwrap(_)) && change_failed(&change) {
+        // A record that does not describe the entry (damaged, or from another version):
+        // take the prefix off the entry as it is instead.
+        return try_exact(false);
+    }
+    change
+}
+
+fn change_failed(change: &FileChange) -> bool {
+    change
+        .outcomes
+        .iter()
+        .any(|(_, o)| matches!(o, Outcome::Failed(_)))
+}
+
+fn plan_doc_with(
+    env: &Env,
+    d: usize,
+    doc: &Doc,
+    op: &Op,
+    paths: &[Vec<String>],
+    exact: bool,
+) -> FileChange {
+    let format = doc.file.client.format();
+    let text = &doc.text;
+    let mut change = FileChange {
+        doc: d,
+        op: op.clone(),
+        paths: paths.to_vec(),
+        before: text.clone(),
+        after: text.clone(),
+        outcomes: Vec::new(),
+        new_records: Vec::new(),
+        done_records: Vec::new(),
+    };
+    let root = match edit::parse(text, format) {
+        Ok(root) => root,
+        Err(e) => {
+            for path in paths {
+                if let Some(server) = doc.servers.iter().find(|s| s.path == *path) {
+                    change
+                        .outcomes
+                        .push((server.clone(), Outcome::Failed(e.to_string())));
+                }
+            }
+            return change;
+        }
+    };
+    let mut splices = Vec::new();
+    let mut expects = Vec::new();
+    for path in paths {
+        let Some(server) = doc.servers.iter().find(|s| s.path == *path) else {
+            continue;
+        };
+        if change.outcomes.iter().any(|(s, _)| s.path == *path) {
+            continue;
+        }
+        let state = root.at(path).map_or(
+            EntryState::Skipped("the entry is gone".into()),
+            EntryState::of,
+        );
+        let step = match op {
+            Op::Wrap(wrapper) => {
+                plan_wrap_entry(env, doc, &root, server, &state, wrapper, &mut change)
+            }
+            Op::Unwrap(records) => {
+                plan_unwrap_entry(doc, &root, server, &state, records, exact, &mut change)
+            }
+        };
+        let outcome = match step {
+            Ok((outcome, more, expect)) => {
+                splices.extend(more);
+                expects.extend(expect);
+                outcome
+            }
+            Err(e) => Outcome::Failed(e.to_string()),
+        };
+        change.outcomes.push((server.clone(), outcome));
+    }
+    let after = edit::apply(text, splices);
+    if let Err(why) = edit::verify(text, &after, format, &expects) {
+        for (_, outcome) in &mut change.outcomes {
+            if !matches!(
+                outcome,
+                Outcome::AlreadyWrapped | Outcome::NotWrapped | Outcome::Skipped(_)
+            ) {
+                *outcome = Outcome::Failed(format!(
+                    "mcpwall's edit did not check out ({why}); the file was left as it was"
+                ));
+            }
+        }
+        change.new_records.clear();
+        change.done_records.clear();
+        return change;
+    }
+    change.after = after;
+    if !change.new_records.is_empty() {
+        let after_root = edit::parse(&change.after, format).ok();
+        for record in &mut change.new_records {
+            record.wrapped = after_root
+                .as_ref()
+                .and_then(|r| edit::entry_bytes_in(&change.after, r, format, &record.path))
+                .unwrap_or_default();
+        }
+    }
+    change
+}
+
+type Step = Result<(Outcome, Vec<edit::Splice>, Option<edit::Expect>), edit::EditError>;
+
+fn plan_wrap_entry(
+    env: &Env,
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    state: &EntryState,
+    wrapper: &str,
+    change: &mut FileChange,
+) -> Step {
+    let format = doc.file.client.format();
+    let (command, args) = match state {
+        EntryState::Unwrapped { command, args } => (command, args),
+        EntryState::Wrapped {
+            wrapper: old,
+            options,
+            command,
+            args,
+        } => {
+            // An mcpwall that moved away (a reinstall, a deleted build): point the
+            // entry at this one; everything else stays.
+            let stale = old != wrapper
+                && entry::resolve_on_path(old, env.path_var.as_deref(), None).is_none();
+            if !stale {
+                return Ok((Outcome::AlreadyWrapped, Vec::new(), None));
+            }
+            let splices = edit::repoint_splices(root, format, &server.path, wrapper)?;
+            let mut all = options.clone();
+            all.push("--".into());
+            all.push(command.clone());
+            all.extend(args.iter().cloned());
+            let expect = edit::Expect {
+                path: server.path.clone(),
+                command: wrapper.to_string(),
+                args: all,
+            };
+            return Ok((Outcome::Repointed(old.clone()), splices, Some(expect)));
+        }
+        EntryState::Skipped(why) => return Ok((Outcome::Skipped(why.clone()), Vec::new(), None)),
+    };
+    let splices = edit::wrap_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
+    let mut expected_args = wrap_prefix(&server.name);
+    expected_args.push(command.clone());
+    expected_args.extend(args.iter().cloned());
+    change.new_records.push(Record {
+        client: doc.file.client.id().to_string(),
+        file: doc.canonical.clone(),
+        path: server.path.clone(),
+        original: edit::entry_bytes_in(&doc.text, root, format, &server.path).unwrap_or_default(),
+        // Filled in from the new text once every entry of the file is planned.
+        wrapped: String::new(),
+        wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
+    });
+    let expect = edit::Expect {
+        path: server.path.clone(),
+        command: wrapper.to_string(),
+        args: expected_args,
+    };
+    Ok((Outcome::Wrapped, splices, Some(expect)))
+}
+
+fn plan_unwrap_entry(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    state: &EntryState,
+    records: &Records,
+    exact: bool,
+    change: &mut FileChange,
+) -> Step {
+    let format = doc.file.client.format();
+    let text = &doc.text;
+    let path = &server.path;
+    // Records are checked before use: one for another client, or whose original entry
+    // does not read as an entry of this format, is ignored.
+    let record = records
+        .find(&doc.canonical, path)
+        .filter(|r| r.client == doc.file.client.id());
+    let had_no_args = record.and_then(|r| original_had_no_args(format, &r.original));
+    let EntryState::Wrapped { command, args, .. } = state else {
+        if records.find(&doc.canonical, path).is_some() {
+            // Replaced by the user since it was wrapped: the record describes an entry
+            // that is not there any more, and must never overwrite the new one.
+            change.done_records.push(path.clone());
+            return Ok((Outcome::NoLongerWrapped, Vec::new(), None));
+        }
+        return Ok((Outcome::NotWrapped, Vec::new(), None));
+    };
+    let expect = edit::Expect {
+        path: path.clone(),
+        command: command.clone(),
+        args: args.clone(),
+    };
+    change.done_records.push(path.clone());
+    let current = edit::entry_bytes_in(text, root, format, path).unwrap_or_default();
+    if exact
+        && let Some(r) = record
+        && had_no_args.is_some()
+        && r.wrapped == current
+    {
+        // Untouched since wrapping: put the original bytes back (checked by verify).
+        let splices = edit::restore_exact_splices(text, root, format, path, &r.original)?;
+        return Ok((Outcome::Restored, splices, Some(expect)));
+    }
+    let drop_empty = had_no_args == Some(true) && args.is_empty();
+    let splices = edit::strip_wrapper_splices(text, root, format, path, drop_empty)?;
+    let outcome = if record.is_some() {
+        Outcome::RestoredKeepingEdits
+    } else {
+        Outcome::Unwrapped
+    };
+    Ok((outcome, splices, Some(expect)))
 }
 
 impl Workspace {
@@ -242,188 +565,126 @@ impl Workspace {
 
     /// Plan wrapping `chosen` servers with `wrapper`.
     pub fn plan_wrap(&self, chosen: &[(usize, usize)], wrapper: &str) -> Vec<FileChange> {
-        self.plan(chosen, |doc, root, server, change| {
-            let format = doc.file.client.format();
-            match root.at(&server.path).map_or(
-                EntryState::Skipped("the entry is gone".into()),
-                EntryState::of,
-            ) {
-                EntryState::Unwrapped { .. } => {}
-                EntryState::Wrapped { wrapper: old, .. } => {
-                    // An mcpwall that moved away (a reinstall, a deleted build): point the
-                    // entry at this one; everything else stays.
-                    let stale = old != wrapper
-                        && entry::resolve_on_path(&old, self.env.path_var.as_deref(), None)
-                            .is_none();
-                    if !stale {
-                        return Ok((Outcome::AlreadyWrapped, Vec::new()));
-                    }
-                    let splices = edit::repoint_splices(root, &server.path, wrapper)?;
-                    return Ok((Outcome::Repointed(old), splices));
-                }
-                EntryState::Skipped(why) => return Ok((Outcome::Skipped(why), Vec::new())),
-            }
-            let splices =
-                edit::wrap_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
-            change.new_records.push(Record {
-                client: doc.file.client.id().to_string(),
-                file: doc.canonical.clone(),
-                path: server.path.clone(),
-                original: edit::entry_bytes_in(&doc.text, root, format, &server.path)
-                    .unwrap_or_default(),
-                // Filled in from the new text once every entry of the file is planned.
-                wrapped: String::new(),
-                wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
-            });
-            Ok((Outcome::Wrapped, splices))
-        })
+        self.plan(chosen, &Op::Wrap(wrapper.to_string()))
     }
 
     /// Plan unwrapping `chosen` servers using `records`.
     pub fn plan_unwrap(&self, chosen: &[(usize, usize)], records: &Records) -> Vec<FileChange> {
-        self.plan(chosen, |doc, root, server, change| {
-            if !matches!(server.state, EntryState::Wrapped { .. }) {
-                return Ok((Outcome::NotWrapped, Vec::new()));
-            }
-            let format = doc.file.client.format();
-            let text = &doc.text;
-            let path = &server.path;
-            let current = edit::entry_bytes_in(text, root, format, path).unwrap_or_default();
-            let (splices, outcome) = match records.find(&doc.canonical, path) {
-                Some(r) if r.wrapped == current => (
-                    edit::restore_exact_splices(text, root, format, path, &r.original)?,
-                    Outcome::Restored,
-                ),
-                Some(r) => (
-                    edit::restore_command_splices(text, root, format, path, &r.original)?,
-                    Outcome::RestoredKeepingEdits,
-                ),
-                None => (
-                    edit::strip_wrapper_splices(text, root, path)?,
-                    Outcome::Unwrapped,
-                ),
-            };
-            change.done_records.push(path.clone());
-            Ok((outcome, splices))
-        })
+        self.plan(chosen, &Op::Unwrap(records.clone()))
     }
 
-    /// Run `step` for each chosen server, one file at a time, all against one parse of the
-    /// file (entries never overlap, so their splices combine), then apply the splices.
-    fn plan(
-        &self,
-        chosen: &[(usize, usize)],
-        mut step: impl FnMut(
-            &Doc,
-            &Node,
-            &Server,
-            &mut FileChange,
-        ) -> Result<(Outcome, Vec<edit::Splice>), edit::EditError>,
-    ) -> Vec<FileChange> {
+    /// One plan per file, all of a file's entries against one parse of it (entries never
+    /// overlap, so their splices combine).
+    fn plan(&self, chosen: &[(usize, usize)], op: &Op) -> Vec<FileChange> {
         let mut order: Vec<usize> = Vec::new();
         for &(d, _) in chosen {
             if !order.contains(&d) {
                 order.push(d);
             }
         }
-        let mut changes = Vec::new();
-        for d in order {
-            let doc = &self.docs[d];
-            let format = doc.file.client.format();
-            let mut change = FileChange {
-                doc: d,
-                after: doc.text.clone(),
-                outcomes: Vec::new(),
-                new_records: Vec::new(),
-                done_records: Vec::new(),
-            };
-            let root = edit::parse(&doc.text, format);
-            let mut splices = Vec::new();
-            let mut seen: Vec<&[String]> = Vec::new();
-            for &(_, s) in chosen.iter().filter(|(cd, _)| *cd == d) {
-                let server = &doc.servers[s];
-                if seen.contains(&server.path.as_slice()) {
-                    continue;
-                }
-                seen.push(&server.path);
-                let outcome = match &root {
-                    Err(e) => Outcome::Failed(e.to_string()),
-                    Ok(root) => match step(doc, root, server, &mut change) {
-                        Ok((outcome, more)) => {
-                            splices.extend(more);
-                            outcome
-                        }
-                        Err(e) => Outcome::Failed(e.to_string()),
-                    },
-                };
-                change.outcomes.push((s, outcome));
-            }
-            change.after = edit::apply(&doc.text, splices);
-            if !change.new_records.is_empty() {
-                let after_root = edit::parse(&change.after, format).ok();
-                for record in &mut change.new_records {
-                    record.wrapped = after_root
-                        .as_ref()
-                        .and_then(|r| edit::entry_bytes_in(&change.after, r, format, &record.path))
-                        .unwrap_or_default();
-                }
-            }
-            changes.push(change);
-        }
-        changes
+        order
+            .into_iter()
+            .map(|d| {
+                let doc = &self.docs[d];
+                let paths: Vec<Vec<String>> = chosen
+                    .iter()
+                    .filter(|(cd, _)| *cd == d)
+                    .map(|&(_, s)| doc.servers[s].path.clone())
+                    .collect();
+                plan_doc(&self.env, d, doc, op, &paths)
+            })
+            .collect()
     }
 
-    /// Back up and write every changed file, and update the records. Returns, per change,
-    /// the backup path or the error that stopped that file (other files still go ahead).
-    pub fn commit(
-        &self,
-        changes: &[FileChange],
-    ) -> Result<Vec<Result<Option<PathBuf>, fsio::WriteError>>, CommitError> {
+    /// Write every changed file under [`fsio::edit_file`]'s discipline (re-making a file's
+    /// plan if the file changed since it was read), then update the records in the same
+    /// critical section (the caller holds [`fsio::lock`]). A file that fails is left as it
+    /// was and the others go ahead; if the records cannot be written, every file written
+    /// is put back, so no run leaves a wrap without its record or a record without its wrap.
+    pub fn commit(&self, changes: Vec<FileChange>, options: fsio::Options) -> CommitReport {
         let dir = self.env.mcpwall_dir();
         let backups = dir.join("backups");
-        let (mut records, read) = Records::load(&dir)?;
-        // Records go to disk before the files: a record without its wrap is harmless
-        // (unwrap finds nothing to do), a wrap without its record loses the original bytes.
-        let mut pending = records.clone();
-        for change in changes.iter().filter(|c| c.changes(self)) {
-            for r in &change.new_records {
-                pending.put(r.clone());
-            }
-        }
-        if !changes.iter().all(|c| c.new_records.is_empty()) {
-            pending.save(&dir, read.as_deref())?;
-        }
-        let mut results = Vec::new();
+        let mut files = Vec::new();
         for change in changes {
-            let doc = &self.docs[change.doc];
-            if !change.changes(self) {
-                results.push(Ok(None));
+            if !change.changes() {
+                files.push(Committed {
+                    change,
+                    result: Ok(None),
+                    rolled_back: None,
+                });
                 continue;
             }
-            let written = fsio::backup(&doc.file.path, &backups).and_then(|backup| {
-                fsio::write_atomic(&doc.file.path, Some(&doc.text), &change.after).map(|()| backup)
+            let doc = &self.docs[change.doc];
+            let format = doc.file.client.format();
+            let validate = |text: &str| {
+                edit::parse(text, format)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            };
+            let mut latest = change;
+            let result = fsio::edit_file(
+                &doc.file.path,
+                Some(&backups),
+                options,
+                doc.file.client.syntax(),
+                &validate,
+                |now| {
+                    let Some(now) = now else {
+                        return Err(format!("{} is gone", doc.file.path.display()));
+                    };
+                    if now != latest.before {
+                        let fresh = Doc::from_text(
+                            doc.file.clone(),
+                            doc.canonical.clone(),
+                            now.to_string(),
+                        )
+                        .map_err(|e| {
+                            format!("{} no longer parses: {e}", doc.file.path.display())
+                        })?;
+                        latest = plan_doc(&self.env, latest.doc, &fresh, &latest.op, &latest.paths);
+                    }
+                    Ok((latest.after.clone(), ()))
+                },
+            )
+            .map(|(written, ())| written);
+            files.push(Committed {
+                change: latest,
+                result,
+                rolled_back: None,
             });
-            if written.is_ok() {
-                for r in &change.new_records {
-                    records.put(r.clone());
+        }
+        let written = files.iter().filter(|f| matches!(f.result, Ok(Some(_))));
+        let mut add = Vec::new();
+        let mut forget = Vec::new();
+        for f in written {
+            let doc = &self.docs[f.change.doc];
+            add.extend(f.change.new_records.iter().cloned());
+            forget.extend(
+                f.change
+                    .done_records
+                    .iter()
+                    .map(|p| (doc.canonical.clone(), p.clone())),
+            );
+        }
+        let mut records = None;
+        if (!add.is_empty() || !forget.is_empty())
+            && let Err(e) = Records::update(&dir, |r| {
+                for (file, path) in &forget {
+                    r.forget(file, path);
                 }
-                for path in &change.done_records {
-                    records.forget(&doc.canonical, path);
+                for record in &add {
+                    r.put(record.clone());
+                }
+            })
+        {
+            for f in &mut files {
+                if let Ok(Some(written)) = &f.result {
+                    f.rolled_back = Some(fsio::roll_back(written));
                 }
             }
-            results.push(written.map(Some));
+            records = Some(e);
         }
-        let (_, read) = Records::load(&dir)?;
-        let unchanged = match read.as_deref() {
-            None => records.entries.is_empty(),
-            Some(text) => {
-                serde_json::from_str::<Records>(text).is_ok_and(|r| r.entries == records.entries)
-            }
-        };
-        if !unchanged {
-            records.save(&dir, read.as_deref())?;
-        }
-        Ok(results)
+        CommitReport { files, records }
     }
 
     /// Show a path with the home directory as `~` and the project directory as `.`.
@@ -467,4 +728,46 @@ pub fn command_line(command: &str, args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_env_table_before_its_server_wraps() {
+        let text = "[mcp_servers.\"a\\u007Fb\"]\ncommand = \"srv\"\n\n[mcp_servers.n.env]\nK = \"v\"\n\n[mcp_servers.n]\ncommand = \"notes\"\n";
+        let p: Vec<String> = vec!["mcp_servers".into(), "n".into()];
+        let out = edit::wrap(text, edit::Format::Toml, &p, "n", "mcpwall").unwrap();
+        let mut args: Vec<String> = ["--server-name", "n", "--", "notes"]
+            .map(String::from)
+            .to_vec();
+        let r = edit::verify(
+            text,
+            &out,
+            edit::Format::Toml,
+            &[edit::Expect {
+                path: p.clone(),
+                command: "mcpwall".into(),
+                args: std::mem::take(&mut args),
+            }],
+        );
+        assert!(r.is_ok(), "{r:?}\n{text}\n---\n{out}");
+        let root = edit::parse(&out, edit::Format::Toml).unwrap();
+        let record = edit::entry_bytes(text, edit::Format::Toml, &p).unwrap();
+        let splices =
+            edit::restore_exact_splices(&out, &root, edit::Format::Toml, &p, &record).unwrap();
+        let back = edit::apply(&out, splices);
+        let r = edit::verify(
+            &out,
+            &back,
+            edit::Format::Toml,
+            &[edit::Expect {
+                path: p.clone(),
+                command: "notes".into(),
+                args: vec![],
+            }],
+        );
+        assert!(r.is_ok(), "{r:?}\n{out}\n---\n{back}");
+    }
 }

@@ -86,12 +86,47 @@ impl Records {
         }
     }
 
-    /// Write the records atomically (pretty JSON, trailing newline).
-    pub fn save(&self, mcpwall_dir: &Path, read: Option<&str>) -> Result<(), RecordError> {
-        let mut text = serde_json::to_string_pretty(self).expect("records always serialise");
-        text.push('\n');
-        fsio::write_atomic(&Self::path(mcpwall_dir), read, &text)?;
-        Ok(())
+    /// Change the records with `change`, on the records as they are on disk now, and write
+    /// them back under [`fsio::edit_file`]'s discipline (pretty JSON, trailing newline,
+    /// owner-only). Callers hold [`fsio::lock`], so no other mcpwall run's record is lost.
+    pub fn update(mcpwall_dir: &Path, change: impl Fn(&mut Records)) -> Result<(), RecordError> {
+        fsio::private_dir(mcpwall_dir)?;
+        let path = Self::path(mcpwall_dir);
+        let validate = |text: &str| {
+            serde_json::from_str::<Records>(text)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let result = fsio::edit_file(
+            &path,
+            None,
+            fsio::Options { force: true },
+            "JSON",
+            &validate,
+            |now| {
+                let mut records = match now {
+                    None => Records {
+                        version: 1,
+                        entries: Vec::new(),
+                    },
+                    Some(text) => serde_json::from_str(text).map_err(|e| {
+                        format!(
+                            "{} is not a valid wrap record file ({e}); fix or move it away",
+                            path.display()
+                        )
+                    })?,
+                };
+                change(&mut records);
+                let mut text =
+                    serde_json::to_string_pretty(&records).expect("records always serialise");
+                text.push('\n');
+                Ok((text, ()))
+            },
+        );
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(RecordError::Write(e)),
+        }
     }
 
     /// The latest record for an entry.

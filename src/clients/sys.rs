@@ -1,0 +1,217 @@
+//! The few OS calls the file-editing discipline ([`super::fsio`]) needs that std does not
+//! offer safely: an advisory lock (`flock`), an atomic exchange of two names
+//! (`renameat2(RENAME_EXCHANGE)`), and the effective user id. Every `unsafe` of the clients
+//! module lives here. Opening without following links and keeping owners use std's own
+//! `OpenOptionsExt::custom_flags` and `fchown`, also gathered here so `fsio` reads as policy.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// An exclusive advisory lock on a file, held until dropped (closing the descriptor
+/// releases it, also when the process dies, so a crashed run never leaves a stale lock).
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+impl Lock {
+    /// Create `path` (owner-only) if needed and wait until this process holds it exclusively.
+    pub fn acquire(path: &Path) -> io::Result<Lock> {
+        let file = open_options_nofollow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode_owner_only()
+            .open(path)?;
+        flock_exclusive(&file)?;
+        Ok(Lock { _file: file })
+    }
+}
+
+#[cfg(unix)]
+fn flock_exclusive(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock takes a descriptor and an operation; `file` owns an open descriptor
+        // for the whole call, and no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn flock_exclusive(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
+trait OwnerOnly {
+    fn mode_owner_only(&mut self) -> &mut Self;
+}
+
+impl OwnerOnly for OpenOptions {
+    fn mode_owner_only(&mut self) -> &mut Self {
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
+        self
+    }
+}
+
+fn open_options_nofollow() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NOFOLLOW | libc::O_CLOEXEC,
+    );
+    options
+}
+
+/// Open an existing file for reading without following a symlink in its last component.
+pub fn open_read_nofollow(path: &Path) -> io::Result<File> {
+    open_options_nofollow().read(true).open(path)
+}
+
+/// Create a new file, owner-only, failing if anything (a file, a symlink, dangling or not)
+/// already has that name: `O_CREAT|O_EXCL|O_NOFOLLOW`. A name planted by someone else is
+/// never opened, so nothing is ever written through it.
+pub fn create_exclusive(path: &Path) -> io::Result<File> {
+    open_options_nofollow()
+        .write(true)
+        .create_new(true)
+        .mode_owner_only()
+        .open(path)
+}
+
+/// Whether this process runs as root (then it can, and must, give a rewritten file back
+/// to its owner: `sudo -E mcpwall wrap` must not leave the user's file owned by root).
+pub fn is_root() -> bool {
+    #[cfg(unix)]
+    {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+/// Give `file` the owner and group `uid`/`gid`.
+#[cfg(unix)]
+pub fn chown(file: &File, uid: u32, gid: u32) -> io::Result<()> {
+    std::os::unix::fs::fchown(file, Some(uid), Some(gid))
+}
+
+/// Flush a directory's entries (a rename is durable only once its directory is).
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Atomically swap the names `a` and `b` (both must exist). Returns `Ok(false)` where the
+/// OS or file system has no such call; the caller then falls back to a plain rename.
+pub fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let a = CString::new(a.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        let b = CString::new(b.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
+        // makes relative paths relative to the working directory (ours are absolute).
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_EXCHANGE as _,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
+            _ => Err(err),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = (a, b);
+        Ok(false)
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclusive_create_never_follows_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let planted = dir.path().join("planted");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        for name in [&planted, &dangling, &victim] {
+            let err = create_exclusive(name).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{name:?}");
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(!dir.path().join("nowhere").exists());
+        assert!(open_read_nofollow(&planted).is_err());
+    }
+
+    #[test]
+    fn exchange_swaps_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, "A").unwrap();
+        std::fs::write(&b, "B").unwrap();
+        if exchange(&a, &b).unwrap() {
+            assert_eq!(std::fs::read_to_string(&a).unwrap(), "B");
+            assert_eq!(std::fs::read_to_string(&b).unwrap(), "A");
+        }
+    }
+
+    #[test]
+    fn lock_is_exclusive_between_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = Lock::acquire(&path).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        let waiter = std::thread::spawn(move || {
+            let _l = Lock::acquire(&p).unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(200))
+                .is_err()
+        );
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+        waiter.join().unwrap();
+    }
+}
