@@ -1310,14 +1310,27 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
         let (file, stop) = (file.clone(), stop.clone());
         std::thread::spawn(move || {
             let temp = file.with_file_name(".client-save.tmp");
-            let (mut saves, mut lost) = (0u64, Vec::new());
+            let (mut saves, mut lost, mut glimpses) = (0u64, Vec::new(), 0u64);
             let mut last = 0u64;
             let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-            while !stop.load(Ordering::Relaxed) {
-                let text = std::fs::read_to_string(&file).unwrap();
+            let read = |file: &std::path::Path| {
+                let text = std::fs::read_to_string(file).unwrap();
                 let value: serde_json::Value = serde_json::from_str(&text)
                     .unwrap_or_else(|e| panic!("torn file: {e}\n{text}"));
-                let n = value["n"].as_u64().unwrap();
+                (value["n"].as_u64().unwrap(), text)
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let (mut n, mut text) = read(&file);
+                if n != last {
+                    // A save that landed just before mcpwall's exchange is seen behind
+                    // mcpwall's version for the moment it takes to swap it back (the
+                    // documented window, docs/clients.md); it is lost only if it stays so.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    (n, text) = read(&file);
+                    if n == last {
+                        glimpses += 1;
+                    }
+                }
                 if n != last {
                     lost.push((last, n));
                 }
@@ -1332,7 +1345,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
                 seed ^= seed << 17;
                 std::thread::sleep(std::time::Duration::from_micros(seed % 1500));
             }
-            (saves, lost, last)
+            (saves, lost, last, glimpses)
         })
     };
     let started = std::time::Instant::now();
@@ -1348,8 +1361,11 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let (saves, lost, last) = writer.join().unwrap();
-    eprintln!("{saves} client saves, {runs} mcpwall runs, {edited} edits made");
+    let (saves, lost, last, glimpses) = writer.join().unwrap();
+    eprintln!(
+        "{saves} client saves, {runs} mcpwall runs, {edited} edits made, \
+         {glimpses} saves seen behind mcpwall's version for a moment"
+    );
     let value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(

@@ -1,6 +1,6 @@
 //! What a server entry is: wrappable, already wrapped, or out of a stdio proxy's reach.
 //!
-//! The wrapped form (documented in docs-clients.md) is
+//! The wrapped form (documented in docs/clients.md) is
 //! `"command": "<mcpwall>", "args": ["--server-name", "<name>", "--", "<orig command>", <orig args…>]`.
 //! An entry counts as wrapped when its command's basename is `mcpwall` and its args
 //! contain `--`: that holds for entries wrapped by hand too, and never for a server that
