@@ -552,7 +552,7 @@ impl Program {
         }
 
         let best = scratch.state.best;
-        let decision = if best != NONE {
+        if best != NONE {
             if inb.rules[best as usize].allow {
                 Decision::AllowedBy(RuleId(best))
             } else {
@@ -564,8 +564,7 @@ impl Program {
             }
         } else {
             Decision::Plumbing
-        };
-        decision
+        }
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
