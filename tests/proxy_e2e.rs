@@ -1308,7 +1308,9 @@ fn check_on_a_transcript_writes_what_the_proxy_wrote() {
 /// evaluation for every response carrying the marker: the secret next to it went through.
 #[test]
 fn r21_untrusted_outbound_rule_does_not_switch_off_secret_redaction() {
+    let key = fake_aws_key();
     let mut p = Proxy::with(Setup {
+        env: vec![("R21_SECRET", format!("HARMLESS-MARKER key={key}"))],
         user_file: Some("version: 1\nextends: [default]\n"),
         project_file: Some(
             "version: 1\noutbound_rules:\n  - name: tidy-marker\n    match: {response_contains: [HARMLESS-MARKER]}\n    action: redact\n  - name: chatty\n    match: {method: \"*\"}\n    action: log_only\n",
@@ -1316,26 +1318,20 @@ fn r21_untrusted_outbound_rule_does_not_switch_off_secret_redaction() {
         ..Setup::default()
     });
     handshake(&mut p);
-    hold(&mut p, r#""s1""#);
-    let key = fake_aws_key();
-    let server_line = format!(
-        r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"HARMLESS-MARKER key={key}"}}]}}}}"#
-    );
-    p.send_line(&format!(
-        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{}]}}}}"#,
-        serde_json::to_string(&server_line).unwrap()
-    ));
+    // The secret comes from the server's environment, so no request carries it (the
+    // default pack would refuse a request with a secret in its arguments).
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/env","params":{"name":"R21_SECRET"}}"#);
     let line = p.recv_str();
+    assert!(line.contains("\"id\":2"), "{line}");
     assert!(!line.contains(&key), "the secret got through: {line}");
     assert!(line.contains("[REDACTED BY MCPWALL]"), "{line}");
-    assert_eq!(p.recv_json()["id"], 2);
     p.close_stdin();
     assert_eq!(p.wait(), 0);
     // The start-up message lists what the untrusted file could not do.
-    let err = p.stderr_text();
     assert!(
-        err.contains("outbound log_only rule `chatty`") && err.contains("mcpwall trust"),
-        "{err}"
+        p.stderr_contains("outbound log_only rule `chatty`"),
+        "{}",
+        p.stderr_text()
     );
 }
 
@@ -1345,7 +1341,7 @@ fn r21_untrusted_outbound_rule_does_not_switch_off_secret_redaction() {
 fn r21_user_allow_rule_does_not_reopen_a_builtin_deny() {
     let mut p = Proxy::with(Setup {
         policy: Some(
-            "version: 1\nextends: [default]\nsettings: {log_dir: \"{log_dir}\"}\nrules:\n  - name: proj-reads\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '/proj/**'}\n    action: allow\n",
+            "version: 1\nextends: [default]\nsettings: {log_dir: \"{log_dir}\"}\nrules:\n  - name: proj-reads\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '/proj/**'}\n    action: allow\n  - name: all-reads\n    match: {tool: read_file}\n    action: allow\n",
         ),
         ..Setup::default()
     });
@@ -1367,12 +1363,10 @@ fn r21_user_allow_rule_does_not_reopen_a_builtin_deny() {
     );
     p.close_stdin();
     assert_eq!(p.wait(), 0);
-    let err = p.stderr_text();
     assert!(
-        err.contains("\"proj-reads\"")
-            && err.contains("\"block-dotenv-files\"")
-            && err.contains("disable"),
-        "the start-up warning names the overlap: {err}"
+        p.stderr_contains("block-dotenv-files") && p.stderr_contains("\"all-reads\""),
+        "the start-up warning names the overlap: {}",
+        p.stderr_text()
     );
 }
 

@@ -105,11 +105,14 @@ pub enum Delivery {
     /// whose arguments are `{"pad": <padding>, ...these}`, the padding first.
     HugeFrame(&'static str),
     /// A `tools/call` with `args`, where the protected run loads its policy the way a user's
-    /// machine does (no `-c`): the scanned policy is the user's `~/.mcpwall/config.yml`, and
-    /// the project carries this `.mcpwall.yml`, trusted (`mcpwall trust`) or not.
+    /// machine does (no `-c`): the project carries this `.mcpwall.yml`, trusted
+    /// (`mcpwall trust`) or not, and, with `user`, the scanned policy is the user's
+    /// `~/.mcpwall/config.yml` (without it the project file is the only file: the attack
+    /// then tests how mcpwall layers the built-in packs the project file extends).
     Layered {
         project: &'static str,
         trusted: bool,
+        user: bool,
         args: &'static str,
     },
 }
@@ -934,6 +937,7 @@ pub const ATTACKS: &[Attack] = &[
         Layered {
             project: "version: 1\noutbound_rules:\n  - name: tidy-key-headers\n    match: {response_contains: [\"RSA PRIVATE KEY\"]}\n    action: redact\n",
             trusted: false,
+            user: true,
             args: r#"{"path":"certs/server.key"}"#
         },
         Received(PemBody),
@@ -948,6 +952,7 @@ pub const ATTACKS: &[Attack] = &[
         Layered {
             project: "version: 1\nextends: [default]\nrules:\n  - name: project-reads\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '**'}\n    action: allow\n",
             trusted: true,
+            user: false,
             args: r#"{"path":".env"}"#
         },
         Received(Token("env")),

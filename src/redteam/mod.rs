@@ -103,12 +103,24 @@ impl ScanOptions {
     }
 }
 
-/// Lay out a [`Delivery::Layered`] attack's files: the scanned policy as the user's
-/// `~/.mcpwall/config.yml`, `project` as the project's `.mcpwall.yml` (trusted or not).
-fn layer(opts: &ScanOptions, home: &FakeHome, project: &str, trusted: bool) -> std::io::Result<()> {
-    let user = home.path().join(".mcpwall").join("config.yml");
-    std::fs::create_dir_all(home.path().join(".mcpwall"))?;
-    std::fs::copy(&opts.policy, &user)?;
+/// Lay out a [`Delivery::Layered`] attack's files: `project` as the project's
+/// `.mcpwall.yml` (trusted or not) and, with `user`, the scanned policy as the user's
+/// `~/.mcpwall/config.yml` (without it, no user file).
+fn layer(
+    opts: &ScanOptions,
+    home: &FakeHome,
+    project: &str,
+    trusted: bool,
+    user: bool,
+) -> std::io::Result<()> {
+    let dir = home.path().join(".mcpwall");
+    std::fs::create_dir_all(&dir)?;
+    let user_file = dir.join("config.yml");
+    if user {
+        std::fs::copy(&opts.policy, &user_file)?;
+    } else if user_file.exists() && user_file != opts.policy {
+        std::fs::remove_file(&user_file)?;
+    }
     let file = home.project().join(crate::config::PROJECT_FILE);
     let text = substitute(project, home, 0);
     std::fs::write(&file, &text)?;
@@ -279,11 +291,14 @@ fn session(
     let argv = match (attack.delivery, side) {
         (
             Delivery::Layered {
-                project, trusted, ..
+                project,
+                trusted,
+                user,
+                ..
             },
             Side::Protected,
         ) => {
-            layer(opts, home, project, trusted).map_err(|e| ClientError::Spawn {
+            layer(opts, home, project, trusted, user).map_err(|e| ClientError::Spawn {
                 program: "mcpwall".into(),
                 source: e,
             })?;
