@@ -1351,4 +1351,23 @@ fn r21_allow_rules_overlapping_builtin_denies_are_found_from_the_examples() {
     assert!(pairs.contains(&("any-read", "block-ssh-keys")), "{pairs:?}");
     assert!(!pairs.iter().any(|(a, _)| *a == "narrow"), "{pairs:?}");
     assert!(shadows[0].message().contains("disable: ["));
+
+    // Outbound: an allow for one server's results matches the built-in examples that name
+    // that server.
+    let p = ok(
+        "version: 1\nextends: [default]\noutbound_rules:\n  - name: trust-github\n    match: {server: github}\n    action: allow\n",
+    );
+    let shadows = mcpwall::compile::shadow::shadowed_builtin_denies(&p, &env);
+    let pairs: Vec<(&str, &str)> = shadows
+        .iter()
+        .map(|s| (s.allow.as_str(), s.deny.as_str()))
+        .collect();
+    assert!(
+        pairs.contains(&("trust-github", "redact-secrets")),
+        "{pairs:?}"
+    );
+    assert!(
+        pairs.contains(&("trust-github", "block-prompt-injection-in-results")),
+        "{pairs:?}"
+    );
 }

@@ -6,11 +6,11 @@
 //! their rule overlaps a built-in protection (and that lifting it takes `disable`).
 //! `explain-policy`, `check` and the proxy's start-up print these findings.
 
-use crate::config::policy::{Action, Policy, Settings, SourceKind};
+use crate::config::policy::{Action, Policy, RuleAction, Settings, SourceKind};
 use crate::frame::{Frame, Limits, Parsed};
 use crate::paths::PathEnv;
-use crate::program::Program;
-use crate::verdict::{Decision, RuleId};
+use crate::program::{CallInfo, Program};
+use crate::verdict::{Decision, Outcome, RuleId};
 
 /// A user allow rule that matches an example a built-in deny rule must deny.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,25 +28,35 @@ impl Shadow {
     /// One line for `explain-policy`, `check` and stderr.
     pub fn message(&self) -> String {
         format!(
-            "your allow rule {:?} ({}) matches what the built-in deny rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose, add `disable: [{}]`",
+            "your allow rule {:?} ({}) matches what the built-in rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose, add `disable: [{}]`",
             self.allow, self.allow_at, self.deny, self.example, self.deny
         )
     }
 }
 
 /// Whether any rule could shadow: an allow rule outside the built-in packs, and a built-in
-/// deny rule. Cheap; callers that loaded the packs without examples reload only then.
+/// deny (outbound: deny or redact) rule. Cheap; callers that loaded the packs without
+/// examples reload only then.
 pub fn may_shadow(policy: &Policy) -> bool {
     let builtin =
         |span: crate::config::policy::Span| policy.source(span.source).kind == SourceKind::Builtin;
-    policy
+    let inbound = policy
         .rules
         .iter()
         .any(|r| r.action == Action::Allow && !builtin(r.span))
         && policy
             .rules
             .iter()
-            .any(|r| r.action == Action::Deny && builtin(r.span))
+            .any(|r| r.action == Action::Deny && builtin(r.span));
+    let outbound = policy
+        .outbound_rules
+        .iter()
+        .any(|r| r.action == RuleAction::Allow && !builtin(r.span))
+        && policy
+            .outbound_rules
+            .iter()
+            .any(|r| matches!(r.action, RuleAction::Deny | RuleAction::Redact) && builtin(r.span));
+    inbound || outbound
 }
 
 /// Every (user allow rule, built-in deny rule) pair where the allow rule matches one of the
@@ -101,7 +111,92 @@ pub fn shadowed_builtin_denies(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
             }
         }
     }
+    out.extend(shadowed_outbound(policy, env));
     out
+}
+
+/// The outbound half: a user outbound allow rule that matches a `match` example of a
+/// built-in outbound deny or redact rule.
+fn shadowed_outbound(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
+    let mut out = Vec::new();
+    let builtin =
+        |span: crate::config::policy::Span| policy.source(span.source).kind == SourceKind::Builtin;
+    for allow in &policy.outbound_rules {
+        if allow.action != RuleAction::Allow || builtin(allow.span) {
+            continue;
+        }
+        let mut alone = policy.clone();
+        let mut rule = allow.clone();
+        rule.action = RuleAction::Deny;
+        alone.outbound_rules = vec![rule];
+        alone.rules.clear();
+        alone.settings = Settings::default();
+        let Ok(program) = Program::compile_with(&alone, env) else {
+            continue;
+        };
+        let mut scratch = program.scratch();
+        for deny in policy.outbound_rules.iter().filter(|r| {
+            builtin(r.span) && matches!(r.action, RuleAction::Deny | RuleAction::Redact)
+        }) {
+            let hit = deny.examples.should_match.iter().find(|ex| {
+                let Some((line, tool, server)) = response_line(ex) else {
+                    return false;
+                };
+                let mut parsed = Parsed::new();
+                if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                    return false;
+                }
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                let Some(message) = frame.messages().first() else {
+                    return false;
+                };
+                let call = CallInfo {
+                    method: Some("tools/call"),
+                    tool: tool.as_deref(),
+                    server: &server,
+                };
+                matches!(
+                    program.scan_response(&frame, message, &call, &mut scratch),
+                    Outcome::Block { rule } if rule == RuleId(0)
+                )
+            });
+            if let Some(ex) = hit {
+                out.push(Shadow {
+                    allow: allow.name.value.clone(),
+                    allow_at: policy.location(allow.name.span),
+                    deny: deny.name.value.clone(),
+                    example: ex.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The server result an outbound example stands for (`"text"`, `{tool?, server?, text}` or
+/// `{tool?, server?, size}`), with the tool and server of the call it answers.
+fn response_line(example: &serde_json::Value) -> Option<(String, Option<String>, String)> {
+    use serde_json::Value;
+    let (text, tool, server) = match example {
+        Value::String(s) => (s.clone(), None, None),
+        Value::Object(o) => {
+            let text = match (o.get("text"), o.get("size")) {
+                (Some(Value::String(t)), _) => t.clone(),
+                (_, Some(n)) => "x".repeat(usize::try_from(n.as_u64()?).ok()?.min(1 << 24)),
+                _ => return None,
+            };
+            let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+            (text, s("tool"), s("server"))
+        }
+        _ => return None,
+    };
+    let line = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
+        .to_string();
+    Some((
+        line,
+        tool,
+        server.unwrap_or_else(|| "example-server".to_string()),
+    ))
 }
 
 /// The request an inbound example stands for.
