@@ -396,3 +396,47 @@ fn log_only_rules_are_listed_and_do_not_change_the_exit_code() {
         "✓ ALLOW  tools/call  read_file  (response to id 1)\n  Logged: log-large-responses\n"
     );
 }
+
+// ------------------------------------------------------------------ r21: trust that holds
+
+/// `check` judges a transcript with the policy the proxy would load: an untrusted project
+/// file's outbound redact of a marker does not stop secret redaction, and a user allow
+/// rule after `extends: [default]` does not re-open `.env`; both are explained on stderr.
+#[test]
+fn r21_check_sees_the_layered_and_trust_filtered_policy() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home.join(".mcpwall")).unwrap();
+    std::fs::write(
+        s.home.join(".mcpwall/config.yml"),
+        "version: 1\nextends: [default]\nrules:\n  - name: all-reads\n    match: {tool: read_file}\n    action: allow\n",
+    )
+    .unwrap();
+    std::fs::write(
+        s.project.join(".mcpwall.yml"),
+        "version: 1\noutbound_rules:\n  - name: tidy-marker\n    match: {response_contains: [HARMLESS-MARKER]}\n    action: redact\n",
+    )
+    .unwrap();
+    let key = format!("AKIA{}", "QZ7XW3NV5TR2KPLM");
+    let input = [
+        call(1, "read_file", serde_json::json!({"path": "/proj/.env"})),
+        call(2, "read_file", serde_json::json!({"path": "notes.txt"})),
+        result(2, &format!("HARMLESS-MARKER key={key}")),
+    ]
+    .join("\n");
+    let r = s.run(&["--format", "json"], &input);
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["verdict"], "deny", "{}", r.stdout);
+    assert_eq!(lines[0]["rule"], "block-dotenv-files", "{}", r.stdout);
+    assert_eq!(lines[1]["verdict"], "allow", "{}", r.stdout);
+    assert_eq!(lines[2]["verdict"], "redact", "{}", r.stdout);
+    assert_eq!(lines[2]["rule"], "redact-secrets", "{}", r.stdout);
+    assert!(
+        r.stderr.contains("\"all-reads\"") && r.stderr.contains("block-dotenv-files"),
+        "{}",
+        r.stderr
+    );
+}

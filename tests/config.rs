@@ -612,16 +612,18 @@ fn deep_nesting_is_refused() {
 // ------------------------------------------------------------------ extends
 
 #[test]
-fn extends_puts_own_rules_first_then_the_pack() {
+fn extends_puts_the_packs_denies_first_then_own_rules() {
+    // ARCHITECTURE decision 7 (r21): the pack's deny rules come before the file's own.
     let p = ok(
         "version: 1\nextends: [default]\nrules:\n  - name: mine\n    match: {tool: x}\n    action: deny\n",
     );
-    assert_eq!(p.rules[0].name.value, "mine");
+    assert_eq!(p.rules.last().unwrap().name.value, "mine");
     assert_eq!(p.sources.len(), 2);
     assert_eq!(p.sources[1].name, "builtin:rules/default.yml");
     assert_eq!(p.sources[1].kind, SourceKind::Builtin);
-    // every rule after the file's own comes from the pack
-    assert!(p.rules[1..].iter().all(|r| r.name.span.source.0 == 1));
+    // every rule before the file's own comes from the pack (it has only deny rules)
+    let n = p.rules.len();
+    assert!(p.rules[..n - 1].iter().all(|r| r.name.span.source.0 == 1));
 }
 
 #[test]
@@ -1024,14 +1026,16 @@ fn with_packs(text: &str) -> Result<Policy, PolicyError> {
 }
 
 #[test]
-fn extends_order_is_depth_first_own_rules_first() {
+fn extends_layers_pack_denies_first_and_pack_allows_last() {
+    // ARCHITECTURE decision 7 (r21): the packs' deny rules, then the file's own rules, then
+    // the packs' allow rules; a pack that extends another is layered the same way.
     let p = with_packs(
         "version: 1\nextends: [profiles/dev, servers/fs]\nrules:\n  - name: own\n    match: {tool: o}\n    action: deny\n",
     )
     .unwrap();
     assert_eq!(
         names(&p),
-        vec!["own", "dev-deny", "base-deny", "base-allow", "fs-deny"]
+        vec!["base-deny", "dev-deny", "fs-deny", "own", "base-allow"]
     );
     let srcs: Vec<&str> = p.sources.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
@@ -1060,7 +1064,7 @@ fn a_file_overrides_the_settings_of_its_packs() {
 #[test]
 fn a_pack_reached_twice_is_included_once() {
     let p = with_packs("version: 1\nextends: [profiles/dev, base]\n").unwrap();
-    assert_eq!(names(&p), vec!["dev-deny", "base-deny", "base-allow"]);
+    assert_eq!(names(&p), vec!["base-deny", "dev-deny", "base-allow"]);
 }
 
 #[test]
@@ -1194,8 +1198,176 @@ fn untrusted_project_alone_still_gets_the_whole_default_pack() {
     let env = Env::new();
     env.project("version: 1\nextends: [default]\nrules:\n  - name: p-deny\n    match: {tool: c}\n    action: deny\n");
     let p = mcpwall::config::load_with_packs(&env.opts(), WITH_DEFAULT).unwrap();
-    // The project's restricted inclusion contributes d-deny; the default pack that applies
-    // when no user file exists then adds the rest of itself.
-    assert_eq!(names(&p), vec!["p-deny", "d-deny", "d-allow"]);
+    // The project's restricted inclusion contributes d-deny (layered before the project's
+    // own rules); the default pack that applies when no user file exists then adds the rest
+    // of itself.
+    assert_eq!(names(&p), vec!["d-deny", "p-deny", "d-allow"]);
     assert!(p.ignored.is_empty(), "{:?}", p.ignored);
+}
+
+// ------------------------------------------------------------------ r21: trust that holds
+
+fn outbound_names(p: &Policy) -> Vec<&str> {
+    p.outbound_rules
+        .iter()
+        .map(|r| r.name.value.as_str())
+        .collect()
+}
+
+#[test]
+fn r21_untrusted_outbound_rules_come_after_every_trusted_one() {
+    // The attack: an untrusted file whose only rule redacts a harmless marker used to be
+    // rule 1, so a response with the marker ended evaluation before secret redaction and
+    // injection blocking ran.
+    let env = Env::new();
+    env.user("version: 1\nextends: [default]\n");
+    env.project(
+        "version: 1\noutbound_rules:\n  - name: marker\n    match: {response_contains: [HARMLESS]}\n    action: redact\n  - name: stop\n    match: {response_contains: [STOPME]}\n    action: deny\n  - name: note\n    match: {method: \"*\"}\n    action: log_only\n",
+    );
+    let p = env.load();
+    let out = outbound_names(&p);
+    assert_eq!(
+        out,
+        vec![
+            "log-large-responses",
+            "block-prompt-injection-in-results",
+            "redact-secrets",
+            "marker",
+            "stop"
+        ]
+    );
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert!(
+        ignored.contains(&"outbound log_only rule `note`"),
+        "{ignored:?}"
+    );
+}
+
+#[test]
+fn r21_untrusted_alone_outbound_rules_follow_the_default_pack() {
+    let env = Env::new();
+    env.project(
+        "version: 1\noutbound_rules:\n  - name: marker\n    match: {response_contains: [HARMLESS]}\n    action: redact\n",
+    );
+    let p = env.load();
+    assert_eq!(outbound_names(&p).last(), Some(&"marker"));
+    assert_eq!(outbound_names(&p)[0], "log-large-responses");
+}
+
+#[test]
+fn r21_untrusted_regexes_get_a_smaller_budget() {
+    // Fine in a trusted file (under 10 MiB compiled), too costly for an unreviewed one.
+    let costly = "version: 1\nrules:\n  - name: slow\n    match:\n      arguments:\n        _any_value: {regex: '\\w{1000}'}\n    action: deny\n";
+    ok(costly);
+    let env = Env::new();
+    env.project(costly);
+    let e = match load(&env.opts()) {
+        Ok(p) => panic!("loaded {} rules", p.rules.len()),
+        Err(e) => e,
+    };
+    assert_eq!(
+        e.codes(),
+        vec!["mcpwall::config::bad_regex"],
+        "{}",
+        render(&e)
+    );
+    assert!(render(&e).contains("untrusted"), "{}", render(&e));
+    env.trust();
+    load(&env.opts()).expect("trusted, the same regex loads");
+}
+
+#[test]
+fn r21_untrusted_disable_is_ignored() {
+    let env = Env::new();
+    env.project("version: 1\nextends: [default]\ndisable: [block-dotenv-files]\n");
+    let p = env.load();
+    assert!(names(&p).contains(&"block-dotenv-files"));
+    assert!(
+        p.ignored
+            .iter()
+            .any(|i| i.what == "`disable: block-dotenv-files`"),
+        "{:?}",
+        p.ignored
+    );
+}
+
+#[test]
+fn r21_user_allow_comes_after_the_default_packs_denies() {
+    let p = ok(
+        "version: 1\nextends: [default]\nrules:\n  - name: proj\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '/proj/**'}\n    action: allow\n",
+    );
+    let at = names(&p).iter().position(|n| *n == "proj").unwrap();
+    let first_allow = p.rules.iter().position(|r| r.action == Action::Allow);
+    assert_eq!(first_allow, Some(at));
+    assert!(names(&p)[..at].contains(&"block-dotenv-files"));
+    assert!(names(&p)[..at].contains(&"block-ssh-keys"));
+}
+
+#[test]
+fn r21_disable_lifts_a_pack_rule() {
+    let p = ok("version: 1\nextends: [default]\ndisable: [block-dotenv-files]\n");
+    assert!(!names(&p).contains(&"block-dotenv-files"));
+    assert!(
+        p.ignored
+            .iter()
+            .any(|i| i.what == "built-in rule `block-dotenv-files`"
+                && i.why.contains("lifted by `disable` at policy.yml:3:")),
+        "{:?}",
+        p.ignored
+    );
+}
+
+#[test]
+fn r21_disable_names_are_validated_with_did_you_mean() {
+    let e = err("version: 1\nextends: [default]\ndisable: [block-dotenv-file]\n");
+    assert_eq!(e.codes(), vec!["mcpwall::config::unknown_disable"]);
+    let d = &e.diagnostics[0];
+    assert_eq!(d.location, Some(("policy.yml".to_string(), 3, 11)));
+    assert!(
+        render(&e).contains("did you mean `block-dotenv-files`?"),
+        "{}",
+        render(&e)
+    );
+    // A file that extends nothing has nothing to lift.
+    let e = err("version: 1\ndisable: [block-dotenv-files]\n");
+    assert_eq!(e.codes(), vec!["mcpwall::config::unknown_disable"]);
+}
+
+#[test]
+fn r21_allow_rules_overlapping_builtin_denies_are_found_from_the_examples() {
+    let p = ok(
+        "version: 1\nextends: [default]\nrules:\n  - name: any-read\n    match: {tool: read_file}\n    action: allow\n  - name: narrow\n    match: {tool: no_such_tool}\n    action: allow\n",
+    );
+    let env = mcpwall::paths::PathEnv::new(Path::new("/home/tester"), Path::new("/work/project"));
+    let shadows = mcpwall::compile::shadow::shadowed_builtin_denies(&p, &env);
+    let pairs: Vec<(&str, &str)> = shadows
+        .iter()
+        .map(|s| (s.allow.as_str(), s.deny.as_str()))
+        .collect();
+    assert!(
+        pairs.contains(&("any-read", "block-dotenv-files")),
+        "{pairs:?}"
+    );
+    assert!(pairs.contains(&("any-read", "block-ssh-keys")), "{pairs:?}");
+    assert!(!pairs.iter().any(|(a, _)| *a == "narrow"), "{pairs:?}");
+    assert!(shadows[0].message().contains("disable: ["));
+
+    // Outbound: an allow for one server's results matches the built-in examples that name
+    // that server.
+    let p = ok(
+        "version: 1\nextends: [default]\noutbound_rules:\n  - name: trust-github\n    match: {server: github}\n    action: allow\n",
+    );
+    let shadows = mcpwall::compile::shadow::shadowed_builtin_denies(&p, &env);
+    let pairs: Vec<(&str, &str)> = shadows
+        .iter()
+        .map(|s| (s.allow.as_str(), s.deny.as_str()))
+        .collect();
+    assert!(
+        pairs.contains(&("trust-github", "redact-secrets")),
+        "{pairs:?}"
+    );
+    assert!(
+        pairs.contains(&("trust-github", "block-prompt-injection-in-results")),
+        "{pairs:?}"
+    );
 }

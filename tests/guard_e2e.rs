@@ -312,10 +312,8 @@ fn drift_between_runs_is_withheld_named_and_approvable() {
     let reply = s.call("read_note", json!({"id": "1"}));
     let msg = error_message(&reply);
     assert!(msg.contains("changed: description"), "{msg}");
-    assert!(
-        msg.contains("mcpwall pins approve notes read_note"),
-        "{msg}"
-    );
+    // r21: the agent is never told how to approve; the human is, on stderr.
+    assert!(!msg.contains("pins approve"), "{msg}");
     assert!(
         error_message(&s.call("write_note", json!({"id": "1"})))
             .contains("inputSchema.properties.id.type")
@@ -353,7 +351,7 @@ fn drift_between_runs_is_withheld_named_and_approvable() {
     assert!(diff.contains("== @instructions: changed"), "{diff}");
     assert!(diff.contains("DRIFTED-DESCRIPTION"), "{diff}");
 
-    assert!(env.pins(&["approve", "notes"]).status.success());
+    assert!(env.pins(&["approve", "--yes", "notes"]).status.success());
     let mut s = env.start();
     assert!(
         s.seen[0].contains("DRIFTED-INSTRUCTIONS"),

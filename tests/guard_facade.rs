@@ -109,10 +109,9 @@ fn changed_description_is_withheld_and_calls_name_the_change() {
         "{}",
         denial.message
     );
+    // r21: the agent is never told the command that approves (STYLE rule 14).
     assert!(
-        denial
-            .message
-            .contains("mcpwall pins approve demo read_file"),
+        !denial.message.contains("pins approve"),
         "{}",
         denial.message
     );
@@ -129,7 +128,8 @@ fn changed_description_is_withheld_and_calls_name_the_change() {
     );
 
     // After approval, the next session forwards it untouched.
-    file.approve(&[EntryKey::tool("read_file")], 99).unwrap();
+    file.approve(&[EntryKey::tool("read_file")], 99, false)
+        .unwrap();
     store.save(g.server_key(), &file).unwrap();
     let (g, seen, events) = session_list(home.path(), &tools);
     assert_eq!(seen, ["read_file", "list_dir"]);
@@ -153,7 +153,7 @@ fn approval_during_a_session_applies_to_the_next_listing() {
 
     let store = PinStore::under_home(home.path());
     let mut file = store.load(g.server_key()).unwrap().unwrap();
-    file.approve(&[], 5).unwrap();
+    file.approve(&[], 5, false).unwrap();
     store.save(g.server_key(), &file).unwrap();
 
     let again = g.on_server_message(Some("tools/list"), &list_reply(2, &tools, None));
@@ -292,8 +292,16 @@ fn poisoned_tool_is_withheld_on_first_use_and_not_pinned_until_approved() {
     );
     assert!(!file.observed[&EntryKey::tool("add")].findings.is_empty());
 
-    // The user's approval of exactly this definition overrides the scanner.
-    file.approve(&[EntryKey::tool("add")], 7).unwrap();
+    // r21: approving without --allow-poisoned records it but keeps it withheld.
+    let mut plain = file.clone();
+    plain.approve(&[EntryKey::tool("add")], 7, false).unwrap();
+    store.save(g.server_key(), &plain).unwrap();
+    let (_, seen, _) = session_list(home.path(), &tools);
+    assert_eq!(seen, ["read_file", "list_dir"]);
+
+    // The user's approval of exactly this definition, with --allow-poisoned, overrides
+    // the scanner.
+    file.approve(&[EntryKey::tool("add")], 7, true).unwrap();
     store.save(g.server_key(), &file).unwrap();
     let (_, seen, _) = session_list(home.path(), &tools);
     assert_eq!(seen, ["read_file", "list_dir", "add"]);

@@ -104,13 +104,13 @@ fn drift_is_listed_diffed_side_by_side_verified_and_approved() {
     assert!(diff.contains("== export: added"), "{diff}");
 
     // Approving one entry leaves the rest pending.
-    let o = pins(home.path(), &["approve", "notes", "add_note"]);
+    let o = pins(home.path(), &["approve", "--yes", "notes", "add_note"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(stdout(&o).contains("approved add_note (changed)"));
     assert_eq!(pins(home.path(), &["verify"]).status.code(), Some(0));
     assert_eq!(session(home.path(), &v2), ["add_note", "search", "export"]);
     assert!(stdout(&pins(home.path(), &["list"])).contains("1 added since first use"));
-    pins(home.path(), &["approve", "notes"]);
+    pins(home.path(), &["approve", "--yes", "notes"]);
     assert!(stdout(&pins(home.path(), &["list"])).contains("status:  ok"));
 }
 
@@ -138,8 +138,41 @@ fn poisoned_entry_shows_findings_escaped_and_fails_verify() {
     assert!(diff.contains("\\u{202e}"), "{diff}");
     assert_eq!(pins(home.path(), &["verify"]).status.code(), Some(1));
 
-    pins(home.path(), &["approve", "notes", "sync"]);
+    // r21: without a terminal and without --yes, nothing is approved; the findings are
+    // shown all the same.
+    let refused = pins(home.path(), &["approve", "notes", "sync"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("no terminal"), "{err}");
+    assert!(err.contains("finding: secret-reference"), "{err}");
+    assert_eq!(session(home.path(), &tools), ["add_note", "search"]);
+
+    // r21: approving a poisoned definition records it, but the agent still does not see it.
+    let o = pins(home.path(), &["approve", "--yes", "notes", "sync"]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("finding: secret-reference"), "{out}");
+    assert!(out.contains("still withheld"), "{out}");
+    assert_eq!(session(home.path(), &tools), ["add_note", "search"]);
+
+    // Only --allow-poisoned lets it through, and the pin records it.
+    let o = pins(
+        home.path(),
+        &["approve", "--yes", "--allow-poisoned", "notes", "sync"],
+    );
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("WARNING"), "{}", stdout(&o));
     assert_eq!(session(home.path(), &tools), ["add_note", "search", "sync"]);
+    let pin_files: Vec<String> = std::fs::read_dir(home.path().join(".mcpwall/pins"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert!(
+        pin_files.iter().any(
+            |t| t.contains("\"allow_poisoned\": true") || t.contains("\"allow_poisoned\":true")
+        ),
+        "{pin_files:?}"
+    );
 }
 
 #[test]
@@ -152,7 +185,7 @@ fn removed_tool_is_drift_until_its_removal_is_approved() {
     assert!(stdout(&o).contains("search removed"), "{}", stdout(&o));
     let diff = stdout(&pins(home.path(), &["diff", "notes"]));
     assert!(diff.contains("(removed)"), "{diff}");
-    pins(home.path(), &["approve", "notes", "search"]);
+    pins(home.path(), &["approve", "--yes", "notes", "search"]);
     assert_eq!(pins(home.path(), &["verify"]).status.code(), Some(0));
 }
 
@@ -178,7 +211,7 @@ fn unknown_server_and_entry_are_errors_with_exit_2() {
     let o = pins(home.path(), &["diff", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("mcpwall pins list"));
-    let o = pins(home.path(), &["approve", "notes", "not_a_tool"]);
+    let o = pins(home.path(), &["approve", "--yes", "notes", "not_a_tool"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to approve"));
 }

@@ -83,6 +83,10 @@ struct Setup<'a> {
     /// Nothing reads mcpwall's stdout until [`Proxy::resume_stdout`]: a client that
     /// stopped reading.
     stdout_paused: bool,
+    /// Run without `-c`, as on a user's machine: this text is `~/.mcpwall/config.yml`...
+    user_file: Option<&'a str>,
+    /// ...and this one the project's `.mcpwall.yml` (not trusted).
+    project_file: Option<&'a str>,
 }
 
 impl Default for Setup<'_> {
@@ -94,6 +98,8 @@ impl Default for Setup<'_> {
             settings: "",
             server: vec![fake_server().to_string()],
             stdout_paused: false,
+            user_file: None,
+            project_file: None,
         }
     }
 }
@@ -116,10 +122,19 @@ impl Proxy {
             None => policy(&log_dir, setup.settings),
         };
         std::fs::write(&policy_path, text).unwrap();
+        let layered = setup.user_file.is_some() || setup.project_file.is_some();
+        if let Some(text) = setup.user_file {
+            std::fs::create_dir_all(home.join(".mcpwall")).unwrap();
+            std::fs::write(home.join(".mcpwall/config.yml"), text).unwrap();
+        }
+        if let Some(text) = setup.project_file {
+            std::fs::write(project.join(".mcpwall.yml"), text).unwrap();
+        }
         let mut cmd = Command::new(mcpwall());
-        cmd.arg("-c")
-            .arg(&policy_path)
-            .args(["--grace-ms", "300", "--kill-grace-ms", "300"])
+        if !layered {
+            cmd.arg("-c").arg(&policy_path);
+        }
+        cmd.args(["--grace-ms", "300", "--kill-grace-ms", "300"])
             .args(&setup.args)
             .arg("--")
             .args(&setup.server)
@@ -1400,5 +1415,104 @@ fn a_clients_broken_answer_to_a_server_request_reaches_the_server_as_an_error() 
     );
     assert_eq!(lines[3]["method"], "ping", "{got}");
     assert!(!got.contains("file:///"), "{got}");
+    assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- r21: trust that holds
+
+/// An untrusted project file whose only rule redacts a harmless marker used to end outbound
+/// evaluation for every response carrying the marker: the secret next to it went through.
+#[test]
+fn r21_untrusted_outbound_rule_does_not_switch_off_secret_redaction() {
+    let key = fake_aws_key();
+    let mut p = Proxy::with(Setup {
+        env: vec![("R21_SECRET", format!("HARMLESS-MARKER key={key}"))],
+        user_file: Some("version: 1\nextends: [default]\n"),
+        project_file: Some(
+            "version: 1\noutbound_rules:\n  - name: tidy-marker\n    match: {response_contains: [HARMLESS-MARKER]}\n    action: redact\n  - name: chatty\n    match: {method: \"*\"}\n    action: log_only\n",
+        ),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    // The secret comes from the server's environment, so no request carries it (the
+    // default pack would refuse a request with a secret in its arguments).
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/env","params":{"name":"R21_SECRET"}}"#);
+    let line = p.recv_str();
+    assert!(line.contains("\"id\":2"), "{line}");
+    assert!(!line.contains(&key), "the secret got through: {line}");
+    assert!(line.contains("[REDACTED BY MCPWALL]"), "{line}");
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    // The start-up message lists what the untrusted file could not do.
+    assert!(
+        p.stderr_contains("outbound log_only rule `chatty`"),
+        "{}",
+        p.stderr_text()
+    );
+}
+
+/// `extends: [default]` plus one ordinary allow rule used to re-open `.env` files, because
+/// the user's rules came before the pack's.
+#[test]
+fn r21_user_allow_rule_does_not_reopen_a_builtin_deny() {
+    let mut p = Proxy::with(Setup {
+        policy: Some(
+            "version: 1\nextends: [default]\nsettings: {log_dir: \"{log_dir}\"}\nrules:\n  - name: proj-reads\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '/proj/**'}\n    action: allow\n  - name: all-reads\n    match: {tool: read_file}\n    action: allow\n",
+        ),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    for path in ["/proj/.env", "/proj/../root/.ssh/id_rsa"] {
+        p.send_line(&call("5", "read_file", json!({ "path": path })));
+        let v = p.recv_json();
+        assert_eq!(v["error"]["code"], -32001, "{path}: {v}");
+        assert_ne!(v["error"]["data"]["rule"], "proj-reads", "{v}");
+    }
+    p.send_line(&call(
+        "6",
+        "read_file",
+        json!({"path": "/proj/src/main.rs"}),
+    ));
+    assert!(
+        p.recv_json()["result"].is_object(),
+        "ordinary reads still pass"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    assert!(
+        p.stderr_contains("block-dotenv-files") && p.stderr_contains("\"all-reads\""),
+        "the start-up warning names the overlap: {}",
+        p.stderr_text()
+    );
+}
+
+/// An agent with a shell tool used to be able to run `mcpwall pins approve` on what mcpwall
+/// withheld from it; the default pack now refuses every state-changing verb.
+#[test]
+fn r21_agent_cannot_run_mcpwall_state_changing_verbs() {
+    let mut p = Proxy::with(Setup {
+        user_file: Some("version: 1\nextends: [default]\n"),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    for command in [
+        "mcpwall pins approve fake read_file --yes",
+        "mcpwall pins reset fake",
+        "npx -y mcpwall@latest --log-level debug pins approve fake",
+        "/usr/local/bin/mcpwall trust",
+        "cd /tmp && \"mcpwall\" 'pins' \"approve\" fake",
+    ] {
+        p.send_line(&call("9", "run_command", json!({ "command": command })));
+        let v = p.recv_json();
+        assert_eq!(
+            v["error"]["data"]["rule"], "block-mcpwall-tampering",
+            "{command}: {v}"
+        );
+    }
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(
+        !got.contains("approve"),
+        "a state-changing command reached the server: {got}"
+    );
     assert_eq!(p.finish(), 0);
 }

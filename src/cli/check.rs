@@ -128,10 +128,21 @@ const SHOWN_CHARS: usize = 80;
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let opts = load_options(args.config.clone())?;
     let policy = config::load(&opts)?;
-    let program = Arc::new(Program::compile_with(
-        &policy,
-        &PathEnv::new(&opts.home, &opts.project_dir),
-    )?);
+    let env = PathEnv::new(&opts.home, &opts.project_dir);
+    let program = Arc::new(Program::compile_with(&policy, &env)?);
+    // What the proxy says at start-up about this policy, said here too (on stderr, so the
+    // verdicts on stdout stay as they are).
+    for ignored in &policy.ignored {
+        eprintln!(
+            "mcpwall: warning: {} at {} is ignored: {}",
+            ignored.what,
+            policy.location(ignored.span),
+            ignored.why
+        );
+    }
+    for shadow in crate::compile::shadow::shadowed_builtin_denies(&policy, &env) {
+        eprintln!("mcpwall: warning: {}", shadow.message());
+    }
 
     let texts = if args.input.is_empty() {
         let mut buf = Vec::new();

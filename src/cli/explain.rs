@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
+use crate::compile::shadow::Shadow;
 use crate::config::policy::{
     Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundRule,
     PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings, SourceKind,
@@ -61,9 +62,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Some(name) => load_pack(name, &opts)?,
         None => config::load(&opts)?,
     };
-    let program = Program::compile_with(&policy, &PathEnv::new(&opts.home, &opts.project_dir))?;
+    let env = PathEnv::new(&opts.home, &opts.project_dir);
+    let program = Program::compile_with(&policy, &env)?;
     let text = match args.format {
-        Format::Text => render_text(&policy, &program),
+        Format::Text => {
+            let shadows = crate::compile::shadow::shadowed_builtin_denies(&policy, &env);
+            render_text(&policy, &program, &shadows)
+        }
         Format::Yaml => render_yaml(&policy)?,
     };
     let mut out = std::io::stdout().lock();
@@ -91,7 +96,7 @@ pub fn load_pack(name: &str, opts: &LoadOptions) -> miette::Result<Policy> {
 // Text
 
 /// The whole text report.
-pub fn render_text(policy: &Policy, program: &Program) -> String {
+pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> String {
     let mut o = String::new();
     let w = &mut o;
     let _ = writeln!(w, "mcpwall effective policy\n");
@@ -108,6 +113,26 @@ pub fn render_text(policy: &Policy, program: &Program) -> String {
             SourceKind::Explicit => ("given with -c", "trusted"),
         };
         let _ = writeln!(w, "  {}. {}  ({kind}, {trusted})", i + 1, s.name);
+    }
+
+    // The first screen: what needs attention (warnings first), what was ignored and why,
+    // and how the layers were put in order; the full listing follows.
+    let mut all_warnings: Vec<String> = shadows.iter().map(Shadow::message).collect();
+    all_warnings.extend(warnings(policy));
+    let _ = writeln!(w, "\nWarnings ({}):", all_warnings.len());
+    for warning in &all_warnings {
+        let _ = writeln!(w, "  ! {warning}");
+    }
+
+    let _ = writeln!(w, "\nIgnored ({}):", policy.ignored.len());
+    for ig in &policy.ignored {
+        let _ = writeln!(w, "  - {}  ({})", ig.what, location(policy, ig.span));
+        let _ = writeln!(w, "    why: {}", ig.why);
+    }
+
+    let _ = writeln!(w, "\nOrder:");
+    for line in layering_lines(policy) {
+        let _ = writeln!(w, "  {line}");
     }
 
     let _ = writeln!(w, "\nSettings:");
@@ -173,18 +198,70 @@ pub fn render_text(policy: &Policy, program: &Program) -> String {
         let _ = writeln!(w, "  disabled: {}  ({})", d.value, location(policy, d.span));
     }
 
-    let _ = writeln!(w, "\nIgnored ({}):", policy.ignored.len());
-    for ig in &policy.ignored {
-        let _ = writeln!(w, "  - {}  ({})", ig.what, location(policy, ig.span));
-        let _ = writeln!(w, "    why: {}", ig.why);
-    }
-
-    let warnings = warnings(policy);
-    let _ = writeln!(w, "\nWarnings ({}):", warnings.len());
-    for warning in &warnings {
-        let _ = writeln!(w, "  ! {warning}");
-    }
     o
+}
+
+/// How the rules were put in order: a line per rule (source and action), or, for long
+/// lists, runs of consecutive rules from the same file with the same action.
+fn layering_lines(policy: &Policy) -> Vec<String> {
+    let mut out = vec![
+        "extended packs' deny rules come before the file's own rules, their allow rules after; `disable: [name]` lifts one"
+            .to_string(),
+    ];
+    if policy
+        .sources
+        .iter()
+        .any(|s| s.kind == SourceKind::ProjectUntrusted)
+    {
+        out.push(
+            "the untrusted project file only adds protection: its deny rules apply, its outbound deny/redact rules come after every trusted outbound rule"
+                .to_string(),
+        );
+    }
+    let runs = |items: Vec<(String, &'static str)>| -> Vec<String> {
+        let mut runs: Vec<(String, &'static str, usize, usize)> = Vec::new();
+        for (i, (src, act)) in items.into_iter().enumerate() {
+            match runs.last_mut() {
+                Some(last) if last.0 == src && last.1 == act => last.3 = i + 1,
+                _ => runs.push((src, act, i + 1, i + 1)),
+            }
+        }
+        runs.into_iter()
+            .map(|(src, act, a, b)| {
+                if a == b {
+                    format!("{a:>3}      {act:<8} {src}")
+                } else {
+                    format!("{a:>3}-{b:<3}  {act:<8} {src}")
+                }
+            })
+            .collect()
+    };
+    let name = |span: Span| policy.source(span.source).name.clone();
+    out.push("inbound:".to_string());
+    out.extend(
+        runs(
+            policy
+                .rules
+                .iter()
+                .map(|r| (name(r.span), action_word(r.action)))
+                .collect(),
+        )
+        .into_iter()
+        .map(|l| format!("  {l}")),
+    );
+    out.push("outbound:".to_string());
+    out.extend(
+        runs(
+            policy
+                .outbound_rules
+                .iter()
+                .map(|r| (name(r.span), outbound_action_word(r.action)))
+                .collect(),
+        )
+        .into_iter()
+        .map(|l| format!("  {l}")),
+    );
+    out
 }
 
 /// Comma-separated names, wrapped before `width` columns.

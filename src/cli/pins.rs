@@ -42,6 +42,14 @@ pub enum PinsCommand {
         server: String,
         /// Tool names; `prompt:NAME`, `resource-template:URI` or `@instructions` for the rest.
         entries: Vec<String>,
+        /// Approve without asking (for scripts). Without it, approval asks on a terminal
+        /// and is refused when there is none.
+        #[arg(long)]
+        yes: bool,
+        /// Let the agent see approved definitions that have poison findings. Without it, a
+        /// poisoned definition is recorded as approved but stays withheld.
+        #[arg(long)]
+        allow_poisoned: bool,
     },
     /// Forget a server's pins; its next session pins it afresh (trust on first use).
     Reset {
@@ -59,7 +67,19 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let code = match args.command {
         PinsCommand::List => list(&store, &mut out)?,
         PinsCommand::Diff { server } => diff(&store, &server, width, &mut out)?,
-        PinsCommand::Approve { server, entries } => approve(&store, &server, &entries, &mut out)?,
+        PinsCommand::Approve {
+            server,
+            entries,
+            yes,
+            allow_poisoned,
+        } => {
+            let how = Approval {
+                yes,
+                allow_poisoned,
+                width,
+            };
+            approve(&store, &server, &entries, how, &mut out)?
+        }
         PinsCommand::Reset { server } => reset(&store, &server, &mut out)?,
         PinsCommand::Verify => verify(&store, &mut out)?,
     };
@@ -330,31 +350,141 @@ fn side_by_side(
     }
 }
 
+/// How `pins approve` was asked to approve.
+#[derive(Debug, Clone, Copy)]
+struct Approval {
+    /// `--yes`: no question (scripts).
+    yes: bool,
+    /// `--allow-poisoned`: poisoned definitions reach the agent once approved.
+    allow_poisoned: bool,
+    width: usize,
+}
+
+/// Show what is about to be approved (the side-by-side diff and every poison finding),
+/// then ask on the terminal unless `--yes`. Without a terminal and without `--yes`, refuse:
+/// an approval is the human's decision, and a process that is not at a terminal (an agent's
+/// shell tool, a script that forgot the flag) does not get to make it silently.
 fn approve(
     store: &PinStore,
     server: &str,
     entries: &[String],
+    how: Approval,
     out: &mut String,
 ) -> miette::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+
     let (key, mut file) = store.find(server).map_err(err)?;
     if file.observed.is_empty() {
         writeln!(out, "{}: nothing pending to approve", file.server.name).ok();
         return Ok(ExitCode::SUCCESS);
     }
     let keys: Vec<EntryKey> = entries.iter().map(|e| EntryKey::parse(e)).collect();
+    for k in &keys {
+        if !file.observed.contains_key(k) {
+            // The same error `approve` gives, before anything is shown or asked.
+            return Err(err(file
+                .clone()
+                .approve(&keys, unix_now(), false)
+                .unwrap_err()));
+        }
+    }
+    let targets: Vec<EntryKey> = if keys.is_empty() {
+        file.observed.keys().cloned().collect()
+    } else {
+        keys.clone()
+    };
     let statuses: Vec<(EntryKey, Status)> = file
         .observed
         .iter()
         .map(|(k, o)| (k.clone(), o.status))
         .collect();
-    let approved = file.approve(&keys, unix_now()).map_err(err)?;
+    let poisoned: Vec<EntryKey> = targets
+        .iter()
+        .filter(|k| {
+            file.observed
+                .get(*k)
+                .is_some_and(|o| crate::guard::poison::is_poisoned(&o.findings))
+        })
+        .cloned()
+        .collect();
+
+    // What the user is approving, before the question.
+    let mut shown = String::new();
+    writeln!(shown, "{}  [{key}]  {}", file.server.name, summary(&file)).ok();
+    for entry in &targets {
+        if let Some(observed) = file.observed.get(entry) {
+            shown.push('\n');
+            render_entry(&file, entry, observed, how.width, &mut shown);
+        }
+    }
+    if !poisoned.is_empty() {
+        let names: Vec<String> = poisoned.iter().map(ToString::to_string).collect();
+        if how.allow_poisoned {
+            writeln!(
+                shown,
+                "\nWARNING: {} {} poison findings (above); with --allow-poisoned the agent will read {} text",
+                names.join(", "),
+                if names.len() == 1 { "has" } else { "have" },
+                if names.len() == 1 { "its" } else { "their" },
+            )
+            .ok();
+        } else {
+            writeln!(
+                shown,
+                "\nnote: {} {} poison findings (above): approving records the definition, but it stays withheld from the agent; pass --allow-poisoned to let the agent see it",
+                names.join(", "),
+                if names.len() == 1 { "has" } else { "have" },
+            )
+            .ok();
+        }
+    }
+    let stdin_is_terminal = std::io::stdin().is_terminal();
+    if !how.yes {
+        if !stdin_is_terminal {
+            eprint!("{shown}");
+            return Err(miette!(
+                help = "run it yourself in a terminal to review and confirm, or pass --yes in a script",
+                "not approving: no terminal to confirm on, and --yes was not given"
+            ));
+        }
+        eprint!("{shown}");
+        eprint!(
+            "\napprove {} {} of {}? [y/N] ",
+            targets.len(),
+            if targets.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            },
+            file.server.name
+        );
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| miette!("cannot read the answer: {e}"))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            writeln!(out, "not approved").ok();
+            return Ok(ExitCode::from(1));
+        }
+    } else {
+        out.push_str(&shown);
+        out.push('\n');
+    }
+    let approved = file
+        .approve(&keys, unix_now(), how.allow_poisoned)
+        .map_err(err)?;
     store.save(&key, &file).map_err(err)?;
     for entry in &approved {
         let status = statuses
             .iter()
             .find(|(k, _)| k == entry)
             .map_or("pending", |(_, s)| s.as_str());
-        writeln!(out, "approved {entry} ({status})").ok();
+        let withheld = if poisoned.contains(entry) && !how.allow_poisoned {
+            "; still withheld from the agent: poison findings (--allow-poisoned to release)"
+        } else {
+            ""
+        };
+        writeln!(out, "approved {entry} ({status}){withheld}").ok();
     }
     writeln!(
         out,

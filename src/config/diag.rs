@@ -58,6 +58,8 @@ pub enum Code {
     Compile,
     /// A warning: part of a file was loaded but does not apply (untrusted project file).
     Ignored,
+    /// `disable` names a rule that no extended pack has.
+    UnknownDisable,
 }
 
 impl Code {
@@ -85,6 +87,7 @@ impl Code {
             Code::ReadFailed => "read_failed",
             Code::Compile => "compile",
             Code::Ignored => "ignored",
+            Code::UnknownDisable => "unknown_disable",
         }
     }
 

@@ -1,14 +1,21 @@
-//! Merging files into one [`Policy`]: extends, precedence, trust filtering.
+//! Merging files into one [`Policy`]: extends, layering, precedence, trust filtering.
 //!
 //! Order (first match wins, so order is policy):
-//! 1. files are visited depth-first: a file's own rules, then each pack it `extends`, in the
-//!    order listed (recursively);
+//! 1. a file that `extends` packs is layered (ARCHITECTURE decision 7): the packs' deny
+//!    rules (outbound: every rule but `allow`) come before the file's own rules, and their
+//!    allow rules after them, so a file's allow never silently shadows a built-in deny. A
+//!    pack's rules keep their order within each part; packs are flattened recursively the
+//!    same way. A rule a file names in `disable: [..]` is lifted (validated against the
+//!    rules of the packs the file extends, with "did you mean");
 //! 2. the project's `.mcpwall.yml` (with its packs) comes before the user's
 //!    `~/.mcpwall/config.yml` (with its packs);
 //! 3. a built-in pack is included once, where it is first reached; a pack reached again
 //!    through another file is not repeated (both `init`-written files say `extends: [default]`).
 //!    Exception: a pack first reached through a restricted file is reached again, in full,
-//!    by a trusted file; only the rules the first inclusion did not apply are added there.
+//!    by a trusted file; only the rules the first inclusion did not apply are added there;
+//! 4. the outbound `deny`/`redact` rules of restricted inclusions (an untrusted project file
+//!    and the packs it pulls in) come after every trusted outbound rule: they apply in
+//!    addition to the trusted rules and never end evaluation before those have run.
 //!
 //! Settings: the first file in that order that sets a key wins, so the project beats the user
 //! and a file beats the packs it extends. A file that is *restricted* (an untrusted project
@@ -33,9 +40,10 @@ pub const UNTRUSTED_WHY: &str = "the project file is not trusted: only its tight
 pub(crate) enum Restricted {
     /// Everything in it applies.
     No,
-    /// Only tightening parts apply: deny rules, outbound deny/redact/log_only rules, extra
-    /// secret patterns, and settings that tighten. Allow rules (inbound and outbound),
-    /// `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// Only tightening parts apply: deny rules, outbound deny/redact rules (placed after every
+    /// trusted outbound rule), extra secret patterns (their regexes on a smaller budget), and
+    /// settings that tighten. Allow rules (inbound and outbound), the file's own outbound
+    /// `log_only` rules, `disable`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
     /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
     /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
@@ -125,6 +133,13 @@ pub(crate) struct Merger {
     ignored_rules: Vec<(usize, (String, String))>,
     /// Settings in visit order, with whether each file was restricted.
     settings: Vec<(RawSettings, Restricted)>,
+    /// Outbound deny/redact rules of restricted inclusions, with their keys: they go after
+    /// every trusted outbound rule (one a trusted inclusion also took is dropped).
+    restricted_outbound: Vec<((String, String), OutboundRule)>,
+    /// Rule names of each pack decoded, and the packs it extends (to validate `disable`).
+    pack_rules: HashMap<&'static str, (Vec<String>, Vec<&'static str>)>,
+    /// `disable` entries of trusted files, with the packs each file extends.
+    disables: Vec<(Spanned<String>, Vec<&'static str>)>,
     /// Leave out the embedded packs' `examples` (see [`Merger::without_pack_examples`]).
     lean: bool,
 }
@@ -145,6 +160,9 @@ impl Merger {
             taken: HashSet::new(),
             ignored_rules: Vec::new(),
             settings: Vec::new(),
+            restricted_outbound: Vec::new(),
+            pack_rules: HashMap::new(),
+            disables: Vec::new(),
             lean: false,
         }
     }
@@ -164,7 +182,9 @@ impl Merger {
     /// Load one top-level file and, recursively, what it extends.
     pub(crate) fn add_file(&mut self, file: FileInput, restricted: Restricted) {
         let mut stack = Vec::new();
-        self.add(file, restricted, &mut stack);
+        let (rules, outbound) = self.add(file, restricted, &mut stack);
+        self.rules.extend(rules);
+        self.outbound_rules.extend(outbound);
     }
 
     /// Load a built-in pack as a top-level file (no configuration anywhere).
@@ -176,7 +196,7 @@ impl Merger {
         }
         let text = self.pack_text(path);
         let mut stack = vec![path];
-        self.add(
+        let (rules, outbound) = self.add(
             FileInput {
                 name: format!("builtin:{path}"),
                 kind: SourceKind::Builtin,
@@ -185,9 +205,17 @@ impl Merger {
             Restricted::No,
             &mut stack,
         );
+        self.rules.extend(rules);
+        self.outbound_rules.extend(outbound);
     }
 
-    fn add(&mut self, file: FileInput, restricted: Restricted, stack: &mut Vec<&'static str>) {
+    /// Decode one file and what it extends; its rules, layered, in evaluation order.
+    fn add(
+        &mut self,
+        file: FileInput,
+        restricted: Restricted,
+        stack: &mut Vec<&'static str>,
+    ) -> (Vec<Rule>, Vec<OutboundRule>) {
         let id = SourceId(self.sources.len() as u32);
         self.sources.push(Source {
             name: file.name,
@@ -219,7 +247,7 @@ impl Merger {
             }
             Err(d) => {
                 self.diags.push(*d);
-                return;
+                return (Vec::new(), Vec::new());
             }
         };
         let RawPolicy {
@@ -229,8 +257,24 @@ impl Merger {
             outbound_rules,
             secret_patterns,
             disabled_secrets,
+            disable,
         } = raw;
-        self.take_rules(&source.name, rules, outbound_rules, restricted);
+        let this_pack = stack
+            .last()
+            .copied()
+            .filter(|_| source.kind == SourceKind::Builtin);
+        if let Some(path) = this_pack {
+            let names = rules
+                .iter()
+                .map(|r| r.name.value.clone())
+                .chain(outbound_rules.iter().map(|r| r.name.value.clone()))
+                .collect();
+            self.pack_rules.insert(path, (names, Vec::new()));
+        }
+        let (own_in, own_out) = self.take_rules(&source, rules, outbound_rules, restricted);
+        let mut packs_in: Vec<Rule> = Vec::new();
+        let mut packs_out: Vec<OutboundRule> = Vec::new();
+        let mut extended: Vec<&'static str> = Vec::new();
         self.secret_patterns.extend(secret_patterns);
         for d in disabled_secrets {
             if restricted == Restricted::Yes {
@@ -270,6 +314,7 @@ impl Merger {
                 );
                 continue;
             };
+            extended.push(path);
             if stack.contains(&path) {
                 let chain: Vec<&str> = stack.iter().copied().chain([path]).collect();
                 self.diags.push(
@@ -295,7 +340,7 @@ impl Merger {
             self.included.insert(path, restricted);
             stack.push(path);
             let text = self.pack_text(path);
-            self.add(
+            let (i, o) = self.add(
                 FileInput {
                     name: format!("builtin:{path}"),
                     kind: SourceKind::Builtin,
@@ -304,8 +349,44 @@ impl Merger {
                 restricted,
                 stack,
             );
+            packs_in.extend(i);
+            packs_out.extend(o);
             stack.pop();
         }
+        if let Some(path) = this_pack
+            && let Some(entry) = self.pack_rules.get_mut(path)
+        {
+            entry.1 = extended.clone();
+        }
+        for name in disable {
+            if restricted == Restricted::Yes {
+                self.ignore(
+                    name.span,
+                    format!("`disable: {}`", name.value),
+                    UNTRUSTED_WHY,
+                );
+            } else {
+                self.disables.push((name, extended.clone()));
+            }
+        }
+        // Layering: the packs' denies, the file's own rules, the packs' allows.
+        let (pack_allow, pack_deny): (Vec<Rule>, Vec<Rule>) = packs_in
+            .into_iter()
+            .partition(|r| r.action == Action::Allow);
+        let (out_allow, out_rest): (Vec<OutboundRule>, Vec<OutboundRule>) = packs_out
+            .into_iter()
+            .partition(|r| r.action == RuleAction::Allow);
+        let rules = pack_deny
+            .into_iter()
+            .chain(own_in)
+            .chain(pack_allow)
+            .collect();
+        let outbound = out_rest
+            .into_iter()
+            .chain(own_out)
+            .chain(out_allow)
+            .collect();
+        (rules, outbound)
     }
 
     fn pack_text(&self, path: &str) -> &'static str {
@@ -316,15 +397,19 @@ impl Merger {
             .unwrap_or("")
     }
 
+    /// A file's own rules that apply, in file order. A restricted inclusion's outbound
+    /// deny/redact rules are set aside for the end of the outbound list.
     fn take_rules(
         &mut self,
-        source_name: &str,
+        source: &Source,
         rules: Vec<Rule>,
         outbound: Vec<OutboundRule>,
         r: Restricted,
-    ) {
+    ) -> (Vec<Rule>, Vec<OutboundRule>) {
+        let mut taken_in = Vec::new();
+        let mut taken_out = Vec::new();
         for rule in rules {
-            let key = (source_name.to_string(), rule.name.value.clone());
+            let key = (source.name.clone(), rule.name.value.clone());
             if self.taken.contains(&key) {
                 continue;
             }
@@ -332,21 +417,40 @@ impl Merger {
                 self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
             } else {
                 self.taken.insert(key);
-                self.rules.push(rule);
+                taken_in.push(rule);
             }
         }
         for rule in outbound {
-            let key = (source_name.to_string(), rule.name.value.clone());
+            let key = (source.name.clone(), rule.name.value.clone());
             if self.taken.contains(&key) {
                 continue;
             }
-            if r == Restricted::Yes && rule.action == RuleAction::Allow {
-                self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
-            } else {
+            if r == Restricted::No {
                 self.taken.insert(key);
-                self.outbound_rules.push(rule);
+                taken_out.push(rule);
+                continue;
+            }
+            match rule.action {
+                RuleAction::Allow => {
+                    self.ignore_rule(rule.span, format!("outbound allow rule `{}`", key.1), key);
+                }
+                // A built-in pack's log_only only records; an untrusted file's could make
+                // the audit log say what the file's author chose.
+                RuleAction::LogOnly if source.kind != SourceKind::Builtin => {
+                    self.ignore_rule(
+                        rule.span,
+                        format!("outbound log_only rule `{}`", key.1),
+                        key,
+                    );
+                }
+                _ => {
+                    if !self.restricted_outbound.iter().any(|(k, _)| *k == key) {
+                        self.restricted_outbound.push((key, rule));
+                    }
+                }
             }
         }
+        (taken_in, taken_out)
     }
 
     fn ignore_rule(&mut self, span: Span, what: String, key: (String, String)) {
@@ -365,6 +469,14 @@ impl Merger {
     /// Finish: settings, cross-file checks, and either the policy or every problem.
     pub(crate) fn finish(mut self) -> Result<Policy, super::PolicyError> {
         let settings = self.merge_settings();
+        // Restricted outbound rules after every trusted one; a rule a trusted inclusion of
+        // the same pack also took applies there, in its trusted place.
+        for (key, rule) in std::mem::take(&mut self.restricted_outbound) {
+            if !self.taken.contains(&key) {
+                self.outbound_rules.push(rule);
+            }
+        }
+        self.apply_disables();
         self.check_duplicates();
         let applied: HashSet<usize> = self
             .ignored_rules
@@ -399,6 +511,92 @@ impl Merger {
             disabled_secrets: self.disabled_secrets,
             ignored: self.ignored,
         })
+    }
+
+    /// Lift the pack rules named in `disable`, after checking each name is a rule of a pack
+    /// its file extends.
+    fn apply_disables(&mut self) {
+        let mut lifted: Vec<Spanned<String>> = Vec::new();
+        for (name, extended) in std::mem::take(&mut self.disables) {
+            // Every rule of the packs this file reaches, transitively.
+            let mut names: Vec<String> = Vec::new();
+            let mut todo = extended.clone();
+            let mut seen: HashSet<&'static str> = HashSet::new();
+            while let Some(p) = todo.pop() {
+                if !seen.insert(p) {
+                    continue;
+                }
+                if let Some((rules, sub)) = self.pack_rules.get(p) {
+                    names.extend(rules.iter().cloned());
+                    todo.extend(sub.iter().copied());
+                }
+            }
+            if names.contains(&name.value) {
+                lifted.push(name);
+                continue;
+            }
+            let source = self.sources[name.span.source.0 as usize].clone();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let label = match did_you_mean(&name.value, &refs) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => "no rule by this name in the extended packs".to_string(),
+            };
+            let help = if extended.is_empty() {
+                "`disable` lifts rules of the packs this file extends, and it extends none"
+                    .to_string()
+            } else {
+                format!(
+                    "name a rule of the packs this file extends ({}); `mcpwall explain-policy --pack <name>` lists them",
+                    extended
+                        .iter()
+                        .map(|p| p.trim_end_matches(".yml").trim_end_matches(".yaml"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            self.diags.push(
+                PolicyDiagnostic::at(
+                    Code::UnknownDisable,
+                    format!(
+                        "`disable` names `{}`, which is not a rule of an extended pack",
+                        name.value
+                    ),
+                    &source,
+                    name.span,
+                    label,
+                )
+                .with_help(help),
+            );
+        }
+        if lifted.is_empty() {
+            return;
+        }
+        let builtin = |span: Span, sources: &[Source]| {
+            sources[span.source.0 as usize].kind == SourceKind::Builtin
+        };
+        let lifted_by = |n: &str| lifted.iter().find(|l| l.value == n).map(|l| l.span);
+        let sources = &self.sources;
+        let mut removed: Vec<(Span, String, Span)> = Vec::new();
+        let mut keep = |name: &Spanned<String>, span: Span| match lifted_by(&name.value) {
+            Some(by) if builtin(span, sources) => {
+                removed.push((span, name.value.clone(), by));
+                false
+            }
+            _ => true,
+        };
+        self.rules.retain(|r| keep(&r.name, r.span));
+        self.outbound_rules.retain(|r| keep(&r.name, r.span));
+        for (span, name, by) in removed {
+            let at = format!(
+                "{}:{}:{}",
+                self.sources[by.source.0 as usize].name, by.line, by.column
+            );
+            self.ignore(
+                span,
+                format!("built-in rule `{name}`"),
+                &format!("lifted by `disable` at {at}"),
+            );
+        }
     }
 
     /// Names unique across the merged policy. Duplicates inside one file were reported by

@@ -233,6 +233,8 @@ pub(crate) struct RawPolicy {
     pub(crate) outbound_rules: Vec<OutboundRule>,
     pub(crate) secret_patterns: Vec<SecretPattern>,
     pub(crate) disabled_secrets: Vec<Spanned<String>>,
+    /// `disable: [rule-name]`: rules of the extended packs this file lifts.
+    pub(crate) disable: Vec<Spanned<String>>,
 }
 
 /// The settings one file sets; `None` = not written (another file or the default decides).

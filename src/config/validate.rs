@@ -20,6 +20,11 @@ use super::policy::{
 /// this is refused at load time instead of slowing every frame.
 pub const REGEX_SIZE_LIMIT: usize = 10 * 1024 * 1024;
 
+/// The budget of a regex in an untrusted project file: a file the user has not reviewed
+/// gets a fraction of the trusted budget, so it cannot add a rule that costs every frame
+/// seconds per MiB (large compiled forms fall back to the slow engines).
+pub const UNTRUSTED_REGEX_SIZE_LIMIT: usize = 64 * 1024;
+
 /// The method a rule judges when it names none.
 pub const DEFAULT_METHOD: &str = "tools/call";
 
@@ -70,6 +75,7 @@ const TOP_KEYS: &[&str] = &[
     "rules",
     "outbound_rules",
     "secrets",
+    "disable",
 ];
 const SETTINGS_KEYS: &[&str] = &[
     "log_dir",
@@ -394,6 +400,9 @@ impl<'a> Decoder<'a> {
         }
         if let Some(n) = f.get("extends") {
             raw.extends = self.strings(n, "`extends`");
+        }
+        if let Some(n) = f.get("disable") {
+            raw.disable = self.strings(n, "`disable`");
         }
         if let Some(n) = f.get("settings") {
             raw.settings = self.settings(n);
@@ -1201,10 +1210,16 @@ impl<'a> Decoder<'a> {
         };
         // One Thompson NFA compile checks the size limit, so an oversized user regex is
         // reported with the other problems of the file, not after them.
+        let untrusted = self.source.kind == SourceKind::ProjectUntrusted;
+        let limit = if untrusted {
+            UNTRUSTED_REGEX_SIZE_LIMIT
+        } else {
+            REGEX_SIZE_LIMIT
+        };
         let nfa = regex_automata::nfa::thompson::Compiler::new()
             .configure(
                 regex_automata::nfa::thompson::Config::new()
-                    .nfa_size_limit(Some(REGEX_SIZE_LIMIT))
+                    .nfa_size_limit(Some(limit))
                     .shrink(false),
             )
             .build_from_hir(&hir);
@@ -1212,6 +1227,16 @@ impl<'a> Decoder<'a> {
             return Some(s);
         };
         let (message, help) = match nfa_error.size_limit() {
+            Some(limit) if untrusted => (
+                format!(
+                    "regex {what} is too large for an untrusted project file: its compiled \
+                     form exceeds {} KiB",
+                    limit >> 10
+                ),
+                "simplify the regex, or review the file and run `mcpwall trust` (a trusted \
+                 file's regexes may be larger)"
+                    .to_string(),
+            ),
             Some(limit) => (
                 format!(
                     "regex {what} is too large: its compiled form exceeds {} MiB",

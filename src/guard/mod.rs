@@ -196,9 +196,11 @@ impl GuardEvent {
                     format!(" ({})", fields.join(", "))
                 },
                 if *withheld {
-                    "; withheld until `mcpwall pins approve`"
+                    format!(
+                        "; withheld: review with `mcpwall pins diff {server}`, then approve at a terminal with `mcpwall pins approve {server} {entry}`"
+                    )
                 } else {
-                    "; forwarded (pinning: warn)"
+                    "; forwarded (pinning: warn)".to_string()
                 }
             ),
             GuardEvent::Poisoned {
@@ -215,9 +217,11 @@ impl GuardEvent {
                     "{server}: {entry} looks poisoned: {}{}",
                     detail.join("; "),
                     if *withheld {
-                        "; withheld"
+                        format!(
+                            "; withheld: review with `mcpwall pins diff {server}`; to let the agent see it anyway, approve at a terminal with `mcpwall pins approve --allow-poisoned {server} {entry}`"
+                        )
                     } else {
-                        "; forwarded (poison_scan: warn)"
+                        "; forwarded (poison_scan: warn)".to_string()
                     }
                 )
             }
@@ -497,9 +501,10 @@ impl Guard {
             EntryKind::Tool => format!("tool {:?}", key.as_str()),
             _ => format!("{:?}", key.as_str()),
         };
-        let review = format!(
-            "Review with `mcpwall pins diff {server}`; accept with `mcpwall pins approve {server} {key}`."
-        );
+        // Read by the agent: it says what happened and that the user decides, never which
+        // command approves (STYLE rule 14). The instruction for the human is in the guard
+        // event's summary (stderr and the audit log).
+        let review = "It stays unavailable until the user reviews it; mcpwall has told them how.";
         match reason {
             WithholdReason::DeniedByPolicy => {
                 format!("mcpwall: {what} is denied by policy.")
@@ -662,9 +667,12 @@ impl Guard {
             _ => poison::scan_definition(definition),
         };
         let pinned = state.pins.pinned.get(key);
-        let user_approved =
-            pinned.is_some_and(|p| p.digest == digest && p.approved_by == ApprovedBy::User);
-        let poisoned = !user_approved && poison::is_poisoned(&findings);
+        // Approving a definition does not make poisoned text visible: only an approval
+        // that says so (`--allow-poisoned`, recorded in the pin) overrides the scanner.
+        let user_allowed_poison = pinned.is_some_and(|p| {
+            p.digest == digest && p.approved_by == ApprovedBy::User && p.allow_poisoned
+        });
+        let poisoned = !user_allowed_poison && poison::is_poisoned(&findings);
         let server = self.server.name.clone();
         let mut withhold = None;
 
@@ -725,6 +733,7 @@ impl Guard {
                             digest: digest.clone(),
                             definition: definition.clone(),
                             approved_by: ApprovedBy::FirstUse,
+                            allow_poisoned: false,
                             at: now,
                         },
                     );

@@ -149,7 +149,8 @@ impl<'de> Deserialize<'de> for EntryKey {
 pub enum ApprovedBy {
     /// Recorded automatically the first time the server (or entry) was seen.
     FirstUse,
-    /// Approved with `mcpwall pins approve`: overrides poison findings for this digest.
+    /// Approved with `mcpwall pins approve`. Overrides poison findings for this digest
+    /// only when the pin says `allow_poisoned` (`--allow-poisoned`).
     User,
 }
 
@@ -162,6 +163,11 @@ pub struct Pinned {
     pub approved_by: ApprovedBy,
     /// Unix seconds.
     pub at: u64,
+    /// The user approved this definition despite its poison findings
+    /// (`mcpwall pins approve --allow-poisoned`): the agent sees it. Without it, an
+    /// approved definition that looks poisoned stays withheld.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_poisoned: bool,
 }
 
 /// Why an observed entry needs the user's attention.
@@ -252,7 +258,14 @@ impl PinFile {
     /// Accept the observed state of `keys` (all observed entries when empty): changed,
     /// added and poisoned definitions become pinned as approved by the user, removed
     /// ones are unpinned. Returns the keys approved; unknown keys are an error.
-    pub fn approve(&mut self, keys: &[EntryKey], now: u64) -> Result<Vec<EntryKey>, PinError> {
+    /// `allow_poisoned` is recorded in each pin: only then does a definition with poison
+    /// findings reach the agent.
+    pub fn approve(
+        &mut self,
+        keys: &[EntryKey],
+        now: u64,
+        allow_poisoned: bool,
+    ) -> Result<Vec<EntryKey>, PinError> {
         let targets: Vec<EntryKey> = if keys.is_empty() {
             self.observed.keys().cloned().collect()
         } else {
@@ -282,6 +295,7 @@ impl PinFile {
                             definition,
                             approved_by: ApprovedBy::User,
                             at: now,
+                            allow_poisoned,
                         },
                     );
                 }
@@ -628,6 +642,7 @@ mod tests {
             definition: def,
             approved_by: ApprovedBy::FirstUse,
             at: 1,
+            allow_poisoned: false,
         }
     }
 
@@ -823,9 +838,16 @@ mod tests {
             },
         );
         assert!(file.has_drift());
-        let err = file.approve(&[EntryKey::tool("zzz")], 3).unwrap_err();
+        let err = file
+            .approve(&[EntryKey::tool("zzz")], 3, false)
+            .unwrap_err();
         assert!(matches!(err, PinError::NothingToApprove { .. }));
-        assert_eq!(file.approve(&[EntryKey::tool("a")], 3).unwrap().len(), 1);
+        assert_eq!(
+            file.approve(&[EntryKey::tool("a")], 3, false)
+                .unwrap()
+                .len(),
+            1
+        );
         assert_eq!(
             file.pinned[&EntryKey::tool("a")].approved_by,
             ApprovedBy::User
@@ -835,7 +857,7 @@ mod tests {
             digest(&json!({"name": "a", "description": "new"}))
         );
         assert!(file.has_drift(), "b is still pending");
-        file.approve(&[], 4).unwrap();
+        file.approve(&[], 4, false).unwrap();
         assert!(!file.pinned.contains_key(&EntryKey::tool("b")));
         assert!(file.observed.is_empty());
         assert!(!file.has_drift());

@@ -104,6 +104,17 @@ pub enum Delivery {
     /// One line larger than `settings.max_frame_bytes`: a `tools/call` of the attack's tool
     /// whose arguments are `{"pad": <padding>, ...these}`, the padding first.
     HugeFrame(&'static str),
+    /// A `tools/call` with `args`, where the protected run loads its policy the way a user's
+    /// machine does (no `-c`): the project carries this `.mcpwall.yml`, trusted
+    /// (`mcpwall trust`) or not, and, with `user`, the scanned policy is the user's
+    /// `~/.mcpwall/config.yml` (without it the project file is the only file: the attack
+    /// then tests how mcpwall layers the built-in packs the project file extends).
+    Layered {
+        project: &'static str,
+        trusted: bool,
+        user: bool,
+        args: &'static str,
+    },
 }
 
 /// A setting of the protecting policy that an attack tests; without it the attack is
@@ -153,6 +164,9 @@ const R_FRAME: &str = "settings:\n  max_frame_bytes: 67108864   # frames above t
 const R_RATE: &str =
     "settings:\n  rate_limit: {max_calls: 120, window_seconds: 60}   # or: --profile strict";
 const R_BREAKER: &str = "settings:\n  circuit_breaker: {max_violations: 10, window_seconds: 60, action: suspend}   # or: --profile strict";
+const R_UNTRUSTED: &str = "nothing to add: an untrusted project file's outbound rules run after every trusted one (mcpwall 21+); review the file before `mcpwall trust`";
+const R_LAYERING: &str = "extends: [default]   # its deny rules come before your allow rules; lift one only with `disable: [rule-name]`";
+const R_SELF_APPROVAL: &str = "extends: [default]   # block-mcpwall-tampering denies `mcpwall pins approve|reset`, `trust`, `init`, `wrap`, `unwrap` in any spelling";
 const R_IDENTITY: &str = "per-identity rules need an HTTP transport; not testable over stdio";
 
 macro_rules! a {
@@ -913,6 +927,46 @@ pub const ATTACKS: &[Attack] = &[
         Received(ReadmePhrase),
         R_BREAKER,
         Requires::CircuitBreaker
+    ),
+    a!(
+        "TR-001",
+        "untrusted project file's outbound rule switches off secret redaction",
+        "ASI03",
+        Critical,
+        READ,
+        Layered {
+            project: "version: 1\noutbound_rules:\n  - name: tidy-key-headers\n    match: {response_contains: [\"RSA PRIVATE KEY\"]}\n    action: redact\n",
+            trusted: false,
+            user: true,
+            args: r#"{"path":"certs/server.key"}"#
+        },
+        Received(PemBody),
+        R_UNTRUSTED
+    ),
+    a!(
+        "TR-002",
+        "a user's allow rule re-opens a built-in deny (.env)",
+        "ASI03",
+        High,
+        READ,
+        Layered {
+            project: "version: 1\nextends: [default]\nrules:\n  - name: project-reads\n    match:\n      tool: read_file\n      arguments:\n        path: {pattern: '**'}\n    action: allow\n",
+            trusted: true,
+            user: false,
+            args: r#"{"path":".env"}"#
+        },
+        Received(Token("env")),
+        R_LAYERING
+    ),
+    a!(
+        "TR-003",
+        "the agent approves its own withheld tool (mcpwall pins approve)",
+        "ASI03",
+        Critical,
+        EXEC,
+        Call(r#"{"command":"mcpwall pins approve scan-target --yes"}"#),
+        Executed,
+        R_SELF_APPROVAL
     ),
 ];
 

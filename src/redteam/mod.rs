@@ -91,6 +91,49 @@ impl ScanOptions {
     }
 }
 
+impl ScanOptions {
+    /// The protected run of a [`Delivery::Layered`] attack: no `-c`, so the proxy finds the
+    /// user's and the project's files as it would on the user's machine.
+    fn argv_layered(&self, home: &Path) -> Vec<String> {
+        let mut v = self.argv(Side::Protected, home);
+        if let Some(at) = v.iter().position(|a| a == "-c") {
+            v.drain(at..at + 2);
+        }
+        v
+    }
+}
+
+/// Lay out a [`Delivery::Layered`] attack's files: `project` as the project's
+/// `.mcpwall.yml` (trusted or not) and, with `user`, the scanned policy as the user's
+/// `~/.mcpwall/config.yml` (without it, no user file).
+fn layer(
+    opts: &ScanOptions,
+    home: &FakeHome,
+    project: &str,
+    trusted: bool,
+    user: bool,
+) -> std::io::Result<()> {
+    let dir = home.path().join(".mcpwall");
+    std::fs::create_dir_all(&dir)?;
+    let user_file = dir.join("config.yml");
+    if user {
+        std::fs::copy(&opts.policy, &user_file)?;
+    } else if user_file.exists() && user_file != opts.policy {
+        std::fs::remove_file(&user_file)?;
+    }
+    let file = home.project().join(crate::config::PROJECT_FILE);
+    let text = substitute(project, home, 0);
+    std::fs::write(&file, &text)?;
+    if trusted {
+        let key = crate::config::trust::trust_key(&file).map_err(std::io::Error::other)?;
+        let mut store =
+            crate::config::TrustStore::load(home.path()).map_err(std::io::Error::other)?;
+        store.trust(key, text.as_bytes());
+        store.save().map_err(std::io::Error::other)?;
+    }
+    Ok(())
+}
+
 /// Run every selected attack; `progress` is called after each with (done, total, id).
 pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> Report {
     let selected: Vec<&Attack> = attacks::ATTACKS.iter().collect();
@@ -245,7 +288,24 @@ fn session(
     home: &FakeHome,
     settings: &Settings,
 ) -> Result<Observed, ClientError> {
-    let argv = opts.argv(side, home.path());
+    let argv = match (attack.delivery, side) {
+        (
+            Delivery::Layered {
+                project,
+                trusted,
+                user,
+                ..
+            },
+            Side::Protected,
+        ) => {
+            layer(opts, home, project, trusted, user).map_err(|e| ClientError::Spawn {
+                program: "mcpwall".into(),
+                source: e,
+            })?;
+            opts.argv_layered(home.path())
+        }
+        _ => opts.argv(side, home.path()),
+    };
     let spawn = || Session::spawn(&argv, home.path(), &home.project(), opts.timeout);
     let mut s = spawn()?;
     let (init, tools) = s.handshake()?;
@@ -263,7 +323,7 @@ fn session(
         _ => None,
     };
     let received: Vec<String> = match attack.delivery {
-        Delivery::Call(args) => {
+        Delivery::Call(args) | Delivery::Layered { args, .. } => {
             let args = substitute(args, home, 0);
             let args: Value = serde_json::from_str(&args).unwrap_or(Value::Null);
             let id = s.next_id();

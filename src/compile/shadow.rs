@@ -1,0 +1,234 @@
+//! Which of a user's allow rules would shadow a built-in deny rule: the packs' examples
+//! (`examples.match`) are the test data (ARCHITECTURE decision 7).
+//!
+//! Layering puts the extended packs' deny rules before the user's own rules, so such an
+//! allow no longer re-opens what the deny closes; the warning still tells the user that
+//! their rule overlaps a built-in protection (and that lifting it takes `disable`).
+//! `explain-policy`, `check` and the proxy's start-up print these findings.
+
+use crate::config::policy::{Action, Policy, RuleAction, Settings, SourceKind};
+use crate::frame::{Frame, Limits, Parsed};
+use crate::paths::PathEnv;
+use crate::program::{CallInfo, Program};
+use crate::verdict::{Decision, Outcome, RuleId};
+
+/// A user allow rule that matches an example a built-in deny rule must deny.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shadow {
+    /// The allow rule's name and `file:line:column`.
+    pub allow: String,
+    pub allow_at: String,
+    /// The built-in deny rule's name.
+    pub deny: String,
+    /// The example (a JSON object `{method?, tool, arguments}`) the allow rule matches.
+    pub example: String,
+}
+
+impl Shadow {
+    /// One line for `explain-policy`, `check` and stderr.
+    pub fn message(&self) -> String {
+        format!(
+            "your allow rule {:?} ({}) matches what the built-in rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose, add `disable: [{}]`",
+            self.allow, self.allow_at, self.deny, self.example, self.deny
+        )
+    }
+}
+
+/// Whether any rule could shadow: an allow rule outside the built-in packs, and a built-in
+/// deny (outbound: deny or redact) rule. Cheap; callers that loaded the packs without
+/// examples reload only then.
+pub fn may_shadow(policy: &Policy) -> bool {
+    let builtin =
+        |span: crate::config::policy::Span| policy.source(span.source).kind == SourceKind::Builtin;
+    let inbound = policy
+        .rules
+        .iter()
+        .any(|r| r.action == Action::Allow && !builtin(r.span))
+        && policy
+            .rules
+            .iter()
+            .any(|r| r.action == Action::Deny && builtin(r.span));
+    let outbound = policy
+        .outbound_rules
+        .iter()
+        .any(|r| r.action == RuleAction::Allow && !builtin(r.span))
+        && policy
+            .outbound_rules
+            .iter()
+            .any(|r| matches!(r.action, RuleAction::Deny | RuleAction::Redact) && builtin(r.span));
+    inbound || outbound
+}
+
+/// Every (user allow rule, built-in deny rule) pair where the allow rule matches one of the
+/// deny rule's `match` examples, with the first such example. A policy loaded without the
+/// packs' examples finds nothing.
+pub fn shadowed_builtin_denies(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
+    let mut out = Vec::new();
+    if !may_shadow(policy) {
+        return out;
+    }
+    let builtin = |i: usize| policy.source(policy.rules[i].span.source).kind == SourceKind::Builtin;
+    let denies: Vec<usize> = (0..policy.rules.len())
+        .filter(|&i| builtin(i) && policy.rules[i].action == Action::Deny)
+        .collect();
+    for (i, allow) in policy.rules.iter().enumerate() {
+        if allow.action != Action::Allow || builtin(i) {
+            continue;
+        }
+        // The allow rule alone, as a deny: "denied by rule 0" means "it matches".
+        let mut alone = policy.clone();
+        let mut rule = allow.clone();
+        rule.action = Action::Deny;
+        alone.rules = vec![rule];
+        alone.outbound_rules.clear();
+        alone.settings = Settings::default();
+        let Ok(program) = Program::compile_with(&alone, env) else {
+            continue;
+        };
+        let mut scratch = program.scratch();
+        for &j in &denies {
+            let deny = &policy.rules[j];
+            let hit = deny.examples.should_match.iter().find(|ex| {
+                let line = request_line(&expand(ex, env));
+                let mut parsed = Parsed::new();
+                if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                    return false;
+                }
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                let Some(message) = frame.messages().first() else {
+                    return false;
+                };
+                program.evaluate_request(&frame, message, &mut scratch)
+                    == Decision::DeniedBy(RuleId(0))
+            });
+            if let Some(ex) = hit {
+                out.push(Shadow {
+                    allow: allow.name.value.clone(),
+                    allow_at: policy.location(allow.name.span),
+                    deny: deny.name.value.clone(),
+                    example: ex.to_string(),
+                });
+            }
+        }
+    }
+    out.extend(shadowed_outbound(policy, env));
+    out
+}
+
+/// The outbound half: a user outbound allow rule that matches a `match` example of a
+/// built-in outbound deny or redact rule.
+fn shadowed_outbound(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
+    let mut out = Vec::new();
+    let builtin =
+        |span: crate::config::policy::Span| policy.source(span.source).kind == SourceKind::Builtin;
+    for allow in &policy.outbound_rules {
+        if allow.action != RuleAction::Allow || builtin(allow.span) {
+            continue;
+        }
+        let mut alone = policy.clone();
+        let mut rule = allow.clone();
+        rule.action = RuleAction::Deny;
+        alone.outbound_rules = vec![rule];
+        alone.rules.clear();
+        alone.settings = Settings::default();
+        let Ok(program) = Program::compile_with(&alone, env) else {
+            continue;
+        };
+        let mut scratch = program.scratch();
+        for deny in policy.outbound_rules.iter().filter(|r| {
+            builtin(r.span) && matches!(r.action, RuleAction::Deny | RuleAction::Redact)
+        }) {
+            let hit = deny.examples.should_match.iter().find(|ex| {
+                let Some((line, tool, server)) = response_line(ex) else {
+                    return false;
+                };
+                let mut parsed = Parsed::new();
+                if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                    return false;
+                }
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                let Some(message) = frame.messages().first() else {
+                    return false;
+                };
+                let call = CallInfo {
+                    method: Some("tools/call"),
+                    tool: tool.as_deref(),
+                    server: &server,
+                };
+                matches!(
+                    program.scan_response(&frame, message, &call, &mut scratch),
+                    Outcome::Block { rule } if rule == RuleId(0)
+                )
+            });
+            if let Some(ex) = hit {
+                out.push(Shadow {
+                    allow: allow.name.value.clone(),
+                    allow_at: policy.location(allow.name.span),
+                    deny: deny.name.value.clone(),
+                    example: ex.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The server result an outbound example stands for (`"text"`, `{tool?, server?, text}` or
+/// `{tool?, server?, size}`), with the tool and server of the call it answers.
+fn response_line(example: &serde_json::Value) -> Option<(String, Option<String>, String)> {
+    use serde_json::Value;
+    let (text, tool, server) = match example {
+        Value::String(s) => (s.clone(), None, None),
+        Value::Object(o) => {
+            let text = match (o.get("text"), o.get("size")) {
+                (Some(Value::String(t)), _) => t.clone(),
+                (_, Some(n)) => "x".repeat(usize::try_from(n.as_u64()?).ok()?.min(1 << 24)),
+                _ => return None,
+            };
+            let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+            (text, s("tool"), s("server"))
+        }
+        _ => return None,
+    };
+    let line = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
+        .to_string();
+    Some((
+        line,
+        tool,
+        server.unwrap_or_else(|| "example-server".to_string()),
+    ))
+}
+
+/// The request an inbound example stands for.
+fn request_line(example: &serde_json::Value) -> String {
+    let method = example
+        .get("method")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("tools/call");
+    let args = example
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    let params = if method == "tools/call" {
+        serde_json::json!({"name": example.get("tool").cloned().unwrap_or_default(), "arguments": args})
+    } else {
+        args
+    };
+    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+/// `${HOME}` and `${PROJECT_DIR}` in every string of an example, as the tests expand them.
+fn expand(v: &serde_json::Value, env: &PathEnv) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(
+            s.replace("${HOME}", env.home())
+                .replace("${PROJECT_DIR}", env.project_dir()),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(|x| expand(x, env)).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, x)| (k.clone(), expand(x, env))).collect())
+        }
+        other => other.clone(),
+    }
+}
