@@ -89,6 +89,10 @@ pub enum Delivery {
     Instructions,
     /// Two sessions on the same home; the second session's tools/list.
     SecondSession,
+    /// Two sessions on the same home; in the second, a call of the attack's tool with
+    /// these arguments pipelined right behind its tools/list (one write), before the
+    /// list's answer could have been checked.
+    PipelinedRugPull(&'static str),
     /// Needs per-identity policy (HTTP transport): never applicable over stdio.
     PerIdentity,
     /// `settings.rate_limit.max_calls + 5` pipelined calls of the attack's tool with
@@ -967,6 +971,16 @@ pub const ATTACKS: &[Attack] = &[
         Call(r#"{"command":"mcpwall pins approve scan-target --yes"}"#),
         Executed,
         R_SELF_APPROVAL
+    ),
+    a!(
+        "TR-004",
+        "rug pull: a call pipelined behind session 2's tools/list reaches the changed tool",
+        "ASI04",
+        Critical,
+        Some("get_weather"),
+        PipelinedRugPull(r#"{"city":"Paris"}"#),
+        Received(RugPullPhrase),
+        R_PIN
     ),
 ];
 

@@ -83,6 +83,17 @@ impl Session {
 
     /// initialize + notifications/initialized; returns the initialize result and tools/list tools.
     pub fn handshake(&mut self) -> Result<(Value, Vec<Value>), ClientError> {
+        let result = self.initialize()?;
+        let list = self.request("tools/list", json!({}))?;
+        let tools = list["result"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Ok((result, tools))
+    }
+
+    /// `initialize` and `notifications/initialized`; returns the initialize result.
+    pub fn initialize(&mut self) -> Result<Value, ClientError> {
         let init = self.request(
             "initialize",
             json!({
@@ -96,12 +107,7 @@ impl Session {
             .cloned()
             .ok_or_else(|| ClientError::Handshake(init.to_string()))?;
         self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
-        let list = self.request("tools/list", json!({}))?;
-        let tools = list["result"]["tools"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        Ok((result, tools))
+        Ok(result)
     }
 
     /// Send one request and wait for the reply with its id.

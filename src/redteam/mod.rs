@@ -345,6 +345,19 @@ fn session(
             let (_, tools2) = s.handshake()?;
             vec![Value::Array(tools2).to_string()]
         }
+        Delivery::PipelinedRugPull(args) => {
+            s.close();
+            s = spawn()?;
+            s.initialize()?;
+            let (list, call) = (s.next_id(), s.next_id());
+            decisive = Some(call);
+            let frames = [
+                serde_json::json!({"jsonrpc":"2.0","id":list,"method":"tools/list","params":{}})
+                    .to_string(),
+                call_frame(call, tool, &substitute(args, home, 0)),
+            ];
+            s.exchange(&frames.join("\n"))?
+        }
         Delivery::PerIdentity => vec![],
         Delivery::Burst(args) => {
             let calls = settings.rate_limit.map_or(0, |l| l.max_calls as usize + 5);
