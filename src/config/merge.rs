@@ -408,7 +408,7 @@ impl Merger {
     ) -> (Vec<Rule>, Vec<OutboundRule>) {
         let mut taken_in = Vec::new();
         let mut taken_out = Vec::new();
-        for rule in rules {
+        for mut rule in rules {
             let key = (source.name.clone(), rule.name.value.clone());
             if self.taken.contains(&key) {
                 continue;
@@ -416,6 +416,9 @@ impl Merger {
             if r == Restricted::Yes && rule.action == Action::Allow {
                 self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
             } else {
+                if r == Restricted::Yes && source.kind != SourceKind::Builtin {
+                    self.drop_message(&mut rule.message, rule.span, &key.1);
+                }
                 self.taken.insert(key);
                 taken_in.push(rule);
             }
@@ -445,12 +448,29 @@ impl Merger {
                 }
                 _ => {
                     if !self.restricted_outbound.iter().any(|(k, _)| *k == key) {
+                        let mut rule = rule;
+                        if source.kind != SourceKind::Builtin {
+                            self.drop_message(&mut rule.message, rule.span, &key.1);
+                        }
                         self.restricted_outbound.push((key, rule));
                     }
                 }
             }
         }
         (taken_in, taken_out)
+    }
+
+    /// An untrusted rule's `message` is what the agent reads when the rule refuses: text
+    /// the file's author wrote, for a model they may be steering. It is dropped (the
+    /// refusal names the rule instead) and listed.
+    fn drop_message(&mut self, message: &mut Option<String>, span: Span, rule: &str) {
+        if message.take().is_some() {
+            self.ignore(
+                span,
+                format!("the `message` of rule `{rule}`"),
+                UNTRUSTED_WHY,
+            );
+        }
     }
 
     fn ignore_rule(&mut self, span: Span, what: String, key: (String, String)) {
