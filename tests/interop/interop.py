@@ -128,7 +128,9 @@ async def filesystem(env: Env) -> None:
     check(env.aws_key not in logs and env.private_key.splitlines()[1] not in logs,
           "no secret reaches the audit log")
     events = [json.loads(l) for l in logs.splitlines()]
-    check(any(e["action"] == "deny" and e["rule"] == "interop-no-ssh" for e in events), "the denial is audited")
+    # The pack this policy extends decides first: its deny rules come before the file's own.
+    check(any(e["action"] == "deny" and e["rule"] == "block-ssh-keys" for e in events),
+          "the denial is audited (by the extended pack's rule, which comes first)")
     check(any(e["action"] == "redact" for e in events), "the redaction is audited")
 
 
