@@ -1,5 +1,5 @@
 //! The few OS calls the file-editing discipline ([`super::fsio`]) needs that std does not
-//! offer safely: an advisory lock (`flock`), an atomic exchange of two names
+//! offer safely: an atomic exchange of two names
 //! (`renameat2(RENAME_EXCHANGE)`), and the effective user id. Every `unsafe` of the clients
 //! module lives here. Opening without following links and keeping owners use std's own
 //! `OpenOptionsExt::custom_flags` and `fchown`, also gathered here so `fsio` reads as policy.
@@ -30,26 +30,9 @@ impl Lock {
     }
 }
 
-#[cfg(unix)]
+/// An exclusive advisory lock (`flock` on Unix, `LockFileEx` on Windows), through std.
 fn flock_exclusive(file: &File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock takes a descriptor and an operation; `file` owns an open descriptor
-        // for the whole call, and no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn flock_exclusive(_file: &File) -> io::Result<()> {
-    Ok(())
+    file.lock()
 }
 
 trait OwnerOnly {
