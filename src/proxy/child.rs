@@ -150,10 +150,7 @@ impl ServerProcess {
         let deadline = std::time::Instant::now() + grace;
         // SAFETY: signal 0 only checks that the group still exists.
         while unsafe { libc::kill(-group, 0) } == 0 && std::time::Instant::now() < deadline {
-            super::timer::sleep_until(
-                std::time::Instant::now() + std::time::Duration::from_millis(20),
-            )
-            .await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         // SAFETY: as above; a group that has emptied meanwhile makes this fail with ESRCH.
         unsafe {

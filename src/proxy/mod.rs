@@ -11,6 +11,7 @@
 //! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
 use std::os::fd::AsRawFd;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,6 @@ mod pump;
 pub mod queue;
 pub mod shutdown;
 pub mod stdio;
-pub mod timer;
 
 use crate::audit::AuditSender;
 pub use crate::config::policy::LogLevel;
@@ -245,11 +245,11 @@ pub async fn run(
     };
 
     // The escalation timer, kept across turns of the loop while its deadline stands.
-    let mut escalation: Option<(std::time::Instant, timer::Sleep)> = None;
+    let mut escalation: Option<(std::time::Instant, Pin<Box<tokio::time::Sleep>>)> = None;
     let status = loop {
         let deadline = shutdown.deadline();
         if escalation.as_ref().map(|(at, _)| *at) != deadline {
-            escalation = deadline.map(|at| (at, timer::sleep_until(at)));
+            escalation = deadline.map(|at| (at, Box::pin(tokio::time::sleep_until(at.into()))));
         }
         tokio::select! {
             status = server.wait() => break status.map_err(ProxyError::Wait)?,
@@ -279,7 +279,7 @@ pub async fn run(
                 stop_inbound(&mut inbound);
                 shutdown.begin();
             }
-            () = async { (&mut escalation.as_mut().unwrap().1).await }, if escalation.is_some() => {
+            () = async { escalation.as_mut().unwrap().1.as_mut().await }, if escalation.is_some() => {
                 escalation = None;
                 if let Some(sig) = shutdown.escalate() {
                     chatter.log(LogLevel::Warn, format_args!(
@@ -294,7 +294,7 @@ pub async fn run(
 
     // The server is gone. Read what it wrote before exiting (a large final reply
     // arrives whole), unless a grandchild keeps its stdout open.
-    if !outbound_done && timer::timeout(STDOUT_DRAIN, &mut outbound).await.is_none() {
+    if !outbound_done && tokio::time::timeout(STDOUT_DRAIN, &mut outbound).await.is_err() {
         outbound.abort();
         // Something the server started still holds its stdout: it goes with the server.
         chatter.log(
@@ -311,12 +311,12 @@ pub async fn run(
     session.lock().server_gone(&describe(status), &mut out);
     audit.send(&mut out.events);
     if !out.to_client.is_empty() {
-        let _ = timer::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
+        let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
     }
     drop(client_tx);
     drop(session);
     if let Some(w) = client_writer
-        && timer::timeout(CLIENT_DRAIN, w).await.is_none()
+        && tokio::time::timeout(CLIENT_DRAIN, w).await.is_err()
     {
         chatter.log(
             LogLevel::Warn,
