@@ -8,7 +8,7 @@
 //! setting `O_NONBLOCK` on a terminal would leak into the shell after we exit.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -79,9 +79,6 @@ fn nonblocking_dup(fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd
 pub struct Stdio {
     pub reader: Reader,
     pub writer: Writer,
-    /// The descriptor `writer` writes to, when it is a non-blocking pipe (open as long as
-    /// `writer` is; see `Queue::write_to_pipe`).
-    pub writer_pipe: Option<RawFd>,
     /// Restores the flags of fd 0 and 1 when dropped.
     pub guard: StdioGuard,
 }
@@ -95,20 +92,13 @@ pub fn open() -> io::Result<Stdio> {
         None => Box::pin(tokio::io::stdin()),
     };
     let stdout = io::stdout();
-    let mut writer_pipe = None;
     let writer: Writer = match nonblocking_dup(stdout.as_fd(), &mut guard) {
-        Some(fd) => {
-            if file_type(fd.as_fd()) == libc::S_IFIFO {
-                writer_pipe = Some(fd.as_raw_fd());
-            }
-            Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?)
-        }
+        Some(fd) => Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?),
         None => Box::pin(tokio::io::stdout()),
     };
     Ok(Stdio {
         reader,
         writer,
-        writer_pipe,
         guard,
     })
 }
