@@ -11,7 +11,7 @@ pub mod compile;
 pub mod config;
 pub mod frame;
 pub mod guard;
-mod memo;
+mod matcher_id;
 pub mod paths;
 pub mod program;
 pub mod proxy;

@@ -264,7 +264,7 @@ pub struct Detector {
     /// No match of any detector is shorter: a text shorter than this (most JSON keys and
     /// small values) is skipped without a search.
     min_match_len: usize,
-    /// Unique per detector built ([`crate::memo::next_matcher_id`]).
+    /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
 }
 
@@ -279,10 +279,8 @@ pub struct DetectorCache {
     joined: String,
     piece_starts: Vec<usize>,
     joined_findings: Vec<Finding>,
-    /// Short texts found to hold no secret.
-    misses: crate::memo::MissMemo,
-    /// The [`Detector::id`] this cache was made by: another detector's misses (or
-    /// engine caches) must never be taken for this one's.
+    /// The [`Detector::id`] this cache was made by: another detector's engine caches
+    /// must never be taken for this one's.
     owner: u64,
 }
 
@@ -431,7 +429,7 @@ impl Detector {
             keywords,
             full_scan,
             min_match_len,
-            id: crate::memo::next_matcher_id(),
+            id: crate::matcher_id::next(),
         })
     }
 
@@ -444,7 +442,6 @@ impl Detector {
             joined: String::new(),
             piece_starts: Vec::new(),
             joined_findings: Vec::new(),
-            misses: crate::memo::MissMemo::default(),
             owner: self.id,
         }
     }
@@ -474,11 +471,6 @@ impl Detector {
         if cache.owner != self.id {
             *cache = self.cache();
         }
-        let short = crate::memo::MissSlot::of(text.as_bytes());
-        if short.is_some_and(|k| cache.misses.contains(&k)) {
-            return;
-        }
-        let before = out.len();
         let mut acc = Acc::new(out);
         if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
@@ -525,11 +517,6 @@ impl Detector {
             self.find_full_scan(full, re_cache, caps, text, &mut acc);
         }
         acc.finish();
-        if let Some(k) = short
-            && out.len() == before
-        {
-            cache.misses.insert(k);
-        }
     }
 
     /// Finds secrets in a sequence of text pieces as if they were one text (the
