@@ -426,9 +426,8 @@ impl Texts for LineTexts<'_> {
 
 impl Program {
     /// Build now what the compiler deferred (the regexes and tool and server globs of the
-    /// embedded packs), so the first frame that needs them does not wait. Safe to call
-    /// from any thread, any number of times; the proxy calls it from a background thread
-    /// at start-up.
+    /// embedded packs), which the first frame that needs them builds otherwise. Safe to
+    /// call from any thread, any number of times.
     pub fn warm_up(&self) {
         if let Some(globs) = &self.inbound.tool_globs {
             globs.warm_up();

@@ -189,7 +189,7 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
-    let mut outbound = Pump::new(
+    let outbound = Pump::new(
         session.clone(),
         Peer::Server,
         Sink::strong(client_tx.clone(), client_pool.clone()),
@@ -197,19 +197,6 @@ pub async fn run(
         audit.clone(),
         options.chatter,
     );
-    // Deferred parts of the program build on a thread of their own once the answer to
-    // the handshake is on its way; a frame that needs one sooner builds it (or waits for
-    // the thread). Not sooner: the server, the handshake and this thread then shared two
-    // CPUs and one malloc arena, and start-up took 5.4 ms instead of 4.5 (the harness's
-    // start-up scenario, same run). Not before the spawn
-    // either: while a thread of ours was allocating, spawning the server took 2.3 ms
-    // instead of 0.5 (the child shares our address space until its exec).
-    let warming = program.clone();
-    outbound.after_first_flush(move || {
-        let _ = std::thread::Builder::new()
-            .name("mcpwall-warm".into())
-            .spawn(move || warming.warm_up());
-    });
     let inbound = Pump::new(
         session.clone(),
         Peer::Client,
