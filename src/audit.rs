@@ -624,8 +624,7 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
     // One copy instead of a `push` per digit (which checked capacity and encoded a char
     // each time: about 250 instructions per timestamp or duration, the largest part of
     // formatting an event).
-    // SAFETY: `digits` holds ASCII digits only.
-    out.push_str(unsafe { std::str::from_utf8_unchecked(&digits[start..]) });
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,
