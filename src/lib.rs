@@ -13,6 +13,7 @@ pub mod frame;
 pub mod guard;
 mod matcher_id;
 pub mod paths;
+pub mod platform;
 pub mod program;
 pub mod proxy;
 pub mod redteam;

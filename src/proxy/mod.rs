@@ -272,7 +272,11 @@ pub async fn run(
 
     // The server is gone. Read what it wrote before exiting (a large final reply
     // arrives whole), unless a grandchild keeps its stdout open.
-    if !outbound_done && tokio::time::timeout(STDOUT_DRAIN, &mut outbound).await.is_err() {
+    if !outbound_done
+        && tokio::time::timeout(STDOUT_DRAIN, &mut outbound)
+            .await
+            .is_err()
+    {
         outbound.abort();
         // Something the server started still holds its stdout: it goes with the server.
         chatter.log(

@@ -95,14 +95,7 @@ pub fn queue(batches: usize, bytes: usize) -> (Queue, mpsc::Receiver<Batch>) {
     let limit = bytes.clamp(1, u32::MAX as usize);
     let (tx, rx) = mpsc::channel(batches);
     let budget = Arc::new(Semaphore::new(limit));
-    (
-        Queue {
-            tx,
-            budget,
-            limit,
-        },
-        rx,
-    )
+    (Queue { tx, budget, limit }, rx)
 }
 
 impl Queue {
