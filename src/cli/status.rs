@@ -23,6 +23,11 @@ pub struct DoctorArgs {}
 
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
+    if let EntryState::WrappedByOriginal { options, .. } = &server.state
+        && let Some(file) = &options.config
+    {
+        return vec![file.clone()];
+    }
     if let EntryState::Wrapped { options, .. } = &server.state {
         for (i, option) in options.iter().enumerate() {
             if let Some(file) = option.strip_prefix("--config=") {
@@ -87,6 +92,23 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                         policy_files(&ws.env, doc, server).join(" + ")
                     )
                 }
+                EntryState::WrappedByOriginal {
+                    options,
+                    command,
+                    args,
+                    ..
+                } => {
+                    protected += 1;
+                    format!(
+                        "{:<12} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
+                        "protected",
+                        server_label(server),
+                        clients::command_line(command, args),
+                        original_options_summary(options),
+                        policy_files(&ws.env, doc, server).join(" + "),
+                        server.name
+                    )
+                }
                 EntryState::Unwrapped { command, args } => format!(
                     "{:<12} {}  {}  (run `mcpwall wrap {}`)",
                     "UNPROTECTED",
@@ -111,6 +133,31 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The original's options as `status` and `doctor` explain them.
+fn original_options_summary(options: &clients::entry::OriginalOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(file) = &options.config {
+        parts.push(format!("-c {file} (exactly that policy file)"));
+    }
+    if let Some(level) = &options.log_level {
+        parts.push(format!("--log-level {level}"));
+    }
+    if options.strict {
+        parts.push("--strict (malformed lines refused; this mcpwall always refuses them)".into());
+    }
+    if !options.unknown.is_empty() {
+        parts.push(format!(
+            "options it does not document: {}",
+            options.unknown.join(" ")
+        ));
+    }
+    if parts.is_empty() {
+        "no options".to_string()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// How a check came out.
@@ -406,6 +453,25 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                     format!("not protected by mcpwall ({shown})"),
                     format!("mcpwall wrap {}", server.name),
                 )),
+                EntryState::WrappedByOriginal { options, .. } => checks.push(Check::bad(
+                    Status::Warn,
+                    name,
+                    format!(
+                        "protected by the original mcpwall (Node), {} ({shown}); its log lines share ~/.mcpwall/logs with this mcpwall's, in files of their own",
+                        original_options_summary(options)
+                    ),
+                    if options.unknown.is_empty() {
+                        format!(
+                            "`mcpwall wrap {}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {}` moves it back)",
+                            server.name, server.name
+                        )
+                    } else {
+                        format!(
+                            "its options {} are not documented by the original; move it to this mcpwall by hand",
+                            options.unknown.join(" ")
+                        )
+                    },
+                )),
                 EntryState::Skipped(why) => {
                     checks.push(Check::ok(name, format!("not wrapped: {why}")));
                 }
@@ -439,11 +505,14 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             let outside = match discovered {
                 Some(_) => None,
                 None => Client::from_id(&r.client).and_then(|client| {
-                    Doc::load(ConfigFile {
-                        client,
-                        path: r.file.clone(),
-                        scope: Scope::User,
-                    })
+                    Doc::load(
+                        ConfigFile {
+                            client,
+                            path: r.file.clone(),
+                            scope: Scope::User,
+                        },
+                        &ws.env,
+                    )
                     .ok()
                 }),
             };
