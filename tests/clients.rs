@@ -1623,6 +1623,12 @@ fn r29_hand_edited_records_are_refused_before_use() {
         assert_eq!(code(&out), 1, "{key}={value}: {stdout}");
         assert!(stdout.contains("damaged"), "{key}={value}: {stdout}");
         assert_eq!(sandbox.read(rel), wrapped, "{key}={value}");
+        // doctor finds it too.
+        let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+        assert!(
+            doctor.contains("damaged record(s)"),
+            "{key}={value}: {doctor}"
+        );
         // The refused record is kept for the user to repair.
         let left: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
@@ -1904,5 +1910,446 @@ fn r29_write_errors_roll_back_backup_and_record() {
             .count(),
         before_backups,
         "the rolled-back file's backup stays behind"
+    );
+}
+
+// Issue 27: coming from the original mcpwall (Node).
+
+/// The path of the scripted test server (`tests/support/fake_server.rs`).
+fn fake_server() -> String {
+    Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("mcpwall-fake-server")
+        .display()
+        .to_string()
+}
+
+/// One client file per supported format, each with a server `legacy` behind the original
+/// mcpwall in one of its documented forms and options; `team.yml` is the policy the `-c`
+/// forms name (it denies the tool `forbidden`).
+fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
+    let sandbox = Sandbox::empty();
+    let fake = fake_server();
+    let policy = sandbox.home().join("team.yml").display().to_string();
+    sandbox.write(
+        "home/team.yml",
+        "version: 1\nextends: [default]\nrules:\n  - name: no-forbidden\n    match:\n      tool: forbidden\n    action: deny\n    message: not here\n",
+    );
+    let files = vec![
+        (
+            "home/.claude.json",
+            format!(
+                "{{\n  \"numStartups\": 3,\n  \"mcpServers\": {{\n    \"legacy\": {{\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/Claude/claude_desktop_config.json",
+            format!(
+                "{{\"mcpServers\":{{\"legacy\":{{\"command\":\"npx\",\"args\":[\"--yes\",\"mcpwall@latest\",\"--log-level\",\"debug\",\"--\",\"{fake}\"],\"env\":{{\"A\":\"1\"}}}}}}}}"
+            ),
+        ),
+        (
+            "home/.cursor/mcp.json",
+            format!(
+                "{{\r\n  \"mcpServers\": {{\r\n    \"legacy\": {{\r\n      \"command\": \"npx\",\r\n      \"args\": [\r\n        \"mcpwall\",\r\n        \"-c\",\r\n        \"{policy}\",\r\n        \"--strict\",\r\n        \"--\",\r\n        \"{fake}\",\r\n        \"--flag\"\r\n      ]\r\n    }}\r\n  }}\r\n}}\r\n"
+            ),
+        ),
+        (
+            "home/.codeium/windsurf/mcp_config.json",
+            format!(
+                "{{ \"mcpServers\": {{ \"legacy\": {{ \"command\": \"node\", \"args\": [\"/opt/node/lib/node_modules/mcpwall/dist/index.js\", \"--config={policy}\", \"--\", \"{fake}\"] }} }} }}\n"
+            ),
+        ),
+        (
+            "home/.config/Code/User/mcp.json",
+            format!(
+                "// VS Code user servers\n{{\n\t\"servers\": {{\n\t\t\"legacy\": {{\n\t\t\t\"type\": \"stdio\",\n\t\t\t\"command\": \"npx\", // the original\n\t\t\t\"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\",],\n\t\t}},\n\t}},\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/zed/settings.json",
+            format!(
+                "{{\n  \"theme\": \"One Dark\",\n  /* servers */\n  \"context_servers\": {{\n    \"legacy\": {{\n      \"source\": \"custom\",\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"-c\", \"{policy}\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.codex/config.toml",
+            format!(
+                "model = \"o3\"\n\n[mcp_servers.legacy]\ncommand = 'npx' # the original\nargs = [\"-y\", \"mcpwall\", \"--log-level\", \"warn\", \"--\", \"{fake}\"]\n\n[mcp_servers.legacy.env]\nK = \"v\"\n"
+            ),
+        ),
+    ];
+    for (rel, text) in &files {
+        sandbox.write(rel, text);
+    }
+    (sandbox, files)
+}
+
+/// The `legacy` entry of a client file, as `(command, args)`.
+fn legacy_entry(rel: &str, text: &str) -> (String, Vec<String>) {
+    let entry: serde_json::Value = if rel.ends_with(".toml") {
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        let t = &doc["mcp_servers"]["legacy"];
+        let args = t["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| serde_json::json!(v.as_str().unwrap()))
+            .collect::<Vec<_>>();
+        serde_json::json!({"command": t["command"].as_str().unwrap(), "args": args})
+    } else {
+        let plain: String = text
+            .lines()
+            .map(|l| l.split(" //").next().unwrap())
+            .filter(|l| !l.trim_start().starts_with("//") && !l.trim_start().starts_with("/*"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(",]", "]")
+            .replace(",\n\t\t}", "\n\t\t}")
+            .replace(",\n\t}", "\n\t}")
+            .replace(",\n}", "\n}");
+        let v: serde_json::Value =
+            serde_json::from_str(&plain).unwrap_or_else(|e| panic!("{rel}: {e}\n{plain}"));
+        let key = if rel.contains("Code/User") {
+            "servers"
+        } else if rel.contains("zed") {
+            "context_servers"
+        } else {
+            "mcpServers"
+        };
+        v[key]["legacy"].clone()
+    };
+    let args = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    (entry["command"].as_str().unwrap().to_string(), args)
+}
+
+/// Start `command args` as a client would (HOME and PATH of the sandbox) and send it a
+/// call reading an SSH key (id 2) and a call of the tool `forbidden` (id 3); returns each
+/// answer: `true` when it was refused.
+fn call_through(sandbox: &Sandbox, command: &str, args: &[String]) -> (bool, bool) {
+    use std::io::Write;
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let program = if command.contains('/') {
+        PathBuf::from(command)
+    } else {
+        bin_dir.join(command)
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let key = sandbox.home().join(".ssh/id_rsa").display().to_string();
+    let frames = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": key}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forbidden", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for f in &frames {
+        writeln!(stdin, "{f}").unwrap();
+    }
+    drop(stdin);
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 30);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answers: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let refused = |id: u64| {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {lines:?}"));
+        a.get("error").is_some() || a["result"]["isError"] == true
+    };
+    assert!(!refused(1), "{lines:?}");
+    (refused(2), refused(3))
+}
+
+/// Issue 27, per client format: the original's wrapper is recognised (status, doctor),
+/// migrated in one edit with its options (`--dry-run` shows it first), never wrapped
+/// twice; the migrated command runs the real server behind this mcpwall with the same
+/// policy file; `unwrap` gives back every file byte for byte.
+#[test]
+fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run(&["status"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(
+        stdout
+            .matches("protected by the original mcpwall (Node)")
+            .count(),
+        files.len(),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("UNPROTECTED"), "{stdout}");
+    assert!(
+        stdout.contains("-c $TMP/home/team.yml (exactly that policy file)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--strict (malformed lines refused"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("policy: $TMP/home/team.yml"), "{stdout}");
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("`mcpwall wrap legacy` moves it to this mcpwall"),
+        "{stdout}"
+    );
+
+    let out = sandbox.run(&["wrap", "legacy", "--dry-run"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(
+        stdout.contains("-      \"args\": [\"-y\", \"mcpwall\", \"--\""),
+        "{stdout}"
+    );
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} written by --dry-run");
+    }
+
+    let out = sandbox.run(&["wrap", "legacy"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    assert!(stdout.contains("--strict changes nothing here"), "{stdout}");
+    let migrated: Vec<String> = files.iter().map(|(rel, _)| sandbox.read(rel)).collect();
+    for ((rel, before), after) in files.iter().zip(&migrated) {
+        let (_, old_args) = legacy_entry(rel, before);
+        let (command, args) = legacy_entry(rel, after);
+        assert_eq!(command, "mcpwall", "{rel}:\n{after}");
+        // Options and server carried over as they were, behind this mcpwall's name option.
+        let dash = old_args.iter().position(|a| a == "--").unwrap();
+        let options_start = old_args
+            .iter()
+            .position(|a| a.starts_with('-') && a != "-y" && a != "--yes")
+            .unwrap();
+        let mut expected = vec!["--server-name".to_string(), "legacy".to_string()];
+        expected.extend(old_args[options_start.min(dash)..].iter().cloned());
+        assert_eq!(args, expected, "{rel}:\n{after}");
+        // Every other byte of the file is as it was: all before the command's value, and
+        // all from the `--` on (options before it may move to another line).
+        let value_at = |t: &str| t.find("command").unwrap();
+        assert_eq!(
+            before[..value_at(before)],
+            after[..value_at(after)],
+            "{rel}"
+        );
+        let dash_at = |t: &str| t.find("\"--\"").unwrap();
+        assert_eq!(before[dash_at(before)..], after[dash_at(after)..], "{rel}");
+        let policy_named = args.iter().any(|a| a.contains("team.yml"));
+        let (ssh_refused, forbidden_refused) = call_through(&sandbox, &command, &args);
+        assert!(
+            ssh_refused,
+            "{rel}: the default pack's SSH rule did not apply"
+        );
+        assert_eq!(
+            forbidden_refused, policy_named,
+            "{rel}: -c FILE not carried over"
+        );
+    }
+    let again = sandbox.run(&["wrap", "legacy"]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(
+        sandbox.stdout(&again).matches("already wrapped").count(),
+        files.len(),
+        "{}",
+        sandbox.stdout(&again)
+    );
+    for ((rel, _), after) in files.iter().zip(&migrated) {
+        assert_eq!(&sandbox.read(rel), after, "{rel} wrapped twice");
+    }
+
+    let out = sandbox.run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
+    }
+}
+
+/// Issue 27: a migrated entry the user edited afterwards goes back behind the original's
+/// launcher with the edit kept; `init --yes` migrates too.
+#[test]
+fn r27_unwrap_of_an_edited_migration_and_init() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run(&["init", "--yes"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(stdout.contains("can be moved to this mcpwall"), "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    let fake = fake_server();
+    for rel in ["home/.claude.json", "home/.codex/config.toml"] {
+        let text = sandbox.read(rel);
+        let edited = text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+        assert_ne!(edited, text);
+        sandbox.write(rel, &edited);
+    }
+    let out = sandbox.run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        let now = sandbox.read(rel);
+        if rel.ends_with(".claude.json") || rel.ends_with(".toml") {
+            let (command, args) = legacy_entry(rel, &now);
+            let (old_command, mut old_args) = legacy_entry(rel, text);
+            old_args.push("--added".into());
+            assert_eq!((command, args), (old_command, old_args), "{rel}:\n{now}");
+            assert_eq!(
+                now,
+                text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\"")),
+                "{rel}"
+            );
+        } else {
+            assert_eq!(&now, text, "{rel}");
+        }
+    }
+}
+
+/// Issue 27: a global `mcpwall` that is the Node one (npm links its script onto PATH) is
+/// told apart from this mcpwall by what it resolves to; migrating it writes this mcpwall's
+/// absolute path, and unwrap puts the bare `mcpwall` back.
+#[cfg(unix)]
+#[test]
+fn r27_a_global_node_mcpwall_on_path_is_recognised() {
+    let sandbox = Sandbox::empty();
+    let script = sandbox
+        .home()
+        .join("npm/lib/node_modules/mcpwall/dist/index.js");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/usr/bin/env node\nrequire('./cli');\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let npm_bin = sandbox.home().join("npm/bin");
+    std::fs::create_dir_all(&npm_bin).unwrap();
+    std::os::unix::fs::symlink(&script, npm_bin.join("mcpwall")).unwrap();
+    let text = format!(
+        "{{\"mcpServers\": {{\"legacy\": {{\"command\": \"mcpwall\", \"args\": [\"--log-level\", \"info\", \"--\", \"{}\"]}}}}}}\n",
+        fake_server()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = sandbox.command(args);
+        c.env(
+            "PATH",
+            format!("{}:{}:/usr/bin:/bin", npm_bin.display(), bin_dir.display()),
+        );
+        c.output().unwrap()
+    };
+    let out = run(&["status"]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("protected by the original mcpwall (Node), --log-level info"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    let out = run(&["wrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let (command, args) = legacy_entry("project/.mcp.json", &sandbox.read("project/.mcp.json"));
+    assert_eq!(command, BIN, "the bare name would start the Node one");
+    assert_eq!(
+        args[..4],
+        ["--server-name", "legacy", "--log-level", "info"]
+    );
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+    // Migrated again and edited since: the bare (Node) `mcpwall` comes back, the edit stays.
+    assert_eq!(code(&run(&["wrap", "legacy"])), 0);
+    let fake = fake_server();
+    let edited = sandbox
+        .read("project/.mcp.json")
+        .replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+    sandbox.write("project/.mcp.json", &edited);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""))
+    );
+    sandbox.write("project/.mcp.json", &text);
+    // Without that script on PATH, a bare `mcpwall -- x` is this mcpwall (as before).
+    let out = sandbox.run(&["status"]);
+    assert!(
+        sandbox.stdout(&out).contains("protected    legacy"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert!(
+        !sandbox.stdout(&out).contains("original"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+}
+
+/// Issue 27: both mcpwalls log into ~/.mcpwall/logs: this one never appends to the
+/// original's day file, and its events are in a file of its own name.
+#[test]
+fn r27_a_log_directory_both_write_into() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let logs = sandbox.home().join(".mcpwall/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let today = {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let theirs = logs.join(format!("{today}.jsonl"));
+    let original_lines = format!(
+        "{{\"ts\":\"{today}T14:30:00Z\",\"method\":\"tools/call\",\"tool\":\"read_file\",\"action\":\"allow\",\"rule\":null}}\n"
+    );
+    std::fs::write(&theirs, &original_lines).unwrap();
+    assert_eq!(code(&sandbox.run(&["wrap", "legacy"])), 0);
+    let (command, args) = legacy_entry(files[0].0, &sandbox.read(files[0].0));
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    // The original keeps writing its own file meanwhile.
+    let mut more = original_lines.clone();
+    more.push_str(&original_lines);
+    std::fs::write(&theirs, &more).unwrap();
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        more,
+        "wrote into the original's log"
+    );
+    let ours = std::fs::read_to_string(logs.join(format!("{today}.audit.jsonl"))).unwrap();
+    let events: Vec<serde_json::Value> = ours
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["session"].is_string()), "{ours}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["action"] == "deny" && e["server"] == "legacy")
+            .count(),
+        2,
+        "{ours}"
     );
 }

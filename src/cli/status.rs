@@ -496,6 +496,34 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             )];
         }
     };
+    // Each record is checked as `unwrap` would before using it.
+    let damaged: Vec<String> = records
+        .entries
+        .iter()
+        .filter_map(|r| {
+            let client = Client::from_id(&r.client);
+            let why = match client {
+                Some(c) => clients::check_record(r, c).err()?,
+                None => format!("unknown client `{}`", r.client),
+            };
+            Some(format!("{} {}: {why}", r.file.display(), r.path.join(".")))
+        })
+        .collect();
+    let mut checks = Vec::new();
+    if !damaged.is_empty() {
+        checks.push(Check::bad(
+            Status::Fail,
+            "wrap records",
+            format!(
+                "{} damaged record(s) in {shown}, which unwrap refuses: {}",
+                damaged.len(),
+                damaged.join("; ")
+            ),
+            format!(
+                "repair them in {shown}, or delete them: `mcpwall unwrap` then takes mcpwall's prefix off those entries as they are"
+            ),
+        ));
+    }
     let stale = records
         .entries
         .iter()
@@ -529,17 +557,18 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             !wrapped && !broken
         })
         .count();
-    if stale == 0 {
-        vec![Check::ok(
+    if stale == 0 && damaged.is_empty() {
+        checks.push(Check::ok(
             "wrap records",
             format!("{} record(s) in {shown}", records.entries.len()),
-        )]
-    } else {
-        vec![Check::bad(
+        ));
+    } else if stale > 0 {
+        checks.push(Check::bad(
             Status::Warn,
             "wrap records",
             format!("{stale} record(s) in {shown} describe entries that are no longer wrapped"),
             "nothing breaks; `mcpwall wrap` replaces them when it wraps those servers again",
-        )]
+        ));
     }
+    checks
 }

@@ -376,9 +376,9 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
     let (original, original_text) = record_entry(format, &record.original)
         .map_err(|e| format!("its `original` is not a {} entry: {e}", client.syntax()))?;
     let had_no_args = original.member("args").is_none();
-    // A bare `mcpwall` that is the Node one reads as this mcpwall here; both carry the
-    // server after `--`, which is what is compared below.
-    let original_state = EntryState::of(&original);
+    // `wrap` makes no record for an entry already behind this mcpwall, so an `original`
+    // whose command is a bare `mcpwall … --` was the Node one (a migration).
+    let original_state = EntryState::classify(&original, &|_| true);
     let server = match &original_state {
         EntryState::Unwrapped { command, args }
         | EntryState::Wrapped { command, args, .. }
@@ -703,6 +703,15 @@ fn plan_unwrap_entry(
             // that is not there any more, and must never overwrite the new one.
             change.done_records.push(path.clone());
             return Ok((Outcome::NoLongerWrapped, Vec::new(), None));
+        }
+        if matches!(state, EntryState::WrappedByOriginal { .. }) {
+            return Ok((
+                Outcome::Skipped(
+                    "behind the original mcpwall (Node), not this one: nothing of this mcpwall's to take off".into(),
+                ),
+                Vec::new(),
+                None,
+            ));
         }
         return Ok((Outcome::NotWrapped, Vec::new(), None));
     };
