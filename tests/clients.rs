@@ -2353,3 +2353,86 @@ fn r27_a_log_directory_both_write_into() {
         "{ours}"
     );
 }
+
+/// Issue 29: whichever verb creates `~/.mcpwall` first creates it owner-only, and every
+/// file and directory mcpwall puts there is owner-only too.
+#[cfg(unix)]
+#[test]
+fn r29_every_verb_creates_its_state_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    fn check(dir: &Path, verb: &str) {
+        let mode = std::fs::symlink_metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{verb}: {}", dir.display());
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                check(&path, verb);
+            } else {
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode & 0o077, 0, "{verb}: {} is {mode:o}", path.display());
+            }
+        }
+    }
+    let verbs: [&[&str]; 5] = [
+        &["doctor"],
+        &["trust"],
+        &["wrap", "x"],
+        &["init", "--yes"],
+        &["--server-name", "x", "--", "sh", "-c", "cat"],
+    ];
+    for verb in verbs {
+        let sandbox = Sandbox::empty();
+        sandbox.write(
+            "project/.mcp.json",
+            "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+        );
+        sandbox.write("project/.mcpwall.yml", "version: 1\n");
+        let mut command = sandbox.command(verb);
+        command.stdin(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = writeln!(
+                stdin,
+                "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"read_file\",\"arguments\":{{\"path\":\"/x\"}}}}}}"
+            );
+        }
+        let out = child.wait_with_output().unwrap();
+        let state = sandbox.home().join(".mcpwall");
+        assert!(
+            state.exists(),
+            "{verb:?} created no state: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check(&state, &verb.join(" "));
+    }
+}
+
+/// Issue 29 for the trust store: symlinks planted in `~/.mcpwall` at the names its temp
+/// file used to get (`.trusted.json.<pid>.tmp`) are never written through.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_trust_never_writes_through_a_planted_temp_symlink() {
+    let sandbox = Sandbox::empty();
+    sandbox.write("home/.bashrc", "# mine\n");
+    sandbox.write("project/.mcpwall.yml", "version: 1\n");
+    let state = sandbox.home().join(".mcpwall");
+    std::fs::create_dir_all(&state).unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1);
+    for pid in last + 1..last + 400 {
+        std::os::unix::fs::symlink(
+            sandbox.home().join(".bashrc"),
+            state.join(format!(".trusted.json.{pid}.tmp")),
+        )
+        .unwrap();
+    }
+    let out = sandbox.run(&["trust"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
+    let store = sandbox.read("home/.mcpwall/trusted.json");
+    assert!(store.contains("sha256"), "{store}");
+}

@@ -348,8 +348,12 @@ fn describe(error: &crate::config::PolicyError, env: &Env) -> String {
 fn check_log_dir(dir: &Path, env: &Env) -> Check {
     let shown = clients::display_path(env, dir);
     let probe = dir.join(format!(".mcpwall-doctor-{}", std::process::id()));
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"probe"))
+    // Created owner-only, as every verb creates mcpwall's directories; the probe is created
+    // exclusively, so a name planted there is never written through.
+    let result = clients::fsio::private_dir(dir)
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|()| clients::sys::create_exclusive(&probe))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"probe"))
         .and_then(|()| std::fs::remove_file(&probe));
     match result {
         Ok(()) => Check::ok("log directory", format!("{shown} is writable")),
