@@ -2176,7 +2176,8 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
         assert_eq!(&sandbox.read(rel), after, "{rel} wrapped twice");
     }
 
-    let out = sandbox.run(&["unwrap", "legacy"]);
+    // One command switches every server back.
+    let out = sandbox.run(&["unwrap", "--all"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     for (rel, text) in &files {
         assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
@@ -2435,4 +2436,167 @@ fn r29_trust_never_writes_through_a_planted_temp_symlink() {
     assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
     let store = sandbox.read("home/.mcpwall/trusted.json");
     assert!(store.contains("sha256"), "{store}");
+}
+
+/// Issue 27 against an official server: a Claude Code project file with the official
+/// filesystem server (tests/interop/node_modules) behind the original's `npx -y mcpwall`
+/// is migrated; the migrated command serves a file in the project and refuses an SSH key;
+/// unwrap gives the file back byte for byte. Skipped (loudly) without node and the npm
+/// servers, unless MCPWALL_REQUIRE_INTEROP is set.
+#[test]
+fn r27_migrated_official_filesystem_server_runs() {
+    use std::io::{BufRead, Write};
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let node = ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let (Some(node), true) = (node, server.exists()) else {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "node or the official filesystem server is missing"
+        );
+        eprintln!("\n!!! SKIPPED: no node or tests/interop/node_modules !!!\n");
+        return;
+    };
+    let sandbox = Sandbox::empty();
+    sandbox.write("project/README.md", "hello from the project\n");
+    sandbox.write("home/.ssh/id_rsa", "not a real key\n");
+    let project = sandbox.project().display().to_string();
+    let home = sandbox.home().display().to_string();
+    let text = format!(
+        "{{\n  \"mcpServers\": {{\n    \"filesystem\": {{\n      \"command\": \"npx\",\n      \"args\": [\n        \"-y\", \"mcpwall\", \"--\",\n        \"{node}\", \"{}\", \"{project}\", \"{home}\"\n      ]\n    }}\n  }}\n}}\n",
+        server.display()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let out = sandbox.run(&["wrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let entry: serde_json::Value =
+        serde_json::from_str(&sandbox.read("project/.mcp.json")).unwrap();
+    let entry = &entry["mcpServers"]["filesystem"];
+    assert_eq!(entry["command"], "mcpwall");
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..4], ["--server-name", "filesystem", "--", node]);
+
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new(bin_dir.join("mcpwall"))
+        .args(&args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let ask = |stdin: &mut std::process::ChildStdin,
+               id: u64,
+               method: &str,
+               params: serde_json::Value|
+     -> serde_json::Value {
+        let frame =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{frame}").unwrap();
+        loop {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = ask(
+        &mut stdin,
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    writeln!(
+        stdin,
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}"
+    )
+    .unwrap();
+    let read =
+        |path: String| serde_json::json!({"name": "read_text_file", "arguments": {"path": path}});
+    let ok = ask(
+        &mut stdin,
+        2,
+        "tools/call",
+        read(format!("{project}/README.md")),
+    );
+    assert!(
+        ok["result"].to_string().contains("hello from the project"),
+        "{ok}"
+    );
+    let key = ask(
+        &mut stdin,
+        3,
+        "tools/call",
+        read(format!("{home}/.ssh/id_rsa")),
+    );
+    assert!(
+        key.get("error").is_some() || key["result"]["isError"] == true,
+        "{key}"
+    );
+    assert!(!key.to_string().contains("not a real key"), "{key}");
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let out = sandbox.run(&["unwrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+}
+
+/// Issue 27: an entry an older `mcpwall wrap` wrapped a second time around the original
+/// (`mcpwall --server-name fs -- npx -y mcpwall -- srv`) is reported, and unwrap + wrap
+/// leave only this mcpwall, with the original's options.
+#[test]
+fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
+    let sandbox = Sandbox::empty();
+    let fake = fake_server();
+    sandbox.write(
+        "project/.mcp.json",
+        &format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--\", \"npx\", \"-y\", \"mcpwall\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        ),
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(status.contains("WRAPPED TWICE"), "{status}");
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(doctor.contains("wrapped twice"), "{doctor}");
+    assert_eq!(code(&sandbox.run(&["unwrap", "fs"])), 0);
+    let out = sandbox.run(&["wrap", "fs"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        )
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(
+        !status.contains("TWICE") && !status.contains("original"),
+        "{status}"
+    );
 }

@@ -82,6 +82,19 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         for server in &doc.servers {
             total += 1;
             let line = match &server.state {
+                EntryState::Wrapped { command, args, .. }
+                    if clients::entry::original_inside(command, args).is_some() =>
+                {
+                    protected += 1;
+                    format!(
+                        "{:<12} {}  {}  WRAPPED TWICE: this mcpwall runs the original mcpwall (Node), so every frame passes both (run `mcpwall unwrap {}`, then `mcpwall wrap {}`, to keep only this one)",
+                        "protected",
+                        server_label(server),
+                        clients::command_line(command, args),
+                        server.name,
+                        server.name
+                    )
+                }
                 EntryState::Wrapped { command, args, .. } => {
                     protected += 1;
                     format!(
@@ -436,6 +449,20 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                             format!(
                                 "run `mcpwall wrap {}` to point it at this mcpwall",
                                 server.name
+                            ),
+                        ));
+                    } else if let EntryState::Wrapped { command, args, .. } = &server.state
+                        && clients::entry::original_inside(command, args).is_some()
+                    {
+                        checks.push(Check::bad(
+                            Status::Warn,
+                            name,
+                            format!(
+                                "wrapped twice in {shown}: this mcpwall runs the original mcpwall (Node), so every frame passes both firewalls"
+                            ),
+                            format!(
+                                "`mcpwall unwrap {}` then `mcpwall wrap {}` leave only this mcpwall (the original's options carried over)",
+                                server.name, server.name
                             ),
                         ));
                     } else if resolve_on_path(command, path_var, Some(&cwd)).is_none() {

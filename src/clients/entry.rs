@@ -249,6 +249,16 @@ fn original_wrapper(
     })
 }
 
+/// The options of the original mcpwall's wrapper that `command args` (a server line) is,
+/// if it is one in its `npx` or `node` form: a server this mcpwall wraps that is itself
+/// behind the original (wrapped twice, as an older `mcpwall wrap` did).
+pub fn original_inside(command: &str, args: &[String]) -> Option<OriginalOptions> {
+    match original_wrapper(command, args, &|_| false)? {
+        EntryState::WrappedByOriginal { options, .. } => Some(options),
+        _ => None,
+    }
+}
+
 fn basename(command: &str) -> String {
     command
         .rsplit(['/', '\\'])
