@@ -2600,3 +2600,90 @@ fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
         "{status}"
     );
 }
+
+/// Issue 29 on a real full disk: HOME on a small tmpfs (mounted when the test runs as
+/// root; skipped otherwise), filled so the backup, then the temp file, then the records
+/// file is what no longer fits. Each run exits 1, says the file was not changed (or was
+/// rolled back), and leaves the file, the records and the backups as they were, with no
+/// temp file behind.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_a_full_disk_changes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    const F: usize = 48 * 1024;
+    for (case, spare) in [
+        ("backup", F / 2),
+        ("temp file", F + F / 2),
+        ("records", 2 * F + 16 * 1024),
+    ] {
+        let sandbox = Sandbox::empty();
+        let home = sandbox.home();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
+            .arg(&home)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        }
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(&self.0).status();
+            }
+        }
+        let _unmount = Unmount(home.clone());
+        let rel = "home/.cursor/mcp.json";
+        let text = format!(
+            "{{\"mcpServers\": {{\"x\": {{\"command\": \"srv\", \"env\": {{\"PAD\": \"{}\"}}}}}}}}\n",
+            "p".repeat(F)
+        );
+        sandbox.write(rel, &text);
+        std::fs::create_dir_all(home.join(".mcpwall/backups")).unwrap();
+        let free = || {
+            let path = std::ffi::CString::new(home.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path and a zeroed out-parameter.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+            st.f_bavail as usize * st.f_frsize as usize
+        };
+        let filler = free().saturating_sub(spare);
+        std::fs::write(home.join("filler"), vec![0u8; filler]).unwrap();
+        let out = sandbox.run(&["wrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{case}: {stdout}");
+        assert!(
+            stdout.contains("No space left on device"),
+            "{case}: {stdout}"
+        );
+        assert_eq!(sandbox.read(rel), text, "{case}: {stdout}");
+        if case == "records" {
+            assert!(stdout.contains("rolled back"), "{case}: {stdout}");
+        } else {
+            assert!(stdout.contains("not changed"), "{case}: {stdout}");
+        }
+        let backups = std::fs::read_dir(home.join(".mcpwall/backups"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            backups, 0,
+            "{case}: a backup of a change that did not happen"
+        );
+        let records =
+            std::fs::read_to_string(home.join(".mcpwall/wrapped.json")).unwrap_or_default();
+        assert!(!records.contains("cursor"), "{case}: {records}");
+        for dir in [home.join(".cursor"), home.join(".mcpwall")] {
+            let stray: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".tmp"))
+                .collect();
+            assert!(stray.is_empty(), "{case}: temp files left: {stray:?}");
+        }
+    }
+}
