@@ -2687,3 +2687,42 @@ fn r29_a_full_disk_changes_nothing() {
         }
     }
 }
+
+/// Issue 29: a repository's client file that is a symlink to a file outside the project
+/// (here another client's config of the user's) is not written through without --force.
+#[cfg(unix)]
+#[test]
+fn r29_a_project_file_linked_outside_the_project_needs_force() {
+    let sandbox = Sandbox::empty();
+    let theirs = "{\"servers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write("home/elsewhere/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        sandbox.home().join("elsewhere/mcp.json"),
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(stdout.contains("outside the project"), "{stdout}");
+    assert_eq!(sandbox.read("home/elsewhere/mcp.json"), theirs);
+    let out = sandbox.run(&["wrap", "x", "--force"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox
+            .read("home/elsewhere/mcp.json")
+            .contains("\"--\", \"srv\"")
+    );
+    // A link inside the project is fine.
+    let sandbox = Sandbox::empty();
+    sandbox.write("project/shared/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        "../shared/mcp.json",
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+}

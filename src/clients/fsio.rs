@@ -79,6 +79,16 @@ pub enum WriteError {
         "{0} is read-only; nothing was written. Make it writable, or pass --force to replace it anyway"
     )]
     ReadOnly(PathBuf),
+    /// A project's client file that leads (by a symlink) to a file outside the project.
+    #[error(
+        "{path} is a link to {target}, outside the project: a repository chose where it points, so nothing was written. Pass --force to write there anyway"
+    )]
+    OutsideProject {
+        /// The file as discovered.
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
     /// Another program holds a lock on the file and did not let go in time.
     #[error(
         "{0} is locked by another program (an editor or another mcpwall run?); nothing was written. Close it and run the command again"

@@ -880,6 +880,14 @@ impl Workspace {
                 continue;
             }
             let doc = &self.docs[change.doc];
+            if let Some(refusal) = self.leaves_the_project(doc, options) {
+                files.push(Committed {
+                    change,
+                    result: Err(refusal),
+                    rolled_back: None,
+                });
+                continue;
+            }
             let format = doc.file.client.format();
             let validate = |text: &str| {
                 edit::parse(text, format)
@@ -956,6 +964,30 @@ impl Workspace {
     /// Show a path with the home directory as `~` and the project directory as `.`.
     pub fn display_path(&self, path: &Path) -> String {
         display_path(&self.env, path)
+    }
+
+    /// A project file that is a symlink to a file outside the project: the repository
+    /// chose where it points, so writing through it (to any file of the user's that
+    /// happens to parse) needs `--force`.
+    fn leaves_the_project(&self, doc: &Doc, options: fsio::Options) -> Option<fsio::WriteError> {
+        if doc.file.scope != Scope::Project || options.force {
+            return None;
+        }
+        let project = std::fs::canonicalize(&self.env.project_dir).ok()?;
+        let is_link =
+            std::fs::symlink_metadata(&doc.file.path).is_ok_and(|m| m.file_type().is_symlink());
+        let parent_moves = doc
+            .file
+            .path
+            .parent()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .is_none_or(|p| !p.starts_with(&project));
+        (!doc.canonical.starts_with(&project) && (is_link || parent_moves)).then(|| {
+            fsio::WriteError::OutsideProject {
+                path: doc.file.path.clone(),
+                target: doc.canonical.clone(),
+            }
+        })
     }
 }
 
