@@ -1,6 +1,7 @@
 //! The one discipline every edit of a user's file goes through (architecture decision 13).
 //!
-//! [`edit_file`]: read the file → edit in memory → re-parse the result with the file's own
+//! [`edit_file`]: lock the file (an advisory lock on the file itself, where the OS and file
+//! system offer one) → read it → edit in memory → re-parse the result with the file's own
 //! format rules (the caller's `validate`; what does not parse is never written) → back the
 //! old bytes up (owner-only) → write a temp file created exclusively beside the target
 //! (`O_EXCL|O_NOFOLLOW`, random name, the original's mode, and its owner when running as
@@ -10,8 +11,9 @@
 //! The swap is `renameat2(RENAME_EXCHANGE)` where the OS has it: the file swapped out is
 //! then checked once more, so a client's save that lands between the last re-read and the
 //! swap is caught after the fact, swapped straight back, and the edit is redone on top of
-//! it (a plain rename would silently drop that save). mcpwall runs serialise on [`lock`];
-//! clients do not take it, so the compare-and-swap is what protects their saves. What no
+//! it (a plain rename would silently drop that save). mcpwall runs serialise on [`lock`],
+//! and with any program that locks the files it edits on the file's own lock; most clients
+//! take neither, so the compare-and-swap is what protects their saves. What no
 //! rename can protect: a client writing in place (truncate + write) through a descriptor
 //! it opened before the swap; its bytes go to the old file.
 
