@@ -268,15 +268,16 @@ fn basename(command: &str) -> String {
 }
 
 /// Whether the `mcpwall` a client would start for `command` is the original (Node) one: it
-/// resolves (on `path_var`) to a file inside a `node_modules/mcpwall` package, or to a
-/// script whose `#!` line runs node (npm's global install links the package's script).
+/// resolves (on `path_var`) to a `.js` file inside a `node_modules/mcpwall` package, or to
+/// a script whose `#!` line runs node (npm's global install links the package's script).
 pub fn is_node_mcpwall(command: &str, path_var: Option<&std::ffi::OsStr>) -> bool {
     let Some(found) = resolve_on_path(command, path_var, None) else {
         return false;
     };
     let real = std::fs::canonicalize(&found).unwrap_or(found);
     let shown = real.to_string_lossy().replace('\\', "/");
-    if shown.contains("/node_modules/mcpwall/") {
+    // A script of the npm package (not a native binary that happens to be shipped in one).
+    if shown.contains("/node_modules/mcpwall/") && shown.ends_with(".js") {
         return true;
     }
     let mut head = [0u8; 128];
