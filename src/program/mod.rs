@@ -2,6 +2,7 @@
 
 pub(crate) mod engine;
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use regex_automata::meta;
@@ -10,6 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
+use crate::text::normalize::normalize_keeping_case;
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -824,11 +826,19 @@ impl Program {
                 if needs & REGEX != 0
                     && let Some(re) = &out.regex
                 {
-                    re.for_each_match(out_regex, text, |preds| {
+                    let mut set = |preds: &[u32]| {
                         for &p in preds {
                             st.set(p);
                         }
-                    });
+                    };
+                    re.for_each_match(out_regex, text, &mut set);
+                    // Hidden characters and look-alikes must not split a match: the
+                    // patterns also see the text as the literals do (case and lines kept).
+                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                        && unveiled != text
+                    {
+                        re.for_each_match(out_regex, &unveiled, &mut set);
+                    }
                 }
             });
         }
@@ -889,7 +899,9 @@ impl Program {
                 .filter_map(|i| out.span_regexes[i].as_ref())
                 .collect();
             texts.for_each(&mut |tid, text| {
+                let mut unveiled = None;
                 for finder in &finders {
+                    let before = red.len();
                     for m in finder.find_iter(text) {
                         if !m.is_empty() {
                             red.push(Redaction {
@@ -898,6 +910,19 @@ impl Program {
                                 label: rule_label,
                             });
                         }
+                    }
+                    // A match only the normalised form holds has no span in the raw text:
+                    // the whole string goes, as for literals.
+                    if red.len() == before
+                        && let Cow::Owned(form) =
+                            unveiled.get_or_insert_with(|| normalize_keeping_case(text))
+                        && finder.is_match(form.as_str())
+                    {
+                        red.push(Redaction {
+                            raw: texts.raw_range(tid, 0..text.len()),
+                            rule: id,
+                            label: rule_label,
+                        });
                     }
                 }
             });

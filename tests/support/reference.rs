@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use mcpwall::config::policy::{Action, ArgSelector, Matcher, Policy, RuleAction};
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
+use mcpwall::text::normalize::{normalize, normalize_keeping_case};
 use serde_json::Value;
 
 use super::{Call, TestEnv};
@@ -397,11 +398,19 @@ impl<'p> Reference<'p> {
                             let hay = t.to_ascii_lowercase();
                             // Every occurrence, overlapping ones included.
                             let mut from = 0;
+                            let mut in_raw = false;
                             while let Some(i) = hay[from..].find(&needle) {
                                 let at = from + i;
                                 found.push((ti, at, at + needle.len()));
                                 any = true;
+                                in_raw = true;
                                 from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
+                            }
+                            // Found only once normalised: the whole text.
+                            let norm_lit = normalize(&lit.value);
+                            if !in_raw && !norm_lit.is_empty() && normalize(t).contains(&norm_lit) {
+                                found.push((ti, 0, t.len()));
+                                any = true;
                             }
                         }
                     }
@@ -415,10 +424,16 @@ impl<'p> Reference<'p> {
                             if re.is_match(t) {
                                 any = true;
                             }
+                            let before = found.len();
                             for m in re.find_iter(t) {
                                 if !m.as_str().is_empty() {
                                     found.push((ti, m.start(), m.end()));
                                 }
+                            }
+                            // Found only once normalised: the whole text.
+                            if found.len() == before && re.is_match(&normalize_keeping_case(t)) {
+                                any = true;
+                                found.push((ti, 0, t.len()));
                             }
                         }
                     }
