@@ -492,3 +492,51 @@ fn r22_invisible_characters_cannot_split_a_response_contains_phrase() {
         );
     }
 }
+
+/// Issue #22: paths are judged as a server opens them. `link/../secret.txt` with `link`
+/// pointing outside the project leaves the project; `~root/…` is root's home, not a
+/// directory named `~root` in the project; a NUL ends a path (the default pack's `.env`
+/// rule sees `/srv/app/.env`), and a path holding one is refused even when no rule
+/// denies it.
+#[test]
+fn r22_paths_are_judged_as_the_server_opens_them() {
+    let s = Sandbox::new();
+    let outside = s.project.parent().unwrap().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, s.project.join("link")).unwrap();
+    std::fs::create_dir_all(s.project.join("src")).unwrap();
+
+    // The built-in pack alone (no configuration file).
+    let r = s.run(
+        &["--format", "json"],
+        &call(1, "read_file", serde_json::json!({"path": "/srv/app/.env\u{0}.txt"})),
+    );
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["verdict"], "deny", "{}", r.stdout);
+    assert_eq!(v["rule"], "block-dotenv-files", "{}", r.stdout);
+
+    std::fs::create_dir_all(s.home.join(".mcpwall")).unwrap();
+    std::fs::write(
+        s.home.join(".mcpwall/config.yml"),
+        "version: 1\nrules:\n  - name: project-only\n    match:\n      arguments:\n        path: {not_under: '${PROJECT_DIR}'}\n    action: deny\n  - name: reads\n    match: {tool: read_file}\n    action: allow\n",
+    )
+    .unwrap();
+    let input = [
+        call(1, "read_file", serde_json::json!({"path": "link/../secret.txt"})),
+        call(2, "read_file", serde_json::json!({"path": "~root/.ssh/id_rsa"})),
+        call(3, "read_file", serde_json::json!({"path": "src/../notes.txt"})),
+        call(4, "read_file", serde_json::json!({"path": "src/notes.txt\u{0}.md"})),
+    ]
+    .join("\n");
+    let r = s.run(&["--format", "json"], &input);
+    let v: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v[0]["rule"], "project-only", "{}", r.stdout);
+    assert_eq!(v[1]["rule"], "project-only", "{}", r.stdout);
+    assert_eq!(v[2]["verdict"], "allow", "{}", r.stdout);
+    assert_eq!(v[3]["verdict"], "deny", "{}", r.stdout);
+    assert_eq!(v[3]["rule"], "mcpwall:nul_in_path", "{}", r.stdout);
+}

@@ -1516,3 +1516,44 @@ fn r21_agent_cannot_run_mcpwall_state_changing_verbs() {
     );
     assert_eq!(p.finish(), 0);
 }
+
+// ------------------------------------------------------------------ r22: paths
+
+/// Issue #22 through the proxy: a symlink before `..`, another user's `~`, and a NUL in a
+/// path are judged as the server would open the path; nothing denied reaches it.
+#[test]
+fn r22_paths_are_judged_as_the_server_opens_them() {
+    let mut p = Proxy::with(Setup {
+        policy: Some(
+            "version: 1\nsettings: {log_dir: \"{log_dir}\"}\nrules:\n  - name: project-only\n    match:\n      arguments:\n        path: {not_under: '${PROJECT_DIR}'}\n    action: deny\n  - name: no-dotenv\n    match:\n      arguments:\n        path: {regex: '/\\.env$'}\n    action: deny\n",
+        ),
+        ..Setup::default()
+    });
+    // The project and a directory beside it, linked from inside: judged when a call
+    // arrives, so creating the link after start-up is as good as before.
+    let outside = p.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, p.dir.path().join("project/link")).unwrap();
+    std::fs::create_dir_all(p.dir.path().join("project/src")).unwrap();
+    handshake(&mut p);
+    for (id, path, rule) in [
+        ("1", "link/../secret.txt", "project-only"),
+        ("2", "~root/.ssh/id_rsa", "project-only"),
+        ("3", "src/.env\u{0}.txt", "no-dotenv"),
+        ("4", "src/notes.txt\u{0}.md", "mcpwall:nul_in_path"),
+    ] {
+        p.send_line(&call(id, "read_file", json!({ "path": path })));
+        let v = p.recv_json();
+        assert_eq!(v["id"], id.parse::<u32>().unwrap(), "{v}");
+        assert_eq!(v["error"]["data"]["rule"], rule, "{path:?}: {v}");
+    }
+    p.send_line(&call("5", "read_file", json!({"path": "src/../notes.txt"})));
+    assert!(p.recv_json()["result"].is_object(), "an ordinary `..` passes");
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(
+        !got.contains("secret.txt") && !got.contains("id_rsa") && !got.contains(".env"),
+        "a denied call reached the server: {got}"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+}

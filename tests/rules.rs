@@ -325,6 +325,38 @@ const NOT_UNDER: &[RuleCase] = &[
         "deny:outside",
     ),
     inb(
+        "r22_not_under_symlink_before_dotdot",
+        NOT_UNDER_POLICY,
+        // `escape` points outside the project: `escape/..` is the directory holding
+        // `outside`, not the project.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"escape/../secret.txt"}}}"#,
+        "deny:outside",
+    ),
+    inb(
+        "r22_not_under_symlink_before_dotdot_absolute",
+        NOT_UNDER_POLICY,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"{project}/src/../escape/../secret.txt"}}}"#,
+        "deny:outside",
+    ),
+    inb(
+        "r22_not_under_dotdot_after_a_real_directory_stays_inside",
+        NOT_UNDER_POLICY,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"src/../notes.txt"}}}"#,
+        "default:allow",
+    ),
+    inb(
+        "r22_not_under_other_users_home_is_not_relative",
+        NOT_UNDER_POLICY,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"~root/.ssh/id_rsa"}}}"#,
+        "deny:outside",
+    ),
+    inb(
+        "r22_not_under_unknown_users_home_is_not_relative",
+        NOT_UNDER_POLICY,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"~no-such-user-r22/.ssh/id_rsa"}}}"#,
+        "deny:outside",
+    ),
+    inb(
         "not_under_tilde_is_home",
         NOT_UNDER_POLICY,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"~/.bashrc"}}}"#,
@@ -753,6 +785,37 @@ const PATHS: &[RuleCase] = &[
         r"rules: [{name: ssh, match: {arguments: {path: {regex: '/\.ssh/id_rsa$'}}}, action: deny}]",
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"C:\\Users\\u\\.ssh\\id_rsa"}}}"#,
         "deny:ssh",
+    ),
+    inb(
+        "r22_paths_symlink_before_dotdot_meets_home_glob",
+        r"rules: [{name: ssh, match: {arguments: {path: {pattern: '${HOME}/.ssh/**'}}}, action: deny}]",
+        // `keys` points at HOME/.ssh, so `keys/../.ssh/id_rsa` is HOME/.ssh/id_rsa.
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"keys/../.ssh/id_rsa"}}}"#,
+        "deny:ssh",
+    ),
+    inb(
+        "r22_paths_other_users_home_meets_a_regex",
+        r"rules: [{name: ssh, match: {arguments: {path: {regex: '^/root/\.ssh/'}}}, action: deny}]",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"~root/.ssh/id_rsa"}}}"#,
+        "deny:ssh",
+    ),
+    inb(
+        "r22_paths_nul_ends_the_path",
+        r"rules: [{name: env, match: {arguments: {path: {regex: '/\.env$'}}}, action: deny}]",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/srv/app/.env\u0000.txt"}}}"#,
+        "deny:env",
+    ),
+    inb(
+        "r22_paths_nul_in_a_path_is_refused_when_no_rule_denies",
+        r"rules: [{name: env, match: {arguments: {path: {regex: '/\.env$'}}}, action: deny}, {name: reads, match: {tool: read_file}, action: allow}]",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/notes.txt\u0000.md"}}}"#,
+        "nul_in_path",
+    ),
+    inb(
+        "r22_paths_nul_in_plain_text_is_not_a_path",
+        r"rules: [{name: env, match: {arguments: {path: {regex: '/\.env$'}}}, action: deny}]",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\u0000b"}}}"#,
+        "default:allow",
     ),
     inb(
         "paths_tilde_meets_home_glob",

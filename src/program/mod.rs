@@ -554,7 +554,7 @@ impl Program {
         }
 
         let best = scratch.state.best;
-        if best != NONE {
+        let decision = if best != NONE {
             if inb.rules[best as usize].allow {
                 Decision::AllowedBy(RuleId(best))
             } else {
@@ -566,7 +566,11 @@ impl Program {
             }
         } else {
             Decision::Plumbing
+        };
+        if decision.is_allowed() && has_nul_in_path(frame, msg) {
+            return Decision::NulInPath;
         }
+        decision
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
@@ -980,6 +984,21 @@ impl Program {
                 .map_or("unknown", |r| r.name.as_str())
         }
     }
+}
+
+/// Whether a path-shaped string among `msg`'s arguments holds a NUL. Only a JSON escape
+/// can put one there, so strings read straight from the raw bytes are skipped.
+fn has_nul_in_path(frame: &Frame<'_>, msg: &Message) -> bool {
+    let tokens = frame.tokens();
+    msg.args.clone().any(|i| {
+        let tok = &tokens[i];
+        matches!(tok.kind, TokenKind::Key | TokenKind::String)
+            && matches!(tok.text, crate::frame::TextRef::Decoded { .. })
+            && {
+                let text = frame.text(tok.text);
+                crate::paths::has_nul(text) && crate::paths::is_path_shaped(text)
+            }
+    })
 }
 
 /// Sort by start and merge overlapping or touching ranges (the first label wins).

@@ -130,6 +130,7 @@ impl<'p> Reference<'p> {
     }
 
     pub fn normalize(&self, s: &str) -> String {
+        let s = s.split('\0').next().unwrap_or("");
         let lower = s.to_ascii_lowercase();
         let mut p = if lower.starts_with("file:") {
             let mut rest = s[5..].to_string();
@@ -145,6 +146,24 @@ impl<'p> Reference<'p> {
             percent_decode(&rest)
         } else if s == "~" || s.starts_with("~/") || s.starts_with("~\\") {
             format!("{}/{}", self.home, &s[1..])
+        } else if let Some(after) = s.strip_prefix('~')
+            && let user = after.split(['/', '\\']).next().unwrap()
+            && !user.is_empty()
+            && user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.$".contains(&b))
+        {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+            let home = passwd
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|f| f.len() >= 7 && f[0] == user && f[5].starts_with('/'))
+                .map(|f| f[5].to_string())
+                .unwrap_or_else(|| {
+                    let parent = Path::new(&self.home).parent().unwrap();
+                    parent.join(user).to_string_lossy().into_owned()
+                });
+            format!("{home}/{}", &after[user.len()..])
         } else if let Some(rest) = ["${HOME}", "$HOME"].iter().find_map(|v| {
             s.strip_prefix(v)
                 .filter(|r| r.is_empty() || r.starts_with('/') || r.starts_with('\\'))
@@ -166,7 +185,19 @@ impl<'p> Reference<'p> {
         if !p.starts_with('/') {
             p = format!("{}/{}", self.project, p);
         }
-        path_clean::clean(&p).to_string_lossy().into_owned()
+        // `..` after a symlink leaves the link's target, as the kernel walks it.
+        let mut walked = PathBuf::from("/");
+        for comp in p.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                if std::fs::symlink_metadata(&walked).is_ok_and(|m| m.file_type().is_symlink()) {
+                    walked = Path::new(&Self::resolve(&walked.to_string_lossy())).to_path_buf();
+                }
+                walked.pop();
+            } else {
+                walked.push(comp);
+            }
+        }
+        path_clean::clean(&walked).to_string_lossy().into_owned()
     }
 
     fn resolve(path: &str) -> String {
@@ -262,6 +293,22 @@ impl<'p> Reference<'p> {
         } else {
             params
         };
+        let verdict = self.decide_by_rules(method, tool, args);
+        let mut values = Vec::new();
+        if let Some(a) = args {
+            collect(a, true, &mut values);
+        }
+        let nul_path = values.iter().any(|v| {
+            v.is_text()
+                && v.text().is_some_and(|t| t.contains('\0') && is_path_shaped(&t))
+        });
+        if nul_path && !verdict.starts_with("deny:") && verdict != "default:deny" {
+            return "nul_in_path".into();
+        }
+        verdict
+    }
+
+    fn decide_by_rules(&self, method: Option<&str>, tool: Option<&str>, args: Option<&Value>) -> String {
         for rule in &self.policy.rules {
             let Some(m) = method else { continue };
             if !glob_matches(&rule.method.value, m) {
