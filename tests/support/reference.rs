@@ -111,6 +111,12 @@ impl<'p> Reference<'p> {
         let mut specs: Vec<DetectorSpec> = builtin_specs()
             .into_iter()
             .filter(|s| !policy.disabled_secrets.iter().any(|d| d.value == s.name))
+            .filter(|s| {
+                !policy
+                    .secret_patterns
+                    .iter()
+                    .any(|p| p.name.value == s.name)
+            })
             .collect();
         for p in &policy.secret_patterns {
             specs.push(DetectorSpec {
@@ -300,7 +306,8 @@ impl<'p> Reference<'p> {
         }
         let nul_path = values.iter().any(|v| {
             v.is_text()
-                && v.text().is_some_and(|t| t.contains('\0') && is_path_shaped(&t))
+                && v.text()
+                    .is_some_and(|t| t.contains('\0') && is_path_shaped(&t))
         });
         if nul_path && !verdict.starts_with("deny:") && verdict != "default:deny" {
             return "nul_in_path".into();
@@ -308,7 +315,12 @@ impl<'p> Reference<'p> {
         verdict
     }
 
-    fn decide_by_rules(&self, method: Option<&str>, tool: Option<&str>, args: Option<&Value>) -> String {
+    fn decide_by_rules(
+        &self,
+        method: Option<&str>,
+        tool: Option<&str>,
+        args: Option<&Value>,
+    ) -> String {
         for rule in &self.policy.rules {
             let Some(m) = method else { continue };
             if !glob_matches(&rule.method.value, m) {
