@@ -222,11 +222,18 @@ fn other_users_home(value: &str) -> Option<(&str, &str)> {
     let after = value.strip_prefix('~')?;
     let end = after.find(['/', '\\']).unwrap_or(after.len());
     let user = &after[..end];
-    let plausible = !user.is_empty()
-        && user
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'$'));
-    plausible.then(|| (user, after[end..].trim_start_matches(['/', '\\'])))
+    is_user_name(user).then(|| (user, after[end..].trim_start_matches(['/', '\\'])))
+}
+
+/// A portable user name (a letter or `_`, then letters, digits, `_`, `-`, `.`, and an
+/// optional final `$`), so `~$report.docx` (an office lock file) stays a file name.
+fn is_user_name(name: &str) -> bool {
+    let name = name.strip_suffix('$').unwrap_or(name);
+    let b = name.as_bytes();
+    b.first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
 fn percent_decode_into(s: &str, out: &mut Vec<u8>) {
@@ -522,6 +529,25 @@ mod tests {
         let mut out = String::new();
         normalize_into(s, &env(), &mut PathBuffers::default(), &mut out);
         out
+    }
+
+    #[test]
+    fn other_users_homes() {
+        // `root` is in every Linux password file; the unknown user lives beside HOME.
+        if cfg!(target_os = "linux") {
+            assert_eq!(norm("~root/.ssh/id_rsa"), "/root/.ssh/id_rsa");
+        }
+        assert_eq!(norm("~no-such-user-r22/x"), "/home/no-such-user-r22/x");
+        assert_eq!(norm("~no-such-user-r22"), "/home/no-such-user-r22");
+        assert_eq!(norm("~$report.docx"), "/proj/~$report.docx");
+        assert_eq!(norm("~+/x"), "/proj/~+/x");
+    }
+
+    #[test]
+    fn nul_ends_the_path() {
+        assert_eq!(norm("/srv/app/.env\0.txt"), "/srv/app/.env");
+        assert_eq!(norm("~/.ssh/id_rsa\0"), "/home/u/.ssh/id_rsa");
+        assert!(has_nul("a\0b") && !has_nul("ab"));
     }
 
     #[test]

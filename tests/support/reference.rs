@@ -154,10 +154,14 @@ impl<'p> Reference<'p> {
             format!("{}/{}", self.home, &s[1..])
         } else if let Some(after) = s.strip_prefix('~')
             && let user = after.split(['/', '\\']).next().unwrap()
-            && !user.is_empty()
-            && user
+            && let bare = user.strip_suffix('$').unwrap_or(user)
+            && bare
                 .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_-.$".contains(&b))
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
         {
             let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
             let home = passwd
