@@ -186,7 +186,14 @@ pub(crate) struct Outbound {
 /// confine paths with `not_under`, which only ever judges the resolved form.
 /// `not_under` holds when a value resolves outside its root: on a named argument
 /// every string is taken as a path (a server resolves `notes.txt` against its working
-/// directory), on `_any_value` only path-shaped ones are.
+/// directory), on `_any_value` only path-shaped ones are. A path-shaped value holding a
+/// NUL is judged up to the NUL, and when no deny rule refuses the message it is refused
+/// anyway ([`Decision::NulInPath`]): a server may read the value either way.
+///
+/// `response_contains` literals and `response_contains_regex` patterns match a server
+/// message's text as it is *and* as [`crate::text::normalize`] reads it (invisible
+/// characters removed, compatibility forms and look-alike letters folded); a match found
+/// only in the normalised text covers the whole string.
 ///
 /// # Resource usage
 ///
@@ -199,7 +206,8 @@ pub(crate) struct Outbound {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]).
+/// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
+/// `lstat` per `..`) or `~user` (the password file, read once per process).
 ///
 /// # Construction failure
 ///
