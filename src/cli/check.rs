@@ -807,11 +807,16 @@ impl<'p> Checker<'p> {
                     writeln!(out, "  Rule: {rule}")?;
                 }
                 match r.kind {
-                    Kind::Deny | Kind::Block => writeln!(
-                        out,
-                        "  Blocked: {}",
-                        r.message.as_deref().unwrap_or("denied by policy")
-                    )?,
+                    Kind::Deny | Kind::Block => {
+                        let message = r.message.as_deref().unwrap_or("denied by policy");
+                        // Messages written for the original mcpwall say `Blocked: …`
+                        // themselves; its documented output shows the label once.
+                        let message = message
+                            .strip_prefix("Blocked: ")
+                            .or_else(|| message.strip_prefix("Blocked:"))
+                            .unwrap_or(message);
+                        writeln!(out, "  Blocked: {message}")?
+                    }
                     Kind::Redact => {
                         for (detector, count, previews) in &r.redactions {
                             writeln!(

@@ -1153,16 +1153,10 @@ impl<'a> Decoder<'a> {
                 else {
                     continue;
                 };
-                if builtin_refs.contains(&name.value.as_str()) {
-                    self.report(
-                        Code::UnknownDetector,
-                        format!("`{}` is the name of a built-in detector", name.value),
-                        name.span,
-                        "name taken",
-                        "choose another name for your pattern",
-                    );
-                    continue;
-                }
+                // A built-in's name is allowed: the pattern replaces that detector
+                // (ARCHITECTURE decision 7; configurations written for the original
+                // mcpwall name theirs `github-token`, `private-key`). Whether a file may
+                // replace one is a question of trust, settled in `merge.rs`.
                 if let Some(first) = seen.get(&name.value) {
                     self.diags.push(
                         PolicyDiagnostic::at(

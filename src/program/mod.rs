@@ -2,6 +2,7 @@
 
 pub(crate) mod engine;
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use regex_automata::meta;
@@ -10,6 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
+use crate::text::normalize::normalize_keeping_case;
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -184,7 +186,14 @@ pub(crate) struct Outbound {
 /// confine paths with `not_under`, which only ever judges the resolved form.
 /// `not_under` holds when a value resolves outside its root: on a named argument
 /// every string is taken as a path (a server resolves `notes.txt` against its working
-/// directory), on `_any_value` only path-shaped ones are.
+/// directory), on `_any_value` only path-shaped ones are. A path-shaped value holding a
+/// NUL is judged up to the NUL, and when no deny rule refuses the message it is refused
+/// anyway ([`Decision::NulInPath`]): a server may read the value either way.
+///
+/// `response_contains` literals and `response_contains_regex` patterns match a server
+/// message's text as it is *and* as [`crate::text::normalize`] reads it (invisible
+/// characters removed, compatibility forms and look-alike letters folded); a match found
+/// only in the normalised text covers the whole string.
 ///
 /// # Resource usage
 ///
@@ -197,7 +206,8 @@ pub(crate) struct Outbound {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]).
+/// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
+/// `lstat` per `..`) or `~user` (the password file, read once per process).
 ///
 /// # Construction failure
 ///
@@ -551,7 +561,7 @@ impl Program {
         }
 
         let best = scratch.state.best;
-        if best != NONE {
+        let decision = if best != NONE {
             if inb.rules[best as usize].allow {
                 Decision::AllowedBy(RuleId(best))
             } else {
@@ -563,7 +573,11 @@ impl Program {
             }
         } else {
             Decision::Plumbing
+        };
+        if decision.is_allowed() && has_nul_in_path(frame, msg) {
+            return Decision::NulInPath;
         }
+        decision
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
@@ -823,11 +837,19 @@ impl Program {
                 if needs & REGEX != 0
                     && let Some(re) = &out.regex
                 {
-                    re.for_each_match(out_regex, text, |preds| {
+                    let mut set = |preds: &[u32]| {
                         for &p in preds {
                             st.set(p);
                         }
-                    });
+                    };
+                    re.for_each_match(out_regex, text, &mut set);
+                    // Hidden characters and look-alikes must not split a match: the
+                    // patterns also see the text as the literals do (case and lines kept).
+                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                        && unveiled != text
+                    {
+                        re.for_each_match(out_regex, &unveiled, &mut set);
+                    }
                 }
             });
         }
@@ -888,7 +910,9 @@ impl Program {
                 .filter_map(|i| out.span_regexes[i].as_ref())
                 .collect();
             texts.for_each(&mut |tid, text| {
+                let mut unveiled = None;
                 for finder in &finders {
+                    let before = red.len();
                     for m in finder.find_iter(text) {
                         if !m.is_empty() {
                             red.push(Redaction {
@@ -897,6 +921,19 @@ impl Program {
                                 label: rule_label,
                             });
                         }
+                    }
+                    // A match only the normalised form holds has no span in the raw text:
+                    // the whole string goes, as for literals.
+                    if red.len() == before
+                        && let Cow::Owned(form) =
+                            unveiled.get_or_insert_with(|| normalize_keeping_case(text))
+                        && finder.is_match(form.as_str())
+                    {
+                        red.push(Redaction {
+                            raw: texts.raw_range(tid, 0..text.len()),
+                            rule: id,
+                            label: rule_label,
+                        });
                     }
                 }
             });
@@ -954,6 +991,21 @@ impl Program {
                 .map_or("unknown", |r| r.name.as_str())
         }
     }
+}
+
+/// Whether a path-shaped string among `msg`'s arguments holds a NUL. Only a JSON escape
+/// can put one there, so strings read straight from the raw bytes are skipped.
+fn has_nul_in_path(frame: &Frame<'_>, msg: &Message) -> bool {
+    let tokens = frame.tokens();
+    msg.args.clone().any(|i| {
+        let tok = &tokens[i];
+        matches!(tok.kind, TokenKind::Key | TokenKind::String)
+            && matches!(tok.text, crate::frame::TextRef::Decoded { .. })
+            && {
+                let text = frame.text(tok.text);
+                crate::paths::has_nul(text) && crate::paths::is_path_shaped(text)
+            }
+    })
 }
 
 /// Sort by start and merge overlapping or touching ranges (the first label wins).

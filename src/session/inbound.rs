@@ -377,6 +377,10 @@ impl Session {
                 audited: true,
                 answers: None,
             },
+            Decision::NulInPath => Ruling::refuse(
+                RuleRef::Builtin("mcpwall:nul_in_path"),
+                "a path argument holds a NUL character; refused",
+            ),
             Decision::Default { .. } | Decision::Plumbing => Ruling {
                 allow: true,
                 rule: None,
