@@ -1,7 +1,6 @@
 //! The few OS calls the file-editing discipline ([`super::fsio`]) needs that std does not
-//! offer safely: an atomic exchange of two names
-//! (`renameat2(RENAME_EXCHANGE)`), and the effective user id. Every `unsafe` of the clients
-//! module lives here. Opening without following links and keeping owners use std's own
+//! offer: an atomic exchange of two names (`renameat2(RENAME_EXCHANGE)`) and the
+//! effective user id, through rustix's safe wrappers. Opening without following links and keeping owners use std's own
 //! `OpenOptionsExt::custom_flags` and `fchown`, also gathered here so `fsio` reads as policy.
 
 use std::fs::{File, OpenOptions};
@@ -146,8 +145,7 @@ pub fn create_exclusive(path: &Path) -> io::Result<File> {
 pub fn is_root() -> bool {
     #[cfg(unix)]
     {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() == 0 }
+        rustix::process::geteuid().is_root()
     }
     #[cfg(not(unix))]
     {
@@ -179,30 +177,16 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 pub fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let a = CString::new(a.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        let b = CString::new(b.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
-        // makes relative paths relative to the working directory (ours are absolute).
-        let rc = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_EXCHANGE as _,
-            )
-        };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
-            _ => Err(err),
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let err = io::Error::from(e);
+                match err.raw_os_error() {
+                    Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
+                    _ => Err(err),
+                }
+            }
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
