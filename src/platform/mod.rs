@@ -32,6 +32,11 @@ pub fn is_pipe_or_socket(fd: BorrowedFd<'_>) -> bool {
     })
 }
 
+/// Whether `fd` is a pipe.
+pub fn is_fifo(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstat(fd).is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Fifo)
+}
+
 /// The file status flags of an open file description (`O_NONBLOCK`, `O_APPEND`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatusFlags(OFlags);
@@ -98,8 +103,10 @@ mod tests {
     fn pipes_are_told_from_files_and_flags_round_trip() {
         let (reader, _writer) = std::io::pipe().unwrap();
         assert!(is_pipe_or_socket(reader.as_fd()));
+        assert!(is_fifo(reader.as_fd()));
         let file = tempfile::tempfile().unwrap();
         assert!(!is_pipe_or_socket(file.as_fd()));
+        assert!(!is_fifo(file.as_fd()));
 
         let before = StatusFlags::of(&reader).unwrap();
         assert!(!before.is_nonblocking());

@@ -10,6 +10,7 @@
 //! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`]
 //! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,6 +157,7 @@ pub async fn run(
     let stdio::Stdio {
         reader: client_in,
         writer: client_out,
+        writer_pipe: client_pipe,
         guard: _stdio_guard,
     } = stdio::open().map_err(ProxyError::Stdio)?;
     let Started {
@@ -179,8 +181,16 @@ pub async fn run(
     ));
     let max_line = program.settings().max_frame_bytes;
 
-    let (client_tx, client_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
-    let (server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
+    let (mut client_tx, client_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
+    let (mut server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
+    // Every sender runs on this current-thread runtime: the contract of `write_to_pipe`.
+    // The server's stdin is always a pipe (tokio makes it non-blocking).
+    if let Some(pipe) = client_pipe {
+        client_tx = client_tx.write_to_pipe(pipe);
+    }
+    if let Ok(pipe) = server_in.as_fd().try_clone_to_owned() {
+        server_tx = server_tx.write_to_pipe(pipe);
+    }
     let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
     let mut client_writer = Some(tokio::spawn(write_from(
         client_out,

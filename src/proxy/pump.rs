@@ -139,8 +139,9 @@ impl Sink {
         }
     }
 
-    /// Hand `buf` to the writer, waiting for room in its queue. `buf` is left empty
-    /// (with a pooled allocation).
+    /// Hand `buf` to the writer, waiting for room in its queue; or, when nothing waits
+    /// for it and it is short, write it into the writer's pipe at once. `buf` is left
+    /// empty (with a pooled allocation).
     pub async fn flush(&mut self, buf: &mut Vec<u8>) {
         if buf.is_empty() {
             return;
@@ -154,6 +155,12 @@ impl Sink {
             self.broken = true;
             return;
         };
+        let written = tx.write_now(buf);
+        if written == buf.len() {
+            buf.clear();
+            return;
+        }
+        buf.drain(..written);
         let batch = std::mem::replace(buf, self.pool.take());
         let sent = tx.send(batch).await.is_ok();
         if !sent {

@@ -4,9 +4,14 @@
 //! the 64 MiB default limit are a gibibyte held for a slow reader. Each batch therefore
 //! also holds a share of a byte budget until it has been written, so what waits for one
 //! writer is at most the budget or a single larger batch.
+//!
+//! When nothing waits for a writer whose output is a pipe, a short batch skips the queue
+//! and goes straight into the pipe ([`Queue::write_now`]): a lone round trip then wakes
+//! no writer task.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
@@ -73,12 +78,18 @@ impl Batch {
     }
 }
 
+/// Batches this short are written into a pipe whole or not at all (POSIX `PIPE_BUF`), so
+/// writing one straight into the pipe never leaves part of a frame behind.
+pub const DIRECT_MAX: usize = libc::PIPE_BUF;
+
 /// The sending side of a writer's queue.
 #[derive(Debug, Clone)]
 pub struct Queue {
     tx: mpsc::Sender<Batch>,
     budget: Arc<Semaphore>,
     limit: usize,
+    /// A duplicate of the writer's pipe, for [`Queue::write_now`].
+    pipe: Option<Arc<OwnedFd>>,
 }
 
 /// A [`Queue`] that does not keep the writer alive.
@@ -87,6 +98,8 @@ pub struct WeakQueue {
     tx: mpsc::WeakSender<Batch>,
     budget: Arc<Semaphore>,
     limit: usize,
+    /// Weak, so that the pipe closes with the last [`Queue`] (the reader sees EOF).
+    pipe: Option<Weak<OwnedFd>>,
 }
 
 /// A queue of at most `batches` batches and `bytes` bytes (or one larger batch).
@@ -95,10 +108,57 @@ pub fn queue(batches: usize, bytes: usize) -> (Queue, mpsc::Receiver<Batch>) {
     let limit = bytes.clamp(1, u32::MAX as usize);
     let (tx, rx) = mpsc::channel(batches);
     let budget = Arc::new(Semaphore::new(limit));
-    (Queue { tx, budget, limit }, rx)
+    (
+        Queue {
+            tx,
+            budget,
+            limit,
+            pipe: None,
+        },
+        rx,
+    )
 }
 
 impl Queue {
+    /// Let [`Self::write_now`] write into `pipe` directly: a duplicate of the
+    /// non-blocking pipe the receiver's writer writes to (the same open pipe, so the
+    /// bytes land in one order). Senders and writer must run on one thread (the proxy's
+    /// current-thread runtime), so the writer cannot start a batch between the check
+    /// and the write.
+    pub fn write_to_pipe(mut self, pipe: OwnedFd) -> Queue {
+        self.pipe = Some(Arc::new(pipe));
+        self
+    }
+
+    /// Write `bytes` straight into the writer's pipe when nothing is queued for it or
+    /// being written, without waking the writer task. Returns how many were written: all
+    /// or none, as a pipe takes [`DIRECT_MAX`] bytes. None when the queue is busy, the
+    /// batch is longer, the pipe is full or broken, or there is no pipe; the caller then
+    /// queues them (and the writer reports any error).
+    ///
+    /// A lone round trip then wakes no writer task: 3,400 of 35,000 instructions per
+    /// sequential round trip (callgrind).
+    pub fn write_now(&self, bytes: &[u8]) -> usize {
+        let Some(pipe) = &self.pipe else {
+            return 0;
+        };
+        // Every batch holds its share of the budget until it has been written: a full
+        // budget means nothing is waiting or being written, so these bytes overtake none.
+        if bytes.len() > DIRECT_MAX
+            || self.tx.is_closed()
+            || self.budget.available_permits() != self.limit
+        {
+            return 0;
+        }
+        loop {
+            match rustix::io::write(pipe, bytes) {
+                Ok(n) => return n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return 0,
+            }
+        }
+    }
+
     /// Whether [`Self::send`] would wait for room for `len` bytes.
     pub fn would_wait(&self, len: usize) -> bool {
         let share = len.clamp(1, self.limit);
@@ -151,6 +211,7 @@ impl Queue {
             tx: self.tx.downgrade(),
             budget: self.budget.clone(),
             limit: self.limit,
+            pipe: self.pipe.as_ref().map(Arc::downgrade),
         }
     }
 }
@@ -161,6 +222,7 @@ impl WeakQueue {
             tx: self.tx.upgrade()?,
             budget: self.budget.clone(),
             limit: self.limit,
+            pipe: self.pipe.as_ref().and_then(Weak::upgrade),
         })
     }
 }
@@ -224,6 +286,88 @@ mod tests {
             assert_eq!(q.send(vec![7; 3]).await, Err(vec![7; 3]));
             drop(q);
             assert!(weak.upgrade().is_none());
+        });
+    }
+
+    /// A non-blocking pipe: its read end, and a queue that may write into it directly.
+    fn piped_queue() -> (
+        std::io::PipeReader,
+        std::io::PipeWriter,
+        Queue,
+        mpsc::Receiver<Batch>,
+    ) {
+        let (r, w) = std::io::pipe().unwrap();
+        let flags = crate::platform::StatusFlags::of(&w).unwrap();
+        flags.with_nonblocking().apply(&w).unwrap();
+        let (q, rx) = queue(16, 1000);
+        let q = q.write_to_pipe(w.try_clone().unwrap().into());
+        (r, w, q, rx)
+    }
+
+    /// Everything readable from `r` now, without blocking.
+    fn drain(r: &std::io::PipeReader) -> Vec<u8> {
+        use std::io::Read;
+        let flags = crate::platform::StatusFlags::of(r).unwrap();
+        flags.with_nonblocking().apply(r).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = (&mut &*r).read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+
+    #[test]
+    fn an_idle_queue_writes_short_batches_straight_into_the_pipe() {
+        runtime().block_on(async {
+            let (r, _w, q, _rx) = piped_queue();
+            assert_eq!(q.write_now(b"{\"id\":1}\n"), 9);
+            assert_eq!(q.downgrade().upgrade().unwrap().write_now(b"x\n"), 2);
+            assert_eq!(drain(&r), b"{\"id\":1}\nx\n");
+        });
+    }
+
+    /// Written directly while a batch waits, the bytes would reach the pipe before it.
+    #[test]
+    fn nothing_is_written_directly_while_a_batch_waits_or_is_being_written() {
+        runtime().block_on(async {
+            let (r, _w, q, mut rx) = piped_queue();
+            q.send(b"first\n".to_vec()).await.unwrap();
+            assert_eq!(q.write_now(b"second\n"), 0);
+            let first = rx.recv().await.unwrap();
+            // Taken by the writer but not yet written: still counts.
+            assert_eq!(q.write_now(b"second\n"), 0);
+            drop(first);
+            assert_eq!(q.write_now(b"second\n"), 7);
+            assert_eq!(drain(&r), b"second\n");
+        });
+    }
+
+    #[test]
+    fn long_batches_full_pipes_and_gone_writers_take_the_queue() {
+        runtime().block_on(async {
+            let (r, w, q, rx) = piped_queue();
+            assert_eq!(q.write_now(&vec![b'a'; DIRECT_MAX + 1]), 0);
+            assert!(drain(&r).is_empty());
+            // Fill the pipe: a short batch is then refused whole, never written in part.
+            let mut filled = 0;
+            loop {
+                let n = q.write_now(&[b'b'; DIRECT_MAX]);
+                if n == 0 {
+                    break;
+                }
+                assert_eq!(n, DIRECT_MAX);
+                filled += n;
+            }
+            assert_eq!(q.write_now(b"cc\n"), 0);
+            assert_eq!(drain(&r).len(), filled);
+            drop(rx);
+            assert_eq!(q.write_now(b"dd\n"), 0);
+            assert!(drain(&r).is_empty());
+            // Without a pipe there is nothing to write into.
+            let (plain, _rx) = queue(16, 1000);
+            assert_eq!(plain.write_now(b"ee\n"), 0);
+            drop(w);
         });
     }
 

@@ -59,6 +59,9 @@ fn nonblocking_dup(which: Std, fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Op
 pub struct Stdio {
     pub reader: Reader,
     pub writer: Writer,
+    /// A duplicate of the descriptor `writer` writes to, when that is a pipe (see
+    /// `Queue::write_to_pipe`).
+    pub writer_pipe: Option<OwnedFd>,
     /// Restores the flags of fd 0 and 1 when dropped.
     pub guard: StdioGuard,
 }
@@ -72,13 +75,20 @@ pub fn open() -> io::Result<Stdio> {
         None => Box::pin(tokio::io::stdin()),
     };
     let stdout = io::stdout();
+    let mut writer_pipe = None;
     let writer: Writer = match nonblocking_dup(Std::Out, stdout.as_fd(), &mut guard) {
-        Some(fd) => Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?),
+        Some(fd) => {
+            if platform::is_fifo(fd.as_fd()) {
+                writer_pipe = fd.try_clone().ok();
+            }
+            Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?)
+        }
         None => Box::pin(tokio::io::stdout()),
     };
     Ok(Stdio {
         reader,
         writer,
+        writer_pipe,
         guard,
     })
 }

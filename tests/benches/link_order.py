@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Regenerate src/link_order.txt: the symbols of the release binary in the order the
+linker should lay them out (see `link_order` in build.rs).
+
+    python3 tests/benches/link_order.py HARNESS_BIN_DIR [BINARY]
+
+HARNESS_BIN_DIR holds `mcp-bench` and `fake-mcp-server` from the shared benchmark
+harness (`cargo build --release` in ../shared/bench). BINARY defaults to
+target/release/mcpwall. Needs valgrind (callgrind) and nm.
+
+Each workload runs twice under callgrind with a different amount of work; what a function
+costs in the longer run beyond the shorter one is what it costs per frame. Functions with
+a per-frame cost come first (most costly first), then everything else the runs executed
+(start-up: configuration, compilation), so that both sets are contiguous. Symbol names
+carry a hash of their crate's version and build settings: rerun this after updating
+dependencies or the compiler. A stale list only loses the layout, never breaks a build.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# (name, mcp-bench arguments for the short run, for the long run, units between them)
+WORKLOADS = [
+    ("round trips", ["--scenario", "latency", "--warmup", "10", "--latency-calls", "200"],
+     ["--scenario", "latency", "--warmup", "10", "--latency-calls", "2200"], 2000),
+    ("pipelined calls", ["--scenario", "throughput-calls", "--calls", "2000"],
+     ["--scenario", "throughput-calls", "--calls", "12000"], 10000),
+    ("large responses", ["--scenario", "throughput-responses", "--responses", "2"],
+     ["--scenario", "throughput-responses", "--responses", "10"], 8),
+]
+
+COST_LINE = re.compile(r"\s*([\d,]+) \([ \d.]+%\)\s+\S*?:(.*) \[(.*)\]$")
+
+
+def profile(harness, binary, args, home, out):
+    cmd = [os.path.join(harness, "mcp-bench"), *args, "--timeout", "900", "--",
+           "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--",
+           os.path.join(harness, "fake-mcp-server")]
+    env = dict(os.environ, HOME=home)
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"link_order: {' '.join(args)} failed:\n{run.stdout}{run.stderr}")
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--threshold=100", "--auto=no", out],
+        capture_output=True, text=True, check=True).stdout
+    costs = {}
+    name = os.path.basename(binary)
+    for line in annotated.splitlines():
+        m = COST_LINE.match(line)
+        if m and os.path.basename(m.group(3)) == name:
+            function = m.group(2).strip()
+            costs[function] = costs.get(function, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def symbols_by_name(binary):
+    """Demangled function name -> mangled symbols (generic copies share a name)."""
+    def table(*flags):
+        out = subprocess.run(["nm", *flags, binary], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and parts[1] in "tTwW":
+                yield parts[0], parts[2]
+    mangled = {}
+    for addr, sym in table():
+        mangled.setdefault(addr, []).append(sym)
+    names = {}
+    for addr, name in table("-C"):
+        names.setdefault(name, []).extend(mangled.get(addr, []))
+    return names
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    harness = sys.argv[1]
+    binary = os.path.abspath(sys.argv[2] if len(sys.argv) == 3 else "target/release/mcpwall")
+    per_frame, executed = {}, {}
+    with tempfile.TemporaryDirectory() as home:
+        for label, short, long, units in WORKLOADS:
+            print(f"link_order: profiling {label}", file=sys.stderr)
+            a = profile(harness, binary, short, home, os.path.join(home, "short.cg"))
+            b = profile(harness, binary, long, home, os.path.join(home, "long.cg"))
+            extra = {f: (b[f] - a.get(f, 0)) / units for f in b if b[f] > a.get(f, 0)}
+            total = sum(extra.values()) or 1.0
+            for f, cost in extra.items():
+                # Each workload's per-frame total weighs the same.
+                per_frame[f] = per_frame.get(f, 0.0) + cost / total
+            for f, cost in b.items():
+                executed[f] = executed.get(f, 0) + cost
+    names = symbols_by_name(binary)
+    order, seen = [], set()
+    hot = sorted(per_frame, key=lambda f: -per_frame[f])
+    warm = sorted((f for f in executed if f not in per_frame), key=lambda f: -executed[f])
+    counts = []
+    for group in (hot, warm):
+        for f in group:
+            for sym in names.get(f, []):
+                if sym not in seen:
+                    seen.add(sym)
+                    order.append(sym)
+        counts.append(len(order))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "src", "link_order.txt"), "w") as f:
+        f.write("# Generated by tests/benches/link_order.py; read by build.rs.\n")
+        f.write(f"# {counts[0]} symbols with a per-frame cost, then {counts[1] - counts[0]}"
+                " run only at start-up or rarely.\n")
+        f.write("\n".join(order) + "\n")
+    print(f"link_order: {counts[0]} per-frame symbols, {len(order)} in all", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
