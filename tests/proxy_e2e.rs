@@ -432,6 +432,86 @@ fn denied_requests_get_an_error_with_the_exact_id() {
     );
 }
 
+/// A token used as the tool name or as a string id is denied like one in an argument
+/// (`_any_value: {secrets: true}`), and the audit log never writes it: its `tool` and
+/// `id` fields are masked.
+#[test]
+fn a_secret_as_tool_name_or_id_is_denied_and_masked_in_the_log() {
+    let policy = r#"version: 1
+settings:
+  log_dir: "{log_dir}"
+rules:
+  - name: block-secrets-in-arguments
+    match:
+      method: "*"
+      arguments:
+        _any_value: {secrets: true}
+    action: deny
+"#;
+    let mut p = Proxy::with(Setup {
+        policy: Some(policy),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    let token = format!("gh{}_{}", "p", "Zq4T7w1XbN9cK2mR8vL5yH3jD6fG0sPaE1uW");
+    p.send_line(&call("1", &token, json!({})));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["data"]["rule"], "block-secrets-in-arguments");
+    p.send_line(&call(
+        &format!("\"{token}\""),
+        "read_file",
+        json!({"path": "a.txt"}),
+    ));
+    let v = p.recv_json();
+    assert_eq!(v["error"]["data"]["rule"], "block-secrets-in-arguments");
+    // An ordinary call still goes through.
+    p.send_line(&call("3", "read_file", json!({"path": "a.txt"})));
+    assert_eq!(p.recv_json()["id"], 3);
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(!got.contains(&token), "a denied frame was forwarded: {got}");
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let denies: Vec<_> = events.iter().filter(|e| e["action"] == "deny").collect();
+    assert_eq!(denies.len(), 2, "{events:?}");
+    let log = serde_json::to_string(&events).unwrap();
+    assert!(!log.contains(&token), "the log holds the token: {log}");
+    assert_eq!(denies[0]["tool"], "[REDACTED BY MCPWALL]");
+    assert_eq!(denies[1]["id"], "[REDACTED BY MCPWALL]");
+}
+
+/// A multi-MiB response made of one keyword repeated (the shape that once cost the
+/// detector the square of its length: 78 s for 8 MiB, and a ping waited 27 s behind
+/// 2 MiB) is judged in time linear in its size: a ping sent right behind it waits about
+/// as long as behind ordinary text of the same size (measured in the same run, so a slow
+/// debug build or a loaded machine does not decide the outcome).
+#[test]
+fn a_ping_behind_an_adversarial_multi_mib_response_is_answered_promptly() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let mut ping_after = |p: &mut Proxy, unit: &str| {
+        let started = Instant::now();
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{{"unit":"{unit}","count":{}}}}}"#,
+            (2 << 20) / unit.len()
+        ));
+        p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+        assert_eq!(p.recv_json()["id"], 1);
+        assert_eq!(p.recv_json()["id"], 2);
+        started.elapsed()
+    };
+    let ordinary = ping_after(&mut p, "the quick brown fox ");
+    for unit in ["token=", "password=", "glpat-"] {
+        let took = ping_after(&mut p, unit);
+        assert!(
+            took < ordinary * 8 + Duration::from_secs(1),
+            "{unit}: the ping waited {took:?} (behind ordinary text: {ordinary:?})"
+        );
+    }
+    assert_eq!(p.finish(), 0);
+}
+
 #[test]
 fn denied_notification_is_dropped_and_audited() {
     let mut p = Proxy::start();

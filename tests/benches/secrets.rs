@@ -1,5 +1,7 @@
 //! Secret detector throughput: 1 MiB of ordinary text with no secrets, 1 MiB dense
-//! with secret-like tokens, and the cost of 10 versus 100 detectors.
+//! with secret-like tokens, 1 MiB of each adversarial text (a keyword repeated, near-miss
+//! prefixes, key headers without a footer, base64, dense `key=value`; see
+//! `corpus::ADVERSARIAL`), and the cost of 10 versus 100 detectors.
 //!
 //! Run with `cargo bench --bench secrets`; divan reports bytes per second. Before the
 //! benches run, the peak heap of building the built-in table (and of a first scan) is
@@ -139,6 +141,15 @@ fn ordinary_1mib(bencher: Bencher) {
 fn dense_1mib(bencher: Bencher) {
     let detector = Detector::new(builtin_specs()).unwrap();
     let text = corpus::dense_text(2, MIB);
+    scan(bencher, &detector, &text);
+}
+
+/// An adversarial text (`corpus::ADVERSARIAL`): target at least 100 MB/s, and at least a
+/// tenth of `ordinary_1mib`.
+#[divan::bench(args = corpus::ADVERSARIAL)]
+fn adversarial_1mib(bencher: Bencher, kind: &str) {
+    let detector = Detector::new(builtin_specs()).unwrap();
+    let text = corpus::adversarial_text(kind, 6, MIB);
     scan(bencher, &detector, &text);
 }
 

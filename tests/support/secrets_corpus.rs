@@ -1189,3 +1189,94 @@ pub fn dense_text_of(seed: u64, len: usize, formats: &[&str]) -> String {
     }
     s
 }
+
+/// The adversarial texts of the detector bench and of the linear-time tests: each makes
+/// every keyword hit start a search (or a secret) that runs far, the shape that once
+/// cost the square of its length.
+pub const ADVERSARIAL: &[&str] = &[
+    "repeated-token",
+    "repeated-password",
+    "repeated-secret",
+    "repeated-api-key",
+    "repeated-identifier",
+    "near-miss-ghp",
+    "near-miss-akia",
+    "near-miss-sk",
+    "near-miss-anthropic",
+    "near-miss-glpat",
+    "near-miss-jwt",
+    "near-miss-url",
+    "headers-without-footer",
+    "base64-run",
+    "base64-lines",
+    "dense-key-value",
+];
+
+/// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`]).
+pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
+    let r = &mut Rng::new(seed);
+    let repeat = |unit: &str| {
+        let mut s = unit.repeat(len / unit.len() + 1);
+        s.truncate(len);
+        s
+    };
+    match kind {
+        "repeated-token" => repeat("token="),
+        "repeated-password" => repeat("password="),
+        "repeated-secret" => repeat("secret="),
+        "repeated-api-key" => repeat("api_key:"),
+        // An identifier that a labelled row reads to its end looking for `=`.
+        "repeated-identifier" => repeat("SECRETKEY"),
+        "near-miss-ghp" => repeat("ghp_"),
+        "near-miss-akia" => repeat("AKIA"),
+        "near-miss-sk" => repeat("sk-"),
+        "near-miss-anthropic" => repeat("sk-ant-api03-"),
+        "near-miss-glpat" => repeat("glpat-"),
+        "near-miss-jwt" => repeat("eyJhbGci"),
+        "near-miss-url" => repeat("postgres://user:"),
+        // A key block's header again and again, never a footer: every header's search
+        // looks for one to the end of the text.
+        "headers-without-footer" => repeat("-----BEGIN RSA PRIVATE KEY-----\"x"),
+        // One base64 string with no line breaks (a file read as a `blob`).
+        "base64-run" => {
+            let mut s = base64(&r.bytes(len * 3 / 4 + 3), false);
+            s.truncate(len);
+            s
+        }
+        // A key body's shape: lines of 64 base64 characters.
+        "base64-lines" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&base64(&r.bytes(48), false));
+                s.push('\n');
+            }
+            s.truncate(len);
+            s
+        }
+        // Labels and low-entropy values, back to back: every pair is a search and an
+        // entropy check that fails.
+        "dense-key-value" => {
+            const LABELS: &[&str] = &[
+                "token",
+                "password",
+                "secret",
+                "api_key",
+                "SECRET_KEY",
+                "access_token",
+                "client_secret",
+                "authorization",
+                "bearer",
+                "auth_token",
+            ];
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                let label = LABELS[r.below(LABELS.len())];
+                let value = "abab".repeat(r.range(4, 12));
+                s.push_str(&format!("{label}={value}&"));
+            }
+            s.truncate(len);
+            s
+        }
+        other => panic!("no adversarial text {other:?}"),
+    }
+}
