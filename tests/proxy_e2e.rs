@@ -570,6 +570,70 @@ fn secrets_in_responses_are_redacted_in_place() {
     assert!(!serde_json::to_string(&events).unwrap().contains(&key));
 }
 
+/// A file read as media comes back as a base64 `blob` (issue 22: the AWS key and the
+/// GitHub token inside were delivered as they were). The blob is decoded and scanned;
+/// a finding redacts the whole blob and the response stays valid JSON. A key's body
+/// without its header (`tail` of a key file) is redacted too.
+#[test]
+fn secrets_in_a_base64_blob_and_a_headless_key_are_redacted() {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    fn base64(data: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    B64[((n >> (18 - 6 * i)) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let key = fake_aws_key();
+    let token = format!("gh{}_{}", "p", "Zq4T7w1XbN9cK2mR8vL5yH3jD6fG0sPaE1uW");
+    let blob =
+        base64(format!("[default]\naws_access_key_id = {key}\ngithub = {token}\n").as_bytes());
+    let body_line = base64(&[0x5Au8; 48]);
+    let tail = format!("{body_line}\n{body_line}\nAB==\n-----END RSA PRIVATE KEY-----");
+    hold(&mut p, r#""m1""#);
+    hold(&mut p, r#""t1""#);
+    let media = json!({"jsonrpc": "2.0", "id": "m1", "result": {"contents": [
+        {"uri": "file:///srv/app/creds.bin", "mimeType": "application/octet-stream", "blob": blob}
+    ]}})
+    .to_string();
+    let text = json!({"jsonrpc": "2.0", "id": "t1", "result": {"content": [
+        {"type": "text", "text": format!("$ tail -4 id_rsa\n{tail}\n")}
+    ]}})
+    .to_string();
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{},{}]}}}}"#,
+        serde_json::to_string(&media).unwrap(),
+        serde_json::to_string(&text).unwrap()
+    ));
+    let v: Value = serde_json::from_str(&p.recv_str()).expect("valid JSON");
+    assert_eq!(v["result"]["contents"][0]["blob"], "[REDACTED BY MCPWALL]");
+    assert_eq!(
+        v["result"]["contents"][0]["uri"],
+        "file:///srv/app/creds.bin"
+    );
+    let v: Value = serde_json::from_str(&p.recv_str()).expect("valid JSON");
+    assert_eq!(
+        v["result"]["content"][0]["text"],
+        "$ tail -4 id_rsa\n[REDACTED BY MCPWALL]\n"
+    );
+    assert_eq!(p.recv_json()["id"], 2);
+    assert_eq!(p.finish(), 0);
+}
+
 /// Results this large are written out from the buffer they were read into, in pieces
 /// around the redactions, not copied: the bytes must come out the same as for a small
 /// one. Two such results in a row also take turns with the reader's buffers.

@@ -90,6 +90,17 @@ const DFA_SIZE_LIMIT: usize = 32 << 20;
 /// Lazy DFA cache capacity of the full-scan regex.
 const HYBRID_CACHE_CAPACITY: usize = 4 << 20;
 
+/// Hand-made mechanisms of the detector to replace by their plain form (the bench
+/// measures each against it; see docs/performance.md). The default keeps them all.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Machinery {
+    /// The keyword prefilter hashes blocks one position at a time instead of with AVX2.
+    pub portable_prefilter: bool,
+    /// Short secrets' entropy is summed in `f64` instead of the fixed-point table.
+    pub float_entropy: bool,
+}
+
 /// One detector as declared (built-in or from `secrets.patterns`).
 #[derive(Debug, Clone)]
 pub struct DetectorSpec {
@@ -272,6 +283,8 @@ pub struct Detector {
     min_match_len: usize,
     /// The `private-key` detector, which also names key bodies without their header.
     headless_key: Option<u32>,
+    /// [`Machinery::float_entropy`].
+    float_entropy: bool,
     /// Unique per detector built ([`crate::memo::next_matcher_id`]).
     id: u64,
 }
@@ -313,6 +326,17 @@ impl Detector {
     /// Fails on a regex that does not parse, one that can match the empty string, a
     /// name used twice, or an automaton over the size limits.
     pub fn new(specs: Vec<DetectorSpec>) -> Result<Detector, DetectorError> {
+        Detector::with_machinery(specs, Machinery::default())
+    }
+
+    /// [`Detector::new`] with some of its hand-made machinery replaced by the plain form,
+    /// so that the detector bench can measure what each mechanism is worth. Not for
+    /// production use: every result is the same, only slower (or not).
+    #[doc(hidden)]
+    pub fn with_machinery(
+        specs: Vec<DetectorSpec>,
+        machinery: Machinery,
+    ) -> Result<Detector, DetectorError> {
         let error = |index: usize, spec: &DetectorSpec, reason: String| DetectorError {
             index,
             name: spec.name.clone(),
@@ -415,11 +439,18 @@ impl Detector {
         let keywords = if entries.is_empty() {
             None
         } else {
-            Some(Keywords::new(entries).map_err(|e| DetectorError {
-                index: 0,
-                name: String::new(),
-                reason: format!("keyword prefilter: {}", e.0),
-            })?)
+            let hasher = if machinery.portable_prefilter {
+                prefilter::BlockHasher::Portable
+            } else {
+                prefilter::BlockHasher::detect()
+            };
+            Some(
+                Keywords::with_hasher(entries, hasher).map_err(|e| DetectorError {
+                    index: 0,
+                    name: String::new(),
+                    reason: format!("keyword prefilter: {}", e.0),
+                })?,
+            )
         };
         let full_scan = if full_scan_ids.is_empty() {
             None
@@ -457,6 +488,7 @@ impl Detector {
             full_scan,
             min_match_len,
             headless_key,
+            float_entropy: machinery.float_entropy,
             id: crate::memo::next_matcher_id(),
         })
     }
@@ -701,9 +733,12 @@ impl Detector {
         if secret.is_empty() {
             return None;
         }
-        let passes = plan
-            .entropy
-            .is_none_or(|t| cache.entropy.of(text.as_bytes(), secret.clone(), scan) >= t);
+        let passes = plan.entropy.is_none_or(|t| {
+            cache
+                .entropy
+                .of(text.as_bytes(), secret.clone(), scan, self.float_entropy)
+                >= t
+        });
         passes.then_some(secret)
     }
 

@@ -657,13 +657,14 @@ impl Session {
             self.emit(out, Peer::Client, true, event, &[], &[]);
         }
         if !d.allow {
+            // A token sent as the method or tool name is not repeated on stderr.
+            let method = self.masked(frame.method(msg).unwrap_or("(response)"));
+            let tool = self.masked(frame.tool(msg).unwrap_or(""));
             self.notice(
                 out,
                 LogLevel::Info,
                 format_args!(
-                    "denied {} {}: {}",
-                    frame.method(msg).unwrap_or("(response)"),
-                    frame.tool(msg).unwrap_or(""),
+                    "denied {method} {tool}: {}",
                     refusal_message(&self.program, d)
                 ),
             );

@@ -41,6 +41,7 @@
 //! (`inbound.rs` for what the client sends, `outbound.rs` for what the server sends).
 //! How bytes move: the transport.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -381,29 +382,40 @@ impl Session {
     /// secret in an event's id, method, tool or message is replaced by the marker, as in
     /// logged arguments.
     fn mask_names(&mut self, e: &mut AuditEvent) {
-        let detector = self.program.detector();
-        let (cache, findings) = self
-            .masking
-            .get_or_insert_with(|| (detector.cache(), Vec::new()));
-        let mut masked = |text: &str| {
-            findings.clear();
-            detector.find(text, cache, findings);
-            (!findings.is_empty()).then(|| redacted(text, findings))
-        };
         if let Some(id) = &e.id
             && let Some(text) = crate::program::string_id(id.as_bytes())
-            && let Some(m) = masked(&text)
+            && let Cow::Owned(m) = self.masked(&text)
         {
             let json = serde_json::to_string(&m).unwrap_or_default();
             e.id = Some(ids::IdText::new(json.as_bytes()));
         }
         for field in [&mut e.method, &mut e.tool] {
-            if let Some(m) = field.as_deref().and_then(&mut masked) {
+            if let Some(text) = field.as_deref()
+                && let Cow::Owned(m) = self.masked(text)
+            {
                 *field = Some(m.into());
             }
         }
-        if let Some(m) = e.message.as_deref().and_then(&mut masked) {
+        if let Some(text) = e.message.as_deref()
+            && let Cow::Owned(m) = self.masked(text)
+        {
             e.message = Some(m.into());
+        }
+    }
+
+    /// `text` with every secret a detector finds replaced by [`REDACT_MARKER`] (borrowed
+    /// when there is none): for names that go to the audit log and to stderr.
+    fn masked<'t>(&mut self, text: &'t str) -> Cow<'t, str> {
+        let detector = self.program.detector();
+        let (cache, findings) = self
+            .masking
+            .get_or_insert_with(|| (detector.cache(), Vec::new()));
+        findings.clear();
+        detector.find(text, cache, findings);
+        if findings.is_empty() {
+            Cow::Borrowed(text)
+        } else {
+            Cow::Owned(redacted(text, findings))
         }
     }
 

@@ -1280,3 +1280,61 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
         other => panic!("no adversarial text {other:?}"),
     }
 }
+
+/// The last lines of a private key file as `tail` prints them: a few full body lines,
+/// the short last one and the footer, with no header (issue 22).
+pub fn headless_key(r: &mut Rng) -> Fake {
+    let kind = r.pick(&["RSA ", "EC ", "OPENSSH ", ""]);
+    let eol = r.pick(&["\n", "\r\n"]);
+    let n = r.range(1, 12);
+    token(format!(
+        "{}-----END {kind}PRIVATE KEY-----",
+        pem_body(r, n, eol)
+    ))
+}
+
+/// `fake`'s text (in one of the usual surroundings) base64-encoded, as a resource's
+/// `blob` or a file read as media: the text holding it, and the range of the encoded
+/// run, all of which must be found (the whole run is redacted).
+pub fn encoded(fake: &Fake, r: &mut Rng) -> (String, std::ops::Range<usize>) {
+    let (inner, _) = embed(fake, r);
+    let mut blob = base64(inner.as_bytes(), false);
+    if r.below(4) == 0 {
+        // RFC 4648's URL-safe alphabet, unpadded (`URLSAFE` above is an alphabet for
+        // tokens, in another order).
+        blob = blob
+            .replace('+', "-")
+            .replace('/', "_")
+            .trim_end_matches('=')
+            .to_string();
+    }
+    let (before, after) = match r.below(3) {
+        0 => (
+            "{\"uri\": \"file:///tmp/a.bin\", \"mimeType\": \"application/octet-stream\", \"blob\": \"",
+            "\"}",
+        ),
+        1 => ("<img src=\"data:image/png;base64,", "\">"),
+        _ => ("", ""),
+    };
+    let text = format!("{before}{blob}{after}");
+    let range = before.len()..before.len() + blob.len();
+    (text, range)
+}
+
+/// Base64 of text without secrets, which must not be flagged once decoded.
+pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    for (kind, text) in negatives(seed ^ 0x5A5A).into_iter().take(300) {
+        let _ = kind;
+        out.push((
+            "base64 of ordinary text",
+            base64(text.as_bytes(), r.below(2) == 0),
+        ));
+    }
+    for _ in 0..100 {
+        let n = r.range(18, 3000);
+        out.push(("base64 of random bytes", base64(&r.bytes(n), false)));
+    }
+    out
+}
