@@ -490,7 +490,7 @@ rules:
 fn a_ping_behind_an_adversarial_multi_mib_response_is_answered_promptly() {
     let mut p = Proxy::start();
     handshake(&mut p);
-    let mut ping_after = |p: &mut Proxy, unit: &str| {
+    let ping_after = |p: &mut Proxy, unit: &str| {
         let started = Instant::now();
         p.send_line(&format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{{"unit":"{unit}","count":{}}}}}"#,

@@ -82,7 +82,7 @@ pub(super) fn search_fwd(
     let mut mat: Option<(usize, usize)> = None;
     let mut at = start;
     loop {
-        if at % STRIDE == 0 {
+        if at.is_multiple_of(STRIDE) {
             if joinable && at >= first_recorded && at < trail.end {
                 while cursor + 1 < trail.runs.len() && trail.runs[cursor + 1].0 <= at {
                     cursor += 1;
