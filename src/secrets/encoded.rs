@@ -66,8 +66,12 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
         while start > done && is_base64(text[start - 1]) {
             start -= 1;
         }
-        let (end, chars) = run_end(text, start);
-        if chars >= MIN_RUN {
+        let (end, chars, upper) = run_end(text, start);
+        // Base64 of text is about a fifth capital letters or more (the first character
+        // of nearly every group of four is), of random bytes two fifths: a run with
+        // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
+        // not worth decoding.
+        if chars >= MIN_RUN && upper * 8 >= chars {
             f(start..end);
         }
         // The next run starts at `end` at the earliest (after padding, a base64
@@ -77,14 +81,16 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
     }
 }
 
-/// The end of the run starting at `start` (after its padding), and how many base64
-/// characters it holds.
-fn run_end(text: &[u8], start: usize) -> (usize, usize) {
+/// The end of the run starting at `start` (after its padding), how many base64
+/// characters it holds, and how many of those are capital letters.
+fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
     let mut at = start;
     let mut chars = 0;
+    let mut upper = 0;
     let mut line = 0;
     loop {
         while at < text.len() && is_base64(text[at]) {
+            upper += usize::from(text[at].is_ascii_uppercase());
             at += 1;
             line += 1;
             chars += 1;
@@ -104,7 +110,7 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize) {
             && text[next] == b'\n'
             && text.get(next + 1).is_some_and(|&b| is_base64(b));
         if !wrapped {
-            return (end, chars);
+            return (end, chars, upper);
         }
         at = next + 1;
         line = 0;
@@ -216,15 +222,18 @@ mod tests {
         // Wrapped at 64: one run; short lines: separate words.
         let wrapped = format!(
             "{}\n{}\n{}==",
-            "a".repeat(64),
-            "b".repeat(64),
-            "c".repeat(10)
+            "aB".repeat(32),
+            "Cd".repeat(32),
+            "eF".repeat(5)
         );
         assert_eq!(runs(&format!("x\n{wrapped}\ny")), vec![wrapped.as_str()]);
         assert_eq!(
-            runs("alpha_beta_gamma_delta_1\nepsilon_zeta_eta_theta_2"),
-            vec!["alpha_beta_gamma_delta_1", "epsilon_zeta_eta_theta_2"]
+            runs("alpha_BETA_gamma_DELTA_1\nepsilon_ZETA_eta_THETA_2"),
+            vec!["alpha_BETA_gamma_DELTA_1", "epsilon_ZETA_eta_THETA_2"]
         );
+        // Paths and identifiers in lower case are not decoded.
+        assert!(runs("/home/user/projects/mcpwall/src/secrets/mod.rs").is_empty());
+        assert!(runs("a_very_long_snake_case_identifier_name").is_empty());
     }
 
     #[test]

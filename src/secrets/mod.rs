@@ -90,6 +90,10 @@ const DFA_SIZE_LIMIT: usize = 32 << 20;
 /// Lazy DFA cache capacity of the full-scan regex.
 const HYBRID_CACHE_CAPACITY: usize = 4 << 20;
 
+/// The searcher for a key block's footer, built once (a `memmem::find_iter` per text
+/// built its searcher per text, on every short JSON value).
+static FOOTER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+
 /// Hand-made mechanisms of the detector to replace by their plain form (the bench
 /// measures each against it; see docs/performance.md). The default keeps them all.
 #[doc(hidden)]
@@ -610,7 +614,12 @@ impl Detector {
             return;
         };
         let bytes = text.as_bytes();
-        for at in memchr::memmem::find_iter(bytes, b"-----END ") {
+        // The shortest body found: a line of 40 characters and the footer.
+        if bytes.len() < 64 {
+            return;
+        }
+        let footer = FOOTER.get_or_init(|| memchr::memmem::Finder::new(b"-----END ").into_owned());
+        for at in footer.find_iter(bytes) {
             if acc.last().is_some_and(|f| f.range.contains(&at)) {
                 continue;
             }
