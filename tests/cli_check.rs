@@ -164,6 +164,51 @@ fn a_secret_in_a_denied_argument_is_masked() {
     assert!(!r.stdout.contains(&secret));
 }
 
+/// A token as the tool name, the method or a string id is denied like one in an
+/// argument, and never printed.
+#[test]
+fn a_secret_as_tool_name_method_or_id_is_denied_and_never_printed() {
+    let s = Sandbox::new();
+    let secret = fakes::fake("github-token").expect("fake");
+    let cases = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": secret, "arguments": {}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": secret, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "README.md"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": secret, "params": {}}),
+    ];
+    for case in cases {
+        for format in ["text", "json"] {
+            let r = s.run(&["--format", format], &case.to_string());
+            assert_eq!(r.code, 1, "{case}: {}{}", r.stdout, r.stderr);
+            assert!(
+                r.stdout.contains("block-secrets-in-arguments"),
+                "{case}: {}",
+                r.stdout
+            );
+            assert!(
+                !r.stdout.contains(&secret) && !r.stderr.contains(&secret),
+                "{case}: {}{}",
+                r.stdout,
+                r.stderr
+            );
+        }
+    }
+}
+
+/// 256 KiB of `token=` once took `check` about 5 s (each keyword hit re-read the rest of
+/// the run); it is now linear in the input.
+#[test]
+fn a_quarter_mib_of_a_repeated_keyword_is_judged_fast() {
+    let s = Sandbox::new();
+    for unit in ["token=", "secret=", "password="] {
+        let text = unit.repeat((256 << 10) / unit.len());
+        let started = Instant::now();
+        let r = s.run(&["--tool", "fetch"], &result(1, &text));
+        let took = started.elapsed();
+        assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+        assert!(took < Duration::from_secs(3), "{unit}: {took:?}");
+    }
+}
+
 #[test]
 fn exit_2_on_malformed_input_with_the_reason_and_the_rest_still_judged() {
     let s = Sandbox::new();

@@ -432,6 +432,86 @@ fn denied_requests_get_an_error_with_the_exact_id() {
     );
 }
 
+/// A token used as the tool name or as a string id is denied like one in an argument
+/// (`_any_value: {secrets: true}`), and the audit log never writes it: its `tool` and
+/// `id` fields are masked.
+#[test]
+fn a_secret_as_tool_name_or_id_is_denied_and_masked_in_the_log() {
+    let policy = r#"version: 1
+settings:
+  log_dir: "{log_dir}"
+rules:
+  - name: block-secrets-in-arguments
+    match:
+      method: "*"
+      arguments:
+        _any_value: {secrets: true}
+    action: deny
+"#;
+    let mut p = Proxy::with(Setup {
+        policy: Some(policy),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    let token = format!("gh{}_{}", "p", "Zq4T7w1XbN9cK2mR8vL5yH3jD6fG0sPaE1uW");
+    p.send_line(&call("1", &token, json!({})));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(v["error"]["data"]["rule"], "block-secrets-in-arguments");
+    p.send_line(&call(
+        &format!("\"{token}\""),
+        "read_file",
+        json!({"path": "a.txt"}),
+    ));
+    let v = p.recv_json();
+    assert_eq!(v["error"]["data"]["rule"], "block-secrets-in-arguments");
+    // An ordinary call still goes through.
+    p.send_line(&call("3", "read_file", json!({"path": "a.txt"})));
+    assert_eq!(p.recv_json()["id"], 3);
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(!got.contains(&token), "a denied frame was forwarded: {got}");
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let denies: Vec<_> = events.iter().filter(|e| e["action"] == "deny").collect();
+    assert_eq!(denies.len(), 2, "{events:?}");
+    let log = serde_json::to_string(&events).unwrap();
+    assert!(!log.contains(&token), "the log holds the token: {log}");
+    assert_eq!(denies[0]["tool"], "[REDACTED BY MCPWALL]");
+    assert_eq!(denies[1]["id"], "[REDACTED BY MCPWALL]");
+}
+
+/// A multi-MiB response made of one keyword repeated (the shape that once cost the
+/// detector the square of its length: 78 s for 8 MiB, and a ping waited 27 s behind
+/// 2 MiB) is judged in time linear in its size: a ping sent right behind it waits about
+/// as long as behind ordinary text of the same size (measured in the same run, so a slow
+/// debug build or a loaded machine does not decide the outcome).
+#[test]
+fn a_ping_behind_an_adversarial_multi_mib_response_is_answered_promptly() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let ping_after = |p: &mut Proxy, unit: &str| {
+        let started = Instant::now();
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{{"unit":"{unit}","count":{}}}}}"#,
+            (2 << 20) / unit.len()
+        ));
+        p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+        assert_eq!(p.recv_json()["id"], 1);
+        assert_eq!(p.recv_json()["id"], 2);
+        started.elapsed()
+    };
+    let ordinary = ping_after(&mut p, "the quick brown fox ");
+    for unit in ["token=", "password=", "glpat-"] {
+        let took = ping_after(&mut p, unit);
+        assert!(
+            took < ordinary * 8 + Duration::from_secs(1),
+            "{unit}: the ping waited {took:?} (behind ordinary text: {ordinary:?})"
+        );
+    }
+    assert_eq!(p.finish(), 0);
+}
+
 #[test]
 fn denied_notification_is_dropped_and_audited() {
     let mut p = Proxy::start();
@@ -488,6 +568,70 @@ fn secrets_in_responses_are_redacted_in_place() {
         .expect("redact audited");
     assert_eq!(red["redactions"]["aws-access-key-id"], 1);
     assert!(!serde_json::to_string(&events).unwrap().contains(&key));
+}
+
+/// A file read as media comes back as a base64 `blob` (issue 22: the AWS key and the
+/// GitHub token inside were delivered as they were). The blob is decoded and scanned;
+/// a finding redacts the whole blob and the response stays valid JSON. A key's body
+/// without its header (`tail` of a key file) is redacted too.
+#[test]
+fn secrets_in_a_base64_blob_and_a_headless_key_are_redacted() {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    fn base64(data: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    B64[((n >> (18 - 6 * i)) & 63) as usize] as char
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let key = fake_aws_key();
+    let token = format!("gh{}_{}", "p", "Zq4T7w1XbN9cK2mR8vL5yH3jD6fG0sPaE1uW");
+    let blob =
+        base64(format!("[default]\naws_access_key_id = {key}\ngithub = {token}\n").as_bytes());
+    let body_line = base64(&[0x5Au8; 48]);
+    let tail = format!("{body_line}\n{body_line}\nAB==\n-----END RSA PRIVATE KEY-----");
+    hold(&mut p, r#""m1""#);
+    hold(&mut p, r#""t1""#);
+    let media = json!({"jsonrpc": "2.0", "id": "m1", "result": {"contents": [
+        {"uri": "file:///srv/app/creds.bin", "mimeType": "application/octet-stream", "blob": blob}
+    ]}})
+    .to_string();
+    let text = json!({"jsonrpc": "2.0", "id": "t1", "result": {"content": [
+        {"type": "text", "text": format!("$ tail -4 id_rsa\n{tail}\n")}
+    ]}})
+    .to_string();
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{},{}]}}}}"#,
+        serde_json::to_string(&media).unwrap(),
+        serde_json::to_string(&text).unwrap()
+    ));
+    let v: Value = serde_json::from_str(&p.recv_str()).expect("valid JSON");
+    assert_eq!(v["result"]["contents"][0]["blob"], "[REDACTED BY MCPWALL]");
+    assert_eq!(
+        v["result"]["contents"][0]["uri"],
+        "file:///srv/app/creds.bin"
+    );
+    let v: Value = serde_json::from_str(&p.recv_str()).expect("valid JSON");
+    assert_eq!(
+        v["result"]["content"][0]["text"],
+        "$ tail -4 id_rsa\n[REDACTED BY MCPWALL]\n"
+    );
+    assert_eq!(p.recv_json()["id"], 2);
+    assert_eq!(p.finish(), 0);
 }
 
 /// Results this large are written out from the buffer they were read into, in pieces

@@ -153,6 +153,21 @@ pub(crate) struct Outbound {
     pub span_regexes: Box<[Option<meta::Regex>]>,
 }
 
+/// The text of a string id (`None` for a number): borrowed unless it has escapes, which
+/// are decoded so that `"\u0067hp_…"` is judged as the token it spells.
+pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        serde_json::from_slice::<String>(raw)
+            .ok()
+            .map(std::borrow::Cow::Owned)
+    } else {
+        std::str::from_utf8(inner)
+            .ok()
+            .map(std::borrow::Cow::Borrowed)
+    }
+}
+
 /// The compiled policy. Immutable, `Send + Sync`; share it as `Arc<Program>`.
 ///
 /// # Precedence
@@ -558,6 +573,7 @@ impl Program {
                 });
             }
             self.scan_arguments(frame, msg, scratch);
+            self.scan_names(frame, msg, scratch);
         }
 
         let best = scratch.state.best;
@@ -717,6 +733,36 @@ impl Program {
             }
         }
         self.resolve_deferred_not_under(s);
+    }
+
+    /// `_any_value: {secrets: true}` judges the message's method, tool name and string
+    /// id as values too: a credential sent as a tool name or an id leaves the machine (and
+    /// reaches the server's logs) like one in an argument.
+    fn scan_names(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
+        let inb = &self.inbound;
+        let any_value = |p: u32| inb.pred_selector[p as usize] == ANY_SEL;
+        if !inb
+            .secrets
+            .iter()
+            .any(|&(p, _)| any_value(p) && !s.state.is_set(p))
+        {
+            return;
+        }
+        let id = frame.id_raw(msg).and_then(string_id);
+        let names = [frame.method(msg), frame.tool(msg), id.as_deref()];
+        for text in names.into_iter().flatten() {
+            s.findings.clear();
+            self.detector
+                .find(text, &mut s.detector_cache, &mut s.findings);
+            if !s.findings.is_empty() {
+                for &(p, _) in inb.secrets.iter() {
+                    if any_value(p) {
+                        s.state.satisfy(inb, p);
+                    }
+                }
+                return;
+            }
+        }
     }
 
     /// Judge one server message of `frame`. `call` says what it answers; when
