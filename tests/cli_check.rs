@@ -269,9 +269,9 @@ fn colour_on_a_terminal_unless_no_color() {
             &format!("{exe} check --input \"$(cat f.jsonl)\""),
             "/dev/null",
         ])
-        .current_dir(&s.project())
+        .current_dir(s.project())
         .env_clear()
-        .env("HOME", &s.home())
+        .env("HOME", s.home())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("TERM", "xterm")
         .stdin(Stdio::null())
@@ -623,9 +623,9 @@ fn r22_explain_policy_names_overrides_and_differences_from_the_original() {
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
         .arg("explain-policy")
-        .current_dir(&s.project())
+        .current_dir(s.project())
         .env_clear()
-        .env("HOME", &s.home())
+        .env("HOME", s.home())
         .output()
         .expect("mcpwall runs");
     let text = String::from_utf8_lossy(&out.stdout);

@@ -2584,7 +2584,7 @@ fn r29_a_full_disk_changes_nothing() {
         let home = sandbox.home();
         let mounted = Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
-            .arg(&home)
+            .arg(home)
             .status()
             .is_ok_and(|s| s.success());
         if !mounted {
