@@ -8,98 +8,58 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcpwall");
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/wrap")
 }
 
-/// A temporary HOME and project, copied from `golden/wrap/before`.
-struct Sandbox {
-    dir: tempfile::TempDir,
+#[path = "support/sandbox.rs"]
+mod sandbox;
+
+use sandbox::{MCPWALL, Sandbox};
+
+/// A sandbox with the starting tree `golden/wrap/before` copied in.
+fn sandbox_before() -> Sandbox {
+    Sandbox::from_tree(&golden_dir().join("before"))
 }
 
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        copy_tree(&golden_dir().join("before"), dir.path());
-        Sandbox { dir }
-    }
+/// What client tests add to the shared sandbox.
+trait ClientSandbox {
+    /// The sandbox's command with PATH holding this mcpwall first and only the system
+    /// directories after it (so wrapped entries say `mcpwall` and no real client is found).
+    fn client_command(&self, args: &[&str]) -> Command;
+    /// Run [`ClientSandbox::client_command`] with no terminal on stdin.
+    fn run_client(&self, args: &[&str]) -> Output;
+    /// stdout with the sandbox root replaced by `$TMP`.
+    fn stdout(&self, output: &Output) -> String;
+    /// Every file under home/ and project/ except mcpwall's own state.
+    fn tree(&self) -> Vec<(String, Vec<u8>)>;
+}
 
-    fn empty() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        Sandbox { dir }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(rel)).unwrap()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.dir.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    /// Run mcpwall with only HOME and PATH set (PATH finds this mcpwall first, so wrapped
-    /// entries say `mcpwall`), in the project directory, with no terminal on stdin.
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// The command [`Sandbox::run`] runs, to spawn or adjust it first.
-    fn command(&self, args: &[&str]) -> Command {
-        let bin_dir = Path::new(BIN).parent().unwrap();
+impl ClientSandbox for Sandbox {
+    fn client_command(&self, args: &[&str]) -> Command {
+        let bin_dir = Path::new(MCPWALL).parent().unwrap();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
-        let mut command = Command::new(BIN);
-        command
-            .args(args)
-            .current_dir(self.project())
-            .env_clear()
-            .env("HOME", self.home())
-            .env("PATH", path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut command = self.command(args);
+        command.env("PATH", path);
         command
     }
 
-    /// stdout with the sandbox path replaced by `$TMP`.
+    fn run_client(&self, args: &[&str]) -> Output {
+        self.client_command(args).output().unwrap()
+    }
+
     fn stdout(&self, output: &Output) -> String {
         String::from_utf8(output.stdout.clone())
             .unwrap()
-            .replace(&self.dir.path().display().to_string(), "$TMP")
+            .replace(&self.root().display().to_string(), "$TMP")
     }
 
-    /// Every file under home/ and project/ except mcpwall's own state.
     fn tree(&self) -> Vec<(String, Vec<u8>)> {
+        let root = self.root();
         let mut files = Vec::new();
-        list_files(self.dir.path(), self.dir.path(), &mut files);
+        list_files(&root, &root, &mut files);
         files.retain(|(rel, _)| !rel.starts_with("home/.mcpwall/"));
         files
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 
@@ -198,11 +158,11 @@ const WRAPPABLE: &[&str] = &[
 
 #[test]
 fn wrap_every_client_then_unwrap_restores_every_byte() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let before = sandbox.tree();
     let mut report = String::new();
     for name in WRAPPABLE {
-        let out = sandbox.run(&["wrap", name]);
+        let out = sandbox.run_client(&["wrap", name]);
         report.push_str(&format!("$ mcpwall wrap {name}  (exit {})\n", code(&out)));
         report.push_str(&sandbox.stdout(&out));
         assert_eq!(
@@ -218,7 +178,7 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
     // Idempotent: wrapping again changes nothing.
     let wrapped = sandbox.tree();
     for name in WRAPPABLE {
-        let out = sandbox.run(&["wrap", name]);
+        let out = sandbox.run_client(&["wrap", name]);
         assert!(sandbox.stdout(&out).contains("already wrapped"), "{name}");
     }
     assert_eq!(sandbox.tree(), wrapped);
@@ -230,7 +190,7 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
     );
 
     for name in WRAPPABLE {
-        let out = sandbox.run(&["unwrap", name]);
+        let out = sandbox.run_client(&["unwrap", name]);
         assert!(
             sandbox.stdout(&out).contains("restored"),
             "{name}: {}",
@@ -251,8 +211,8 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
 
 #[test]
 fn broken_file_is_reported_with_line_and_column_and_others_still_processed() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "github"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "github"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("~/.cursor/mcp.json:6:5 [cursor]\n  error: not valid JSON: key must be a string; left untouched"),
@@ -267,11 +227,11 @@ fn broken_file_is_reported_with_line_and_column_and_others_still_processed() {
 
 #[test]
 fn dry_run_prints_unified_diffs_and_writes_nothing() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let before = sandbox.tree();
-    let out = sandbox.run(&["wrap", "search", "--dry-run"]);
+    let out = sandbox.run_client(&["wrap", "search", "--dry-run"]);
     assert_golden("dry-run.stdout", sandbox.stdout(&out).as_bytes());
-    let out = sandbox.run(&["unwrap", "memory", "--dry-run"]);
+    let out = sandbox.run_client(&["unwrap", "memory", "--dry-run"]);
     assert!(
         sandbox
             .stdout(&out)
@@ -283,8 +243,8 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
 
 #[test]
 fn http_and_sse_entries_are_skipped_with_the_reason() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "sentry"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "sentry"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains(
@@ -292,20 +252,20 @@ fn http_and_sse_entries_are_skipped_with_the_reason() {
         ),
         "{stdout}"
     );
-    let out = sandbox.run(&["wrap", "remote"]);
+    let out = sandbox.run_client(&["wrap", "remote"]);
     assert!(sandbox.stdout(&out).contains("remote server (`serverUrl`)"));
-    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+    assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 
 #[test]
 fn unwrap_keeps_edits_made_after_wrapping() {
-    let sandbox = Sandbox::new();
-    assert_eq!(code(&sandbox.run(&["wrap", "git"])), 1);
+    let sandbox = sandbox_before();
+    assert_eq!(code(&sandbox.run_client(&["wrap", "git"])), 1);
     let wrapped = sandbox.read("project/.mcp.json");
     let edited = wrapped.replace("\"cwd\": \".\"", "\"cwd\": \"./src\"");
     assert_ne!(edited, wrapped);
     sandbox.write("project/.mcp.json", &edited);
-    let out = sandbox.run(&["unwrap", "git"]);
+    let out = sandbox.run_client(&["unwrap", "git"]);
     assert!(
         sandbox
             .stdout(&out)
@@ -322,8 +282,8 @@ fn unwrap_keeps_edits_made_after_wrapping() {
 
 #[test]
 fn unwrap_all_also_unwraps_entries_wrapped_by_hand() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["unwrap", "--all"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["unwrap", "--all"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("unwrapped        memory: no wrap record"),
@@ -337,16 +297,16 @@ fn unwrap_all_also_unwraps_entries_wrapped_by_hand() {
 
 #[test]
 fn wrap_with_config_names_a_file_outside_the_usual_places() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "elsewhere/mcp.json",
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
     );
-    let file = sandbox.dir.path().join("elsewhere/mcp.json");
-    let out = sandbox.run(&["wrap", "x", "--config", file.to_str().unwrap()]);
+    let file = sandbox.root().join("elsewhere/mcp.json");
+    let out = sandbox.run_client(&["wrap", "x", "--config", file.to_str().unwrap()]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--client"));
-    let out = sandbox.run(&[
+    let out = sandbox.run_client(&[
         "wrap",
         "x",
         "--config",
@@ -360,12 +320,12 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"srv\"] }\n  }\n}\n"
     );
     // doctor finds the record's file although discovery does not.
-    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
     assert!(
         doctor.contains("ok    wrap records: 1 record(s)"),
         "{doctor}"
     );
-    let out = sandbox.run(&[
+    let out = sandbox.run_client(&[
         "unwrap",
         "x",
         "--config",
@@ -382,8 +342,8 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
 
 #[test]
 fn unknown_server_name_lists_the_known_ones() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "nope"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "nope"]);
     assert_eq!(code(&out), 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no server named `nope`"), "{stderr}");
@@ -394,11 +354,11 @@ fn unknown_server_name_lists_the_known_ones() {
 #[test]
 fn writes_keep_permissions_and_leave_a_backup() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let file = sandbox.home().join(".claude.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let original = std::fs::read(&file).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "filesystem"])), 1);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "filesystem"])), 1);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let backups: Vec<_> = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
@@ -413,27 +373,27 @@ fn writes_keep_permissions_and_leave_a_backup() {
 
 #[test]
 fn status_shows_what_is_protected() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["status"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["status"]);
     assert_golden("status.stdout", sandbox.stdout(&out).as_bytes());
 }
 
 #[test]
 fn init_needs_yes_without_a_terminal() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
-    let out = sandbox.run(&["init", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--profile", profile]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
-    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+    assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 
 #[test]
 fn init_rejects_unknown_profiles_and_reads_none_from_disk() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     sandbox.write("project/evil.yml", "version: 1\n");
     for bad in ["evil", "../project/evil", "nope"] {
-        let out = sandbox.run(&["init", "--yes", "--profile", bad]);
+        let out = sandbox.run_client(&["init", "--yes", "--profile", bad]);
         assert_eq!(code(&out), 2);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -460,9 +420,9 @@ fn any_profile() -> &'static str {
 
 #[test]
 fn init_writes_the_config_and_wraps_everything() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
     assert_golden(
         "init.stdout",
@@ -479,7 +439,7 @@ fn init_writes_the_config_and_wraps_everything() {
     );
     // A second run changes nothing.
     let tree = sandbox.tree();
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert!(sandbox.stdout(&out).contains("already extends"));
     assert!(sandbox.stdout(&out).contains("no servers to wrap"));
     assert_eq!(sandbox.tree(), tree);
@@ -487,14 +447,14 @@ fn init_writes_the_config_and_wraps_everything() {
 
 #[test]
 fn init_keeps_an_existing_config_unless_forced() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
     let mine = "version: 1\nextends: [strict]\nrules: []\n";
     sandbox.write("home/.mcpwall/config.yml", mine);
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert!(sandbox.stdout(&out).contains("kept your existing policy"));
     assert_eq!(sandbox.read("home/.mcpwall/config.yml"), mine);
-    let out = sandbox.run(&["init", "--yes", "--force", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--force", "--profile", profile]);
     assert!(
         sandbox
             .stdout(&out)
@@ -512,7 +472,7 @@ fn init_keeps_an_existing_config_unless_forced() {
 }
 
 fn doctor_sandbox() -> Sandbox {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.claude.json",
         "{\n  \"mcpServers\": {\n    \"ok\": { \"command\": \"sh\", \"args\": [\"-c\", \"cat\"] },\n    \"gone\": { \"command\": \"no-such-server-binary\" }\n  }\n}\n",
@@ -522,7 +482,7 @@ fn doctor_sandbox() -> Sandbox {
         "{\n  \"mcpServers\": {\n    \"x\": \"\n}\n",
     );
     for name in ["ok", "gone"] {
-        assert_eq!(code(&sandbox.run(&["wrap", name])), 1);
+        assert_eq!(code(&sandbox.run_client(&["wrap", name])), 1);
     }
     sandbox
 }
@@ -532,7 +492,7 @@ fn doctor_says_what_to_fix() {
     let sandbox = doctor_sandbox();
     // A file where the log directory should be: it cannot be created.
     sandbox.write("home/.mcpwall/logs", "not a directory");
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     for expected in [
@@ -554,7 +514,7 @@ fn doctor_says_what_to_fix() {
         "home/.claude.json",
         "{\"mcpServers\": {\"ok\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"sh\"]}}}",
     );
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }
 
@@ -565,7 +525,7 @@ fn doctor_reports_a_policy_that_does_not_load() {
         "home/.mcpwall/config.yml",
         "version: 1\nrules:\n  - nonsense: [\n",
     );
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert!(
@@ -602,10 +562,10 @@ fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes(
 
 fn e2e_scenario(setup: &[&str]) {
     use std::io::Write;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", original);
-    let out = sandbox.run(setup);
+    let out = sandbox.run_client(setup);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
 
     // Start exactly what the rewritten file says, the way Claude Code would.
@@ -620,7 +580,7 @@ fn e2e_scenario(setup: &[&str]) {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new(bin_dir.join(command))
         .args(&args)
         .current_dir(sandbox.project())
@@ -687,7 +647,7 @@ fn e2e_scenario(setup: &[&str]) {
     );
     assert!(!audit.contains("id_rsa"), "{audit}");
 
-    let out = sandbox.run(&["unwrap", "files"]);
+    let out = sandbox.run_client(&["unwrap", "files"]);
     assert_eq!(code(&out), 0);
     assert_eq!(sandbox.read("home/.claude.json"), original);
 }
@@ -718,10 +678,10 @@ fn every_profile_init_writes_loads_and_keeps_the_default_pack() {
                 rule.name.value
             );
         }
-        let sandbox = Sandbox::empty();
-        let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+        let sandbox = Sandbox::new();
+        let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
         assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        let out = sandbox.run(&["doctor"]);
+        let out = sandbox.run_client(&["doctor"]);
         let stdout = sandbox.stdout(&out);
         assert!(
             stdout.contains("ok    policy: loads and compiles"),
@@ -1140,14 +1100,14 @@ mod edit_props {
 #[test]
 fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
     use std::io::Write;
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let mine = "version: 1\nextends: [default]\n";
     sandbox.write("home/.mcpwall/config.yml", mine);
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new("script")
         .args([
             "-qec",
-            &format!("{BIN} init --profile local-dev"),
+            &format!("{MCPWALL} init --profile local-dev"),
             "/dev/null",
         ])
         .current_dir(sandbox.project())
@@ -1200,33 +1160,33 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
 
 #[test]
 fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"new\"}}}",
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         sandbox.read("project/.mcp.json"),
         "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"new\"]}}}"
     );
-    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
     assert!(status.contains("1 of 1 server(s) protected"), "{status}");
 }
 
 #[test]
 fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let stale = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"/gone/bin/mcpwall\",\n      \"args\": [\"--server-name\", \"x\", \"--\", \"sh\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", stale);
-    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
     assert!(
         doctor.contains("the mcpwall command `/gone/bin/mcpwall` in ~/.claude.json is not found")
             && doctor.contains("fix: run `mcpwall wrap x` to point it at this mcpwall"),
         "{doctor}"
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("re-pointed       x: `/gone/bin/mcpwall` no longer exists"),
@@ -1236,9 +1196,9 @@ fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
         sandbox.read("home/.claude.json"),
         stale.replace("/gone/bin/mcpwall", "mcpwall")
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert!(sandbox.stdout(&out).contains("already wrapped"));
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0);
     assert_eq!(
         sandbox.read("home/.claude.json"),
@@ -1248,12 +1208,12 @@ fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
 
 #[test]
 fn absolute_path_writes_this_binarys_path_even_when_on_path() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.cursor/mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}",
     );
-    let out = sandbox.run(&["wrap", "x", "--absolute-path"]);
+    let out = sandbox.run_client(&["wrap", "x", "--absolute-path"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let file: serde_json::Value =
         serde_json::from_str(&sandbox.read("home/.cursor/mcp.json")).unwrap();
@@ -1261,7 +1221,7 @@ fn absolute_path_writes_this_binarys_path_even_when_on_path() {
     assert!(Path::new(command).is_absolute(), "{command}");
     assert_eq!(
         std::fs::canonicalize(command).unwrap(),
-        std::fs::canonicalize(BIN).unwrap()
+        std::fs::canonicalize(MCPWALL).unwrap()
     );
 }
 
@@ -1269,10 +1229,10 @@ fn absolute_path_writes_this_binarys_path_even_when_on_path() {
 /// one there edits only its `command` and `args`.
 #[test]
 fn codex_project_config_is_found_and_wrapped() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let original = "# team servers\n[mcp_servers.notes]\ncommand = \"npx\"\nargs = [\"-y\", \"notes-server\"]\n";
     sandbox.write("project/.codex/config.toml", original);
-    let out = sandbox.run(&["wrap", "notes", "--client", "codex"]);
+    let out = sandbox.run_client(&["wrap", "notes", "--client", "codex"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let wrapped = sandbox.read("project/.codex/config.toml");
     assert!(
@@ -1284,7 +1244,7 @@ fn codex_project_config_is_found_and_wrapped() {
         wrapped.contains("\"--\", \"npx\", \"-y\", \"notes-server\""),
         "{wrapped}"
     );
-    let out = sandbox.run(&["unwrap", "notes"]);
+    let out = sandbox.run_client(&["unwrap", "notes"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("project/.codex/config.toml"), original);
 }
@@ -1298,13 +1258,13 @@ fn codex_project_config_is_found_and_wrapped() {
 fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "home/.cursor/mcp.json";
     sandbox.write(
         rel,
         "{\n  \"n\": 0,\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
     );
-    let file = sandbox.dir.path().join(rel);
+    let file = sandbox.root().join(rel);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (file, stop) = (file.clone(), stop.clone());
@@ -1352,7 +1312,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
     let (mut runs, mut edited) = (0, 0);
     while started.elapsed() < std::time::Duration::from_secs(8) {
         let verb = if runs % 2 == 0 { "wrap" } else { "unwrap" };
-        let out = sandbox.run(&[verb, "x"]);
+        let out = sandbox.run_client(&[verb, "x"]);
         runs += 1;
         let stdout = sandbox.stdout(&out);
         if code(&out) == 0 && (stdout.contains("wrapped          x") || stdout.contains("restored"))
@@ -1390,7 +1350,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
 #[test]
 fn r29_concurrent_runs_lose_no_change_or_record() {
     for round in 0..30 {
-        let sandbox = Sandbox::empty();
+        let sandbox = Sandbox::new();
         let two_files = round % 2 == 1;
         if two_files {
             sandbox.write(
@@ -1409,7 +1369,7 @@ fn r29_concurrent_runs_lose_no_change_or_record() {
         }
         let children: Vec<_> = ["a", "b"]
             .iter()
-            .map(|name| sandbox.command(&["wrap", name]).spawn().unwrap())
+            .map(|name| sandbox.client_command(&["wrap", name]).spawn().unwrap())
             .collect();
         for child in children {
             let out = child.wait_with_output().unwrap();
@@ -1441,7 +1401,7 @@ fn r29_concurrent_runs_lose_no_change_or_record() {
 #[cfg(target_os = "linux")]
 #[test]
 fn r29_planted_symlinks_at_temp_names_are_never_followed() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write("home/.bashrc", "# mine\n");
     sandbox.write(
         "project/.vscode/mcp.json",
@@ -1464,7 +1424,7 @@ fn r29_planted_symlinks_at_temp_names_are_never_followed() {
         std::os::unix::fs::symlink(&to, &link).unwrap();
         planted.push((link, to));
     }
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
     for (link, to) in &planted {
@@ -1489,12 +1449,12 @@ fn r29_planted_symlinks_at_temp_names_are_never_followed() {
 /// `unwrap` takes off only what mcpwall added: args and env edited after wrapping stay.
 #[test]
 fn r29_unwrap_keeps_later_edits_to_args_and_env() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n",
     );
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let wrapped = sandbox.read("project/.mcp.json");
     let edited = wrapped.replace(
         "\"srv\", \"a\"]",
@@ -1502,7 +1462,7 @@ fn r29_unwrap_keeps_later_edits_to_args_and_env() {
     );
     assert_ne!(edited, wrapped);
     sandbox.write("project/.mcp.json", &edited);
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert!(
         sandbox
@@ -1519,17 +1479,17 @@ fn r29_unwrap_keeps_later_edits_to_args_and_env() {
 /// brings the old one back.
 #[test]
 fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "project/.mcp.json";
     sandbox.write(
         rel,
         "{\"mcpServers\": {\"x\": {\"command\": \"old-srv\", \"args\": [\"old\"]}}}\n",
     );
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     // Replaced by a plain server: left alone, and said so.
     let plain = "{\"mcpServers\": {\"x\": {\"command\": \"new-srv\"}}}\n";
     sandbox.write(rel, plain);
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0);
     assert!(
         sandbox.stdout(&out).contains("left as it is"),
@@ -1538,12 +1498,12 @@ fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
     );
     assert_eq!(sandbox.read(rel), plain);
     // Wrapped again, then replaced by another wrapped server (pasted from elsewhere).
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     sandbox.write(
         rel,
         "{\"mcpServers\": {\"x\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"other\", \"z\"]}}}\n",
     );
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         sandbox.read(rel),
@@ -1555,18 +1515,18 @@ fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
 /// a damaged record is never written into the file.
 #[test]
 fn r29_toml_names_with_control_characters_and_damaged_records() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "home/.codex/config.toml";
     let original = "[mcp_servers.\"a\\u007Fb\"]\ncommand = \"srv\"\n\n[mcp_servers.n.env]\nK = \"v\"\n\n[mcp_servers.n]\ncommand = \"notes\"\n";
     sandbox.write(rel, original);
-    let out = sandbox.run(&["wrap", "a\u{7f}b"]);
+    let out = sandbox.run_client(&["wrap", "a\u{7f}b"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let wrapped = sandbox.read(rel);
     toml_edit::Document::parse(wrapped.as_str()).unwrap_or_else(|e| panic!("{e}\n{wrapped}"));
-    assert_eq!(code(&sandbox.run(&["unwrap", "a\u{7f}b"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "a\u{7f}b"])), 0);
     assert_eq!(sandbox.read(rel), original);
 
-    assert_eq!(code(&sandbox.run(&["wrap", "n"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "n"])), 0);
     let wrapped = sandbox.read(rel);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
@@ -1576,7 +1536,7 @@ fn r29_toml_names_with_control_characters_and_damaged_records() {
         serde_json::Value::String(r#"{"command":"\"notes\"\n[evil]\nk = 1","args":null}"#.into());
     std::fs::write(&records_path, records.to_string()).unwrap();
     // The damaged record is refused with the reason; the entry is left as it is.
-    let out = sandbox.run(&["unwrap", "n"]);
+    let out = sandbox.run_client(&["unwrap", "n"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert!(
@@ -1587,7 +1547,7 @@ fn r29_toml_names_with_control_characters_and_damaged_records() {
     // Repaired, it is used: the original comes back byte for byte.
     records["entries"][0]["original"] = good;
     std::fs::write(&records_path, records.to_string()).unwrap();
-    let out = sandbox.run(&["unwrap", "n"]);
+    let out = sandbox.run_client(&["unwrap", "n"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read(rel), original);
 }
@@ -1597,11 +1557,11 @@ fn r29_toml_names_with_control_characters_and_damaged_records() {
 /// the edited `original` would be spliced in or silently ignored.
 #[test]
 fn r29_hand_edited_records_are_refused_before_use() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "project/.mcp.json";
     let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n";
     sandbox.write(rel, text);
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let wrapped = sandbox.read(rel);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let pristine = std::fs::read_to_string(&records_path).unwrap();
@@ -1618,13 +1578,13 @@ fn r29_hand_edited_records_are_refused_before_use() {
         let mut records: serde_json::Value = serde_json::from_str(&pristine).unwrap();
         records["entries"][0][key] = value.clone();
         std::fs::write(&records_path, records.to_string()).unwrap();
-        let out = sandbox.run(&["unwrap", "x"]);
+        let out = sandbox.run_client(&["unwrap", "x"]);
         let stdout = sandbox.stdout(&out);
         assert_eq!(code(&out), 1, "{key}={value}: {stdout}");
         assert!(stdout.contains("damaged"), "{key}={value}: {stdout}");
         assert_eq!(sandbox.read(rel), wrapped, "{key}={value}");
         // doctor finds it too.
-        let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+        let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
         assert!(
             doctor.contains("damaged record(s)"),
             "{key}={value}: {doctor}"
@@ -1635,7 +1595,7 @@ fn r29_hand_edited_records_are_refused_before_use() {
         assert_eq!(left["entries"].as_array().unwrap().len(), 1);
     }
     std::fs::write(&records_path, &pristine).unwrap();
-    assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
     assert_eq!(sandbox.read(rel), text);
 }
 
@@ -1644,13 +1604,13 @@ fn r29_hand_edited_records_are_refused_before_use() {
 #[cfg(unix)]
 #[test]
 fn r29_wrap_waits_for_a_lock_on_the_client_file() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "project/.mcp.json";
     let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
     sandbox.write(rel, text);
     let holder = std::fs::File::open(sandbox.project().join(".mcp.json")).unwrap();
     holder.lock().unwrap();
-    let child = sandbox.command(&["wrap", "x"]).spawn().unwrap();
+    let child = sandbox.client_command(&["wrap", "x"]).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(
         sandbox.read(rel),
@@ -1667,7 +1627,7 @@ fn r29_wrap_waits_for_a_lock_on_the_client_file() {
 /// setting in an untrusted project file is ignored (it could delete the user's backups).
 #[test]
 fn r29_backups_follow_the_users_setting() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
@@ -1682,15 +1642,15 @@ fn r29_backups_follow_the_users_setting() {
             .unwrap_or(0)
     };
     for _ in 0..3 {
-        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
-        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
     }
     assert_eq!(backups(&sandbox), 3);
     sandbox.write(
         "project/.mcpwall.yml",
         "version: 1\nsettings:\n  backups: {keep: 1}\n",
     );
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     assert_eq!(
         backups(&sandbox),
         3,
@@ -1701,7 +1661,7 @@ fn r29_backups_follow_the_users_setting() {
         "home/.mcpwall/config.yml",
         "version: 1\nsettings:\n  backups: {keep: 0}\n",
     );
-    let out = sandbox.run(&["explain-policy"]);
+    let out = sandbox.run_client(&["explain-policy"]);
     assert_ne!(code(&out), 0);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("backups.keep"), "{stderr}");
@@ -1717,7 +1677,7 @@ fn r29_owner_group_and_mode_are_kept() {
         eprintln!("skipped: needs root to give the file to another user");
         return;
     }
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.cursor/mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
@@ -1725,7 +1685,7 @@ fn r29_owner_group_and_mode_are_kept() {
     let file = sandbox.home().join(".cursor/mcp.json");
     std::os::unix::fs::chown(&file, Some(4242), Some(4343)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let meta = std::fs::metadata(&file).unwrap();
     assert_eq!(
         (meta.uid(), meta.gid(), meta.mode() & 0o777),
@@ -1739,14 +1699,14 @@ fn r29_owner_group_and_mode_are_kept() {
 #[test]
 fn r29_state_and_backups_are_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"env\": {\"TOKEN\": \"s3cret\"}}}}\n",
     );
     let file = sandbox.project().join(".mcp.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let state = sandbox.home().join(".mcpwall");
     assert_eq!(mode(&state), 0o700);
@@ -1761,8 +1721,8 @@ fn r29_state_and_backups_are_owner_only() {
     assert_eq!(mode(&backups[0]), 0o600);
     // Backups of one file sort by time and are pruned to the newest.
     for _ in 0..12 {
-        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
-        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     }
     let mut names: Vec<_> = std::fs::read_dir(state.join("backups"))
         .unwrap()
@@ -1783,12 +1743,12 @@ fn r29_state_and_backups_are_owner_only() {
 #[test]
 fn r29_read_only_and_hard_linked_files_need_force() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
     sandbox.write("project/.mcp.json", text);
     let file = sandbox.project().join(".mcp.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 1);
     assert!(
         sandbox.stdout(&out).contains("is read-only"),
@@ -1797,18 +1757,18 @@ fn r29_read_only_and_hard_linked_files_need_force() {
     );
     assert_eq!(sandbox.read("project/.mcp.json"), text);
     assert!(!sandbox.home().join(".mcpwall/wrapped.json").exists());
-    let out = sandbox.run(&["wrap", "x", "--force"]);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o444
     );
-    assert_eq!(code(&sandbox.run(&["unwrap", "x", "--force"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "x", "--force"])), 0);
 
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let other = sandbox.dir.path().join("other-name.json");
+    let other = sandbox.root().join("other-name.json");
     std::fs::hard_link(&file, &other).unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 1);
     assert!(
         sandbox.stdout(&out).contains("hard links"),
@@ -1816,7 +1776,7 @@ fn r29_read_only_and_hard_linked_files_need_force() {
         sandbox.stdout(&out)
     );
     assert_eq!(sandbox.read("project/.mcp.json"), text);
-    let out = sandbox.run(&["wrap", "x", "--force"]);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
     assert_eq!(code(&out), 0);
     assert!(
         sandbox.stdout(&out).contains("it had 2 hard links"),
@@ -1852,7 +1812,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
         }
         command.output().unwrap()
     }
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let small = "{\"mcpServers\": {\"s\": {\"command\": \"srv\"}}}\n";
     let big = format!(
         "{{\"pad\": \"{}\", \"mcpServers\": {{\"s\": {{\"command\": \"srv\"}}}}}}\n",
@@ -1860,7 +1820,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     );
     sandbox.write("project/.mcp.json", small);
     sandbox.write("home/.cursor/mcp.json", &big);
-    let out = limited(sandbox.command(&["wrap", "s"]));
+    let out = limited(sandbox.client_command(&["wrap", "s"]));
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert_eq!(sandbox.read("home/.cursor/mcp.json"), big);
@@ -1887,7 +1847,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     assert!(backups[0].contains(".mcp.json"), "{backups:?}");
 
     // Now the records file is what cannot be written: the file written is put back.
-    assert_eq!(code(&sandbox.run(&["unwrap", "s"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "s"])), 0);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
@@ -1899,7 +1859,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     let before_backups = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
         .unwrap()
         .count();
-    let out = limited(sandbox.command(&["wrap", "s", "--client", "claude-code"]));
+    let out = limited(sandbox.client_command(&["wrap", "s", "--client", "claude-code"]));
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert_eq!(sandbox.read("project/.mcp.json"), small, "{stdout}");
@@ -1917,7 +1877,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
 
 /// The path of the scripted test server (`tests/support/fake_server.rs`).
 fn fake_server() -> String {
-    Path::new(BIN)
+    Path::new(MCPWALL)
         .parent()
         .unwrap()
         .join("mcpwall-fake-server")
@@ -1929,7 +1889,7 @@ fn fake_server() -> String {
 /// mcpwall in one of its documented forms and options; `team.yml` is the policy the `-c`
 /// forms name (it denies the tool `forbidden`).
 fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let fake = fake_server();
     let policy = sandbox.home().join("team.yml").display().to_string();
     sandbox.write(
@@ -2034,7 +1994,7 @@ fn legacy_entry(rel: &str, text: &str) -> (String, Vec<String>) {
 /// answer: `true` when it was refused.
 fn call_through(sandbox: &Sandbox, command: &str, args: &[String]) -> (bool, bool) {
     use std::io::Write;
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let program = if command.contains('/') {
         PathBuf::from(command)
     } else {
@@ -2087,7 +2047,7 @@ fn call_through(sandbox: &Sandbox, command: &str, args: &[String]) -> (bool, boo
 #[test]
 fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
     let (sandbox, files) = original_wrapped_sandbox();
-    let out = sandbox.run(&["status"]);
+    let out = sandbox.run_client(&["status"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(
         stdout
@@ -2106,14 +2066,14 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
         "{stdout}"
     );
     assert!(stdout.contains("policy: $TMP/home/team.yml"), "{stdout}");
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("`mcpwall wrap legacy` moves it to this mcpwall"),
         "{stdout}"
     );
 
-    let out = sandbox.run(&["wrap", "legacy", "--dry-run"]);
+    let out = sandbox.run_client(&["wrap", "legacy", "--dry-run"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 0, "{stdout}");
     assert!(
@@ -2124,7 +2084,7 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
         assert_eq!(&sandbox.read(rel), text, "{rel} written by --dry-run");
     }
 
-    let out = sandbox.run(&["wrap", "legacy"]);
+    let out = sandbox.run_client(&["wrap", "legacy"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 0, "{stdout}");
     assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
@@ -2164,7 +2124,7 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
             "{rel}: -c FILE not carried over"
         );
     }
-    let again = sandbox.run(&["wrap", "legacy"]);
+    let again = sandbox.run_client(&["wrap", "legacy"]);
     assert_eq!(code(&again), 0);
     assert_eq!(
         sandbox.stdout(&again).matches("already wrapped").count(),
@@ -2177,7 +2137,7 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
     }
 
     // One command switches every server back.
-    let out = sandbox.run(&["unwrap", "--all"]);
+    let out = sandbox.run_client(&["unwrap", "--all"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     for (rel, text) in &files {
         assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
@@ -2189,7 +2149,7 @@ fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
 #[test]
 fn r27_unwrap_of_an_edited_migration_and_init() {
     let (sandbox, files) = original_wrapped_sandbox();
-    let out = sandbox.run(&["init", "--yes"]);
+    let out = sandbox.run_client(&["init", "--yes"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 0, "{stdout}");
     assert!(stdout.contains("can be moved to this mcpwall"), "{stdout}");
@@ -2201,7 +2161,7 @@ fn r27_unwrap_of_an_edited_migration_and_init() {
         assert_ne!(edited, text);
         sandbox.write(rel, &edited);
     }
-    let out = sandbox.run(&["unwrap", "legacy"]);
+    let out = sandbox.run_client(&["unwrap", "legacy"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     for (rel, text) in &files {
         let now = sandbox.read(rel);
@@ -2227,7 +2187,7 @@ fn r27_unwrap_of_an_edited_migration_and_init() {
 #[cfg(unix)]
 #[test]
 fn r27_a_global_node_mcpwall_on_path_is_recognised() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let script = sandbox
         .home()
         .join("npm/lib/node_modules/mcpwall/dist/index.js");
@@ -2243,9 +2203,9 @@ fn r27_a_global_node_mcpwall_on_path_is_recognised() {
         fake_server()
     );
     sandbox.write("project/.mcp.json", &text);
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let run = |args: &[&str]| {
-        let mut c = sandbox.command(args);
+        let mut c = sandbox.client_command(args);
         c.env(
             "PATH",
             format!("{}:{}:/usr/bin:/bin", npm_bin.display(), bin_dir.display()),
@@ -2263,7 +2223,7 @@ fn r27_a_global_node_mcpwall_on_path_is_recognised() {
     let out = run(&["wrap", "legacy"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let (command, args) = legacy_entry("project/.mcp.json", &sandbox.read("project/.mcp.json"));
-    assert_eq!(command, BIN, "the bare name would start the Node one");
+    assert_eq!(command, MCPWALL, "the bare name would start the Node one");
     assert_eq!(
         args[..4],
         ["--server-name", "legacy", "--log-level", "info"]
@@ -2288,7 +2248,7 @@ fn r27_a_global_node_mcpwall_on_path_is_recognised() {
     );
     sandbox.write("project/.mcp.json", &text);
     // Without that script on PATH, a bare `mcpwall -- x` is this mcpwall (as before).
-    let out = sandbox.run(&["status"]);
+    let out = sandbox.run_client(&["status"]);
     assert!(
         sandbox.stdout(&out).contains("protected    legacy"),
         "{}",
@@ -2324,7 +2284,7 @@ fn r27_a_log_directory_both_write_into() {
         "{{\"ts\":\"{today}T14:30:00Z\",\"method\":\"tools/call\",\"tool\":\"read_file\",\"action\":\"allow\",\"rule\":null}}\n"
     );
     std::fs::write(&theirs, &original_lines).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "legacy"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "legacy"])), 0);
     let (command, args) = legacy_entry(files[0].0, &sandbox.read(files[0].0));
     let (ssh_refused, _) = call_through(&sandbox, &command, &args);
     assert!(ssh_refused);
@@ -2382,13 +2342,13 @@ fn r29_every_verb_creates_its_state_owner_only() {
         &["--server-name", "x", "--", "sh", "-c", "cat"],
     ];
     for verb in verbs {
-        let sandbox = Sandbox::empty();
+        let sandbox = Sandbox::new();
         sandbox.write(
             "project/.mcp.json",
             "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
         );
         sandbox.write("project/.mcpwall.yml", "version: 1\n");
-        let mut command = sandbox.command(verb);
+        let mut command = sandbox.client_command(verb);
         command.stdin(Stdio::piped());
         let mut child = command.spawn().unwrap();
         {
@@ -2415,7 +2375,7 @@ fn r29_every_verb_creates_its_state_owner_only() {
 #[cfg(target_os = "linux")]
 #[test]
 fn r29_trust_never_writes_through_a_planted_temp_symlink() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write("home/.bashrc", "# mine\n");
     sandbox.write("project/.mcpwall.yml", "version: 1\n");
     let state = sandbox.home().join(".mcpwall");
@@ -2431,7 +2391,7 @@ fn r29_trust_never_writes_through_a_planted_temp_symlink() {
         )
         .unwrap();
     }
-    let out = sandbox.run(&["trust"]);
+    let out = sandbox.run_client(&["trust"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
     let store = sandbox.read("home/.mcpwall/trusted.json");
@@ -2459,7 +2419,7 @@ fn r27_migrated_official_filesystem_server_runs() {
         eprintln!("\n!!! SKIPPED: no node or tests/interop/node_modules !!!\n");
         return;
     };
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write("project/README.md", "hello from the project\n");
     sandbox.write("home/.ssh/id_rsa", "not a real key\n");
     let project = sandbox.project().display().to_string();
@@ -2469,7 +2429,7 @@ fn r27_migrated_official_filesystem_server_runs() {
         server.display()
     );
     sandbox.write("project/.mcp.json", &text);
-    let out = sandbox.run(&["wrap", "filesystem"]);
+    let out = sandbox.run_client(&["wrap", "filesystem"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let entry: serde_json::Value =
         serde_json::from_str(&sandbox.read("project/.mcp.json")).unwrap();
@@ -2483,7 +2443,7 @@ fn r27_migrated_official_filesystem_server_runs() {
         .collect();
     assert_eq!(args[..4], ["--server-name", "filesystem", "--", node]);
 
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new(bin_dir.join("mcpwall"))
         .args(&args)
         .current_dir(sandbox.project())
@@ -2563,7 +2523,7 @@ fn r27_migrated_official_filesystem_server_runs() {
     let _ = child.kill();
     let _ = child.wait();
 
-    let out = sandbox.run(&["unwrap", "filesystem"]);
+    let out = sandbox.run_client(&["unwrap", "filesystem"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("project/.mcp.json"), text);
 }
@@ -2573,7 +2533,7 @@ fn r27_migrated_official_filesystem_server_runs() {
 /// leave only this mcpwall, with the original's options.
 #[test]
 fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let fake = fake_server();
     sandbox.write(
         "project/.mcp.json",
@@ -2581,12 +2541,12 @@ fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
             "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--\", \"npx\", \"-y\", \"mcpwall\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
         ),
     );
-    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
     assert!(status.contains("WRAPPED TWICE"), "{status}");
-    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
     assert!(doctor.contains("wrapped twice"), "{doctor}");
-    assert_eq!(code(&sandbox.run(&["unwrap", "fs"])), 0);
-    let out = sandbox.run(&["wrap", "fs"]);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "fs"])), 0);
+    let out = sandbox.run_client(&["wrap", "fs"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         sandbox.read("project/.mcp.json"),
@@ -2594,7 +2554,7 @@ fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
             "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
         )
     );
-    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
     assert!(
         !status.contains("TWICE") && !status.contains("original"),
         "{status}"
@@ -2620,11 +2580,11 @@ fn r29_a_full_disk_changes_nothing() {
         ("temp file", F + F / 2),
         ("records", 2 * F + 16 * 1024),
     ] {
-        let sandbox = Sandbox::empty();
+        let sandbox = Sandbox::new();
         let home = sandbox.home();
         let mounted = Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
-            .arg(&home)
+            .arg(home)
             .status()
             .is_ok_and(|s| s.success());
         if !mounted {
@@ -2637,7 +2597,7 @@ fn r29_a_full_disk_changes_nothing() {
                 let _ = Command::new("umount").arg(&self.0).status();
             }
         }
-        let _unmount = Unmount(home.clone());
+        let _unmount = Unmount(home.to_path_buf());
         let rel = "home/.cursor/mcp.json";
         let text = format!(
             "{{\"mcpServers\": {{\"x\": {{\"command\": \"srv\", \"env\": {{\"PAD\": \"{}\"}}}}}}}}\n",
@@ -2654,7 +2614,7 @@ fn r29_a_full_disk_changes_nothing() {
         };
         let filler = free().saturating_sub(spare);
         std::fs::write(home.join("filler"), vec![0u8; filler]).unwrap();
-        let out = sandbox.run(&["wrap", "x"]);
+        let out = sandbox.run_client(&["wrap", "x"]);
         let stdout = sandbox.stdout(&out);
         assert_eq!(code(&out), 1, "{case}: {stdout}");
         assert!(
@@ -2693,7 +2653,7 @@ fn r29_a_full_disk_changes_nothing() {
 #[cfg(unix)]
 #[test]
 fn r29_a_project_file_linked_outside_the_project_needs_force() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let theirs = "{\"servers\": {\"x\": {\"command\": \"srv\"}}}\n";
     sandbox.write("home/elsewhere/mcp.json", theirs);
     std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
@@ -2702,12 +2662,12 @@ fn r29_a_project_file_linked_outside_the_project_needs_force() {
         sandbox.project().join(".vscode/mcp.json"),
     )
     .unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert!(stdout.contains("outside the project"), "{stdout}");
     assert_eq!(sandbox.read("home/elsewhere/mcp.json"), theirs);
-    let out = sandbox.run(&["wrap", "x", "--force"]);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert!(
         sandbox
@@ -2715,7 +2675,7 @@ fn r29_a_project_file_linked_outside_the_project_needs_force() {
             .contains("\"--\", \"srv\"")
     );
     // A link inside the project is fine.
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write("project/shared/mcp.json", theirs);
     std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
     std::os::unix::fs::symlink(
@@ -2723,6 +2683,6 @@ fn r29_a_project_file_linked_outside_the_project_needs_force() {
         sandbox.project().join(".vscode/mcp.json"),
     )
     .unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }
