@@ -137,7 +137,7 @@ fn a_secret_as_tool_name_method_or_id_is_denied_and_never_printed() {
     ];
     for case in cases {
         for format in ["text", "json"] {
-            let r = s.run(&["--format", format], &case.to_string());
+            let r = s.check(&["--format", format], &case.to_string());
             assert_eq!(r.code, 1, "{case}: {}{}", r.stdout, r.stderr);
             assert!(
                 r.stdout.contains("block-secrets-in-arguments"),
@@ -162,7 +162,7 @@ fn a_quarter_mib_of_a_repeated_keyword_is_judged_fast() {
     for unit in ["token=", "secret=", "password="] {
         let text = unit.repeat((256 << 10) / unit.len());
         let started = Instant::now();
-        let r = s.run(&["--tool", "fetch"], &result(1, &text));
+        let r = s.check(&["--tool", "fetch"], &result(1, &text));
         let took = started.elapsed();
         assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
         assert!(took < Duration::from_secs(3), "{unit}: {took:?}");
