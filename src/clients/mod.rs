@@ -611,6 +611,21 @@ fn plan_wrap_entry(
     let mut expected_args = wrap_prefix(&server.name);
     expected_args.push(command.clone());
     expected_args.extend(args.iter().cloned());
+    let expect = record_wrap(doc, root, server, wrapper, expected_args, change);
+    Ok((Outcome::Wrapped, splices, Some(expect)))
+}
+
+/// Record the entry as it is now, for `unwrap`, and say what it must look like once
+/// `wrapper` is in front of it with `args`.
+fn record_wrap(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    wrapper: &str,
+    args: Vec<String>,
+    change: &mut FileChange,
+) -> edit::Expect {
+    let format = doc.file.client.format();
     change.new_records.push(Record {
         client: doc.file.client.id().to_string(),
         file: doc.canonical.clone(),
@@ -620,12 +635,11 @@ fn plan_wrap_entry(
         wrapped: String::new(),
         wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
     });
-    let expect = edit::Expect {
+    edit::Expect {
         path: server.path.clone(),
         command: wrapper.to_string(),
-        args: expected_args,
-    };
-    Ok((Outcome::Wrapped, splices, Some(expect)))
+        args,
+    }
 }
 
 /// Move an entry from the original mcpwall (Node) to this one: one edit, its options kept
@@ -668,19 +682,7 @@ fn plan_migrate_entry(
     expected_args.push("--".into());
     expected_args.push(command.to_string());
     expected_args.extend(args.iter().cloned());
-    change.new_records.push(Record {
-        client: doc.file.client.id().to_string(),
-        file: doc.canonical.clone(),
-        path: server.path.clone(),
-        original: edit::entry_bytes_in(&doc.text, root, format, &server.path).unwrap_or_default(),
-        wrapped: String::new(),
-        wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
-    });
-    let expect = edit::Expect {
-        path: server.path.clone(),
-        command: wrapper.to_string(),
-        args: expected_args,
-    };
+    let expect = record_wrap(doc, root, server, wrapper, expected_args, change);
     Ok((Outcome::Migrated(options.clone()), splices, Some(expect)))
 }
 

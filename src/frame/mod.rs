@@ -14,6 +14,7 @@ pub use head::{Head, read_head};
 pub mod checks;
 mod head;
 pub mod redact;
+mod run_block;
 pub mod scan;
 pub mod string;
 
