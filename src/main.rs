@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use mcpwall::cli;
 
 /// A firewall for the Model Context Protocol.
@@ -45,7 +45,20 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap would say "unexpected argument"; a near miss of a verb or a server command
+    // without its `--` deserves the line the user meant.
+    let verbs: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    if let Some(hint) = cli::common::misplaced_word(&argv, &verbs) {
+        eprintln!("mcpwall: error: {hint}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(argv);
+    cli::common::tighten_state_dirs();
     let result = match cli.command {
         Some(Command::Check(a)) => cli::check::run(a),
         Some(Command::ExplainPolicy(a)) => cli::explain::run(a),

@@ -150,6 +150,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .lock()
             .read_to_end(&mut buf)
             .map_err(|e| miette::miette!("cannot read stdin: {e}"))?;
+        // Nothing judged is not "everything allowed": exit 0 here would pass a CI step
+        // whose frames never arrived.
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            return Err(miette::miette!(
+                help = "pipe JSON-RPC frames in (one frame, a batch, or JSONL), or pass --input JSON",
+                "read nothing on stdin: there is no frame to judge"
+            ));
+        }
         vec![buf]
     } else {
         args.input.iter().map(|s| s.clone().into_bytes()).collect()

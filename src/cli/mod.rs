@@ -1,6 +1,7 @@
 //! One verb per file. Each exposes `Args` (clap) and `run(args) -> Result<ExitCode, miette::Report>`.
 
 pub mod check;
+pub mod common;
 pub mod compare;
 pub mod explain;
 pub mod init;
