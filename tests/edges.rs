@@ -119,7 +119,12 @@ fn r24_dry_runs_say_would_and_show_what_the_real_run_does() {
         show(&dry)
     );
     let real = sandbox.go(&["init", "--yes", "--profile", "strict"]);
-    assert_ne!(real.code, 0, "a refused write is a failure:\n{}", show(&real));
+    assert_ne!(
+        real.code,
+        0,
+        "a refused write is a failure:\n{}",
+        show(&real)
+    );
     assert_eq!(
         dry.code,
         real.code,
@@ -305,7 +310,11 @@ fn r24_trust_shows_everything_it_turns_on_and_asks_first() {
         "`log_args: full`",
         "`default_action: allow`",
     ] {
-        assert!(run.stdout.contains(part), "{part} not shown:\n{}", show(&run));
+        assert!(
+            run.stdout.contains(part),
+            "{part} not shown:\n{}",
+            show(&run)
+        );
     }
     let list = sandbox.go(&["trust", "--list"]);
     assert!(list.stdout.contains("\ttrusted"), "{}", show(&list));
@@ -322,7 +331,10 @@ fn r24_trust_asks_on_a_terminal() {
     let run = in_terminal(&sandbox, &script, "trust", "n\n");
     assert!(run.stdout.contains("[y/N]"), "{}", show(&run));
     assert!(
-        sandbox.go(&["trust", "--list"]).stdout.contains("no trusted"),
+        sandbox
+            .go(&["trust", "--list"])
+            .stdout
+            .contains("no trusted"),
         "answering no trusts nothing"
     );
     let run = in_terminal(&sandbox, &script, "trust", "y\n");
@@ -475,7 +487,9 @@ fn r24_scan_only_prints_the_selected_rows() {
     let rows = run
         .stdout
         .lines()
-        .filter(|l| l.len() > 7 && l.as_bytes()[2] == b'-' && l[..2].chars().all(|c| c.is_ascii_uppercase()))
+        .filter(|l| {
+            l.len() > 7 && l.as_bytes()[2] == b'-' && l[..2].chars().all(|c| c.is_ascii_uppercase())
+        })
         .count();
     assert_eq!(rows, 1, "{}", show(&run));
 }
@@ -537,7 +551,8 @@ fn r24_scan_through_another_proxy_names_it_and_scores_it() {
         show(&run)
     );
     assert_eq!(
-        through_mcpwall["summary"]["vulnerable"], own["summary"]["vulnerable"],
+        through_mcpwall["summary"]["vulnerable"],
+        own["summary"]["vulnerable"],
         "mcpwall given as the proxy scores as mcpwall does:\n{}",
         show(&run)
     );

@@ -154,7 +154,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         // whose frames never arrived.
         if buf.iter().all(u8::is_ascii_whitespace) {
             return Err(miette::miette!(
-                help = "pipe JSON-RPC frames in (one frame, a batch, or JSONL), or pass --input JSON",
+                help =
+                    "pipe JSON-RPC frames in (one frame, a batch, or JSONL), or pass --input JSON",
                 "read nothing on stdin: there is no frame to judge"
             ));
         }

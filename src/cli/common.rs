@@ -193,9 +193,11 @@ mod tests {
     }
 
     fn verbs() -> Vec<String> {
-        ["status", "scan", "init", "wrap", "unwrap", "check", "doctor"]
-            .map(String::from)
-            .to_vec()
+        [
+            "status", "scan", "init", "wrap", "unwrap", "check", "doctor",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     #[test]

@@ -321,8 +321,7 @@ fn write_config(
         return Ok(ConfigOutcome::Done);
     }
     if let Some(existing) = &existing {
-        let backup =
-            fsio::write_backup(&dir.join("backups"), &path, existing).into_diagnostic()?;
+        let backup = fsio::write_backup(&dir.join("backups"), &path, existing).into_diagnostic()?;
         let _ = writeln!(out, "{shown}: backed up to {}", ws.display_path(&backup));
     }
     fsio::private_dir(&dir).into_diagnostic()?;

@@ -147,7 +147,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         })?),
     };
     let label = match &proxy {
-        Some(p) => format!("{label}; sizes the flood attacks only, {} applies its own", p.label),
+        Some(p) => format!(
+            "{label}; sizes the flood attacks only, {} applies its own",
+            p.label
+        ),
         None => label,
     };
     let opts = ScanOptions {

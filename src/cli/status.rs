@@ -27,7 +27,10 @@ pub struct DoctorArgs {}
 fn server_dir(env: &Env, doc: &Doc, server: &Server) -> PathBuf {
     match &server.project {
         Some(p) => PathBuf::from(p),
-        None => doc.file.project_dir(env).unwrap_or_else(|| env.home.clone()),
+        None => doc
+            .file
+            .project_dir(env)
+            .unwrap_or_else(|| env.home.clone()),
     }
 }
 
@@ -128,9 +131,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
     let colour = super::common::colour_stdout();
-    let label = |text: &str, code: &str| {
-        super::common::paint(colour, code, &format!("{text:<12}"))
-    };
+    let label = |text: &str, code: &str| super::common::paint(colour, code, &format!("{text:<12}"));
     let mut out = std::io::stdout().lock();
     let broken = report_broken(&ws, &mut out);
     let mut policies = PolicyCheck::default();

@@ -82,9 +82,7 @@ fn trust_file(home: &Path, project_dir: &Path, file: &Path, yes: bool) -> miette
     }
     let turned_on = untrusted_parts(&opts, &text);
     if turned_on.is_empty() {
-        println!(
-            "{key} only tightens the policy: it already applies in full, trusted or not"
-        );
+        println!("{key} only tightens the policy: it already applies in full, trusted or not");
     } else {
         println!(
             "trusting {key} turns on what is ignored while it is untrusted ({}):",

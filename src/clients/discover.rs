@@ -412,10 +412,22 @@ mod tests {
         let claude = file(Client::ClaudeCode, "/work/app/.mcp.json");
         assert_eq!(claude.project_dir(&env), Some("/work/app".into()));
         // The same names under home are the user's files.
-        assert_eq!(file(Client::Cursor, "/home/u/.cursor/mcp.json").scope, Scope::User);
-        assert_eq!(file(Client::Codex, "/home/u/.codex/config.toml").scope, Scope::User);
+        assert_eq!(
+            file(Client::Cursor, "/home/u/.cursor/mcp.json").scope,
+            Scope::User
+        );
+        assert_eq!(
+            file(Client::Codex, "/home/u/.codex/config.toml").scope,
+            Scope::User
+        );
         // A name that is not a project file's, or another client's.
-        assert_eq!(file(Client::ClaudeCode, "/work/app/odd.json").scope, Scope::User);
-        assert_eq!(file(Client::Cursor, "/work/app/.vscode/mcp.json").scope, Scope::User);
+        assert_eq!(
+            file(Client::ClaudeCode, "/work/app/odd.json").scope,
+            Scope::User
+        );
+        assert_eq!(
+            file(Client::Cursor, "/work/app/.vscode/mcp.json").scope,
+            Scope::User
+        );
     }
 }

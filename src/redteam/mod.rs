@@ -163,7 +163,11 @@ impl ScanOptions {
         match side {
             Side::Baseline => server,
             Side::Protected if self.proxy.is_some() => {
-                let mut v = self.proxy.as_ref().map(|p| p.argv.clone()).unwrap_or_default();
+                let mut v = self
+                    .proxy
+                    .as_ref()
+                    .map(|p| p.argv.clone())
+                    .unwrap_or_default();
                 v.extend(server);
                 v
             }

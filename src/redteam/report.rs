@@ -250,7 +250,15 @@ impl Report {
             ));
         }
         out.push('\n');
-        let header = ["ID", "ATTACK", "OWASP", "SEVERITY", "BASELINE", "PROTECTED", "STOPPED BY"];
+        let header = [
+            "ID",
+            "ATTACK",
+            "OWASP",
+            "SEVERITY",
+            "BASELINE",
+            "PROTECTED",
+            "STOPPED BY",
+        ];
         let rows: Vec<[String; 7]> = self
             .results
             .iter()
@@ -438,7 +446,11 @@ mod tests {
                     Outcome::Vulnerable
                 };
                 let mut r = AttackResult::new(a, base, Outcome::Pass);
-                r.stopped_by = Some(if i == 2 { "a-much-longer-rule-name".into() } else { "x".into() });
+                r.stopped_by = Some(if i == 2 {
+                    "a-much-longer-rule-name".into()
+                } else {
+                    "x".into()
+                });
                 r
             })
             .collect()
