@@ -135,12 +135,17 @@ pub(crate) struct OutRule {
     pub regex: u32,
     pub secrets: bool,
     pub action: RuleAction,
+    /// An untrusted file's deny/redact: judged even after a trusted rule decided.
+    pub additive: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub n_preds: usize,
     pub rules: Box<[OutRule]>,
+    /// Index of the first additive rule (they all come after the trusted ones); the
+    /// rules' length when there are none.
+    pub additive_from: usize,
     pub method_globs: Option<GlobEngine>,
     pub tool_globs: Option<GlobEngine>,
     pub server_globs: Option<GlobEngine>,
@@ -900,25 +905,40 @@ impl Program {
             });
         }
 
-        for (i, rule) in out.rules.iter().enumerate() {
+        // The first trusted rule that decides ends the trusted rules; additive rules (an
+        // untrusted file's, all after the trusted ones) still run and can only tighten:
+        // a deny refuses whatever was decided, a redaction adds its spans.
+        let mut decided: Option<(RuleId, RuleAction)> = None;
+        let mut i = 0;
+        while i < out.rules.len() {
+            let rule = &out.rules[i];
+            i += 1;
             if !rule.preds.iter().all(|&p| s.state.is_set(p)) {
                 continue;
             }
-            let id = RuleId(i as u32);
-            match rule.action {
-                RuleAction::LogOnly => s.logged.push(id),
-                RuleAction::Allow => return Outcome::Pass,
-                RuleAction::Deny => return Outcome::Block { rule: id },
-                RuleAction::Redact => {
+            let id = RuleId(i as u32 - 1);
+            match (rule.action, decided) {
+                (RuleAction::LogOnly, _) => s.logged.push(id),
+                (RuleAction::Deny, _) => return Outcome::Block { rule: id },
+                (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
                     self.collect_redactions(id, rule, texts, s);
-                    return Outcome::Redact {
-                        rule: id,
-                        redactions: &s.redactions,
-                    };
+                    decided = Some((id, RuleAction::Redact));
                 }
+                (RuleAction::Redact, Some(_)) => self.collect_redactions(id, rule, texts, s),
+                (RuleAction::Allow, None) => decided = Some((id, RuleAction::Allow)),
+                (RuleAction::Allow, Some(_)) => {}
+            }
+            if decided.is_some() {
+                i = i.max(out.additive_from);
             }
         }
-        Outcome::Pass
+        match decided {
+            Some((rule, RuleAction::Redact)) => Outcome::Redact {
+                rule,
+                redactions: &s.redactions,
+            },
+            _ => Outcome::Pass,
+        }
     }
 
     /// Everything the redact rule `id` found, as sorted, merged raw ranges.
