@@ -11,7 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
-use crate::text::normalize::normalize_keeping_case;
+use crate::text::normalize::{is_plain, normalize_keeping_case};
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -857,6 +857,10 @@ impl Program {
             let (secret_hits, literal_hits) = (&mut s.secret_hits, &mut s.literal_hits);
             let out_regex = &mut s.out_regex;
             texts.for_each(&mut |id, text| {
+                // Literals and patterns both judge the text with hidden characters and
+                // look-alikes undone: the Unicode steps run once for both.
+                let unveiled =
+                    (needs & REGEX != 0 && !is_plain(text)).then(|| normalize_keeping_case(text));
                 if needs & SECRETS != 0 {
                     findings.clear();
                     detector.find(text, dcache, findings);
@@ -873,7 +877,7 @@ impl Program {
                 if needs & LITERAL != 0
                     && let Some(lit) = &out.literal
                 {
-                    lit.for_each_match(text, |pattern, start, end| {
+                    lit.for_each_match_with(text, unveiled.as_deref(), |pattern, start, end| {
                         for &p in lit.map.get(pattern) {
                             st.set(p);
                         }
@@ -896,10 +900,10 @@ impl Program {
                     re.for_each_match(out_regex, text, &mut set);
                     // Hidden characters and look-alikes must not split a match: the
                     // patterns also see the text as the literals do (case and lines kept).
-                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                    if let Some(Cow::Owned(unveiled)) = &unveiled
                         && unveiled != text
                     {
-                        re.for_each_match(out_regex, &unveiled, &mut set);
+                        re.for_each_match(out_regex, unveiled, &mut set);
                     }
                 }
             });
