@@ -210,7 +210,7 @@ impl LiteralEngine {
     }
 
     /// Call `f(pattern, start, end)` for every occurrence of every literal in `text`.
-    #[inline]
+    #[cfg(test)]
     pub fn for_each_match(&self, text: &str, f: impl FnMut(usize, usize, usize)) {
         self.for_each_match_with(text, None, f)
     }
