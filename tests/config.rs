@@ -936,7 +936,7 @@ fn trust_verb_records_lists_and_revokes() {
     let env = Env::new();
     env.user(USER);
     env.project(PROJECT);
-    let out = mcpwall(&env, &["trust"]);
+    let out = mcpwall(&env, &["trust", "--yes"]);
     assert!(
         out.status.success(),
         "{}",

@@ -651,7 +651,7 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
         .entries
         .iter()
         .filter(|r| {
-            // A file named with `wrap --config` is not among the discovered ones: read it.
+            // A file named with `wrap --client-file` is not among the discovered ones: read it.
             let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
             let outside = match discovered {
                 Some(_) => None,

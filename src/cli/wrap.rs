@@ -500,7 +500,7 @@ fn warn_absolute_in_project_files(
         ),
     };
     eprintln!(
-        "mcpwall: warning: {} {} mcpwall by its absolute path {wrapper}; {} usually committed, and that path exists only on this machine. {how}",
+        "mcpwall: warning: {} {} mcpwall by its absolute path {wrapper}; {} usually committed, and that path exists only on this machine\n  fix: {how}",
         files.join(", "),
         match (dry_run, files.len()) {
             (true, _) => "would start",

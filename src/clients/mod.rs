@@ -830,7 +830,7 @@ impl Workspace {
         Workspace { env, docs, broken }
     }
 
-    /// Read exactly one file given with `--config` (as `client`'s).
+    /// Read exactly one file given with `--client-file` (as `client`'s).
     pub fn load_file(env: Env, file: ConfigFile) -> Workspace {
         let (docs, broken) = match Doc::load(file, &env) {
             Ok(doc) => (vec![doc], Vec::new()),
