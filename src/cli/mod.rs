@@ -4,6 +4,7 @@ pub mod check;
 pub mod compare;
 pub mod explain;
 pub mod init;
+pub mod log;
 pub mod pins;
 pub mod proxy;
 pub mod scan;
