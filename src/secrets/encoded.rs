@@ -55,6 +55,12 @@ fn is_base64(b: u8) -> bool {
 /// Calls `f(run)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
 /// order; a run includes its `=` padding and the line breaks of wrapped base64.
 pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
+    // A run worth decoding holds at least MIN_RUN / 8 capitals (see below): most
+    // arguments (paths, commands, lower-case prose) have fewer in all, which a
+    // vectorised count tells at a fraction of a probe's cost.
+    if text.iter().filter(|b| b.is_ascii_uppercase()).count() * 8 < MIN_RUN {
+        return;
+    }
     let mut probe = MIN_RUN - 1;
     let mut done = 0;
     while probe < text.len() {
@@ -65,6 +71,18 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
         let mut start = probe;
         while start > done && is_base64(text[start - 1]) {
             start -= 1;
+        }
+        // Most probes land in a word: find its end before anything else. A segment
+        // shorter than a run cannot begin wrapped base64 either (its lines are longer),
+        // and an earlier line of a wrapped run held a probe of its own.
+        let mut end = probe + 1;
+        while end < text.len() && end - start < MIN_RUN && is_base64(text[end]) {
+            end += 1;
+        }
+        if end - start < MIN_RUN {
+            done = end;
+            probe = end + MIN_RUN - 1;
+            continue;
         }
         let (end, chars, upper) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
