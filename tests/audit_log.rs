@@ -451,8 +451,10 @@ fn filters_and_the_summary_select_what_was_asked() {
     );
     assert_eq!(json(&["--rule", "mcpwall:*"]).len(), 6);
     assert_eq!(json(&["--server", "other"]).len(), 0);
-    // Relative and absolute bounds: today's events only.
-    assert_eq!(json(&["--since", "12h"]).len(), 6);
+    // Relative bounds: the three days' events lie between 2 and 3 days back (at most)
+    // and the last is a minute past midnight, at most a day back.
+    assert_eq!(json(&["--since", "3d"]).len(), 18);
+    assert_eq!(json(&["--since", "1w", "--until", "1d"]).len(), 12);
     let today = mcpwall::audit::date_string(
         (SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -460,6 +462,8 @@ fn filters_and_the_summary_select_what_was_asked() {
             .as_secs()
             / DAY) as i64,
     );
+    // Absolute bounds: a date is its midnight UTC; --until is exclusive.
+    assert_eq!(json(&["--since", &today]).len(), 6);
     assert_eq!(json(&["--until", &format!("{today}T00:00:00Z")]).len(), 12);
     let bad = sandbox.run(&["log", "--dir", d, "--since", "yesterday"], "");
     assert_eq!(bad.code, 2);
