@@ -55,12 +55,6 @@ fn is_base64(b: u8) -> bool {
 /// Calls `f(run)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
 /// order; a run includes its `=` padding and the line breaks of wrapped base64.
 pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
-    // A run worth decoding holds at least MIN_RUN / 8 capitals (see below): most
-    // arguments (paths, commands, lower-case prose) have fewer in all, which a
-    // vectorised count tells at a fraction of a probe's cost.
-    if text.iter().filter(|b| b.is_ascii_uppercase()).count() * 8 < MIN_RUN {
-        return;
-    }
     let mut probe = MIN_RUN - 1;
     let mut done = 0;
     while probe < text.len() {
