@@ -42,6 +42,8 @@ enum Command {
     Scan(cli::scan::Args),
     /// Compare two scan reports (exit 1 when the second is worse or incomplete).
     Compare(cli::compare::Args),
+    /// Read the audit log: filter, summarise, follow (-f); `log verify` checks its hash chain.
+    Log(cli::log::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Some(Command::Pins(a)) => cli::pins::run(a),
         Some(Command::Scan(a)) => cli::scan::run(a),
         Some(Command::Compare(a)) => cli::compare::run(a),
+        Some(Command::Log(a)) => cli::log::run(a),
         None => cli::proxy::run(cli.proxy),
     };
     match result {

@@ -330,7 +330,12 @@ impl Proxy {
         let mut events = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries {
-                let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+                let path = e.unwrap().path();
+                // Day files only: their seals (`.audit.seal`) are not events.
+                if !path.to_string_lossy().ends_with(".audit.jsonl") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(path).unwrap();
                 for line in text.lines() {
                     events.push(serde_json::from_str(line).expect("audit lines are JSON"));
                 }
@@ -1248,10 +1253,21 @@ fn audit_events_have_the_documented_fields() {
             "action",
             "rule",
             "message",
+            "prev",
+            "hash",
         ] {
             assert!(e.get(key).is_some(), "{key} missing in {e}");
         }
     }
+    // The denial says what was asked for, masked: never the denied argument in clear.
+    let denied = events.iter().find(|e| e["action"] == "deny").unwrap();
+    assert_eq!(denied["request"], "path: /roo…[8 chars]", "{denied}");
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["action"] != "deny")
+            .all(|e| e.get("request").is_none())
+    );
     let answered = events
         .iter()
         .find(|e| e["direction"] == "outbound")

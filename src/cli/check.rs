@@ -37,10 +37,11 @@ use serde::Serialize;
 use crate::config::policy::LogLevel;
 use crate::config::policy::{Policy, Span};
 use crate::config::{self, LoadOptions};
-use crate::frame::{Frame, Limits, Message, MessageKind, Parsed, TokenKind};
+use crate::frame::{Frame, Limits, Message, MessageKind, Parsed};
 use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::secrets::{DetectorCache, Finding};
+use crate::session::preview;
 use crate::session::{self, Judgement, Line, Outbox, Peer, RuleRef, Session, Verdict};
 use crate::verdict::RuleId;
 
@@ -100,30 +101,6 @@ const SERVER_METHODS: &[&str] = &[
     "notifications/tools/list_changed",
     "notifications/prompts/list_changed",
 ];
-
-/// Argument names whose value best says what a call is about, most telling first.
-const TELLING_ARGS: &[&str] = &[
-    "command",
-    "cmd",
-    "path",
-    "paths",
-    "uri",
-    "url",
-    "file",
-    "file_path",
-    "filepath",
-    "filename",
-    "source",
-    "destination",
-    "directory",
-    "cwd",
-    "query",
-    "pattern",
-    "name",
-];
-
-/// Longest argument value shown in the text format, in characters.
-const SHOWN_CHARS: usize = 80;
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let opts = load_options(args.config.clone())?;
@@ -364,7 +341,8 @@ struct Report<'a> {
     /// What the message is about (an argument value, or "response to id 3").
     subject: String,
     rule: Option<(&'a str, Span)>,
-    /// The rule that decided, written as `default_action: deny` when none did.
+    /// A built-in reason that decided (`mcpwall:default_action` when no rule did), as the
+    /// audit log and `explain-policy` name it.
     rule_text: Option<String>,
     message: Option<String>,
     redactions: Vec<(&'a str, usize, Vec<String>)>,
@@ -623,9 +601,9 @@ impl<'p> Checker<'p> {
             }
             // An allowed call names no rule when no rule decided.
             Some(RuleRef::Builtin(_)) | None if kind == Kind::Allow => (None, None, None),
-            Some(RuleRef::Builtin("mcpwall:default_action")) => (
+            Some(RuleRef::Builtin(name @ "mcpwall:default_action")) => (
                 None,
-                Some("default_action: deny".to_string()),
+                Some(name.to_string()),
                 Some("no rule allows this call".to_string()),
             ),
             Some(RuleRef::Builtin(name)) => (
@@ -666,7 +644,7 @@ impl<'p> Checker<'p> {
         if let Some(f) = frame {
             for r in &j.redactions {
                 let name = self.program.label(r.label);
-                let preview = mask(&decode_raw(&f.raw[r.raw.clone()]));
+                let preview = preview::mask(&preview::decode_raw(&f.raw[r.raw.clone()]));
                 match grouped.iter_mut().find(|(n, _, _)| *n == name) {
                     Some((_, count, previews)) => {
                         *count += 1;
@@ -725,35 +703,15 @@ impl<'p> Checker<'p> {
     /// The argument value that best says what a message is about, shortened, with control
     /// characters escaped and any secret in it masked.
     fn telling_value(&mut self, frame: &Frame<'_>, msg: &Message) -> String {
-        let tokens = frame.tokens();
-        let mut best: Option<(usize, &str)> = None;
-        let rank_of = |key: Option<&crate::frame::Token>| {
-            key.filter(|k| k.kind == TokenKind::Key)
-                .and_then(|k| TELLING_ARGS.iter().position(|t| *t == frame.text(k.text)))
-                .unwrap_or(TELLING_ARGS.len())
-        };
-        for i in msg.args.clone() {
-            let tok = &tokens[i];
-            if tok.kind != TokenKind::String {
-                continue;
-            }
-            // Rank by the value's own key (`path` inside `arguments` of a look-alike
-            // method) and by the top-level argument it sits in, whichever tells more.
-            let own_key = i.checked_sub(1).map(|k| &tokens[k]);
-            let rank = rank_of(own_key).min(rank_of(tokens.get(tok.arg as usize)));
-            if best.is_none_or(|(r, _)| rank < r) {
-                best = Some((rank, frame.text(tok.text)));
-            }
-        }
-        let Some((_, value)) = best else {
+        let Some((_, value)) = preview::telling_arg(frame, msg) else {
             return String::new();
         };
-        self.findings.clear();
-        self.program
-            .detector()
-            .find(value, &mut self.detector_cache, &mut self.findings);
-        let masked = mask_findings(value, &self.findings);
-        shorten(&escape_controls(&masked), SHOWN_CHARS)
+        preview::shown_value(
+            value,
+            self.program.detector(),
+            &mut self.detector_cache,
+            &mut self.findings,
+        )
     }
 
     fn write_error(&self, line: usize, reason: &str, out: &mut impl Write) -> std::io::Result<()> {
@@ -814,7 +772,7 @@ impl<'p> Checker<'p> {
                 let mut head = self.paint(r.kind.ansi(), &label);
                 for col in [&r.method, &r.tool].into_iter().flatten() {
                     head.push(' ');
-                    head.push_str(&escape_controls(col));
+                    head.push_str(&preview::escape_controls(col));
                     head.push(' ');
                 }
                 if !r.subject.is_empty() {
@@ -864,88 +822,9 @@ impl<'p> Checker<'p> {
     }
 }
 
-/// The text of a raw JSON string slice (escapes decoded where they are whole).
-fn decode_raw(raw: &[u8]) -> String {
-    let quoted = [b"\"", raw, b"\""].concat();
-    serde_json::from_slice::<String>(&quoted)
-        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
-}
-
-/// A secret shown safely: its first four characters, then how many are hidden.
-fn mask(secret: &str) -> String {
-    let total = secret.chars().count();
-    let shown: String = secret.chars().take(4).collect();
-    format!(
-        "{}…[{} chars]",
-        escape_controls(&shown),
-        total.saturating_sub(4)
-    )
-}
-
-/// `text` with every finding replaced by its masked preview.
-fn mask_findings(text: &str, findings: &[Finding]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for f in findings {
-        if f.range.start < at {
-            continue;
-        }
-        out.push_str(&text[at..f.range.start]);
-        out.push_str(&mask(&text[f.range.clone()]));
-        at = f.range.end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
-/// Control characters (newlines, terminal escapes) written as escapes, so a frame cannot
-/// rewrite the user's terminal or forge extra verdict lines.
-fn escape_controls(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// At most `max` characters, with `…` when cut.
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut cut: String = s.chars().take(max - 1).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mask_shows_four_characters_and_the_hidden_count() {
-        assert_eq!(mask("ABCDEFGH"), "ABCD…[4 chars]");
-        assert_eq!(mask("AB"), "AB…[0 chars]");
-    }
-
-    #[test]
-    fn controls_are_escaped() {
-        assert_eq!(escape_controls("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
-        assert_eq!(escape_controls("plain"), "plain");
-    }
-
-    #[test]
-    fn shorten_cuts_on_characters() {
-        assert_eq!(shorten("ééééé", 3), "éé…");
-        assert_eq!(shorten("abc", 3), "abc");
-    }
 
     #[test]
     fn pretty_printed_frame_is_one_frame() {

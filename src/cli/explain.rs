@@ -20,9 +20,9 @@ use serde::ser::SerializeMap;
 
 use crate::compile::shadow::Shadow;
 use crate::config::policy::{
-    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, Matcher,
-    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings,
-    SourceKind, Span,
+    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, LogRetention,
+    Matcher, OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction,
+    Settings, SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
 use crate::paths::PathEnv;
@@ -154,7 +154,7 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
     }
     let _ = writeln!(
         w,
-        "  then: no rule matched -> default_action {} for {}; protocol messages (initialize, ping, */list, notifications) are allowed",
+        "  then: no rule matched -> default_action {} for {} (named `mcpwall:default_action` in verdicts and the audit log); protocol messages (initialize, ping, */list, notifications) are allowed",
         action_word(policy.settings.default_action),
         JUDGED_METHODS.join(", ")
     );
@@ -978,6 +978,14 @@ struct YamlSettings {
     circuit_breaker: Option<YamlBreaker>,
     #[serde(skip_serializing_if = "Option::is_none")]
     backups: Option<YamlBackups>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_retention: Option<YamlRetention>,
+}
+
+#[derive(Serialize)]
+struct YamlRetention {
+    max_days: u32,
+    max_mb: u32,
 }
 
 #[derive(Serialize)]
@@ -1037,6 +1045,10 @@ impl From<&Settings> for YamlSettings {
             backups: (s.backups != BackupSettings::default()).then_some(YamlBackups {
                 keep: s.backups.keep,
                 max_age_days: s.backups.max_age_days,
+            }),
+            log_retention: (s.log_retention != LogRetention::default()).then_some(YamlRetention {
+                max_days: s.log_retention.max_days,
+                max_mb: s.log_retention.max_mb,
             }),
         }
     }

@@ -5,6 +5,7 @@ pub mod common;
 pub mod compare;
 pub mod explain;
 pub mod init;
+pub mod log;
 pub mod pins;
 pub mod proxy;
 pub mod scan;

@@ -209,6 +209,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
                 session: new_session_id(),
                 server: server_name,
+                retention: Some(crate::audit::retention::Cap {
+                    max_days: settings.log_retention.max_days,
+                    max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
+                }),
             },
             program.clone() as Arc<dyn Names>,
         );

@@ -727,6 +727,9 @@ impl Merger {
         if let Some(v) = set.backups {
             s.backups = v.value;
         }
+        if let Some(v) = set.log_retention {
+            s.log_retention = v.value;
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -744,6 +747,10 @@ impl Merger {
         if let Some(v) = &layer.backups {
             // Fewer or shorter-lived backups would delete the user's copies of their files.
             self.ignore(v.span, "`backups`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.log_retention {
+            // A shorter retention would delete the audit trail.
+            self.ignore(v.span, "`log_retention`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = layer.log_level {
             // A quieter log could hide the warnings about what this very file tried.
@@ -852,4 +859,5 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.poison_scan, &from.poison_scan);
     f(&mut into.circuit_breaker, &from.circuit_breaker);
     f(&mut into.backups, &from.backups);
+    f(&mut into.log_retention, &from.log_retention);
 }

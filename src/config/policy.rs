@@ -153,6 +153,27 @@ pub struct CircuitBreakerSettings {
     pub action: BreakerAction,
 }
 
+/// `settings.log_retention`: how much of the audit log the proxy keeps. At start it
+/// removes this mcpwall's oldest day files past either cap (today's file always stays)
+/// and records each removal for `mcpwall log verify`. Only a trusted file sets it: an
+/// untrusted project file could otherwise have the audit trail deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRetention {
+    /// Day files older than this many days are removed.
+    pub max_days: u32,
+    /// The oldest day files are removed while all of them together are larger.
+    pub max_mb: u32,
+}
+
+impl Default for LogRetention {
+    fn default() -> Self {
+        LogRetention {
+            max_days: 90,
+            max_mb: 1024,
+        }
+    }
+}
+
 /// `settings.backups`: which backups `wrap`, `unwrap` and `init` keep of each client file
 /// they rewrite (in `~/.mcpwall/backups`). Only a trusted file sets it: an untrusted
 /// project file could otherwise have the user's backups deleted.
@@ -192,6 +213,8 @@ pub struct Settings {
     pub circuit_breaker: Option<CircuitBreakerSettings>,
     /// Backups of rewritten client files.
     pub backups: BackupSettings,
+    /// How much of the audit log is kept.
+    pub log_retention: LogRetention,
 }
 
 impl Default for Settings {
@@ -209,6 +232,7 @@ impl Default for Settings {
             poison_scan: PoisonScanMode::Enforce,
             circuit_breaker: None,
             backups: BackupSettings::default(),
+            log_retention: LogRetention::default(),
         }
     }
 }

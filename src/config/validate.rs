@@ -12,8 +12,9 @@ use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
-    Examples, LogArgs, LogLevel, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
+    Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span,
+    Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -90,6 +91,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "poison_scan",
     "circuit_breaker",
     "backups",
+    "log_retention",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -117,6 +119,7 @@ const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
 const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
+const RETENTION_KEYS: &[&str] = &["max_days", "max_mb"];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -549,6 +552,9 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("backups") {
             s.backups = self.backups(n);
         }
+        if let Some(n) = f.get("log_retention") {
+            s.log_retention = self.log_retention(n);
+        }
         s
     }
 
@@ -563,6 +569,28 @@ impl<'a> Decoder<'a> {
         ] {
             if let Some(n) = f.get(key) {
                 match self.positive(n, &format!("`backups.{key}`")) {
+                    Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
+                    None => ok = false,
+                }
+            }
+        }
+        ok.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
+    }
+
+    /// `log_retention: {max_days: 90, max_mb: 1024}`; a key left out keeps its default.
+    fn log_retention(&mut self, node: &YNode) -> Option<Spanned<LogRetention>> {
+        let f = self.fields(node, "`log_retention`", RETENTION_KEYS)?;
+        let mut value = LogRetention::default();
+        let mut ok = true;
+        for (key, slot) in [
+            ("max_days", &mut value.max_days),
+            ("max_mb", &mut value.max_mb),
+        ] {
+            if let Some(n) = f.get(key) {
+                match self.positive(n, &format!("`log_retention.{key}`")) {
                     Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
                     None => ok = false,
                 }

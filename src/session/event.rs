@@ -50,6 +50,8 @@ pub struct AuditEvent {
     pub duration: Option<Duration>,
     /// Already-redacted JSON text of the arguments (`log_args: full` only).
     pub args: Option<Box<str>>,
+    /// On a denied request: what it asked for, masked ([`super::preview::denied_summary`]).
+    pub request: Option<Box<str>>,
 }
 
 impl AuditEvent {
@@ -66,6 +68,7 @@ impl AuditEvent {
             redactions: Vec::new(),
             duration: None,
             args: None,
+            request: None,
         }
     }
 }

@@ -258,6 +258,7 @@ impl Session {
             e.tool = frame.tool(msg).map(|t| self.calls.intern(t));
             e.rule = Some(RuleRef::Builtin(rule));
             e.message = Some(message.into());
+            e.request = super::preview::denied_summary(&frame, msg).map(Into::into);
             self.emit(out, Peer::Client, true, e, &[], &[]);
         }
     }
@@ -700,6 +701,10 @@ impl Session {
         }
         e.rule = d.rule;
         e.message = d.message.as_ref().map(|m| m.as_ref().into());
+        if !d.allow && msg.kind != MessageKind::Result && msg.kind != MessageKind::Error {
+            // Denials are rare: summarising one costs nothing on the allowed path.
+            e.request = super::preview::denied_summary(frame, msg).map(Into::into);
+        }
         if d.allow
             && msg.kind == MessageKind::Request
             && let Some((cache, findings)) = &mut self.client.log_args

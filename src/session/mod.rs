@@ -53,6 +53,7 @@ pub mod ids;
 mod inbound;
 mod outbound;
 pub mod pending;
+pub mod preview;
 mod ratelimit;
 pub mod synth;
 #[cfg(test)]
