@@ -25,12 +25,13 @@
 //! | `id` | JSON | the message's id exactly as sent, or `null` |
 //! | `method` | string/null | the method (for responses: of the request answered) |
 //! | `tool` | string/null | the tool of a `tools/call` (or of the call answered) |
-//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error` |
+//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error`; for calls held by an `ask` rule: `ask`, then `approved`, `declined` or `timed_out` |
 //! | `rule` | string/null | the deciding rule's name, or a built-in reason `mcpwall:…` |
 //! | `message` | string/null | the rule's message or mcpwall's explanation |
 //! | `redactions` | object | only when something was redacted: detector/rule name → count |
 //! | `duration_us` | integer | only on answers to calls: time from request to answer |
 //! | `args` | JSON | only with `log_args: full`, allowed requests, secrets redacted |
+//! | `how` | string | only on `ask`/`approved`/`declined`/`timed_out`: `elicitation`, `cli`, `remembered`, `timeout` or `withdrawn` |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -544,6 +545,10 @@ impl EventFormat {
         if let Some(args) = &e.args {
             out.push_str(",\"args\":");
             out.push_str(args);
+        }
+        if let Some(how) = e.how {
+            out.push_str(",\"how\":");
+            json_str(out, how);
         }
         out.push('}');
     }

@@ -252,4 +252,5 @@ pub(crate) struct RawSettings {
     pub(crate) poison_scan: Option<Spanned<PoisonScanMode>>,
     pub(crate) circuit_breaker: Option<Spanned<CircuitBreakerSettings>>,
     pub(crate) backups: Option<Spanned<BackupSettings>>,
+    pub(crate) ask_timeout_seconds: Option<Spanned<u64>>,
 }
