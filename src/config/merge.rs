@@ -569,9 +569,10 @@ impl Merger {
     /// An untrusted file's `ask` rules may only tighten: they go after the last rule that
     /// denies, so an ask never stands in for a deny that would have decided the call, and
     /// can only turn what a later allow rule or `default_action: allow` would let through
-    /// into a question. Under a `default_action` that denies or asks, an unmatched call
-    /// is not let through anyway, and a rule placed after every deny could loosen it:
-    /// the rules are then ignored (listed in `Policy::ignored`).
+    /// into a question (under `default_action: ask` an unmatched call is asked about
+    /// anyway). Under `default_action: deny` an unmatched call is refused, and a rule
+    /// placed after every deny would loosen that: the rules are then ignored (listed in
+    /// `Policy::ignored`).
     fn place_restricted_asks(&mut self, default_action: Action) {
         let asks = std::mem::take(&mut self.restricted_asks);
         let mut placed = Vec::new();
@@ -579,15 +580,15 @@ impl Merger {
             if self.taken.contains(&key) {
                 continue;
             }
-            if default_action == Action::Allow {
+            if default_action != Action::Deny {
                 self.taken.insert(key);
                 placed.push(rule);
             } else {
                 self.ignore(
                     rule.span,
                     format!("ask rule `{}`", key.1),
-                    "the project file is not trusted, and with a `default_action` other than \
-                     allow its ask rule could only loosen the policy",
+                    "the project file is not trusted, and under `default_action: deny` its \
+                     ask rule could only loosen the policy",
                 );
             }
         }
@@ -809,7 +810,7 @@ impl Merger {
         }
         if let Some(v) = layer.default_action {
             // allow < ask < deny: an untrusted file may move it up, never down.
-            if v.value.strictness() >= s.default_action.strictness() {
+            if v.value != Action::Allow && v.value.strictness() >= s.default_action.strictness() {
                 s.default_action = v.value;
             } else {
                 let what = match v.value {

@@ -748,3 +748,183 @@ mod tests {
         assert_ne!(a, b);
     }
 }
+
+#[cfg(test)]
+mod session_tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::super::{Line, Options, Outbox, Session};
+    use crate::config::{LoadOptions, load_str};
+    use crate::program::Program;
+
+    const POLICY: &str = "version: 1\nsettings:\n  ask_timeout_seconds: 5\nrules:\n  - name: ask-push\n    match:\n      tool: run\n      arguments:\n        cmd: {regex: 'push'}\n    action: ask\n";
+    const INIT_ELICITS: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+    const PUSH: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":{"cmd":"git push"}}}"#;
+
+    fn session(policy: &str) -> Session {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let policy = load_str("t.yml", policy, &opts).expect("loads");
+        let program = Arc::new(Program::compile(&policy).expect("compiles"));
+        Session::new(program, Options::quiet("t"))
+    }
+
+    fn client(s: &mut Session, line: &str) -> Outbox {
+        let mut out = Outbox::default();
+        s.from_client(Line::Frame(line.as_bytes()), &mut out);
+        out
+    }
+
+    fn text(b: &[u8]) -> String {
+        String::from_utf8_lossy(b).into_owned()
+    }
+
+    /// An elicitation-capable client's session with PUSH held; the elicitation's id.
+    fn held(s: &mut Session) -> String {
+        let out = client(s, INIT_ELICITS);
+        assert_eq!(text(&out.to_server), format!("{INIT_ELICITS}\n"));
+        let out = client(s, PUSH);
+        assert!(out.to_server.is_empty(), "held call reached the server");
+        let v: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
+        assert_eq!(v["method"], "elicitation/create");
+        assert!(!text(&out.to_client).contains("mcpwall approve"));
+        v["id"].to_string()
+    }
+
+    #[test]
+    fn accepted_call_goes_out_byte_for_byte_and_its_answer_is_delivered() {
+        let mut s = session(POLICY);
+        let eid = held(&mut s);
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","id":{eid},"result":{{"action":"accept","content":{{"approve":true}}}}}}"#
+        );
+        let out = client(&mut s, &answer);
+        assert_eq!(text(&out.to_server), format!("{PUSH}\n"));
+        assert!(out.to_client.is_empty());
+        // Correlated: the server's answer reaches the client.
+        let reply = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+        let mut out = Outbox::default();
+        s.from_server(Line::Frame(reply.as_bytes()), &mut out, false);
+        assert_eq!(text(&out.to_client), format!("{reply}\n"));
+    }
+
+    #[test]
+    fn an_error_answer_declines_and_never_reaches_the_server() {
+        let mut s = session(POLICY);
+        let eid = held(&mut s);
+        let answer =
+            format!(r#"{{"jsonrpc":"2.0","id":{eid},"error":{{"code":-1,"message":"no"}}}}"#);
+        let out = client(&mut s, &answer);
+        assert!(out.to_server.is_empty());
+        let v: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["data"]["rule"], "ask-push");
+        assert!(!text(&out.to_client).contains("mcpwall approve"));
+    }
+
+    #[test]
+    fn a_cancelled_held_call_is_dropped_and_its_question_withdrawn() {
+        let mut s = session(POLICY);
+        let eid = held(&mut s);
+        let out = client(
+            &mut s,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#,
+        );
+        assert!(out.to_server.is_empty(), "{}", text(&out.to_server));
+        let v: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
+        assert_eq!(v["method"], "notifications/cancelled");
+        assert_eq!(v["params"]["requestId"].to_string(), eid);
+        assert!(s.next_deadline().is_none());
+        // A late acceptance releases nothing.
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","id":{eid},"result":{{"action":"accept","content":{{"approve":true}}}}}}"#
+        );
+        let out = client(&mut s, &answer);
+        assert!(out.to_server.is_empty());
+    }
+
+    #[test]
+    fn unanswered_calls_time_out_and_the_server_is_told_nothing() {
+        let mut s = session(POLICY);
+        held(&mut s);
+        let deadline = s.next_deadline().unwrap();
+        let mut out = Outbox::default();
+        s.expire(deadline - Duration::from_millis(1), &mut out);
+        assert!(out.to_client.is_empty());
+        s.expire(Instant::now() + Duration::from_secs(6), &mut out);
+        assert!(out.to_server.is_empty());
+        assert!(text(&out.to_client).contains("no approval within 5 s"));
+        assert!(s.next_deadline().is_none());
+    }
+
+    #[test]
+    fn without_elicitation_the_call_is_offered_and_decided_by_its_digest() {
+        let mut s = session(POLICY);
+        let out = client(&mut s, PUSH);
+        assert!(out.to_server.is_empty() && out.to_client.is_empty());
+        let [offer] = &out.approvals[..] else {
+            panic!("{:?}", out.approvals)
+        };
+        assert_eq!(offer.arguments, r#"{"cmd":"git push"}"#);
+        assert_eq!(offer.rule, "ask-push");
+        let mut out = Outbox::default();
+        // A decision for another call (another digest) does not apply.
+        assert!(!s.decide_approval(&offer.code, "0000", true, &mut out));
+        assert!(s.decide_approval(&offer.code, &offer.digest, true, &mut out));
+        assert_eq!(text(&out.to_server), format!("{PUSH}\n"));
+        assert_eq!(out.withdrawn, vec![offer.code.clone()]);
+    }
+
+    #[test]
+    fn secrets_in_the_arguments_are_masked_for_the_approver() {
+        let mut s = session(POLICY);
+        let token = format!("ghp_{}", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8");
+        let line = PUSH.replace(
+            "git push",
+            &format!("git push https://{token}@github.com/x"),
+        );
+        let out = client(&mut s, &line);
+        let offer = &out.approvals[0];
+        assert!(!offer.arguments.contains(&token), "{}", offer.arguments);
+        assert!(offer.arguments.contains("REDACTED"), "{}", offer.arguments);
+    }
+
+    #[test]
+    fn a_server_request_cannot_use_mcpwalls_question_ids() {
+        let mut s = session(POLICY);
+        let line = r#"{"jsonrpc":"2.0","id":"mcpwall-ask-abc234","method":"roots/list"}"#;
+        let mut out = Outbox::default();
+        s.from_server(Line::Frame(line.as_bytes()), &mut out, false);
+        assert!(out.to_client.is_empty());
+        assert!(text(&out.to_server).contains("mcpwall:reserved_id"));
+    }
+
+    #[test]
+    fn an_asked_member_of_a_batch_refuses_the_batch() {
+        let mut s = session(POLICY);
+        let batch = format!("[{PUSH}]");
+        let out = client(&mut s, &batch);
+        assert!(out.to_server.is_empty());
+        assert!(text(&out.to_client).contains("batch cannot wait"));
+        assert!(s.next_deadline().is_none());
+    }
+
+    #[test]
+    fn the_server_exiting_answers_held_calls() {
+        let mut s = session(POLICY);
+        held(&mut s);
+        let mut out = Outbox::default();
+        s.server_gone("exit code 0", &mut out);
+        // `initialize` (id 0, in flight) and the held call (id 7) are both answered.
+        let ids: Vec<serde_json::Value> = text(&out.to_client)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].clone())
+            .collect();
+        assert_eq!(ids, vec![serde_json::json!(0), serde_json::json!(7)]);
+        assert!(s.next_deadline().is_none());
+    }
+}
