@@ -1004,6 +1004,7 @@ impl<'a> Decoder<'a> {
             response_contains_regex: Vec::new(),
             response_size_exceeds: None,
             action: RuleAction::LogOnly,
+            additive: false,
             message,
             examples,
             span,
