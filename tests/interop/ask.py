@@ -13,6 +13,8 @@ Usage: ask.py MCPWALL_BINARY
   5 cli_approve      a client without elicitation: the call waits in ~/.mcpwall/pending,
                      `mcpwall approve` (run here, with the test's HOME) lists it and
                      approves it by its code; then a second call is refused with --deny
+  6 disconnect       the client goes away while a call waits: mcpwall exits, the call
+                     never reaches the server, and it leaves the pending queue
 
 Every scenario checks that nothing the client is sent names `mcpwall approve`, and that
 the audit log records the ask and its outcome.
@@ -260,12 +262,37 @@ async def cli_approve(run: trust.Run) -> None:
     audited(run, "declined", "cli")
 
 
+async def disconnect(run: trust.Run) -> None:
+    policy(run, 60)
+    async with session(run) as (s, tap):
+        await trust.start(s)
+        async with anyio.create_task_group() as tg:
+            async def call():
+                try:
+                    await s.call_tool("run_command", {"command": PUSH})
+                except Exception:
+                    pass
+            tg.start_soon(call)
+            await anyio.to_thread.run_sync(wait_for_code, run)
+            tg.cancel_scope.cancel()
+    # The client closed mcpwall's stdin on leaving the session.
+    pending = run.home / ".mcpwall" / "pending"
+    deadline = time.monotonic() + 15
+    while list(pending.glob("*")) and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    check(not list(pending.glob("*")), f"the call left the queue ({list(pending.glob('*'))})")
+    check(PUSH not in pushes_received(run), "the call never reached the server")
+    await anyio.sleep(0.3)
+    audited(run, "declined", "withdrawn")
+
+
 SCENARIOS = [
     ("1 elicitation: accepted", elicit_accept),
     ("2 elicitation: declined, cancelled, accepted unchecked", elicit_decline),
     ("3 elicitation: never answered", elicit_timeout),
     ("4 remember: session", remember),
     ("5 no elicitation: mcpwall approve", cli_approve),
+    ("6 the client disconnects while a call waits", disconnect),
 ]
 
 
