@@ -767,7 +767,8 @@ impl Program {
             return;
         }
         let id = frame.id_raw(msg).and_then(string_id);
-        let names = [frame.method(msg), frame.tool(msg), id.as_deref()];
+        let method = frame.method(msg).filter(|m| !crate::mcp::is_spec_method(m));
+        let names = [method, frame.tool(msg), id.as_deref()];
         for text in names.into_iter().flatten() {
             s.findings.clear();
             self.detector
