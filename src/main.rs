@@ -38,6 +38,8 @@ enum Command {
     Doctor(cli::status::DoctorArgs),
     /// Review pinned tool definitions: list, diff, approve, reset, verify (exit 1 on drift).
     Pins(cli::pins::Args),
+    /// List the calls waiting for your approval, or approve (or --deny) one by its code.
+    Approve(cli::approve::Args),
     /// Red-team a server: run attacks directly and through mcpwall, report what got through.
     Scan(cli::scan::Args),
     /// Compare two scan reports (exit 1 when the second is worse or incomplete).
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Some(Command::Status(a)) => cli::status::run(a),
         Some(Command::Doctor(a)) => cli::status::run_doctor(a),
         Some(Command::Pins(a)) => cli::pins::run(a),
+        Some(Command::Approve(a)) => cli::approve::run(a),
         Some(Command::Scan(a)) => cli::scan::run(a),
         Some(Command::Compare(a)) => cli::compare::run(a),
         Some(Command::Log(a)) => cli::log::run(a),

@@ -25,13 +25,14 @@
 //! | `id` | JSON | the message's id exactly as sent, or `null` |
 //! | `method` | string/null | the method (for responses: of the request answered) |
 //! | `tool` | string/null | the tool of a `tools/call` (or of the call answered) |
-//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error` |
+//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error`; for calls held by an `ask` rule: `ask`, then `approved`, `declined` or `timed_out` |
 //! | `rule` | string/null | the deciding rule's name, or a built-in reason `mcpwall:…` |
 //! | `message` | string/null | the rule's message or mcpwall's explanation |
 //! | `redactions` | object | only when something was redacted: detector/rule name → count |
 //! | `duration_us` | integer | only on answers to calls: time from request to answer |
 //! | `args` | JSON | only with `log_args: full`, allowed requests, secrets redacted |
 //! | `request` | string | only on denied requests: the telling argument, its value masked (`path: /hom…[18 chars]`) |
+//! | `how` | string | only on `ask`/`approved`/`declined`/`timed_out`: `elicitation`, `cli`, `remembered`, `timeout` or `withdrawn` |
 //! | `prev`, `hash` | string | the hash chain ([`chain`]): last on every line |
 
 use std::collections::BTreeMap;
@@ -686,6 +687,10 @@ impl EventFormat {
         if let Some(request) = &e.request {
             out.push_str(",\"request\":");
             json_str(out, request);
+        }
+        if let Some(how) = e.how {
+            out.push_str(",\"how\":");
+            json_str(out, how);
         }
         out.push('}');
     }

@@ -7,8 +7,9 @@
 //!
 //! Every message gets one verdict, printed in input order. A malformed line is reported
 //! with its reason and checking goes on, so one run shows every problem; the exit code is
-//! then 2. Otherwise the exit code is 1 when anything was denied, redacted or blocked, and
-//! 0 when everything was allowed.
+//! then 2. Otherwise the exit code is 1 when anything was denied, redacted, blocked or held
+//! for approval (`ASK`: an `ask` rule matched; nobody is asked here), and 0 when
+//! everything was allowed.
 //!
 //! Direction (`--direction auto`): requests and notifications are client messages judged by
 //! the inbound rules, except the methods only a server sends (`sampling/createMessage`,
@@ -297,6 +298,8 @@ enum Kind {
     Deny,
     Redact,
     Block,
+    /// Held for a human's approval (`action: ask`): not forwarded without one.
+    Ask,
 }
 
 impl Kind {
@@ -306,6 +309,7 @@ impl Kind {
             Kind::Deny => "deny",
             Kind::Redact => "redact",
             Kind::Block => "block",
+            Kind::Ask => "ask",
         }
     }
 
@@ -315,6 +319,7 @@ impl Kind {
             Kind::Deny => "✗ DENY",
             Kind::Redact => "~ REDACT",
             Kind::Block => "✗ BLOCK",
+            Kind::Ask => "? ASK",
         }
     }
 
@@ -322,7 +327,7 @@ impl Kind {
         match self {
             Kind::Allow => "\x1b[32m",
             Kind::Deny | Kind::Block => "\x1b[1;31m",
-            Kind::Redact => "\x1b[33m",
+            Kind::Redact | Kind::Ask => "\x1b[33m",
         }
     }
 }
@@ -585,6 +590,10 @@ impl<'p> Checker<'p> {
             Verdict::Deny | Verdict::Drop | Verdict::Error => Kind::Deny,
             Verdict::Redact => Kind::Redact,
             Verdict::Block => Kind::Block,
+            Verdict::Ask => Kind::Ask,
+            // The session reports these only after a human answered; `check` asks no one.
+            Verdict::Approved => Kind::Allow,
+            Verdict::Declined | Verdict::TimedOut => Kind::Deny,
         };
         let (rule, rule_text, message) = match e.rule {
             Some(RuleRef::Inbound(r)) => {
@@ -803,6 +812,10 @@ impl<'p> Checker<'p> {
                             )?;
                         }
                     }
+                    Kind::Ask => writeln!(
+                        out,
+                        "  Held: waits for a human's approval; refused without one"
+                    )?,
                     Kind::Allow => {}
                 }
                 for name in &r.logged {

@@ -538,6 +538,7 @@ fn action_word(a: Action) -> &'static str {
     match a {
         Action::Allow => "allow",
         Action::Deny => "deny",
+        Action::Ask => "ask",
     }
 }
 
@@ -545,6 +546,7 @@ fn outbound_action_word(a: RuleAction) -> &'static str {
     match a {
         RuleAction::Allow => "allow",
         RuleAction::Deny => "deny",
+        RuleAction::Ask => "ask",
         RuleAction::Redact => "redact",
         RuleAction::LogOnly => "log_only",
     }
@@ -616,6 +618,7 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
                     match rule.action {
                         Action::Allow => "allows",
                         Action::Deny => "denies",
+                        Action::Ask => "asks about",
                     }
                 ));
             } else {
@@ -624,6 +627,7 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
                     match earlier.action {
                         Action::Allow => "allows",
                         Action::Deny => "denies",
+                        Action::Ask => "asks about",
                     }
                 ));
             }

@@ -1,5 +1,6 @@
 //! One verb per file. Each exposes `Args` (clap) and `run(args) -> Result<ExitCode, miette::Report>`.
 
+pub mod approve;
 pub mod check;
 pub mod common;
 pub mod compare;

@@ -175,6 +175,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 before_kill: Duration::from_millis(args.kill_grace_ms),
             },
             guard: Some(Arc::new(guard)),
+            home: Some(home.clone()),
         };
         // The server starts (about a millisecond for a small one) while the validated
         // policy compiles. Compiling can still fail on what loading does not check (all of

@@ -358,6 +358,7 @@ fn compile_inbound(
             n_args: args.len() as u32,
             n_not_under,
             allow: rule.action == Action::Allow,
+            ask: rule.action == Action::Ask,
         });
         rule_preds.push(args);
         infos.push(rule_info(policy, rule, conditions));
@@ -519,7 +520,9 @@ fn rule_info(policy: &Policy, rule: &Rule, conditions: Vec<ConditionInfo>) -> Ru
         action: match rule.action {
             Action::Allow => RuleAction::Allow,
             Action::Deny => RuleAction::Deny,
+            Action::Ask => RuleAction::Ask,
         },
+        remember_session: rule.remember.is_some(),
         description: rule.description.clone(),
         span: rule.span,
         conditions,
@@ -748,6 +751,7 @@ fn outbound_info(policy: &Policy, rule: &OutboundRule, conditions: Vec<Condition
         message: rule.message.clone(),
         location: location(policy, rule.span),
         action: rule.action,
+        remember_session: false,
         description: rule.description.clone(),
         span: rule.span,
         conditions,

@@ -254,4 +254,5 @@ pub(crate) struct RawSettings {
     pub(crate) circuit_breaker: Option<Spanned<CircuitBreakerSettings>>,
     pub(crate) backups: Option<Spanned<BackupSettings>>,
     pub(crate) log_retention: Option<Spanned<LogRetention>>,
+    pub(crate) ask_timeout_seconds: Option<Spanned<u64>>,
 }

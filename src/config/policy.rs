@@ -74,6 +74,29 @@ pub struct Policy {
 pub enum Action {
     Allow,
     Deny,
+    /// Hold the call until a human approves it (through the client's elicitation UI,
+    /// or `mcpwall approve`); refused when declined or not answered in time.
+    Ask,
+}
+
+impl Action {
+    /// How much a verdict protects: allow < ask < deny. An untrusted file may only
+    /// move a setting up this order.
+    pub fn strictness(self) -> u8 {
+        match self {
+            Action::Allow => 0,
+            Action::Ask => 1,
+            Action::Deny => 2,
+        }
+    }
+}
+
+/// `remember:` on an `ask` rule: how long an approval holds for identical calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remember {
+    /// For the rest of the session (the proxy run), for the same server, tool and
+    /// canonical arguments only.
+    Session,
 }
 
 pub use crate::verdict::RuleAction;
@@ -215,6 +238,9 @@ pub struct Settings {
     pub backups: BackupSettings,
     /// How much of the audit log is kept.
     pub log_retention: LogRetention,
+    /// How long a call an `ask` rule holds waits for the human's answer before it is
+    /// refused (fail closed).
+    pub ask_timeout_seconds: u64,
 }
 
 impl Default for Settings {
@@ -233,6 +259,7 @@ impl Default for Settings {
             circuit_breaker: None,
             backups: BackupSettings::default(),
             log_retention: LogRetention::default(),
+            ask_timeout_seconds: 120,
         }
     }
 }
@@ -250,6 +277,8 @@ pub struct Rule {
     pub tool: Option<Spanned<String>>,
     pub arguments: Vec<ArgCondition>,
     pub action: Action,
+    /// `remember: session` (only with `action: ask`).
+    pub remember: Option<Remember>,
     pub message: Option<String>,
     pub examples: Examples,
     /// The whole rule's span (its `- name:` entry).

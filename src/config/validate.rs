@@ -13,7 +13,7 @@ use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_o
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span,
+    RateLimit, RedactMarker, Remember, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span,
     Spanned,
 };
 
@@ -92,6 +92,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "circuit_breaker",
     "backups",
     "log_retention",
+    "ask_timeout_seconds",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -99,6 +100,17 @@ const RULE_KEYS: &[&str] = &[
     "why",
     "match",
     "action",
+    "message",
+    "examples",
+];
+/// An inbound rule's keys: an outbound rule's, plus `remember` (for `action: ask`).
+const INBOUND_RULE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "why",
+    "match",
+    "action",
+    "remember",
     "message",
     "examples",
 ];
@@ -499,8 +511,15 @@ impl<'a> Decoder<'a> {
             s.default_action = self.word(
                 n,
                 "`default_action`",
-                &[("allow", Action::Allow), ("deny", Action::Deny)],
+                &[
+                    ("allow", Action::Allow),
+                    ("deny", Action::Deny),
+                    ("ask", Action::Ask),
+                ],
             );
+        }
+        if let Some(n) = f.get("ask_timeout_seconds") {
+            s.ask_timeout_seconds = self.positive(n, "`ask_timeout_seconds`");
         }
         if let Some(n) = f.get("redact_marker") {
             s.redact_marker = self.word(
@@ -735,7 +754,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn rule(&mut self, node: &YNode) -> Option<Rule> {
-        let f = self.fields(node, "a rule", RULE_KEYS)?;
+        let f = self.fields(node, "a rule", INBOUND_RULE_KEYS)?;
         let name = self.rule_head(&f, node, "a rule");
         let description = self.opt_text(&f, "description");
         let why = self.opt_text(&f, "why");
@@ -744,14 +763,19 @@ impl<'a> Decoder<'a> {
             (Some(n), _) => self.word(
                 n,
                 "rule `action`",
-                &[("allow", Action::Allow), ("deny", Action::Deny)],
+                &[
+                    ("allow", Action::Allow),
+                    ("deny", Action::Deny),
+                    ("ask", Action::Ask),
+                ],
             ),
             (None, Some(name)) => {
-                self.missing_action(name, "deny, allow");
+                self.missing_action(name, "deny, allow, ask");
                 None
             }
             (None, None) => None,
         };
+        let remember = f.get("remember").and_then(|n| self.remember(n, action));
         let examples = f
             .get("examples")
             .map(|n| self.examples(n))
@@ -813,10 +837,30 @@ impl<'a> Decoder<'a> {
             tool,
             arguments,
             action: action?.value,
+            remember,
             message,
             examples,
             span,
         })
+    }
+
+    /// `remember: session` (only beside `action: ask`): an approval holds for identical
+    /// calls for the rest of the session.
+    fn remember(&mut self, node: &YNode, action: Option<Spanned<Action>>) -> Option<Remember> {
+        let value = self.word(node, "`remember`", &[("session", Remember::Session)])?;
+        if let Some(a) = action
+            && a.value != Action::Ask
+        {
+            self.report(
+                Code::UnknownKey,
+                "`remember` only applies to rules with `action: ask`",
+                value.span,
+                "an approval to remember needs a rule that asks",
+                "remove `remember`, or set `action: ask`",
+            );
+            return None;
+        }
+        Some(value.value)
     }
 
     /// `arguments: {NAME: {matcher: ..}, _any_value: {..}}`; `None` if anything was wrong.

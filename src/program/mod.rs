@@ -71,6 +71,8 @@ pub struct RuleInfo {
     /// `file:line:column` of the rule.
     pub location: String,
     pub action: RuleAction,
+    /// `remember: session` on an `ask` rule: an approval holds for identical calls.
+    pub remember_session: bool,
     pub description: Option<String>,
     /// The rule's span in its source.
     pub span: Span,
@@ -94,6 +96,8 @@ pub(crate) struct InRule {
     /// How many of them are `not_under` predicates.
     pub n_not_under: u32,
     pub allow: bool,
+    /// `action: ask` (neither allow nor deny until a human answers).
+    pub ask: bool,
 }
 
 #[derive(Debug)]
@@ -583,19 +587,28 @@ impl Program {
 
         let best = scratch.state.best;
         let decision = if best != NONE {
-            if inb.rules[best as usize].allow {
+            let rule = &inb.rules[best as usize];
+            if rule.allow {
                 Decision::AllowedBy(RuleId(best))
+            } else if rule.ask {
+                Decision::AskedBy(RuleId(best))
             } else {
                 Decision::DeniedBy(RuleId(best))
             }
         } else if method.is_some_and(|m| JUDGED_METHODS.contains(&m)) {
-            Decision::Default {
-                allow: self.settings.default_action == Action::Allow,
+            match self.settings.default_action {
+                Action::Ask => Decision::DefaultAsk,
+                a => Decision::Default {
+                    allow: a == Action::Allow,
+                },
             }
         } else {
             Decision::Plumbing
         };
-        if decision.is_allowed() && has_nul_in_path(frame, msg) {
+        // A call a human could approve is checked like one allowed outright.
+        let may_run = decision.is_allowed()
+            || matches!(decision, Decision::AskedBy(_) | Decision::DefaultAsk);
+        if may_run && has_nul_in_path(frame, msg) {
             return Decision::NulInPath;
         }
         decision
@@ -924,7 +937,8 @@ impl Program {
             let id = RuleId(i as u32 - 1);
             match (rule.action, decided) {
                 (RuleAction::LogOnly, _) => s.logged.push(id),
-                (RuleAction::Deny, _) => return Outcome::Block { rule: id },
+                // Outbound rules never ask (refused at load); were one to, block.
+                (RuleAction::Deny | RuleAction::Ask, _) => return Outcome::Block { rule: id },
                 (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
                     self.collect_redactions(id, rule, texts, s);
                     decided = Some((id, RuleAction::Redact));

@@ -52,6 +52,9 @@ pub struct AuditEvent {
     pub args: Option<Box<str>>,
     /// On a denied request: what it asked for, masked ([`super::preview::denied_summary`]).
     pub request: Option<Box<str>>,
+    /// For a call held for approval: how it was asked or decided (`elicitation`,
+    /// `cli`, `remembered`, `timeout`, `withdrawn`; see [`super::How`]).
+    pub how: Option<&'static str>,
 }
 
 impl AuditEvent {
@@ -69,6 +72,7 @@ impl AuditEvent {
             duration: None,
             args: None,
             request: None,
+            how: None,
         }
     }
 }

@@ -47,6 +47,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+pub mod approval;
 pub mod event;
 mod guard;
 pub mod ids;
@@ -59,6 +60,7 @@ pub mod synth;
 #[cfg(test)]
 mod tests;
 
+pub use approval::{ApprovalRequest, How};
 pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
@@ -163,6 +165,15 @@ pub struct Outbox {
     pub notices: Vec<Notice>,
     /// `Some`: a [`Judgement`] is appended for every message judged.
     pub judgements: Option<Vec<Judgement>>,
+    /// Calls just held for `mcpwall approve` (the client has no elicitation UI): the
+    /// transport offers them to the approver (the proxy: `~/.mcpwall/pending/`).
+    pub approvals: Vec<ApprovalRequest>,
+    /// Codes of offered calls no longer waiting (decided, timed out, cancelled): the
+    /// transport withdraws them.
+    pub withdrawn: Vec<String>,
+    /// A call was held for approval: its deadline needs a timer (the proxy's
+    /// [`Session::next_deadline`] changed).
+    pub asked: bool,
 }
 
 impl Outbox {
@@ -204,6 +215,8 @@ pub struct Session {
     /// Client lines waiting for a list's answer (contract point 6), oldest first.
     held: std::collections::VecDeque<Vec<u8>>,
     held_bytes: usize,
+    /// Calls held for a human's approval (`action: ask`).
+    approvals: approval::Approvals,
     /// Scratch for masking secrets in the names of audit events, made on first use.
     masking: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
 }
@@ -258,6 +271,7 @@ impl Session {
             },
             held: std::collections::VecDeque::new(),
             held_bytes: 0,
+            approvals: approval::Approvals::default(),
             masking: None,
             program,
         }
@@ -325,6 +339,8 @@ impl Session {
             e.message = Some(message.as_str().into());
             self.emit(out, Peer::Server, true, e, &[], &[]);
         }
+        // Calls held for approval never reached it either.
+        self.drop_held(&message, out);
         // Held lines never reached the server: their requests are answered too.
         while let Some(raw) = self.held.pop_front() {
             let rule = "mcpwall:server_exited";
