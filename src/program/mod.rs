@@ -45,6 +45,8 @@ pub enum Engine {
     NotUnder,
     /// The secret detectors.
     Secrets,
+    /// The shell command-line parser and its clauses.
+    Command,
     /// The `response_contains` Aho-Corasick automaton.
     ContainsLiteral,
     /// The multi-pattern `response_contains_regex` regex.
@@ -120,6 +122,7 @@ pub(crate) struct Inbound {
     pub roots: Box<[Root]>,
     /// `(pred, selector)` of every `secrets` predicate.
     pub secrets: Box<[(u32, u32)]>,
+    pub command: Option<engine::command::CommandEngine>,
 }
 
 #[derive(Debug)]
@@ -352,6 +355,7 @@ pub struct Scratch {
     literal_hits: Vec<Hit>,
     logged: Vec<RuleId>,
     redactions: Vec<Redaction>,
+    command: engine::command::CommandScratch,
 }
 
 impl Scratch {
@@ -480,6 +484,7 @@ impl Program {
             literal_hits: Vec::new(),
             logged: Vec::new(),
             redactions: Vec::new(),
+            command: Default::default(),
         }
     }
 
@@ -594,7 +599,7 @@ impl Program {
 
     /// One pass over the message's argument tokens, setting predicate bits.
     fn scan_arguments(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
-        use engine::{GLOB, NOT_UNDER, REGEX, SECRETS};
+        use engine::{COMMAND, GLOB, NOT_UNDER, REGEX, SECRETS};
         let inb = &self.inbound;
         if inb.any_needs == 0 && inb.named_needs.iter().all(|&n| n == 0) {
             return;
@@ -688,6 +693,25 @@ impl Program {
                     path.clear();
                     path.push_str(&s.norm);
                     s.deferred_paths.push((i as u32, path));
+                }
+            }
+            if needs & COMMAND != 0
+                && tok.kind == TokenKind::String
+                && let Some(ce) = &inb.command
+                && crate::shell::worth_parsing(text)
+            {
+                let mut parsed = false;
+                for cp in &ce.preds {
+                    if s.state.is_set(cp.pred) || !applies(cp.pred) {
+                        continue;
+                    }
+                    if !parsed {
+                        crate::shell::parse_into(text, &mut s.command.parsed);
+                        parsed = true;
+                    }
+                    if ce.holds(cp, &self.env, &mut s.command) {
+                        s.state.satisfy(inb, cp.pred);
+                    }
                 }
             }
             if needs & SECRETS != 0 && tok.kind != TokenKind::Null {

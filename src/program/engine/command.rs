@@ -1,0 +1,877 @@
+//! The `command` engine class: an argument parsed as a shell command line
+//! ([`crate::shell`]) and judged by what will run.
+//!
+//! A `command` predicate holds when any simple command of the line meets any of its
+//! clauses; a clause holds when every condition it names holds for that one command.
+//! The value is parsed once per frame value, and only for arguments a `command` matcher
+//! names (or every string, for `_any_value`), and only when it is more than one plain
+//! word ([`crate::shell::worth_parsing`]).
+//!
+//! Words the parser cannot resolve are judged by what they could become: a glob or brace
+//! word meets a path pattern when some expansion of it could ([`meets`]); a command
+//! name from a variable or substitution is *unknown*, which a clause admits with
+//! `unknown_name: true`.
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::config::policy::CommandClause;
+use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
+use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
+
+/// One compiled clause.
+#[derive(Debug)]
+pub(crate) struct Clause {
+    names: Option<GlobSet>,
+    /// Some name glob holds a `/`: also match the name as written.
+    names_by_path: bool,
+    unknown_name: bool,
+    flags: Box<[String]>,
+    subcommands: Box<[Box<[String]>]>,
+    paths: Option<PathCond>,
+    redirects: Option<GlobSet>,
+    /// The redirect globs, brace-expanded and tokenised, for glob targets.
+    redirect_tokens: Vec<Vec<Tok>>,
+    words: Option<GlobSet>,
+    input: u8,
+    after_download: bool,
+    over_find: bool,
+}
+
+#[derive(Debug)]
+struct PathCond {
+    set: GlobSet,
+    /// The same patterns, brace-expanded and tokenised, for glob operands.
+    tokens: Vec<Vec<Tok>>,
+    not_under: Vec<Root>,
+    /// Each root and every directory above it, normalised; `true` for the root itself.
+    ancestors: Vec<(String, bool)>,
+}
+
+/// One `command` predicate.
+#[derive(Debug)]
+pub(crate) struct CommandPred {
+    pub pred: u32,
+    pub selector: u32,
+    pub clauses: Box<[Clause]>,
+}
+
+/// Every `command` predicate of the inbound rules.
+#[derive(Debug, Default)]
+pub(crate) struct CommandEngine {
+    pub preds: Vec<CommandPred>,
+}
+
+/// Why a clause failed to compile.
+#[derive(Debug)]
+pub(crate) struct ClauseFailure {
+    pub reason: String,
+}
+
+fn glob_set(
+    globs: &[String],
+    env: Option<&PathEnv>,
+    paths: bool,
+) -> Result<Option<GlobSet>, ClauseFailure> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        let g = match env {
+            Some(env) => crate::compile::expand_glob_prefix(g, env),
+            None => g.clone(),
+        };
+        // `*` stays within one path component, `**` crosses them (as in .gitignore).
+        let glob = GlobBuilder::new(&g)
+            .literal_separator(paths)
+            .build()
+            .map_err(|e| ClauseFailure {
+                reason: format!("{g}: {e}"),
+            })?;
+        b.add(glob);
+    }
+    b.build().map(Some).map_err(|e| ClauseFailure {
+        reason: e.to_string(),
+    })
+}
+
+/// Clause globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded, brace-expanded and
+/// tokenised, to meet glob operands.
+fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
+    let mut tokens = Vec::new();
+    for g in globs {
+        let g = crate::compile::expand_glob_prefix(g, env);
+        let mut alts = Vec::new();
+        brace_expand(&g, &mut alts, 256);
+        tokens.extend(alts.iter().map(|a| tokenize(a, true)));
+    }
+    tokens
+}
+
+impl Clause {
+    pub fn compile(c: &CommandClause, env: &PathEnv) -> Result<Clause, ClauseFailure> {
+        let paths = match &c.paths {
+            None => None,
+            Some(p) => {
+                let expanded: Vec<String> = p
+                    .patterns
+                    .iter()
+                    .map(|g| crate::compile::expand_glob_prefix(g, env))
+                    .collect();
+                let tokens = tokens_of(&p.patterns, env);
+                let mut ancestors = Vec::new();
+                for root in &p.ancestors_of {
+                    let r = Root::new(root, env);
+                    let mut dir = r.lexical.as_str();
+                    loop {
+                        ancestors.push((dir.to_string(), dir == r.lexical));
+                        match dir.rfind('/') {
+                            Some(0) if dir != "/" => dir = "/",
+                            Some(i) if i > 0 => dir = &dir[..i],
+                            _ => break,
+                        }
+                    }
+                }
+                Some(PathCond {
+                    set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
+                    tokens,
+                    not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
+                    ancestors,
+                })
+            }
+        };
+        Ok(Clause {
+            names: glob_set(&c.names, None, true)?,
+            names_by_path: c.names.iter().any(|n| n.contains('/')),
+            unknown_name: c.unknown_name,
+            flags: c.flags.clone().into(),
+            subcommands: c
+                .subcommands
+                .iter()
+                .map(|s| s.clone().into_boxed_slice())
+                .collect(),
+            paths,
+            redirects: glob_set(&c.redirects, Some(env), true)?,
+            redirect_tokens: tokens_of(&c.redirects, env),
+            words: glob_set(&c.words, None, false)?,
+            input: c.input,
+            after_download: c.after_download,
+            over_find: c.over_find,
+        })
+    }
+}
+
+/// Per-evaluation buffers.
+#[derive(Debug, Default)]
+pub(crate) struct CommandScratch {
+    pub parsed: Parsed,
+    bufs: PathBuffers,
+    norm: String,
+    alts: Vec<String>,
+}
+
+impl CommandEngine {
+    /// Whether this predicate's clauses meet the command line already in `s.parsed`.
+    pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+        let commands = s.parsed.commands().len();
+        for i in 0..commands {
+            let c = s.parsed.commands()[i];
+            for cl in p.clauses.iter() {
+                if clause_holds(cl, &c, env, s) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
+    /// for `check`.
+    pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+        let commands = s.parsed.commands().len();
+        for i in 0..commands {
+            let c = s.parsed.commands()[i];
+            for (k, cl) in p.clauses.iter().enumerate() {
+                if clause_holds(cl, &c, env, s) {
+                    let words: Vec<String> = s
+                        .parsed
+                        .all_words(&c)
+                        .map(|w| s.parsed.lit(w).to_string())
+                        .collect();
+                    let name = if c.name_unknown {
+                        "an unknown command".to_string()
+                    } else {
+                        format!("`{}`", s.parsed.name_text(&c))
+                    };
+                    return Some(format!(
+                        "{name} (from `{}`) meets clause {} of the matcher",
+                        words.join(" "),
+                        k + 1
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch) -> bool {
+    let p = &s.parsed;
+    if cl.names.is_some() || cl.unknown_name {
+        let named = !c.name_unknown
+            && p.name(c).is_some()
+            && cl.names.as_ref().is_some_and(|set| {
+                set.is_match(p.name_text(c))
+                    || (cl.names_by_path && p.name(c).is_some_and(|w| set.is_match(p.lit(w))))
+            });
+        if !(named || (cl.unknown_name && c.name_unknown)) {
+            return false;
+        }
+    }
+    if cl.input != 0 && c.input & cl.input == 0 {
+        return false;
+    }
+    if cl.after_download && !c.after_download {
+        return false;
+    }
+    if cl.over_find && !c.fans_out {
+        return false;
+    }
+    if !cl.flags.is_empty() && !has_flag(cl, c, p) {
+        return false;
+    }
+    if !cl.subcommands.is_empty() && !has_subcommand(cl, c, p) {
+        return false;
+    }
+    if let Some(words) = &cl.words
+        && !p.args(c).any(|w| words.is_match(p.lit(w)))
+    {
+        return false;
+    }
+    if let Some(set) = &cl.redirects {
+        let mut hit = false;
+        for r in p.redirects(c) {
+            if matches!(r.kind, RedirectKind::Output | RedirectKind::Input) {
+                let w = p.word(r.target);
+                let t = p.lit(w);
+                normalize_into(t, env, &mut s.bufs, &mut s.norm);
+                if set.is_match(t) || set.is_match(&s.norm) {
+                    hit = true;
+                    break;
+                }
+                if w.flags & (GLOB | BRACE) != 0 {
+                    let mut alts = Vec::new();
+                    brace_expand(p.pattern(w), &mut alts, 64);
+                    for a in alts {
+                        normalize_into(&a, env, &mut s.bufs, &mut s.norm);
+                        let word = tokenize(&s.norm, false);
+                        if cl.redirect_tokens.iter().any(|t| meets(&word, t)) {
+                            hit = true;
+                        }
+                    }
+                    if hit {
+                        break;
+                    }
+                }
+            }
+        }
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(pc) = &cl.paths {
+        let n = p.args(c).count();
+        let mut hit = false;
+        for k in 0..n {
+            let w = *s.parsed.args(c).nth(k).expect("counted");
+            if path_word_meets(pc, &w, c.fans_out, env, s) {
+                hit = true;
+                break;
+            }
+        }
+        if !hit {
+            return false;
+        }
+    }
+    true
+}
+
+fn has_flag(cl: &Clause, c: &Command, p: &Parsed) -> bool {
+    for f in cl.flags.iter() {
+        if c.fans_out && matches!(f.as_str(), "-r" | "-R" | "--recursive") {
+            return true;
+        }
+        for w in p.args(c) {
+            let t = p.lit(w);
+            if t == "--" {
+                break;
+            }
+            if flag_spelled(f, t) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether the operand `t` spells the flag `f`.
+fn flag_spelled(f: &str, t: &str) -> bool {
+    if let Some(long) = f.strip_prefix("--") {
+        let Some(tl) = t.strip_prefix("--") else {
+            return false;
+        };
+        let tl = tl.split('=').next().unwrap_or(tl);
+        // GNU getopt accepts any unambiguous prefix: `--recur` for `--recursive`.
+        return tl == long || (tl.len() >= 2 && long.starts_with(tl));
+    }
+    let short = &f[1..];
+    if short.chars().count() == 1 {
+        let Some(rest) = t.strip_prefix('-') else {
+            return false;
+        };
+        !rest.starts_with('-')
+            && !rest.is_empty()
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            && rest.contains(short)
+    } else {
+        t == f || t.strip_prefix(f).is_some_and(|r| r.starts_with('='))
+    }
+}
+
+fn has_subcommand(cl: &Clause, c: &Command, p: &Parsed) -> bool {
+    let positionals: Vec<&str> = p
+        .args(c)
+        .map(|w| p.lit(w))
+        .filter(|t| !t.starts_with('-'))
+        .collect();
+    cl.subcommands.iter().any(|seq| {
+        (0..2).any(|at| {
+            seq.iter()
+                .enumerate()
+                .all(|(k, want)| positionals.get(at + k).is_some_and(|t| t == want))
+        })
+    })
+}
+
+/// Whether an operand (or the value of a `key=value` operand) meets the path condition.
+fn path_word_meets(
+    pc: &PathCond,
+    w: &Word,
+    fans_out: bool,
+    env: &PathEnv,
+    s: &mut CommandScratch,
+) -> bool {
+    let is_glob = w.flags & (GLOB | BRACE) != 0;
+    let text = if is_glob {
+        s.parsed.pattern(w)
+    } else {
+        s.parsed.lit(w)
+    };
+    if text.is_empty() {
+        return false;
+    }
+    let mut alts = std::mem::take(&mut s.alts);
+    alts.clear();
+    if is_glob {
+        brace_expand(text, &mut alts, 64);
+    } else {
+        alts.push(text.to_string());
+    }
+    // `of=/dev/sda`, `--output=/etc/x`: the value is a path too.
+    let n = alts.len();
+    for k in 0..n {
+        if let Some(eq) = alts[k].find('=')
+            && alts[k][..eq]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            let v = alts[k][eq + 1..].to_string();
+            alts.push(v);
+        }
+    }
+    let mut hit = false;
+    for a in &alts {
+        let glob = is_glob && has_meta(a);
+        if if glob {
+            glob_meets(pc, a, fans_out, env, s)
+        } else {
+            let lit = if is_glob { unescape(a) } else { a.clone() };
+            literal_meets(pc, &lit, fans_out, env, s)
+        } {
+            hit = true;
+            break;
+        }
+    }
+    s.alts = alts;
+    hit
+}
+
+/// A command run over what `find` lists (`fans_out`) is selective: the project itself as
+/// its start is not a delete of the whole project; a directory above it still is.
+fn literal_meets(
+    pc: &PathCond,
+    lit: &str,
+    fans_out: bool,
+    env: &PathEnv,
+    s: &mut CommandScratch,
+) -> bool {
+    if lit.starts_with('-') {
+        return false;
+    }
+    normalize_into(lit, env, &mut s.bufs, &mut s.norm);
+    let norm = s.norm.as_str();
+    if pc
+        .ancestors
+        .iter()
+        .any(|(a, is_root)| a == norm && !(fans_out && *is_root))
+    {
+        return true;
+    }
+    let matched = pc.set.is_match(lit) || pc.set.is_match(norm);
+    matched && pc.not_under.iter().all(|r| !r.contains(norm))
+}
+
+fn glob_meets(
+    pc: &PathCond,
+    pat: &str,
+    fans_out: bool,
+    env: &PathEnv,
+    s: &mut CommandScratch,
+) -> bool {
+    if pat.starts_with('-') {
+        return false;
+    }
+    normalize_into(pat, env, &mut s.bufs, &mut s.norm);
+    let norm = s.norm.clone();
+    // `dir/*` removes everything in `dir`: judge it as `dir` too.
+    if let Some(dir) = norm.strip_suffix("/*")
+        && !has_meta(dir)
+    {
+        let dir = if dir.is_empty() { "/" } else { dir };
+        if literal_meets(pc, dir, fans_out, env, s) {
+            return true;
+        }
+    }
+    let word = tokenize(&norm, false);
+    if pc
+        .ancestors
+        .iter()
+        .any(|(a, is_root)| !(fans_out && *is_root) && meets(&word, &tokenize(a, false)))
+    {
+        return true;
+    }
+    if !pc.tokens.iter().any(|t| meets(&word, t)) {
+        return false;
+    }
+    // Outside `not_under` unless every expansion stays inside: the literal directory
+    // before the first metacharacter is under the root.
+    let fixed = match norm.find(['*', '?', '[']) {
+        Some(i) => norm[..i].rfind('/').map_or("/", |j| &norm[..j.max(1)]),
+        None => norm.as_str(),
+    };
+    pc.not_under.iter().all(|r| !r.contains(fixed))
+}
+
+fn has_meta(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'*' | b'?' => return true,
+            b'[' => {
+                // `[x]` escapes one character; a longer class is a glob.
+                if b.get(i + 2) == Some(&b']') && b.get(i + 1) != Some(&b'!') {
+                    i += 3;
+                    continue;
+                }
+                return true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// `[*]` → `*`: a pattern with no metacharacter left, as the literal it stands for.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' && b.get(i + 2) == Some(&b']') {
+            let ch = s[i + 1..].chars().next().unwrap_or('[');
+            if ch.len_utf8() == 1 {
+                out.push(ch);
+                i += 3;
+                continue;
+            }
+        }
+        let ch = s[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Expand `{a,b}` and `{1..3}` (bash brace expansion), at most `limit` results; a
+/// brace that does not expand stays as written.
+pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
+    let b = s.as_bytes();
+    // The first `{` that has a matching `}` with a top-level `,` or `..`.
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'[' if b.get(i + 2) == Some(&b']') => {
+                i += 3;
+                continue;
+            }
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            b'{' => {
+                let mut level = 0;
+                let mut parts = Vec::new();
+                let mut start = i + 1;
+                let mut j = i + 1;
+                let mut close = None;
+                while j < b.len() {
+                    match b[j] {
+                        b'[' if b.get(j + 2) == Some(&b']') => j += 2,
+                        b'{' => level += 1,
+                        b'}' if level == 0 => {
+                            close = Some(j);
+                            break;
+                        }
+                        b'}' => level -= 1,
+                        b',' if level == 0 => {
+                            parts.push(&s[start..j]);
+                            start = j + 1;
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                if let Some(close) = close {
+                    let inner = &s[i + 1..close];
+                    let (pre, post) = (&s[..i], &s[close + 1..]);
+                    if !parts.is_empty() {
+                        parts.push(&s[start..close]);
+                        for part in parts {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            brace_expand(&format!("{pre}{part}{post}"), out, limit);
+                        }
+                        return;
+                    }
+                    if let Some((x, y)) = inner.split_once("..")
+                        && let (Ok(x), Ok(y)) = (x.parse::<i64>(), y.parse::<i64>())
+                    {
+                        let (lo, hi) = (x.min(y), x.max(y));
+                        for v in lo..=hi.min(lo + limit as i64) {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            brace_expand(&format!("{pre}{v}{post}"), out, limit);
+                        }
+                        return;
+                    }
+                    if let Some((x, y)) = inner.split_once("..")
+                        && x.chars().count() == 1
+                        && y.chars().count() == 1
+                    {
+                        let (x, y) = (
+                            x.chars().next().unwrap_or('a'),
+                            y.chars().next().unwrap_or('a'),
+                        );
+                        let (lo, hi) = (x.min(y), x.max(y));
+                        for v in lo..=hi {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            brace_expand(&format!("{pre}{v}{post}"), out, limit);
+                        }
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if out.len() < limit {
+        out.push(s.to_string());
+    }
+}
+
+/// One element of a glob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Lit(char),
+    /// `?`: one character, not `/`; `nodot`: not `.` either (it starts a component of a
+    /// shell word, where bash never matches a leading dot without `dotglob`).
+    One {
+        nodot: bool,
+    },
+    /// `*`; `slash` when it may match `/` (`**`); `bare` when it is a whole component of
+    /// a shell word (`dir/*`): it stands for "everything", which the rules about whole
+    /// directories judge, not for a spelling of one protected name, so it reads only
+    /// what a wildcard of the other glob reads.
+    Star {
+        slash: bool,
+        bare: bool,
+    },
+    Class {
+        neg: bool,
+        ranges: Vec<(char, char)>,
+        nodot: bool,
+    },
+}
+
+/// A glob as tokens. `policy`: a clause glob, where `\` escapes; in a shell word it was
+/// already removed, and `[x]` escapes.
+fn tokenize(g: &str, policy: bool) -> Vec<Tok> {
+    let cs: Vec<char> = g.chars().collect();
+    let mut out = Vec::with_capacity(cs.len());
+    let mut i = 0;
+    while i < cs.len() {
+        match cs[i] {
+            '\\' if policy && i + 1 < cs.len() => {
+                out.push(Tok::Lit(cs[i + 1]));
+                i += 2;
+                continue;
+            }
+            '*' => {
+                let first = i;
+                while i + 1 < cs.len() && cs[i + 1] == '*' {
+                    i += 1;
+                }
+                let comp_start = first == 0 || cs[first - 1] == '/';
+                let comp_end = i + 1 == cs.len() || cs[i + 1] == '/';
+                // `**` crosses `/`; `*` does not (shell words, and the clause globs,
+                // which are built with `literal_separator`).
+                let slash = i > first;
+                if !policy && comp_start && !comp_end {
+                    // `*.rs`, `*rc`: at least one character, and not a leading dot.
+                    out.push(Tok::One { nodot: true });
+                }
+                out.push(Tok::Star {
+                    slash,
+                    bare: !policy && comp_start && comp_end,
+                });
+            }
+            '?' => out.push(Tok::One {
+                nodot: !policy && (i == 0 || cs[i - 1] == '/'),
+            }),
+            '[' => {
+                let mut j = i + 1;
+                let neg = j < cs.len() && (cs[j] == '!' || cs[j] == '^');
+                if neg {
+                    j += 1;
+                }
+                let first = j;
+                let mut ranges = Vec::new();
+                let mut closed = false;
+                while j < cs.len() {
+                    if cs[j] == ']' && j > first {
+                        closed = true;
+                        break;
+                    }
+                    if j + 2 < cs.len() && cs[j + 1] == '-' && cs[j + 2] != ']' {
+                        ranges.push((cs[j], cs[j + 2]));
+                        j += 3;
+                    } else {
+                        ranges.push((cs[j], cs[j]));
+                        j += 1;
+                    }
+                }
+                if closed {
+                    let nodot = !policy && (i == 0 || cs[i - 1] == '/');
+                    out.push(Tok::Class { neg, ranges, nodot });
+                    i = j + 1;
+                    continue;
+                }
+                out.push(Tok::Lit('['));
+            }
+            c => out.push(Tok::Lit(c)),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn class_has(neg: bool, ranges: &[(char, char)], c: char) -> bool {
+    ranges.iter().any(|&(a, b)| a <= c && c <= b) != neg
+}
+
+/// Whether a token can read `c`.
+fn reads(t: &Tok, c: char) -> bool {
+    match t {
+        Tok::Lit(x) => *x == c,
+        Tok::One { nodot } => c != '/' && !(*nodot && c == '.'),
+        Tok::Star { slash, .. } => *slash || c != '/',
+        Tok::Class { neg, ranges, nodot } => {
+            c != '/' && !(*nodot && c == '.') && class_has(*neg, ranges, c)
+        }
+    }
+}
+
+/// Whether one character can be read by both tokens (neither being a star).
+fn chars_meet(a: &Tok, b: &Tok) -> bool {
+    match (a, b) {
+        (Tok::Lit(c), t) | (t, Tok::Lit(c)) => reads(t, *c),
+        (
+            Tok::Class {
+                ranges, neg: false, ..
+            },
+            t,
+        )
+        | (
+            t,
+            Tok::Class {
+                ranges, neg: false, ..
+            },
+        ) => ranges.iter().any(|&(lo, hi)| {
+            (lo..=hi)
+                .take(256)
+                .any(|c| reads(t, c) && reads(a, c) && reads(b, c))
+        }),
+        // Two wildcards that each exclude at most `/` and `.`: some letter fits both.
+        _ => true,
+    }
+}
+
+/// Whether a star may read the character the other token reads.
+fn star_reads(slash: bool, t: &Tok) -> bool {
+    match t {
+        Tok::Lit(c) => slash || *c != '/',
+        _ => true,
+    }
+}
+
+/// Whether two globs can match a common string: a search over pairs of positions
+/// (the product of the two automata), O(len(a) × len(b)). `a` is a shell word, `b` a
+/// clause glob.
+#[cfg(test)]
+pub(crate) fn meets_str(a: &str, b: &str) -> bool {
+    meets(&tokenize(a, false), &tokenize(b, true))
+}
+
+fn meets(a: &[Tok], b: &[Tok]) -> bool {
+    let (n, m) = (a.len(), b.len());
+    let mut seen = vec![false; (n + 1) * (m + 1)];
+    let mut todo = vec![(0usize, 0usize)];
+    while let Some((i, j)) = todo.pop() {
+        let k = i * (m + 1) + j;
+        if seen[k] {
+            continue;
+        }
+        seen[k] = true;
+        if i == n && j == m {
+            return true;
+        }
+        let sa = match a.get(i) {
+            Some(Tok::Star { slash, bare }) => Some((*slash, *bare)),
+            _ => None,
+        };
+        let sb = match b.get(j) {
+            Some(Tok::Star { slash, .. }) => Some(*slash),
+            _ => None,
+        };
+        // A star matches the empty string.
+        if sa.is_some() {
+            todo.push((i + 1, j));
+        }
+        if sb.is_some() {
+            todo.push((i, j + 1));
+        }
+        match (sa, sb) {
+            // Both stars read the same characters: no change of state.
+            (Some(_), Some(_)) => {}
+            (Some((slash, bare)), None) => {
+                if !bare
+                    && let Some(t) = b.get(j)
+                    && star_reads(slash, t)
+                {
+                    todo.push((i, j + 1));
+                }
+            }
+            (None, Some(slash)) => {
+                if let Some(t) = a.get(i)
+                    && star_reads(slash, t)
+                {
+                    todo.push((i + 1, j));
+                }
+            }
+            (None, None) => {
+                if let (Some(x), Some(y)) = (a.get(i), b.get(j))
+                    && chars_meet(x, y)
+                {
+                    todo.push((i + 1, j + 1));
+                }
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_meet_when_some_string_matches_both() {
+        let home = "/home/u";
+        assert!(meets_str(
+            &format!("{home}/.ss[h]/id_rs[a]"),
+            &format!("{home}/.ssh/**")
+        ));
+        assert!(meets_str("/p/.e?v", "**/.env"));
+        assert!(meets_str("/etc/sha*", "/etc/shadow"));
+        assert!(meets_str(
+            "/h?me",
+            "/{bin,home}".replace("{bin,home}", "home").as_str()
+        ));
+        assert!(!meets_str("/p/src/*.rs", "**/.env"));
+        assert!(!meets_str("/etc/pass*", "/etc/shadow"));
+        assert!(!meets_str("/p/*/x", "/p/a/b/x"));
+        assert!(meets_str("/p/*/x", "/p/**"));
+        // bash never matches a leading dot with a wildcard; a bare `*` is "everything".
+        assert!(!meets_str("/p/src/*/mod.rs", "**/.ssh/**"));
+        assert!(!meets_str("/p/*", "**/id_rsa"));
+        assert!(!meets_str("/p/*.env", "**/.env"));
+        assert!(meets_str("/home/u/.ssh/*", "**/.ssh/**"));
+        assert!(meets_str("/proc/[s]elf/environ", "/proc/*/environ"));
+    }
+
+    #[test]
+    fn braces_expand() {
+        let mut out = Vec::new();
+        brace_expand("~/.ssh{,}/id_rs{a,}", &mut out, 64);
+        assert_eq!(
+            out,
+            [
+                "~/.ssh/id_rsa",
+                "~/.ssh/id_rs",
+                "~/.ssh/id_rsa",
+                "~/.ssh/id_rs"
+            ]
+        );
+        out.clear();
+        brace_expand("/{home,etc}", &mut out, 64);
+        assert_eq!(out, ["/home", "/etc"]);
+    }
+
+    #[test]
+    fn flags_in_any_spelling() {
+        assert!(flag_spelled("-r", "-rf"));
+        assert!(flag_spelled("-r", "-fr"));
+        assert!(flag_spelled("--recursive", "--recursive"));
+        assert!(flag_spelled("--recursive", "--recur"));
+        assert!(!flag_spelled("-r", "--force"));
+        assert!(flag_spelled("-delete", "-delete"));
+        assert!(!flag_spelled("-r", "/tmp/-r"));
+    }
+}
