@@ -336,24 +336,27 @@ fn compile_inbound(
                     let key = format!("{:?}", clauses.value);
                     let (p, fresh) = intern(InKey::Command(sel, key), sel);
                     if fresh {
-                        let mut compiled = Vec::new();
-                        for c in &clauses.value {
-                            match command::Clause::compile(c, env) {
-                                Ok(c) => compiled.push(c),
-                                Err(e) => diags.push(
-                                    Some(clauses.span),
-                                    "mcpwall::compile::command",
-                                    format!("command matcher cannot be compiled: {}", e.reason),
-                                    "this matcher",
-                                    "check the globs of `name`, `paths`, `redirect` and `words`",
-                                ),
-                            }
+                        let builtin =
+                            policy.source(clauses.span.source).kind == SourceKind::Builtin;
+                        let lazy = if builtin {
+                            Ok(command::LazyClauses::deferred(&clauses.value, env))
+                        } else {
+                            command::LazyClauses::eager(&clauses.value, env)
+                        };
+                        match lazy {
+                            Ok(lazy) => commands.preds.push(command::CommandPred {
+                                pred: p,
+                                selector: sel,
+                                clauses: lazy,
+                            }),
+                            Err(e) => diags.push(
+                                Some(clauses.span),
+                                "mcpwall::compile::command",
+                                format!("command matcher cannot be compiled: {}", e.reason),
+                                "this matcher",
+                                "check the globs of `name`, `paths`, `redirect` and `words`",
+                            ),
                         }
-                        commands.preds.push(command::CommandPred {
-                            pred: p,
-                            selector: sel,
-                            clauses: compiled.into(),
-                        });
                     }
                     (
                         COMMAND,

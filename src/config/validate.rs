@@ -932,7 +932,7 @@ impl<'a> Decoder<'a> {
             );
             return None;
         }
-        ok.then(|| Spanned {
+        ok.then_some(Spanned {
             value: clauses,
             span,
         })
@@ -1047,7 +1047,7 @@ impl<'a> Decoder<'a> {
                             _ => unreachable!("fields() only returns allowed keys"),
                         }
                     }
-                    if paths.patterns.is_empty() && paths.ancestors_of.is_empty() {
+                    if pf.get("pattern").is_none() && pf.get("ancestors_of").is_none() {
                         self.report(
                             Code::EmptyMatch,
                             "`paths` needs `pattern` or `ancestors_of`",

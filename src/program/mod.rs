@@ -28,6 +28,15 @@ pub struct CallInfo<'a> {
     pub server: &'a str,
 }
 
+/// A command line as the `command` matcher understood it, for `check`.
+#[derive(Debug, Clone)]
+pub struct CommandExplanation {
+    /// The simple commands, `; `-separated, with what feeds them.
+    pub understood: String,
+    /// Which command met which clause.
+    pub why: String,
+}
+
 /// The engine a condition was compiled into (for `explain-policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -436,6 +445,11 @@ impl Program {
     pub fn warm_up(&self) {
         if let Some(globs) = &self.inbound.tool_globs {
             globs.warm_up();
+        }
+        if let Some(ce) = &self.inbound.command {
+            for p in &ce.preds {
+                p.clauses.get();
+            }
         }
         if let Some(re) = &self.inbound.regex {
             re.warm_up();
@@ -961,6 +975,64 @@ impl Program {
 
     pub fn rule(&self, id: RuleId) -> &RuleInfo {
         &self.rules[id.0 as usize]
+    }
+
+    /// How the argument values of `msg` that a `command` condition of the inbound rule
+    /// `rule` reads were understood as shell command lines, and which command meets the
+    /// condition (for `check`). Empty when the rule has no `command` condition.
+    pub fn explain_commands(
+        &self,
+        rule: RuleId,
+        frame: &Frame<'_>,
+        msg: &Message,
+    ) -> Vec<CommandExplanation> {
+        let inb = &self.inbound;
+        let Some(ce) = &inb.command else {
+            return Vec::new();
+        };
+        let preds: Vec<&engine::command::CommandPred> = ce
+            .preds
+            .iter()
+            .filter(|p| inb.pred_rules.get(p.pred as usize).contains(&rule.0))
+            .collect();
+        if preds.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut s = engine::command::CommandScratch::default();
+        let tokens = frame.tokens();
+        for i in msg.args.clone() {
+            let tok = &tokens[i];
+            if tok.kind != TokenKind::String {
+                continue;
+            }
+            let sel = match tokens.get(tok.arg as usize) {
+                Some(key) if tok.arg != Token::NO_ARG => inb
+                    .arg_names
+                    .get(frame.text(key.text))
+                    .copied()
+                    .unwrap_or(NO_SEL),
+                _ => NO_SEL,
+            };
+            let text = frame.text(tok.text);
+            if !crate::shell::worth_parsing(text) {
+                continue;
+            }
+            for p in &preds {
+                if p.selector != ANY_SEL && p.selector != sel {
+                    continue;
+                }
+                crate::shell::parse_into(text, &mut s.parsed);
+                if let Some(why) = ce.why(p, &self.env, &mut s) {
+                    out.push(CommandExplanation {
+                        understood: s.parsed.describe(),
+                        why,
+                    });
+                    break;
+                }
+            }
+        }
+        out
     }
 
     pub fn outbound_rule(&self, id: RuleId) -> &RuleInfo {

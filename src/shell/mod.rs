@@ -98,8 +98,6 @@ pub struct Command {
     /// What the command reads as input: [`DOWNLOADED`], [`DECODED`], through stdin (a
     /// pipe or a redirection) or through the substitutions among its arguments.
     pub input: u8,
-    /// Whether the command reads stdin (a pipe or an input redirection feeds it).
-    pub stdin_fed: bool,
     /// A download ran earlier in the same command line.
     pub after_download: bool,
     /// Run by `find -exec` or by `xargs` over `find`'s output: it acts on whole trees.

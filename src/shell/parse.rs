@@ -567,7 +567,7 @@ impl P<'_, '_> {
         }
         if self.out.redirects.len() > mark_r {
             // Keep them visible as a command with no name, so redirection rules see them.
-            self.finish(mark_w, mark_r, fed, false);
+            self.finish(mark_w, mark_r, fed);
         }
         self.out.stack.truncate(mark_w);
         out
@@ -594,7 +594,6 @@ impl P<'_, '_> {
         let mark_w = self.out.stack.len();
         let mark_r = self.out.redirects.len();
         let mut stdin = if piped { fed.flags } else { 0 };
-        let mut stdin_fed = piped;
         let mut named = false;
         loop {
             self.skip_blanks();
@@ -615,7 +614,6 @@ impl P<'_, '_> {
                 let (kind, f) = self.redirect();
                 if kind == Some(RedirectKind::Input) || kind == Some(RedirectKind::Here) {
                     stdin |= f;
-                    stdin_fed = true;
                 }
                 continue;
             }
@@ -659,14 +657,13 @@ impl P<'_, '_> {
                 flags: stdin,
                 paths: if piped { fed.paths } else { None },
             },
-            stdin_fed,
         );
         self.out.stack.truncate(mark_w);
         o
     }
 
     /// Turn the words on the stack above `mark_w` into a [`Command`] (see `resolve.rs`).
-    fn finish(&mut self, mark_w: usize, mark_r: usize, fed: Output, stdin_fed: bool) -> Output {
+    fn finish(&mut self, mark_w: usize, mark_r: usize, fed: Output) -> Output {
         let a = self.out.argv.len() as u32;
         let Parsed { stack, argv, .. } = &mut *self.out;
         argv.extend_from_slice(&stack[mark_w.min(stack.len())..]);
@@ -677,7 +674,6 @@ impl P<'_, '_> {
             name_at: a,
             redirects: r,
             depth: self.depth,
-            stdin_fed,
             input: fed.flags,
             ..Command::default()
         };
@@ -1076,7 +1072,7 @@ impl P<'_, '_> {
                 self.i = self.i.min(self.b.len());
                 let plain = matches!(op, Some(b'}') | Some(b':') | Some(b'-') | Some(b'?'))
                     && !matches!(
-                        self.src[name_start..self.i].as_bytes().get(name.len() + 1),
+                        self.src.as_bytes()[name_start..self.i].get(name.len() + 1),
                         Some(b'+')
                     );
                 if name == "HOME" && plain {

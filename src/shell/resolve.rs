@@ -115,7 +115,8 @@ impl Parsed {
             if w.flags & (DYNAMIC | GLOB) != 0 {
                 break;
             }
-            let name = command_basename(self.lit(&w)).to_string();
+            let mut name = self.take_string();
+            name.push_str(command_basename(self.lit(&w)));
             let skip = |p: &Parsed, at: u32, with_arg: &[&str], stop_at_positional: bool| -> u32 {
                 let mut j = at + 1;
                 while j < b {
@@ -124,7 +125,7 @@ impl Parsed {
                         return j + 1;
                     }
                     if t.starts_with('-') && t.len() > 1 {
-                        let takes = with_arg.iter().any(|f| *f == t);
+                        let takes = with_arg.contains(&t);
                         j += 1 + u32::from(takes);
                         continue;
                     }
@@ -227,20 +228,23 @@ impl Parsed {
                     }
                     j
                 }
-                _ => break,
+                _ => {
+                    self.give_string(name);
+                    break;
+                }
             };
+            self.give_string(name);
             i = next.min(b);
         }
         cmd.name_at = i;
-        let name = if i < b {
+        let mut name = self.take_string();
+        if i < b {
             let w = *self.word(self.argv[i as usize]);
             if w.flags & (DYNAMIC | GLOB) != 0 {
                 cmd.name_unknown = true;
             }
-            command_basename(self.lit(&w)).to_string()
-        } else {
-            String::new()
-        };
+            name.push_str(command_basename(self.lit(&w)));
+        }
         let args = (i + 1).min(b)..b;
         let arg = |p: &Parsed, j: u32| *p.word(p.argv[j as usize]);
         let mut arg_feed = 0u8;
@@ -255,7 +259,7 @@ impl Parsed {
             let mut positional = false;
             let mut j = args.start;
             while j < b {
-                let t = self.lit(&arg(self, j)).to_string();
+                let t = self.lit(&arg(self, j));
                 if t == "--" {
                     positional = j + 1 < b;
                     break;
@@ -348,8 +352,10 @@ impl Parsed {
 
         // Output.
         let mut out = Output::default();
-        let lower = name.to_ascii_lowercase();
-        if DOWNLOADERS.contains(&name.as_str()) || DOWNLOADERS.contains(&lower.as_str()) {
+        if DOWNLOADERS
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(name.as_str()))
+        {
             out.flags |= DOWNLOADED;
             self.seen_download = true;
         }
@@ -476,6 +482,7 @@ impl Parsed {
             }
         }
         let _ = pushed;
+        self.give_string(name);
         out
     }
 

@@ -12,6 +12,8 @@
 //! name from a variable or substitution is *unknown*, which a clause admits with
 //! `unknown_name: true`.
 
+use std::sync::OnceLock;
+
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::policy::CommandClause;
@@ -21,6 +23,8 @@ use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
 /// One compiled clause.
 #[derive(Debug)]
 pub(crate) struct Clause {
+    /// The clause as written, shortened, for `check`.
+    text: String,
     names: Option<GlobSet>,
     /// Some name glob holds a `/`: also match the name as written.
     names_by_path: bool,
@@ -52,7 +56,50 @@ struct PathCond {
 pub(crate) struct CommandPred {
     pub pred: u32,
     pub selector: u32,
-    pub clauses: Box<[Clause]>,
+    pub clauses: LazyClauses,
+}
+
+/// The clauses of a predicate, built at compile time (a user's policy, so a failure is
+/// reported at start-up) or on first use (the embedded packs, which the test suite builds:
+/// their glob sets would otherwise cost every start-up a few milliseconds).
+#[derive(Debug)]
+pub(crate) struct LazyClauses {
+    specs: Vec<CommandClause>,
+    env: PathEnv,
+    built: OnceLock<Box<[Clause]>>,
+}
+
+impl LazyClauses {
+    pub fn eager(specs: &[CommandClause], env: &PathEnv) -> Result<LazyClauses, ClauseFailure> {
+        let built = specs
+            .iter()
+            .map(|c| Clause::compile(c, env))
+            .collect::<Result<Box<[Clause]>, _>>()?;
+        Ok(LazyClauses {
+            specs: Vec::new(),
+            env: env.clone(),
+            built: OnceLock::from(built),
+        })
+    }
+
+    pub fn deferred(specs: &[CommandClause], env: &PathEnv) -> LazyClauses {
+        LazyClauses {
+            specs: specs.to_vec(),
+            env: env.clone(),
+            built: OnceLock::new(),
+        }
+    }
+
+    pub fn get(&self) -> &[Clause] {
+        self.built.get_or_init(|| {
+            self.specs
+                .iter()
+                // An embedded pack's clause always builds (the test suite builds every
+                // one); were one not to, it would match every command: fail closed.
+                .map(|c| Clause::compile(c, &self.env).unwrap_or_else(|_| Clause::everything()))
+                .collect()
+        })
+    }
 }
 
 /// Every `command` predicate of the inbound rules.
@@ -109,6 +156,25 @@ fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
 }
 
 impl Clause {
+    /// A clause with no condition: it holds for every command.
+    fn everything() -> Clause {
+        Clause {
+            text: "{}".to_string(),
+            names: None,
+            names_by_path: false,
+            unknown_name: false,
+            flags: Box::new([]),
+            subcommands: Box::new([]),
+            paths: None,
+            redirects: None,
+            redirect_tokens: Vec::new(),
+            words: None,
+            input: 0,
+            after_download: false,
+            over_find: false,
+        }
+    }
+
     pub fn compile(c: &CommandClause, env: &PathEnv) -> Result<Clause, ClauseFailure> {
         let paths = match &c.paths {
             None => None,
@@ -140,7 +206,12 @@ impl Clause {
                 })
             }
         };
+        let mut text = crate::compile::describe_clauses(std::slice::from_ref(c));
+        if text.chars().count() > 160 {
+            text = text.chars().take(157).collect::<String>() + "...}";
+        }
         Ok(Clause {
+            text,
             names: glob_set(&c.names, None, true)?,
             names_by_path: c.names.iter().any(|n| n.contains('/')),
             unknown_name: c.unknown_name,
@@ -176,7 +247,7 @@ impl CommandEngine {
         let commands = s.parsed.commands().len();
         for i in 0..commands {
             let c = s.parsed.commands()[i];
-            for cl in p.clauses.iter() {
+            for cl in p.clauses.get() {
                 if clause_holds(cl, &c, env, s) {
                     return true;
                 }
@@ -191,7 +262,7 @@ impl CommandEngine {
         let commands = s.parsed.commands().len();
         for i in 0..commands {
             let c = s.parsed.commands()[i];
-            for (k, cl) in p.clauses.iter().enumerate() {
+            for (k, cl) in p.clauses.get().iter().enumerate() {
                 if clause_holds(cl, &c, env, s) {
                     let words: Vec<String> = s
                         .parsed
@@ -204,9 +275,10 @@ impl CommandEngine {
                         format!("`{}`", s.parsed.name_text(&c))
                     };
                     return Some(format!(
-                        "{name} (from `{}`) meets clause {} of the matcher",
+                        "{name} (from `{}`) meets clause {}: {}",
                         words.join(" "),
-                        k + 1
+                        k + 1,
+                        cl.text
                     ));
                 }
             }
@@ -216,7 +288,13 @@ impl CommandEngine {
 }
 
 fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch) -> bool {
-    let p = &s.parsed;
+    let CommandScratch {
+        parsed: p,
+        bufs,
+        norm,
+        alts,
+    } = s;
+    let p = &*p;
     if cl.names.is_some() || cl.unknown_name {
         let named = !c.name_unknown
             && p.name(c).is_some()
@@ -251,27 +329,28 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
     if let Some(set) = &cl.redirects {
         let mut hit = false;
         for r in p.redirects(c) {
-            if matches!(r.kind, RedirectKind::Output | RedirectKind::Input) {
-                let w = p.word(r.target);
-                let t = p.lit(w);
-                normalize_into(t, env, &mut s.bufs, &mut s.norm);
-                if set.is_match(t) || set.is_match(&s.norm) {
-                    hit = true;
-                    break;
+            if !matches!(r.kind, RedirectKind::Output | RedirectKind::Input) {
+                continue;
+            }
+            let w = p.word(r.target);
+            let t = p.lit(w);
+            normalize_into(t, env, bufs, norm);
+            if set.is_match(t) || set.is_match(norm.as_str()) {
+                hit = true;
+                break;
+            }
+            if w.flags & (GLOB | BRACE) != 0 {
+                alts.clear();
+                brace_expand(p.pattern(w), alts, 64);
+                for a in alts.iter() {
+                    normalize_into(a, env, bufs, norm);
+                    let word = tokenize(norm, false);
+                    if cl.redirect_tokens.iter().any(|t| meets(&word, t)) {
+                        hit = true;
+                    }
                 }
-                if w.flags & (GLOB | BRACE) != 0 {
-                    let mut alts = Vec::new();
-                    brace_expand(p.pattern(w), &mut alts, 64);
-                    for a in alts {
-                        normalize_into(&a, env, &mut s.bufs, &mut s.norm);
-                        let word = tokenize(&s.norm, false);
-                        if cl.redirect_tokens.iter().any(|t| meets(&word, t)) {
-                            hit = true;
-                        }
-                    }
-                    if hit {
-                        break;
-                    }
+                if hit {
+                    break;
                 }
             }
         }
@@ -279,19 +358,12 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             return false;
         }
     }
-    if let Some(pc) = &cl.paths {
-        let n = p.args(c).count();
-        let mut hit = false;
-        for k in 0..n {
-            let w = *s.parsed.args(c).nth(k).expect("counted");
-            if path_word_meets(pc, &w, c.fans_out, env, s) {
-                hit = true;
-                break;
-            }
-        }
-        if !hit {
-            return false;
-        }
+    if let Some(pc) = &cl.paths
+        && !p
+            .args(c)
+            .any(|w| path_word_meets(pc, p, w, c.fans_out, env, bufs, norm, alts))
+    {
+        return false;
     }
     true
 }
@@ -339,71 +411,66 @@ fn flag_spelled(f: &str, t: &str) -> bool {
 }
 
 fn has_subcommand(cl: &Clause, c: &Command, p: &Parsed) -> bool {
-    let positionals: Vec<&str> = p
-        .args(c)
-        .map(|w| p.lit(w))
-        .filter(|t| !t.starts_with('-'))
-        .collect();
+    let positionals = || p.args(c).map(|w| p.lit(w)).filter(|t| !t.starts_with('-'));
     cl.subcommands.iter().any(|seq| {
         (0..2).any(|at| {
-            seq.iter()
-                .enumerate()
-                .all(|(k, want)| positionals.get(at + k).is_some_and(|t| t == want))
+            let mut ops = positionals().skip(at);
+            seq.iter().all(|want| ops.next().is_some_and(|t| t == want))
         })
     })
 }
 
 /// Whether an operand (or the value of a `key=value` operand) meets the path condition.
+#[allow(clippy::too_many_arguments)]
 fn path_word_meets(
     pc: &PathCond,
+    p: &Parsed,
     w: &Word,
     fans_out: bool,
     env: &PathEnv,
-    s: &mut CommandScratch,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
+    alts: &mut Vec<String>,
 ) -> bool {
     let is_glob = w.flags & (GLOB | BRACE) != 0;
-    let text = if is_glob {
-        s.parsed.pattern(w)
-    } else {
-        s.parsed.lit(w)
-    };
-    if text.is_empty() {
-        return false;
+    if !is_glob {
+        // The common case, without copies: the operand, then the value after `key=`.
+        let lit = p.lit(w);
+        if lit.is_empty() {
+            return false;
+        }
+        return literal_meets(pc, lit, fans_out, env, bufs, norm)
+            || key_value(lit).is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm));
     }
-    let mut alts = std::mem::take(&mut s.alts);
     alts.clear();
-    if is_glob {
-        brace_expand(text, &mut alts, 64);
-    } else {
-        alts.push(text.to_string());
-    }
-    // `of=/dev/sda`, `--output=/etc/x`: the value is a path too.
+    brace_expand(p.pattern(w), alts, 64);
     let n = alts.len();
     for k in 0..n {
-        if let Some(eq) = alts[k].find('=')
-            && alts[k][..eq]
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            let v = alts[k][eq + 1..].to_string();
+        if let Some(v) = key_value(&alts[k]) {
+            let v = v.to_string();
             alts.push(v);
         }
     }
-    let mut hit = false;
-    for a in &alts {
-        let glob = is_glob && has_meta(a);
-        if if glob {
-            glob_meets(pc, a, fans_out, env, s)
+    for a in alts.iter() {
+        let hit = if has_meta(a) {
+            glob_meets(pc, a, fans_out, env, bufs, norm)
         } else {
-            let lit = if is_glob { unescape(a) } else { a.clone() };
-            literal_meets(pc, &lit, fans_out, env, s)
-        } {
-            hit = true;
-            break;
+            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm)
+        };
+        if hit {
+            return true;
         }
     }
-    s.alts = alts;
-    hit
+    false
+}
+
+/// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
+fn key_value(s: &str) -> Option<&str> {
+    let eq = s.find('=')?;
+    s[..eq]
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        .then(|| &s[eq + 1..])
 }
 
 /// A command run over what `find` lists (`fans_out`) is selective: the project itself as
@@ -413,13 +480,14 @@ fn literal_meets(
     lit: &str,
     fans_out: bool,
     env: &PathEnv,
-    s: &mut CommandScratch,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
 ) -> bool {
     if lit.starts_with('-') {
         return false;
     }
-    normalize_into(lit, env, &mut s.bufs, &mut s.norm);
-    let norm = s.norm.as_str();
+    normalize_into(lit, env, bufs, norm);
+    let norm = norm.as_str();
     if pc
         .ancestors
         .iter()
@@ -436,23 +504,24 @@ fn glob_meets(
     pat: &str,
     fans_out: bool,
     env: &PathEnv,
-    s: &mut CommandScratch,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
 ) -> bool {
     if pat.starts_with('-') {
         return false;
     }
-    normalize_into(pat, env, &mut s.bufs, &mut s.norm);
-    let norm = s.norm.clone();
+    normalize_into(pat, env, bufs, norm);
+    let glob = norm.clone();
     // `dir/*` removes everything in `dir`: judge it as `dir` too.
-    if let Some(dir) = norm.strip_suffix("/*")
+    if let Some(dir) = glob.strip_suffix("/*")
         && !has_meta(dir)
     {
         let dir = if dir.is_empty() { "/" } else { dir };
-        if literal_meets(pc, dir, fans_out, env, s) {
+        if literal_meets(pc, dir, fans_out, env, bufs, norm) {
             return true;
         }
     }
-    let word = tokenize(&norm, false);
+    let word = tokenize(&glob, false);
     if pc
         .ancestors
         .iter()
@@ -465,9 +534,9 @@ fn glob_meets(
     }
     // Outside `not_under` unless every expansion stays inside: the literal directory
     // before the first metacharacter is under the root.
-    let fixed = match norm.find(['*', '?', '[']) {
-        Some(i) => norm[..i].rfind('/').map_or("/", |j| &norm[..j.max(1)]),
-        None => norm.as_str(),
+    let fixed = match glob.find(['*', '?', '[']) {
+        Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
+        None => glob.as_str(),
     };
     pc.not_under.iter().all(|r| !r.contains(fixed))
 }
