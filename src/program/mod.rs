@@ -209,7 +209,10 @@ pub(crate) struct Outbound {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]).
+/// its root (see [`Root::contains`]). A `command` matcher parses each value it reads as
+/// a shell command line once (linear in its length, nesting bounded at 24 levels, into a
+/// per-[`Scratch`] arena) and judges each simple command against its clauses; the glob
+/// sets of the embedded packs' clauses are built on first use.
 ///
 /// # Construction failure
 ///

@@ -296,75 +296,86 @@ impl P<'_, '_> {
         }
     }
 
-    /// One command: compound or simple. `fed` is what its stdin carries.
+    /// One command: compound or simple. `fed` is what its stdin carries. Reserved words
+    /// that only introduce a command (`if`, `then`, `do`, `function NAME`) are stepped over
+    /// in a loop, not by recursion, so a long run of them costs no stack.
     fn command(&mut self, end: u8, fed: Output, piped: bool) -> Output {
-        self.skip_blanks();
-        let Some(c) = self.peek() else {
-            return Output::default();
-        };
-        if c == b'(' {
-            if self.at(1) == Some(b'(') {
-                // `(( arithmetic ))`: no command runs.
-                self.skip_balanced(b'(', b')');
-                return self.trailing_redirects(fed);
-            }
-            self.i += 1;
-            let o = self.nested_list(b')', fed.flags);
-            if self.peek() == Some(b')') {
-                self.i += 1;
-            }
-            let r = self.trailing_redirects(fed);
-            return Output {
-                flags: o.flags | r.flags,
-                paths: o.paths,
+        let (mut fed, mut piped) = (fed, piped);
+        loop {
+            self.skip_blanks();
+            let Some(c) = self.peek() else {
+                return Output::default();
             };
-        }
-        let word = self.plain_word();
-        match word {
-            "{" => {
+            if c == b'(' {
+                if self.at(1) == Some(b'(') {
+                    // `(( arithmetic ))`: no command runs.
+                    self.skip_balanced(b'(', b')');
+                    return self.trailing_redirects(fed);
+                }
                 self.i += 1;
-                let o = self.nested_list(b'}', fed.flags);
-                if self.peek() == Some(b'}') {
+                let o = self.nested_list(b')', fed.flags);
+                if self.peek() == Some(b')') {
                     self.i += 1;
                 }
-                self.trailing_redirects(fed);
-                o
+                let r = self.trailing_redirects(fed);
+                return Output {
+                    flags: o.flags | r.flags,
+                    paths: o.paths,
+                };
             }
-            "if" | "then" | "else" | "elif" | "do" | "while" | "until" => {
-                self.i += word.len();
-                self.command(end, fed, piped)
-            }
-            "fi" | "done" | "esac" | "}" => {
-                self.i += word.len();
-                self.trailing_redirects(fed);
-                Output::default()
-            }
-            "for" | "select" => {
-                self.i += word.len();
-                self.for_head();
-                Output::default()
-            }
-            "case" => {
-                self.i += word.len();
-                self.case_clause(fed.flags)
-            }
-            "function" => {
-                self.i += word.len();
-                self.skip_blanks();
-                let name_len = self.plain_word().len();
-                self.i += name_len.max(1).min(self.b.len() - self.i);
-                self.skip_blanks();
-                if self.peek() == Some(b'(') && self.at(1) == Some(b')') {
-                    self.i += 2;
+            let word = self.plain_word();
+            match word {
+                "{" => {
+                    self.i += 1;
+                    let o = self.nested_list(b'}', fed.flags);
+                    if self.peek() == Some(b'}') {
+                        self.i += 1;
+                    }
+                    self.trailing_redirects(fed);
+                    return o;
                 }
-                self.skip_newlines();
-                self.command(end, Output::default(), false)
+                "if" | "then" | "else" | "elif" | "do" | "while" | "until" => {
+                    self.i += word.len();
+                }
+                "fi" | "done" | "esac" | "}" => {
+                    self.i += word.len();
+                    self.trailing_redirects(fed);
+                    return Output::default();
+                }
+                "for" | "select" => {
+                    self.i += word.len();
+                    self.for_head();
+                    return Output::default();
+                }
+                "case" => {
+                    self.i += word.len();
+                    if self.depth + 1 >= MAX_DEPTH {
+                        self.out.too_deep = true;
+                        return Output::default();
+                    }
+                    self.depth += 1;
+                    let o = self.case_clause(fed.flags);
+                    self.depth -= 1;
+                    return o;
+                }
+                "function" => {
+                    self.i += word.len();
+                    self.skip_blanks();
+                    let name_len = self.plain_word().len();
+                    self.i += name_len.max(1).min(self.b.len() - self.i);
+                    self.skip_blanks();
+                    if self.peek() == Some(b'(') && self.at(1) == Some(b')') {
+                        self.i += 2;
+                    }
+                    self.skip_newlines();
+                    (fed, piped) = (Output::default(), false);
+                }
+                "[[" => {
+                    self.test_expression();
+                    return Output::default();
+                }
+                _ => return self.simple(end, fed, piped),
             }
-            "[[" => {
-                self.test_expression();
-                Output::default()
-            }
-            _ => self.simple(end, fed, piped),
         }
     }
 
@@ -624,7 +635,14 @@ impl P<'_, '_> {
                     self.out.stack.truncate(mark_w);
                     self.out.redirects.truncate(mark_r);
                     self.skip_newlines();
-                    return self.command(end, Output::default(), false);
+                    if self.depth + 1 >= MAX_DEPTH {
+                        self.out.too_deep = true;
+                        return Output::default();
+                    }
+                    self.depth += 1;
+                    let o = self.command(end, Output::default(), false);
+                    self.depth -= 1;
+                    return o;
                 }
                 // `cmd (…)`: not bash, but PowerShell's grouping (`iex (iwr …)`); read it as
                 // an argument whose content the command consumes.

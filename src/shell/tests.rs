@@ -99,3 +99,29 @@ fn powershell_download_into_iex() {
     let got = show("iex ((New-Object Net.WebClient).DownloadString('https://example.com/a.ps1'))");
     assert!(got.contains("iex (…) [reads downloaded content"), "{got}");
 }
+
+#[test]
+fn long_runs_of_nesting_constructs_stay_within_the_stack() {
+    // Run on a 2 MiB thread, as tokio's and the test harness's are.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            for src in [
+                "then ".repeat(100_000),
+                "function f ".repeat(50_000),
+                "a() ".repeat(50_000),
+                "case x in a) ".repeat(20_000),
+                format!("cat {}", "{a,b}".repeat(20_000)),
+                "sh -c ".repeat(20_000) + "x",
+                "`".repeat(10_001),
+            ] {
+                let mut p = Parsed::default();
+                parse_into(&src, &mut p);
+            }
+            let mut out = Vec::new();
+            crate::program::engine::command::brace_expand(&"{a,b}".repeat(20_000), &mut out, 64);
+            assert!(out.len() <= 64);
+        })
+        .expect("thread");
+    handle.join().expect("no stack overflow");
+}

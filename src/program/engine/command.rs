@@ -25,9 +25,7 @@ use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
 pub(crate) struct Clause {
     /// The clause as written, shortened, for `check`.
     text: String,
-    names: Option<GlobSet>,
-    /// Some name glob holds a `/`: also match the name as written.
-    names_by_path: bool,
+    names: Option<NameSet>,
     unknown_name: bool,
     flags: Box<[String]>,
     subcommands: Box<[Box<[String]>]>,
@@ -41,9 +39,72 @@ pub(crate) struct Clause {
     over_find: bool,
 }
 
+/// Command-name globs: most are plain names, looked up without a glob engine (a
+/// `GlobSet` builds a `Candidate` per call, and every clause is asked about every command).
+#[derive(Debug)]
+struct NameSet {
+    /// Plain names, sorted.
+    exact: Box<[Box<str>]>,
+    /// `prefix*` globs.
+    prefixes: Box<[Box<str>]>,
+    /// Everything else.
+    globs: Option<GlobSet>,
+    /// Some glob holds a `/`: it is also matched against the name as written.
+    by_path: bool,
+}
+
+impl NameSet {
+    fn new(names: &[String]) -> Result<Option<NameSet>, ClauseFailure> {
+        if names.is_empty() {
+            return Ok(None);
+        }
+        let is_meta = |c: char| matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\');
+        let mut exact: Vec<Box<str>> = Vec::new();
+        let mut prefixes = Vec::new();
+        let mut rest = Vec::new();
+        for n in names {
+            if !n.contains(is_meta) {
+                exact.push(n.as_str().into());
+            } else if let Some(p) = n.strip_suffix('*')
+                && !p.contains(is_meta)
+                && !p.contains('/')
+            {
+                prefixes.push(p.into());
+            } else {
+                rest.push(n.clone());
+            }
+        }
+        exact.sort();
+        Ok(Some(NameSet {
+            exact: exact.into(),
+            prefixes: prefixes.into(),
+            by_path: rest.iter().any(|n| n.contains('/')),
+            globs: glob_set(&rest, None, true)?,
+        }))
+    }
+
+    fn is_match(&self, name: &str, written: &str) -> bool {
+        self.exact
+            .binary_search_by(|e| e.as_ref().cmp(name))
+            .is_ok()
+            || self.prefixes.iter().any(|p| name.starts_with(p.as_ref()))
+            || self
+                .globs
+                .as_ref()
+                .is_some_and(|g| g.is_match(name) || (self.by_path && g.is_match(written)))
+    }
+}
+
 #[derive(Debug)]
 struct PathCond {
     set: GlobSet,
+    /// Literal pieces one of which every pattern's match contains (the longest plain
+    /// run of each pattern), when each is at least three bytes: an operand whose written
+    /// and normal forms hold none of them cannot match, and skips the glob set.
+    prefilter: Option<aho_corasick::AhoCorasick>,
+    /// The prefilter may be asked about the written form alone: the directories
+    /// normalisation adds (HOME, the project) hold none of the pieces.
+    prefilter_written: bool,
     /// The same patterns, brace-expanded and tokenised, for glob operands.
     tokens: Vec<Vec<Tok>>,
     not_under: Vec<Root>,
@@ -161,7 +222,6 @@ impl Clause {
         Clause {
             text: "{}".to_string(),
             names: None,
-            names_by_path: false,
             unknown_name: false,
             flags: Box::new([]),
             subcommands: Box::new([]),
@@ -198,7 +258,20 @@ impl Clause {
                         }
                     }
                 }
+                let pieces: Option<Vec<String>> = tokens
+                    .iter()
+                    .map(|t| longest_literal(t).filter(|l| l.len() >= 3))
+                    .collect();
+                let prefilter = pieces
+                    .as_ref()
+                    .filter(|p| !p.is_empty())
+                    .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
+                let prefilter_written = prefilter
+                    .as_ref()
+                    .is_some_and(|ac| !ac.is_match(env.home()) && !ac.is_match(env.project_dir()));
                 Some(PathCond {
+                    prefilter,
+                    prefilter_written,
                     set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
                     tokens,
                     not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
@@ -212,8 +285,7 @@ impl Clause {
         }
         Ok(Clause {
             text,
-            names: glob_set(&c.names, None, true)?,
-            names_by_path: c.names.iter().any(|n| n.contains('/')),
+            names: NameSet::new(&c.names)?,
             unknown_name: c.unknown_name,
             flags: c.flags.clone().into(),
             subcommands: c
@@ -295,17 +367,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
         alts,
     } = s;
     let p = &*p;
-    if cl.names.is_some() || cl.unknown_name {
-        let named = !c.name_unknown
-            && p.name(c).is_some()
-            && cl.names.as_ref().is_some_and(|set| {
-                set.is_match(p.name_text(c))
-                    || (cl.names_by_path && p.name(c).is_some_and(|w| set.is_match(p.lit(w))))
-            });
-        if !(named || (cl.unknown_name && c.name_unknown)) {
-            return false;
-        }
-    }
+    // The cheap conditions first: every clause is asked about every command.
     if cl.input != 0 && c.input & cl.input == 0 {
         return false;
     }
@@ -314,6 +376,16 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
     }
     if cl.over_find && !c.fans_out {
         return false;
+    }
+    if cl.names.is_some() || cl.unknown_name {
+        let named = !c.name_unknown
+            && cl.names.as_ref().is_some_and(|set| {
+                p.name(c)
+                    .is_some_and(|w| set.is_match(p.name_text(c), p.lit(w)))
+            });
+        if !(named || (cl.unknown_name && c.name_unknown)) {
+            return false;
+        }
     }
     if !cl.flags.is_empty() && !has_flag(cl, c, p) {
         return false;
@@ -486,6 +558,16 @@ fn literal_meets(
     if lit.starts_with('-') {
         return false;
     }
+    if pc.ancestors.is_empty()
+        && pc.prefilter_written
+        && let Some(ac) = &pc.prefilter
+        && !ac.is_match(lit)
+        && !lit.starts_with(['~', '$'])
+        && !lit.contains('%')
+    {
+        // Normalising adds only HOME or the project directory, which hold no piece.
+        return false;
+    }
     normalize_into(lit, env, bufs, norm);
     let norm = norm.as_str();
     if pc
@@ -494,6 +576,12 @@ fn literal_meets(
         .any(|(a, is_root)| a == norm && !(fans_out && *is_root))
     {
         return true;
+    }
+    if let Some(ac) = &pc.prefilter
+        && !ac.is_match(lit)
+        && !ac.is_match(norm)
+    {
+        return false;
     }
     let matched = pc.set.is_match(lit) || pc.set.is_match(norm);
     matched && pc.not_under.iter().all(|r| !r.contains(norm))
@@ -586,6 +674,21 @@ fn unescape(s: &str) -> String {
 /// Expand `{a,b}` and `{1..3}` (bash brace expansion), at most `limit` results; a
 /// brace that does not expand stays as written.
 pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
+    expand_braces(s, out, limit, 0);
+}
+
+/// Nesting bound of [`brace_expand`]: each brace group is one level of recursion, and a
+/// word with thousands of groups must not exhaust the stack. Past it the rest of the
+/// word stays as written.
+const MAX_BRACE_GROUPS: usize = 32;
+
+fn expand_braces(s: &str, out: &mut Vec<String>, limit: usize, depth: usize) {
+    if depth >= MAX_BRACE_GROUPS {
+        if out.len() < limit {
+            out.push(s.to_string());
+        }
+        return;
+    }
     let b = s.as_bytes();
     // The first `{` that has a matching `}` with a top-level `,` or `..`.
     let mut i = 0;
@@ -631,7 +734,7 @@ pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
                             if out.len() >= limit {
                                 return;
                             }
-                            brace_expand(&format!("{pre}{part}{post}"), out, limit);
+                            expand_braces(&format!("{pre}{part}{post}"), out, limit, depth + 1);
                         }
                         return;
                     }
@@ -643,7 +746,7 @@ pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
                             if out.len() >= limit {
                                 return;
                             }
-                            brace_expand(&format!("{pre}{v}{post}"), out, limit);
+                            expand_braces(&format!("{pre}{v}{post}"), out, limit, depth + 1);
                         }
                         return;
                     }
@@ -660,7 +763,7 @@ pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
                             if out.len() >= limit {
                                 return;
                             }
-                            brace_expand(&format!("{pre}{v}{post}"), out, limit);
+                            expand_braces(&format!("{pre}{v}{post}"), out, limit, depth + 1);
                         }
                         return;
                     }
@@ -673,6 +776,29 @@ pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
     if out.len() < limit {
         out.push(s.to_string());
     }
+}
+
+/// The longest run of plain characters (within one path component) in a tokenised glob.
+fn longest_literal(tokens: &[Tok]) -> Option<String> {
+    let mut best = String::new();
+    let mut cur = String::new();
+    for t in tokens {
+        match t {
+            // Pieces never span a separator: `\` and `/` differ between the written and
+            // the normal form.
+            Tok::Lit(c) if *c != '/' && *c != '\\' => cur.push(*c),
+            _ => {
+                if cur.len() > best.len() {
+                    best = std::mem::take(&mut cur);
+                }
+                cur.clear();
+            }
+        }
+    }
+    if cur.len() > best.len() {
+        best = cur;
+    }
+    (!best.is_empty()).then_some(best)
 }
 
 /// One element of a glob.
