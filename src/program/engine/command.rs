@@ -105,8 +105,9 @@ struct PathCond {
     /// The prefilter may be asked about the written form alone: the directories
     /// normalisation adds (HOME, the project) hold none of the pieces.
     prefilter_written: bool,
-    /// The same patterns, brace-expanded and tokenised, for glob operands.
-    tokens: Vec<Vec<Tok>>,
+    /// The same patterns, brace-expanded and tokenised, for glob operands, each with its
+    /// last path component (`None` when that component holds `**`), a quick first test.
+    tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)>,
     not_under: Vec<Root>,
     /// Each root and every directory above it, normalised; `true` for the root itself.
     ancestors: Vec<(String, bool)>,
@@ -244,7 +245,13 @@ impl Clause {
                     .iter()
                     .map(|g| crate::compile::expand_glob_prefix(g, env))
                     .collect();
-                let tokens = tokens_of(&p.patterns, env);
+                let tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)> = tokens_of(&p.patterns, env)
+                    .into_iter()
+                    .map(|t| {
+                        let last = last_component(&t).map(<[Tok]>::to_vec);
+                        (t, last)
+                    })
+                    .collect();
                 let mut ancestors = Vec::new();
                 for root in &p.ancestors_of {
                     let r = Root::new(root, env);
@@ -260,7 +267,7 @@ impl Clause {
                 }
                 let pieces: Option<Vec<String>> = tokens
                     .iter()
-                    .map(|t| longest_literal(t).filter(|l| l.len() >= 3))
+                    .map(|(t, _)| longest_literal(t).filter(|l| l.len() >= 3))
                     .collect();
                 let prefilter = pieces
                     .as_ref()
@@ -617,7 +624,16 @@ fn glob_meets(
     {
         return true;
     }
-    if !pc.tokens.iter().any(|t| meets(&word, t)) {
+    let word_last = last_component(&word);
+    let hit = pc.tokens.iter().any(|(t, last)| {
+        // Most patterns end in a plain name: compare the last components first (a few
+        // tokens each) and the whole globs only when those can meet.
+        match (word_last, last) {
+            (Some(w), Some(l)) if !meets(w, l) => false,
+            _ => meets(&word, t),
+        }
+    });
+    if !hit {
         return false;
     }
     // Outside `not_under` unless every expansion stays inside: the literal directory
@@ -776,6 +792,19 @@ fn expand_braces(s: &str, out: &mut Vec<String>, limit: usize, depth: usize) {
     if out.len() < limit {
         out.push(s.to_string());
     }
+}
+
+/// The tokens after the last `/`, unless they hold a `**` (which reads across components).
+fn last_component(tokens: &[Tok]) -> Option<&[Tok]> {
+    let start = tokens
+        .iter()
+        .rposition(|t| *t == Tok::Lit('/'))
+        .map_or(0, |i| i + 1);
+    let last = &tokens[start..];
+    (!last
+        .iter()
+        .any(|t| matches!(t, Tok::Star { slash: true, .. })))
+    .then_some(last)
 }
 
 /// The longest run of plain characters (within one path component) in a tokenised glob.
