@@ -983,10 +983,32 @@ pub(crate) fn meets_str(a: &str, b: &str) -> bool {
     meets(&tokenize(a, false), &tokenize(b, true))
 }
 
+/// Visited states and the work list of [`meets`].
+type MeetBuffers = (Vec<bool>, Vec<(usize, usize)>);
+
+thread_local! {
+    /// The visited states and the work list of [`meets`], reused: it runs once per
+    /// pattern for every glob operand, and allocating them each time was most of its cost.
+    static MEET_BUFFERS: std::cell::RefCell<MeetBuffers> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
 fn meets(a: &[Tok], b: &[Tok]) -> bool {
+    MEET_BUFFERS.with(|bufs| match bufs.try_borrow_mut() {
+        Ok(mut bufs) => {
+            let (seen, todo) = &mut *bufs;
+            meets_with(a, b, seen, todo)
+        }
+        Err(_) => meets_with(a, b, &mut Vec::new(), &mut Vec::new()),
+    })
+}
+
+fn meets_with(a: &[Tok], b: &[Tok], seen: &mut Vec<bool>, todo: &mut Vec<(usize, usize)>) -> bool {
     let (n, m) = (a.len(), b.len());
-    let mut seen = vec![false; (n + 1) * (m + 1)];
-    let mut todo = vec![(0usize, 0usize)];
+    seen.clear();
+    seen.resize((n + 1) * (m + 1), false);
+    todo.clear();
+    todo.push((0usize, 0usize));
     while let Some((i, j)) = todo.pop() {
         let k = i * (m + 1) + j;
         if seen[k] {
