@@ -11,7 +11,7 @@
 //! their automaton is built.
 //!
 //! And it asks the linker to lay out the code the frame path runs first, in the order of
-//! `src/link_order.txt`, and to pack relocations (see [`linker_options`]).
+//! `src/link_order.txt` (see [`linker_options`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -89,17 +89,15 @@ fn main() {
     std::fs::write(out.join("required_literals.rs"), table).expect("write required_literals.rs");
 }
 
-/// Linker options for the release binary, where the linker is known to be LLD (rustc's
-/// default on x86-64 Linux since 1.90, unless a linker is configured); GNU ld lacks the
-/// first and would fail the build.
-///
-/// The symbol list `src/link_order.txt` puts the code the proxy runs per frame, then
-/// the code it runs at start-up, at the front of the text, one after the other.
-/// Scattered over 4.9 MB of text, the per-frame code touched 186 pages in 52 of its
+/// The symbol list `src/link_order.txt`, given to the linker for the release binary: the
+/// code the proxy runs per frame, then the code it runs at start-up, at the front of the
+/// text. Scattered over 4.9 MB of text, the per-frame code touched pages in most of its
 /// 64 KiB windows, and the kernel maps a whole window around every page of code faulted
-/// in: laid out together, a proxy keeps about 1.9 MiB less of its binary resident.
-/// Symbols the list names but the binary lacks (another compiler, other dependency
-/// versions) are ignored; the list is regenerated with `tests/benches/link_order.py`.
+/// in: laid out together, a proxy keeps about 2 MiB less of its binary resident (peak
+/// RSS 7.8 against 9.9 MiB in the shared bench's round trips). Only where the linker is
+/// known to be LLD (rustc's default on x86-64 Linux since 1.90, unless a linker is
+/// configured); GNU ld lacks the option. Symbols the list names but the binary lacks are
+/// ignored; `tests/benches/link_order.py` regenerates it.
 fn linker_options() {
     const LIST: &str = "src/link_order.txt";
     println!("cargo:rerun-if-changed={LIST}");
@@ -116,14 +114,6 @@ fn linker_options() {
     {
         return;
     }
-    if var("TARGET") == var("HOST") && glibc_minor().is_some_and(|minor| minor >= 36) {
-        // Relative relocations packed (DT_RELR): 286 KB of them, read at every start,
-        // become 4 KB. The loader must know the format (glibc 2.36); the linker makes
-        // the binary require it, so a binary taken to an older system refuses to start
-        // with a clear message. Checked on the machine that builds, which for a native
-        // build is where it runs.
-        println!("cargo:rustc-link-arg-bin=mcpwall=-Wl,-z,pack-relative-relocs");
-    }
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join(LIST);
     // `-Wl,` splits its argument at commas.
     if !list.is_file() || list.to_string_lossy().contains(',') {
@@ -134,20 +124,6 @@ fn linker_options() {
         list.display()
     );
     println!("cargo:rustc-link-arg-bin=mcpwall=-Wl,--no-warn-symbol-ordering");
-}
-
-/// The minor version of this machine's glibc (`getconf` says `glibc 2.36`).
-fn glibc_minor() -> Option<u32> {
-    let out = std::process::Command::new("getconf")
-        .arg("GNU_LIBC_VERSION")
-        .output()
-        .ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let version = text.strip_prefix("glibc ")?.trim();
-    match version.split('.').collect::<Vec<_>>()[..] {
-        ["2", minor, ..] => minor.parse().ok(),
-        _ => None,
-    }
 }
 
 /// The minor version of the compiler building us (`rustc 1.95.0 (...)` gives 95).

@@ -1,7 +1,10 @@
 //! The audit log: one JSON line per decision, never secret bytes.
 //!
-//! Files are `<log_dir>/YYYY-MM-DD.jsonl` (UTC date of the event), the directory mode
-//! 0700 and the files 0600. Events are formatted and written on a dedicated thread fed
+//! Files are `<log_dir>/YYYY-MM-DD.audit.jsonl` (UTC date of the event), the directory
+//! mode 0700 and the files 0600. The name differs from the original mcpwall's (Node)
+//! `YYYY-MM-DD.jsonl` in the same default directory: this mcpwall never appends to a file
+//! the original writes, and its readers take only files of its own name
+//! ([`is_own_log_file`]), so the original's lines are never read as this mcpwall's. Events are formatted and written on a dedicated thread fed
 //! by a bounded queue; the proxy never waits for it, so a slow or broken disk can cost
 //! audit events (counted, reported once on stderr) but never stalls a frame.
 //!
@@ -353,7 +356,7 @@ impl Writer {
             return;
         }
         self.day = day;
-        let path = self.config.dir.join(format!("{}.jsonl", date_string(day)));
+        let path = self.config.dir.join(log_file_name(day));
         match open_log(&self.config.dir, &path) {
             Ok(f) => {
                 self.file = Some(f);
@@ -384,10 +387,12 @@ fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
     {
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
+    // Never through a symlink planted at the day's name: events go to this file only.
     let file = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)?;
     if let Ok(meta) = file.metadata()
         && meta.permissions().mode() & 0o077 != 0
@@ -566,6 +571,27 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// The audit log file of a day (days since 1970-01-01, UTC): `YYYY-MM-DD.audit.jsonl`.
+fn log_file_name(day: i64) -> String {
+    format!("{}{LOG_SUFFIX}", date_string(day))
+}
+
+const LOG_SUFFIX: &str = ".audit.jsonl";
+
+/// Whether a file name in a log directory is one of this mcpwall's audit logs
+/// (`YYYY-MM-DD.audit.jsonl`), not the original mcpwall's `YYYY-MM-DD.jsonl` or anything else.
+pub fn is_own_log_file(name: &str) -> bool {
+    name.strip_suffix(LOG_SUFFIX).is_some_and(|date| {
+        let b = date.as_bytes();
+        b.len() == 10
+            && b[4] == b'-'
+            && b[7] == b'-'
+            && b.iter()
+                .enumerate()
+                .all(|(i, c)| matches!(i, 4 | 7) || c.is_ascii_digit())
+    })
+}
+
 fn date_string(day: i64) -> String {
     let (y, m, d) = civil_from_days(day);
     format!("{y:04}-{m:02}-{d:02}")
@@ -624,8 +650,7 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
     // One copy instead of a `push` per digit (which checked capacity and encoded a char
     // each time: about 250 instructions per timestamp or duration, the largest part of
     // formatting an event).
-    // SAFETY: `digits` holds ASCII digits only.
-    out.push_str(unsafe { std::str::from_utf8_unchecked(&digits[start..]) });
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,
@@ -808,8 +833,17 @@ mod tests {
         );
         assert_eq!(
             path.file_name().unwrap().to_str().unwrap(),
-            format!("{}.jsonl", date_string(days_since_epoch(SystemTime::now())))
+            log_file_name(days_since_epoch(SystemTime::now()))
         );
+        assert!(is_own_log_file(path.file_name().unwrap().to_str().unwrap()));
+        // The original mcpwall's (Node) day file, and anything else, is not ours.
+        for foreign in [
+            "2026-02-16.jsonl",
+            "notes.audit.jsonl",
+            "2026-02-16.audit.jsonl.bak",
+        ] {
+            assert!(!is_own_log_file(foreign), "{foreign}");
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.lines().count(), 1);
         assert!(text.contains("\"action\":\"allow\""));

@@ -45,7 +45,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tune_malloc();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check(a)) => cli::check::run(a),
@@ -67,25 +66,5 @@ fn main() -> ExitCode {
             eprintln!("{report:?}");
             ExitCode::from(2)
         }
-    }
-}
-
-/// glibc gives each thread that allocates an arena of its own, whose freed pages stay
-/// resident. The proxy's frames run on one thread; the warm-up thread's arena alone kept
-/// about 0.7 MiB resident through a session. With one arena, the per-thread caches
-/// still serve small allocations without its lock: over 50,000 proxied calls, 331
-/// futex calls instead of 249.
-///
-/// Buffers of 256 KiB and more (large frames and their decoded text) are mapped on
-/// their own and unmapped when freed. glibc's default threshold rises to the size of
-/// the last such buffer freed, after which they came from the heap, whose freed pages
-/// stay resident: streaming 1 MiB results, peak RSS was 0.07-0.22 MiB higher (three
-/// runs each).
-fn tune_malloc() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; called before any thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
 }

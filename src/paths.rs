@@ -6,22 +6,33 @@
 //! path-shaped value in its written form *and* in the one normal form produced here,
 //! the way a server would resolve it:
 //!
-//! 1. `file://` URIs lose their scheme (and a `localhost` authority) and are
+//! 1. a NUL ends the path (a server written in C opens the bytes before it);
+//! 2. `file://` URIs lose their scheme (and a `localhost` authority) and are
 //!    percent-decoded;
-//! 2. a leading `~`, `$HOME` or `${HOME}` becomes the HOME the program was compiled with;
-//! 3. `\` becomes `/`;
-//! 4. a relative path is joined to PROJECT_DIR (a drive-letter path such as `C:/x`
+//! 3. a leading `~`, `$HOME` or `${HOME}` becomes the HOME the program was compiled with;
+//!    `~user` becomes that user's home from the password database, or, for a user it
+//!    does not list, a directory beside HOME (`/home/user`): a home path either way,
+//!    never a relative one;
+//! 4. `\` becomes `/`;
+//! 5. a relative path is joined to PROJECT_DIR (a drive-letter path such as `C:/x`
 //!    counts as absolute);
-//! 5. `//`, `/./` and `..` are resolved lexically (`..` never climbs above the root).
+//! 6. `//` and `/./` are dropped and `..` removes the component before it (never climbing
+//!    above the root), the way the kernel walks a path: when that component exists and is
+//!    a symlink, `..` leaves the directory the link points to, not the one holding the
+//!    link (`link/../secret` names a file beside the link's target).
 //!
-//! Normalisation is pure string work into a caller-owned buffer: no I/O, and no
-//! allocation once the buffer has grown. Only [`Root::contains`] (behind `not_under`)
-//! touches the file system, to resolve symlinks; see its docs for when it does.
+//! Normalisation is string work into a caller-owned buffer, with no allocation once the
+//! buffer has grown, and no I/O except for a `..` (one `lstat` of the component it
+//! removes, and `canonicalize` only when that is a symlink) and `~user` (the password
+//! database, read once). [`Root::contains`] (behind `not_under`) also touches the file
+//! system, to resolve symlinks; see its docs for when it does.
 //!
 //! Comparisons are by path component (`/proj2` is not under `/proj`) and ignore
 //! ASCII case on macOS and Windows, whose default file systems do.
 
 use std::path::{Path, PathBuf};
+
+mod users;
 
 /// HOME and PROJECT_DIR as a program resolves paths against them. Both are kept
 /// normalised (absolute, `/`-separated, no trailing `/` except for the root).
@@ -142,6 +153,7 @@ pub struct PathBuffers {
 /// Works for any string; callers decide with [`is_path_shaped`] whether a value is
 /// worth it. Does not allocate once `out` and `bufs` have grown to the value's size.
 pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &mut String) {
+    let value = before_nul(value);
     let expanded = &mut bufs.expanded;
     expanded.clear();
     if starts_with_ignore_case(value, "file:") {
@@ -171,10 +183,57 @@ pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &
         expanded.push_str(&env.home);
         expanded.push('/');
         expanded.push_str(&value[n..]);
+    } else if let Some((user, rest)) = other_users_home(value) {
+        match users::home_of(user) {
+            Some(home) => expanded.push_str(home),
+            None => {
+                // Unknown here, but a server on another machine or with another user
+                // database may know it: judge it as a home, beside ours.
+                let parent = env.home.rfind('/').map_or("", |i| &env.home[..i]);
+                expanded.push_str(parent);
+                expanded.push('/');
+                expanded.push_str(user);
+            }
+        }
+        expanded.push('/');
+        expanded.push_str(rest);
     } else {
         return clean_into(value, &env.project_dir, out);
     }
     clean_into(expanded, &env.project_dir, out);
+}
+
+/// `value` up to its first NUL.
+fn before_nul(value: &str) -> &str {
+    match memchr::memchr(0, value.as_bytes()) {
+        Some(i) => &value[..i],
+        None => value,
+    }
+}
+
+/// Whether a path-shaped `value` holds a NUL: the server may open only what comes before
+/// it, so rules judge that part, and the value is refused unless a rule denies it first.
+pub fn has_nul(value: &str) -> bool {
+    memchr::memchr(0, value.as_bytes()).is_some()
+}
+
+/// `~user/rest` (or `~user` alone) split into the user name and the rest.
+fn other_users_home(value: &str) -> Option<(&str, &str)> {
+    let after = value.strip_prefix('~')?;
+    let end = after.find(['/', '\\']).unwrap_or(after.len());
+    let user = &after[..end];
+    is_user_name(user).then(|| (user, after[end..].trim_start_matches(['/', '\\'])))
+}
+
+/// A portable user name (a letter or `_`, then letters, digits, `_`, `-`, `.`, and an
+/// optional final `$`), so `~$report.docx` (an office lock file) stays a file name.
+fn is_user_name(name: &str) -> bool {
+    let name = name.strip_suffix('$').unwrap_or(name);
+    let b = name.as_bytes();
+    b.first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
 }
 
 fn percent_decode_into(s: &str, out: &mut Vec<u8>) {
@@ -240,6 +299,15 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
         match comp {
             "" | "." => {}
             ".." => {
+                // The kernel applies `..` to the directory it has reached, so a symlink
+                // before it is followed first.
+                if out.len() > root_len
+                    && out.starts_with('/')
+                    && let Some(resolved) = resolve_if_symlink(out)
+                {
+                    out.clear();
+                    out.push_str(&resolved);
+                }
                 let cut = out[root_len..]
                     .rfind('/')
                     .map_or(root_len, |i| root_len + i);
@@ -253,6 +321,16 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
             }
         }
     }
+}
+
+/// The real path of `path` when its last component is a symlink (`None` otherwise, or
+/// when it does not resolve).
+fn resolve_if_symlink(path: &str) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_symlink() {
+        return None;
+    }
+    resolve_existing_prefix(path)
 }
 
 /// Whether `clean_into` would return `b` unchanged: an absolute `/` path with no `\\`,
@@ -451,6 +529,25 @@ mod tests {
         let mut out = String::new();
         normalize_into(s, &env(), &mut PathBuffers::default(), &mut out);
         out
+    }
+
+    #[test]
+    fn other_users_homes() {
+        // `root` is in every Linux password file; the unknown user lives beside HOME.
+        if cfg!(target_os = "linux") {
+            assert_eq!(norm("~root/.ssh/id_rsa"), "/root/.ssh/id_rsa");
+        }
+        assert_eq!(norm("~no-such-user-r22/x"), "/home/no-such-user-r22/x");
+        assert_eq!(norm("~no-such-user-r22"), "/home/no-such-user-r22");
+        assert_eq!(norm("~$report.docx"), "/proj/~$report.docx");
+        assert_eq!(norm("~+/x"), "/proj/~+/x");
+    }
+
+    #[test]
+    fn nul_ends_the_path() {
+        assert_eq!(norm("/srv/app/.env\0.txt"), "/srv/app/.env");
+        assert_eq!(norm("~/.ssh/id_rsa\0"), "/home/u/.ssh/id_rsa");
+        assert!(has_nul("a\0b") && !has_nul("ab"));
     }
 
     #[test]

@@ -46,13 +46,16 @@ pub enum Decision {
     Default { allow: bool },
     /// No rule matched and `default_action` does not judge this method (protocol plumbing).
     Plumbing,
+    /// No rule denied, but a path-shaped argument holds a NUL: a server may open only
+    /// the part before it, which is what the rules judged, so the message is refused.
+    NulInPath,
 }
 
 impl Decision {
     pub fn is_allowed(&self) -> bool {
         match self {
             Decision::AllowedBy(_) | Decision::Plumbing => true,
-            Decision::DeniedBy(_) => false,
+            Decision::DeniedBy(_) | Decision::NulInPath => false,
             Decision::Default { allow } => *allow,
         }
     }

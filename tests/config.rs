@@ -485,10 +485,10 @@ const PROBLEMS: &[(&str, &str, &str, u32, u32)] = &[
         21,
     ),
     (
-        "pattern shadows builtin",
-        "version: 1\nsecrets:\n  patterns:\n    - {name: github-token, regex: 'x'}\n",
+        "two patterns share a name",
+        "version: 1\nsecrets:\n  patterns:\n    - {name: acme-key, regex: 'x'}\n    - {name: acme-key, regex: 'y'}\n",
         "unknown_detector",
-        4,
+        5,
         14,
     ),
     (

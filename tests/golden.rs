@@ -18,102 +18,34 @@
 mod fakes;
 #[path = "support/frames.rs"]
 mod frames;
+#[path = "support/sandbox.rs"]
+mod sandbox;
 
-use std::io::Write;
+use sandbox::Sandbox;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-/// A temporary HOME and project directory.
-struct Sandbox {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
+/// Golden runs: placeholders expanded on the way in, sandbox paths scrubbed on the way out,
+/// colour off.
+trait GoldenSandbox {
+    fn expand(&self, text: &str) -> String;
+    fn run_golden(&self, args: &[String], stdin: &str) -> (i32, String, String);
 }
 
-impl Sandbox {
-    fn new() -> Sandbox {
-        let root = tempfile::tempdir().expect("temp dir");
-        let home = root.path().join("home");
-        let project = home.join("project");
-        std::fs::create_dir_all(&project).expect("project dir");
-        // Canonical paths, so what the binary prints (it resolves symlinks such as macOS's
-        // /var -> /private/var) is what `scrub` replaces.
-        let home = home.canonicalize().expect("canonical home");
-        let project = project.canonicalize().expect("canonical project");
-        Sandbox {
-            _root: root,
-            home,
-            project,
-        }
-    }
-
+impl GoldenSandbox for Sandbox {
     fn expand(&self, text: &str) -> String {
         fakes::expand(
             text,
-            &self.home.to_string_lossy(),
-            &self.project.to_string_lossy(),
+            &self.home().to_string_lossy(),
+            &self.project().to_string_lossy(),
         )
     }
 
-    /// Replace the sandbox paths (project first: it lies inside home).
-    fn scrub(&self, text: &str) -> String {
-        text.replace(&*self.project.to_string_lossy(), "$PROJECT_DIR")
-            .replace(&*self.home.to_string_lossy(), "$HOME")
-    }
-
-    /// Run the binary in the project directory; every run has a deadline.
-    fn run(&self, args: &[String], stdin: &str) -> (i32, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
-            .args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("mcpwall runs");
-        let mut input = child.stdin.take().expect("stdin");
-        let bytes = stdin.as_bytes().to_vec();
-        let writer = std::thread::spawn(move || {
-            let _ = input.write_all(&bytes);
-        });
-        // Drain both pipes while waiting: an output larger than the pipe buffer would
-        // otherwise block the child until the deadline.
-        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut buf);
-                }
-                buf
-            })
-        };
-        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
-        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if child.try_wait().expect("wait").is_some() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("mcpwall {args:?} did not finish within 60 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        writer.join().expect("stdin writer");
-        let status = child.wait().expect("status");
-        let stdout = stdout.join().expect("stdout reader");
-        let stderr = stderr.join().expect("stderr reader");
-        (
-            status.code().unwrap_or(-1),
-            self.scrub(&String::from_utf8_lossy(&stdout)),
-            self.scrub(&String::from_utf8_lossy(&stderr)),
-        )
+    fn run_golden(&self, args: &[String], stdin: &str) -> (i32, String, String) {
+        let mut command = self.command(args);
+        command.env("NO_COLOR", "1");
+        let run = self.run_command(command, stdin);
+        (run.code, self.scrub(&run.stdout), self.scrub(&run.stderr))
     }
 }
 
@@ -151,20 +83,23 @@ fn check_cases() {
     let _serial = serial();
     insta::glob!("../golden/check", "*/frames.jsonl", |path| {
         let case = path.parent().expect("case dir");
-        let sandbox = Sandbox::new();
+        let sandbox = Sandbox::project_inside_home();
         let mut args = vec!["check".to_string()];
         let policy = case.join("policy.yaml");
         if policy.exists() {
             let text = std::fs::read_to_string(&policy).expect("policy.yaml");
-            std::fs::write(sandbox.project.join("policy.yaml"), sandbox.expand(&text))
+            std::fs::write(sandbox.project().join("policy.yaml"), sandbox.expand(&text))
                 .expect("write policy");
             args.extend(["-c".to_string(), "policy.yaml".to_string()]);
         }
         let project_file = case.join("project.mcpwall.yml");
         if project_file.exists() {
             let text = std::fs::read_to_string(&project_file).expect("project.mcpwall.yml");
-            std::fs::write(sandbox.project.join(".mcpwall.yml"), sandbox.expand(&text))
-                .expect("write .mcpwall.yml");
+            std::fs::write(
+                sandbox.project().join(".mcpwall.yml"),
+                sandbox.expand(&text),
+            )
+            .expect("write .mcpwall.yml");
         }
         if let Ok(extra) = std::fs::read_to_string(case.join("args")) {
             args.extend(
@@ -176,10 +111,10 @@ fn check_cases() {
         }
         let frames = fakes::expand_in_json(
             &std::fs::read_to_string(path).expect("frames.jsonl"),
-            &sandbox.home.to_string_lossy(),
-            &sandbox.project.to_string_lossy(),
+            &sandbox.home().to_string_lossy(),
+            &sandbox.project().to_string_lossy(),
         );
-        let (code, stdout, stderr) = sandbox.run(&args, &frames);
+        let (code, stdout, stderr) = sandbox.run_golden(&args, &frames);
         for detector in [
             "aws-access-key-id",
             "github-token",
@@ -215,8 +150,8 @@ fn explain_every_builtin_pack() {
     let dir = golden_dir().join("explain");
     for (path, _) in mcpwall::builtin::FILES {
         let name = pack_name(path);
-        let sandbox = Sandbox::new();
-        let (code, stdout, stderr) = sandbox.run(
+        let sandbox = Sandbox::project_inside_home();
+        let (code, stdout, stderr) = sandbox.run_golden(
             &[
                 "explain-policy".to_string(),
                 "--pack".to_string(),
@@ -237,7 +172,7 @@ fn explain_every_builtin_pack() {
 fn explain_custom_policies() {
     let _serial = serial();
     insta::glob!("../golden/explain/policies", "*.yaml", |path| {
-        let sandbox = Sandbox::new();
+        let sandbox = Sandbox::project_inside_home();
         let text = sandbox.expand(&std::fs::read_to_string(path).expect("policy"));
         let stem = path
             .file_stem()
@@ -246,15 +181,15 @@ fn explain_custom_policies() {
             .into_owned();
         // `project-*.yaml` stands for an untrusted project file; the others are given with -c.
         let args: Vec<String> = if stem.starts_with("project-") {
-            std::fs::write(sandbox.project.join(".mcpwall.yml"), text).expect("write policy");
+            std::fs::write(sandbox.project().join(".mcpwall.yml"), text).expect("write policy");
             vec!["explain-policy".to_string()]
         } else {
-            std::fs::write(sandbox.project.join("policy.yaml"), text).expect("write policy");
+            std::fs::write(sandbox.project().join("policy.yaml"), text).expect("write policy");
             ["explain-policy", "-c", "policy.yaml"]
                 .map(String::from)
                 .to_vec()
         };
-        let (code, stdout, stderr) = sandbox.run(&args, "");
+        let (code, stdout, stderr) = sandbox.run_golden(&args, "");
         snapshot_in(
             &golden_dir().join("explain"),
             &stem,
@@ -305,13 +240,13 @@ fn yaml_round_trip_of_every_builtin_pack() {
     use mcpwall::paths::PathEnv;
     use mcpwall::program::{CallInfo, Program};
 
-    let sandbox = Sandbox::new();
+    let sandbox = Sandbox::project_inside_home();
     let opts = LoadOptions {
         explicit: None,
-        home: sandbox.home.clone(),
-        project_dir: sandbox.project.clone(),
+        home: sandbox.home().to_path_buf(),
+        project_dir: sandbox.project().to_path_buf(),
     };
-    let env = PathEnv::new(&sandbox.home, &sandbox.project);
+    let env = PathEnv::new(sandbox.home(), sandbox.project());
     for (path, _) in mcpwall::builtin::FILES {
         let name = pack_name(path);
         let first = mcpwall::cli::explain::load_pack(&name, &opts).expect("pack loads");
@@ -336,8 +271,8 @@ fn yaml_round_trip_of_every_builtin_pack() {
         let p1 = Program::compile_with(&first, &env).expect("compiles");
         let p2 = Program::compile_with(&second, &env).expect("compiles");
         let (mut s1, mut s2) = (p1.scratch(), p2.scratch());
-        let home = sandbox.home.to_string_lossy();
-        let project = sandbox.project.to_string_lossy();
+        let home = sandbox.home().to_string_lossy();
+        let project = sandbox.project().to_string_lossy();
         let mut parsed = Parsed::new();
         for rule in &first.rules {
             for ex in rule
@@ -464,11 +399,11 @@ fn shape(p: &mcpwall::config::Policy) -> Vec<String> {
 fn yaml_round_trip_of_custom_policies() {
     use mcpwall::config::LoadOptions;
 
-    let sandbox = Sandbox::new();
+    let sandbox = Sandbox::project_inside_home();
     let opts = LoadOptions {
         explicit: None,
-        home: sandbox.home.clone(),
-        project_dir: sandbox.project.clone(),
+        home: sandbox.home().to_path_buf(),
+        project_dir: sandbox.project().to_path_buf(),
     };
     let dir = golden_dir().join("explain").join("policies");
     let mut n = 0;
@@ -502,11 +437,11 @@ fn yaml_round_trip_of_custom_policies() {
 fn profiles_with_server_packs_have_no_warnings() {
     use mcpwall::config::LoadOptions;
 
-    let sandbox = Sandbox::new();
+    let sandbox = Sandbox::project_inside_home();
     let opts = LoadOptions {
         explicit: None,
-        home: sandbox.home.clone(),
-        project_dir: sandbox.project.clone(),
+        home: sandbox.home().to_path_buf(),
+        project_dir: sandbox.project().to_path_buf(),
     };
     let names: Vec<String> = mcpwall::builtin::FILES
         .iter()

@@ -3,7 +3,12 @@
 //!   `@modelcontextprotocol/server-filesystem` and `@modelcontextprotocol/server-everything`;
 //! - `tests/interop/session_core.py`: the same client to `misbehaving_server.py`, a server
 //!   that breaks the session rules (re-typed ids, duplicate keys, non-JSON-RPC lines,
-//!   oversize frames, a sampling request answered with a credential).
+//!   oversize frames, a sampling request answered with a credential);
+//! - `tests/interop/trust.py`: the same client, with mcpwall finding its policy where a
+//!   user's would be, against issue 21's bypasses: an untrusted project file's outbound rule
+//!   (official filesystem server), a user allow rule over a built-in deny (the same), the
+//!   agent approving its own tools through a shell tool, and a rug-pulled tool, also with the
+//!   call pipelined behind the list (`trust_server.py`).
 //!
 //! `.ci/run` installs their dependencies (pinned) into `tests/interop/.venv` and
 //! `tests/interop/node_modules`. Without them each test is skipped with a loud message,
@@ -70,4 +75,9 @@ fn official_sdk_client_and_servers_through_mcpwall() {
 #[test]
 fn official_sdk_client_and_a_misbehaving_server_through_mcpwall() {
     run_interop_script("session_core.py", &[]);
+}
+
+#[test]
+fn official_sdk_client_against_trust_bypasses_through_mcpwall() {
+    run_interop_script("trust.py", &["mcp-server-filesystem"]);
 }

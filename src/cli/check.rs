@@ -360,7 +360,8 @@ struct Report<'a> {
     method: Option<String>,
     /// The tool called, or for a response the tool of the call it answers.
     tool: Option<String>,
-    id: Option<&'a [u8]>,
+    /// As the audit log has it: a secret in it is masked.
+    id: Option<Box<[u8]>>,
     /// What the message is about (an argument value, or "response to id 3").
     subject: String,
     rule: Option<(&'a str, Span)>,
@@ -637,10 +638,16 @@ impl<'p> Checker<'p> {
             ),
             None => (None, None, e.message.as_deref().map(str::to_string)),
         };
-        let id = frame.zip(msg).and_then(|(f, m)| f.id_raw(m));
+        let id: Option<Box<[u8]>> = match &e.id {
+            Some(id) => Some(id.as_bytes().into()),
+            None => frame
+                .zip(msg)
+                .and_then(|(f, m)| f.id_raw(m))
+                .map(Into::into),
+        };
         let is_response =
             msg.is_some_and(|m| matches!(m.kind, MessageKind::Result | MessageKind::Error));
-        let subject = match (frame, msg, id) {
+        let subject = match (frame, msg, id.as_deref()) {
             (Some(_), Some(_), Some(id)) if is_response => {
                 format!("(response to id {})", String::from_utf8_lossy(id))
             }
@@ -787,7 +794,10 @@ impl<'p> Checker<'p> {
                     line: r.line,
                     method: r.method.as_deref(),
                     tool: r.tool.as_deref(),
-                    id: r.id.and_then(|raw| serde_json::from_slice(raw).ok()),
+                    id: r
+                        .id
+                        .as_deref()
+                        .and_then(|raw| serde_json::from_slice(raw).ok()),
                     rule: r.rule.map(|(n, _)| n).or(r.rule_text.as_deref()),
                     message: r.message.as_deref(),
                     source: r.rule.map(|(_, span)| source_line(self.policy, span)),
@@ -832,11 +842,16 @@ impl<'p> Checker<'p> {
                     writeln!(out, "  Rule: {rule}")?;
                 }
                 match r.kind {
-                    Kind::Deny | Kind::Block => writeln!(
-                        out,
-                        "  Blocked: {}",
-                        r.message.as_deref().unwrap_or("denied by policy")
-                    )?,
+                    Kind::Deny | Kind::Block => {
+                        let message = r.message.as_deref().unwrap_or("denied by policy");
+                        // Messages written for the original mcpwall say `Blocked: …`
+                        // themselves; its documented output shows the label once.
+                        let message = message
+                            .strip_prefix("Blocked: ")
+                            .or_else(|| message.strip_prefix("Blocked:"))
+                            .unwrap_or(message);
+                        writeln!(out, "  Blocked: {message}")?
+                    }
                     Kind::Redact => {
                         for (detector, count, previews) in &r.redactions {
                             writeln!(

@@ -20,9 +20,9 @@ use serde::ser::SerializeMap;
 
 use crate::compile::shadow::Shadow;
 use crate::config::policy::{
-    Action, ArgSelector, BreakerAction, Examples, LogArgs, LogLevel, Matcher, OutboundRule,
-    PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings, SourceKind,
-    Span,
+    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, Matcher,
+    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings,
+    SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
 use crate::paths::PathEnv;
@@ -67,7 +67,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let text = match args.format {
         Format::Text => {
             let shadows = crate::compile::shadow::shadowed_builtin_denies(&policy, &env);
-            render_text(&policy, &program, &shadows)
+            let mut text = render_text(&policy, &program, &shadows);
+            if args.pack.is_none() {
+                text.push_str(&original_differences(&policy));
+            }
+            text
         }
         Format::Yaml => render_yaml(&policy)?,
     };
@@ -192,7 +196,15 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
             .entropy_threshold
             .map(|t| format!("  (entropy >= {t})"))
             .unwrap_or_default();
-        let _ = writeln!(w, "  {}  {origin}{entropy}", spec.name);
+        let replaces = if crate::secrets::builtin_specs()
+            .iter()
+            .any(|b| b.name == spec.name)
+        {
+            "  overrides built-in"
+        } else {
+            ""
+        };
+        let _ = writeln!(w, "  {}  {origin}{entropy}{replaces}", spec.name);
     }
     for d in &policy.disabled_secrets {
         let _ = writeln!(w, "  disabled: {}  ({})", d.value, location(policy, d.span));
@@ -200,6 +212,61 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
 
     o
 }
+
+/// The differences from the original mcpwall, for a policy that includes a file of the
+/// user's (it may have been written for the original, which reads the same paths); empty
+/// for built-in packs alone.
+fn original_differences(policy: &Policy) -> String {
+    let mut o = String::new();
+    if policy.sources.iter().all(|s| s.kind == SourceKind::Builtin) {
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "\nDifferences from the original mcpwall (Node) ({}):",
+        ORIGINAL_DIFFERENCES.len()
+    );
+    for (what, why) in ORIGINAL_DIFFERENCES {
+        let _ = writeln!(o, "  - {what}");
+        let _ = writeln!(o, "    why: {why}");
+    }
+    o
+}
+
+/// What a configuration written for the original mcpwall does differently here, each with
+/// its reason in one line (issue 27). Its files, rule fields, secret pattern names (a
+/// pattern with a built-in's name replaces it, as there), CLI forms and outbound actions
+/// behave as its documentation says; these are the exceptions.
+pub const ORIGINAL_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "lines that are not JSON-RPC are refused in both directions, with or without --strict",
+        "a line mcpwall could not judge could carry anything, and forwarding it would bypass every rule",
+    ),
+    (
+        "a project's .mcpwall.yml can only tighten until `mcpwall trust` records it: its allow rules, loosening settings and replacements of built-in detectors are ignored and listed",
+        "a cloned repository is not yours to trust, and its file could otherwise allow reading your keys",
+    ),
+    (
+        "resources/read, prompts/get and completion/complete are judged like tools/call (default_action included), and every other request by the rules that name its method",
+        "they reach files and data just as tools do",
+    ),
+    (
+        "every server message is judged: errors, notifications and server requests as well as results",
+        "a secret or an injected instruction can travel in any of them",
+    ),
+    (
+        "path-shaped values are also matched as the server opens them: ~user expanded, symlinks before `..` followed, a NUL ending the path (and refused)",
+        "a lexical path.resolve() can be walked out of with a symlink and misses what a C server opens",
+    ),
+    (
+        "response_contains and response_contains_regex also see the text with invisible characters removed and look-alike letters folded",
+        "a zero-width or variation-selector character must not split a phrase the rule names",
+    ),
+    (
+        "over 100 built-in secret detectors run beside your patterns (`secrets.disable` lifts one)",
+        "a token format that no pattern of yours names would otherwise leak",
+    ),
+];
 
 /// How the rules were put in order: a line per rule (source and action), or, for long
 /// lists, runs of consecutive rules from the same file with the same action.
@@ -933,6 +1000,14 @@ struct YamlSettings {
     poison_scan: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     circuit_breaker: Option<YamlBreaker>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backups: Option<YamlBackups>,
+}
+
+#[derive(Serialize)]
+struct YamlBackups {
+    keep: u32,
+    max_age_days: u32,
 }
 
 fn is_true(b: &bool) -> bool {
@@ -982,6 +1057,10 @@ impl From<&Settings> for YamlSettings {
                 action: match b.action {
                     BreakerAction::Suspend => "suspend",
                 },
+            }),
+            backups: (s.backups != BackupSettings::default()).then_some(YamlBackups {
+                keep: s.backups.keep,
+                max_age_days: s.backups.max_age_days,
             }),
         }
     }

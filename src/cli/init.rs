@@ -117,7 +117,11 @@ fn list_servers(ws: &Workspace, out: &mut impl Write) -> Vec<(usize, usize)> {
     let wrappable: Vec<_> = all
         .iter()
         .copied()
-        .filter(|&(d, s)| matches!(ws.docs[d].servers[s].state, EntryState::Unwrapped { .. }))
+        .filter(|&(d, s)| match &ws.docs[d].servers[s].state {
+            EntryState::Unwrapped { .. } => true,
+            EntryState::WrappedByOriginal { options, .. } => options.unknown.is_empty(),
+            _ => false,
+        })
         .collect();
     let _ = writeln!(
         out,
@@ -138,6 +142,21 @@ fn list_servers(ws: &Workspace, out: &mut impl Write) -> Vec<(usize, usize)> {
             EntryState::Wrapped { command, args, .. } => {
                 format!("already wrapped: {}", clients::command_line(command, args))
             }
+            EntryState::WrappedByOriginal {
+                options,
+                command,
+                args,
+                ..
+            } => format!(
+                "protected by the original mcpwall (Node), {}; {}: {}",
+                options.describe(),
+                if options.unknown.is_empty() {
+                    "can be moved to this mcpwall"
+                } else {
+                    "undocumented options, migrate by hand"
+                },
+                clients::command_line(command, args)
+            ),
             EntryState::Skipped(why) => format!("skipped: {why}"),
         };
         let _ = writeln!(

@@ -243,11 +243,7 @@ fn pretty(v: &Value) -> String {
 fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let hidden = c.is_control()
-            || matches!(c,
-                '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}'
-                | '\u{FEFF}' | '\u{00AD}' | '\u{061C}' | '\u{180E}'
-                | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}' | '\u{FE00}'..='\u{FE0F}');
+        let hidden = c.is_control() || crate::text::normalize::is_invisible(c);
         if hidden {
             write!(out, "\\u{{{:x}}}", c as u32).ok();
         } else {

@@ -83,10 +83,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime
-    // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency). No time
-    // driver: it costs every park, and the shutdown timers do without (`proxy::timer`).
+    // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
+        .enable_time()
         .build()
         .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))?;
     let mut audit = None;

@@ -23,6 +23,11 @@ pub struct DoctorArgs {}
 
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
+    if let EntryState::WrappedByOriginal { options, .. } = &server.state
+        && let Some(file) = &options.config
+    {
+        return vec![file.clone()];
+    }
     if let EntryState::Wrapped { options, .. } = &server.state {
         for (i, option) in options.iter().enumerate() {
             if let Some(file) = option.strip_prefix("--config=") {
@@ -77,6 +82,19 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         for server in &doc.servers {
             total += 1;
             let line = match &server.state {
+                EntryState::Wrapped { command, args, .. }
+                    if clients::entry::original_inside(command, args).is_some() =>
+                {
+                    protected += 1;
+                    format!(
+                        "{:<12} {}  {}  WRAPPED TWICE: this mcpwall runs the original mcpwall (Node), so every frame passes both (run `mcpwall unwrap {}`, then `mcpwall wrap {}`, to keep only this one)",
+                        "protected",
+                        server_label(server),
+                        clients::command_line(command, args),
+                        server.name,
+                        server.name
+                    )
+                }
                 EntryState::Wrapped { command, args, .. } => {
                     protected += 1;
                     format!(
@@ -85,6 +103,23 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                         server_label(server),
                         clients::command_line(command, args),
                         policy_files(&ws.env, doc, server).join(" + ")
+                    )
+                }
+                EntryState::WrappedByOriginal {
+                    options,
+                    command,
+                    args,
+                    ..
+                } => {
+                    protected += 1;
+                    format!(
+                        "{:<12} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
+                        "protected",
+                        server_label(server),
+                        clients::command_line(command, args),
+                        original_options_summary(options),
+                        policy_files(&ws.env, doc, server).join(" + "),
+                        server.name
                     )
                 }
                 EntryState::Unwrapped { command, args } => format!(
@@ -111,6 +146,31 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The original's options as `status` and `doctor` explain them.
+fn original_options_summary(options: &clients::entry::OriginalOptions) -> String {
+    let mut parts = Vec::new();
+    if let Some(file) = &options.config {
+        parts.push(format!("-c {file} (exactly that policy file)"));
+    }
+    if let Some(level) = &options.log_level {
+        parts.push(format!("--log-level {level}"));
+    }
+    if options.strict {
+        parts.push("--strict (malformed lines refused; this mcpwall always refuses them)".into());
+    }
+    if !options.unknown.is_empty() {
+        parts.push(format!(
+            "options it does not document: {}",
+            options.unknown.join(" ")
+        ));
+    }
+    if parts.is_empty() {
+        "no options".to_string()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// How a check came out.
@@ -301,8 +361,12 @@ fn describe(error: &crate::config::PolicyError, env: &Env) -> String {
 fn check_log_dir(dir: &Path, env: &Env) -> Check {
     let shown = clients::display_path(env, dir);
     let probe = dir.join(format!(".mcpwall-doctor-{}", std::process::id()));
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"probe"))
+    // Created owner-only, as every verb creates mcpwall's directories; the probe is created
+    // exclusively, so a name planted there is never written through.
+    let result = clients::fsio::private_dir(dir)
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|()| clients::sys::create_exclusive(&probe))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"probe"))
         .and_then(|()| std::fs::remove_file(&probe));
     match result {
         Ok(()) => Check::ok("log directory", format!("{shown} is writable")),
@@ -387,6 +451,20 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                                 server.name
                             ),
                         ));
+                    } else if let EntryState::Wrapped { command, args, .. } = &server.state
+                        && clients::entry::original_inside(command, args).is_some()
+                    {
+                        checks.push(Check::bad(
+                            Status::Warn,
+                            name,
+                            format!(
+                                "wrapped twice in {shown}: this mcpwall runs the original mcpwall (Node), so every frame passes both firewalls"
+                            ),
+                            format!(
+                                "`mcpwall unwrap {}` then `mcpwall wrap {}` leave only this mcpwall (the original's options carried over)",
+                                server.name, server.name
+                            ),
+                        ));
                     } else if resolve_on_path(command, path_var, Some(&cwd)).is_none() {
                         checks.push(Check::bad(
                             Status::Fail,
@@ -405,6 +483,25 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                     name,
                     format!("not protected by mcpwall ({shown})"),
                     format!("mcpwall wrap {}", server.name),
+                )),
+                EntryState::WrappedByOriginal { options, .. } => checks.push(Check::bad(
+                    Status::Warn,
+                    name,
+                    format!(
+                        "protected by the original mcpwall (Node), {} ({shown}); its log lines share ~/.mcpwall/logs with this mcpwall's, in files of their own",
+                        original_options_summary(options)
+                    ),
+                    if options.unknown.is_empty() {
+                        format!(
+                            "`mcpwall wrap {}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {}` moves it back)",
+                            server.name, server.name
+                        )
+                    } else {
+                        format!(
+                            "its options {} are not documented by the original; move it to this mcpwall by hand",
+                            options.unknown.join(" ")
+                        )
+                    },
                 )),
                 EntryState::Skipped(why) => {
                     checks.push(Check::ok(name, format!("not wrapped: {why}")));
@@ -430,6 +527,34 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             )];
         }
     };
+    // Each record is checked as `unwrap` would before using it.
+    let damaged: Vec<String> = records
+        .entries
+        .iter()
+        .filter_map(|r| {
+            let client = Client::from_id(&r.client);
+            let why = match client {
+                Some(c) => clients::check_record(r, c).err()?,
+                None => format!("unknown client `{}`", r.client),
+            };
+            Some(format!("{} {}: {why}", r.file.display(), r.path.join(".")))
+        })
+        .collect();
+    let mut checks = Vec::new();
+    if !damaged.is_empty() {
+        checks.push(Check::bad(
+            Status::Fail,
+            "wrap records",
+            format!(
+                "{} damaged record(s) in {shown}, which unwrap refuses: {}",
+                damaged.len(),
+                damaged.join("; ")
+            ),
+            format!(
+                "repair them in {shown}, or delete them: `mcpwall unwrap` then takes mcpwall's prefix off those entries as they are"
+            ),
+        ));
+    }
     let stale = records
         .entries
         .iter()
@@ -439,11 +564,14 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             let outside = match discovered {
                 Some(_) => None,
                 None => Client::from_id(&r.client).and_then(|client| {
-                    Doc::load(ConfigFile {
-                        client,
-                        path: r.file.clone(),
-                        scope: Scope::User,
-                    })
+                    Doc::load(
+                        ConfigFile {
+                            client,
+                            path: r.file.clone(),
+                            scope: Scope::User,
+                        },
+                        &ws.env,
+                    )
                     .ok()
                 }),
             };
@@ -460,17 +588,18 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
             !wrapped && !broken
         })
         .count();
-    if stale == 0 {
-        vec![Check::ok(
+    if stale == 0 && damaged.is_empty() {
+        checks.push(Check::ok(
             "wrap records",
             format!("{} record(s) in {shown}", records.entries.len()),
-        )]
-    } else {
-        vec![Check::bad(
+        ));
+    } else if stale > 0 {
+        checks.push(Check::bad(
             Status::Warn,
             "wrap records",
             format!("{stale} record(s) in {shown} describe entries that are no longer wrapped"),
             "nothing breaks; `mcpwall wrap` replaces them when it wraps those servers again",
-        )]
+        ));
     }
+    checks
 }

@@ -213,6 +213,39 @@ fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
     }
 }
 
+/// How client files are written: `--force`, and the backups `settings.backups` keeps (from
+/// the policy as the proxy would load it here; a trusted file sets it). A policy that does
+/// not load prunes no backup at all, and says so: its `backups` setting cannot be known.
+pub(crate) fn edit_options(env: &Env, force: bool) -> fsio::Options {
+    let opts = crate::config::LoadOptions {
+        explicit: None,
+        home: env.home.clone(),
+        project_dir: env.project_dir.clone(),
+    };
+    let backups = match crate::config::load(&opts) {
+        Ok(policy) => fsio::BackupLimits {
+            keep: policy.settings.backups.keep as usize,
+            max_age: std::time::Duration::from_secs(
+                u64::from(policy.settings.backups.max_age_days) * 86_400,
+            ),
+        },
+        Err(_) => {
+            eprintln!(
+                "mcpwall: warning: the policy does not load (run `mcpwall doctor`), so its `backups` setting is unknown: no old backup is deleted this time"
+            );
+            fsio::BackupLimits {
+                keep: usize::MAX,
+                max_age: std::time::Duration::MAX,
+            }
+        }
+    };
+    fsio::Options {
+        force,
+        backups,
+        ..fsio::Options::default()
+    }
+}
+
 /// Write unless `dry_run`, print the report (and diffs with `--dry-run`), pick the exit
 /// code. A failure names each file and whether it changed.
 pub(crate) fn finish(
@@ -236,7 +269,7 @@ pub(crate) fn finish(
             records: None,
         }
     } else {
-        ws.commit(changes, fsio::Options { force })
+        ws.commit(changes, edit_options(&ws.env, force))
     };
     let mut wrote = 0;
     for committed in &report.files {
@@ -375,6 +408,7 @@ pub(crate) fn server_label(server: &clients::Server) -> String {
 fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Wrapped => "wrapped",
+        Outcome::Migrated(_) => "migrated",
         Outcome::AlreadyWrapped => "already wrapped",
         Outcome::Repointed(_) => "re-pointed",
         Outcome::Restored => "restored",
@@ -391,6 +425,17 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Skipped(why) | Outcome::Failed(why) => format!(": {why}"),
         Outcome::Repointed(old) => format!(": `{old}` no longer exists; now behind this mcpwall"),
+        Outcome::Migrated(options) => {
+            let mut detail = format!(
+                ": was behind the original mcpwall (Node), now behind this one ({} kept",
+                options.describe()
+            );
+            if options.strict {
+                detail.push_str("; --strict changes nothing here: malformed lines are always refused");
+            }
+            detail.push_str("); `mcpwall unwrap` puts the original's wrapper back");
+            detail
+        }
         Outcome::RestoredKeepingEdits => {
             ": mcpwall's prefix taken off; your later edits to the entry were kept".into()
         }
@@ -401,7 +446,9 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
             ": no wrap record, so the command after `--` was made the command again".into()
         }
         _ => match &server.state {
-            EntryState::Unwrapped { command, args } | EntryState::Wrapped { command, args, .. } => {
+            EntryState::Unwrapped { command, args }
+            | EntryState::Wrapped { command, args, .. }
+            | EntryState::WrappedByOriginal { command, args, .. } => {
                 format!("  {}", clients::command_line(command, args))
             }
             EntryState::Skipped(_) => String::new(),

@@ -43,6 +43,9 @@ pub enum EditError {
     /// A wrap record that does not describe this file's format.
     #[error("the wrap record of this entry is unreadable")]
     BadRecord,
+    /// A wrap record that failed its check; the message says why and what to do.
+    #[error("{0}")]
+    Record(String),
 }
 
 /// One replacement of a byte range of the original text.
@@ -194,15 +197,7 @@ pub fn wrap_splices(
     let entry = entry(root, path)?;
     let command = entry.member("command").expect("checked by entry()");
     let original_command = &text[command.value.span.clone()];
-    // A name that starts with `-` would read as a flag: give it in the `=` form.
-    let mut prefix = if name.starts_with('-') {
-        vec![string_literal(format, &format!("--server-name={name}"))]
-    } else {
-        vec![
-            string_literal(format, "--server-name"),
-            string_literal(format, name),
-        ]
-    };
+    let mut prefix = name_literals(format, name);
     prefix.extend([string_literal(format, "--"), original_command.to_string()]);
     let mut splices = vec![Splice {
         range: command.value.span.clone(),
@@ -212,22 +207,8 @@ pub fn wrap_splices(
     let inline_separator = style.as_ref().map_or(", ", |s| s.item_separator);
     match entry.member("args").map(|a| &a.value) {
         Some(args) => match args.elements() {
-            Some([first, rest @ ..]) => {
-                let opening = &text[args.span.start + 1..first.span.start];
-                let separator = match (opening.rfind('\n'), rest.first()) {
-                    (Some(nl), _) if is_blank(&opening[nl + 1..]) => {
-                        let line_start = args.span.start + 1 + nl + 1;
-                        format!(
-                            ",{}{}",
-                            newline_before(text, line_start),
-                            &opening[nl + 1..]
-                        )
-                    }
-                    (_, Some(second)) if &text[first.span.end..second.span.start] == "," => {
-                        ",".to_string()
-                    }
-                    _ => inline_separator.to_string(),
-                };
+            Some([first, ..]) => {
+                let separator = element_separator(text, args, inline_separator);
                 let mut with = prefix.join(&separator);
                 with.push_str(&separator);
                 splices.push(Splice {
@@ -255,6 +236,125 @@ pub fn wrap_splices(
         }
     }
     Ok(splices)
+}
+
+/// `--server-name <name>` as literals of `format`; a name that starts with `-` would read
+/// as a flag, so it is given in the `=` form.
+fn name_literals(format: Format, name: &str) -> Vec<String> {
+    if name.starts_with('-') {
+        vec![string_literal(format, &format!("--server-name={name}"))]
+    } else {
+        vec![
+            string_literal(format, "--server-name"),
+            string_literal(format, name),
+        ]
+    }
+}
+
+/// What separates the elements of the non-empty array `args` as written: a line break and
+/// the first element's indentation, `,` when the first two touch, else `inline`.
+fn element_separator(text: &str, args: &Node, inline: &str) -> String {
+    let elements = args.elements().unwrap_or_default();
+    let Some(first) = elements.first() else {
+        return inline.to_string();
+    };
+    let opening = &text[args.span.start + 1..first.span.start];
+    match (opening.rfind('\n'), elements.get(1)) {
+        (Some(nl), _) if is_blank(&opening[nl + 1..]) => {
+            let line_start = args.span.start + 1 + nl + 1;
+            format!(
+                ",{}{}",
+                newline_before(text, line_start),
+                &opening[nl + 1..]
+            )
+        }
+        (_, Some(second)) if &text[first.span.end..second.span.start] == "," => ",".to_string(),
+        _ => inline.to_string(),
+    }
+}
+
+/// Move an entry from the original mcpwall (Node) to this one in one edit: `command`
+/// becomes `wrapper`, the original's launcher (the first `launcher_args` args: `-y
+/// mcpwall`, the script path) gives way to `--server-name <name>`, and its options, `--`
+/// and the server keep their exact bytes.
+pub fn migrate_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    name: &str,
+    wrapper: &str,
+    launcher_args: usize,
+) -> Result<Vec<Splice>, EditError> {
+    let entry = entry(root, path)?;
+    let command = entry.member("command").expect("checked by entry()");
+    let no_entry = || EditError::NoEntry(path.join("."));
+    let args = &entry.member("args").ok_or_else(no_entry)?.value;
+    let elements = args.elements().ok_or_else(no_entry)?;
+    let kept = elements.get(launcher_args).ok_or_else(no_entry)?;
+    let separator = element_separator(text, args, ", ");
+    let mut with = name_literals(format, name).join(&separator);
+    with.push_str(&separator);
+    Ok(vec![
+        Splice {
+            range: command.value.span.clone(),
+            with: string_literal(format, wrapper),
+        },
+        Splice {
+            range: elements[0].span.start..kept.span.start,
+            with,
+        },
+    ])
+}
+
+/// Undo a migration on an entry edited since: this mcpwall's `command` and `--server-name`
+/// give way to the original's command and launcher args (`launcher`: their bytes from the
+/// wrap record), and everything from the options on stays as the user left it.
+pub fn restore_launcher_splices(
+    text: &str,
+    root: &Node,
+    path: &[String],
+    launcher: &[String],
+) -> Result<Vec<Splice>, EditError> {
+    let entry = entry(root, path)?;
+    let command = entry.member("command").expect("checked by entry()");
+    let no_entry = || EditError::NoEntry(path.join("."));
+    let (launcher_command, launcher_args) = launcher.split_first().ok_or_else(no_entry)?;
+    let args = &entry.member("args").ok_or_else(no_entry)?.value;
+    let elements = args.elements().ok_or_else(no_entry)?;
+    let ours = match elements.first().and_then(Node::as_str) {
+        Some("--server-name") => 2,
+        Some(a) if a.starts_with("--server-name=") => 1,
+        _ => 0,
+    };
+    let kept = elements.get(ours).ok_or_else(no_entry)?;
+    let separator = element_separator(text, args, ", ");
+    let mut with = launcher_args.join(&separator);
+    if !with.is_empty() {
+        with.push_str(&separator);
+    }
+    Ok(vec![
+        Splice {
+            range: command.value.span.clone(),
+            with: launcher_command.clone(),
+        },
+        Splice {
+            range: elements[0].span.start..kept.span.start,
+            with,
+        },
+    ])
+}
+
+/// The raw bytes of an entry's `command` value and of its first `n` args, in order (what
+/// [`restore_launcher_splices`] puts back).
+pub fn launcher_bytes(text: &str, entry: &Node, n: usize) -> Option<Vec<String>> {
+    let command = entry.member("command")?;
+    let mut out = vec![text[command.value.span.clone()].to_string()];
+    let elements = entry.member("args")?.value.elements()?;
+    for e in elements.get(..n)? {
+        out.push(text[e.span.clone()].to_string());
+    }
+    Some(out)
 }
 
 /// Replace only the `command` of a wrapped entry (a stale mcpwall path) with `wrapper`.

@@ -5,6 +5,12 @@
 //! An entry counts as wrapped when its command's basename is `mcpwall` and its args
 //! contain `--`: that holds for entries wrapped by hand too, and never for a server that
 //! merely has `--` among its own arguments.
+//!
+//! The original mcpwall (Node, installed from npm) wraps servers as
+//! `npx [-y] mcpwall[@version] [options] -- CMD`, `mcpwall [options] -- CMD` (a global
+//! install), or `node …/mcpwall/dist/index.js [options] -- CMD`; such an entry is
+//! [`EntryState::WrappedByOriginal`]. A bare `mcpwall` command is the Node one only when it
+//! resolves to a Node script (the caller says, [`EntryState::classify`]).
 
 use std::path::Path;
 
@@ -31,13 +37,99 @@ pub enum EntryState {
         /// The real server's arguments.
         args: Vec<String>,
     },
+    /// Behind the original mcpwall (Node).
+    WrappedByOriginal {
+        /// How it is started, up to its options: `npx -y mcpwall`, `mcpwall`,
+        /// `node /usr/lib/node_modules/mcpwall/dist/index.js` (the command first).
+        launcher: Vec<String>,
+        /// Its options as written (between the launcher and `--`), and what they mean.
+        options: OriginalOptions,
+        /// The real server command after `--`.
+        command: String,
+        /// The real server's arguments.
+        args: Vec<String>,
+    },
     /// Cannot be wrapped by a stdio proxy; the reason says why.
     Skipped(String),
 }
 
+/// The options of an original mcpwall (Node) wrapper: `-c/--config FILE`,
+/// `--log-level LEVEL`, `--strict` (its README's CLI section).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OriginalOptions {
+    /// The options exactly as written.
+    pub written: Vec<String>,
+    /// `-c FILE` / `--config FILE`: exactly this policy file.
+    pub config: Option<String>,
+    /// `--log-level LEVEL`.
+    pub log_level: Option<String>,
+    /// `--strict`: refuse malformed JSON-RPC lines (the original forwards them otherwise).
+    pub strict: bool,
+    /// Options the original's documentation does not list; an entry with any is not
+    /// migrated automatically.
+    pub unknown: Vec<String>,
+}
+
+impl OriginalOptions {
+    /// Read the options the original documents, in any of their spellings.
+    pub fn parse(written: &[String]) -> OriginalOptions {
+        let mut out = OriginalOptions {
+            written: written.to_vec(),
+            ..OriginalOptions::default()
+        };
+        let mut i = 0;
+        while i < written.len() {
+            let word = written[i].as_str();
+            let value = |i: &mut usize| {
+                *i += 1;
+                written.get(*i).cloned()
+            };
+            match word {
+                "-c" | "--config" => match value(&mut i) {
+                    Some(v) => out.config = Some(v),
+                    None => out.unknown.push(word.to_string()),
+                },
+                "--log-level" => match value(&mut i) {
+                    Some(v) => out.log_level = Some(v),
+                    None => out.unknown.push(word.to_string()),
+                },
+                "--strict" => out.strict = true,
+                _ => {
+                    if let Some(v) = word.strip_prefix("--config=") {
+                        out.config = Some(v.to_string());
+                    } else if let Some(v) = word.strip_prefix("--log-level=") {
+                        out.log_level = Some(v.to_string());
+                    } else if let Some(v) = word.strip_prefix("-c").filter(|v| !v.is_empty()) {
+                        out.config = Some(v.to_string());
+                    } else {
+                        out.unknown.push(word.to_string());
+                    }
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// How the options read to a person (`-c team.yml --strict`), or `no options`.
+    pub fn describe(&self) -> String {
+        if self.written.is_empty() {
+            "no options".to_string()
+        } else {
+            self.written.join(" ")
+        }
+    }
+}
+
 impl EntryState {
-    /// Classify an entry value.
+    /// Classify an entry value, taking a bare `mcpwall` command for this mcpwall.
     pub fn of(entry: &Node) -> EntryState {
+        Self::classify(entry, &|_| false)
+    }
+
+    /// Classify an entry value; `is_node_mcpwall` tells whether a command named `mcpwall`
+    /// is the original (Node) one ([`is_node_mcpwall`] resolves it on `PATH`).
+    pub fn classify(entry: &Node, is_node_mcpwall: &dyn Fn(&str) -> bool) -> EntryState {
         if entry.members().is_none() {
             return EntryState::Skipped("the entry is not an object".into());
         }
@@ -85,6 +177,9 @@ impl EntryState {
                 }
             },
         };
+        if let Some(state) = original_wrapper(command, &args, is_node_mcpwall) {
+            return state;
+        }
         if is_mcpwall(command)
             && let Some(dash) = args.iter().position(|a| a == "--")
         {
@@ -103,6 +198,94 @@ impl EntryState {
             args,
         }
     }
+}
+
+/// The original mcpwall's wrapper, if `command args` is one: how many leading args belong
+/// to the launcher, then the options up to `--`, then the server.
+fn original_wrapper(
+    command: &str,
+    args: &[String],
+    is_node_mcpwall: &dyn Fn(&str) -> bool,
+) -> Option<EntryState> {
+    let base = basename(command);
+    let launcher_args = match base.as_str() {
+        "npx" | "npx.cmd" | "npx.exe" => {
+            // npx's own flags come first, then the package (any version of it).
+            let flags = args
+                .iter()
+                .take_while(|a| matches!(a.as_str(), "-y" | "--yes" | "-q" | "--quiet"))
+                .count();
+            let package = args.get(flags)?;
+            if package != "mcpwall" && !package.starts_with("mcpwall@") {
+                return None;
+            }
+            flags + 1
+        }
+        "node" | "node.exe" => {
+            let script = args.first()?.replace('\\', "/");
+            let parts: Vec<&str> = script.rsplit('/').take(3).collect();
+            if !(parts.len() == 3
+                && parts[2] == "mcpwall"
+                && parts[1] == "dist"
+                && parts[0].ends_with(".js"))
+            {
+                return None;
+            }
+            1
+        }
+        _ if is_mcpwall(command) && is_node_mcpwall(command) => 0,
+        _ => return None,
+    };
+    let rest = &args[launcher_args..];
+    let dash = rest.iter().position(|a| a == "--")?;
+    let (inner, inner_args) = rest[dash + 1..].split_first()?;
+    let mut launcher = vec![command.to_string()];
+    launcher.extend(args[..launcher_args].iter().cloned());
+    Some(EntryState::WrappedByOriginal {
+        launcher,
+        options: OriginalOptions::parse(&rest[..dash]),
+        command: inner.clone(),
+        args: inner_args.to_vec(),
+    })
+}
+
+/// The options of the original mcpwall's wrapper that `command args` (a server line) is,
+/// if it is one in its `npx` or `node` form: a server this mcpwall wraps that is itself
+/// behind the original (wrapped twice, as an older `mcpwall wrap` did).
+pub fn original_inside(command: &str, args: &[String]) -> Option<OriginalOptions> {
+    match original_wrapper(command, args, &|_| false)? {
+        EntryState::WrappedByOriginal { options, .. } => Some(options),
+        _ => None,
+    }
+}
+
+fn basename(command: &str) -> String {
+    command
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(command)
+        .to_ascii_lowercase()
+}
+
+/// Whether the `mcpwall` a client would start for `command` is the original (Node) one: it
+/// resolves (on `path_var`) to a `.js` file inside a `node_modules/mcpwall` package, or to
+/// a script whose `#!` line runs node (npm's global install links the package's script).
+pub fn is_node_mcpwall(command: &str, path_var: Option<&std::ffi::OsStr>) -> bool {
+    let Some(found) = resolve_on_path(command, path_var, None) else {
+        return false;
+    };
+    let real = std::fs::canonicalize(&found).unwrap_or(found);
+    let shown = real.to_string_lossy().replace('\\', "/");
+    // A script of the npm package (not a native binary that happens to be shipped in one).
+    if shown.contains("/node_modules/mcpwall/") && shown.ends_with(".js") {
+        return true;
+    }
+    let mut head = [0u8; 128];
+    let n = std::fs::File::open(&real)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
+    let first_line = head[..n].split(|&b| b == b'\n').next().unwrap_or_default();
+    first_line.starts_with(b"#!") && first_line.windows(4).any(|w| w == b"node")
 }
 
 /// Whether a command names mcpwall (by basename, with or without `.exe`).
@@ -229,5 +412,88 @@ mod tests {
             EntryState::Unwrapped { .. }
         ));
         assert!(is_mcpwall(r"C:\Tools\MCPWALL.EXE"));
+    }
+
+    /// Issue 27: every documented form of the original's wrapper, with its options.
+    #[test]
+    fn r27_recognises_the_original_wrappers() {
+        let node_state = |text: &str, node: bool| {
+            EntryState::classify(&parse(text, Dialect::Json).unwrap(), &|_| node)
+        };
+        let cases: &[(&str, &[&str], &[&str], bool)] = &[
+            (
+                r#"{"command":"npx","args":["-y","mcpwall","--","npx","-y","srv","/tmp"]}"#,
+                &["npx", "-y", "mcpwall"],
+                &[],
+                false,
+            ),
+            (
+                r#"{"command":"npx","args":["mcpwall@0.3.1","-c","team.yml","--log-level","debug","--strict","--","srv"]}"#,
+                &["npx", "mcpwall@0.3.1"],
+                &["-c", "team.yml", "--log-level", "debug", "--strict"],
+                false,
+            ),
+            (
+                r#"{"command":"node","args":["/usr/lib/node_modules/mcpwall/dist/index.js","--config=/x.yml","--","srv"]}"#,
+                &["node", "/usr/lib/node_modules/mcpwall/dist/index.js"],
+                &["--config=/x.yml"],
+                false,
+            ),
+            (
+                r#"{"command":"mcpwall","args":["--log-level=warn","--","srv"]}"#,
+                &["mcpwall"],
+                &["--log-level=warn"],
+                true,
+            ),
+        ];
+        for (text, launcher, options, node) in cases {
+            match node_state(text, *node) {
+                EntryState::WrappedByOriginal {
+                    launcher: l,
+                    options: o,
+                    command,
+                    ..
+                } => {
+                    assert_eq!(l, *launcher, "{text}");
+                    assert_eq!(o.written, *options, "{text}");
+                    assert!(o.unknown.is_empty(), "{text}: {o:?}");
+                    assert!(command == "srv" || command == "npx", "{text}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let o = OriginalOptions::parse(
+            &["-c", "a.yml", "--log-level", "debug", "--strict"].map(String::from),
+        );
+        assert_eq!(
+            (o.config.as_deref(), o.log_level.as_deref(), o.strict),
+            (Some("a.yml"), Some("debug"), true)
+        );
+        assert_eq!(
+            OriginalOptions::parse(&["--verbose".into()]).unknown,
+            ["--verbose"]
+        );
+        // This mcpwall's own form, and other packages run by npx, are not the original.
+        assert!(matches!(
+            node_state(
+                r#"{"command":"mcpwall","args":["--server-name","a","--","srv"]}"#,
+                false
+            ),
+            EntryState::Wrapped { .. }
+        ));
+        assert!(matches!(
+            node_state(
+                r#"{"command":"npx","args":["-y","mcpwall-other","--","srv"]}"#,
+                false
+            ),
+            EntryState::Unwrapped { .. }
+        ));
+        assert!(matches!(
+            node_state(
+                r#"{"command":"node","args":["/srv/dist/index.js","--","x"]}"#,
+                false
+            ),
+            EntryState::Unwrapped { .. }
+        ));
     }
 }

@@ -69,8 +69,9 @@ pub struct Server {
 }
 
 impl Doc {
-    /// Read and parse one file.
-    pub fn load(file: ConfigFile) -> Result<Doc, Broken> {
+    /// Read and parse one file (`env` tells whether a bare `mcpwall` command is the
+    /// original, Node one: it is looked up on `env.path_var`).
+    pub fn load(file: ConfigFile, env: &Env) -> Result<Doc, Broken> {
         let text = match std::fs::read_to_string(&file.path) {
             Ok(text) => text,
             Err(e) => {
@@ -89,7 +90,7 @@ impl Doc {
                 });
             }
         };
-        let servers = servers_of(file.client, &root);
+        let servers = servers_of(file.client, &root, env);
         let canonical = std::fs::canonicalize(&file.path).unwrap_or_else(|_| file.path.clone());
         Ok(Doc {
             file,
@@ -100,7 +101,8 @@ impl Doc {
     }
 }
 
-fn servers_of(client: Client, root: &Node) -> Vec<Server> {
+fn servers_of(client: Client, root: &Node, env: &Env) -> Vec<Server> {
+    let is_node = |command: &str| entry::is_node_mcpwall(command, env.path_var.as_deref());
     let mut out = Vec::new();
     for map_path in client.server_maps(root) {
         let project = (map_path.len() == 3).then(|| map_path[1].clone());
@@ -118,7 +120,7 @@ fn servers_of(client: Client, root: &Node) -> Vec<Server> {
                 name: member.key.clone(),
                 path,
                 project: project.clone(),
-                state: EntryState::of(&member.value),
+                state: EntryState::classify(&member.value, &is_node),
             });
         }
     }
@@ -157,6 +159,9 @@ impl Selection {
 pub enum Outcome {
     /// Put behind mcpwall.
     Wrapped,
+    /// Was behind the original mcpwall (Node) with these options; now behind this one,
+    /// the options carried over.
+    Migrated(entry::OriginalOptions),
     /// Was already behind mcpwall; untouched.
     AlreadyWrapped,
     /// Was behind an mcpwall command that no longer resolves (given); now behind this one.
@@ -257,9 +262,10 @@ impl Doc {
         file: ConfigFile,
         canonical: PathBuf,
         text: String,
+        env: &Env,
     ) -> Result<Doc, SyntaxError> {
         let root = edit::parse(&text, file.client.format())?;
-        let servers = servers_of(file.client, &root);
+        let servers = servers_of(file.client, &root, env);
         Ok(Doc {
             file,
             canonical,
@@ -280,22 +286,157 @@ fn wrap_prefix(name: &str) -> Vec<String> {
     prefix
 }
 
-/// Whether a record's `original` entry had no `args` (then unwrapping drops an empty one).
-/// `None` when the record is unreadable: it is then not used at all.
-fn original_had_no_args(format: edit::Format, original: &str) -> Option<bool> {
+/// What a wrap record says, once checked ([`check_record`]).
+#[derive(Debug, Clone)]
+pub struct CheckedRecord {
+    /// The entry before wrapping had no `args` (then unwrapping drops an emptied one).
+    pub had_no_args: bool,
+    /// The entry before wrapping, classified.
+    pub original: EntryState,
+    /// The entry before wrapping: its `command` and `args`.
+    pub original_command: String,
+    /// See `original_command`.
+    pub original_args: Vec<String>,
+    /// For an entry migrated from the original mcpwall: the bytes of its command and
+    /// launcher args, to put back in front of an entry edited since.
+    pub launcher_bytes: Option<Vec<String>>,
+}
+
+/// One of a record's entry texts as a tree: the entry's bytes (JSON), or for TOML the
+/// `{"command": <raw TOML>, "args": <raw TOML or null>}` object [`edit::entry_bytes_in`]
+/// writes, each raw value re-read by the TOML parser and required to be exactly one value.
+/// Returns the tree and the text its spans point into.
+fn record_entry(format: edit::Format, bytes: &str) -> Result<(Node, String), String> {
     match format {
         edit::Format::Json(dialect) => {
-            let node = json_span::parse(original, dialect).ok()?;
-            node.members()?;
-            node.member("command")?.value.as_str()?;
-            Some(node.member("args").is_none())
+            let node = json_span::parse(bytes, dialect).map_err(|e| e.to_string())?;
+            if node.members().is_none() {
+                return Err("not an object".into());
+            }
+            Ok((node, bytes.to_string()))
         }
         edit::Format::Toml => {
-            let v: serde_json::Value = serde_json::from_str(original).ok()?;
-            v.get("command")?.as_str()?;
-            Some(v.get("args").is_none_or(serde_json::Value::is_null))
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Parts {
+                command: String,
+                args: Option<String>,
+            }
+            let parts: Parts = serde_json::from_str(bytes).map_err(|e| e.to_string())?;
+            let mut doc = format!("command = {}\n", parts.command);
+            let command_at = "command = ".len()..doc.len() - 1;
+            let mut args_at = None;
+            if let Some(args) = &parts.args {
+                let start = doc.len() + "args = ".len();
+                doc.push_str(&format!("args = {args}\n"));
+                args_at = Some(start..doc.len() - 1);
+            }
+            let node = toml_span::parse(&doc).map_err(|e| e.to_string())?;
+            // Each raw text must be one whole value: anything else in it (a second key, a
+            // table header) would be spliced into the client's file as written.
+            let keys: Vec<&str> = node
+                .members()
+                .unwrap_or_default()
+                .iter()
+                .map(|m| m.key.as_str())
+                .collect();
+            let expected: &[&str] = if args_at.is_some() {
+                &["command", "args"]
+            } else {
+                &["command"]
+            };
+            let whole = |key: &str, at: &std::ops::Range<usize>| {
+                node.member(key).is_some_and(|m| m.value.span == *at)
+            };
+            if keys != expected
+                || !whole("command", &command_at)
+                || args_at.as_ref().is_some_and(|at| !whole("args", at))
+            {
+                return Err("a value holds more than one TOML value".into());
+            }
+            Ok((node, doc))
         }
     }
+}
+
+/// Check a wrap record before it is used, so a damaged or hand-edited record is refused
+/// with the reason and never spliced into a client's file: it must be for `client`, carry
+/// a timestamp of mcpwall's form, keep as `original` an entry of the client's format with
+/// a string `command` (and `args` a list of strings), and as `wrapped` that same server
+/// behind mcpwall.
+pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, String> {
+    if record.client != client.id() {
+        return Err(format!(
+            "it is for client `{}`, but the file is {}'s",
+            record.client,
+            client.id()
+        ));
+    }
+    let format = client.format();
+    let (original, original_text) = record_entry(format, &record.original)
+        .map_err(|e| format!("its `original` is not a {} entry: {e}", client.syntax()))?;
+    let had_no_args = original.member("args").is_none();
+    // `wrap` makes no record for an entry already behind this mcpwall, so an `original`
+    // whose command is a bare `mcpwall … --` was the Node one (a migration).
+    let original_state = EntryState::classify(&original, &|_| true);
+    let server = match &original_state {
+        EntryState::Unwrapped { command, args }
+        | EntryState::Wrapped { command, args, .. }
+        | EntryState::WrappedByOriginal { command, args, .. } => (command, args),
+        EntryState::Skipped(why) => {
+            return Err(format!("its `original` is not a server entry ({why})"));
+        }
+    };
+    let launcher_bytes = match &original_state {
+        EntryState::WrappedByOriginal { launcher, .. } => Some(
+            edit::launcher_bytes(&original_text, &original, launcher.len() - 1)
+                .ok_or("its `original` entry's launcher cannot be read")?,
+        ),
+        _ => None,
+    };
+    let original_command = original
+        .member("command")
+        .and_then(|c| c.value.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let original_args = original
+        .member("args")
+        .and_then(|a| a.value.elements())
+        .map(|els| {
+            els.iter()
+                .filter_map(|e| e.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (wrapped, _) = record_entry(format, &record.wrapped)
+        .map_err(|e| format!("its `wrapped` is not a {} entry: {e}", client.syntax()))?;
+    match EntryState::of(&wrapped) {
+        EntryState::Wrapped { command, args, .. } if (&command, &args) == server => {}
+        _ => {
+            return Err("its `wrapped` entry is not its `original` server behind mcpwall".into());
+        }
+    }
+    let stamp = record.wrapped_at.as_bytes();
+    if !(stamp.len() == 16
+        && stamp[8] == b'T'
+        && stamp[15] == b'Z'
+        && stamp
+            .iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 8 | 15) || c.is_ascii_digit()))
+    {
+        return Err(format!(
+            "its `wrapped_at` ({:?}) is not a time mcpwall wrote",
+            record.wrapped_at
+        ));
+    }
+    Ok(CheckedRecord {
+        had_no_args,
+        original: original_state,
+        original_command,
+        original_args,
+        launcher_bytes,
+    })
 }
 
 /// Plan `op` on the entries at `paths` of `doc`, and check the result: it must parse with
@@ -305,8 +446,9 @@ fn plan_doc(env: &Env, d: usize, doc: &Doc, op: &Op, paths: &[Vec<String>]) -> F
     let try_exact = |exact: bool| plan_doc_with(env, d, doc, op, paths, exact);
     let change = try_exact(true);
     if matches!(op, Op::Unwrap(_)) && change_failed(&change) {
-        // A record that does not describe the entry (damaged, or from another version):
-        // take the prefix off the entry as it is instead.
+        // The exact restore of a checked record did not verify (a record from another
+        // mcpwall version that wrote entries differently): take the prefix off the entry as
+        // it is instead. A damaged record fails both ways and is reported.
         return try_exact(false);
     }
     change
@@ -361,10 +503,12 @@ fn plan_doc_with(
         if change.outcomes.iter().any(|(s, _)| s.path == *path) {
             continue;
         }
-        let state = root.at(path).map_or(
-            EntryState::Skipped("the entry is gone".into()),
-            EntryState::of,
-        );
+        let is_node = |command: &str| entry::is_node_mcpwall(command, env.path_var.as_deref());
+        let state = root
+            .at(path)
+            .map_or(EntryState::Skipped("the entry is gone".into()), |node| {
+                EntryState::classify(node, &is_node)
+            });
         let step = match op {
             Op::Wrap(wrapper) => {
                 plan_wrap_entry(env, doc, &root, server, &state, wrapper, &mut change)
@@ -451,12 +595,37 @@ fn plan_wrap_entry(
             };
             return Ok((Outcome::Repointed(old.clone()), splices, Some(expect)));
         }
+        EntryState::WrappedByOriginal {
+            launcher,
+            options,
+            command,
+            args,
+        } => {
+            return plan_migrate_entry(
+                doc, root, server, wrapper, launcher, options, command, args, change,
+            );
+        }
         EntryState::Skipped(why) => return Ok((Outcome::Skipped(why.clone()), Vec::new(), None)),
     };
     let splices = edit::wrap_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
     let mut expected_args = wrap_prefix(&server.name);
     expected_args.push(command.clone());
     expected_args.extend(args.iter().cloned());
+    let expect = record_wrap(doc, root, server, wrapper, expected_args, change);
+    Ok((Outcome::Wrapped, splices, Some(expect)))
+}
+
+/// Record the entry as it is now, for `unwrap`, and say what it must look like once
+/// `wrapper` is in front of it with `args`.
+fn record_wrap(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    wrapper: &str,
+    args: Vec<String>,
+    change: &mut FileChange,
+) -> edit::Expect {
+    let format = doc.file.client.format();
     change.new_records.push(Record {
         client: doc.file.client.id().to_string(),
         file: doc.canonical.clone(),
@@ -466,12 +635,55 @@ fn plan_wrap_entry(
         wrapped: String::new(),
         wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
     });
-    let expect = edit::Expect {
+    edit::Expect {
         path: server.path.clone(),
         command: wrapper.to_string(),
-        args: expected_args,
-    };
-    Ok((Outcome::Wrapped, splices, Some(expect)))
+        args,
+    }
+}
+
+/// Move an entry from the original mcpwall (Node) to this one: one edit, its options kept
+/// (they mean the same here), recorded so `unwrap` can put the original's wrapper back.
+#[allow(clippy::too_many_arguments)]
+fn plan_migrate_entry(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    wrapper: &str,
+    launcher: &[String],
+    options: &entry::OriginalOptions,
+    command: &str,
+    args: &[String],
+    change: &mut FileChange,
+) -> Step {
+    if !options.unknown.is_empty() {
+        return Ok((
+            Outcome::Skipped(format!(
+                "behind the original mcpwall (Node) with options it does not document ({}): migrate it by hand",
+                options.unknown.join(" ")
+            )),
+            Vec::new(),
+            None,
+        ));
+    }
+    let format = doc.file.client.format();
+    let splices = edit::migrate_splices(
+        &doc.text,
+        root,
+        format,
+        &server.path,
+        &server.name,
+        wrapper,
+        launcher.len() - 1,
+    )?;
+    let mut expected_args = wrap_prefix(&server.name);
+    expected_args.pop();
+    expected_args.extend(options.written.iter().cloned());
+    expected_args.push("--".into());
+    expected_args.push(command.to_string());
+    expected_args.extend(args.iter().cloned());
+    let expect = record_wrap(doc, root, server, wrapper, expected_args, change);
+    Ok((Outcome::Migrated(options.clone()), splices, Some(expect)))
 }
 
 fn plan_unwrap_entry(
@@ -486,21 +698,36 @@ fn plan_unwrap_entry(
     let format = doc.file.client.format();
     let text = &doc.text;
     let path = &server.path;
-    // Records are checked before use: one for another client, or whose original entry
-    // does not read as an entry of this format, is ignored.
-    let record = records
-        .find(&doc.canonical, path)
-        .filter(|r| r.client == doc.file.client.id());
-    let had_no_args = record.and_then(|r| original_had_no_args(format, &r.original));
+    let record = records.find(&doc.canonical, path);
     let EntryState::Wrapped { command, args, .. } = state else {
-        if records.find(&doc.canonical, path).is_some() {
+        if record.is_some() {
             // Replaced by the user since it was wrapped: the record describes an entry
             // that is not there any more, and must never overwrite the new one.
             change.done_records.push(path.clone());
             return Ok((Outcome::NoLongerWrapped, Vec::new(), None));
         }
+        if matches!(state, EntryState::WrappedByOriginal { .. }) {
+            return Ok((
+                Outcome::Skipped(
+                    "behind the original mcpwall (Node), not this one: nothing of this mcpwall's to take off".into(),
+                ),
+                Vec::new(),
+                None,
+            ));
+        }
         return Ok((Outcome::NotWrapped, Vec::new(), None));
     };
+    // A record is checked before it is used; a damaged one stops this entry (the user
+    // decides: repair the record, or drop it and unwrap without it).
+    let checked = match record {
+        Some(r) => Some(check_record(r, doc.file.client).map_err(|why| {
+            edit::EditError::Record(format!(
+                "its wrap record in ~/.mcpwall/wrapped.json is damaged ({why}), so the entry was left as it is; repair the record, or delete it and run unwrap again to take mcpwall's prefix off the entry as it is now"
+            ))
+        })?),
+        None => None,
+    };
+    let had_no_args = checked.as_ref().map(|c| c.had_no_args);
     let expect = edit::Expect {
         path: path.clone(),
         command: command.clone(),
@@ -510,12 +737,52 @@ fn plan_unwrap_entry(
     let current = edit::entry_bytes_in(text, root, format, path).unwrap_or_default();
     if exact
         && let Some(r) = record
-        && had_no_args.is_some()
+        && let Some(c) = &checked
         && r.wrapped == current
     {
         // Untouched since wrapping: put the original bytes back (checked by verify).
         let splices = edit::restore_exact_splices(text, root, format, path, &r.original)?;
+        let expect = edit::Expect {
+            path: path.clone(),
+            command: c.original_command.clone(),
+            args: c.original_args.clone(),
+        };
         return Ok((Outcome::Restored, splices, Some(expect)));
+    }
+    if let Some(c) = &checked
+        && let Some(launcher) = &c.launcher_bytes
+        && let EntryState::WrappedByOriginal {
+            launcher: words, ..
+        } = &c.original
+    {
+        // Migrated from the original mcpwall and edited since: the original's launcher goes
+        // back in front of the entry as it is now.
+        let splices = edit::restore_launcher_splices(text, root, path, launcher)?;
+        let root_entry = root
+            .at(path)
+            .ok_or_else(|| edit::EditError::NoEntry(path.join(".")))?;
+        let now: Vec<String> = root_entry
+            .member("args")
+            .and_then(|a| a.value.elements())
+            .map(|els| {
+                els.iter()
+                    .filter_map(|e| e.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ours = match now.first().map(String::as_str) {
+            Some("--server-name") => 2,
+            Some(a) if a.starts_with("--server-name=") => 1,
+            _ => 0,
+        };
+        let mut args = words[1..].to_vec();
+        args.extend(now.into_iter().skip(ours));
+        let expect = edit::Expect {
+            path: path.clone(),
+            command: words[0].clone(),
+            args,
+        };
+        return Ok((Outcome::RestoredKeepingEdits, splices, Some(expect)));
     }
     let drop_empty = had_no_args == Some(true) && args.is_empty();
     let splices = edit::strip_wrapper_splices(text, root, format, path, drop_empty)?;
@@ -533,7 +800,7 @@ impl Workspace {
         let mut docs = Vec::new();
         let mut broken = Vec::new();
         for file in discover(&env) {
-            match Doc::load(file) {
+            match Doc::load(file, &env) {
                 Ok(doc) => docs.push(doc),
                 Err(b) => broken.push(b),
             }
@@ -543,7 +810,7 @@ impl Workspace {
 
     /// Read exactly one file given with `--config` (as `client`'s).
     pub fn load_file(env: Env, file: ConfigFile) -> Workspace {
-        let (docs, broken) = match Doc::load(file) {
+        let (docs, broken) = match Doc::load(file, &env) {
             Ok(doc) => (vec![doc], Vec::new()),
             Err(b) => (Vec::new(), vec![b]),
         };
@@ -615,6 +882,14 @@ impl Workspace {
                 continue;
             }
             let doc = &self.docs[change.doc];
+            if let Some(refusal) = self.leaves_the_project(doc, options) {
+                files.push(Committed {
+                    change,
+                    result: Err(refusal),
+                    rolled_back: None,
+                });
+                continue;
+            }
             let format = doc.file.client.format();
             let validate = |text: &str| {
                 edit::parse(text, format)
@@ -637,6 +912,7 @@ impl Workspace {
                             doc.file.clone(),
                             doc.canonical.clone(),
                             now.to_string(),
+                            &self.env,
                         )
                         .map_err(|e| {
                             format!("{} no longer parses: {e}", doc.file.path.display())
@@ -690,6 +966,30 @@ impl Workspace {
     /// Show a path with the home directory as `~` and the project directory as `.`.
     pub fn display_path(&self, path: &Path) -> String {
         display_path(&self.env, path)
+    }
+
+    /// A project file that is a symlink to a file outside the project: the repository
+    /// chose where it points, so writing through it (to any file of the user's that
+    /// happens to parse) needs `--force`.
+    fn leaves_the_project(&self, doc: &Doc, options: fsio::Options) -> Option<fsio::WriteError> {
+        if doc.file.scope != Scope::Project || options.force {
+            return None;
+        }
+        let project = std::fs::canonicalize(&self.env.project_dir).ok()?;
+        let is_link =
+            std::fs::symlink_metadata(&doc.file.path).is_ok_and(|m| m.file_type().is_symlink());
+        let parent_moves = doc
+            .file
+            .path
+            .parent()
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .is_none_or(|p| !p.starts_with(&project));
+        (!doc.canonical.starts_with(&project) && (is_link || parent_moves)).then(|| {
+            fsio::WriteError::OutsideProject {
+                path: doc.file.path.clone(),
+                target: doc.canonical.clone(),
+            }
+        })
     }
 }
 

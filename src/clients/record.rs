@@ -100,7 +100,10 @@ impl Records {
         let result = fsio::edit_file(
             &path,
             None,
-            fsio::Options { force: true },
+            fsio::Options {
+                force: true,
+                ..fsio::Options::default()
+            },
             "JSON",
             &validate,
             |now| {

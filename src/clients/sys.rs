@@ -1,7 +1,6 @@
 //! The few OS calls the file-editing discipline ([`super::fsio`]) needs that std does not
-//! offer safely: an atomic exchange of two names
-//! (`renameat2(RENAME_EXCHANGE)`), and the effective user id. Every `unsafe` of the clients
-//! module lives here. Opening without following links and keeping owners use std's own
+//! offer: an atomic exchange of two names (`renameat2(RENAME_EXCHANGE)`) and the
+//! effective user id, through rustix's safe wrappers. Opening without following links and keeping owners use std's own
 //! `OpenOptionsExt::custom_flags` and `fchown`, also gathered here so `fsio` reads as policy.
 
 use std::fs::{File, OpenOptions};
@@ -33,6 +32,74 @@ impl Lock {
 /// An exclusive advisory lock (`flock` on Unix, `LockFileEx` on Windows), through std.
 fn flock_exclusive(file: &File) -> io::Result<()> {
     file.lock()
+}
+
+/// An exclusive advisory lock on a file being edited, held until dropped. It is taken on
+/// the file itself (not a lock file beside it), so any program that locks the file it
+/// edits (an editor, a sync tool, an mcpwall run with another `HOME`, such as `sudo` without
+/// `-E`) takes turns with mcpwall.
+#[derive(Debug)]
+pub struct TargetLock {
+    file: File,
+}
+
+impl TargetLock {
+    /// Lock the file `path` names now, waiting up to `wait` for another holder to let go.
+    /// `Ok(None)`: there is no such file (nothing to lock; creating it is exclusive anyway).
+    /// `ErrorKind::WouldBlock`: still held by another program after `wait`.
+    ///
+    /// A lock belongs to the file, not the name: when the name is replaced while this
+    /// waits (another editor's rename), the lock is taken again on what the name holds now.
+    pub fn acquire(path: &Path, wait: std::time::Duration) -> io::Result<Option<TargetLock>> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let file = match open_read_nofollow(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(io::Error::from(io::ErrorKind::WouldBlock));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                // A file system without locks (some network mounts): edit without one, as
+                // the compare-and-swap still guards the write.
+                Err(std::fs::TryLockError::Error(e))
+                    if e.kind() == io::ErrorKind::Unsupported
+                        || e.raw_os_error() == Some(libc::ENOLCK) =>
+                {
+                    return Ok(None);
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+            let lock = TargetLock { file };
+            if lock.still_named_by(path) {
+                return Ok(Some(lock));
+            }
+        }
+    }
+
+    /// Whether `path` still names the locked file.
+    pub fn still_named_by(&self, path: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            match (self.file.metadata(), std::fs::symlink_metadata(path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = path;
+            true
+        }
+    }
 }
 
 trait OwnerOnly {
@@ -78,8 +145,7 @@ pub fn create_exclusive(path: &Path) -> io::Result<File> {
 pub fn is_root() -> bool {
     #[cfg(unix)]
     {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() == 0 }
+        rustix::process::geteuid().is_root()
     }
     #[cfg(not(unix))]
     {
@@ -111,30 +177,16 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
 pub fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let a = CString::new(a.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        let b = CString::new(b.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
-        // makes relative paths relative to the working directory (ours are absolute).
-        let rc = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_EXCHANGE as _,
-            )
-        };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
-            _ => Err(err),
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let err = io::Error::from(e);
+                match err.raw_os_error() {
+                    Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
+                    _ => Err(err),
+                }
+            }
         }
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]

@@ -166,9 +166,17 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<secret::Secr
             );
         }
     }
+    // A policy pattern with a built-in's name replaces that built-in (only trusted files
+    // get this far with one, see `config::merge`).
     let mut specs: Vec<DetectorSpec> = builtin
         .into_iter()
         .filter(|s| !policy.disabled_secrets.iter().any(|d| d.value == s.name))
+        .filter(|s| {
+            !policy
+                .secret_patterns
+                .iter()
+                .any(|p| p.name.value == s.name)
+        })
         .collect();
     let n_builtin = specs.len();
     for p in &policy.secret_patterns {

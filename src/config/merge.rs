@@ -41,12 +41,20 @@ pub(crate) enum Restricted {
     /// Everything in it applies.
     No,
     /// Only tightening parts apply: deny rules, outbound deny/redact rules (placed after every
-    /// trusted outbound rule), extra secret patterns (their regexes on a smaller budget), and
+    /// trusted outbound rule), extra secret patterns (their regexes on a smaller budget; one
+    /// named like a built-in detector, which would replace it, is ignored), and
     /// settings that tighten. Allow rules (inbound and outbound), the file's own outbound
     /// `log_only` rules, `disable`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
     /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
     /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
+}
+
+/// Whether `name` is a built-in secret detector's: a pattern with that name replaces it.
+fn is_builtin_detector(name: &str) -> bool {
+    crate::secrets::builtin_specs()
+        .iter()
+        .any(|s| s.name == name)
 }
 
 /// The built-in file a name in `extends` refers to.
@@ -275,7 +283,20 @@ impl Merger {
         let mut packs_in: Vec<Rule> = Vec::new();
         let mut packs_out: Vec<OutboundRule> = Vec::new();
         let mut extended: Vec<&'static str> = Vec::new();
-        self.secret_patterns.extend(secret_patterns);
+        for pattern in secret_patterns {
+            if restricted == Restricted::Yes && is_builtin_detector(&pattern.name.value) {
+                self.ignore(
+                    pattern.name.span,
+                    format!(
+                        "secret pattern `{}` (it would replace the built-in detector)",
+                        pattern.name.value
+                    ),
+                    UNTRUSTED_WHY,
+                );
+                continue;
+            }
+            self.secret_patterns.push(pattern);
+        }
         for d in disabled_secrets {
             if restricted == Restricted::Yes {
                 self.ignore(
@@ -702,6 +723,9 @@ impl Merger {
         if let Some(v) = set.circuit_breaker {
             s.circuit_breaker = Some(v.value);
         }
+        if let Some(v) = set.backups {
+            s.backups = v.value;
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -715,6 +739,10 @@ impl Merger {
     fn tighten(&mut self, s: &mut Settings, layer: &RawSettings) {
         if let Some(v) = &layer.log_dir {
             self.ignore(v.span, "`log_dir`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.backups {
+            // Fewer or shorter-lived backups would delete the user's copies of their files.
+            self.ignore(v.span, "`backups`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = layer.log_level {
             // A quieter log could hide the warnings about what this very file tried.
@@ -822,4 +850,5 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.pinning, &from.pinning);
     f(&mut into.poison_scan, &from.poison_scan);
     f(&mut into.circuit_breaker, &from.circuit_breaker);
+    f(&mut into.backups, &from.backups);
 }

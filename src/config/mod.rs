@@ -22,7 +22,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-#[doc(hidden)]
+// Invariant oracles for the fuzz targets and property tests: built only for tests.
+#[cfg(any(test, feature = "test-support"))]
 pub mod checks;
 pub mod diag;
 mod merge;

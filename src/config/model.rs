@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::policy::{
-    Action, CircuitBreakerSettings, LogArgs, LogLevel, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
+    Action, BackupSettings, CircuitBreakerSettings, LogArgs, LogLevel, OutboundRule, PinningMode,
+    PoisonScanMode, RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId, Span, Spanned,
 };
 
 pub(crate) use super::yaml_tree::{Loc, Node, YNode};
@@ -251,4 +251,5 @@ pub(crate) struct RawSettings {
     pub(crate) pinning: Option<Spanned<PinningMode>>,
     pub(crate) poison_scan: Option<Spanned<PoisonScanMode>>,
     pub(crate) circuit_breaker: Option<Spanned<CircuitBreakerSettings>>,
+    pub(crate) backups: Option<Spanned<BackupSettings>>,
 }

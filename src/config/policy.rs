@@ -153,6 +153,27 @@ pub struct CircuitBreakerSettings {
     pub action: BreakerAction,
 }
 
+/// `settings.backups`: which backups `wrap`, `unwrap` and `init` keep of each client file
+/// they rewrite (in `~/.mcpwall/backups`). Only a trusted file sets it: an untrusted
+/// project file could otherwise have the user's backups deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackupSettings {
+    /// At most this many per file (the newest).
+    pub keep: u32,
+    /// None older than this many days (by the UTC time in the backup's name); the newest
+    /// backup of a file is always kept.
+    pub max_age_days: u32,
+}
+
+impl Default for BackupSettings {
+    fn default() -> Self {
+        BackupSettings {
+            keep: 10,
+            max_age_days: 30,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -169,6 +190,8 @@ pub struct Settings {
     pub poison_scan: PoisonScanMode,
     /// `None`: no breaker.
     pub circuit_breaker: Option<CircuitBreakerSettings>,
+    /// Backups of rewritten client files.
+    pub backups: BackupSettings,
 }
 
 impl Default for Settings {
@@ -185,6 +208,7 @@ impl Default for Settings {
             pinning: PinningMode::Enforce,
             poison_scan: PoisonScanMode::Enforce,
             circuit_breaker: None,
+            backups: BackupSettings::default(),
         }
     }
 }

@@ -7,7 +7,6 @@
 //! untrusted again until the user looks at it and runs `mcpwall trust` once more.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -167,45 +166,48 @@ impl TrustStore {
         &self.entries
     }
 
-    /// Write the store atomically (temporary file in the same directory, then rename), with
-    /// mode 0600 so other users cannot read or forge it.
+    /// Write the store under the one file-writing discipline (`clients::fsio::edit_file`: a
+    /// temp file created exclusively without following links, swapped in), mode 0600 in an
+    /// owner-only `~/.mcpwall`, so other users can neither read nor forge it, and nothing
+    /// planted in that directory can redirect the write.
     pub fn save(&self) -> Result<(), TrustError> {
+        use crate::clients::fsio;
         let werr = |source| TrustError::Write {
             path: self.path.clone(),
             source,
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(werr)?;
+        fsio::private_dir(dir).map_err(|e| werr(std::io::Error::other(e.to_string())))?;
         let file = TrustFile {
             version: 1,
             trusted: self.entries.clone(),
         };
-        let mut json = serde_json::to_vec_pretty(&file).expect("trust store serialises");
-        json.push(b'\n');
-        let tmp = dir.join(format!(".trusted.json.{}.tmp", std::process::id()));
-        let result = (|| {
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
+        let mut json = serde_json::to_string_pretty(&file).expect("trust store serialises");
+        json.push('\n');
+        let validate = |text: &str| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let options = fsio::Options {
+            force: true,
+            ..fsio::Options::default()
+        };
+        fsio::edit_file(&self.path, None, options, "JSON", &validate, |_| {
+            Ok((json.clone(), ()))
+        })
+        .map(|_| ())
+        .map_err(|e| werr(std::io::Error::other(e.to_string())))?;
+        // A store written by an older mcpwall may be group- or world-readable.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::symlink_metadata(&self.path).map_err(werr)?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(werr)?;
             }
-            let mut f = options.open(&tmp)?;
-            // `mode` only applies to a newly created file; a stale temporary keeps its own.
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            }
-            f.write_all(&json)?;
-            f.sync_all()?;
-            drop(f);
-            std::fs::rename(&tmp, &self.path)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
         }
-        result.map_err(werr)
+        Ok(())
     }
 }

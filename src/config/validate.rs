@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
-    Action, ArgCondition, ArgSelector, BreakerAction, CircuitBreakerSettings, CommandClause,
-    CommandPaths, Examples, LogArgs, LogLevel, Matcher, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span,
-    Spanned,
+    Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
+    CommandClause, CommandPaths, Examples, LogArgs, LogLevel, Matcher, OutboundRule, PinningMode,
+    PoisonScanMode, RateLimit, RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId,
+    SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -90,6 +90,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "pinning",
     "poison_scan",
     "circuit_breaker",
+    "backups",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -129,6 +130,7 @@ const SECRETS_KEYS: &[&str] = &["patterns", "disable"];
 const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
 const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
+const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -558,7 +560,32 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("circuit_breaker") {
             s.circuit_breaker = self.circuit_breaker(n);
         }
+        if let Some(n) = f.get("backups") {
+            s.backups = self.backups(n);
+        }
         s
+    }
+
+    /// `backups: {keep: 10, max_age_days: 30}`; a key left out keeps its default.
+    fn backups(&mut self, node: &YNode) -> Option<Spanned<BackupSettings>> {
+        let f = self.fields(node, "`backups`", BACKUP_KEYS)?;
+        let mut value = BackupSettings::default();
+        let mut ok = true;
+        for (key, slot) in [
+            ("keep", &mut value.keep),
+            ("max_age_days", &mut value.max_age_days),
+        ] {
+            if let Some(n) = f.get(key) {
+                match self.positive(n, &format!("`backups.{key}`")) {
+                    Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
+                    None => ok = false,
+                }
+            }
+        }
+        ok.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
     }
 
     fn circuit_breaker(&mut self, node: &YNode) -> Option<Spanned<CircuitBreakerSettings>> {
@@ -1319,16 +1346,10 @@ impl<'a> Decoder<'a> {
                 else {
                     continue;
                 };
-                if builtin_refs.contains(&name.value.as_str()) {
-                    self.report(
-                        Code::UnknownDetector,
-                        format!("`{}` is the name of a built-in detector", name.value),
-                        name.span,
-                        "name taken",
-                        "choose another name for your pattern",
-                    );
-                    continue;
-                }
+                // A built-in's name is allowed: the pattern replaces that detector
+                // (ARCHITECTURE decision 7; configurations written for the original
+                // mcpwall name theirs `github-token`, `private-key`). Whether a file may
+                // replace one is a question of trust, settled in `merge.rs`.
                 if let Some(first) = seen.get(&name.value) {
                     self.diags.push(
                         PolicyDiagnostic::at(

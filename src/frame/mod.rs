@@ -9,10 +9,12 @@ use std::ops::Range;
 
 pub use head::{Head, read_head};
 
-#[doc(hidden)]
+// Invariant oracles for the fuzz targets and property tests: built only for tests.
+#[cfg(any(test, feature = "test-support"))]
 pub mod checks;
 mod head;
 pub mod redact;
+mod run_block;
 pub mod scan;
 pub mod string;
 

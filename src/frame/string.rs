@@ -2,6 +2,7 @@
 //! redaction ([`super::redact`]), which do not import each other: where a run of plain
 //! bytes ends, how a `\u` escape decodes, and a resumable position inside a string.
 
+use super::run_block::{RUN_BLOCK, run_enders};
 use super::{FrameError, parse_error};
 
 /// A place inside one string's raw contents where decoding can resume: the raw index of
@@ -55,47 +56,6 @@ pub(crate) fn plain_run(raw: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// Bit `k` set when `block[k]` is `"`, `\\` or below 0x20.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-#[inline]
-fn run_enders(block: &[u8; RUN_BLOCK]) -> u32 {
-    use std::arch::x86_64::*;
-    // Three compares and a move-mask (the compiler does not find this form on its own
-    // for a bit mask).
-    // SAFETY: the cfg guarantees SSE2, which is all these intrinsics need; the unaligned
-    // load reads `block` and nothing else.
-    unsafe {
-        let v = _mm_loadu_si128(block.as_ptr().cast());
-        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-        // b <= 0x1f exactly when max(b, 0x1f) == 0x1f (unsigned).
-        let low = _mm_set1_epi8(0x1f);
-        let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
-        _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-#[inline]
-fn run_enders(block: &[u8; RUN_BLOCK]) -> u32 {
-    run_enders_portable(block)
-}
-
-#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
-#[inline]
-fn run_enders_portable(block: &[u8; RUN_BLOCK]) -> u32 {
-    let mut ends = 0;
-    for (k, &b) in block.iter().enumerate() {
-        ends |= u32::from((b == b'"') | (b == b'\\') | (b < 0x20)) << k;
-    }
-    ends
-}
-
-/// Bytes tested together by [`plain_run`]. Sixteen, one SSE2 register: most strings of
-/// a frame are keys and short values that end inside their first block, and testing 32
-/// bytes at a time cost about 4% more instructions per parsed frame.
-const RUN_BLOCK: usize = 16;
-
 /// Decode `\uXXXX` (or a surrogate pair `\uD8xx\uDCxx`) at `raw[i]`.
 pub(crate) fn decode_unicode_escape(raw: &[u8], i: usize) -> Result<(char, usize), FrameError> {
     let hi = hex4(raw, i + 2)?;
@@ -140,23 +100,7 @@ fn hex4(raw: &[u8], at: usize) -> Result<u16, FrameError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{RUN_BLOCK, plain_run, run_enders, run_enders_portable};
-
-    /// The vector mask and the byte loop agree on every byte value in every lane.
-    #[test]
-    fn run_enders_agree_with_the_byte_loop() {
-        for b in 0..=255u8 {
-            for lane in 0..RUN_BLOCK {
-                let mut block = [b'a'; RUN_BLOCK];
-                block[lane] = b;
-                assert_eq!(
-                    run_enders(&block),
-                    run_enders_portable(&block),
-                    "{b:#x} at {lane}"
-                );
-            }
-        }
-    }
+    use super::plain_run;
 
     /// The word and block tricks agree with a byte-by-byte scan, whatever the bytes
     /// around the end of the run (high bytes and borrows included).

@@ -2,6 +2,7 @@
 
 pub(crate) mod engine;
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use regex_automata::meta;
@@ -10,6 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
+use crate::text::normalize::normalize_keeping_case;
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -163,6 +165,21 @@ pub(crate) struct Outbound {
     pub span_regexes: Box<[Option<meta::Regex>]>,
 }
 
+/// The text of a string id (`None` for a number): borrowed unless it has escapes, which
+/// are decoded so that `"\u0067hp_…"` is judged as the token it spells.
+pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        serde_json::from_slice::<String>(raw)
+            .ok()
+            .map(std::borrow::Cow::Owned)
+    } else {
+        std::str::from_utf8(inner)
+            .ok()
+            .map(std::borrow::Cow::Borrowed)
+    }
+}
+
 /// The compiled policy. Immutable, `Send + Sync`; share it as `Arc<Program>`.
 ///
 /// # Precedence
@@ -196,7 +213,14 @@ pub(crate) struct Outbound {
 /// confine paths with `not_under`, which only ever judges the resolved form.
 /// `not_under` holds when a value resolves outside its root: on a named argument
 /// every string is taken as a path (a server resolves `notes.txt` against its working
-/// directory), on `_any_value` only path-shaped ones are.
+/// directory), on `_any_value` only path-shaped ones are. A path-shaped value holding a
+/// NUL is judged up to the NUL, and when no deny rule refuses the message it is refused
+/// anyway ([`Decision::NulInPath`]): a server may read the value either way.
+///
+/// `response_contains` literals and `response_contains_regex` patterns match a server
+/// message's text as it is *and* as [`crate::text::normalize`] reads it (invisible
+/// characters removed, compatibility forms and look-alike letters folded); a match found
+/// only in the normalised text covers the whole string.
 ///
 /// # Resource usage
 ///
@@ -209,10 +233,12 @@ pub(crate) struct Outbound {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]). A `command` matcher parses each value it reads as
-/// a shell command line once (linear in its length, nesting bounded at 24 levels, into a
-/// per-[`Scratch`] arena) and judges each simple command against its clauses; the glob
-/// sets of the embedded packs' clauses are built on first use.
+/// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
+/// `lstat` per `..`) or `~user` (the password file, read once per process). A `command`
+/// matcher parses each value it reads as a shell command line once (linear in its length,
+/// nesting bounded at 24 levels, into a per-[`Scratch`] arena) and judges each simple
+/// command against its clauses; the glob sets of the embedded packs' clauses are built on
+/// first use.
 ///
 /// # Construction failure
 ///
@@ -442,9 +468,8 @@ impl Texts for LineTexts<'_> {
 
 impl Program {
     /// Build now what the compiler deferred (the regexes and tool and server globs of the
-    /// embedded packs), so the first frame that needs them does not wait. Safe to call
-    /// from any thread, any number of times; the proxy calls it from a background thread
-    /// at start-up.
+    /// embedded packs), which the first frame that needs them builds otherwise. Safe to
+    /// call from any thread, any number of times.
     pub fn warm_up(&self) {
         if let Some(globs) = &self.inbound.tool_globs {
             globs.warm_up();
@@ -571,10 +596,11 @@ impl Program {
                 });
             }
             self.scan_arguments(frame, msg, scratch);
+            self.scan_names(frame, msg, scratch);
         }
 
         let best = scratch.state.best;
-        if best != NONE {
+        let decision = if best != NONE {
             if inb.rules[best as usize].allow {
                 Decision::AllowedBy(RuleId(best))
             } else {
@@ -586,7 +612,11 @@ impl Program {
             }
         } else {
             Decision::Plumbing
+        };
+        if decision.is_allowed() && has_nul_in_path(frame, msg) {
+            return Decision::NulInPath;
         }
+        decision
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
@@ -747,6 +777,36 @@ impl Program {
         self.resolve_deferred_not_under(s);
     }
 
+    /// `_any_value: {secrets: true}` judges the message's method, tool name and string
+    /// id as values too: a credential sent as a tool name or an id leaves the machine (and
+    /// reaches the server's logs) like one in an argument.
+    fn scan_names(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
+        let inb = &self.inbound;
+        let any_value = |p: u32| inb.pred_selector[p as usize] == ANY_SEL;
+        if !inb
+            .secrets
+            .iter()
+            .any(|&(p, _)| any_value(p) && !s.state.is_set(p))
+        {
+            return;
+        }
+        let id = frame.id_raw(msg).and_then(string_id);
+        let names = [frame.method(msg), frame.tool(msg), id.as_deref()];
+        for text in names.into_iter().flatten() {
+            s.findings.clear();
+            self.detector
+                .find(text, &mut s.detector_cache, &mut s.findings);
+            if !s.findings.is_empty() {
+                for &(p, _) in inb.secrets.iter() {
+                    if any_value(p) {
+                        s.state.satisfy(inb, p);
+                    }
+                }
+                return;
+            }
+        }
+    }
+
     /// Judge one server message of `frame`. `call` says what it answers; when
     /// `call.method` or `call.tool` is `None` the message's own are used.
     pub fn scan_response<'s>(
@@ -865,11 +925,19 @@ impl Program {
                 if needs & REGEX != 0
                     && let Some(re) = &out.regex
                 {
-                    re.for_each_match(out_regex, text, |preds| {
+                    let mut set = |preds: &[u32]| {
                         for &p in preds {
                             st.set(p);
                         }
-                    });
+                    };
+                    re.for_each_match(out_regex, text, &mut set);
+                    // Hidden characters and look-alikes must not split a match: the
+                    // patterns also see the text as the literals do (case and lines kept).
+                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                        && unveiled != text
+                    {
+                        re.for_each_match(out_regex, &unveiled, &mut set);
+                    }
                 }
             });
         }
@@ -930,7 +998,9 @@ impl Program {
                 .filter_map(|i| out.span_regexes[i].as_ref())
                 .collect();
             texts.for_each(&mut |tid, text| {
+                let mut unveiled = None;
                 for finder in &finders {
+                    let before = red.len();
                     for m in finder.find_iter(text) {
                         if !m.is_empty() {
                             red.push(Redaction {
@@ -939,6 +1009,19 @@ impl Program {
                                 label: rule_label,
                             });
                         }
+                    }
+                    // A match only the normalised form holds has no span in the raw text:
+                    // the whole string goes, as for literals.
+                    if red.len() == before
+                        && let Cow::Owned(form) =
+                            unveiled.get_or_insert_with(|| normalize_keeping_case(text))
+                        && finder.is_match(form.as_str())
+                    {
+                        red.push(Redaction {
+                            raw: texts.raw_range(tid, 0..text.len()),
+                            rule: id,
+                            label: rule_label,
+                        });
                     }
                 }
             });
@@ -1054,6 +1137,21 @@ impl Program {
                 .map_or("unknown", |r| r.name.as_str())
         }
     }
+}
+
+/// Whether a path-shaped string among `msg`'s arguments holds a NUL. Only a JSON escape
+/// can put one there, so strings read straight from the raw bytes are skipped.
+fn has_nul_in_path(frame: &Frame<'_>, msg: &Message) -> bool {
+    let tokens = frame.tokens();
+    msg.args.clone().any(|i| {
+        let tok = &tokens[i];
+        matches!(tok.kind, TokenKind::Key | TokenKind::String)
+            && matches!(tok.text, crate::frame::TextRef::Decoded { .. })
+            && {
+                let text = frame.text(tok.text);
+                crate::paths::has_nul(text) && crate::paths::is_path_shaped(text)
+            }
+    })
 }
 
 /// Sort by start and merge overlapping or touching ranges (the first label wins).

@@ -107,12 +107,10 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
 impl ServerProcess {
     /// Send `signal` to the server's process group. A no-op once it has exited.
     pub fn signal(&self, signal: i32) {
+        // The group is ours and its leader not yet reaped, so the id cannot have been
+        // recycled.
         if let Some(pgid) = self.pgid {
-            // SAFETY: kill(2) has no memory effects; the group is ours and alive (not
-            // yet reaped), so the id cannot have been recycled.
-            unsafe {
-                libc::kill(-pgid, signal);
-            }
+            let _ = crate::platform::signal_group(pgid, signal);
         }
     }
 
@@ -143,22 +141,13 @@ impl ServerProcess {
             return;
         }
         let group = self.group;
-        // SAFETY: kill(2) has no memory effects; see above for why the group is ours.
-        unsafe {
-            libc::kill(-group, libc::SIGTERM);
-        }
+        let _ = crate::platform::signal_group(group, libc::SIGTERM);
         let deadline = std::time::Instant::now() + grace;
-        // SAFETY: signal 0 only checks that the group still exists.
-        while unsafe { libc::kill(-group, 0) } == 0 && std::time::Instant::now() < deadline {
-            super::timer::sleep_until(
-                std::time::Instant::now() + std::time::Duration::from_millis(20),
-            )
-            .await;
+        while crate::platform::group_exists(group) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        // SAFETY: as above; a group that has emptied meanwhile makes this fail with ESRCH.
-        unsafe {
-            libc::kill(-group, libc::SIGKILL);
-        }
+        // A group that has emptied meanwhile makes this fail with ESRCH.
+        let _ = crate::platform::signal_group(group, libc::SIGKILL);
     }
 }
 

@@ -9,9 +9,10 @@
 use std::io;
 
 use std::pin::Pin;
-use std::task::{Poll, ready};
+use std::task::Poll;
 
-use tokio::io::{AsyncRead, ReadBuf};
+use bytes::BufMut;
+use tokio::io::AsyncRead;
 
 /// How much is asked of the kernel per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -202,15 +203,8 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Read at most `READ_CHUNK` bytes into the spare capacity (which `make_room`
     /// provided) and extend `buf` by what was read.
     fn poll_read_chunk(&mut self, cx: &mut std::task::Context<'_>) -> Poll<io::Result<usize>> {
-        let spare = self.buf.spare_capacity_mut();
-        let len = spare.len().min(READ_CHUNK);
-        let mut read = ReadBuf::uninit(&mut spare[..len]);
-        ready!(Pin::new(&mut self.inner).poll_read(cx, &mut read))?;
-        let n = read.filled().len();
-        // SAFETY: `ReadBuf` reports as filled only bytes that were written, here the
-        // first `n` of the spare capacity, which directly follow `buf`'s contents.
-        unsafe { self.buf.set_len(self.buf.len() + n) };
-        Poll::Ready(Ok(n))
+        let mut spare = BufMut::limit(&mut self.buf, READ_CHUNK);
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.inner), cx, &mut spare)
     }
 
     /// Forget all buffered input.

@@ -10,7 +10,8 @@
 //! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`]
 //! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,6 @@ mod pump;
 pub mod queue;
 pub mod shutdown;
 pub mod stdio;
-pub mod timer;
 
 use crate::audit::AuditSender;
 pub use crate::config::policy::LogLevel;
@@ -182,14 +182,15 @@ pub async fn run(
     let max_line = program.settings().max_frame_bytes;
 
     let (mut client_tx, client_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
-    let (server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
-    // Both writers own their descriptor until they end, and every sender runs on this
-    // current-thread runtime: the contract of `write_to_pipe`. The server's stdin is
-    // always a pipe (tokio makes it non-blocking).
+    let (mut server_tx, server_rx) = queue::queue(WRITER_CHANNEL, queue::QUEUE_BYTES);
+    // Every sender runs on this current-thread runtime: the contract of `write_to_pipe`.
+    // The server's stdin is always a pipe (tokio makes it non-blocking).
     if let Some(pipe) = client_pipe {
         client_tx = client_tx.write_to_pipe(pipe);
     }
-    let server_tx = server_tx.write_to_pipe(server_in.as_raw_fd());
+    if let Ok(pipe) = server_in.as_fd().try_clone_to_owned() {
+        server_tx = server_tx.write_to_pipe(pipe);
+    }
     let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
     let mut client_writer = Some(tokio::spawn(write_from(
         client_out,
@@ -198,7 +199,7 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
-    let mut outbound = Pump::new(
+    let outbound = Pump::new(
         session.clone(),
         Peer::Server,
         Sink::strong(client_tx.clone(), client_pool.clone()),
@@ -206,19 +207,6 @@ pub async fn run(
         audit.clone(),
         options.chatter,
     );
-    // Deferred parts of the program build on a thread of their own once the answer to
-    // the handshake is on its way; a frame that needs one sooner builds it (or waits for
-    // the thread). Not sooner: the server, the handshake and this thread then shared two
-    // CPUs and one malloc arena, and start-up took 5.4 ms instead of 4.5 (the harness's
-    // start-up scenario, same run). Not before the spawn
-    // either: while a thread of ours was allocating, spawning the server took 2.3 ms
-    // instead of 0.5 (the child shares our address space until its exec).
-    let warming = program.clone();
-    outbound.after_first_flush(move || {
-        let _ = std::thread::Builder::new()
-            .name("mcpwall-warm".into())
-            .spawn(move || warming.warm_up());
-    });
     let inbound = Pump::new(
         session.clone(),
         Peer::Client,
@@ -245,11 +233,11 @@ pub async fn run(
     };
 
     // The escalation timer, kept across turns of the loop while its deadline stands.
-    let mut escalation: Option<(std::time::Instant, timer::Sleep)> = None;
+    let mut escalation: Option<(std::time::Instant, Pin<Box<tokio::time::Sleep>>)> = None;
     let status = loop {
         let deadline = shutdown.deadline();
         if escalation.as_ref().map(|(at, _)| *at) != deadline {
-            escalation = deadline.map(|at| (at, timer::sleep_until(at)));
+            escalation = deadline.map(|at| (at, Box::pin(tokio::time::sleep_until(at.into()))));
         }
         tokio::select! {
             status = server.wait() => break status.map_err(ProxyError::Wait)?,
@@ -279,7 +267,7 @@ pub async fn run(
                 stop_inbound(&mut inbound);
                 shutdown.begin();
             }
-            () = async { (&mut escalation.as_mut().unwrap().1).await }, if escalation.is_some() => {
+            () = async { escalation.as_mut().unwrap().1.as_mut().await }, if escalation.is_some() => {
                 escalation = None;
                 if let Some(sig) = shutdown.escalate() {
                     chatter.log(LogLevel::Warn, format_args!(
@@ -294,7 +282,11 @@ pub async fn run(
 
     // The server is gone. Read what it wrote before exiting (a large final reply
     // arrives whole), unless a grandchild keeps its stdout open.
-    if !outbound_done && timer::timeout(STDOUT_DRAIN, &mut outbound).await.is_none() {
+    if !outbound_done
+        && tokio::time::timeout(STDOUT_DRAIN, &mut outbound)
+            .await
+            .is_err()
+    {
         outbound.abort();
         // Something the server started still holds its stdout: it goes with the server.
         chatter.log(
@@ -311,12 +303,12 @@ pub async fn run(
     session.lock().server_gone(&describe(status), &mut out);
     audit.send(&mut out.events);
     if !out.to_client.is_empty() {
-        let _ = timer::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
+        let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
     }
     drop(client_tx);
     drop(session);
     if let Some(w) = client_writer
-        && timer::timeout(CLIENT_DRAIN, w).await.is_none()
+        && tokio::time::timeout(CLIENT_DRAIN, w).await.is_err()
     {
         chatter.log(
             LogLevel::Warn,

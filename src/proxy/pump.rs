@@ -219,10 +219,6 @@ pub(crate) struct Pump {
     to_server: Sink,
     audit: AuditSender,
     chatter: Chatter,
-    /// Run once the first server output has been handed to the client's writer.
-    after_first_flush: Option<Box<dyn FnOnce() + Send>>,
-    /// A line has been read.
-    handled_any: bool,
 }
 
 impl Pump {
@@ -246,16 +242,7 @@ impl Pump {
             to_server,
             audit,
             chatter,
-            after_first_flush: None,
-            handled_any: false,
         }
-    }
-
-    /// Run `f` on the runtime once the first line (normally the answer to `initialize`)
-    /// has been judged and handed on, after the writer's turn. If no line comes, `f`
-    /// never runs.
-    pub fn after_first_flush(&mut self, f: impl FnOnce() + Send + 'static) {
-        self.after_first_flush = Some(Box::new(f));
     }
 
     /// Read lines until EOF or a read error, judging each one. Writes are batched while
@@ -272,12 +259,6 @@ impl Pump {
                 }
             }
             self.flush().await;
-            if self.handled_any
-                && let Some(f) = self.after_first_flush.take()
-            {
-                // Spawned, not called: the writer just woken goes first.
-                tokio::spawn(async move { f() });
-            }
             match reader.fill().await {
                 Ok(true) => {}
                 Ok(false) => {
@@ -307,7 +288,6 @@ impl Pump {
         let Some(line) = reader.next_buffered() else {
             return false;
         };
-        self.handled_any = true;
         let delivery = match self.from {
             Peer::Client => {
                 self.session.lock().from_client(line, &mut self.out);

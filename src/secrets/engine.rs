@@ -1,14 +1,16 @@
 //! One detector's regex, compiled for the only search the detector does: anchored at a
-//! keyword hit, bounded by a window, reporting the match and its `secret` group.
+//! keyword hit, running to the end of the text at most, reporting the match and its
+//! `secret` group.
 //!
 //! The engines are picked for that search, which is why this is not a `meta::Regex`:
 //! a meta regex also builds a reverse NFA, literal prefilters and a backtracker that an
 //! anchored search never uses, and each build then costs about three times as much.
-//! - A pattern with a `secret` group that is one-pass (most of them) is searched with
-//!   the one-pass DFA alone: one anchored pass gives the match and the group.
-//! - Any other pattern is searched with a forward lazy DFA, which gives the match end;
-//!   a `secret` group is then read by a bounded backtracker (or, for a match too long
-//!   for it, the PikeVM) over the match alone.
+//! Every search finds the match end with a forward lazy DFA walked by `walk.rs`, which
+//! lets a search over a run another search already read stop as soon as it joins it.
+//! - A pattern `P (?P<secret>S) X` is three such walks (see [`Staged`]).
+//! - Any other pattern is one walk for the match; a `secret` group is then read over the
+//!   match alone by the one-pass DFA (or, for a pattern that is not one-pass, a bounded
+//!   backtracker or, for a match too long for it, the PikeVM).
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -18,6 +20,8 @@ use regex_automata::hybrid;
 use regex_automata::nfa::thompson::{self, WhichCaptures, backtrack, pikevm};
 use regex_automata::util::primitives::NonMaxUsize;
 use regex_automata::{Input, MatchKind, PatternID};
+
+use super::walk::{self, Trail};
 use regex_syntax::hir::Hir;
 
 /// Size limits for a detector's automata (user patterns are untrusted input).
@@ -38,32 +42,29 @@ pub(super) struct Engine {
     /// The pattern, kept for building `whole` later.
     hir: Option<Box<Hir>>,
     has_secret: bool,
-    /// Maximum match length, or `None` when unbounded.
-    pub max_len: Option<usize>,
 }
 
+/// The whole pattern: a lazy DFA finds where a match ends (walked as `walk.rs` does, so
+/// repeated searches over one run cost little), then, for a `secret` group, a capture
+/// engine reads the group over the match alone.
 #[derive(Debug)]
 struct Whole {
-    kind: Kind,
+    dfa: hybrid::dfa::DFA,
+    groups: Option<Groups>,
+    /// For a match the group engine cannot take (too long for the backtracker), and for
+    /// a search the DFA gives up on (a Unicode `\b` in a user pattern, on non-ASCII text).
+    pikevm: pikevm::PikeVM,
     /// Slot of the start of the `secret` group (its end is the next slot).
     secret_slot: Option<usize>,
 }
 
+/// Reads the `secret` group within a match.
 #[derive(Debug)]
-enum Kind {
-    /// One-pass pattern with a `secret` group.
+enum Groups {
+    /// One pass over the match (most patterns).
     OnePass(Box<onepass::DFA>),
-    /// Lazy DFA for the match; the backtracker reads a `secret` group within it, the
-    /// PikeVM does when the match is too long for the backtracker or the DFA gives up
-    /// (a Unicode `\b` in a user pattern, on non-ASCII text).
-    Dfa(Box<DfaEngines>),
-}
-
-#[derive(Debug)]
-struct DfaEngines {
-    dfa: hybrid::dfa::DFA,
-    backtrack: Option<backtrack::BoundedBacktracker>,
-    pikevm: pikevm::PikeVM,
+    /// Patterns that are not one-pass.
+    Backtrack(backtrack::BoundedBacktracker),
 }
 
 /// A pattern `P (?P<secret>S) X` searched as three anchored DFA searches, P from the
@@ -94,9 +95,12 @@ enum Stage {
 pub(super) struct EngineCache {
     /// Caches of the prefix, secret and suffix DFAs of a staged search.
     stages: [Option<hybrid::dfa::Cache>; 3],
+    /// The last walk of each of the prefix, secret and suffix DFAs and of the whole
+    /// pattern's DFA, in the current scan.
+    trails: [Trail; 4],
     /// Caches of the whole-pattern engines, created on first use.
-    onepass: Option<onepass::Cache>,
     dfa: Option<hybrid::dfa::Cache>,
+    onepass: Option<onepass::Cache>,
     backtrack: Option<backtrack::Cache>,
     pikevm: Option<pikevm::Cache>,
     slots: Vec<Option<NonMaxUsize>>,
@@ -104,6 +108,8 @@ pub(super) struct EngineCache {
 
 /// A match: the whole span and the secret's span.
 pub(super) struct Found {
+    /// Checked against a capture search by the tests; the detector needs the secret only.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub whole: Range<usize>,
     pub secret: Range<usize>,
 }
@@ -113,7 +119,6 @@ impl Engine {
     /// engine is built now (a user pattern: any error shows at start-up); without,
     /// engines a search may never need are left for later.
     pub fn new(hir: &Hir, complete: bool) -> Result<Engine, String> {
-        let max_len = hir.properties().maximum_len();
         let has_secret = has_secret_group(hir);
         let staged = staged(hir)?.map(Box::new);
         let whole = OnceLock::new();
@@ -126,7 +131,6 @@ impl Engine {
             whole,
             hir,
             has_secret,
-            max_len,
         })
     }
 
@@ -159,8 +163,9 @@ impl Engine {
         };
         EngineCache {
             stages,
-            onepass: None,
+            trails: Default::default(),
             dfa: None,
+            onepass: None,
             backtrack: None,
             pikevm: None,
             slots: Vec::new(),
@@ -168,9 +173,12 @@ impl Engine {
     }
 
     /// The leftmost-first match of an anchored search over `input`, and its secret.
-    pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>) -> Option<Found> {
+    /// `input` reaches the end of its haystack; `scan` names the haystack (searches
+    /// of one scan reuse each other's walks).
+    pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>, scan: u64) -> Option<Found> {
+        debug_assert_eq!(input.end(), input.haystack().len());
         if let Some(staged) = &self.staged {
-            match staged.search(&mut cache.stages, input) {
+            match staged.search(&mut cache.stages, &mut cache.trails, input, scan) {
                 Stage::Found(found) => return Some(found),
                 Stage::NoMatch => return None,
                 Stage::Unsure => {}
@@ -181,51 +189,46 @@ impl Engine {
         if cache.slots.len() < needed {
             cache.slots.resize(needed, None);
         }
-        match &whole.kind {
-            Kind::OnePass(onepass) => {
-                let slots = &mut cache.slots;
-                let op_cache = cache.onepass.get_or_insert_with(|| onepass.create_cache());
-                // A one-pass search cannot fail on an anchored input.
-                onepass.try_search_slots(op_cache, input, slots).ok()??;
-                whole.found(slots)
+        let dfa_cache = cache.dfa.get_or_insert_with(|| whole.dfa.create_cache());
+        let slots = &mut cache.slots;
+        let end = match walk::search_fwd(&whole.dfa, dfa_cache, &mut cache.trails[3], scan, input) {
+            Ok(Some(end)) => end,
+            Ok(None) => return None,
+            Err(_) => {
+                let vm_cache = cache
+                    .pikevm
+                    .get_or_insert_with(|| whole.pikevm.create_cache());
+                whole.pikevm.search_slots(vm_cache, input, slots)?;
+                return whole.found(slots);
             }
-            Kind::Dfa(engines) => {
-                let DfaEngines {
-                    dfa,
-                    backtrack,
-                    pikevm,
-                } = &**engines;
-                let dfa_cache = cache.dfa.get_or_insert_with(|| dfa.create_cache());
-                let slots = &mut cache.slots;
-                let end = match dfa.try_search_fwd(dfa_cache, input) {
-                    Ok(Some(half)) => half.offset(),
-                    Ok(None) => return None,
-                    Err(_) => {
-                        let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
-                        pikevm.search_slots(vm_cache, input, slots)?;
-                        return whole.found(slots);
-                    }
-                };
-                let Some(bt) = backtrack else {
-                    let whole = input.start()..end;
-                    return Some(Found {
-                        secret: whole.clone(),
-                        whole,
-                    });
-                };
-                // Read the groups over the match alone.
-                let within = input.clone().range(input.start()..end);
-                let matched = if within.get_span().len() <= bt.max_haystack_len() {
-                    let bt_cache = cache.backtrack.get_or_insert_with(|| bt.create_cache());
-                    bt.try_search_slots(bt_cache, &within, slots).ok().flatten()
-                } else {
-                    let vm_cache = cache.pikevm.get_or_insert_with(|| pikevm.create_cache());
-                    pikevm.search_slots(vm_cache, &within, slots)
-                };
-                matched?;
-                whole.found(slots)
-            }
+        };
+        if whole.secret_slot.is_none() {
+            let whole = input.start()..end;
+            return Some(Found {
+                secret: whole.clone(),
+                whole,
+            });
         }
+        // Read the groups over the match alone.
+        let within = input.clone().range(input.start()..end);
+        let matched = match &whole.groups {
+            Some(Groups::OnePass(op)) => {
+                let op_cache = cache.onepass.get_or_insert_with(|| op.create_cache());
+                op.try_search_slots(op_cache, &within, slots).ok().flatten()
+            }
+            Some(Groups::Backtrack(bt)) if within.get_span().len() <= bt.max_haystack_len() => {
+                let bt_cache = cache.backtrack.get_or_insert_with(|| bt.create_cache());
+                bt.try_search_slots(bt_cache, &within, slots).ok().flatten()
+            }
+            _ => {
+                let vm_cache = cache
+                    .pikevm
+                    .get_or_insert_with(|| whole.pikevm.create_cache());
+                whole.pikevm.search_slots(vm_cache, &within, slots)
+            }
+        };
+        matched?;
+        whole.found(slots)
     }
 }
 
@@ -250,21 +253,25 @@ impl Whole {
         } else {
             None
         };
-        if secret_slot.is_some() {
-            let onepass = onepass::Builder::new()
-                .configure(
-                    onepass::Config::new()
-                        .match_kind(MatchKind::LeftmostFirst)
-                        .size_limit(Some(ONEPASS_SIZE_LIMIT)),
-                )
-                .build_from_nfa(nfa.clone());
-            if let Ok(onepass) = onepass {
-                return Ok(Whole {
-                    kind: Kind::OnePass(Box::new(onepass)),
-                    secret_slot,
-                });
+        let groups = match secret_slot {
+            None => None,
+            Some(_) => {
+                let onepass = onepass::Builder::new()
+                    .configure(
+                        onepass::Config::new()
+                            .match_kind(MatchKind::LeftmostFirst)
+                            .size_limit(Some(ONEPASS_SIZE_LIMIT)),
+                    )
+                    .build_from_nfa(nfa.clone());
+                Some(match onepass {
+                    Ok(onepass) => Groups::OnePass(Box::new(onepass)),
+                    Err(_) => Groups::Backtrack(
+                        backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
+                            .map_err(|e| e.to_string())?,
+                    ),
+                })
             }
-        }
+        };
         let dfa = hybrid::dfa::Builder::new()
             .configure(
                 hybrid::dfa::Config::new()
@@ -274,20 +281,11 @@ impl Whole {
             )
             .build_from_nfa(nfa.clone())
             .map_err(|e| e.to_string())?;
-        let backtrack = match secret_slot {
-            Some(_) => Some(
-                backtrack::BoundedBacktracker::new_from_nfa(nfa.clone())
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
         let pikevm = pikevm::PikeVM::new_from_nfa(nfa).map_err(|e| e.to_string())?;
         Ok(Whole {
-            kind: Kind::Dfa(Box::new(DfaEngines {
-                dfa,
-                backtrack,
-                pikevm,
-            })),
+            dfa,
+            groups,
+            pikevm,
             secret_slot,
         })
     }
@@ -303,31 +301,43 @@ impl Whole {
 }
 
 impl Staged {
-    fn search(&self, caches: &mut [Option<hybrid::dfa::Cache>; 3], input: &Input<'_>) -> Stage {
+    fn search(
+        &self,
+        caches: &mut [Option<hybrid::dfa::Cache>; 3],
+        trails: &mut [Trail; 4],
+        input: &Input<'_>,
+        scan: u64,
+    ) -> Stage {
         let [prefix_cache, secret_cache, suffix_cache] = caches;
+        let [prefix_trail, secret_trail, suffix_trail, _] = trails;
         let start = input.start();
         let secret_start = match (&self.prefix, prefix_cache) {
-            (Some(dfa), Some(cache)) => match dfa.try_search_fwd(cache, input) {
-                Ok(Some(half)) => half.offset(),
-                // No P path matches at all, so the whole pattern cannot either.
-                Ok(None) => return Stage::NoMatch,
-                Err(_) => return Stage::Unsure,
-            },
+            (Some(dfa), Some(cache)) => {
+                match walk::search_fwd(dfa, cache, prefix_trail, scan, input) {
+                    Ok(Some(end)) => end,
+                    // No P path matches at all, so the whole pattern cannot either.
+                    Ok(None) => return Stage::NoMatch,
+                    Err(_) => return Stage::Unsure,
+                }
+            }
             _ => start,
         };
         let Some(cache) = secret_cache else {
             return Stage::Unsure;
         };
         let at = |from: usize| input.clone().range(from..input.end());
-        let secret_end = match self.secret.try_search_fwd(cache, &at(secret_start)) {
-            Ok(Some(half)) => half.offset(),
-            _ => return Stage::Unsure,
-        };
-        let end = match (&self.suffix, suffix_cache) {
-            (Some(dfa), Some(cache)) => match dfa.try_search_fwd(cache, &at(secret_end)) {
-                Ok(Some(half)) => half.offset(),
+        let secret_end =
+            match walk::search_fwd(&self.secret, cache, secret_trail, scan, &at(secret_start)) {
+                Ok(Some(end)) => end,
                 _ => return Stage::Unsure,
-            },
+            };
+        let end = match (&self.suffix, suffix_cache) {
+            (Some(dfa), Some(cache)) => {
+                match walk::search_fwd(dfa, cache, suffix_trail, scan, &at(secret_end)) {
+                    Ok(Some(end)) => end,
+                    _ => return Stage::Unsure,
+                }
+            }
             _ => secret_end,
         };
         Stage::Found(Found {
@@ -435,7 +445,7 @@ mod tests {
             let mut cache = engine.create_cache();
             let meta = meta::Regex::new(pattern).unwrap();
             let mut caps = meta.create_captures();
-            for _ in 0..3000 {
+            for scan in 0..3000 {
                 let len = (next() % 12) as usize;
                 let text: String = (0..len)
                     .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
@@ -450,7 +460,7 @@ mod tests {
                         (m.range(), secret)
                     });
                     let got = engine
-                        .search(&mut cache, &input)
+                        .search(&mut cache, &input, scan)
                         .map(|f| (f.whole, f.secret));
                     assert_eq!(got, want, "{pattern} on {text:?} at {start}");
                 }

@@ -8,8 +8,10 @@
 //!    secrets this is nearly the whole cost: a few SIMD passes, no regex.
 //! 2. At each hit, the keyword's detectors are tried in table order with an *anchored*
 //!    search of the detector's own regex, starting where the detector says its keyword
-//!    sits. The search is bounded by the pattern's maximum length (or a window for
-//!    unbounded patterns), so a failed candidate costs a few dozen bytes of DFA work.
+//!    sits. A search may run to the end of the text, but it stops as soon as it joins
+//!    the path of the detector's previous search (`walk.rs`): where every hit's match
+//!    runs far (`token=token=…`, a key header with no footer), each search costs a few
+//!    dozen bytes of DFA work and a scan stays linear in its text.
 //!    (One multi-pattern regex searched with `Anchored::Pattern` gives the same answers,
 //!    but its lazy DFA shares one alphabet and one cache across ~100 patterns and was
 //!    measured 30× slower on text dense with secrets; per-detector DFAs stay small and
@@ -21,10 +23,16 @@
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
-//!    there is no cap on findings.
+//!    there is no cap on findings. The byte counts of a long secret are moved to the
+//!    next one rather than counted afresh (`entropy.rs`), since on a long run the
+//!    secrets of successive hits share their end.
 //! 4. Detectors with no keyword (user patterns without a literal prefix) run as one
 //!    more multi-pattern regex over the whole text: correct, but their cost grows with
 //!    the text like any regex scan.
+//! 5. A key body whose header is missing (base64 lines ending in an `-----END … PRIVATE
+//!    KEY-----` line) is named `private-key`; base64 runs are decoded and the decoded
+//!    text is scanned by steps 1-5 (one level); a finding there marks the whole run
+//!    (`encoded.rs`).
 //!
 //! Findings are leftmost and non-overlapping. When two matches overlap (a generic
 //! `token = …` value that is also a GitHub token) they are merged into one finding
@@ -49,9 +57,11 @@
 //! ```
 
 mod builtin;
+mod encoded;
 mod engine;
 mod entropy;
 mod prefilter;
+mod walk;
 
 use std::ops::{Range, RangeInclusive};
 use std::sync::OnceLock;
@@ -65,13 +75,9 @@ pub use builtin::builtin_specs;
 pub use entropy::shannon_entropy;
 
 use engine::{Engine, EngineCache};
+use entropy::RunningEntropy;
 use prefilter::{Candidate, Keywords};
 
-/// Window for the anchored search of a pattern with no maximum length. A match that
-/// reaches the end of the window is searched again with a window twice as large, so
-/// long secrets (a big PGP block) are found whole; a failing candidate never costs
-/// more than one window.
-const UNBOUNDED_WINDOW: usize = 16 * 1024;
 /// Largest `keyword_offset` accepted: each offset is one anchored search per hit.
 const MAX_KEYWORD_OFFSET: usize = 64;
 /// A literal prefix shorter than this is not a usable keyword.
@@ -83,6 +89,21 @@ const NFA_SIZE_LIMIT: usize = 32 << 20;
 const DFA_SIZE_LIMIT: usize = 32 << 20;
 /// Lazy DFA cache capacity of the full-scan regex.
 const HYBRID_CACHE_CAPACITY: usize = 4 << 20;
+
+/// The searcher for a key block's footer, built once (a `memmem::find_iter` per text
+/// built its searcher per text, on every short JSON value).
+static FOOTER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+
+/// Hand-made mechanisms of the detector to replace by their plain form (the bench
+/// measures each against it; see docs/performance.md). The default keeps them all.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Machinery {
+    /// The keyword prefilter hashes blocks one position at a time instead of with AVX2.
+    pub portable_prefilter: bool,
+    /// Short secrets' entropy is summed in `f64` instead of the fixed-point table.
+    pub float_entropy: bool,
+}
 
 /// One detector as declared (built-in or from `secrets.patterns`).
 #[derive(Debug, Clone)]
@@ -264,25 +285,40 @@ pub struct Detector {
     /// No match of any detector is shorter: a text shorter than this (most JSON keys and
     /// small values) is skipped without a search.
     min_match_len: usize,
-    /// Unique per detector built ([`crate::memo::next_matcher_id`]).
+    /// The `private-key` detector, which also names key bodies without their header.
+    headless_key: Option<u32>,
+    /// [`Machinery::float_entropy`].
+    float_entropy: bool,
+    /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
+}
+
+/// One detector's part of a [`DetectorCache`].
+#[derive(Debug)]
+struct Scratch {
+    engine: EngineCache,
+    entropy: RunningEntropy,
 }
 
 /// Per-caller scratch for [`Detector::find`]; create it once per thread with
 /// [`Detector::cache`] and reuse it.
 #[derive(Debug)]
 pub struct DetectorCache {
-    /// Per detector: its engine's cache, created the first time it runs.
-    caches: Vec<Option<Box<EngineCache>>>,
+    /// Per detector: its scratch, created the first time it runs.
+    caches: Vec<Option<Box<Scratch>>>,
+    /// Counts the scans this cache served: a detector's scratch remembers walks and
+    /// counts of the current scan only.
+    scan: u64,
     full_cache: Option<meta::Cache>,
     full_captures: Option<Captures>,
     joined: String,
     piece_starts: Vec<usize>,
     joined_findings: Vec<Finding>,
-    /// Short texts found to hold no secret.
-    misses: crate::memo::MissMemo,
-    /// The [`Detector::id`] this cache was made by: another detector's misses (or
-    /// engine caches) must never be taken for this one's.
+    /// The decoded text of a base64 run, and what was found in it.
+    decoded: String,
+    decoded_findings: Vec<Finding>,
+    /// The [`Detector::id`] this cache was made by: another detector's engine caches
+    /// must never be taken for this one's.
     owner: u64,
 }
 
@@ -292,6 +328,17 @@ impl Detector {
     /// Fails on a regex that does not parse, one that can match the empty string, a
     /// name used twice, or an automaton over the size limits.
     pub fn new(specs: Vec<DetectorSpec>) -> Result<Detector, DetectorError> {
+        Detector::with_machinery(specs, Machinery::default())
+    }
+
+    /// [`Detector::new`] with some of its hand-made machinery replaced by the plain form,
+    /// so that the detector bench can measure what each mechanism is worth. Not for
+    /// production use: every result is the same, only slower (or not).
+    #[doc(hidden)]
+    pub fn with_machinery(
+        specs: Vec<DetectorSpec>,
+        machinery: Machinery,
+    ) -> Result<Detector, DetectorError> {
         let error = |index: usize, spec: &DetectorSpec, reason: String| DetectorError {
             index,
             name: spec.name.clone(),
@@ -394,11 +441,18 @@ impl Detector {
         let keywords = if entries.is_empty() {
             None
         } else {
-            Some(Keywords::new(entries).map_err(|e| DetectorError {
-                index: 0,
-                name: String::new(),
-                reason: format!("keyword prefilter: {}", e.0),
-            })?)
+            let hasher = if machinery.portable_prefilter {
+                prefilter::BlockHasher::Portable
+            } else {
+                prefilter::BlockHasher::detect()
+            };
+            Some(
+                Keywords::with_hasher(entries, hasher).map_err(|e| DetectorError {
+                    index: 0,
+                    name: String::new(),
+                    reason: format!("keyword prefilter: {}", e.0),
+                })?,
+            )
         };
         let full_scan = if full_scan_ids.is_empty() {
             None
@@ -425,13 +479,19 @@ impl Detector {
                 secret_groups,
             })
         };
+        let headless_key = specs
+            .iter()
+            .position(|s| s.name == "private-key" && builtin::is_builtin(s))
+            .map(|i| i as u32);
         Ok(Detector {
             specs,
             plans,
             keywords,
             full_scan,
             min_match_len,
-            id: crate::memo::next_matcher_id(),
+            headless_key,
+            float_entropy: machinery.float_entropy,
+            id: crate::matcher_id::next(),
         })
     }
 
@@ -439,12 +499,14 @@ impl Detector {
     pub fn cache(&self) -> DetectorCache {
         DetectorCache {
             caches: self.plans.iter().map(|_| None).collect(),
+            scan: 0,
             full_cache: self.full_scan.as_ref().map(|f| f.regex.create_cache()),
             full_captures: self.full_scan.as_ref().map(|f| f.regex.create_captures()),
             joined: String::new(),
             piece_starts: Vec::new(),
             joined_findings: Vec::new(),
-            misses: crate::memo::MissMemo::default(),
+            decoded: String::new(),
+            decoded_findings: Vec::new(),
             owner: self.id,
         }
     }
@@ -474,12 +536,16 @@ impl Detector {
         if cache.owner != self.id {
             *cache = self.cache();
         }
-        let short = crate::memo::MissSlot::of(text.as_bytes());
-        if short.is_some_and(|k| cache.misses.contains(&k)) {
-            return;
-        }
-        let before = out.len();
         let mut acc = Acc::new(out);
+        self.find_plain(text, cache, &mut acc);
+        self.find_encoded(text, cache, &mut acc);
+        acc.finish();
+    }
+
+    /// The detectors over `text` as written, and key bodies without their header.
+    fn find_plain(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        cache.scan = cache.scan.wrapping_add(1);
+        let scan = cache.scan;
         if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let bytes = text.as_bytes();
@@ -492,7 +558,8 @@ impl Detector {
                         if acc.covered(start, cand.detector) {
                             continue;
                         }
-                        if let Some(secret) = self.confirm(caches, text, start, cand.detector) {
+                        if let Some(secret) = self.confirm(caches, scan, text, start, cand.detector)
+                        {
                             acc.add(Finding {
                                 detector: cand.detector,
                                 range: secret,
@@ -522,14 +589,55 @@ impl Detector {
             cache.full_cache.as_mut(),
             cache.full_captures.as_mut(),
         ) {
-            self.find_full_scan(full, re_cache, caps, text, &mut acc);
+            self.find_full_scan(full, re_cache, caps, text, acc);
         }
-        acc.finish();
-        if let Some(k) = short
-            && out.len() == before
-        {
-            cache.misses.insert(k);
+        self.find_headless_keys(text, acc);
+    }
+
+    /// Key bodies whose header is missing (see `encoded::headless_key_body`), named
+    /// after the `private-key` detector; only when that detector is enabled.
+    fn find_headless_keys(&self, text: &str, acc: &mut Acc<'_>) {
+        let Some(detector) = self.headless_key else {
+            return;
+        };
+        let bytes = text.as_bytes();
+        // The shortest body found: a line of 40 characters and the footer.
+        if bytes.len() < 64 {
+            return;
         }
+        let footer = FOOTER.get_or_init(|| memchr::memmem::Finder::new(b"-----END ").into_owned());
+        for at in footer.find_iter(bytes) {
+            if acc.last().is_some_and(|f| f.range.contains(&at)) {
+                continue;
+            }
+            if let Some(range) = encoded::headless_key_body(bytes, at) {
+                acc.add(Finding { detector, range });
+            }
+        }
+    }
+
+    /// Base64 runs, decoded and scanned (one level); a finding marks the whole run.
+    fn find_encoded(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        if text.len() < encoded::MIN_RUN {
+            return;
+        }
+        let mut decoded = std::mem::take(&mut cache.decoded);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        encoded::for_each_run(text.as_bytes(), |run| {
+            encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
+            inner.clear();
+            let mut inner_acc = Acc::new(&mut inner);
+            self.find_plain(&decoded, cache, &mut inner_acc);
+            inner_acc.finish();
+            if let Some(first) = inner.first() {
+                acc.add(Finding {
+                    detector: first.detector,
+                    range: run,
+                });
+            }
+        });
+        cache.decoded = decoded;
+        cache.decoded_findings = inner;
     }
 
     /// Finds secrets in a sequence of text pieces as if they were one text (the
@@ -597,37 +705,36 @@ impl Detector {
     /// passes the entropy gate.
     fn confirm(
         &self,
-        caches: &mut [Option<Box<EngineCache>>],
+        caches: &mut [Option<Box<Scratch>>],
+        scan: u64,
         text: &str,
         start: usize,
         detector: u32,
     ) -> Option<Range<usize>> {
         let plan = &self.plans[detector as usize];
         let engine = self.engine(detector);
-        let cache =
-            caches[detector as usize].get_or_insert_with(|| Box::new(engine.create_cache()));
-        let mut window = engine.max_len.unwrap_or(UNBOUNDED_WINDOW);
-        let secret = loop {
-            let end = text.len().min(start.saturating_add(window));
-            let input = Input::new(text)
-                .range(start..end)
-                .anchored(Anchored::Yes)
-                .earliest(false);
-            let found = engine.search(cache, &input)?;
-            // A match cut off by the window may go on: search again, wider. Each
-            // retry is paid for by a match, so the total work stays linear.
-            if engine.max_len.is_none() && found.whole.end == end && end < text.len() {
-                window = window.saturating_mul(2);
-                continue;
-            }
-            break found.secret;
-        };
+        let cache = caches[detector as usize].get_or_insert_with(|| {
+            Box::new(Scratch {
+                engine: engine.create_cache(),
+                entropy: RunningEntropy::default(),
+            })
+        });
+        // Up to the end of the text: a search that would read a long run again joins
+        // the walk of the previous one (`walk.rs`), so no window is needed to bound it.
+        let input = Input::new(text)
+            .range(start..)
+            .anchored(Anchored::Yes)
+            .earliest(false);
+        let secret = engine.search(&mut cache.engine, &input, scan)?.secret;
         if secret.is_empty() {
             return None;
         }
-        let passes = plan
-            .entropy
-            .is_none_or(|t| shannon_entropy(&text.as_bytes()[secret.clone()]) >= t);
+        let passes = plan.entropy.is_none_or(|t| {
+            cache
+                .entropy
+                .of(text.as_bytes(), secret.clone(), scan, self.float_entropy)
+                >= t
+        });
         passes.then_some(secret)
     }
 
@@ -792,4 +899,43 @@ fn extract_keywords(hir: &Hir) -> Option<Vec<String>> {
     keywords.sort();
     keywords.dedup();
     Some(keywords)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cost of a scan, counted in DFA steps (machine-independent): on texts made of
+    /// one keyword repeated, where every hit's match runs to the end of the text, a scan
+    /// of 256 KiB takes a few steps per byte, as a scan of 16 KiB does.
+    #[test]
+    fn repeated_keywords_cost_a_few_steps_per_byte() {
+        let detector = Detector::new(builtin_specs()).unwrap();
+        let mut cache = detector.cache();
+        for unit in [
+            "token=",
+            "password=",
+            "secret=",
+            "api_key:",
+            "SECRETKEY",
+            "sk-",
+            "AKIA",
+            "glpat-",
+            "eyJhbGci",
+            "-----BEGIN RSA PRIVATE KEY-----\"x",
+        ] {
+            for len in [16 << 10, 256 << 10] {
+                let text = unit.repeat(len / unit.len());
+                walk::WALKED.with(|w| w.set(0));
+                let mut out = Vec::new();
+                detector.find(&text, &mut cache, &mut out);
+                let steps = walk::WALKED.with(|w| w.get());
+                assert!(
+                    steps <= 16 * text.len(),
+                    "{unit:?} x {len}: {steps} steps for {} bytes",
+                    text.len()
+                );
+            }
+        }
+    }
 }

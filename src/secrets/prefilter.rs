@@ -91,7 +91,7 @@ pub(super) enum BlockHasher {
 
 impl BlockHasher {
     /// The fastest hasher this CPU runs.
-    fn detect() -> BlockHasher {
+    pub(super) fn detect() -> BlockHasher {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
             return BlockHasher::Avx2;
@@ -106,12 +106,14 @@ pub(super) struct KeywordError(pub String);
 
 impl Keywords {
     /// `entries` are `(keyword, candidate)` pairs; a keyword may appear many times.
+    #[cfg(test)]
     pub fn new(entries: Vec<(String, Candidate)>) -> Result<Keywords, KeywordError> {
         Keywords::with_hasher(entries, BlockHasher::detect())
     }
 
-    /// [`Keywords::new`] with a given block hasher (tests force the portable one).
-    fn with_hasher(
+    /// The prefilter over `entries` (`(keyword, candidate)` pairs; a keyword may appear
+    /// many times), hashing with `hasher` (the bench can force the portable one).
+    pub(super) fn with_hasher(
         entries: Vec<(String, Candidate)>,
         hasher: BlockHasher,
     ) -> Result<Keywords, KeywordError> {

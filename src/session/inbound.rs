@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::pending::{self, Entry};
-use super::{Line, Outbox, Peer, REDACT_MARKER, Session, guard, synth};
+use super::{Line, Outbox, Peer, Session, guard, synth};
 use crate::config::policy::LogLevel;
 use crate::frame::{Frame, FrameError, Message, MessageKind, Parsed, TokenKind};
 use crate::program::Program;
@@ -377,6 +377,10 @@ impl Session {
                 audited: true,
                 answers: None,
             },
+            Decision::NulInPath => Ruling::refuse(
+                RuleRef::Builtin("mcpwall:nul_in_path"),
+                "a path argument holds a NUL character; refused",
+            ),
             Decision::Default { .. } | Decision::Plumbing => Ruling {
                 allow: true,
                 rule: None,
@@ -657,13 +661,14 @@ impl Session {
             self.emit(out, Peer::Client, true, event, &[], &[]);
         }
         if !d.allow {
+            // A token sent as the method or tool name is not repeated on stderr.
+            let method = self.masked(frame.method(msg).unwrap_or("(response)"));
+            let tool = self.masked(frame.tool(msg).unwrap_or(""));
             self.notice(
                 out,
                 LogLevel::Info,
                 format_args!(
-                    "denied {} {}: {}",
-                    frame.method(msg).unwrap_or("(response)"),
-                    frame.tool(msg).unwrap_or(""),
+                    "denied {method} {tool}: {}",
                     refusal_message(&self.program, d)
                 ),
             );
@@ -733,18 +738,7 @@ fn logged_args(
                 findings.clear();
                 detector.find(s, cache, findings);
                 if !findings.is_empty() {
-                    let mut out = String::with_capacity(s.len());
-                    let mut at = 0;
-                    for f in findings.iter() {
-                        if f.range.start < at {
-                            continue;
-                        }
-                        out.push_str(&s[at..f.range.start]);
-                        out.push_str(REDACT_MARKER);
-                        at = f.range.end;
-                    }
-                    out.push_str(&s[at..]);
-                    *s = out;
+                    *s = super::redacted(s, findings);
                 }
             }
             serde_json::Value::Array(items) => {

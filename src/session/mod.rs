@@ -41,6 +41,7 @@
 //! (`inbound.rs` for what the client sends, `outbound.rs` for what the server sends).
 //! How bytes move: the transport.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
@@ -202,6 +203,8 @@ pub struct Session {
     /// Client lines waiting for a list's answer (contract point 6), oldest first.
     held: std::collections::VecDeque<Vec<u8>>,
     held_bytes: usize,
+    /// Scratch for masking secrets in the names of audit events, made on first use.
+    masking: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
 }
 
 /// The reusable state for judging what the client sends.
@@ -254,6 +257,7 @@ impl Session {
             },
             held: std::collections::VecDeque::new(),
             held_bytes: 0,
+            masking: None,
             program,
         }
     }
@@ -352,14 +356,15 @@ impl Session {
     /// Hand out one message's event: to the audit log when `audited` and the log is
     /// on, and as a [`Judgement`] when the outbox records them.
     fn emit(
-        &self,
+        &mut self,
         out: &mut Outbox,
         from: Peer,
         audited: bool,
-        event: AuditEvent,
+        mut event: AuditEvent,
         redactions: &[Redaction],
         logged: &[RuleRef],
     ) {
+        self.mask_names(&mut event);
         if let Some(judgements) = &mut out.judgements {
             judgements.push(Judgement {
                 from,
@@ -373,6 +378,47 @@ impl Session {
         }
     }
 
+    /// The audit log (and `check`'s report) never holds a value a detector flags: a
+    /// secret in an event's id, method, tool or message is replaced by the marker, as in
+    /// logged arguments.
+    fn mask_names(&mut self, e: &mut AuditEvent) {
+        if let Some(id) = &e.id
+            && let Some(text) = crate::program::string_id(id.as_bytes())
+            && let Cow::Owned(m) = self.masked(&text)
+        {
+            let json = serde_json::to_string(&m).unwrap_or_default();
+            e.id = Some(ids::IdText::new(json.as_bytes()));
+        }
+        for field in [&mut e.method, &mut e.tool] {
+            if let Some(text) = field.as_deref()
+                && let Cow::Owned(m) = self.masked(text)
+            {
+                *field = Some(m.into());
+            }
+        }
+        if let Some(text) = e.message.as_deref()
+            && let Cow::Owned(m) = self.masked(text)
+        {
+            e.message = Some(m.into());
+        }
+    }
+
+    /// `text` with every secret a detector finds replaced by [`REDACT_MARKER`] (borrowed
+    /// when there is none): for names that go to the audit log and to stderr.
+    fn masked<'t>(&mut self, text: &'t str) -> Cow<'t, str> {
+        let detector = self.program.detector();
+        let (cache, findings) = self
+            .masking
+            .get_or_insert_with(|| (detector.cache(), Vec::new()));
+        findings.clear();
+        detector.find(text, cache, findings);
+        if findings.is_empty() {
+            Cow::Borrowed(text)
+        } else {
+            Cow::Owned(redacted(text, findings))
+        }
+    }
+
     /// Whether anything would be done with an event (so none is built for nothing).
     fn wants_events(&self, out: &Outbox) -> bool {
         self.audit || out.judgements.is_some()
@@ -382,6 +428,22 @@ impl Session {
     fn rule_name(&self, rule: RuleRef) -> &str {
         rule_name(&self.program, rule)
     }
+}
+
+/// `text` with every finding replaced by [`REDACT_MARKER`].
+fn redacted(text: &str, findings: &[crate::secrets::Finding]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in findings {
+        if f.range.start < at {
+            continue;
+        }
+        out.push_str(&text[at..f.range.start]);
+        out.push_str(REDACT_MARKER);
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// The name of a rule (for `error.data.rule`).

@@ -2,4 +2,5 @@
 //! `response_contains` engine (`program::engine::literal`) and the tool-definition guard
 //! (`guard::poison`) match text in the same canonical form.
 
+mod invisible;
 pub mod normalize;

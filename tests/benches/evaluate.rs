@@ -201,3 +201,44 @@ fn evaluate_shell_command(bencher: Bencher, what: &str) {
         verdict
     });
 }
+
+/// Parse + `scan_response` of a 64 KiB result of non-ASCII prose (accented Latin,
+/// Cyrillic, CJK, emoji with variation selectors), which every content check reads
+/// through the text normaliser: with the default-like pack (its `response_contains`
+/// literals), and with one `response_contains_regex` rule added.
+#[divan::bench(args = ["literals", "literals+regex"])]
+fn scan_response_unicode(bencher: Bencher, rules: &str) {
+    let env = TestEnv::new();
+    let yaml = match rules {
+        "literals" => packs::DEFAULT_LIKE.to_string(),
+        _ => format!(
+            "{}\n  - name: bench-regex\n    match: {{response_contains_regex: ['(?i)exfiltrate\\s+the\\s+keys']}}\n    action: deny\n",
+            packs::DEFAULT_LIKE.trim_end()
+        ),
+    };
+    let program = program(&yaml, &env);
+    let words = "Café déjà vu — привет мир 日本語のテキスト ✔\u{FE0F} naïve façade résumé ";
+    let head = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":""#;
+    let tail = r#""}],"isError":false}}"#;
+    let mut body = String::new();
+    while body.len() < 64 * 1024 {
+        body.push_str(words);
+    }
+    let line = format!("{head}{body}{tail}");
+    let mut parsed = Parsed::new();
+    let mut scratch = program.scratch();
+    let limits = Limits::default();
+    let call = CallInfo {
+        method: Some("tools/call"),
+        tool: Some("read_file"),
+        server: "filesystem",
+    };
+    bencher
+        .counter(BytesCount::new(line.len()))
+        .bench_local(|| {
+            parsed.parse(black_box(line.as_bytes()), &limits).unwrap();
+            let frame = Frame::new(line.as_bytes(), &parsed);
+            let outcome = program.scan_response(&frame, &frame.messages()[0], &call, &mut scratch);
+            matches!(outcome, mcpwall::verdict::Outcome::Pass)
+        });
+}

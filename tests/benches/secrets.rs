@@ -1,5 +1,7 @@
 //! Secret detector throughput: 1 MiB of ordinary text with no secrets, 1 MiB dense
-//! with secret-like tokens, and the cost of 10 versus 100 detectors.
+//! with secret-like tokens, 1 MiB of each adversarial text (a keyword repeated, near-miss
+//! prefixes, key headers without a footer, base64, dense `key=value`; see
+//! `corpus::ADVERSARIAL`), and the cost of 10 versus 100 detectors.
 //!
 //! Run with `cargo bench --bench secrets`; divan reports bytes per second. Before the
 //! benches run, the peak heap of building the built-in table (and of a first scan) is
@@ -12,7 +14,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use divan::{Bencher, counter::BytesCount};
-use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
+use mcpwall::secrets::{Detector, DetectorSpec, Finding, Machinery, builtin_specs};
 
 const MIB: usize = 1 << 20;
 
@@ -140,6 +142,53 @@ fn dense_1mib(bencher: Bencher) {
     let detector = Detector::new(builtin_specs()).unwrap();
     let text = corpus::dense_text(2, MIB);
     scan(bencher, &detector, &text);
+}
+
+/// An adversarial text (`corpus::ADVERSARIAL`): target at least 100 MB/s, and at least a
+/// tenth of `ordinary_1mib`.
+#[divan::bench(args = corpus::ADVERSARIAL)]
+fn adversarial_1mib(bencher: Bencher, kind: &str) {
+    let detector = Detector::new(builtin_specs()).unwrap();
+    let text = corpus::adversarial_text(kind, 6, MIB);
+    scan(bencher, &detector, &text);
+}
+
+/// Issue #20's rule: each hand-made mechanism against its plain form, in one run (see
+/// docs/performance.md for the table and what was kept).
+const MACHINERY: &[&str] = &["as-built", "portable-prefilter", "f64-entropy"];
+
+fn with_machinery(variant: &str) -> Detector {
+    let machinery = match variant {
+        "as-built" => Machinery::default(),
+        "portable-prefilter" => Machinery {
+            portable_prefilter: true,
+            ..Machinery::default()
+        },
+        "f64-entropy" => Machinery {
+            float_entropy: true,
+            ..Machinery::default()
+        },
+        other => panic!("no variant {other}"),
+    };
+    Detector::with_machinery(builtin_specs(), machinery).unwrap()
+}
+
+#[divan::bench(args = MACHINERY)]
+fn machinery_ordinary_1mib(bencher: Bencher, variant: &str) {
+    let text = corpus::ordinary_text(1, MIB);
+    scan(bencher, &with_machinery(variant), &text);
+}
+
+#[divan::bench(args = MACHINERY)]
+fn machinery_dense_1mib(bencher: Bencher, variant: &str) {
+    let text = corpus::dense_text(2, MIB);
+    scan(bencher, &with_machinery(variant), &text);
+}
+
+#[divan::bench(args = MACHINERY)]
+fn machinery_dense_key_value_1mib(bencher: Bencher, variant: &str) {
+    let text = corpus::adversarial_text("dense-key-value", 6, MIB);
+    scan(bencher, &with_machinery(variant), &text);
 }
 
 /// `n` detectors: the first built-ins in table order, then generated user patterns

@@ -31,6 +31,8 @@ impl TestEnv {
         std::fs::create_dir_all(base.join("outside")).unwrap();
         #[cfg(unix)]
         std::os::unix::fs::symlink(base.join("outside"), project.join("escape")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(home.join(".ssh"), project.join("keys")).unwrap();
         let env = PathEnv::new(&home, &project);
         TestEnv {
             _dir: dir,
@@ -115,6 +117,7 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
                 Decision::Default { allow: true } => "default:allow".to_string(),
                 Decision::Default { allow: false } => "default:deny".to_string(),
                 Decision::Plumbing => "plumbing".to_string(),
+                Decision::NulInPath => "nul_in_path".to_string(),
             }
         })
         .collect()

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use mcpwall::config::policy::{Action, ArgSelector, Matcher, Policy, RuleAction};
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
+use mcpwall::text::normalize::{normalize, normalize_keeping_case};
 use serde_json::Value;
 
 use super::{Call, TestEnv};
@@ -110,6 +111,12 @@ impl<'p> Reference<'p> {
         let mut specs: Vec<DetectorSpec> = builtin_specs()
             .into_iter()
             .filter(|s| !policy.disabled_secrets.iter().any(|d| d.value == s.name))
+            .filter(|s| {
+                !policy
+                    .secret_patterns
+                    .iter()
+                    .any(|p| p.name.value == s.name)
+            })
             .collect();
         for p in &policy.secret_patterns {
             specs.push(DetectorSpec {
@@ -129,6 +136,7 @@ impl<'p> Reference<'p> {
     }
 
     pub fn normalize(&self, s: &str) -> String {
+        let s = s.split('\0').next().unwrap_or("");
         let lower = s.to_ascii_lowercase();
         let mut p = if lower.starts_with("file:") {
             let mut rest = s[5..].to_string();
@@ -144,6 +152,28 @@ impl<'p> Reference<'p> {
             percent_decode(&rest)
         } else if s == "~" || s.starts_with("~/") || s.starts_with("~\\") {
             format!("{}/{}", self.home, &s[1..])
+        } else if let Some(after) = s.strip_prefix('~')
+            && let user = after.split(['/', '\\']).next().unwrap()
+            && let bare = user.strip_suffix('$').unwrap_or(user)
+            && bare
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+            let home = passwd
+                .lines()
+                .map(|l| l.split(':').collect::<Vec<_>>())
+                .find(|f| f.len() >= 7 && f[0] == user && f[5].starts_with('/'))
+                .map(|f| f[5].to_string())
+                .unwrap_or_else(|| {
+                    let parent = Path::new(&self.home).parent().unwrap();
+                    parent.join(user).to_string_lossy().into_owned()
+                });
+            format!("{home}/{}", &after[user.len()..])
         } else if let Some(rest) = ["${HOME}", "$HOME"].iter().find_map(|v| {
             s.strip_prefix(v)
                 .filter(|r| r.is_empty() || r.starts_with('/') || r.starts_with('\\'))
@@ -165,7 +195,19 @@ impl<'p> Reference<'p> {
         if !p.starts_with('/') {
             p = format!("{}/{}", self.project, p);
         }
-        path_clean::clean(&p).to_string_lossy().into_owned()
+        // `..` after a symlink leaves the link's target, as the kernel walks it.
+        let mut walked = PathBuf::from("/");
+        for comp in p.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                if std::fs::symlink_metadata(&walked).is_ok_and(|m| m.file_type().is_symlink()) {
+                    walked = Path::new(&Self::resolve(&walked.to_string_lossy())).to_path_buf();
+                }
+                walked.pop();
+            } else {
+                walked.push(comp);
+            }
+        }
+        path_clean::clean(&walked).to_string_lossy().into_owned()
     }
 
     fn resolve(path: &str) -> String {
@@ -267,6 +309,28 @@ impl<'p> Reference<'p> {
         } else {
             params
         };
+        let verdict = self.decide_by_rules(method, tool, args);
+        let mut values = Vec::new();
+        if let Some(a) = args {
+            collect(a, true, &mut values);
+        }
+        let nul_path = values.iter().any(|v| {
+            v.is_text()
+                && v.text()
+                    .is_some_and(|t| t.contains('\0') && is_path_shaped(&t))
+        });
+        if nul_path && !verdict.starts_with("deny:") && verdict != "default:deny" {
+            return "nul_in_path".into();
+        }
+        verdict
+    }
+
+    fn decide_by_rules(
+        &self,
+        method: Option<&str>,
+        tool: Option<&str>,
+        args: Option<&Value>,
+    ) -> String {
         for rule in &self.policy.rules {
             let Some(m) = method else { continue };
             if !glob_matches(&rule.method.value, m) {
@@ -403,11 +467,19 @@ impl<'p> Reference<'p> {
                             let hay = t.to_ascii_lowercase();
                             // Every occurrence, overlapping ones included.
                             let mut from = 0;
+                            let mut in_raw = false;
                             while let Some(i) = hay[from..].find(&needle) {
                                 let at = from + i;
                                 found.push((ti, at, at + needle.len()));
                                 any = true;
+                                in_raw = true;
                                 from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
+                            }
+                            // Found only once normalised: the whole text.
+                            let norm_lit = normalize(&lit.value);
+                            if !in_raw && !norm_lit.is_empty() && normalize(t).contains(&norm_lit) {
+                                found.push((ti, 0, t.len()));
+                                any = true;
                             }
                         }
                     }
@@ -421,10 +493,16 @@ impl<'p> Reference<'p> {
                             if re.is_match(t) {
                                 any = true;
                             }
+                            let before = found.len();
                             for m in re.find_iter(t) {
                                 if !m.as_str().is_empty() {
                                     found.push((ti, m.start(), m.end()));
                                 }
+                            }
+                            // Found only once normalised: the whole text.
+                            if found.len() == before && re.is_match(&normalize_keeping_case(t)) {
+                                any = true;
+                                found.push((ti, 0, t.len()));
                             }
                         }
                     }

@@ -1189,3 +1189,152 @@ pub fn dense_text_of(seed: u64, len: usize, formats: &[&str]) -> String {
     }
     s
 }
+
+/// The adversarial texts of the detector bench and of the linear-time tests: each makes
+/// every keyword hit start a search (or a secret) that runs far, the shape that once
+/// cost the square of its length.
+pub const ADVERSARIAL: &[&str] = &[
+    "repeated-token",
+    "repeated-password",
+    "repeated-secret",
+    "repeated-api-key",
+    "repeated-identifier",
+    "near-miss-ghp",
+    "near-miss-akia",
+    "near-miss-sk",
+    "near-miss-anthropic",
+    "near-miss-glpat",
+    "near-miss-jwt",
+    "near-miss-url",
+    "headers-without-footer",
+    "base64-run",
+    "base64-lines",
+    "dense-key-value",
+];
+
+/// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`]).
+pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
+    let r = &mut Rng::new(seed);
+    let repeat = |unit: &str| {
+        let mut s = unit.repeat(len / unit.len() + 1);
+        s.truncate(len);
+        s
+    };
+    match kind {
+        "repeated-token" => repeat("token="),
+        "repeated-password" => repeat("password="),
+        "repeated-secret" => repeat("secret="),
+        "repeated-api-key" => repeat("api_key:"),
+        // An identifier that a labelled row reads to its end looking for `=`.
+        "repeated-identifier" => repeat("SECRETKEY"),
+        "near-miss-ghp" => repeat("ghp_"),
+        "near-miss-akia" => repeat("AKIA"),
+        "near-miss-sk" => repeat("sk-"),
+        "near-miss-anthropic" => repeat("sk-ant-api03-"),
+        "near-miss-glpat" => repeat("glpat-"),
+        "near-miss-jwt" => repeat("eyJhbGci"),
+        "near-miss-url" => repeat("postgres://user:"),
+        // A key block's header again and again, never a footer: every header's search
+        // looks for one to the end of the text.
+        "headers-without-footer" => repeat("-----BEGIN RSA PRIVATE KEY-----\"x"),
+        // One base64 string with no line breaks (a file read as a `blob`).
+        "base64-run" => {
+            let mut s = base64(&r.bytes(len * 3 / 4 + 3), false);
+            s.truncate(len);
+            s
+        }
+        // A key body's shape: lines of 64 base64 characters.
+        "base64-lines" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&base64(&r.bytes(48), false));
+                s.push('\n');
+            }
+            s.truncate(len);
+            s
+        }
+        // Labels and low-entropy values, back to back: every pair is a search and an
+        // entropy check that fails.
+        "dense-key-value" => {
+            const LABELS: &[&str] = &[
+                "token",
+                "password",
+                "secret",
+                "api_key",
+                "SECRET_KEY",
+                "access_token",
+                "client_secret",
+                "authorization",
+                "bearer",
+                "auth_token",
+            ];
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                let label = LABELS[r.below(LABELS.len())];
+                let value = "abab".repeat(r.range(4, 12));
+                s.push_str(&format!("{label}={value}&"));
+            }
+            s.truncate(len);
+            s
+        }
+        other => panic!("no adversarial text {other:?}"),
+    }
+}
+
+/// The last lines of a private key file as `tail` prints them: a few full body lines,
+/// the short last one and the footer, with no header (issue 22).
+pub fn headless_key(r: &mut Rng) -> Fake {
+    let kind = r.pick(&["RSA ", "EC ", "OPENSSH ", ""]);
+    let eol = r.pick(&["\n", "\r\n"]);
+    let n = r.range(1, 12);
+    token(format!(
+        "{}-----END {kind}PRIVATE KEY-----",
+        pem_body(r, n, eol)
+    ))
+}
+
+/// `fake`'s text (in one of the usual surroundings) base64-encoded, as a resource's
+/// `blob` or a file read as media: the text holding it, and the range of the encoded
+/// run, all of which must be found (the whole run is redacted).
+pub fn encoded(fake: &Fake, r: &mut Rng) -> (String, std::ops::Range<usize>) {
+    let (inner, _) = embed(fake, r);
+    let mut blob = base64(inner.as_bytes(), false);
+    if r.below(4) == 0 {
+        // RFC 4648's URL-safe alphabet, unpadded (`URLSAFE` above is an alphabet for
+        // tokens, in another order).
+        blob = blob
+            .replace('+', "-")
+            .replace('/', "_")
+            .trim_end_matches('=')
+            .to_string();
+    }
+    let (before, after) = match r.below(3) {
+        0 => (
+            "{\"uri\": \"file:///tmp/a.bin\", \"mimeType\": \"application/octet-stream\", \"blob\": \"",
+            "\"}",
+        ),
+        1 => ("<img src=\"data:image/png;base64,", "\">"),
+        _ => ("", ""),
+    };
+    let text = format!("{before}{blob}{after}");
+    let range = before.len()..before.len() + blob.len();
+    (text, range)
+}
+
+/// Base64 of text without secrets, which must not be flagged once decoded.
+pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    for (kind, text) in negatives(seed ^ 0x5A5A).into_iter().take(300) {
+        let _ = kind;
+        out.push((
+            "base64 of ordinary text",
+            base64(text.as_bytes(), r.below(2) == 0),
+        ));
+    }
+    for _ in 0..100 {
+        let n = r.range(18, 3000);
+        out.push(("base64 of random bytes", base64(&r.bytes(n), false)));
+    }
+    out
+}

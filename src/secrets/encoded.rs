@@ -1,0 +1,271 @@
+//! Secrets that are not written out: base64 text (an MCP resource's `blob`, a file read as
+//! media, a `data:` URL, a base64 run in any text), and the body of a private key whose
+//! header is missing (the output of `tail` on a key file).
+//!
+//! A base64 run of at least [`MIN_RUN`] characters is decoded and the decoded text is
+//! scanned by the same detectors (one level: what the decoded text encodes again is not
+//! decoded). A finding there marks the whole run, since a redaction can only cut the
+//! encoded text, and any part of a run left in place decodes to part of the secret.
+//! Decoding costs a pass over each run and a buffer of three quarters of its length,
+//! so a scan stays linear in its text.
+//!
+//! Runs are found by probing every [`MIN_RUN`]-th byte: every run that long holds a probe,
+//! and a probe on a base64 character is widened to its run, so ordinary prose costs a
+//! look at one byte in 24 and a word's length around each probe that lands on a letter.
+
+use std::ops::Range;
+
+/// Shortest base64 run that is decoded: 18 bytes of decoded text, as short as a labelled
+/// credential gets (`key=` and an AWS key id of 20 characters is 32 characters encoded).
+pub(super) const MIN_RUN: usize = 24;
+/// A line break continues a run only after a line at least this long: base64 wrapped for
+/// PEM (64) or MIME (76), not a column of short words.
+const MIN_WRAPPED_LINE: usize = 48;
+
+/// The 6-bit value of each base64 character (standard and URL-safe alphabets), or
+/// [`NOT_BASE64`].
+const fn decode_table() -> [u8; 256] {
+    let mut t = [NOT_BASE64; 256];
+    let mut i = 0;
+    while i < 26 {
+        t[b'A' as usize + i] = i as u8;
+        t[b'a' as usize + i] = 26 + i as u8;
+        i += 1;
+    }
+    let mut d = 0;
+    while d < 10 {
+        t[b'0' as usize + d] = 52 + d as u8;
+        d += 1;
+    }
+    t[b'+' as usize] = 62;
+    t[b'-' as usize] = 62;
+    t[b'/' as usize] = 63;
+    t[b'_' as usize] = 63;
+    t
+}
+
+const NOT_BASE64: u8 = 0xFF;
+static DECODE: [u8; 256] = decode_table();
+
+#[inline]
+fn is_base64(b: u8) -> bool {
+    DECODE[usize::from(b)] != NOT_BASE64
+}
+
+/// Calls `f(run)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
+/// order; a run includes its `=` padding and the line breaks of wrapped base64.
+pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
+    let mut probe = MIN_RUN - 1;
+    let mut done = 0;
+    while probe < text.len() {
+        if !is_base64(text[probe]) {
+            probe += MIN_RUN;
+            continue;
+        }
+        let mut start = probe;
+        while start > done && is_base64(text[start - 1]) {
+            start -= 1;
+        }
+        let (end, chars, upper) = run_end(text, start);
+        // Base64 of text is about a fifth capital letters or more (the first character
+        // of nearly every group of four is), of random bytes two fifths: a run with
+        // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
+        // not worth decoding.
+        if chars >= MIN_RUN && upper * 8 >= chars {
+            f(start..end);
+        }
+        // The next run starts at `end` at the earliest (after padding, a base64
+        // character may follow), so its last byte at the minimum length is probed.
+        done = end;
+        probe = end + MIN_RUN - 1;
+    }
+}
+
+/// The end of the run starting at `start` (after its padding), how many base64
+/// characters it holds, and how many of those are capital letters.
+fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
+    let mut at = start;
+    let mut chars = 0;
+    let mut upper = 0;
+    let mut line = 0;
+    loop {
+        while at < text.len() && is_base64(text[at]) {
+            upper += usize::from(text[at].is_ascii_uppercase());
+            at += 1;
+            line += 1;
+            chars += 1;
+        }
+        let mut end = at;
+        while end < text.len() && text[end] == b'=' && end - at < 2 {
+            end += 1;
+        }
+        // Wrapped base64 goes on after a long line's break.
+        let mut next = end;
+        if next < text.len() && text[next] == b'\r' {
+            next += 1;
+        }
+        let wrapped = line >= MIN_WRAPPED_LINE
+            && end == at
+            && next < text.len()
+            && text[next] == b'\n'
+            && text.get(next + 1).is_some_and(|&b| is_base64(b));
+        if !wrapped {
+            return (end, chars, upper);
+        }
+        at = next + 1;
+        line = 0;
+    }
+}
+
+/// Decodes the run `text[run]` into `out` (cleared first), as text a detector can scan:
+/// bytes outside ASCII become spaces (credentials are ASCII, and the scan needs UTF-8).
+/// Trailing bits that do not make a byte are dropped.
+pub(super) fn decode_into(text: &[u8], run: Range<usize>, out: &mut String) {
+    out.clear();
+    let mut bytes = std::mem::take(out).into_bytes();
+    bytes.reserve(run.len() / 4 * 3 + 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in &text[run] {
+        let v = DECODE[usize::from(b)];
+        if v == NOT_BASE64 {
+            continue;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            let byte = (acc >> bits) as u8;
+            bytes.push(if byte.is_ascii() { byte } else { b' ' });
+        }
+    }
+    // Every byte is ASCII.
+    *out = String::from_utf8(bytes).unwrap_or_default();
+}
+
+/// The range of a private key's body whose `-----END … PRIVATE KEY-----` line starts at
+/// `end_line` and has no header above it: the base64 lines of a key's width (40 to 80
+/// characters, the last one shorter) right above, through the end of the footer. `None`
+/// when no such line is there.
+pub(super) fn headless_key_body(text: &[u8], end_line: usize) -> Option<Range<usize>> {
+    let footer_end = footer_end(text, end_line)?;
+    // Walk up line by line while the line above is base64 of a key's width.
+    let mut start = end_line;
+    let mut full_lines = 0;
+    let mut last = true;
+    while start > 0 && text[start - 1] == b'\n' {
+        let line_end = if start >= 2 && text[start - 2] == b'\r' {
+            start - 2
+        } else {
+            start - 1
+        };
+        let mut line_start = line_end;
+        while line_start > 0 && (is_base64(text[line_start - 1]) || text[line_start - 1] == b'=') {
+            line_start -= 1;
+        }
+        let len = line_end - line_start;
+        let at_line_start = line_start == 0 || text[line_start - 1] == b'\n';
+        let fits = if last {
+            (4..=80).contains(&len)
+        } else {
+            (40..=80).contains(&len)
+        };
+        if !at_line_start || !fits {
+            break;
+        }
+        if len >= 40 {
+            full_lines += 1;
+        }
+        start = line_start;
+        last = false;
+    }
+    (full_lines >= 1).then_some(start..footer_end)
+}
+
+/// The end of a `-----END [ A-Z0-9]*PRIVATE KEY-----` footer starting at `at`.
+fn footer_end(text: &[u8], at: usize) -> Option<usize> {
+    const OPEN: &[u8] = b"-----END ";
+    let rest = text.get(at..)?.strip_prefix(OPEN)?;
+    let label = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b.is_ascii_uppercase() || b.is_ascii_digit())
+        .count();
+    (rest[..label].ends_with(b"PRIVATE KEY") && rest[label..].starts_with(b"-----"))
+        .then_some(at + OPEN.len() + label + 5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(text: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        for_each_run(text.as_bytes(), |r| out.push(&text[r]));
+        out
+    }
+
+    #[test]
+    fn runs_are_found_whole_and_short_ones_are_not() {
+        let long = "QUtJQVE3WksyTTRYVzNITjVKUFI=";
+        assert_eq!(runs(&format!("blob: {long}, ok")), vec![long]);
+        assert_eq!(runs(long), vec![long]);
+        assert!(runs("the quick brown fox jumps over the lazy dog").is_empty());
+        assert!(runs("short QUtJQVE3WksyTTRY!").is_empty());
+        // Every offset of a run of exactly the minimum, in longer text.
+        for pad in 0..60 {
+            let run = "A".repeat(MIN_RUN);
+            let text = format!("{} {run} {}", "x ".repeat(pad), ". ".repeat(pad));
+            assert_eq!(runs(&text), vec![run.as_str()], "pad {pad}");
+            let short = "A".repeat(MIN_RUN - 1);
+            let text = format!("{} {short} {}", "x ".repeat(pad), ". ".repeat(pad));
+            assert!(runs(&text).is_empty(), "pad {pad}");
+        }
+        // Wrapped at 64: one run; short lines: separate words.
+        let wrapped = format!(
+            "{}\n{}\n{}==",
+            "aB".repeat(32),
+            "Cd".repeat(32),
+            "eF".repeat(5)
+        );
+        assert_eq!(runs(&format!("x\n{wrapped}\ny")), vec![wrapped.as_str()]);
+        assert_eq!(
+            runs("alpha_BETA_gamma_DELTA_1\nepsilon_ZETA_eta_THETA_2"),
+            vec!["alpha_BETA_gamma_DELTA_1", "epsilon_ZETA_eta_THETA_2"]
+        );
+        // Paths and identifiers in lower case are not decoded.
+        assert!(runs("/home/user/projects/mcpwall/src/secrets/mod.rs").is_empty());
+        assert!(runs("a_very_long_snake_case_identifier_name").is_empty());
+    }
+
+    #[test]
+    fn decoding_gives_the_text_back() {
+        let mut out = String::new();
+        let text = b"QUtJQVE3WksyTTRYVzNITjVKUFI=";
+        decode_into(text, 0..text.len(), &mut out);
+        assert_eq!(out, "AKIAQ7ZK2M4XW3HN5JPR");
+        // URL-safe and wrapped, non-ASCII bytes become spaces.
+        let text = b"_-_-\nAAAA";
+        decode_into(text, 0..text.len(), &mut out);
+        assert_eq!(out.len(), 6);
+        assert!(out.is_ascii());
+    }
+
+    #[test]
+    fn a_key_body_without_its_header_is_found_up_to_its_footer() {
+        let line = "M".repeat(64);
+        let text =
+            format!("$ tail -3 key.pem\n{line}\n{line}\nABCD==\n-----END RSA PRIVATE KEY-----\n$ ");
+        let end_line = text.find("-----END").unwrap();
+        let body = headless_key_body(text.as_bytes(), end_line).expect("found");
+        assert_eq!(
+            &text[body],
+            format!("{line}\n{line}\nABCD==\n-----END RSA PRIVATE KEY-----")
+        );
+        // A footer alone, or under prose, is not a key.
+        let text = "see below\n-----END PRIVATE KEY-----";
+        assert_eq!(headless_key_body(text.as_bytes(), 10), None);
+        let text = "-----END PRIVATE KEY-----";
+        assert_eq!(headless_key_body(text.as_bytes(), 0), None);
+        let text = format!("{line}\n-----END PUBLIC KEY-----");
+        assert_eq!(headless_key_body(text.as_bytes(), 65), None);
+    }
+}

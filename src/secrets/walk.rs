@@ -1,0 +1,245 @@
+//! An anchored forward search of a lazy DFA that remembers its path, so that the next
+//! search of the same automaton over the same text stops as soon as it joins that path.
+//!
+//! Why: a detector is searched anchored at every keyword hit. On a text made of one
+//! keyword repeated (`token=token=…`, 170,000 times in a MiB), the match of every hit
+//! runs to the end of the repetition, so each search read the whole rest of it and the
+//! scan cost the square of its length (10-15 s per MiB). Two walks of one DFA that are
+//! in the same state at the same position read the same bytes from there on: they see
+//! the same matches and stop at the same place. So a walk is recorded, and a later walk
+//! that reaches a recorded state at the same position takes the rest of its answer from
+//! the record. On the runs detectors see (a class repeated, a lazy `[\s\S]*?` up to a
+//! footer) walks from different starts are in the same state within a few dozen bytes,
+//! so every search costs a few dozen bytes however long its match.
+//!
+//! The record holds the state at every position that is a multiple of [`STRIDE`] (a
+//! joining walk reads at most that many bytes more than it must), as runs of equal
+//! state: a walk through one long repetition is one entry.
+
+use std::collections::VecDeque;
+
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::{Input, MatchError};
+
+/// States are recorded (and walks may join) at positions that are multiples of this.
+const STRIDE: usize = 4;
+/// Most runs a record keeps (16 bytes each): past this, a walk's state is no longer
+/// recorded. Only a walk whose state changes at nearly every recorded position (a text
+/// full of partial footers, `-----E-----E…`) fills it, after 2 MiB of text.
+const MAX_RUNS: usize = 1 << 18;
+
+#[cfg(test)]
+thread_local! {
+    /// DFA steps taken by this thread's walks (the cost the tests bound).
+    pub(super) static WALKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The recorded path of the last walk of one DFA in one scan.
+#[derive(Debug, Default)]
+pub(super) struct Trail {
+    /// The scan ([`super::DetectorCache`]'s count) it belongs to: another scan is
+    /// another text.
+    scan: u64,
+    /// The cache's clear count when recorded: clearing the cache renumbers states.
+    clears: usize,
+    /// `(position, state)` in position order; the state at a recorded position `p` is
+    /// that of the last run starting at or before `p`.
+    runs: VecDeque<(usize, LazyStateID)>,
+    /// Recorded positions are below this.
+    end: usize,
+    /// The last match the walk saw: the position whose state reported it (one past the
+    /// text for a match at the end), and the match's end.
+    last_match: Option<(usize, usize)>,
+    /// Whether the fields above describe a walk.
+    valid: bool,
+    /// The walk in progress.
+    own: Vec<(usize, LazyStateID)>,
+}
+
+/// The end of the leftmost-first match of `dfa` anchored at `input.start()`, as
+/// [`DFA::try_search_fwd`] finds it with `earliest(false)`. `input` must be anchored
+/// and reach the end of its haystack, and every search passing `trail` must use the
+/// same DFA, cache and kind of input.
+pub(super) fn search_fwd(
+    dfa: &DFA,
+    cache: &mut Cache,
+    trail: &mut Trail,
+    scan: u64,
+    input: &Input<'_>,
+) -> Result<Option<usize>, MatchError> {
+    let hay = input.haystack();
+    debug_assert_eq!(input.end(), hay.len());
+    let start = input.start();
+    let mut sid = dfa.start_state_forward(cache, input)?;
+    let clears = cache.clear_count();
+    let joinable = trail.valid && trail.scan == scan && trail.clears == clears;
+    let first_recorded = trail.runs.front().map_or(usize::MAX, |r| r.0);
+    let mut cursor = 0;
+    trail.own.clear();
+    let mut recording = true;
+    let mut recorded_to = start;
+    let mut mat: Option<(usize, usize)> = None;
+    let mut at = start;
+    loop {
+        if at.is_multiple_of(STRIDE) {
+            if joinable && at >= first_recorded && at < trail.end {
+                while cursor + 1 < trail.runs.len() && trail.runs[cursor + 1].0 <= at {
+                    cursor += 1;
+                }
+                if trail.runs[cursor].1 == sid && cache.clear_count() == clears {
+                    let found = match trail.last_match {
+                        Some(m) if m.0 >= at => Some(m),
+                        _ => mat,
+                    };
+                    join(trail, cursor, found, recording);
+                    return Ok(found.map(|m| m.1));
+                }
+            }
+            if recording {
+                if trail.own.last().is_none_or(|r| r.1 != sid) {
+                    if trail.own.len() == MAX_RUNS {
+                        recording = false;
+                    } else {
+                        trail.own.push((at, sid));
+                    }
+                }
+                if recording {
+                    recorded_to = at + 1;
+                }
+            }
+        }
+        if at == hay.len() {
+            break;
+        }
+        #[cfg(test)]
+        WALKED.with(|w| w.set(w.get() + 1));
+        sid = dfa
+            .next_state(cache, sid, hay[at])
+            .map_err(|_| MatchError::gave_up(at))?;
+        at += 1;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                // Matches are reported one byte late: this state ends one at `at - 1`.
+                mat = Some((at, at - 1));
+            } else if sid.is_dead() {
+                record(trail, scan, clears, cache, recorded_to.max(start), mat);
+                return Ok(mat.map(|m| m.1));
+            } else if sid.is_quit() {
+                trail.valid = false;
+                return Err(MatchError::quit(hay[at - 1], at - 1));
+            }
+        }
+    }
+    let eoi = dfa
+        .next_eoi_state(cache, sid)
+        .map_err(|_| MatchError::gave_up(hay.len()))?;
+    if eoi.is_match() {
+        mat = Some((hay.len() + 1, hay.len()));
+    }
+    record(trail, scan, clears, cache, recorded_to, mat);
+    Ok(mat.map(|m| m.1))
+}
+
+/// Keeps the walk just finished as the trail, if its states are still valid.
+fn record(
+    trail: &mut Trail,
+    scan: u64,
+    clears: usize,
+    cache: &Cache,
+    end: usize,
+    last_match: Option<(usize, usize)>,
+) {
+    trail.valid = cache.clear_count() == clears && !trail.own.is_empty();
+    trail.scan = scan;
+    trail.clears = clears;
+    trail.runs.clear();
+    trail.runs.extend(trail.own.drain(..));
+    trail.end = end;
+    trail.last_match = last_match;
+}
+
+/// The walk just joined the trail in run `cursor`: the new trail is the walk's own runs,
+/// then the old trail from there on.
+fn join(trail: &mut Trail, cursor: usize, found: Option<(usize, usize)>, complete: bool) {
+    if !complete {
+        // The walk's own record stops short of `at`: keep the old trail as it is.
+        return;
+    }
+    trail.last_match = found;
+    trail.runs.drain(..cursor);
+    // The walk's last run is in the state the trail has at `at`: one run.
+    if let Some(&(from, _)) = trail.own.last() {
+        trail.runs[0].0 = from;
+        trail.own.pop();
+    }
+    while let Some(run) = trail.own.pop() {
+        trail.runs.push_front(run);
+    }
+    if trail.runs.len() > 2 * MAX_RUNS {
+        trail.runs.truncate(MAX_RUNS);
+        trail.end = trail.runs[MAX_RUNS - 1].0 + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regex_automata::{Anchored, MatchKind};
+
+    /// Walks joining each other's trails give what a plain search gives, at every start
+    /// in increasing (and now and then decreasing) order over long texts made of few
+    /// letters, so that walks run long and join often.
+    #[test]
+    fn joined_walks_agree_with_a_plain_search() {
+        let patterns = [
+            r"t=[a-z=]{16,}",
+            r"(?-u:\b)k[a-z]{4,}(?:[^a-z]|$)",
+            r"B[\s\S]*?E|B[a-z]*",
+            r"k(?:ab)*c",
+            r"[a-z]{3}=[=a-z]*?z",
+            r"(?:t|k)[a-z=]{0,9}",
+        ];
+        let alphabet = b"tk=abzBE ";
+        let mut state = 0x9E3779B97F4A7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for pattern in patterns {
+            let dfa = DFA::builder()
+                .configure(DFA::config().match_kind(MatchKind::LeftmostFirst))
+                .build(pattern)
+                .unwrap();
+            let mut cache = dfa.create_cache();
+            let mut plain_cache = dfa.create_cache();
+            let mut trail = Trail::default();
+            for scan in 0..60u64 {
+                let len = (next() % 3000) as usize;
+                let skew = (next() % alphabet.len() as u64) as usize;
+                let text: Vec<u8> = (0..len)
+                    .map(|_| match next() % 4 {
+                        0 => alphabet[skew],
+                        _ => alphabet[(next() % alphabet.len() as u64) as usize],
+                    })
+                    .collect();
+                let mut start = 0usize;
+                while start < text.len() {
+                    let input = Input::new(&text).range(start..).anchored(Anchored::Yes);
+                    let want = dfa
+                        .try_search_fwd(&mut plain_cache, &input)
+                        .unwrap()
+                        .map(|m| m.offset());
+                    let got = search_fwd(&dfa, &mut cache, &mut trail, scan, &input).unwrap();
+                    assert_eq!(got, want, "{pattern} at {start} of {len}, scan {scan}");
+                    start = match next() % 10 {
+                        0 => start.saturating_sub((next() % 40) as usize),
+                        _ => start + 1 + (next() % 7) as usize,
+                    };
+                }
+            }
+        }
+    }
+}
