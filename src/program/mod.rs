@@ -748,8 +748,16 @@ impl Program {
                 && crate::shell::worth_parsing(text)
             {
                 let mut parsed = false;
-                for cp in &ce.preds {
+                let mut scanned = false;
+                for (k, cp) in ce.preds.iter().enumerate() {
                     if s.state.is_set(cp.pred) || !applies(cp.pred) {
+                        continue;
+                    }
+                    if !scanned {
+                        ce.gate_scan(text, &self.env, &mut s.command);
+                        scanned = true;
+                    }
+                    if !ce.may_hold(k, &s.command) {
                         continue;
                     }
                     if !parsed {

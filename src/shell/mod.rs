@@ -29,6 +29,7 @@ mod parse;
 mod resolve;
 
 pub(crate) use parse::parse_into;
+pub(crate) use resolve::{DECODERS, DOWNLOADERS};
 
 /// A word had an unquoted `*`, `?` or `[`: it is a glob the shell expands.
 pub const GLOB: u8 = 1;

@@ -86,6 +86,14 @@ const PASSTHROUGH: &[&str] = &[
 /// Transforms that hide what the content is: always [`DECODED`] output.
 const OBFUSCATORS: &[&str] = &["rev", "tr", "uudecode", "recode"];
 
+/// Every command whose output may be [`DECODED`]: the decoders `resolve` reads flags of,
+/// and the [`OBFUSCATORS`]. The `command` matcher's gate needs one of these names in a
+/// string before an `input: decoded` clause can hold (a test checks the two agree).
+pub const DECODERS: &[&str] = &[
+    "base64", "base32", "basenc", "gbase64", "xxd", "openssl", "printf", "echo", "rev", "tr",
+    "uudecode", "recode",
+];
+
 fn is_python(name: &str) -> bool {
     name.starts_with("python") && name[6..].bytes().all(|c| c.is_ascii_digit() || c == b'.')
 }

@@ -20,6 +20,8 @@ use crate::config::policy::CommandClause;
 use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
 use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
 
+mod gate;
+
 /// One compiled clause.
 #[derive(Debug)]
 pub(crate) struct Clause {
@@ -138,7 +140,7 @@ impl LazyClauses {
             .map(|c| Clause::compile(c, env))
             .collect::<Result<Box<[Clause]>, _>>()?;
         Ok(LazyClauses {
-            specs: Vec::new(),
+            specs: specs.to_vec(),
             env: env.clone(),
             built: OnceLock::from(built),
         })
@@ -150,6 +152,11 @@ impl LazyClauses {
             env: env.clone(),
             built: OnceLock::new(),
         }
+    }
+
+    /// The clauses as written (for the gate, [`gate::Gate`]).
+    pub fn specs(&self) -> &[CommandClause] {
+        &self.specs
     }
 
     pub fn get(&self) -> &[Clause] {
@@ -168,6 +175,9 @@ impl LazyClauses {
 #[derive(Debug, Default)]
 pub(crate) struct CommandEngine {
     pub preds: Vec<CommandPred>,
+    /// What a string must hold for each predicate to be worth parsing it, built on first
+    /// use (its automaton is not start-up work).
+    gate: OnceLock<gate::Gate>,
 }
 
 /// Why a clause failed to compile.
@@ -315,12 +325,26 @@ impl Clause {
 #[derive(Debug, Default)]
 pub(crate) struct CommandScratch {
     pub parsed: Parsed,
+    seen: gate::Seen,
     bufs: PathBuffers,
     norm: String,
     alts: Vec<String>,
 }
 
 impl CommandEngine {
+    /// Reads `text` into the scratch's [`gate::Seen`], for [`CommandEngine::may_hold`].
+    pub fn gate_scan(&self, text: &str, env: &PathEnv, s: &mut CommandScratch) {
+        self.gate
+            .get_or_init(|| gate::Gate::build(&self.preds, env))
+            .scan(text, &mut s.seen);
+    }
+
+    /// Whether predicate `index` (of `preds`) could hold for the string last given to
+    /// [`CommandEngine::gate_scan`]: when not, the string need not be parsed for it.
+    pub fn may_hold(&self, index: usize, s: &CommandScratch) -> bool {
+        self.gate.get().is_none_or(|g| g.may_hold(index, &s.seen))
+    }
+
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
     pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
         let commands = s.parsed.commands().len();
@@ -372,6 +396,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
         bufs,
         norm,
         alts,
+        ..
     } = s;
     let p = &*p;
     // The cheap conditions first: every clause is asked about every command.
