@@ -651,8 +651,12 @@ fn glob_meets(
     }
     let word_last = last_component(&word);
     let hit = pc.tokens.iter().any(|(t, last)| {
-        // Most patterns end in a plain name: compare the last components first (a few
-        // tokens each) and the whole globs only when those can meet.
+        // Most patterns end in a plain name: compare their literal endings first (a
+        // string both match ends in both: `*.rs` cannot meet `**/id_rsa`), then the last
+        // components (a few tokens each), and the whole globs only when those can meet.
+        if !tails_agree(&word, t) {
+            return false;
+        }
         match (word_last, last) {
             (Some(w), Some(l)) if !meets(w, l) => false,
             _ => meets(&word, t),
@@ -668,6 +672,19 @@ fn glob_meets(
         None => glob.as_str(),
     };
     pc.not_under.iter().all(|r| !r.contains(fixed))
+}
+
+/// Whether the literal endings of two globs agree (the shorter one ends the longer):
+/// otherwise no string matches both.
+fn tails_agree(a: &[Tok], b: &[Tok]) -> bool {
+    a.iter()
+        .rev()
+        .zip(b.iter().rev())
+        .map_while(|pair| match pair {
+            (Tok::Lit(x), Tok::Lit(y)) => Some(x == y),
+            _ => None,
+        })
+        .all(|same| same)
 }
 
 fn has_meta(s: &str) -> bool {

@@ -66,6 +66,8 @@ enum Bound {
 #[derive(Debug, Default)]
 struct Need {
     lits: Vec<u32>,
+    /// `lits` as a bit set over the literal ids, filled in once every literal is known.
+    mask: Vec<u64>,
     bytes: u8,
     /// Short-flag letters (ASCII) that may occur in a run after `-`.
     dash: [u64; 2],
@@ -277,6 +279,14 @@ impl Gate {
                     .collect::<Option<Vec<_>>>()
             })
             .collect();
+        let words = b.lits.len().div_ceil(64);
+        let mut preds = preds;
+        for need in preds.iter_mut().flatten().flatten().flatten() {
+            need.mask = vec![0; words];
+            for &i in &need.lits {
+                need.mask[i as usize / 64] |= 1 << (i % 64);
+            }
+        }
         let ac = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
@@ -410,9 +420,7 @@ impl Gate {
                 n.bytes & seen.bytes != 0
                     || n.dash[0] & seen.dash[0] != 0
                     || n.dash[1] & seen.dash[1] != 0
-                    || n.lits
-                        .iter()
-                        .any(|&i| seen.lits[i as usize / 64] & (1 << (i % 64)) != 0)
+                    || n.mask.iter().zip(&seen.lits).any(|(a, b)| a & b != 0)
             })
         })
     }

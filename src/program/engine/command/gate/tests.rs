@@ -217,3 +217,24 @@ fn decoders_are_every_command_resolve_marks_decoded() {
         assert!(crate::shell::DECODERS.contains(&decoder), "{decoder}");
     }
 }
+
+/// Start-up does not check the embedded packs' clause globs (`validate::glob_value`) and
+/// a clause that failed to build would match every command: this test builds each one.
+#[test]
+fn every_clause_of_the_embedded_packs_builds() {
+    for policy in [
+        "version: 1\nextends: [default]\n",
+        "version: 1\nextends: [strict]\n",
+        "version: 1\nextends: [default, servers/shell-mcp]\n",
+    ] {
+        let (_dir, program) = program(policy);
+        let ce = program.inbound.command.as_ref().unwrap();
+        for p in &ce.preds {
+            for spec in p.clauses.specs() {
+                if let Err(e) = super::super::Clause::compile(spec, &program.env) {
+                    panic!("{policy}: {spec:?}: {}", e.reason);
+                }
+            }
+        }
+    }
+}
