@@ -12,6 +12,7 @@ pub mod config;
 pub mod frame;
 pub mod guard;
 mod matcher_id;
+pub mod mcp;
 pub mod paths;
 pub mod platform;
 pub mod program;

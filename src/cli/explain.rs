@@ -581,26 +581,7 @@ fn redact_marker_word(r: RedactMarker) -> &'static str {
 // ---------------------------------------------------------------------------------------
 // Warnings
 
-/// The MCP methods a rule can sensibly name; a literal method outside this list (and not
-/// a notification) is most likely a typo.
-const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "sampling/createMessage",
-    "elicitation/create",
-    "roots/list",
-];
+use crate::mcp::REQUEST_METHODS as KNOWN_METHODS;
 
 /// Every finding about rules that can never match or never decide, in rule order.
 pub fn warnings(policy: &Policy) -> Vec<String> {

@@ -759,6 +759,7 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
             regex,
             secrets: rule.secrets,
             action: rule.action,
+            additive: rule.additive,
         });
         infos.push(outbound_info(policy, rule, conditions));
     }
@@ -811,8 +812,13 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
         }
     }
     let outbound = (|| {
+        // Additive rules are placed after every trusted one by the merge; the evaluation
+        // skips to the first of them once a trusted rule has decided.
+        let additive_from = rules.iter().position(|r| r.additive).unwrap_or(rules.len());
+        debug_assert!(rules[additive_from..].iter().all(|r| r.additive));
         Some(Outbound {
             n_preds: keys.len(),
+            additive_from,
             rules: rules.into(),
             method_globs: method_globs.ok()?,
             tool_globs: tool_globs.ok()?,

@@ -470,6 +470,7 @@ impl Merger {
                 _ => {
                     if !self.restricted_outbound.iter().any(|(k, _)| *k == key) {
                         let mut rule = rule;
+                        rule.additive = true;
                         if source.kind != SourceKind::Builtin {
                             self.drop_message(&mut rule.message, rule.span, &key.1);
                         }

@@ -338,6 +338,9 @@ pub struct OutboundRule {
     /// Holds when the message's raw size exceeds this many bytes.
     pub response_size_exceeds: Option<u64>,
     pub action: RuleAction,
+    /// From an untrusted file: applies in addition to whatever the trusted rules decided
+    /// (a deny still refuses, a redaction adds to theirs), never instead of them.
+    pub additive: bool,
     pub message: Option<String>,
     pub examples: Examples,
     pub span: Span,

@@ -1157,6 +1157,7 @@ impl<'a> Decoder<'a> {
             response_contains_regex: Vec::new(),
             response_size_exceeds: None,
             action: RuleAction::LogOnly,
+            additive: false,
             message,
             examples,
             span,

@@ -11,7 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
-use crate::text::normalize::normalize_keeping_case;
+use crate::text::normalize::{is_plain, normalize_keeping_case};
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -147,12 +147,17 @@ pub(crate) struct OutRule {
     pub regex: u32,
     pub secrets: bool,
     pub action: RuleAction,
+    /// An untrusted file's deny/redact: judged even after a trusted rule decided.
+    pub additive: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub n_preds: usize,
     pub rules: Box<[OutRule]>,
+    /// Index of the first additive rule (they all come after the trusted ones); the
+    /// rules' length when there are none.
+    pub additive_from: usize,
     pub method_globs: Option<GlobEngine>,
     pub tool_globs: Option<GlobEngine>,
     pub server_globs: Option<GlobEngine>,
@@ -799,7 +804,8 @@ impl Program {
             return;
         }
         let id = frame.id_raw(msg).and_then(string_id);
-        let names = [frame.method(msg), frame.tool(msg), id.as_deref()];
+        let method = frame.method(msg).filter(|m| !crate::mcp::is_spec_method(m));
+        let names = [method, frame.tool(msg), id.as_deref()];
         for text in names.into_iter().flatten() {
             s.findings.clear();
             self.detector
@@ -902,6 +908,10 @@ impl Program {
             let (secret_hits, literal_hits) = (&mut s.secret_hits, &mut s.literal_hits);
             let out_regex = &mut s.out_regex;
             texts.for_each(&mut |id, text| {
+                // Literals and patterns both judge the text with hidden characters and
+                // look-alikes undone: the Unicode steps run once for both.
+                let unveiled =
+                    (needs & REGEX != 0 && !is_plain(text)).then(|| normalize_keeping_case(text));
                 if needs & SECRETS != 0 {
                     findings.clear();
                     detector.find(text, dcache, findings);
@@ -918,7 +928,7 @@ impl Program {
                 if needs & LITERAL != 0
                     && let Some(lit) = &out.literal
                 {
-                    lit.for_each_match(text, |pattern, start, end| {
+                    lit.for_each_match_with(text, unveiled.as_deref(), |pattern, start, end| {
                         for &p in lit.map.get(pattern) {
                             st.set(p);
                         }
@@ -941,34 +951,49 @@ impl Program {
                     re.for_each_match(out_regex, text, &mut set);
                     // Hidden characters and look-alikes must not split a match: the
                     // patterns also see the text as the literals do (case and lines kept).
-                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                    if let Some(Cow::Owned(unveiled)) = &unveiled
                         && unveiled != text
                     {
-                        re.for_each_match(out_regex, &unveiled, &mut set);
+                        re.for_each_match(out_regex, unveiled, &mut set);
                     }
                 }
             });
         }
 
-        for (i, rule) in out.rules.iter().enumerate() {
+        // The first trusted rule that decides ends the trusted rules; additive rules (an
+        // untrusted file's, all after the trusted ones) still run and can only tighten:
+        // a deny refuses whatever was decided, a redaction adds its spans.
+        let mut decided: Option<(RuleId, RuleAction)> = None;
+        let mut i = 0;
+        while i < out.rules.len() {
+            let rule = &out.rules[i];
+            i += 1;
             if !rule.preds.iter().all(|&p| s.state.is_set(p)) {
                 continue;
             }
-            let id = RuleId(i as u32);
-            match rule.action {
-                RuleAction::LogOnly => s.logged.push(id),
-                RuleAction::Allow => return Outcome::Pass,
-                RuleAction::Deny => return Outcome::Block { rule: id },
-                RuleAction::Redact => {
+            let id = RuleId(i as u32 - 1);
+            match (rule.action, decided) {
+                (RuleAction::LogOnly, _) => s.logged.push(id),
+                (RuleAction::Deny, _) => return Outcome::Block { rule: id },
+                (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
                     self.collect_redactions(id, rule, texts, s);
-                    return Outcome::Redact {
-                        rule: id,
-                        redactions: &s.redactions,
-                    };
+                    decided = Some((id, RuleAction::Redact));
                 }
+                (RuleAction::Redact, Some(_)) => self.collect_redactions(id, rule, texts, s),
+                (RuleAction::Allow, None) => decided = Some((id, RuleAction::Allow)),
+                (RuleAction::Allow, Some(_)) => {}
+            }
+            if decided.is_some() {
+                i = i.max(out.additive_from);
             }
         }
-        Outcome::Pass
+        match decided {
+            Some((rule, RuleAction::Redact)) => Outcome::Redact {
+                rule,
+                redactions: &s.redactions,
+            },
+            _ => Outcome::Pass,
+        }
     }
 
     /// Everything the redact rule `id` found, as sorted, merged raw ranges.

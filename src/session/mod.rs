@@ -389,12 +389,19 @@ impl Session {
             let json = serde_json::to_string(&m).unwrap_or_default();
             e.id = Some(ids::IdText::new(json.as_bytes()));
         }
-        for field in [&mut e.method, &mut e.tool] {
-            if let Some(text) = field.as_deref()
-                && let Cow::Owned(m) = self.masked(text)
-            {
-                *field = Some(m.into());
-            }
+        // A method the specification defines holds nothing to mask.
+        if let Some(text) = e
+            .method
+            .as_deref()
+            .filter(|m| !crate::mcp::is_spec_method(m))
+            && let Cow::Owned(m) = self.masked(text)
+        {
+            e.method = Some(m.into());
+        }
+        if let Some(text) = e.tool.as_deref()
+            && let Cow::Owned(m) = self.masked(text)
+        {
+            e.tool = Some(m.into());
         }
         if let Some(text) = e.message.as_deref()
             && let Cow::Owned(m) = self.masked(text)
