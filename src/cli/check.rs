@@ -847,7 +847,11 @@ impl<'p> Checker<'p> {
                     writeln!(out, "  Logged: {name}")?;
                 }
                 for c in &r.commands {
-                    writeln!(out, "  Understood: {}", preview::escape_controls(&c.understood))?;
+                    writeln!(
+                        out,
+                        "  Understood: {}",
+                        preview::escape_controls(&c.understood)
+                    )?;
                     writeln!(out, "  Matched: {}", preview::escape_controls(&c.why))?;
                 }
                 Ok(())
