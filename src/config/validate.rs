@@ -13,8 +13,8 @@ use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_o
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Remember, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span,
-    Spanned,
+    RateLimit, RedactMarker, Remember, Rule, RuleAction, SecretPattern, Source, SourceId,
+    SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
