@@ -25,6 +25,7 @@ use crate::config::policy::{
     Settings, SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
+use crate::mcp::REQUEST_METHODS;
 use crate::paths::PathEnv;
 use crate::program::{JUDGED_METHODS, Program};
 
@@ -583,8 +584,6 @@ fn redact_marker_word(r: RedactMarker) -> &'static str {
 // ---------------------------------------------------------------------------------------
 // Warnings
 
-use crate::mcp::REQUEST_METHODS as KNOWN_METHODS;
-
 /// Every finding about rules that can never match or never decide, in rule order.
 pub fn warnings(policy: &Policy) -> Vec<String> {
     let mut out = Vec::new();
@@ -708,12 +707,12 @@ fn never_matches(method: &str, tool: Option<&str>) -> Vec<String> {
 /// A hint when a literal method is not an MCP method.
 fn unknown_method(method: &str) -> Option<String> {
     if !is_literal(method)
-        || KNOWN_METHODS.contains(&method)
+        || REQUEST_METHODS.contains(&method)
         || method.starts_with("notifications/")
     {
         return None;
     }
-    let closest = KNOWN_METHODS
+    let closest = REQUEST_METHODS
         .iter()
         .map(|m| (strsim::levenshtein(m, method), *m))
         .min()
