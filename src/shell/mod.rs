@@ -278,28 +278,20 @@ pub fn command_basename(name: &str) -> &str {
 /// Whether a string needs the parser at all: a single plain word (a file name, an
 /// identifier) runs as a command with no arguments, which no shell rule is about.
 pub fn worth_parsing(s: &str) -> bool {
-    s.bytes().any(|b| {
-        matches!(
-            b,
-            b' ' | b'\t'
-                | b'\n'
-                | b'\r'
-                | b';'
-                | b'|'
-                | b'&'
-                | b'<'
-                | b'>'
-                | b'('
-                | b')'
-                | b'$'
-                | b'`'
-                | b'{'
-                | b'\''
-                | b'"'
-                | b'\\'
-        )
-    })
+    s.bytes().any(|b| SEPARATES[usize::from(b)])
 }
+
+/// The bytes that make a string more than one plain word for the shell.
+static SEPARATES: [bool; 256] = {
+    let mut t = [false; 256];
+    let bytes = b" \t\n\r;|&<>()$`{'\"\\";
+    let mut i = 0;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests;

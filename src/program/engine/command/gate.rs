@@ -27,7 +27,7 @@
 //! - `input`: a downloader or decoder name; `after_download`: a downloader name;
 //!   `over_find`: `find`. `subcommand` and `words` add nothing (the name gates them).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::{CommandPred, longest_literal, tokens_of};
 use crate::config::policy::CommandClause;
@@ -46,6 +46,33 @@ const DYNAMIC: u8 = 64;
 /// `(`: `cmd (…)` is read as one unresolved word (PowerShell's grouping), which is the
 /// command name after a wrapper (`time (…)`).
 const PAREN: u8 = 128;
+
+/// Flags of [`CLASS`] beyond the byte classes (which fill the low byte).
+const NEXT_BYTE: u16 = 1 << 8;
+const QUOTE: u16 = 1 << 9;
+const DASH: u16 = 1 << 10;
+
+/// Each byte's classes, for the one pass of [`Gate::scan`].
+static CLASS: [u16; 256] = {
+    let mut t = [0u16; 256];
+    t[b'$' as usize] = DYNAMIC as u16;
+    t[b'`' as usize] = DYNAMIC as u16;
+    t[b'<' as usize] = REDIRECT as u16;
+    t[b'>' as usize] = REDIRECT as u16;
+    t[b'~' as usize] = TILDE as u16;
+    t[b'%' as usize] = PERCENT as u16;
+    t[b'*' as usize] = GLOB as u16;
+    t[b'?' as usize] = GLOB as u16;
+    t[b'[' as usize] = GLOB as u16;
+    t[b'(' as usize] = PAREN as u16;
+    t[b'{' as usize] = NEXT_BYTE;
+    t[b'.' as usize] = NEXT_BYTE;
+    t[b'\'' as usize] = QUOTE;
+    t[b'"' as usize] = QUOTE;
+    t[b'\\' as usize] = QUOTE;
+    t[b'-' as usize] = DASH;
+    t
+};
 
 /// Strings longer than this are parsed without asking the gate (its source map would
 /// cost more than it saves; the parser is linear and bounded).
@@ -95,6 +122,8 @@ pub(crate) struct Seen {
     source: Vec<u32>,
     /// Whether the gate was bypassed (string too long).
     open: bool,
+    /// Whether nothing at all was seen: no gated predicate can hold.
+    empty: bool,
 }
 
 struct Builder {
@@ -287,7 +316,10 @@ impl Gate {
                 need.mask[i as usize / 64] |= 1 << (i % 64);
             }
         }
+        // A DFA: the gate reads every multi-word string of every call, and the DFA's
+        // one table step per byte is what keeps it cheaper than the parse it saves.
         let ac = AhoCorasickBuilder::new()
+            .kind(Some(AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(b.lits.iter().map(|(t, _)| t.as_str()))
@@ -313,37 +345,34 @@ impl Gate {
         seen.bytes = 0;
         seen.dash = [0; 2];
         seen.open = raw.len() > MAX_GATED;
+        seen.empty = false;
         if seen.open {
             return;
         }
-        let mut squeeze = false;
-        for (i, &c) in raw.iter().enumerate() {
-            seen.bytes |= match c {
-                b'$' | b'`' => DYNAMIC,
-                b'<' | b'>' => REDIRECT,
-                b'~' => TILDE,
-                b'%' => PERCENT,
-                b'*' | b'?' | b'[' => GLOB,
-                // A brace expansion needs a word character after `{` (bash: `{ a,b}`
-                // and `{}` do not expand).
-                b'{' if raw
-                    .get(i + 1)
-                    .is_some_and(|n| !n.is_ascii_whitespace() && *n != b'}') =>
-                {
-                    BRACE
-                }
-                b'.' if raw.get(i + 1) == Some(&b'.') => DOTDOT,
-                b'(' => PAREN,
-                b'\'' | b'"' | b'\\' => {
-                    squeeze = true;
-                    0
-                }
-                _ => 0,
-            };
+        // One table lookup per byte; the rare bytes whose class depends on the next one
+        // (`{`, `.`) or that need a second look (quotes, `-`) are only flagged here.
+        let mut classes = 0u16;
+        for &c in raw {
+            classes |= CLASS[usize::from(c)];
+        }
+        seen.bytes = classes as u8;
+        if classes & NEXT_BYTE != 0 {
+            // A brace expansion needs a word character after `{` (bash: `{ a,b}` and `{}`
+            // do not expand).
+            if memchr::memchr_iter(b'{', raw).any(|i| {
+                raw.get(i + 1)
+                    .is_some_and(|n| !n.is_ascii_whitespace() && *n != b'}')
+            }) {
+                seen.bytes |= BRACE;
+            }
+            if memchr::memmem::find(raw, b"..").is_some() {
+                seen.bytes |= DOTDOT;
+            }
         }
         if seen.bytes & DYNAMIC != 0 {
             return;
         }
+        let squeeze = classes & QUOTE != 0;
         seen.squeezed.clear();
         seen.source.clear();
         let view: &[u8] = if squeeze {
@@ -368,14 +397,16 @@ impl Gate {
         } else {
             raw
         };
-        let mut in_dash = false;
-        for &c in view {
-            if c == b'-' {
-                in_dash = true;
-            } else if in_dash && c.is_ascii_alphanumeric() {
-                seen.dash[usize::from(c >> 6)] |= 1 << (c & 63);
-            } else {
-                in_dash = false;
+        if classes & DASH != 0 {
+            let mut in_dash = false;
+            for &c in view {
+                if c == b'-' {
+                    in_dash = true;
+                } else if in_dash && c.is_ascii_alphanumeric() {
+                    seen.dash[usize::from(c >> 6)] |= 1 << (c & 63);
+                } else {
+                    in_dash = false;
+                }
             }
         }
         let Some(ac) = &self.ac else {
@@ -404,6 +435,7 @@ impl Gate {
             }
             lits[id / 64] |= 1 << (id % 64);
         }
+        seen.empty = seen.bytes == 0 && seen.dash == [0; 2] && lits.iter().all(|&w| w == 0);
         seen.lits = lits;
     }
 
@@ -415,6 +447,10 @@ impl Gate {
         let Some(Some(clauses)) = self.preds.get(index) else {
             return true;
         };
+        // Every need of a gated clause asks for something seen.
+        if seen.empty {
+            return false;
+        }
         clauses.iter().any(|needs| {
             needs.iter().all(|n| {
                 n.bytes & seen.bytes != 0
