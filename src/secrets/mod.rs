@@ -732,8 +732,7 @@ impl Detector {
         let passes = plan.entropy.is_none_or(|t| {
             cache
                 .entropy
-                .of(text.as_bytes(), secret.clone(), scan, self.float_entropy)
-                >= t
+                .passes(text.as_bytes(), secret.clone(), scan, self.float_entropy, t)
         });
         passes.then_some(secret)
     }
