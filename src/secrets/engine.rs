@@ -87,7 +87,7 @@ struct Staged {
 /// How the `secret` part of a staged pattern is searched.
 #[derive(Debug)]
 enum SecretStage {
-    Dfa(hybrid::dfa::DFA),
+    Dfa(Box<hybrid::dfa::DFA>),
     Run(Box<ClassRun>),
 }
 
@@ -537,7 +537,7 @@ fn staged(hir: &Hir) -> Result<Option<Staged>, String> {
         prefix: part(&parts[..i])?,
         secret: match ClassRun::of(&secret.sub) {
             Some(run) => SecretStage::Run(Box::new(run)),
-            None => SecretStage::Dfa(stage_dfa(&secret.sub)?),
+            None => SecretStage::Dfa(Box::new(stage_dfa(&secret.sub)?)),
         },
         suffix: part(&parts[i + 1..])?,
     }))

@@ -212,8 +212,8 @@ fn short_walk(
     let stop = hay.len().min(start + SHORT_WALK);
     // As in `search_fwd`: the position whose state reported the last match, and its end.
     let mut mat: Option<(usize, usize)> = None;
-    for at in start..stop {
-        let byte = hay[at];
+    for (i, &byte) in hay[start..stop].iter().enumerate() {
+        let at = start + i;
         #[cfg(test)]
         WALKED.with(|w| w.set(w.get() + 1));
         sid = dfa
