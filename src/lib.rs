@@ -19,6 +19,7 @@ pub mod platform;
 pub mod program;
 pub mod proxy;
 pub mod redteam;
+pub mod regex_cost;
 pub mod regex_dialect;
 pub mod secrets;
 pub mod session;

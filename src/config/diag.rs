@@ -34,6 +34,8 @@ pub enum Code {
     BadVersion,
     /// A regex does not compile or is too large.
     BadRegex,
+    /// A regex whose every-match search would re-read the text (see `regex_cost`).
+    CostlyRegex,
     /// A glob does not compile.
     BadGlob,
     /// `${VAR}` names a variable other than `HOME` or `PROJECT_DIR`.
@@ -75,6 +77,7 @@ impl Code {
             Code::UnknownValue => "unknown_value",
             Code::BadVersion => "bad_version",
             Code::BadRegex => "bad_regex",
+            Code::CostlyRegex => "costly_regex",
             Code::BadGlob => "bad_glob",
             Code::UnknownVariable => "unknown_variable",
             Code::DuplicateRule => "duplicate_rule",

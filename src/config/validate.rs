@@ -961,7 +961,7 @@ impl<'a> Decoder<'a> {
         for (key, k, v) in &f.entries {
             let span = self.span(k);
             match key.as_str() {
-                "regex" => match self.regex(v, &format!("for argument `{arg}`")) {
+                "regex" => match self.regex(v, &format!("for argument `{arg}`"), false) {
                     Some(r) => push(Matcher::Regex(r), span),
                     None => ok = false,
                 },
@@ -1287,7 +1287,7 @@ impl<'a> Decoder<'a> {
                             _ => vec![n],
                         };
                         for item in items {
-                            match self.regex(item, "in `response_contains_regex`") {
+                            match self.regex(item, "in `response_contains_regex`", true) {
                                 Some(r) => rule.response_contains_regex.push(r),
                                 None => ok = false,
                             }
@@ -1385,7 +1385,7 @@ impl<'a> Decoder<'a> {
                     }
                 };
                 let regex = match pf.get("regex") {
-                    Some(n) => self.regex(n, "in a secret pattern"),
+                    Some(n) => self.regex(n, "in a secret pattern", true),
                     None => {
                         self.report(
                             Code::MissingKey,
@@ -1473,7 +1473,9 @@ impl<'a> Decoder<'a> {
     // ---------------------------------------------------------------- leaves
 
     /// A regex, checked to parse and to stay under [`REGEX_SIZE_LIMIT`].
-    fn regex(&mut self, node: &YNode, what: &str) -> Option<Spanned<String>> {
+    /// `all_matches`: the regex is searched for every match in a text (redaction spans,
+    /// secret patterns), so its cost per byte is probed too ([`crate::regex_cost`]).
+    fn regex(&mut self, node: &YNode, what: &str, all_matches: bool) -> Option<Spanned<String>> {
         let s = self.string(node, &format!("a regex {what}"))?;
         // The embedded packs' regexes are parsed and built by the test suite (and built on
         // first use by the proxy); checking them again at every start cost more than the
@@ -1514,8 +1516,34 @@ impl<'a> Decoder<'a> {
                     .shrink(false),
             )
             .build_from_hir(&hir);
-        let Err(nfa_error) = nfa else {
-            return Some(s);
+        let nfa_error = match nfa {
+            Ok(nfa) if all_matches => {
+                let budget = if untrusted {
+                    crate::regex_cost::UNTRUSTED
+                } else {
+                    crate::regex_cost::TRUSTED
+                };
+                if let Err(cost) = crate::regex_cost::probe(&nfa, budget) {
+                    self.report(
+                        Code::CostlyRegex,
+                        format!(
+                            "regex {what} is too costly to search for every match: on text \
+                             repeating {:?}, each match makes the search re-read the text \
+                             after it (more than {} steps per byte)",
+                            cost.unit, budget.steps_per_byte
+                        ),
+                        s.span,
+                        "re-reads the text",
+                        "bound the repetition that can run ahead of a match (`\\w{1,64}` \
+                         instead of `\\w+`), or anchor the costly branch with a literal \
+                         that starts it",
+                    );
+                    return None;
+                }
+                return Some(s);
+            }
+            Ok(_) => return Some(s),
+            Err(e) => e,
         };
         let (message, help) = match nfa_error.size_limit() {
             Some(limit) if untrusted => (
