@@ -83,12 +83,12 @@ pub fn probe(nfa: &NFA, budget: Budget) -> Result<(), TooCostly> {
         while text.len() < PROBE_LEN {
             text.extend_from_slice(&unit);
         }
-        if let Some(steps) = steps_to_find_all(&dfa, &mut cache, &text, limit) {
-            if steps > limit {
-                return Err(TooCostly {
-                    unit: unit.iter().map(|&b| char::from(b)).collect::<String>(),
-                });
-            }
+        if let Some(steps) = steps_to_find_all(&dfa, &mut cache, &text, limit)
+            && steps > limit
+        {
+            return Err(TooCostly {
+                unit: unit.iter().map(|&b| char::from(b)).collect::<String>(),
+            });
         }
     }
     Ok(())
