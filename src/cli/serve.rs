@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use crate::audit::{Audit, AuditConfig, Names, new_session_id};
 use crate::config::{self, LoadOptions};
-use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::http::identities::Judges;
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, Tokens};
 use crate::paths::PathEnv;
-use crate::program::Program;
 use crate::proxy::{Chatter, ChildSpec, LogLevel};
 
 /// `serve` arguments.
@@ -94,20 +93,27 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         );
     }
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
-    let guard = Guard::from_policy(
+    // Clients without a token when none exist; otherwise one identity per token.
+    let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
+        vec![None]
+    } else {
+        tokens.names().map(|n| Some(Arc::from(n))).collect()
+    };
+    let judges = Judges::build(
         &policy,
-        ServerIdentity {
+        &identities,
+        &ServerIdentity {
             name: server_name.clone(),
             command: args.command.clone(),
         },
         &home,
+        &PathEnv::new(&home, &project_dir),
     )
-    .map_err(|e| miette::miette!("{e}"))?;
-    let program = Arc::new(
-        Program::compile_with(&policy, &PathEnv::new(&home, &project_dir))
-            .map_err(miette::Report::new)?,
-    );
-    program.detector();
+    .map_err(|e| match e {
+        crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
+        other => miette::miette!("{other}"),
+    })?;
+    judges.any_program().detector();
     let audit = Audit::start(
         AuditConfig {
             dir: settings
@@ -121,7 +127,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
             }),
         },
-        program.clone() as Arc<dyn Names>,
+        judges.names.clone() as Arc<dyn Names>,
     );
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread
@@ -139,10 +145,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .local_addr()
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
         let gateway = Arc::new(Gateway {
-            program,
+            judges,
             spec,
             server_name: server_name.as_str().into(),
-            guard: Some(Arc::new(guard)),
             audit: audit.sender(),
             chatter,
             require_token: !tokens.is_empty() || !loopback,

@@ -24,9 +24,9 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc};
 
+use super::identities::Judge;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
-use crate::program::Program;
 use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::proxy::codec::LineReader;
 use crate::proxy::{Chatter, LogLevel};
@@ -49,6 +49,8 @@ pub struct Conversation {
     pub id: String,
     /// The identity that opened the session; only it may use it.
     pub identity: Option<Arc<str>>,
+    /// The program and guard of that identity.
+    judge: Arc<Judge>,
     session: Mutex<Session>,
     routes: Mutex<Routes>,
     to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
@@ -86,17 +88,19 @@ impl Conversation {
         id: String,
         identity: Option<Arc<str>>,
         spec: &ChildSpec,
-        program: Arc<Program>,
+        judge: Arc<Judge>,
         options: session::Options,
         audit: AuditSender,
         chatter: Chatter,
     ) -> Result<Arc<Conversation>, SpawnError> {
         let (server, stdin, stdout) = child::spawn(spec)?;
+        let program = judge.program.clone();
         let max_line = program.settings().max_frame_bytes;
         let (tx, rx) = mpsc::channel(TO_SERVER_QUEUE);
         let conversation = Arc::new(Conversation {
             id,
             identity,
+            judge,
             session: Mutex::new(Session::new(program, options)),
             routes: Mutex::new(Routes::default()),
             to_server: Mutex::new(Some(tx)),
@@ -207,6 +211,7 @@ impl Conversation {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
                 e.transport = Some("http");
+                e.rule = e.rule.map(|r| self.judge.audit_rule(r));
             }
             self.audit.send(&mut out.events);
         }

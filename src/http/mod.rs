@@ -11,8 +11,10 @@
 //! | `conversation.rs` | one session: its server process, its `Session`, routing answers to requests |
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
+//! | `identities.rs` | each identity's program and tool guard (rules matching `identity`) |
 
 pub mod conversation;
+pub mod identities;
 pub mod registry;
 pub mod server;
 pub mod sse;

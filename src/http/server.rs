@@ -25,12 +25,11 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::conversation::{Conversation, id_key};
+use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{Reply, parse_event_id};
 use super::tokens::{Tokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
-use crate::guard::Guard;
-use crate::program::Program;
 use crate::proxy::child::ChildSpec;
 use crate::proxy::codec::HEAD_BYTES;
 use crate::proxy::{Chatter, LogLevel};
@@ -49,10 +48,10 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// Everything the request handlers share.
 pub struct Gateway {
-    pub program: Arc<Program>,
+    /// Each identity's program and tool guard.
+    pub judges: Judges,
     pub spec: ChildSpec,
     pub server_name: Arc<str>,
-    pub guard: Option<Arc<Guard>>,
     pub audit: AuditSender,
     pub chatter: Chatter,
     pub tokens: Tokens,
@@ -294,7 +293,7 @@ impl Gateway {
                 "unsupported media type: the body must be application/json",
             );
         }
-        let max = self.program.settings().max_frame_bytes;
+        let max = self.judges.any_program().settings().max_frame_bytes;
         let Ok(body) = read_body(body, max).await else {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -418,9 +417,17 @@ impl Gateway {
                 "cannot create a session id",
             )
         })?;
+        // Identities are those of the tokens read at start, so each has its judge.
+        let Some(judge) = self.judges.get(identity.as_deref()) else {
+            return Err(rpc_error(
+                StatusCode::UNAUTHORIZED,
+                -32600,
+                "unauthorized: a valid bearer token is required",
+            ));
+        };
         let options = session::Options {
             server_name: self.server_name.clone(),
-            guard: self.guard.clone(),
+            guard: judge.guard.clone(),
             audit: self.audit.enabled(),
             log_level: self.chatter.level,
         };
@@ -428,7 +435,7 @@ impl Gateway {
             id,
             identity,
             &self.spec,
-            self.program.clone(),
+            judge,
             options,
             self.audit.clone(),
             self.chatter,

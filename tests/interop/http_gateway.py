@@ -31,10 +31,10 @@ ACCEPT = "application/json, text/event-stream"
 
 
 @contextmanager
-def gateway(env: Env, server: list[str], extra_env: dict | None = None):
+def gateway(env: Env, server: list[str], extra_env: dict | None = None, policy: Path | None = None):
     """`mcpwall serve` on a free loopback port; yields its endpoint URL."""
     proc = subprocess.Popen(
-        [env.mcpwall, "serve", "--listen", "127.0.0.1:0", "-c", str(env.policy),
+        [env.mcpwall, "serve", "--listen", "127.0.0.1:0", "-c", str(policy or env.policy),
          "--server-name", "everything", "--", *server],
         env={"HOME": str(env.home), "PATH": os.environ.get("PATH", ""), **(extra_env or {})},
         cwd=str(env.project),
@@ -178,10 +178,18 @@ async def identities(env: Env) -> None:
     check(alice[8:] not in stored and bob[8:] not in stored, "the tokens file holds no token in clear")
     check(oct((env.home / ".mcpwall" / "tokens").stat().st_mode & 0o777) == "0o600", "the tokens file is 0600")
 
+    # CI identities may not read the server's environment: the tool is withheld from
+    # their lists and refused if called anyway; other identities keep it.
+    policy = env.policy.with_name("identities.yml")
+    policy.write_text(env.policy.read_text().replace("rules:\n", """rules:
+  - name: ci-no-env
+    match: {tool: get-env, identity: "ci-*"}
+    action: deny
+""", 1))
     received = env.home / "server-received.jsonl"
     # The server's stdin is copied to a file: what the gateway refused must not be there.
     recording = ["sh", "-c", 'tee -a "$0" | exec "$1" stdio', str(received), EVERYTHING[0]]
-    with gateway(env, recording) as url:
+    with gateway(env, recording, policy=policy) as url:
         r = post(url, init_body(), None)
         check(r.status_code == 401 and r.headers.get("www-authenticate") == "Bearer", "no token: 401")
         forged = "mcpwall_" + "0" * 64
@@ -210,8 +218,23 @@ async def identities(env: Env) -> None:
             async with ClientSession(rs, ws) as s:
                 with anyio.fail_after(STEP_TIMEOUT):
                     await s.initialize()
-                    tools = await s.list_tools()
-                    check("echo" in {t.name for t in tools.tools}, "the SDK client with a token works (its own session)")
+                    tools = {t.name for t in (await s.list_tools()).tools}
+                    check("echo" in tools, "the SDK client with a token works (its own session)")
+                    check("get-env" not in tools, "ci-bob's tool list lacks the tool a rule denies to ci-*")
+                    try:
+                        await s.call_tool("get-env", {})
+                        raise AssertionError("ci-bob called get-env")
+                    except MCPError as e:
+                        check(e.code == -32001, "ci-bob's call of it is refused")
+
+        async with connect(url, alice)() as (rs, ws):
+            async with ClientSession(rs, ws) as s:
+                with anyio.fail_after(STEP_TIMEOUT):
+                    await s.initialize()
+                    tools = {t.name for t in (await s.list_tools()).tools}
+                    check("get-env" in tools, "alice's tool list keeps it")
+                    shown = text_of(await s.call_tool("get-env", {}))
+                    check("PATH" in shown, "alice may call it")
 
         r = post(url, init_body(), alice, Origin="http://evil.example")
         check(r.status_code == 403, "a foreign Origin: 403")
@@ -236,6 +259,8 @@ async def identities(env: Env) -> None:
           "the unauthenticated requests are audited")
     check(any(e["rule"] == "mcpwall:session_identity" and e.get("identity") == "ci-bob" for e in events),
           "the hijack attempt is audited with bob's identity")
+    check(any(e["rule"] == "ci-no-env" and e["action"] == "deny" and e.get("identity") == "ci-bob" for e in events),
+          "ci-bob's refused call is audited under the identity rule's name")
     check(any(e["method"] == "tools/call" and e.get("identity") == "alice" and e.get("transport") == "http"
               for e in events), "alice's calls are audited with her identity")
     check(alice not in json.dumps(events) and bob not in json.dumps(events), "no token reaches the audit log")
