@@ -25,7 +25,7 @@ impl Registry {
     }
 
     /// Sessions still running (ended ones are forgotten first).
-    pub fn len(&self) -> usize {
+    pub fn open_count(&self) -> usize {
         let mut sessions = self.lock();
         sessions.retain(|_, c| !c.is_ended());
         sessions.len()

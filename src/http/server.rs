@@ -46,6 +46,9 @@ pub const MAX_SESSIONS: usize = 256;
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
+/// An HTTP answer that ends a request's handling (boxed: a response is large).
+type Refusal = Box<Response<Reply>>;
+
 /// Everything the request handlers share.
 pub struct Gateway {
     /// Each identity's program and tool guard.
@@ -115,7 +118,7 @@ impl Gateway {
         }
         let identity = match self.authenticate(&req) {
             Ok(identity) => identity,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         if let Some(version) = req.headers().get(VERSION_HEADER)
             && !PROTOCOL_VERSIONS
@@ -176,7 +179,7 @@ impl Gateway {
     }
 
     /// The identity of the bearer token, `None` when none is required.
-    fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Response<Reply>> {
+    fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
         if !self.require_token {
             return Ok(None);
         }
@@ -203,7 +206,7 @@ impl Gateway {
         );
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        Err(r)
+        Err(Box::new(r))
     }
 
     /// An HTTP-level refusal in the audit log (nothing of it reached a session).
@@ -230,24 +233,24 @@ impl Gateway {
         req_headers: &hyper::HeaderMap,
         identity: &Option<Arc<str>>,
         method: &Method,
-    ) -> Result<Arc<Conversation>, Response<Reply>> {
+    ) -> Result<Arc<Conversation>, Refusal> {
         let Some(id) = req_headers
             .get(SESSION_HEADER)
             .and_then(|h| h.to_str().ok())
         else {
-            return Err(rpc_error(
+            return Err(Box::new(rpc_error(
                 StatusCode::BAD_REQUEST,
                 -32600,
                 "bad request: Mcp-Session-Id is required (send initialize first)",
-            ));
+            )));
         };
         match self.sessions.get(id, identity.as_deref()) {
             Ok(c) => Ok(c),
-            Err(Lookup::Unknown) => Err(rpc_error(
+            Err(Lookup::Unknown) => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
                 -32001,
                 "session not found",
-            )),
+            ))),
             Err(Lookup::NotYours { owner }) => {
                 let why = format!(
                     "a session of {} used by {}",
@@ -255,11 +258,11 @@ impl Gateway {
                     identity.as_deref().unwrap_or("(no identity)")
                 );
                 self.audit_refusal("mcpwall:session_identity", &why, identity.clone(), method);
-                Err(rpc_error(
+                Err(Box::new(rpc_error(
                     StatusCode::NOT_FOUND,
                     -32001,
                     "session not found",
-                ))
+                )))
             }
         }
     }
@@ -323,7 +326,7 @@ impl Gateway {
         let conversation = match parts.headers.get(SESSION_HEADER) {
             Some(_) => match self.session(&parts.headers, &identity, &parts.method) {
                 Ok(c) => c,
-                Err(refusal) => return refusal,
+                Err(refusal) => return *refusal,
             },
             None if too_large.is_none() && is_initialize(text) => {
                 match self.open_session(identity.clone()) {
@@ -331,7 +334,7 @@ impl Gateway {
                         new_session = Some(c.id.clone());
                         c
                     }
-                    Err(refusal) => return refusal,
+                    Err(refusal) => return *refusal,
                 }
             }
             None => {
@@ -398,32 +401,29 @@ impl Gateway {
         )
     }
 
-    fn open_session(
-        &self,
-        identity: Option<Arc<str>>,
-    ) -> Result<Arc<Conversation>, Response<Reply>> {
-        if self.sessions.len() >= MAX_SESSIONS {
-            return Err(rpc_error(
+    fn open_session(&self, identity: Option<Arc<str>>) -> Result<Arc<Conversation>, Refusal> {
+        if self.sessions.open_count() >= MAX_SESSIONS {
+            return Err(Box::new(rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 -32000,
                 "too many sessions open on this gateway; end one (DELETE) and retry",
-            ));
+            )));
         }
         let id = new_session_id().map_err(|e| {
             self.chatter.log(LogLevel::Error, format_args!("{e}"));
-            rpc_error(
+            Box::new(rpc_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 -32603,
                 "cannot create a session id",
-            )
+            ))
         })?;
         // Identities are those of the tokens read at start, so each has its judge.
         let Some(judge) = self.judges.get(identity.as_deref()) else {
-            return Err(rpc_error(
+            return Err(Box::new(rpc_error(
                 StatusCode::UNAUTHORIZED,
                 -32600,
                 "unauthorized: a valid bearer token is required",
-            ));
+            )));
         };
         let options = session::Options {
             server_name: self.server_name.clone(),
@@ -442,11 +442,11 @@ impl Gateway {
         )
         .map_err(|e| {
             self.chatter.log(LogLevel::Error, format_args!("{e}"));
-            rpc_error(
+            Box::new(rpc_error(
                 StatusCode::BAD_GATEWAY,
                 -32603,
                 "the MCP server could not be started",
-            )
+            ))
         })?;
         self.sessions.insert(c.clone());
         Ok(c)
@@ -467,7 +467,7 @@ impl Gateway {
         }
         let conversation = match self.session(req.headers(), &identity, req.method()) {
             Ok(c) => c,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         let resume = match req.headers().get("last-event-id") {
             Some(h) => match h.to_str().ok().and_then(parse_event_id) {
@@ -507,7 +507,7 @@ impl Gateway {
                 self.sessions.remove(&c.id);
                 plain(StatusCode::OK, "")
             }
-            Err(refusal) => refusal,
+            Err(refusal) => *refusal,
         }
     }
 }
