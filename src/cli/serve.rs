@@ -12,7 +12,7 @@ use crate::config::{self, LoadOptions};
 use crate::guard::pins::ServerIdentity;
 use crate::http::identities::Judges;
 use crate::http::server::{self, Gateway};
-use crate::http::tokens::{self, Tokens};
+use crate::http::tokens::{self, LiveTokens, Tokens};
 use crate::paths::PathEnv;
 use crate::proxy::{Chatter, ChildSpec, LogLevel};
 
@@ -54,7 +54,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         args: server_args.iter().map(Into::into).collect(),
     };
     let home = crate::cli::common::home_dir()?;
-    let tokens = Tokens::load(&tokens::default_path(&home)).map_err(|e| miette::miette!("{e}"))?;
+    let tokens_path = tokens::default_path(&home);
+    let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
     let loopback = args.listen.ip().is_loopback();
     if !loopback && !args.allow_remote {
         return Err(miette::miette!(
@@ -151,7 +152,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             audit: audit.sender(),
             chatter,
             require_token: !tokens.is_empty() || !loopback,
-            tokens,
+            tokens: LiveTokens::new(tokens_path, tokens),
             listen: local,
             allowed_origins: args.allow_origins.clone(),
             sessions: Default::default(),

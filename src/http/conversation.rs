@@ -61,6 +61,8 @@ pub struct Conversation {
     end: Notify,
     /// Wakes the approval timer when a call was held (`action: ask`).
     deadline_changed: Notify,
+    /// When the client last sent a request (POST or GET).
+    last_used: Mutex<std::time::Instant>,
 }
 
 #[derive(Default)]
@@ -109,6 +111,7 @@ impl Conversation {
             ended: AtomicBool::new(false),
             end: Notify::new(),
             deadline_changed: Notify::new(),
+            last_used: Mutex::new(std::time::Instant::now()),
         });
         tokio::spawn(write_to_server(stdin, rx));
         let reader = tokio::spawn(
@@ -128,6 +131,17 @@ impl Conversation {
     /// End the session: the server's stdin closes, then it is stopped.
     pub fn end(&self) {
         self.end.notify_one();
+    }
+
+    /// The client sent a request on this session.
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+
+    /// No request for `limit` and no stream being read: the client is gone.
+    pub fn idle_for(&self, limit: Duration) -> bool {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        last.elapsed() >= limit && !self.lock_routes().streams.values().any(Stream::is_live)
     }
 
     /// The frame limits client messages are read with.

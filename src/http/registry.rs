@@ -50,7 +50,24 @@ impl Registry {
                 owner: c.identity.clone(),
             });
         }
+        c.touch();
         Ok(c.clone())
+    }
+
+    /// End the sessions [`Conversation::idle_for`] `limit`; returns how many.
+    pub fn end_idle(&self, limit: std::time::Duration) -> usize {
+        let mut sessions = self.lock();
+        let idle: Vec<String> = sessions
+            .iter()
+            .filter(|(_, c)| c.is_ended() || c.idle_for(limit))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &idle {
+            if let Some(c) = sessions.remove(id) {
+                c.end();
+            }
+        }
+        idle.len()
     }
 
     /// Forget the session and end it.

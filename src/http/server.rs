@@ -28,7 +28,7 @@ use super::conversation::{Conversation, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{Reply, parse_event_id};
-use super::tokens::{Tokens, new_session_id};
+use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
 use crate::proxy::child::ChildSpec;
 use crate::proxy::codec::HEAD_BYTES;
@@ -42,6 +42,9 @@ pub const ENDPOINT: &str = "/mcp";
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Sessions open at once before `initialize` is refused with 503.
 pub const MAX_SESSIONS: usize = 256;
+/// A session without a request or a stream being read for this long is ended (its
+/// server stopped): a client that vanished without DELETE does not hold a process.
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -57,7 +60,7 @@ pub struct Gateway {
     pub server_name: Arc<str>,
     pub audit: AuditSender,
     pub chatter: Chatter,
-    pub tokens: Tokens,
+    pub tokens: LiveTokens,
     /// Every request needs a valid bearer token (tokens exist, or the address is not
     /// loopback).
     pub require_token: bool,
@@ -75,8 +78,15 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let mut reaper = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tokio::select! {
+            _ = reaper.tick() => {
+                let ended = gateway.sessions.end_idle(SESSION_IDLE);
+                if ended > 0 {
+                    gateway.chatter.log(LogLevel::Info, format_args!("ended {ended} idle session(s)"));
+                }
+            }
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
@@ -193,7 +203,7 @@ impl Gateway {
             });
         let why = match presented {
             Some(token) => match self.tokens.identify(token) {
-                Some(name) => return Ok(Some(name.into())),
+                Some(name) => return Ok(Some(name)),
                 None => "unknown bearer token",
             },
             None => "no bearer token",

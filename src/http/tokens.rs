@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -58,6 +59,43 @@ pub enum TokenError {
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     entries: Vec<(String, [u8; 32])>,
+}
+
+/// The token file as `mcpwall serve` sees it: read again whenever it changes, so a
+/// `mcpwall token remove` takes effect at the next request. A file that can no longer be
+/// read (or is open to others) accepts no token until fixed: fail closed.
+#[derive(Debug)]
+pub struct LiveTokens {
+    path: PathBuf,
+    state: std::sync::Mutex<(Tokens, Option<std::time::SystemTime>)>,
+}
+
+impl LiveTokens {
+    pub fn new(path: PathBuf, tokens: Tokens) -> LiveTokens {
+        let stamp = modified(&path);
+        LiveTokens {
+            path,
+            state: std::sync::Mutex::new((tokens, stamp)),
+        }
+    }
+
+    /// The identity a presented token belongs to now.
+    pub fn identify(&self, token: &str) -> Option<Arc<str>> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let stamp = modified(&self.path);
+        if stamp != state.1 {
+            let tokens = Tokens::load(&self.path).unwrap_or_else(|e| {
+                eprintln!("mcpwall: error: {e}; no token is accepted until it is fixed");
+                Tokens::default()
+            });
+            *state = (tokens, stamp);
+        }
+        state.0.identify(token).map(Arc::from)
+    }
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 /// `~/.mcpwall/tokens`.

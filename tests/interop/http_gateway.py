@@ -250,6 +250,13 @@ async def identities(env: Env) -> None:
         r = post(url, call_body(8, "after-delete"), alice, session)
         check(r.status_code == 404, "the ended session: 404")
 
+        subprocess.run([env.mcpwall, "token", "remove", "alice"], env={"HOME": str(env.home)},
+                       capture_output=True, check=True)
+        r = post(url, init_body(), alice)
+        check(r.status_code == 401, "a removed token is refused by the running gateway")
+        r = post(url, init_body(), bob)
+        check(r.status_code == 200, "the other identity's token still works")
+
     seen = received.read_text()
     check("from-alice" in seen and "alice-again" in seen, "the server saw alice's calls")
     check(hijack not in seen and "after-delete" not in seen and "no-session" not in seen,
