@@ -389,7 +389,13 @@ impl Routes {
     fn route(&mut self, line: &[u8]) {
         let data = Bytes::copy_from_slice(line);
         let answered = match classify(line) {
-            Kind::Answer(key) => self.answers.remove(&key),
+            Kind::Answer(key) => match self.answers.remove(&key) {
+                Some(stream) => Some(stream),
+                // Every request the session forwards was registered by its POST; an
+                // answer no POST waits for has nowhere to go (the GET stream must not
+                // carry answers), so it is not sent.
+                None => return,
+            },
             Kind::Other => None,
         };
         if let Some(stream) = answered {
@@ -405,8 +411,7 @@ impl Routes {
             }
             return;
         }
-        // A request or notification of the server's (or an answer no POST waits for,
-        // which the session does not let through): the newest request stream a client
+        // A request or notification of the server's: the newest request stream a client
         // reads as SSE, else the GET stream, which keeps it until a GET comes.
         let target = self
             .sse_posts
