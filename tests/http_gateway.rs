@@ -433,3 +433,80 @@ fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
         "http_gateway.py checks failed: {status:?}"
     );
 }
+
+#[test]
+fn the_legacy_sse_transport_judges_every_message_and_ends_with_its_stream() {
+    let gw = Gateway::start("");
+    let mut sse = TcpStream::connect(&gw.addr).unwrap();
+    sse.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        sse,
+        "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        gw.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(sse.try_clone().unwrap());
+    let mut seen = String::new();
+    // Read until `needle` arrives on the stream (chunked framing lines included).
+    let mut read_until = |needle: &str, seen: &mut String| {
+        let deadline = Instant::now() + WAIT;
+        while !seen.contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?} in {seen}");
+            let mut line = String::new();
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "stream closed: {seen}"
+            );
+            seen.push_str(&line);
+        }
+    };
+    read_until("session_id=", &mut seen);
+    read_until("\n\n", &mut seen);
+    let endpoint = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap()
+        .to_string();
+    assert!(endpoint.starts_with("/message?session_id="), "{endpoint}");
+    let post = |body: &Value| {
+        let mut s = TcpStream::connect(&gw.addr).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let body = body.to_string();
+        write!(
+            s,
+            "POST {endpoint} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            gw.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        Reply::parse(&raw).status
+    };
+    let denied = json!({"jsonrpc":"2.0","id":"d1","method":"tools/call","params":{"name":"read","arguments":{"path":"/home/u/.ssh/id_rsa"}}});
+    assert_eq!(post(&denied), 202);
+    read_until("\"d1\"", &mut seen);
+    assert!(
+        seen.contains("-32001"),
+        "the refusal arrives on the stream: {seen}"
+    );
+    assert!(!gw.received().contains(".ssh"));
+    let allowed = json!({"jsonrpc":"2.0","id":"a1","method":"fake/env","params":{"name":"X"}});
+    assert_eq!(post(&allowed), 202);
+    read_until("\"a1\"", &mut seen);
+    // The session ends with its stream.
+    drop(reader);
+    sse.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(sse);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if post(&allowed) == 404 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the legacy session outlived its stream"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -63,6 +63,9 @@ pub struct Conversation {
     deadline_changed: Notify,
     /// When the client last sent a request (POST or GET).
     last_used: Mutex<std::time::Instant>,
+    /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
+    /// stream the client opened with `GET /sse`.
+    legacy: bool,
 }
 
 #[derive(Default)]
@@ -94,6 +97,7 @@ impl Conversation {
         options: session::Options,
         audit: AuditSender,
         chatter: Chatter,
+        legacy: bool,
     ) -> Result<Arc<Conversation>, SpawnError> {
         let (server, stdin, stdout) = child::spawn(spec)?;
         let program = judge.program.clone();
@@ -112,6 +116,7 @@ impl Conversation {
             end: Notify::new(),
             deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
+            legacy,
         });
         tokio::spawn(write_to_server(stdin, rx));
         let reader = tokio::spawn(
@@ -241,7 +246,15 @@ impl Conversation {
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
             for line in out.to_client.split(|b| *b == b'\n') {
-                if !line.is_empty() {
+                if line.is_empty() {
+                    continue;
+                }
+                if self.legacy {
+                    let stream = routes.get_stream();
+                    if let Some(s) = routes.streams.get_mut(&stream) {
+                        s.push(Bytes::copy_from_slice(line), false);
+                    }
+                } else {
                     routes.route(line);
                 }
             }

@@ -1,5 +1,5 @@
 //! `mcpwall serve`: the policy in front of an MCP server, for clients that speak
-//! Streamable HTTP (specification 2025-11-25).
+//! Streamable HTTP (specification 2025-11-25) or the legacy HTTP+SSE transport.
 //!
 //! A transport like the stdio proxy: each HTTP session drives its own [`crate::session::Session`]
 //! (the same judging as stdio and `check`), with its own server process.

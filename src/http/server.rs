@@ -27,7 +27,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::conversation::{Conversation, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
-use super::sse::{Reply, parse_event_id};
+use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
 use crate::proxy::child::ChildSpec;
@@ -37,6 +37,11 @@ use crate::session::{self, Line};
 
 /// The one endpoint path.
 pub const ENDPOINT: &str = "/mcp";
+/// The legacy HTTP+SSE transport (protocol 2024-11-05): `GET /sse` opens a session and
+/// its stream, whose first event names `POST /message?session_id=…` for the client's
+/// messages.
+pub const LEGACY_SSE: &str = "/sse";
+pub const LEGACY_MESSAGE: &str = "/message";
 /// The protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation) this gateway
 /// speaks. 2026-07-28 (stateless, `Mcp-Method` headers) is not among them yet.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -117,10 +122,11 @@ pub async fn serve(
 
 impl Gateway {
     async fn handle(&self, req: Request<Incoming>) -> Response<Reply> {
-        if req.uri().path() != ENDPOINT {
+        let path = req.uri().path();
+        if path != ENDPOINT && path != LEGACY_SSE && path != LEGACY_MESSAGE {
             return plain(
                 StatusCode::NOT_FOUND,
-                "not found: the MCP endpoint is /mcp\n",
+                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse)\n",
             );
         }
         if let Some(refusal) = self.check_origin(&req) {
@@ -130,6 +136,14 @@ impl Gateway {
             Ok(identity) => identity,
             Err(refusal) => return *refusal,
         };
+        match (req.uri().path(), req.method()) {
+            (LEGACY_SSE, &Method::GET) => return self.legacy_open(identity),
+            (LEGACY_MESSAGE, &Method::POST) => return self.legacy_post(req, identity).await,
+            (LEGACY_SSE | LEGACY_MESSAGE, _) => {
+                return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /sse, POST /message\n");
+            }
+            _ => {}
+        }
         if let Some(version) = req.headers().get(VERSION_HEADER)
             && !PROTOCOL_VERSIONS
                 .iter()
@@ -244,10 +258,19 @@ impl Gateway {
         identity: &Option<Arc<str>>,
         method: &Method,
     ) -> Result<Arc<Conversation>, Refusal> {
-        let Some(id) = req_headers
+        let id = req_headers
             .get(SESSION_HEADER)
-            .and_then(|h| h.to_str().ok())
-        else {
+            .and_then(|h| h.to_str().ok());
+        self.session_by_id(id, identity, method)
+    }
+
+    fn session_by_id(
+        &self,
+        id: Option<&str>,
+        identity: &Option<Arc<str>>,
+        method: &Method,
+    ) -> Result<Arc<Conversation>, Refusal> {
+        let Some(id) = id else {
             return Err(Box::new(rpc_error(
                 StatusCode::BAD_REQUEST,
                 -32600,
@@ -339,7 +362,7 @@ impl Gateway {
                 Err(refusal) => return *refusal,
             },
             None if too_large.is_none() && is_initialize(text) => {
-                match self.open_session(identity.clone()) {
+                match self.open_session(identity.clone(), false) {
                     Ok(c) => {
                         new_session = Some(c.id.clone());
                         c
@@ -411,7 +434,11 @@ impl Gateway {
         )
     }
 
-    fn open_session(&self, identity: Option<Arc<str>>) -> Result<Arc<Conversation>, Refusal> {
+    fn open_session(
+        &self,
+        identity: Option<Arc<str>>,
+        legacy: bool,
+    ) -> Result<Arc<Conversation>, Refusal> {
         if self.sessions.open_count() >= MAX_SESSIONS {
             return Err(Box::new(rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -449,6 +476,7 @@ impl Gateway {
             options,
             self.audit.clone(),
             self.chatter,
+            legacy,
         )
         .map_err(|e| {
             self.chatter.log(LogLevel::Error, format_args!("{e}"));
@@ -460,6 +488,73 @@ impl Gateway {
         })?;
         self.sessions.insert(c.clone());
         Ok(c)
+    }
+
+    /// `GET /sse`: a new session whose every message goes on this one stream, after an
+    /// `endpoint` event naming where to POST. The session ends with the connection.
+    fn legacy_open(&self, identity: Option<Arc<str>>) -> Response<Reply> {
+        let conversation = match self.open_session(identity, true) {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let Some((stream, replay, rx)) = conversation.open_stream(None) else {
+            conversation.end();
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "no stream\n");
+        };
+        let preamble = format!(
+            "event: endpoint\ndata: {LEGACY_MESSAGE}?session_id={}\n\n",
+            conversation.id
+        );
+        let ending = conversation.clone();
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Reply::Legacy {
+                preamble: Some(Bytes::from(preamble)),
+                inner: Box::new(Reply::Sse {
+                    stream,
+                    queued: replay.into(),
+                    live: Some(rx),
+                }),
+                ends: OnDrop::new(move || ending.end()),
+            })
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
+    }
+
+    /// `POST /message?session_id=…`: one client message of a legacy session; whatever
+    /// comes of it goes on the session's stream.
+    async fn legacy_post(
+        &self,
+        req: Request<Incoming>,
+        identity: Option<Arc<str>>,
+    ) -> Response<Reply> {
+        let (parts, body) = req.into_parts();
+        let id = parts.uri.query().and_then(|q| {
+            q.split('&').find_map(|kv| {
+                kv.strip_prefix("session_id=")
+                    .or_else(|| kv.strip_prefix("sessionId="))
+            })
+        });
+        let conversation = match self.session_by_id(id, &identity, &parts.method) {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        let Ok(body) = read_body(body, max).await else {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            );
+        };
+        let line = match &body {
+            Body::Whole(b) => Line::Frame(b),
+            Body::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+        };
+        if conversation.from_client(line).await.is_err() {
+            return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
+        }
+        plain(StatusCode::ACCEPTED, "Accepted")
     }
 
     fn get(&self, req: &Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {

@@ -140,10 +140,41 @@ pub fn parse_event_id(text: &str) -> Option<(u64, u64)> {
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }
 
+/// Runs its action when dropped: a legacy SSE session ends when its stream's connection
+/// does.
+pub struct OnDrop(Option<Box<dyn FnOnce() + Send + Sync>>);
+
+impl OnDrop {
+    pub fn new(action: impl FnOnce() + Send + Sync + 'static) -> OnDrop {
+        OnDrop(Some(Box::new(action)))
+    }
+}
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        if let Some(action) = self.0.take() {
+            action();
+        }
+    }
+}
+
+impl std::fmt::Debug for OnDrop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnDrop")
+    }
+}
+
 /// A response body: one whole JSON text, or an SSE stream.
 #[derive(Debug)]
 pub enum Reply {
     Full(Option<Bytes>),
+    /// The legacy HTTP+SSE stream: an `endpoint` event first, then `inner`; `ends` runs
+    /// when the connection goes.
+    Legacy {
+        preamble: Option<Bytes>,
+        inner: Box<Reply>,
+        ends: OnDrop,
+    },
     Sse {
         stream: u64,
         /// Events to write before the live ones (a replay, or the first one read).
@@ -172,6 +203,12 @@ impl Body for Reply {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             Reply::Full(body) => Poll::Ready(body.take().map(|b| Ok(Frame::data(b)))),
+            Reply::Legacy {
+                preamble, inner, ..
+            } => match preamble.take() {
+                Some(first) => Poll::Ready(Some(Ok(Frame::data(first)))),
+                None => Pin::new(&mut **inner).poll_frame(cx),
+            },
             Reply::Sse {
                 stream,
                 queued,
@@ -212,7 +249,7 @@ impl Body for Reply {
         match self {
             Reply::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Reply::Full(None) => SizeHint::with_exact(0),
-            Reply::Sse { .. } => SizeHint::default(),
+            Reply::Sse { .. } | Reply::Legacy { .. } => SizeHint::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 import httpx2
 from mcp import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -141,6 +142,18 @@ async def transcript_over_http(env: Env) -> None:
     events = [e for e in audit_events(env) if e.get("transport") == "http"]
     check(any(e["method"] == "tools/call" and e["action"] == "allow" for e in events),
           "the gateway's decisions are audited with transport: http")
+
+
+async def transcript_over_legacy_sse(env: Env) -> None:
+    print("server-everything: direct (stdio) vs the SDK's legacy HTTP+SSE client through mcpwall serve")
+    direct = await everything_transcript(env, False)
+    with gateway(env, EVERYTHING) as url:
+        sse_url = url.removesuffix("/mcp") + "/sse"
+        over_sse = await everything_transcript(env, True, lambda: sse_client(sse_url, timeout=STEP_TIMEOUT))
+    for key in direct:
+        if direct[key] != over_sse[key]:
+            print(f"  DIFF in {key}:\n    direct: {json.dumps(direct[key])[:600]}\n    sse:    {json.dumps(over_sse[key])[:600]}")
+        check(direct[key] == over_sse[key], f"{key} is the same directly and over legacy SSE through mcpwall")
 
 
 async def refusals_over_http(env: Env) -> None:
@@ -277,6 +290,7 @@ async def main(mcpwall: str) -> None:
     with tempfile.TemporaryDirectory(prefix="mcpwall-http-") as root:
         env = Env(mcpwall, Path(root))
         await transcript_over_http(env)
+        await transcript_over_legacy_sse(env)
         await refusals_over_http(env)
         await identities(env)
     print("http_gateway: all checks passed")
