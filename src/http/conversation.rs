@@ -87,18 +87,30 @@ pub struct Answer {
     pub rx: mpsc::Receiver<Event>,
 }
 
+/// Whose a new session is and how it is spoken to.
+pub struct Opening {
+    /// The `Mcp-Session-Id` (or legacy `session_id`).
+    pub id: String,
+    pub identity: Option<Arc<str>>,
+    /// The legacy HTTP+SSE transport: one stream carries everything.
+    pub legacy: bool,
+}
+
 impl Conversation {
     /// Spawn the server for a new session and start relaying its output.
     pub fn start(
-        id: String,
-        identity: Option<Arc<str>>,
+        opening: Opening,
         spec: &ChildSpec,
         judge: Arc<Judge>,
         options: session::Options,
         audit: AuditSender,
         chatter: Chatter,
-        legacy: bool,
     ) -> Result<Arc<Conversation>, SpawnError> {
+        let Opening {
+            id,
+            identity,
+            legacy,
+        } = opening;
         let (server, stdin, stdout) = child::spawn(spec)?;
         let program = judge.program.clone();
         let max_line = program.settings().max_frame_bytes;

@@ -24,7 +24,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::conversation::{Conversation, id_key};
+use super::conversation::{Conversation, Opening, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
@@ -469,14 +469,16 @@ impl Gateway {
             log_level: self.chatter.level,
         };
         let c = Conversation::start(
-            id,
-            identity,
+            Opening {
+                id,
+                identity,
+                legacy,
+            },
             &self.spec,
             judge,
             options,
             self.audit.clone(),
             self.chatter,
-            legacy,
         )
         .map_err(|e| {
             self.chatter.log(LogLevel::Error, format_args!("{e}"));
