@@ -27,6 +27,14 @@ struct Gateway {
 
 impl Gateway {
     fn start(settings: &str) -> Gateway {
+        Gateway::start_with(settings, "")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn start_with(settings: &str, rules: &str) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -45,6 +53,7 @@ rules:
       arguments:
         _any_value: {{regex: '\.ssh'}}
     action: deny
+{rules}
 outbound_rules:
   - name: redact-secrets
     match: {{secrets: true}}
@@ -509,4 +518,55 @@ fn the_legacy_sse_transport_judges_every_message_and_ends_with_its_stream() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_call_an_ask_rule_holds_waits_for_mcpwall_approve() {
+    let gw = std::sync::Arc::new(Gateway::start_with(
+        "",
+        "  - name: ask-deploy\n    match: {tool: deploy}\n    action: ask",
+    ));
+    let session = gw.initialize();
+    let call = json!({"jsonrpc":"2.0","id":"dep-1","method":"tools/call","params":{"name":"deploy","arguments":{"env":"prod"}}});
+    let waiting = {
+        let (gw, session) = (gw.clone(), session.clone());
+        std::thread::spawn(move || gw.post(Some(&session), &call, &[]))
+    };
+    let approve = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .arg("approve")
+            .args(args)
+            .env("HOME", gw.home())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = Instant::now() + WAIT;
+    let code = loop {
+        let listed = approve(&[]);
+        if let Some(code) = listed
+            .lines()
+            .find_map(|l| l.split_once("  server ").map(|(c, _)| c.trim().to_string()))
+        {
+            break code;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the held call was not offered: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !gw.received().contains("dep-1"),
+        "nothing reaches the server before approval"
+    );
+    assert!(approve(&[&code]).contains("Approved"));
+    let r = waiting.join().unwrap();
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], "dep-1");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        gw.received().contains("dep-1"),
+        "the approved call reached the server"
+    );
 }

@@ -156,6 +156,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             listen: local,
             allowed_origins: args.allow_origins.clone(),
             sessions: Default::default(),
+            home: Some(home.clone()),
         });
         eprintln!(
             "mcpwall: serving http://{local}{} ({})",

@@ -36,6 +36,8 @@ use crate::session::{self, Line, Outbox, Session};
 const TO_SERVER_QUEUE: usize = 64;
 /// Between closing the server's stdin and SIGTERM, and between SIGTERM and SIGKILL.
 const SERVER_GRACE: Duration = Duration::from_secs(2);
+/// How often the decision files of calls waiting for `mcpwall approve` are read.
+const APPROVAL_POLL: Duration = Duration::from_millis(200);
 /// Finished request streams kept for a late `Last-Event-ID` resumption.
 const KEEP_FINISHED: usize = 32;
 
@@ -66,6 +68,9 @@ pub struct Conversation {
     /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
     /// stream the client opened with `GET /sse`.
     legacy: bool,
+    home: Option<std::path::PathBuf>,
+    /// The pending queue, opened when the first call is offered to `mcpwall approve`.
+    queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
 }
 
 #[derive(Default)]
@@ -94,6 +99,8 @@ pub struct Opening {
     pub identity: Option<Arc<str>>,
     /// The legacy HTTP+SSE transport: one stream carries everything.
     pub legacy: bool,
+    /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl Conversation {
@@ -110,6 +117,7 @@ impl Conversation {
             id,
             identity,
             legacy,
+            home,
         } = opening;
         let (server, stdin, stdout) = child::spawn(spec)?;
         let program = judge.program.clone();
@@ -129,6 +137,8 @@ impl Conversation {
             deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
+            home,
+            queue: Mutex::new(None),
         });
         tokio::spawn(write_to_server(stdin, rx));
         let reader = tokio::spawn(
@@ -246,6 +256,7 @@ impl Conversation {
             }
             self.audit.send(&mut out.events);
         }
+        self.offer_approvals(&mut out);
         if out.asked {
             self.deadline_changed.notify_one();
         }
@@ -357,16 +368,78 @@ impl Conversation {
         self.deadline_changed.notify_one();
     }
 
-    /// Refuse calls held for approval (`action: ask`) when their time is up: the session
-    /// has no clock.
+    /// Calls held for `mcpwall approve` go to the pending queue; calls no longer held
+    /// leave it (as the stdio proxy does, `proxy/approvals.rs`).
+    fn offer_approvals(&self, out: &mut Outbox) {
+        if out.approvals.is_empty() && out.withdrawn.is_empty() {
+            return;
+        }
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_none()
+            && !out.approvals.is_empty()
+            && let Some(home) = &self.home
+        {
+            match crate::approval_queue::ApprovalQueue::open(home) {
+                Ok(q) => *queue = Some(q),
+                Err(e) => self.chatter.log(
+                    LogLevel::Error,
+                    format_args!("cannot create ~/.mcpwall/pending: {e}; held calls will time out"),
+                ),
+            }
+        }
+        let Some(queue) = queue.as_ref() else {
+            return;
+        };
+        for request in out.approvals.drain(..) {
+            if let Err(e) = queue.publish(&request) {
+                self.chatter.log(
+                    LogLevel::Error,
+                    format_args!(
+                        "cannot offer a held call to `mcpwall approve`: {e}; it will time out"
+                    ),
+                );
+            }
+        }
+        for code in out.withdrawn.drain(..) {
+            queue.withdraw(&code);
+        }
+    }
+
+    /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
+    fn read_decisions(&self, out: &mut Outbox) {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = queue.as_ref() else {
+            return;
+        };
+        let mut session = self.lock_session();
+        for (code, digest) in session.awaiting_cli() {
+            let Some(decision) = queue.decision(&code) else {
+                continue;
+            };
+            if decision.digest != digest
+                || !session.decide_approval(&code, &digest, decision.approve, out)
+            {
+                queue.discard_decision(&code);
+            }
+        }
+    }
+
+    /// Refuse calls held for approval (`action: ask`) when their time is up (the session
+    /// has no clock), and apply `mcpwall approve`'s decisions, read every
+    /// [`APPROVAL_POLL`] while a call waits for one.
     async fn expire_approvals(self: Arc<Self>) {
         while !self.is_ended() {
-            let next = self.lock_session().next_deadline();
-            match next {
+            let (deadline, waiting) = {
+                let s = self.lock_session();
+                (s.next_deadline(), !s.awaiting_cli().is_empty())
+            };
+            let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
+            match [deadline, poll].into_iter().flatten().min() {
                 Some(at) => {
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => {
                             let mut out = Outbox::default();
+                            self.read_decisions(&mut out);
                             self.lock_session().expire(std::time::Instant::now(), &mut out);
                             self.deliver(out).await;
                         }

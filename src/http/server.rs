@@ -74,6 +74,9 @@ pub struct Gateway {
     /// Origins allowed besides loopback ones (`--allow-origin`), e.g. `https://app.example`.
     pub allowed_origins: Vec<String>,
     pub sessions: Registry,
+    /// The user's home: calls an `ask` rule holds wait in its `.mcpwall/pending/` for
+    /// `mcpwall approve` when the client has no elicitation UI.
+    pub home: Option<std::path::PathBuf>,
 }
 
 /// Serve `listener` until `shutdown` completes; then end every session.
@@ -473,6 +476,7 @@ impl Gateway {
                 id,
                 identity,
                 legacy,
+                home: self.home.clone(),
             },
             &self.spec,
             judge,
