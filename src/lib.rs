@@ -12,6 +12,7 @@ pub mod compile;
 pub mod config;
 pub mod frame;
 pub mod guard;
+pub mod http;
 mod matcher_id;
 pub mod mcp;
 pub mod paths;

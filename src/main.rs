@@ -44,6 +44,10 @@ enum Command {
     Scan(cli::scan::Args),
     /// Compare two scan reports (exit 1 when the second is worse or incomplete).
     Compare(cli::compare::Args),
+    /// Serve a stdio server over Streamable HTTP (127.0.0.1:8808/mcp), judging every message.
+    Serve(cli::serve::Args),
+    /// Bearer tokens for `serve`: add NAME (prints it once), list, remove NAME.
+    Token(cli::token::Args),
     /// Read the audit log: filter, summarise, follow (-f); `log verify` checks its hash chain.
     Log(cli::log::Args),
 }
@@ -77,6 +81,8 @@ fn main() -> ExitCode {
         Some(Command::Scan(a)) => cli::scan::run(a),
         Some(Command::Compare(a)) => cli::compare::run(a),
         Some(Command::Log(a)) => cli::log::run(a),
+        Some(Command::Serve(a)) => cli::serve::run(a),
+        Some(Command::Token(a)) => cli::token::run(a),
         None => cli::proxy::run(cli.proxy),
     };
     match result {

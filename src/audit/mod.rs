@@ -33,6 +33,8 @@
 //! | `args` | JSON | only with `log_args: full`, allowed requests, secrets redacted |
 //! | `request` | string | only on denied requests: the telling argument, its value masked (`path: /hom…[18 chars]`) |
 //! | `how` | string | only on `ask`/`approved`/`declined`/`timed_out`: `elicitation`, `cli`, `remembered`, `timeout` or `withdrawn` |
+//! | `identity` | string | only for an authenticated client (`mcpwall serve` with tokens): the token's name |
+//! | `transport` | string | only when not stdio: `http` (`mcpwall serve`) |
 //! | `prev`, `hash` | string | the hash chain ([`chain`]): last on every line |
 
 use std::collections::BTreeMap;
@@ -691,6 +693,14 @@ impl EventFormat {
         if let Some(how) = e.how {
             out.push_str(",\"how\":");
             json_str(out, how);
+        }
+        if let Some(identity) = &e.identity {
+            out.push_str(",\"identity\":");
+            json_str(out, identity);
+        }
+        if let Some(transport) = e.transport {
+            out.push_str(",\"transport\":");
+            json_str(out, transport);
         }
         out.push('}');
     }

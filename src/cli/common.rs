@@ -181,6 +181,30 @@ fn quote(word: &str) -> String {
     }
 }
 
+/// `--log-level`: error, warn, info or debug.
+pub fn parse_level(s: &str) -> Result<crate::proxy::LogLevel, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "error" => Ok(crate::proxy::LogLevel::Error),
+        "warn" | "warning" => Ok(crate::proxy::LogLevel::Warn),
+        "info" => Ok(crate::proxy::LogLevel::Info),
+        "debug" => Ok(crate::proxy::LogLevel::Debug),
+        _ => Err(format!(
+            "unknown log level {s:?}; use error, warn, info or debug"
+        )),
+    }
+}
+
+/// `$HOME`, or an error that says how to do without it.
+pub fn home_dir() -> miette::Result<std::path::PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),
+        _ => Err(miette::miette!(
+            help = "set HOME, or give a policy with -c and settings.log_dir",
+            "cannot find your home directory (HOME is not set)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -415,6 +415,13 @@ fn write_inbound_rule(w: &mut String, policy: &Policy, i: usize, rule: &Rule) {
         "       tool         {}",
         rule.tool.as_ref().map_or("(any)", |t| t.value.as_str())
     );
+    if let Some(identity) = &rule.identity {
+        let _ = writeln!(
+            w,
+            "       identity     {}   [only for `mcpwall serve` clients with a matching token]",
+            identity.value
+        );
+    }
     for cond in &rule.arguments {
         let selector = selector_name(&cond.selector);
         let (kind, value, engine) = matcher_parts(&cond.matcher);
@@ -866,6 +873,10 @@ fn inbound_covers(a: &Rule, b: &Rule) -> bool {
             a.tool.as_ref().map(|t| t.value.as_str()),
             b.tool.as_ref().map(|t| t.value.as_str()),
         )
+        && optional_glob_covers(
+            a.identity.as_ref().map(|t| t.value.as_str()),
+            b.identity.as_ref().map(|t| t.value.as_str()),
+        )
         && a.arguments.iter().all(|ca| {
             b.arguments.iter().any(|cb| {
                 same_matcher(&ca.matcher, &cb.matcher)
@@ -1083,6 +1094,8 @@ struct YamlInMatch {
     method: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    identity: Option<String>,
     #[serde(skip_serializing_if = "YamlArguments::is_empty")]
     arguments: YamlArguments,
 }
@@ -1227,6 +1240,7 @@ impl From<&Rule> for YamlRule {
             matches: YamlInMatch {
                 method: r.method.value.clone(),
                 tool: r.tool.as_ref().map(|t| t.value.clone()),
+                identity: r.identity.as_ref().map(|t| t.value.clone()),
                 arguments: YamlArguments(args),
             },
             action: action_word(r.action),

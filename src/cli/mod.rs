@@ -10,6 +10,8 @@ pub mod log;
 pub mod pins;
 pub mod proxy;
 pub mod scan;
+pub mod serve;
 pub mod status;
+pub mod token;
 pub mod trust;
 pub mod wrap;

@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long)]
     pub strict: bool,
     /// Level of mcpwall's own stderr messages (error, warn, info, debug). Audit events are not affected.
-    #[arg(long, value_parser = parse_level)]
+    #[arg(long, value_parser = crate::cli::common::parse_level)]
     pub log_level: Option<LogLevel>,
     /// Name of the server for `server:` matchers and the audit log (default: the command's basename).
     #[arg(long)]
@@ -39,28 +39,6 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-fn parse_level(s: &str) -> Result<LogLevel, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "error" => Ok(LogLevel::Error),
-        "warn" | "warning" => Ok(LogLevel::Warn),
-        "info" => Ok(LogLevel::Info),
-        "debug" => Ok(LogLevel::Debug),
-        _ => Err(format!(
-            "unknown log level {s:?}; use error, warn, info or debug"
-        )),
-    }
-}
-
-fn home_dir() -> miette::Result<PathBuf> {
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Ok(PathBuf::from(h)),
-        _ => Err(miette::miette!(
-            help = "set HOME, or give a policy with -c and settings.log_dir",
-            "cannot find your home directory (HOME is not set)"
-        )),
-    }
-}
-
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let Some((program_name, server_args)) = args.command.split_first() else {
         return Err(miette::miette!(
@@ -73,7 +51,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         args: server_args.iter().map(Into::into).collect(),
     };
     let started = std::time::Instant::now();
-    let home = home_dir()?;
+    let home = crate::cli::common::home_dir()?;
     let project_dir = std::env::current_dir()
         .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
     let load_options = LoadOptions {

@@ -126,6 +126,12 @@ impl Program {
 
 /// Compile `policy`, resolving paths against `env`.
 pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
+    // A rule naming an identity applies only to a client that has one: `mcpwall serve`
+    // compiles `Policy::for_identity(Some(name))` per identity; anything else judges
+    // without those rules.
+    if policy.has_identity_rules() {
+        return compile(&policy.for_identity(None), env);
+    }
     let mut diags = Diags {
         policy,
         list: Vec::new(),

@@ -264,6 +264,47 @@ impl Default for Settings {
     }
 }
 
+impl Policy {
+    /// Whether any inbound rule names an identity.
+    pub fn has_identity_rules(&self) -> bool {
+        self.rules.iter().any(|r| r.identity.is_some())
+    }
+
+    /// The policy as it applies to a client of `identity` (`None`: no identity, as on
+    /// stdio and in `check`): rules whose `identity` glob does not match it are left
+    /// out, and those that match keep their place in the order without the condition.
+    /// Leaving a rule out is what an unmet condition does under first-match-wins, so
+    /// one compiled program per identity judges exactly as an identity predicate would,
+    /// at no cost per message.
+    pub fn for_identity(&self, identity: Option<&str>) -> Policy {
+        let mut policy = self.clone();
+        policy.rules.retain(|rule| applies_to(rule, identity));
+        for rule in &mut policy.rules {
+            rule.identity = None;
+        }
+        policy
+    }
+
+    /// For each rule of [`Self::for_identity`]`(identity)`, its index in `self.rules`.
+    pub fn identity_rule_indices(&self, identity: Option<&str>) -> Vec<u32> {
+        (0..self.rules.len() as u32)
+            .filter(|&i| applies_to(&self.rules[i as usize], identity))
+            .collect()
+    }
+}
+
+fn applies_to(rule: &Rule, identity: Option<&str>) -> bool {
+    match &rule.identity {
+        None => true,
+        Some(glob) => identity.is_some_and(|id| identity_matches(&glob.value, id)),
+    }
+}
+
+/// Whether an `identity:` glob (validated when loaded) matches a name.
+pub fn identity_matches(glob: &str, identity: &str) -> bool {
+    globset::Glob::new(glob).is_ok_and(|g| g.compile_matcher().is_match(identity))
+}
+
 /// An inbound rule. All conditions must hold; the first rule that matches decides.
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -275,6 +316,10 @@ pub struct Rule {
     pub method: Spanned<String>,
     /// Glob over the tool name (`params.name` of `tools/call`).
     pub tool: Option<Spanned<String>>,
+    /// Glob over the client's identity (the bearer token's name, `mcpwall serve`). A
+    /// rule with one applies only to clients whose identity matches it, never on stdio or
+    /// in `check`, where there is no identity ([`Policy::for_identity`]).
+    pub identity: Option<Spanned<String>>,
     pub arguments: Vec<ArgCondition>,
     pub action: Action,
     /// `remember: session` (only with `action: ask`).

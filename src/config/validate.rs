@@ -114,7 +114,7 @@ const INBOUND_RULE_KEYS: &[&str] = &[
     "message",
     "examples",
 ];
-const MATCH_KEYS: &[&str] = &["method", "tool", "arguments"];
+const MATCH_KEYS: &[&str] = &["method", "tool", "identity", "arguments"];
 const MATCHER_KEYS: &[&str] = &["regex", "pattern", "not_under", "secrets", "command"];
 const COMMAND_KEYS: &[&str] = &[
     "name",
@@ -795,6 +795,7 @@ impl<'a> Decoder<'a> {
             .unwrap_or_default();
         let mut method = None;
         let mut tool = None;
+        let mut identity = None;
         let mut arguments = Vec::new();
         let mut match_ok = true;
         match (f.get("match"), &name) {
@@ -818,6 +819,10 @@ impl<'a> Decoder<'a> {
                     if let Some(n) = mf.get("tool") {
                         tool = self.glob(n, "in `tool`");
                         match_ok &= tool.is_some();
+                    }
+                    if let Some(n) = mf.get("identity") {
+                        identity = self.glob(n, "in `identity`");
+                        match_ok &= identity.is_some();
                     }
                     if let Some(n) = mf.get("arguments") {
                         match self.arguments(n) {
@@ -848,6 +853,7 @@ impl<'a> Decoder<'a> {
             why,
             method,
             tool,
+            identity,
             arguments,
             action: action?.value,
             remember,

@@ -259,7 +259,8 @@ impl DenyIndex {
                     method: rule.method.value.clone(),
                     tool: rule.tool.as_ref().map(|t| t.value.clone()),
                     deny: rule.action == Action::Deny,
-                    conditional: !rule.arguments.is_empty(),
+                    // A rule naming an identity holds only for some clients.
+                    conditional: !rule.arguments.is_empty() || rule.identity.is_some(),
                 })
                 .collect(),
             compiled: OnceLock::new(),

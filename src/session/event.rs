@@ -55,6 +55,12 @@ pub struct AuditEvent {
     /// For a call held for approval: how it was asked or decided (`elicitation`,
     /// `cli`, `remembered`, `timeout`, `withdrawn`; see [`super::How`]).
     pub how: Option<&'static str>,
+    /// Who sent the request, for transports that authenticate their clients (the HTTP
+    /// gateway: the bearer token's name). `None` on stdio, where the client is the
+    /// user who started mcpwall.
+    pub identity: Option<Arc<str>>,
+    /// The transport the message travelled on, when it is not stdio (`"http"`).
+    pub transport: Option<&'static str>,
 }
 
 impl AuditEvent {
@@ -73,6 +79,8 @@ impl AuditEvent {
             args: None,
             request: None,
             how: None,
+            identity: None,
+            transport: None,
         }
     }
 }

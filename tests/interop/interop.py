@@ -134,9 +134,10 @@ async def filesystem(env: Env) -> None:
     check(any(e["action"] == "redact" for e in events), "the redaction is audited")
 
 
-async def everything_transcript(env: Env, through_mcpwall: bool) -> dict:
+async def everything_transcript(env: Env, through_mcpwall: bool, connect=None) -> dict:
     """Exercise every feature of server-everything that the policy does not deny and
-    return what the client saw, normalised for comparison."""
+    return what the client saw, normalised for comparison. `connect`, when given, makes
+    the client's transport (http_gateway.py: Streamable HTTP through `mcpwall serve`)."""
     seen: dict = {"sampling": [], "elicitation": [], "progress": [], "logging": 0}
 
     async def sampling(ctx, params: types.CreateMessageRequestParams):
@@ -158,7 +159,8 @@ async def everything_transcript(env: Env, through_mcpwall: bool) -> dict:
     out: dict = {}
     server = [str(BIN / "mcp-server-everything"), "stdio"]
     name = "everything"
-    async with stdio_client(env.params(server, through_mcpwall, name)) as (r, w):
+    transport = connect() if connect else stdio_client(env.params(server, through_mcpwall, name))
+    async with transport as (r, w):
         async with ClientSession(
             r, w, sampling_callback=sampling, elicitation_callback=elicitation, logging_callback=logging
         ) as s:

@@ -1,0 +1,193 @@
+//! `mcpwall serve [--listen ADDR] -- CMD [ARGS...]`: the policy in front of a stdio
+//! server, for clients that speak Streamable HTTP (see `crate::http`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit::{Audit, AuditConfig, Names, new_session_id};
+use crate::config::{self, LoadOptions};
+use crate::guard::pins::ServerIdentity;
+use crate::http::identities::Judges;
+use crate::http::server::{self, Gateway};
+use crate::http::tokens::{self, LiveTokens, Tokens};
+use crate::paths::PathEnv;
+use crate::proxy::{Chatter, ChildSpec, LogLevel};
+
+/// `serve` arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on. Loopback by default; any other address needs --allow-remote and at least one token (`mcpwall token add NAME`).
+    #[arg(long, default_value = "127.0.0.1:8808")]
+    pub listen: SocketAddr,
+    /// Listen on a non-loopback address. mcpwall speaks plain HTTP: put a TLS-terminating proxy in front, or bearer tokens cross the network in clear.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// An origin (scheme://host[:port]) whose browser requests are accepted besides loopback ones; repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// Use exactly this policy file (plus what it extends).
+    #[arg(short = 'c', long = "config")]
+    pub config: Option<PathBuf>,
+    /// Level of mcpwall's own stderr messages (error, warn, info, debug).
+    #[arg(long, value_parser = crate::cli::common::parse_level)]
+    pub log_level: Option<LogLevel>,
+    /// Name of the server for `server:` matchers and the audit log (default: the command's basename).
+    #[arg(long)]
+    pub server_name: Option<String>,
+    /// The server command and its arguments, after `--`; each HTTP session runs its own.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+pub fn run(args: Args) -> miette::Result<ExitCode> {
+    let Some((program_name, server_args)) = args.command.split_first() else {
+        return Err(miette::miette!(
+            help = "put the server command after `--`, e.g. `mcpwall serve -- npx -y @modelcontextprotocol/server-everything`",
+            "no server command given"
+        ));
+    };
+    let spec = ChildSpec {
+        program: program_name.into(),
+        args: server_args.iter().map(Into::into).collect(),
+    };
+    let home = crate::cli::common::home_dir()?;
+    let tokens_path = tokens::default_path(&home);
+    let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
+    let loopback = args.listen.ip().is_loopback();
+    if !loopback && !args.allow_remote {
+        return Err(miette::miette!(
+            help = "listen on 127.0.0.1 (the default), or pass --allow-remote with tokens issued by `mcpwall token add NAME`",
+            "{} is not a loopback address",
+            args.listen
+        ));
+    }
+    if !loopback && tokens.is_empty() {
+        return Err(miette::miette!(
+            help = "issue one with `mcpwall token add NAME` and give it to the client as `Authorization: Bearer TOKEN`",
+            "a non-loopback listener needs bearer tokens, and none exist"
+        ));
+    }
+    let project_dir = std::env::current_dir()
+        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+    let load_options = LoadOptions {
+        explicit: args.config.clone(),
+        home: home.clone(),
+        project_dir: project_dir.clone(),
+    };
+    let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
+    let settings = policy.settings.clone();
+    let chatter = Chatter {
+        level: args.log_level.unwrap_or(settings.log_level),
+    };
+    for ignored in &policy.ignored {
+        chatter.log(
+            LogLevel::Warn,
+            format_args!(
+                "{} at {} is ignored: {}",
+                ignored.what,
+                policy.location(ignored.span),
+                ignored.why
+            ),
+        );
+    }
+    let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
+    // Clients without a token when none exist; otherwise one identity per token.
+    let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
+        vec![None]
+    } else {
+        tokens.names().map(|n| Some(Arc::from(n))).collect()
+    };
+    let judges = Judges::build(
+        &policy,
+        &identities,
+        &ServerIdentity {
+            name: server_name.clone(),
+            command: args.command.clone(),
+        },
+        &home,
+        &PathEnv::new(&home, &project_dir),
+    )
+    .map_err(|e| match e {
+        crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
+        other => miette::miette!("{other}"),
+    })?;
+    judges.any_program().detector();
+    let audit = Audit::start(
+        AuditConfig {
+            dir: settings
+                .log_dir
+                .clone()
+                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
+            session: new_session_id(),
+            server: server_name.clone(),
+            retention: Some(crate::audit::retention::Cap {
+                max_days: settings.log_retention.max_days,
+                max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
+            }),
+        },
+        judges.names.clone() as Arc<dyn Names>,
+    );
+
+    // One thread, as the stdio proxy: judging a message is short, and a current-thread
+    // runtime needs no locks contended across CPUs.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))?;
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| miette::miette!("cannot listen on {}: {e}", args.listen))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
+        let gateway = Arc::new(Gateway {
+            judges,
+            spec,
+            server_name: server_name.as_str().into(),
+            audit: audit.sender(),
+            chatter,
+            require_token: !tokens.is_empty() || !loopback,
+            tokens: LiveTokens::new(tokens_path, tokens),
+            listen: local,
+            allowed_origins: args.allow_origins.clone(),
+            sessions: Default::default(),
+            home: Some(home.clone()),
+        });
+        eprintln!(
+            "mcpwall: serving http://{local}{} ({})",
+            server::ENDPOINT,
+            if gateway.require_token {
+                "bearer token required"
+            } else {
+                "no tokens issued: any local client may connect"
+            }
+        );
+        server::serve(listener, gateway, shutdown_signal()).await;
+        Ok::<_, miette::Report>(())
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    audit.finish(Duration::from_secs(2));
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// SIGINT, SIGTERM or SIGHUP.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}

@@ -1,0 +1,590 @@
+//! One HTTP session (`Mcp-Session-Id`): its own stdio server, its own [`Session`], and
+//! the routing of what the session lets through to the HTTP requests waiting for it.
+//!
+//! Each HTTP session spawns its own server, as a stdio client would. One shared server
+//! would need the gateway to rewrite every request id (two clients both send `id: 1`)
+//! and every id inside progress tokens and cancellations, and to fan one `initialize`
+//! out to many clients whose capabilities differ; a server process per session keeps the
+//! ids the client's own, so the session layer sees exactly what a stdio proxy would.
+//!
+//! ```text
+//! POST body ─► Session::from_client ─► server stdin (writer task)
+//! server stdout ─► LineReader ─► Session::from_server ─► route(line)
+//!     an answer ─► the stream of the POST that asked (JSON, or SSE once other messages came first)
+//!     a request or notification ─► the newest POST stream reading SSE, else the GET stream
+//! ```
+//! The session is locked for the judging of one message and never across an await.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Notify, mpsc};
+
+use super::identities::Judge;
+use super::sse::{Event, Stream};
+use crate::audit::AuditSender;
+use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
+use crate::proxy::codec::LineReader;
+use crate::proxy::{Chatter, LogLevel};
+use crate::session::{self, Line, Outbox, Session};
+
+/// Batches waiting for the server's stdin before a client request waits.
+const TO_SERVER_QUEUE: usize = 64;
+/// Between closing the server's stdin and SIGTERM, and between SIGTERM and SIGKILL.
+const SERVER_GRACE: Duration = Duration::from_secs(2);
+/// How often the decision files of calls waiting for `mcpwall approve` are read.
+const APPROVAL_POLL: Duration = Duration::from_millis(200);
+/// Finished request streams kept for a late `Last-Event-ID` resumption.
+const KEEP_FINISHED: usize = 32;
+
+/// The session has ended (DELETE, or its server exited).
+#[derive(Debug)]
+pub struct Ended;
+
+/// See the module docs.
+pub struct Conversation {
+    /// The `Mcp-Session-Id`.
+    pub id: String,
+    /// The identity that opened the session; only it may use it.
+    pub identity: Option<Arc<str>>,
+    /// The program and guard of that identity.
+    judge: Arc<Judge>,
+    session: Mutex<Session>,
+    routes: Mutex<Routes>,
+    to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    audit: AuditSender,
+    chatter: Chatter,
+    ended: AtomicBool,
+    /// Wakes the supervisor to end the session (DELETE, shutdown).
+    end: Notify,
+    /// Wakes the approval timer when a call was held (`action: ask`).
+    deadline_changed: Notify,
+    /// When the client last sent a request (POST or GET).
+    last_used: Mutex<std::time::Instant>,
+    /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
+    /// stream the client opened with `GET /sse`.
+    legacy: bool,
+    home: Option<std::path::PathBuf>,
+    /// The pending queue, opened when the first call is offered to `mcpwall approve`.
+    queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
+}
+
+#[derive(Default)]
+struct Routes {
+    streams: HashMap<u64, Stream>,
+    next_stream: u64,
+    /// Request id (canonical JSON text) → the stream of the POST that sent it.
+    answers: HashMap<String, u64>,
+    /// Streams of POSTs awaiting their answer whose client reads SSE, oldest first.
+    sse_posts: Vec<u64>,
+    /// The stream for messages no request stream takes (read by GET).
+    get: Option<u64>,
+    finished: VecDeque<u64>,
+}
+
+/// What a POST that sent a request reads its answer from.
+pub struct Answer {
+    pub stream: u64,
+    pub rx: mpsc::Receiver<Event>,
+}
+
+/// Whose a new session is and how it is spoken to.
+pub struct Opening {
+    /// The `Mcp-Session-Id` (or legacy `session_id`).
+    pub id: String,
+    pub identity: Option<Arc<str>>,
+    /// The legacy HTTP+SSE transport: one stream carries everything.
+    pub legacy: bool,
+    /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
+    pub home: Option<std::path::PathBuf>,
+}
+
+impl Conversation {
+    /// Spawn the server for a new session and start relaying its output.
+    pub fn start(
+        opening: Opening,
+        spec: &ChildSpec,
+        judge: Arc<Judge>,
+        options: session::Options,
+        audit: AuditSender,
+        chatter: Chatter,
+    ) -> Result<Arc<Conversation>, SpawnError> {
+        let Opening {
+            id,
+            identity,
+            legacy,
+            home,
+        } = opening;
+        let (server, stdin, stdout) = child::spawn(spec)?;
+        let program = judge.program.clone();
+        let max_line = program.settings().max_frame_bytes;
+        let (tx, rx) = mpsc::channel(TO_SERVER_QUEUE);
+        let conversation = Arc::new(Conversation {
+            id,
+            identity,
+            judge,
+            session: Mutex::new(Session::new(program, options)),
+            routes: Mutex::new(Routes::default()),
+            to_server: Mutex::new(Some(tx)),
+            audit,
+            chatter,
+            ended: AtomicBool::new(false),
+            end: Notify::new(),
+            deadline_changed: Notify::new(),
+            last_used: Mutex::new(std::time::Instant::now()),
+            legacy,
+            home,
+            queue: Mutex::new(None),
+        });
+        tokio::spawn(write_to_server(stdin, rx));
+        let reader = tokio::spawn(
+            conversation
+                .clone()
+                .read_server(LineReader::new(stdout, max_line)),
+        );
+        tokio::spawn(conversation.clone().supervise(server, reader));
+        tokio::spawn(conversation.clone().expire_approvals());
+        Ok(conversation)
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// End the session: the server's stdin closes, then it is stopped.
+    pub fn end(&self) {
+        self.end.notify_one();
+    }
+
+    /// The client sent a request on this session.
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+
+    /// No request for `limit` and no stream being read: the client is gone.
+    pub fn idle_for(&self, limit: Duration) -> bool {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        last.elapsed() >= limit && !self.lock_routes().streams.values().any(Stream::is_live)
+    }
+
+    /// The frame limits client messages are read with.
+    pub fn limits(&self) -> crate::frame::Limits {
+        self.lock_session().limits()
+    }
+
+    /// Whether a request with this id (canonical JSON text) is still unanswered.
+    pub fn is_in_flight(&self, id_key: &str) -> bool {
+        self.lock_routes().answers.contains_key(id_key)
+    }
+
+    /// Register a POST that sent request `id_key`, before the request is judged: its
+    /// answer (and, when `reads_sse`, messages the server sends meanwhile) go there.
+    pub fn expect_answer(&self, id_key: String, reads_sse: bool) -> Answer {
+        let mut routes = self.lock_routes();
+        let stream = routes.new_stream();
+        let rx = routes
+            .streams
+            .get_mut(&stream)
+            .map(Stream::attach)
+            .unwrap_or_else(|| mpsc::channel(1).1);
+        routes.answers.insert(id_key, stream);
+        if reads_sse {
+            routes.sse_posts.push(stream);
+        }
+        Answer { stream, rx }
+    }
+
+    /// A POST whose request turned out not to be one the session answers (it was a
+    /// notification after all): forget its stream.
+    pub fn forget_answer(&self, id_key: &str) {
+        let mut routes = self.lock_routes();
+        if let Some(stream) = routes.answers.remove(id_key) {
+            routes.sse_posts.retain(|s| *s != stream);
+            routes.streams.remove(&stream);
+        }
+    }
+
+    /// Judge one message from the client and move what comes of it.
+    pub async fn from_client(&self, line: Line<'_>) -> Result<(), Ended> {
+        if self.is_ended() {
+            return Err(Ended);
+        }
+        let mut out = Outbox::default();
+        self.lock_session().from_client(line, &mut out);
+        self.deliver(out).await;
+        Ok(())
+    }
+
+    /// A GET: attach to the session's GET stream (or, with `Last-Event-ID`, the stream
+    /// it names), with the events it is owed first. `None`: no such stream.
+    pub fn open_stream(
+        &self,
+        resume: Option<(u64, u64)>,
+    ) -> Option<(u64, Vec<Event>, mpsc::Receiver<Event>)> {
+        let mut routes = self.lock_routes();
+        let (stream, after) = match resume {
+            Some((stream, seq)) => (stream, seq),
+            None => {
+                let get = routes.get_stream();
+                let delivered = routes.streams.get(&get).map_or(0, Stream::delivered);
+                (get, delivered)
+            }
+        };
+        let s = routes.streams.get_mut(&stream)?;
+        let replay = s.replay_after(after);
+        let rx = s.attach();
+        Some((stream, replay, rx))
+    }
+
+    /// Hand out what one call of the session produced: notices to stderr, events to the
+    /// audit log (with this session's identity), bytes to the server and to the client's
+    /// streams.
+    async fn deliver(&self, mut out: Outbox) {
+        for notice in &out.notices {
+            self.chatter
+                .log(notice.level, format_args!("{}", notice.text));
+        }
+        if !out.events.is_empty() {
+            for e in &mut out.events {
+                e.identity = self.identity.clone();
+                e.transport = Some("http");
+                e.rule = e.rule.map(|r| self.judge.audit_rule(r));
+            }
+            self.audit.send(&mut out.events);
+        }
+        self.offer_approvals(&mut out);
+        if out.asked {
+            self.deadline_changed.notify_one();
+        }
+        if !out.to_server.is_empty() {
+            let tx = self.lock_sender().clone();
+            if let Some(tx) = tx {
+                let _ = tx.send(std::mem::take(&mut out.to_server)).await;
+            }
+        }
+        if !out.to_client.is_empty() {
+            let mut routes = self.lock_routes();
+            for line in out.to_client.split(|b| *b == b'\n') {
+                if line.is_empty() {
+                    continue;
+                }
+                if self.legacy {
+                    let stream = routes.get_stream();
+                    if let Some(s) = routes.streams.get_mut(&stream) {
+                        s.push(Bytes::copy_from_slice(line), false);
+                    }
+                } else {
+                    routes.route(line);
+                }
+            }
+        }
+    }
+
+    /// Read the server's lines, judge each, and deliver what the session lets through.
+    async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
+        loop {
+            loop {
+                let mut out = Outbox::default();
+                {
+                    let Some(line) = reader.next_buffered() else {
+                        break;
+                    };
+                    self.lock_session().from_server(line, &mut out, false);
+                }
+                self.deliver(out).await;
+            }
+            match reader.fill().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // What is left is a last line without its newline (refused).
+                    let mut out = Outbox::default();
+                    while let Some(line) = reader.next_buffered() {
+                        self.lock_session().from_server(line, &mut out, false);
+                    }
+                    self.deliver(out).await;
+                    return;
+                }
+                Err(e) => {
+                    self.chatter.log(
+                        LogLevel::Info,
+                        format_args!("reading the server's output failed: {e}"),
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Wait for the server to exit or the session to be ended; then answer every request
+    /// still pending and close the streams.
+    async fn supervise(
+        self: Arc<Self>,
+        mut server: ServerProcess,
+        reader: tokio::task::JoinHandle<()>,
+    ) {
+        let status = tokio::select! {
+            status = server.wait() => status,
+            () = self.end.notified() => {
+                // Closing stdin is the stdio way to ask a server to exit.
+                self.lock_sender().take();
+                match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        server.signal(libc::SIGTERM);
+                        match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
+                            Ok(status) => status,
+                            Err(_) => {
+                                server.signal(libc::SIGKILL);
+                                server.wait().await
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // A final reply the server wrote before exiting is still delivered.
+        let mut reader = reader;
+        if tokio::time::timeout(SERVER_GRACE, &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+            server.end_leftovers(SERVER_GRACE).await;
+        }
+        self.ended.store(true, Ordering::Release);
+        self.lock_sender().take();
+        let why = match status {
+            Ok(s) => describe(s),
+            Err(e) => format!("waiting for it failed: {e}"),
+        };
+        let mut out = Outbox::default();
+        self.lock_session().server_gone(&why, &mut out);
+        self.deliver(out).await;
+        self.lock_routes().finish_all();
+        self.deadline_changed.notify_one();
+    }
+
+    /// Calls held for `mcpwall approve` go to the pending queue; calls no longer held
+    /// leave it (as the stdio proxy does, `proxy/approvals.rs`).
+    fn offer_approvals(&self, out: &mut Outbox) {
+        if out.approvals.is_empty() && out.withdrawn.is_empty() {
+            return;
+        }
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_none()
+            && !out.approvals.is_empty()
+            && let Some(home) = &self.home
+        {
+            match crate::approval_queue::ApprovalQueue::open(home) {
+                Ok(q) => *queue = Some(q),
+                Err(e) => self.chatter.log(
+                    LogLevel::Error,
+                    format_args!("cannot create ~/.mcpwall/pending: {e}; held calls will time out"),
+                ),
+            }
+        }
+        let Some(queue) = queue.as_ref() else {
+            return;
+        };
+        for request in out.approvals.drain(..) {
+            if let Err(e) = queue.publish(&request) {
+                self.chatter.log(
+                    LogLevel::Error,
+                    format_args!(
+                        "cannot offer a held call to `mcpwall approve`: {e}; it will time out"
+                    ),
+                );
+            }
+        }
+        for code in out.withdrawn.drain(..) {
+            queue.withdraw(&code);
+        }
+    }
+
+    /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
+    fn read_decisions(&self, out: &mut Outbox) {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(queue) = queue.as_ref() else {
+            return;
+        };
+        let mut session = self.lock_session();
+        for (code, digest) in session.awaiting_cli() {
+            let Some(decision) = queue.decision(&code) else {
+                continue;
+            };
+            if decision.digest != digest
+                || !session.decide_approval(&code, &digest, decision.approve, out)
+            {
+                queue.discard_decision(&code);
+            }
+        }
+    }
+
+    /// Refuse calls held for approval (`action: ask`) when their time is up (the session
+    /// has no clock), and apply `mcpwall approve`'s decisions, read every
+    /// [`APPROVAL_POLL`] while a call waits for one.
+    async fn expire_approvals(self: Arc<Self>) {
+        while !self.is_ended() {
+            let (deadline, waiting) = {
+                let s = self.lock_session();
+                (s.next_deadline(), !s.awaiting_cli().is_empty())
+            };
+            let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
+            match [deadline, poll].into_iter().flatten().min() {
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {
+                            let mut out = Outbox::default();
+                            self.read_decisions(&mut out);
+                            self.lock_session().expire(std::time::Instant::now(), &mut out);
+                            self.deliver(out).await;
+                        }
+                        () = self.deadline_changed.notified() => {}
+                    }
+                }
+                None => self.deadline_changed.notified().await,
+            }
+        }
+    }
+
+    fn lock_session(&self) -> MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_routes(&self) -> MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_sender(&self) -> MutexGuard<'_, Option<mpsc::Sender<Vec<u8>>>> {
+        self.to_server.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Routes {
+    fn new_stream(&mut self) -> u64 {
+        self.next_stream += 1;
+        let id = self.next_stream;
+        self.streams.insert(id, Stream::new(id));
+        id
+    }
+
+    fn get_stream(&mut self) -> u64 {
+        match self.get {
+            Some(id) => id,
+            None => {
+                let id = self.new_stream();
+                self.get = Some(id);
+                id
+            }
+        }
+    }
+
+    /// Put one message the session let through on the one stream it belongs to.
+    fn route(&mut self, line: &[u8]) {
+        let data = Bytes::copy_from_slice(line);
+        let answered = match classify(line) {
+            Kind::Answer(key) => match self.answers.remove(&key) {
+                Some(stream) => Some(stream),
+                // Every request the session forwards was registered by its POST; an
+                // answer no POST waits for has nowhere to go (the GET stream must not
+                // carry answers), so it is not sent.
+                None => return,
+            },
+            Kind::Other => None,
+        };
+        if let Some(stream) = answered {
+            self.sse_posts.retain(|s| *s != stream);
+            if let Some(s) = self.streams.get_mut(&stream) {
+                s.push(data, true);
+            }
+            self.finished.push_back(stream);
+            while self.finished.len() > KEEP_FINISHED {
+                if let Some(old) = self.finished.pop_front() {
+                    self.streams.remove(&old);
+                }
+            }
+            return;
+        }
+        // A request or notification of the server's: the newest request stream a client
+        // reads as SSE, else the GET stream, which keeps it until a GET comes.
+        let target = self
+            .sse_posts
+            .iter()
+            .rev()
+            .copied()
+            .find(|s| self.streams.get(s).is_some_and(Stream::is_live));
+        let target = match target {
+            Some(s) => s,
+            None => self.get_stream(),
+        };
+        if let Some(s) = self.streams.get_mut(&target) {
+            s.push(data, false);
+        }
+    }
+
+    fn finish_all(&mut self) {
+        for s in self.streams.values_mut() {
+            s.finish();
+        }
+    }
+}
+
+enum Kind {
+    /// A response, by its id's canonical JSON text.
+    Answer(String),
+    Other,
+}
+
+/// What kind of message a line the session let through is.
+fn classify(line: &[u8]) -> Kind {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        method: Option<&'a serde_json::value::RawValue>,
+    }
+    match serde_json::from_slice::<Head<'_>>(line) {
+        Ok(Head {
+            id: Some(id),
+            method: None,
+        }) => match id_key(id.get().as_bytes()) {
+            Some(key) => Kind::Answer(key),
+            None => Kind::Other,
+        },
+        _ => Kind::Other,
+    }
+}
+
+/// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are
+/// two), the key answers are routed by.
+pub fn id_key(raw: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
+    match value {
+        serde_json::Value::String(_) | serde_json::Value::Number(_) => {
+            serde_json::to_string(&value).ok()
+        }
+        _ => None,
+    }
+}
+
+async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
+    while let Some(bytes) = rx.recv().await {
+        if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown status".to_string(),
+    }
+}

@@ -1,0 +1,88 @@
+//! The gateway's live sessions, by `Mcp-Session-Id`, bounded in number.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::conversation::Conversation;
+
+/// Why a session id does not lead to a session the caller may use.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// No such session (never was, ended, or deleted).
+    Unknown,
+    /// The session belongs to another identity.
+    NotYours { owner: Option<Arc<str>> },
+}
+
+#[derive(Default)]
+pub struct Registry {
+    sessions: Mutex<HashMap<String, Arc<Conversation>>>,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Conversation>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sessions still running (ended ones are forgotten first).
+    pub fn open_count(&self) -> usize {
+        let mut sessions = self.lock();
+        sessions.retain(|_, c| !c.is_ended());
+        sessions.len()
+    }
+
+    pub fn insert(&self, conversation: Arc<Conversation>) {
+        self.lock().insert(conversation.id.clone(), conversation);
+    }
+
+    /// The session `id`, if `identity` opened it and it has not ended.
+    pub fn get(&self, id: &str, identity: Option<&str>) -> Result<Arc<Conversation>, Lookup> {
+        let mut sessions = self.lock();
+        let Some(c) = sessions.get(id) else {
+            return Err(Lookup::Unknown);
+        };
+        if c.is_ended() {
+            sessions.remove(id);
+            return Err(Lookup::Unknown);
+        }
+        if c.identity.as_deref() != identity {
+            return Err(Lookup::NotYours {
+                owner: c.identity.clone(),
+            });
+        }
+        c.touch();
+        Ok(c.clone())
+    }
+
+    /// End the sessions [`Conversation::idle_for`] `limit`; returns how many.
+    pub fn end_idle(&self, limit: std::time::Duration) -> usize {
+        let mut sessions = self.lock();
+        let idle: Vec<String> = sessions
+            .iter()
+            .filter(|(_, c)| c.is_ended() || c.idle_for(limit))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &idle {
+            if let Some(c) = sessions.remove(id) {
+                c.end();
+            }
+        }
+        idle.len()
+    }
+
+    /// Forget the session and end it.
+    pub fn remove(&self, id: &str) -> Option<Arc<Conversation>> {
+        let c = self.lock().remove(id)?;
+        c.end();
+        Some(c)
+    }
+
+    /// End every session (shutdown); returns them so the caller can wait.
+    pub fn end_all(&self) -> Vec<Arc<Conversation>> {
+        let all: Vec<_> = self.lock().drain().map(|(_, c)| c).collect();
+        for c in &all {
+            c.end();
+        }
+        all
+    }
+}

@@ -1,0 +1,768 @@
+//! The Streamable HTTP endpoint (MCP specification 2025-11-25, "Transports"): one path,
+//! `/mcp`, taking POST (a message from the client), GET (the server's stream, or the
+//! resumption of any stream with `Last-Event-ID`) and DELETE (end the session).
+//!
+//! Before a request reaches a session it passes, in order: the path; `Host` and
+//! `Origin` (DNS rebinding: a foreign origin gets 403); the bearer token, when the
+//! gateway requires one (401, audited, nothing forwarded); `MCP-Protocol-Version` (400
+//! for a version this gateway does not speak); then the session id: required after
+//! `initialize` (400 without it), 404 for a session that does not exist or belongs to
+//! another identity. 404 and not 403 for the latter: the specification's answer for a
+//! session id the server does not know, and it tells a caller holding a stolen id
+//! nothing about whether the session exists; the attempt is audited.
+//!
+//! What a message becomes is decided by the session ([`super::conversation`]); this file
+//! only moves HTTP.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::conversation::{Conversation, Opening, id_key};
+use super::identities::Judges;
+use super::registry::{Lookup, Registry};
+use super::sse::{OnDrop, Reply, parse_event_id};
+use super::tokens::{LiveTokens, new_session_id};
+use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
+use crate::proxy::child::ChildSpec;
+use crate::proxy::codec::HEAD_BYTES;
+use crate::proxy::{Chatter, LogLevel};
+use crate::session::{self, Line};
+
+/// The one endpoint path.
+pub const ENDPOINT: &str = "/mcp";
+/// The legacy HTTP+SSE transport (protocol 2024-11-05): `GET /sse` opens a session and
+/// its stream, whose first event names `POST /message?session_id=…` for the client's
+/// messages.
+pub const LEGACY_SSE: &str = "/sse";
+pub const LEGACY_MESSAGE: &str = "/message";
+/// The protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation) this gateway
+/// speaks. 2026-07-28 (stateless, `Mcp-Method` headers) is not among them yet.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// Sessions open at once before `initialize` is refused with 503.
+pub const MAX_SESSIONS: usize = 256;
+/// A session without a request or a stream being read for this long is ended (its
+/// server stopped): a client that vanished without DELETE does not hold a process.
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// An HTTP answer that ends a request's handling (boxed: a response is large).
+type Refusal = Box<Response<Reply>>;
+
+/// Everything the request handlers share.
+pub struct Gateway {
+    /// Each identity's program and tool guard.
+    pub judges: Judges,
+    pub spec: ChildSpec,
+    pub server_name: Arc<str>,
+    pub audit: AuditSender,
+    pub chatter: Chatter,
+    pub tokens: LiveTokens,
+    /// Every request needs a valid bearer token (tokens exist, or the address is not
+    /// loopback).
+    pub require_token: bool,
+    /// The listening address.
+    pub listen: SocketAddr,
+    /// Origins allowed besides loopback ones (`--allow-origin`), e.g. `https://app.example`.
+    pub allowed_origins: Vec<String>,
+    pub sessions: Registry,
+    /// The user's home: calls an `ask` rule holds wait in its `.mcpwall/pending/` for
+    /// `mcpwall approve` when the client has no elicitation UI.
+    pub home: Option<std::path::PathBuf>,
+}
+
+/// Serve `listener` until `shutdown` completes; then end every session.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    gateway: Arc<Gateway>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut reaper = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = reaper.tick() => {
+                let ended = gateway.sessions.end_idle(SESSION_IDLE);
+                if ended > 0 {
+                    gateway.chatter.log(LogLevel::Info, format_args!("ended {ended} idle session(s)"));
+                }
+            }
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let gateway = gateway.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let gateway = gateway.clone();
+                        async move { Ok::<_, Infallible>(gateway.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    let ending = gateway.sessions.end_all();
+    for c in ending {
+        for _ in 0..60 {
+            if c.is_ended() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Gateway {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Reply> {
+        let path = req.uri().path();
+        if path != ENDPOINT && path != LEGACY_SSE && path != LEGACY_MESSAGE {
+            return plain(
+                StatusCode::NOT_FOUND,
+                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse)\n",
+            );
+        }
+        if let Some(refusal) = self.check_origin(&req) {
+            return refusal;
+        }
+        let identity = match self.authenticate(&req) {
+            Ok(identity) => identity,
+            Err(refusal) => return *refusal,
+        };
+        match (req.uri().path(), req.method()) {
+            (LEGACY_SSE, &Method::GET) => return self.legacy_open(identity),
+            (LEGACY_MESSAGE, &Method::POST) => return self.legacy_post(req, identity).await,
+            (LEGACY_SSE | LEGACY_MESSAGE, _) => {
+                return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /sse, POST /message\n");
+            }
+            _ => {}
+        }
+        if let Some(version) = req.headers().get(VERSION_HEADER)
+            && !PROTOCOL_VERSIONS
+                .iter()
+                .any(|v| version.as_bytes() == v.as_bytes())
+        {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                &format!(
+                    "unsupported MCP-Protocol-Version; this gateway speaks {}",
+                    PROTOCOL_VERSIONS.join(", ")
+                ),
+            );
+        }
+        match *req.method() {
+            Method::POST => self.post(req, identity).await,
+            Method::GET => self.get(&req, identity),
+            Method::DELETE => self.delete(&req, identity),
+            _ => {
+                let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE\n");
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+                r
+            }
+        }
+    }
+
+    /// `Host` must name this listener when it is on loopback (a DNS-rebound name does
+    /// not), and an `Origin`, when sent, must be a loopback one or an allowed one.
+    fn check_origin(&self, req: &Request<Incoming>) -> Option<Response<Reply>> {
+        let loopback = self.listen.ip().is_loopback();
+        if loopback {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if !is_loopback_host(host) {
+                return Some(rpc_error(
+                    StatusCode::FORBIDDEN,
+                    -32600,
+                    "forbidden: the Host header does not name this loopback gateway",
+                ));
+            }
+        }
+        let origin = req.headers().get(header::ORIGIN)?;
+        let origin = origin.to_str().unwrap_or("");
+        let allowed = self.allowed_origins.iter().any(|o| o == origin)
+            || (loopback && origin_is_loopback(origin));
+        (!allowed).then(|| {
+            rpc_error(
+                StatusCode::FORBIDDEN,
+                -32600,
+                "forbidden: requests from this Origin are not accepted",
+            )
+        })
+    }
+
+    /// The identity of the bearer token, `None` when none is required.
+    fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
+        if !self.require_token {
+            return Ok(None);
+        }
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| {
+                let (scheme, token) = h.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let why = match presented {
+            Some(token) => match self.tokens.identify(token) {
+                Some(name) => return Ok(Some(name)),
+                None => "unknown bearer token",
+            },
+            None => "no bearer token",
+        };
+        self.audit_refusal("mcpwall:unauthenticated", why, None, req.method());
+        let mut r = rpc_error(
+            StatusCode::UNAUTHORIZED,
+            -32600,
+            "unauthorized: a valid bearer token is required",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        Err(Box::new(r))
+    }
+
+    /// An HTTP-level refusal in the audit log (nothing of it reached a session).
+    fn audit_refusal(
+        &self,
+        rule: &'static str,
+        why: &str,
+        identity: Option<Arc<str>>,
+        method: &Method,
+    ) {
+        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(format!("HTTP {method} refused: {why}").into());
+        e.identity = identity;
+        e.transport = Some("http");
+        self.audit.send(&mut vec![e]);
+        self.chatter
+            .log(LogLevel::Info, format_args!("HTTP {method} refused: {why}"));
+    }
+
+    /// The session a request names, if its identity may use it.
+    fn session(
+        &self,
+        req_headers: &hyper::HeaderMap,
+        identity: &Option<Arc<str>>,
+        method: &Method,
+    ) -> Result<Arc<Conversation>, Refusal> {
+        let id = req_headers
+            .get(SESSION_HEADER)
+            .and_then(|h| h.to_str().ok());
+        self.session_by_id(id, identity, method)
+    }
+
+    fn session_by_id(
+        &self,
+        id: Option<&str>,
+        identity: &Option<Arc<str>>,
+        method: &Method,
+    ) -> Result<Arc<Conversation>, Refusal> {
+        let Some(id) = id else {
+            return Err(Box::new(rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "bad request: Mcp-Session-Id is required (send initialize first)",
+            )));
+        };
+        match self.sessions.get(id, identity.as_deref()) {
+            Ok(c) => Ok(c),
+            Err(Lookup::Unknown) => Err(Box::new(rpc_error(
+                StatusCode::NOT_FOUND,
+                -32001,
+                "session not found",
+            ))),
+            Err(Lookup::NotYours { owner }) => {
+                let why = format!(
+                    "a session of {} used by {}",
+                    owner.as_deref().unwrap_or("(no identity)"),
+                    identity.as_deref().unwrap_or("(no identity)")
+                );
+                self.audit_refusal("mcpwall:session_identity", &why, identity.clone(), method);
+                Err(Box::new(rpc_error(
+                    StatusCode::NOT_FOUND,
+                    -32001,
+                    "session not found",
+                )))
+            }
+        }
+    }
+
+    async fn post(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
+        let (parts, body) = req.into_parts();
+        let accept = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let any = accept.contains("*/*");
+        let reads_sse = any || accept.contains("text/event-stream");
+        let reads_json = any || accept.contains("application/json");
+        if !reads_sse && !reads_json {
+            return rpc_error(
+                StatusCode::NOT_ACCEPTABLE,
+                -32600,
+                "not acceptable: Accept must list application/json and text/event-stream",
+            );
+        }
+        let is_json = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|c| c.trim_start().starts_with("application/json"));
+        if !is_json {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                -32600,
+                "unsupported media type: the body must be application/json",
+            );
+        }
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        let Ok(body) = read_body(body, max).await else {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            );
+        };
+        let (text, too_large) = match &body {
+            Body::Whole(b) => (&b[..], None),
+            Body::TooLarge { len, head } => (&head[..], Some(*len)),
+        };
+        if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "bad request: one JSON-RPC message per POST (batches are not part of this protocol version)",
+            );
+        }
+        let head = crate::frame::read_head(text);
+        let id = head.id.clone().and_then(|r| id_key(&text[r]));
+        let is_request = head.method && id.is_some();
+        let line = match too_large {
+            Some(len) => Line::TooLarge { len, head: text },
+            None => Line::Frame(text),
+        };
+
+        let mut new_session = None;
+        let conversation = match parts.headers.get(SESSION_HEADER) {
+            Some(_) => match self.session(&parts.headers, &identity, &parts.method) {
+                Ok(c) => c,
+                Err(refusal) => return *refusal,
+            },
+            None if too_large.is_none() && is_initialize(text) => {
+                match self.open_session(identity.clone(), false) {
+                    Ok(c) => {
+                        new_session = Some(c.id.clone());
+                        c
+                    }
+                    Err(refusal) => return *refusal,
+                }
+            }
+            None => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "bad request: Mcp-Session-Id is required (send initialize first)",
+                );
+            }
+        };
+
+        let answer = match &id {
+            Some(key) if is_request => {
+                if conversation.is_in_flight(key) {
+                    return rpc_error(
+                        StatusCode::CONFLICT,
+                        -32600,
+                        "a request with this id is already in flight in this session",
+                    );
+                }
+                Some((
+                    key.clone(),
+                    conversation.expect_answer(key.clone(), reads_sse),
+                ))
+            }
+            _ => None,
+        };
+        if conversation.from_client(line).await.is_err() {
+            return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
+        }
+        let Some((key, mut answer)) = answer else {
+            // A notification or a response: judged, and forwarded if allowed.
+            return with_session(
+                Response::builder()
+                    .status(StatusCode::ACCEPTED)
+                    .body(Reply::empty())
+                    .unwrap_or_else(|_| Response::new(Reply::empty())),
+                new_session.as_deref(),
+            );
+        };
+        let Some(first) = answer.rx.recv().await else {
+            conversation.forget_answer(&key);
+            return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
+        };
+        let response = if first.last && reads_json {
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Reply::text(first.data))
+        } else {
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/event-stream")
+                .header(header::CACHE_CONTROL, "no-cache")
+                .body(Reply::Sse {
+                    stream: answer.stream,
+                    queued: [first].into(),
+                    live: Some(answer.rx),
+                })
+        };
+        with_session(
+            response.unwrap_or_else(|_| Response::new(Reply::empty())),
+            new_session.as_deref(),
+        )
+    }
+
+    fn open_session(
+        &self,
+        identity: Option<Arc<str>>,
+        legacy: bool,
+    ) -> Result<Arc<Conversation>, Refusal> {
+        if self.sessions.open_count() >= MAX_SESSIONS {
+            return Err(Box::new(rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                "too many sessions open on this gateway; end one (DELETE) and retry",
+            )));
+        }
+        let id = new_session_id().map_err(|e| {
+            self.chatter.log(LogLevel::Error, format_args!("{e}"));
+            Box::new(rpc_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                -32603,
+                "cannot create a session id",
+            ))
+        })?;
+        // Identities are those of the tokens read at start, so each has its judge.
+        let Some(judge) = self.judges.get(identity.as_deref()) else {
+            return Err(Box::new(rpc_error(
+                StatusCode::UNAUTHORIZED,
+                -32600,
+                "unauthorized: a valid bearer token is required",
+            )));
+        };
+        let options = session::Options {
+            server_name: self.server_name.clone(),
+            guard: judge.guard.clone(),
+            audit: self.audit.enabled(),
+            log_level: self.chatter.level,
+        };
+        let c = Conversation::start(
+            Opening {
+                id,
+                identity,
+                legacy,
+                home: self.home.clone(),
+            },
+            &self.spec,
+            judge,
+            options,
+            self.audit.clone(),
+            self.chatter,
+        )
+        .map_err(|e| {
+            self.chatter.log(LogLevel::Error, format_args!("{e}"));
+            Box::new(rpc_error(
+                StatusCode::BAD_GATEWAY,
+                -32603,
+                "the MCP server could not be started",
+            ))
+        })?;
+        self.sessions.insert(c.clone());
+        Ok(c)
+    }
+
+    /// `GET /sse`: a new session whose every message goes on this one stream, after an
+    /// `endpoint` event naming where to POST. The session ends with the connection.
+    fn legacy_open(&self, identity: Option<Arc<str>>) -> Response<Reply> {
+        let conversation = match self.open_session(identity, true) {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let Some((stream, replay, rx)) = conversation.open_stream(None) else {
+            conversation.end();
+            return plain(StatusCode::INTERNAL_SERVER_ERROR, "no stream\n");
+        };
+        let preamble = format!(
+            "event: endpoint\ndata: {LEGACY_MESSAGE}?session_id={}\n\n",
+            conversation.id
+        );
+        let ending = conversation.clone();
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Reply::Legacy {
+                preamble: Some(Bytes::from(preamble)),
+                inner: Box::new(Reply::Sse {
+                    stream,
+                    queued: replay.into(),
+                    live: Some(rx),
+                }),
+                ends: OnDrop::new(move || ending.end()),
+            })
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
+    }
+
+    /// `POST /message?session_id=…`: one client message of a legacy session; whatever
+    /// comes of it goes on the session's stream.
+    async fn legacy_post(
+        &self,
+        req: Request<Incoming>,
+        identity: Option<Arc<str>>,
+    ) -> Response<Reply> {
+        let (parts, body) = req.into_parts();
+        let id = parts.uri.query().and_then(|q| {
+            q.split('&').find_map(|kv| {
+                kv.strip_prefix("session_id=")
+                    .or_else(|| kv.strip_prefix("sessionId="))
+            })
+        });
+        let conversation = match self.session_by_id(id, &identity, &parts.method) {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        let Ok(body) = read_body(body, max).await else {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            );
+        };
+        let line = match &body {
+            Body::Whole(b) => Line::Frame(b),
+            Body::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+        };
+        if conversation.from_client(line).await.is_err() {
+            return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
+        }
+        plain(StatusCode::ACCEPTED, "Accepted")
+    }
+
+    fn get(&self, req: &Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
+        let accept = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !accept.contains("text/event-stream") && !accept.contains("*/*") {
+            return rpc_error(
+                StatusCode::NOT_ACCEPTABLE,
+                -32600,
+                "not acceptable: GET opens an SSE stream; Accept must list text/event-stream",
+            );
+        }
+        let conversation = match self.session(req.headers(), &identity, req.method()) {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let resume = match req.headers().get("last-event-id") {
+            Some(h) => match h.to_str().ok().and_then(parse_event_id) {
+                Some(at) => Some(at),
+                None => {
+                    return rpc_error(
+                        StatusCode::BAD_REQUEST,
+                        -32600,
+                        "bad request: unreadable Last-Event-ID",
+                    );
+                }
+            },
+            None => None,
+        };
+        let Some((stream, replay, rx)) = conversation.open_stream(resume) else {
+            return rpc_error(
+                StatusCode::NOT_FOUND,
+                -32001,
+                "no such stream in this session",
+            );
+        };
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .body(Reply::Sse {
+                stream,
+                queued: replay.into(),
+                live: Some(rx),
+            })
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
+    }
+
+    fn delete(&self, req: &Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
+        match self.session(req.headers(), &identity, req.method()) {
+            Ok(c) => {
+                self.sessions.remove(&c.id);
+                plain(StatusCode::OK, "")
+            }
+            Err(refusal) => *refusal,
+        }
+    }
+}
+
+enum Body {
+    Whole(Vec<u8>),
+    /// Over the limit: its length and first bytes (for the id).
+    TooLarge {
+        len: usize,
+        head: Vec<u8>,
+    },
+}
+
+/// Read a request body up to `max` bytes; past that, keep its first bytes and count the
+/// rest without keeping it. Newlines become spaces: JSON allows them only as whitespace
+/// between tokens, and the server reads one message per line.
+async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error> {
+    let mut whole = Vec::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        len += data.len();
+        if len <= max {
+            whole.extend_from_slice(&data);
+        } else if whole.len() < HEAD_BYTES {
+            let room = HEAD_BYTES - whole.len().min(HEAD_BYTES);
+            whole.extend_from_slice(&data[..data.len().min(room)]);
+        } else {
+            whole.truncate(HEAD_BYTES);
+        }
+    }
+    for b in &mut whole {
+        if matches!(*b, b'\n' | b'\r') {
+            *b = b' ';
+        }
+    }
+    if len > max {
+        whole.truncate(HEAD_BYTES);
+        Ok(Body::TooLarge { len, head: whole })
+    } else {
+        Ok(Body::Whole(whole))
+    }
+}
+
+/// Whether the body is an `initialize` request (the only message that opens a session).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Head<'_>>(body)
+        .is_ok_and(|h| h.method.as_deref() == Some("initialize"))
+}
+
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn origin_is_loopback(origin: &str) -> bool {
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return false;
+    };
+    matches!(scheme, "http" | "https") && !rest.contains('/') && is_loopback_host(rest)
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Reply> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Reply::text(Bytes::from_static(text.as_bytes())))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+/// An HTTP error with a JSON-RPC error without an id as its body (as the specification
+/// allows).
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Reply> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "error": {"code": code, "message": message},
+    })
+    .to_string();
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Reply::text(body))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+fn with_session(mut response: Response<Reply>, id: Option<&str>) -> Response<Reply> {
+    if let Some(id) = id.and_then(|id| HeaderValue::from_str(id).ok()) {
+        response.headers_mut().insert(SESSION_HEADER, id);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_and_origins_pass_on_a_loopback_listener() {
+        for host in [
+            "127.0.0.1:8808",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:8808",
+            "127.0.0.2",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example:8808",
+            "127.0.0.1.evil.example",
+            "",
+            "[fe80::1]:1",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+        assert!(origin_is_loopback("http://localhost:3000"));
+        assert!(origin_is_loopback("http://127.0.0.1"));
+        assert!(!origin_is_loopback("http://evil.example"));
+        assert!(!origin_is_loopback("null"));
+        assert!(!origin_is_loopback("http://localhost.evil.example"));
+    }
+
+    #[test]
+    fn an_initialize_is_told_from_other_messages() {
+        assert!(is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
+        ));
+        assert!(!is_initialize(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
+        ));
+        assert!(!is_initialize(b"not json"));
+    }
+}

@@ -1,0 +1,572 @@
+//! `mcpwall serve` (issue 25): the real binary over loopback HTTP in front of
+//! `mcpwall-fake-server`, asserting the HTTP exchanges and what the server received; and
+//! `tests/interop/http_gateway.py`, the official MCP Python SDK client over Streamable
+//! HTTP to server-everything (skipped without the interop dependencies unless
+//! `MCPWALL_REQUIRE_INTEROP=1`). Needs `--features test-support`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A fake AWS access key id, built at run time so no secret-looking literal is in the repo.
+fn fake_aws_key() -> String {
+    format!("AKIA{}", "QZ7XW3NV5TR2KPLM")
+}
+
+struct Gateway {
+    child: Child,
+    addr: String,
+    dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    fn start(settings: &str) -> Gateway {
+        Gateway::start_with(settings, "")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn start_with(settings: &str, rules: &str) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let policy = dir.path().join("policy.yml");
+        std::fs::write(
+            &policy,
+            format!(
+                r#"version: 1
+settings:
+  log_dir: "{}"
+{settings}
+rules:
+  - name: block-ssh
+    match:
+      method: "*"
+      arguments:
+        _any_value: {{regex: '\.ssh'}}
+    action: deny
+{rules}
+outbound_rules:
+  - name: redact-secrets
+    match: {{secrets: true}}
+    action: redact
+"#,
+                dir.path().join("logs").display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+            .arg(&policy)
+            .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
+            .env("HOME", &home)
+            .env("FAKE_RECV_LOG", dir.path().join("received.jsonl"))
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "mcpwall serve exited"
+            );
+            if let Some(rest) = line.split("serving http://").nth(1) {
+                break rest.split('/').next().unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            eprint!("{rest}");
+        });
+        Gateway { child, addr, dir }
+    }
+
+    fn received(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("received.jsonl")).unwrap_or_default()
+    }
+
+    /// The audit log once a line holds every one of `needles` (the writer lingers).
+    fn audit_with(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.audit();
+            if text.lines().any(|l| needles.iter().all(|n| l.contains(n)))
+                || Instant::now() > deadline
+            {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn audit(&self) -> String {
+        let mut text = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+            for e in entries {
+                text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap_or_default());
+            }
+        }
+        text
+    }
+
+    /// One HTTP/1.1 exchange on a fresh connection; the whole response.
+    fn send(&self, method: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut req = format!(
+            "{method} /mcp HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        Reply::parse(&raw)
+    }
+
+    fn post(&self, session: Option<&str>, body: &Value, extra: &[(&str, &str)]) -> Reply {
+        let mut headers = vec![
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        headers.extend_from_slice(extra);
+        self.send("POST", &headers, body.to_string().as_bytes())
+    }
+
+    fn initialize(&self) -> String {
+        let r = self.post(
+            None,
+            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+            &[],
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        let session = r
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
+        assert!(session.len() >= 32 && session.bytes().all(|b| (0x21..=0x7e).contains(&b)));
+        session
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + WAIT;
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let text = String::from_utf8_lossy(raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").expect("a whole HTTP response");
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect::<Vec<_>>();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `(event id, data)` of each SSE event.
+    fn events(&self) -> Vec<(String, Value)> {
+        self.body
+            .split("\n\n")
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| {
+                let id = e
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id: "))
+                    .unwrap_or("")
+                    .to_string();
+                let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+                (id, serde_json::from_str(data).unwrap())
+            })
+            .collect()
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+    out
+}
+
+#[test]
+fn messages_before_an_answer_make_its_post_an_sse_stream_that_can_be_resumed() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let key = fake_aws_key();
+    let note = json!({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":format!("key {key}")}}).to_string();
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":"say-1","method":"fake/say","params":{"lines":[note]}}),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("text/event-stream"));
+    let events = r.events();
+    assert_eq!(events.len(), 2, "{}", r.body);
+    assert_eq!(events[0].1["method"], "notifications/message");
+    let logged = events[0].1["params"]["data"].as_str().unwrap();
+    assert!(
+        !logged.contains(&key) && logged.contains("[REDACTED BY MCPWALL]"),
+        "an SSE event is judged (redacted) before it is sent: {logged}"
+    );
+    assert_eq!(events[1].1["id"], "say-1");
+    let (stream, seq) = events[0].0.split_once('-').unwrap();
+    assert_eq!(seq, "1");
+
+    // The client lost the connection after the first event: it resumes with GET.
+    let r = gw.send(
+        "GET",
+        &[
+            ("Accept", "text/event-stream"),
+            ("Mcp-Session-Id", &session),
+            ("Last-Event-ID", &format!("{stream}-1")),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    let replay = r.events();
+    assert_eq!(replay.len(), 1, "{}", r.body);
+    assert_eq!(replay[0].0, format!("{stream}-2"));
+    assert_eq!(replay[0].1["id"], "say-1");
+}
+
+#[test]
+fn a_plain_answer_is_json_and_a_denied_call_never_reaches_the_server() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read","arguments":{"path":"/home/u/.ssh/id_rsa"}}}),
+        &[],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/ok"}}}),
+        &[],
+    );
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], 8);
+    assert!(answer.get("result").is_some(), "{answer}");
+    let received = gw.received();
+    assert!(received.contains("/tmp/ok"), "{received}");
+    assert!(!received.contains(".ssh"), "{received}");
+    let audit = gw.audit_with(&["\"action\":\"deny\"", "\"transport\":\"http\""]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"action\":\"deny\"") && l.contains("\"transport\":\"http\"")),
+        "{audit}"
+    );
+}
+
+#[test]
+fn messages_too_large_to_judge_are_refused_whole_in_both_directions() {
+    let gw = Gateway::start("  max_frame_bytes: 4096");
+    let session = gw.initialize();
+    let big = "A".repeat(10_000);
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":big}}}),
+        &[],
+    );
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(
+        !gw.received().contains("AAAAAAAAAA"),
+        "no part of the oversize request reached the server"
+    );
+
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":10,"method":"fake/big","params":{"unit":"B","count":10_000}}),
+        &[],
+    );
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], 10, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(
+        !r.body.contains("BBBBBBBBBB"),
+        "no part of the oversize answer reached the client"
+    );
+}
+
+#[test]
+fn sessions_are_required_checked_and_ended() {
+    let gw = Gateway::start("");
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"fake/env","params":{"name":"X"}});
+    assert_eq!(gw.post(None, &call, &[]).status, 400, "no session id");
+    assert_eq!(gw.post(Some("not-a-session"), &call, &[]).status, 404);
+    let session = gw.initialize();
+    assert_eq!(gw.post(Some(&session), &call, &[]).status, 200);
+    let evil = [("Origin", "http://evil.example")];
+    assert_eq!(gw.post(Some(&session), &call, &evil).status, 403);
+    let r = gw.send(
+        "POST",
+        &[
+            ("Host", "evil.example"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("Mcp-Session-Id", &session),
+        ],
+        call.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 403, "a DNS-rebound Host");
+    let version = [("MCP-Protocol-Version", "2026-07-28")];
+    assert_eq!(gw.post(Some(&session), &call, &version).status, 400);
+    let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
+    assert_eq!(gw.post(Some(&session), &note, &[]).status, 202);
+    let r = gw.send("DELETE", &[("Mcp-Session-Id", &session)], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        gw.post(Some(&session), &call, &[]).status,
+        404,
+        "an ended session"
+    );
+    assert_eq!(gw.send("PUT", &[], b"").status, 405);
+}
+
+#[test]
+fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let python: PathBuf = dir.join(".venv/bin/python");
+    let have = python.exists() && dir.join("node_modules/.bin/mcp-server-everything").exists();
+    if !have {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "interop dependencies missing in {} (run .ci/run to install them)",
+            dir.display()
+        );
+        eprintln!("\n!!! SKIPPED http_gateway.py: no interop venv or node_modules !!!\n");
+        return;
+    }
+    let mut child = Command::new(&python)
+        .arg(dir.join("http_gateway.py"))
+        .arg(env!("CARGO_BIN_EXE_mcpwall"))
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("http_gateway.py did not finish within 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "http_gateway.py checks failed: {status:?}"
+    );
+}
+
+#[test]
+fn the_legacy_sse_transport_judges_every_message_and_ends_with_its_stream() {
+    let gw = Gateway::start("");
+    let mut sse = TcpStream::connect(&gw.addr).unwrap();
+    sse.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        sse,
+        "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        gw.addr
+    )
+    .unwrap();
+    let mut reader = BufReader::new(sse.try_clone().unwrap());
+    let mut seen = String::new();
+    // Read until `needle` arrives on the stream (chunked framing lines included).
+    let mut read_until = |needle: &str, seen: &mut String| {
+        let deadline = Instant::now() + WAIT;
+        while !seen.contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?} in {seen}");
+            let mut line = String::new();
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "stream closed: {seen}"
+            );
+            seen.push_str(&line);
+        }
+    };
+    read_until("session_id=", &mut seen);
+    read_until("\n\n", &mut seen);
+    let endpoint = seen
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap()
+        .to_string();
+    assert!(endpoint.starts_with("/message?session_id="), "{endpoint}");
+    let post = |body: &Value| {
+        let mut s = TcpStream::connect(&gw.addr).unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let body = body.to_string();
+        write!(
+            s,
+            "POST {endpoint} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            gw.addr,
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        Reply::parse(&raw).status
+    };
+    let denied = json!({"jsonrpc":"2.0","id":"d1","method":"tools/call","params":{"name":"read","arguments":{"path":"/home/u/.ssh/id_rsa"}}});
+    assert_eq!(post(&denied), 202);
+    read_until("\"d1\"", &mut seen);
+    assert!(
+        seen.contains("-32001"),
+        "the refusal arrives on the stream: {seen}"
+    );
+    assert!(!gw.received().contains(".ssh"));
+    let allowed = json!({"jsonrpc":"2.0","id":"a1","method":"fake/env","params":{"name":"X"}});
+    assert_eq!(post(&allowed), 202);
+    read_until("\"a1\"", &mut seen);
+    // The session ends with its stream.
+    drop(reader);
+    sse.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(sse);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if post(&allowed) == 404 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the legacy session outlived its stream"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_call_an_ask_rule_holds_waits_for_mcpwall_approve() {
+    let gw = std::sync::Arc::new(Gateway::start_with(
+        "",
+        "  - name: ask-deploy\n    match: {tool: deploy}\n    action: ask",
+    ));
+    let session = gw.initialize();
+    let call = json!({"jsonrpc":"2.0","id":"dep-1","method":"tools/call","params":{"name":"deploy","arguments":{"env":"prod"}}});
+    let waiting = {
+        let (gw, session) = (gw.clone(), session.clone());
+        std::thread::spawn(move || gw.post(Some(&session), &call, &[]))
+    };
+    let approve = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .arg("approve")
+            .args(args)
+            .env("HOME", gw.home())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let deadline = Instant::now() + WAIT;
+    let code = loop {
+        let listed = approve(&[]);
+        if let Some(code) = listed
+            .lines()
+            .find_map(|l| l.split_once("  server ").map(|(c, _)| c.trim().to_string()))
+        {
+            break code;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the held call was not offered: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !gw.received().contains("dep-1"),
+        "nothing reaches the server before approval"
+    );
+    assert!(approve(&[&code]).contains("Approved"));
+    let r = waiting.join().unwrap();
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(answer["id"], "dep-1");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(
+        gw.received().contains("dep-1"),
+        "the approved call reached the server"
+    );
+}
