@@ -36,13 +36,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::platform;
 pub use crate::session::event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 
 /// Where and how to write.
@@ -375,30 +375,19 @@ impl Writer {
     }
 }
 
-/// Create the directory (0700) and open the day's file for appending (0600).
+/// Create the directory (owner-only: 0700 on Unix) and open the day's file for appending
+/// (owner-only: 0600).
 fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
     if !dir.is_dir() {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        platform::owner_only_dir(DirBuilder::new().recursive(true)).create(dir)?;
     }
     // Tighten a directory someone created with looser permissions (ignore failure: it
-    // may not be ours; the file itself is still 0600).
-    if let Ok(meta) = std::fs::metadata(dir)
-        && meta.permissions().mode() & 0o077 != 0
-    {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    }
+    // may not be ours; the file itself is still owner-only).
+    let _ = platform::restrict_to_owner(dir);
     // Never through a symlink planted at the day's name: events go to this file only.
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    if let Ok(meta) = file.metadata()
-        && meta.permissions().mode() & 0o077 != 0
-    {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-    }
+    let file =
+        platform::owner_only_nofollow(OpenOptions::new().append(true).create(true)).open(path)?;
+    let _ = platform::restrict_file_to_owner(&file, path);
     Ok(file)
 }
 
@@ -822,15 +811,23 @@ mod tests {
         drop(tx);
         let (written, dropped) = audit.finish(Duration::from_secs(5));
         assert_eq!((written, dropped), (1, 0));
-        let meta = std::fs::metadata(&dir).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        }
+        assert!(platform::is_owner_only(&dir).unwrap());
         let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(files.len(), 1);
         let path = files[0].as_ref().unwrap().path();
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(platform::is_owner_only(&path).unwrap());
         assert_eq!(
             path.file_name().unwrap().to_str().unwrap(),
             log_file_name(days_since_epoch(SystemTime::now()))

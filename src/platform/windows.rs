@@ -1,0 +1,522 @@
+//! Windows: a Job object for the server's tree, console control events, owner-only ACLs
+//! and a rename that waits for a client holding its config file open. Through
+//! `windows-sys` (Microsoft's bindings); every `unsafe` block says what it relies on.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::windows::ffi::OsStrExt;
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use windows_sys::Win32::Foundation::{
+    ERROR_ACCESS_DENIED, ERROR_LOCK_VIOLATION, ERROR_SHARING_VIOLATION, HANDLE,
+};
+use windows_sys::Win32::Security::Authorization::{SE_FILE_OBJECT, SetNamedSecurityInfoW};
+use windows_sys::Win32::Security::{
+    ACCESS_ALLOWED_ACE, ACL, ACL_REVISION, AddAccessAllowedAceEx, DACL_SECURITY_INFORMATION,
+    GetLengthSid, GetTokenInformation, InitializeAcl, PROTECTED_DACL_SECURITY_INFORMATION,
+    SUB_CONTAINERS_AND_OBJECTS_INHERIT, TOKEN_QUERY, TOKEN_USER, TokenUser,
+};
+use windows_sys::Win32::Storage::FileSystem::FILE_ALL_ACCESS;
+use windows_sys::Win32::System::Console::{CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent};
+use windows_sys::Win32::System::JobObjects::{
+    AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+    JOBOBJECT_BASIC_ACCOUNTING_INFORMATION, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
+    JobObjectBasicAccountingInformation, JobObjectExtendedLimitInformation,
+    QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
+};
+use windows_sys::Win32::System::Threading::{
+    CREATE_NEW_PROCESS_GROUP, GetCurrentProcess, OpenProcessToken,
+};
+
+// Windows has no signals. These numbers name the stop requests the proxy makes, with
+// their Unix meanings: SIGKILL ends the Job (the whole tree, at once); the others send
+// Ctrl-Break to the server's console process group, its chance to exit cleanly.
+pub const SIGINT: i32 = 2;
+pub const SIGTERM: i32 = 15;
+pub const SIGKILL: i32 = 9;
+pub const SIGHUP: i32 = 1;
+
+/// The exit code a server ended by [`SIGKILL`] gets (as a process killed by SIGKILL
+/// reports 128 + 9 from a Unix shell).
+const KILLED_EXIT_CODE: u32 = 137;
+
+/// The server and everything it starts: a Job object (killed whole, and killed when
+/// mcpwall dies, as its last handle closes) and a console process group of its own (so a
+/// Ctrl-C in mcpwall's console reaches only mcpwall, which forwards it once, as Ctrl-Break).
+///
+/// The server is put in the Job right after it starts, so a process it started in that
+/// instant would escape the Job; everything started later is in it. (std cannot create a
+/// process suspended, which would close that gap.)
+#[derive(Debug)]
+pub struct ProcessTree {
+    job: OwnedHandle,
+    group: u32,
+}
+
+impl ProcessTree {
+    /// Make the command start a new console process group.
+    pub fn prepare(command: &mut tokio::process::Command) {
+        command.creation_flags(CREATE_NEW_PROCESS_GROUP);
+    }
+
+    /// Put the child just spawned from a [`Self::prepare`]d command in a new Job.
+    pub fn adopt(child: &tokio::process::Child) -> io::Result<ProcessTree> {
+        let (Some(process), Some(pid)) = (child.raw_handle(), child.id()) else {
+            return Err(io::Error::other(
+                "the server exited before it could be tracked",
+            ));
+        };
+        // SAFETY: no attributes, no name; the handle returned is checked before use.
+        let raw = unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) };
+        if raw.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new, valid handle that nothing else owns.
+        let job = unsafe { OwnedHandle::from_raw_handle(raw) };
+        // SAFETY: the struct is plain data, valid when zeroed.
+        let mut limits: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = unsafe { std::mem::zeroed() };
+        limits.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        // SAFETY: a valid job handle and a pointer to a struct of the size given.
+        check(unsafe {
+            SetInformationJobObject(
+                job.as_raw_handle() as HANDLE,
+                JobObjectExtendedLimitInformation,
+                (&raw const limits).cast(),
+                size_of::<JOBOBJECT_EXTENDED_LIMIT_INFORMATION>() as u32,
+            )
+        })?;
+        // SAFETY: both handles are valid; the child's is kept open by `child`.
+        check(unsafe {
+            AssignProcessToJobObject(job.as_raw_handle() as HANDLE, process as HANDLE)
+        })?;
+        Ok(ProcessTree { job, group: pid })
+    }
+
+    /// Ask the tree to stop ([`SIGKILL`]: end it now).
+    pub fn signal(&self, signal: i32) -> io::Result<()> {
+        if signal == SIGKILL {
+            // SAFETY: a valid job handle.
+            check(unsafe {
+                TerminateJobObject(self.job.as_raw_handle() as HANDLE, KILLED_EXIT_CODE)
+            })
+        } else {
+            // Fails when the server has no console (mcpwall started without one); the
+            // shutdown then ends the Job after its grace period.
+            // SAFETY: plain values.
+            check(unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, self.group) })
+        }
+    }
+
+    /// Whether a process of the tree still runs.
+    pub fn exists(&self) -> bool {
+        // SAFETY: the struct is plain data, valid when zeroed.
+        let mut info: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid job handle and a pointer to a struct of the size given.
+        let ok = unsafe {
+            QueryInformationJobObject(
+                self.job.as_raw_handle() as HANDLE,
+                JobObjectBasicAccountingInformation,
+                (&raw mut info).cast(),
+                size_of::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>() as u32,
+                std::ptr::null_mut(),
+            )
+        };
+        ok != 0 && info.ActiveProcesses > 0
+    }
+}
+
+/// Forward the stop requests mcpwall receives to `tx`: Ctrl-C as SIGINT, Ctrl-Break as
+/// SIGTERM, the console closing as SIGHUP. Must be called inside a tokio runtime.
+pub fn forward_stop_requests(tx: tokio::sync::mpsc::UnboundedSender<i32>) -> io::Result<()> {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let mut c = ctrl_c()?;
+    let mut brk = ctrl_break()?;
+    let mut close = ctrl_close()?;
+    tokio::spawn(async move {
+        loop {
+            let signal = tokio::select! {
+                Some(()) = c.recv() => SIGINT,
+                Some(()) = brk.recv() => SIGTERM,
+                Some(()) = close.recv() => SIGHUP,
+                else => break,
+            };
+            if tx.send(signal).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// The program a client's `command` names, found the way a Windows shell finds it: a bare
+/// name (`npx`) is looked up on `PATH` with each extension of `PATHEXT` (`.COM;.EXE;.BAT;
+/// .CMD`), so the `npx.cmd` shim npm installs is found; std alone would try `npx.exe`
+/// only. A `.cmd`/`.bat` found this way is run by std through `cmd.exe`, with std's
+/// quoting of its arguments. Anything not found is returned as given (std then reports it).
+pub fn resolve_program(program: &std::ffi::OsStr) -> std::ffi::OsString {
+    find_program(
+        program,
+        std::env::var_os("PATH").as_deref(),
+        std::env::var_os("PATHEXT").as_deref(),
+    )
+    .map_or_else(|| program.to_owned(), |found| found.into_os_string())
+}
+
+fn find_program(
+    program: &std::ffi::OsStr,
+    path_var: Option<&std::ffi::OsStr>,
+    pathext: Option<&std::ffi::OsStr>,
+) -> Option<std::path::PathBuf> {
+    let name = Path::new(program);
+    if name.extension().is_some() {
+        return None;
+    }
+    let pathext = pathext
+        .and_then(|v| v.to_str())
+        .filter(|v| !v.is_empty())
+        .unwrap_or(".COM;.EXE;.BAT;.CMD");
+    let with_extensions = |base: &Path| {
+        pathext
+            .split(';')
+            .filter(|ext| !ext.is_empty())
+            .map(|ext| {
+                let mut file = base.as_os_str().to_owned();
+                file.push(ext);
+                std::path::PathBuf::from(file)
+            })
+            .find(|candidate| candidate.is_file())
+    };
+    if name.components().count() > 1 || name.is_absolute() {
+        return with_extensions(name);
+    }
+    std::env::split_paths(path_var?).find_map(|dir| with_extensions(&dir.join(name)))
+}
+
+/// The signal that ended a process: none on Windows (every process has an exit code).
+pub fn exit_signal(_status: ExitStatus) -> Option<i32> {
+    None
+}
+
+/// Windows offers no non-blocking write on an anonymous pipe that is all-or-nothing, so
+/// the proxy always queues (this type has no values).
+#[derive(Debug)]
+pub enum DirectPipe {}
+
+/// No direct writes (see [`DirectPipe`]).
+pub const PIPE_BUF: usize = 0;
+
+pub fn direct_pipe(_stdin: &tokio::process::ChildStdin) -> Option<DirectPipe> {
+    None
+}
+
+#[inline]
+pub fn write_direct(pipe: &DirectPipe, _bytes: &[u8]) -> usize {
+    match *pipe {}
+}
+
+/// Directories get their owner-only ACL from [`restrict_to_owner`], called after creation.
+pub fn owner_only_dir(builder: &mut DirBuilder) -> &mut DirBuilder {
+    builder
+}
+
+/// Files get their owner-only ACL from [`restrict_file_to_owner`] (or inherit it from an
+/// owner-only directory). Windows links need privilege to create, and the user's
+/// directories are not writable by others, so there is no `O_NOFOLLOW` equivalent here.
+pub fn owner_only_nofollow(options: &mut OpenOptions) -> &mut OpenOptions {
+    options
+}
+
+pub fn owner_only_file(options: &mut OpenOptions) -> &mut OpenOptions {
+    options
+}
+
+pub fn nofollow(options: &mut OpenOptions) -> &mut OpenOptions {
+    options
+}
+
+/// Give `path` a protected DACL (nothing inherited from its parent) with one entry: full
+/// control for the current user, inherited by what a directory later holds. The
+/// equivalent of mode 0600 / 0700.
+pub fn restrict_to_owner(path: &Path) -> io::Result<()> {
+    let user = current_user()?;
+    // SAFETY: `user` holds a TOKEN_USER written by GetTokenInformation; its SID points
+    // into the same buffer, which lives until the end of this function.
+    let sid = unsafe { (*user.as_ptr().cast::<TOKEN_USER>()).User.Sid };
+    // SAFETY: a valid SID.
+    let sid_len = unsafe { GetLengthSid(sid) } as usize;
+    let acl_len = size_of::<ACL>() + size_of::<ACCESS_ALLOWED_ACE>() - size_of::<u32>() + sid_len;
+    // u32 elements: an ACL must be 4-byte aligned.
+    let mut acl = vec![0u32; acl_len.div_ceil(4)];
+    let acl_ptr = acl.as_mut_ptr().cast::<ACL>();
+    // SAFETY: `acl` has `acl_len` bytes or more.
+    check(unsafe { InitializeAcl(acl_ptr, acl_len as u32, ACL_REVISION) })?;
+    let inherit = if path.is_dir() {
+        SUB_CONTAINERS_AND_OBJECTS_INHERIT
+    } else {
+        0
+    };
+    // SAFETY: an initialised ACL with room for this one entry, and a valid SID.
+    check(unsafe { AddAccessAllowedAceEx(acl_ptr, ACL_REVISION, inherit, FILE_ALL_ACCESS, sid) })?;
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
+    // SAFETY: a NUL-terminated path and a valid ACL; owner, group and SACL unchanged.
+    let err = unsafe {
+        SetNamedSecurityInfoW(
+            wide.as_ptr(),
+            SE_FILE_OBJECT,
+            DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            acl_ptr,
+            std::ptr::null(),
+        )
+    };
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(err as i32));
+    }
+    Ok(())
+}
+
+/// [`restrict_to_owner`] for a file already open (by its name: our handle may not carry
+/// the right to change its ACL).
+pub fn restrict_file_to_owner(_file: &File, path: &Path) -> io::Result<()> {
+    restrict_to_owner(path)
+}
+
+/// Whether `path`'s DACL is what [`restrict_to_owner`] sets: protected, one entry
+/// allowing the current user. For tests.
+pub fn is_owner_only(path: &Path) -> io::Result<bool> {
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::GetNamedSecurityInfoW;
+    use windows_sys::Win32::Security::{
+        EqualSid, GetAce, GetSecurityDescriptorControl, PSECURITY_DESCRIPTOR, SE_DACL_PROTECTED,
+    };
+    let user = current_user()?;
+    // SAFETY: as in `restrict_to_owner`.
+    let sid = unsafe { (*user.as_ptr().cast::<TOKEN_USER>()).User.Sid };
+    let wide: Vec<u16> = path.as_os_str().encode_wide().chain([0]).collect();
+    let mut dacl: *mut ACL = std::ptr::null_mut();
+    let mut descriptor: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated path and out pointers; `descriptor` is freed below.
+    let err = unsafe {
+        GetNamedSecurityInfoW(
+            wide.as_ptr(),
+            SE_FILE_OBJECT,
+            DACL_SECURITY_INFORMATION,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut dacl,
+            std::ptr::null_mut(),
+            &mut descriptor,
+        )
+    };
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(err as i32));
+    }
+    let mut control = 0u16;
+    let mut revision = 0u32;
+    // SAFETY: `descriptor` and `dacl` (which points into it) are valid until freed.
+    let owner_only = unsafe {
+        let protected = GetSecurityDescriptorControl(descriptor, &mut control, &mut revision) != 0
+            && control & SE_DACL_PROTECTED != 0;
+        let mut ace: *mut core::ffi::c_void = std::ptr::null_mut();
+        protected
+            && !dacl.is_null()
+            && (*dacl).AceCount == 1
+            && GetAce(dacl, 0, &mut ace) != 0
+            && u32::from((*ace.cast::<ACCESS_ALLOWED_ACE>()).Header.AceType) == 0
+            && EqualSid(
+                (&raw mut (*ace.cast::<ACCESS_ALLOWED_ACE>()).SidStart).cast(),
+                sid,
+            ) != 0
+    };
+    // SAFETY: allocated by GetNamedSecurityInfoW, freed once.
+    unsafe { LocalFree(descriptor) };
+    Ok(owner_only)
+}
+
+/// The current user's TOKEN_USER, in a buffer aligned for it.
+fn current_user() -> io::Result<Vec<usize>> {
+    let mut token: HANDLE = std::ptr::null_mut();
+    // SAFETY: the pseudo-handle of this process and an out pointer.
+    check(unsafe { OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) })?;
+    // SAFETY: a new, valid handle that nothing else owns.
+    let token = unsafe { OwnedHandle::from_raw_handle(token) };
+    let mut needed = 0u32;
+    // SAFETY: asks for the size only (null buffer, zero length).
+    unsafe {
+        GetTokenInformation(
+            token.as_raw_handle() as HANDLE,
+            TokenUser,
+            std::ptr::null_mut(),
+            0,
+            &mut needed,
+        )
+    };
+    let mut buf = vec![0usize; (needed as usize).div_ceil(size_of::<usize>()).max(1)];
+    // SAFETY: `buf` has `needed` bytes or more.
+    check(unsafe {
+        GetTokenInformation(
+            token.as_raw_handle() as HANDLE,
+            TokenUser,
+            buf.as_mut_ptr().cast(),
+            (buf.len() * size_of::<usize>()) as u32,
+            &mut needed,
+        )
+    })?;
+    Ok(buf)
+}
+
+/// Whether a lock failed because the file system has none.
+pub fn lock_unsupported(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+}
+
+/// Whether two files are the same: Windows gives no file id through std's stable API, so
+/// this cannot tell; callers then rely on the compare-and-swap of the contents.
+pub fn same_file(_a: &std::fs::Metadata, _b: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// How long [`replace`] keeps trying while another program holds the target open
+/// without sharing its deletion (an editor or a client reading its config).
+const REPLACE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Replace `target` by `temp` (`MoveFileEx` with `MOVEFILE_REPLACE_EXISTING`, through
+/// std), retrying while the target is held open.
+pub fn replace(temp: &Path, target: &Path) -> io::Result<()> {
+    let deadline = Instant::now() + REPLACE_PATIENCE;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match std::fs::rename(temp, target) {
+            Ok(()) => return Ok(()),
+            Err(e) if is_held_open(&e) && Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn is_held_open(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error().map(|c| c as u32),
+        Some(ERROR_SHARING_VIOLATION | ERROR_ACCESS_DENIED | ERROR_LOCK_VIOLATION)
+    )
+}
+
+/// Nobody runs as root on Windows in the Unix sense: an elevated administrator writing a
+/// user's file leaves its ACL as it was.
+pub fn is_root() -> bool {
+    false
+}
+
+/// Windows makes a rename durable with the file's own flush; directories cannot be opened
+/// for flushing through std.
+pub fn fsync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// No atomic exchange of two names on Windows: the caller falls back to [`replace`].
+pub fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
+    Ok(false)
+}
+
+fn check(ok: windows_sys::core::BOOL) -> io::Result<()> {
+    if ok == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ending the Job ends the server and what it started, and the Job is then empty.
+    #[test]
+    fn a_killed_tree_ends_whole() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            // cmd starts a second cmd that would wait 30 s: both must go.
+            let mut command = tokio::process::Command::new("cmd.exe");
+            command.args([
+                "/c",
+                "start /b cmd /c ping -n 30 127.0.0.1 >NUL & ping -n 30 127.0.0.1 >NUL",
+            ]);
+            command
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null());
+            ProcessTree::prepare(&mut command);
+            let mut child = command.spawn().unwrap();
+            let tree = ProcessTree::adopt(&child).unwrap();
+            assert!(tree.exists());
+            tree.signal(SIGKILL).unwrap();
+            let status = child.wait().await.unwrap();
+            assert_eq!(status.code(), Some(KILLED_EXIT_CODE as i32));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while tree.exists() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert!(!tree.exists(), "a process of the tree outlived the Job");
+        });
+    }
+
+    /// `npx` in a client's config is npm's `npx.cmd` shim: found on PATH by PATHEXT, and
+    /// it runs.
+    #[test]
+    fn cmd_shims_are_found_and_run() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("shim.cmd"), "@echo shim ran %1\r\n").unwrap();
+        let path_var = std::env::join_paths([Path::new("C:\\nowhere"), dir.path()]).unwrap();
+        let found = find_program("shim".as_ref(), Some(&path_var), Some(".EXE;.CMD".as_ref()));
+        assert_eq!(
+            found.as_deref(),
+            Some(dir.path().join("shim.cmd").as_path())
+        );
+        assert_eq!(
+            find_program("shim.exe".as_ref(), Some(&path_var), None),
+            None
+        );
+        assert_eq!(find_program("absent".as_ref(), Some(&path_var), None), None);
+        let direct = dir.path().join("shim");
+        assert_eq!(
+            find_program(direct.as_os_str(), None, None).as_deref(),
+            Some(dir.path().join("shim.cmd").as_path())
+        );
+        let out = std::process::Command::new(found.unwrap())
+            .arg("hello")
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("shim ran hello"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn replace_overwrites_and_owner_only_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let (temp, target) = (dir.path().join("t"), dir.path().join("c.json"));
+        std::fs::write(&target, "old").unwrap();
+        std::fs::write(&temp, "new").unwrap();
+        replace(&temp, &target).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert!(!temp.exists());
+        assert!(!is_owner_only(&target).unwrap());
+        restrict_to_owner(dir.path()).unwrap();
+        restrict_to_owner(&target).unwrap();
+        assert!(is_owner_only(dir.path()).unwrap());
+        assert!(is_owner_only(&target).unwrap());
+        // Still ours to read and write after the ACL change.
+        std::fs::write(&target, "again").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "again");
+    }
+}
