@@ -52,7 +52,7 @@ fn parse_level(s: &str) -> Result<LogLevel, String> {
 }
 
 fn home_dir() -> miette::Result<PathBuf> {
-    match std::env::var_os("HOME") {
+    match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(PathBuf::from(h)),
         _ => Err(miette::miette!(
             help = "set HOME, or give a policy with -c and settings.log_dir",

@@ -33,3 +33,9 @@ pub fn signal_name(signal: i32) -> &'static str {
         _ => "a signal",
     }
 }
+
+/// The user's home directory as the environment gives it: `HOME`, or `USERPROFILE` where
+/// `HOME` is unset (Windows).
+pub fn home_var() -> Option<std::ffi::OsString> {
+    std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"))
+}
