@@ -1,7 +1,7 @@
 //! A Windows-shaped home (issue #28): `USERPROFILE` and `APPDATA`, no `HOME`. `init` and
 //! `wrap` find and edit the clients' Windows config locations, and the proxy, started the
 //! way a Windows client starts it, denies an SSH-key read spelled the Windows way and
-//! redacts a secret in a response, with CRLF line ends from the client.
+//! refuses a request carrying a secret, with CRLF line ends from the client.
 //!
 //! Runs natively (discovery reads the same variables on every system) and, cross-built,
 //! under Wine in CI (`.ci/cross`), where it drives `mcpwall.exe` and the fake server `.exe`.
@@ -164,7 +164,7 @@ fn init_and_wrap_edit_the_windows_config_locations() {
 }
 
 #[test]
-fn the_proxy_denies_a_windows_key_path_and_redacts_a_secret() {
+fn the_proxy_denies_a_windows_key_path_and_a_secret() {
     let home = WindowsHome::new();
     let mut child = home
         .command(&["--", FAKE_SERVER])
@@ -221,8 +221,14 @@ fn the_proxy_denies_a_windows_key_path_and_redacts_a_secret() {
         !text.contains(&key),
         "the secret reached the client: {text}"
     );
-    assert!(text.contains("REDACTED"), "{text}");
-    assert_eq!(recv()["id"], 3);
+    // The zero-config default pack denies the request already (a secret in its
+    // arguments): the server never sees it. A policy that lets it through would get the
+    // echoed response redacted (tests/proxy_e2e.rs covers that on Unix).
+    assert_eq!(said["id"], 3, "{text}");
+    assert_eq!(
+        said["error"]["data"]["rule"], "block-secrets-in-arguments",
+        "{text}"
+    );
 
     drop(send);
     drop(stdin);
