@@ -4,6 +4,7 @@
 //! (compiled once, immutable) → a [`session::Session`] judges every message, fed by the
 //! transports: the stdio [`proxy`] and `mcpwall check`. See `docs/architecture.md`.
 
+pub mod approval_queue;
 pub mod audit;
 pub mod cli;
 pub mod clients;
@@ -12,6 +13,7 @@ pub mod config;
 pub mod frame;
 pub mod guard;
 mod matcher_id;
+pub mod mcp;
 pub mod paths;
 pub mod platform;
 pub mod program;

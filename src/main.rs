@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use mcpwall::cli;
 
 /// A firewall for the Model Context Protocol.
@@ -38,14 +38,31 @@ enum Command {
     Doctor(cli::status::DoctorArgs),
     /// Review pinned tool definitions: list, diff, approve, reset, verify (exit 1 on drift).
     Pins(cli::pins::Args),
+    /// List the calls waiting for your approval, or approve (or --deny) one by its code.
+    Approve(cli::approve::Args),
     /// Red-team a server: run attacks directly and through mcpwall, report what got through.
     Scan(cli::scan::Args),
     /// Compare two scan reports (exit 1 when the second is worse or incomplete).
     Compare(cli::compare::Args),
+    /// Read the audit log: filter, summarise, follow (-f); `log verify` checks its hash chain.
+    Log(cli::log::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // clap would say "unexpected argument"; a near miss of a verb or a server command
+    // without its `--` deserves the line the user meant.
+    let verbs: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect();
+    if let Some(hint) = cli::common::misplaced_word(&argv, &verbs) {
+        eprintln!("mcpwall: error: {hint}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(argv);
+    cli::common::tighten_state_dirs();
     let result = match cli.command {
         Some(Command::Check(a)) => cli::check::run(a),
         Some(Command::ExplainPolicy(a)) => cli::explain::run(a),
@@ -56,8 +73,10 @@ fn main() -> ExitCode {
         Some(Command::Status(a)) => cli::status::run(a),
         Some(Command::Doctor(a)) => cli::status::run_doctor(a),
         Some(Command::Pins(a)) => cli::pins::run(a),
+        Some(Command::Approve(a)) => cli::approve::run(a),
         Some(Command::Scan(a)) => cli::scan::run(a),
         Some(Command::Compare(a)) => cli::compare::run(a),
+        Some(Command::Log(a)) => cli::log::run(a),
         None => cli::proxy::run(cli.proxy),
     };
     match result {

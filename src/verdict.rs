@@ -19,6 +19,8 @@ pub struct RuleId(pub u32);
 pub enum RuleAction {
     Allow,
     Deny,
+    /// Inbound only: hold the call for a human's approval.
+    Ask,
     Redact,
     /// Records an audit event; evaluation continues (like iptables' LOG target).
     LogOnly,
@@ -29,6 +31,7 @@ impl RuleAction {
         match self {
             RuleAction::Allow => "allow",
             RuleAction::Deny => "deny",
+            RuleAction::Ask => "ask",
             RuleAction::Redact => "redact",
             RuleAction::LogOnly => "log_only",
         }
@@ -42,6 +45,10 @@ pub enum Decision {
     AllowedBy(RuleId),
     /// A deny rule matched.
     DeniedBy(RuleId),
+    /// An `ask` rule matched: the call waits for a human's approval.
+    AskedBy(RuleId),
+    /// No rule matched and `default_action: ask` judges this method.
+    DefaultAsk,
     /// No rule matched; `default_action` decided (only for methods it judges).
     Default { allow: bool },
     /// No rule matched and `default_action` does not judge this method (protocol plumbing).
@@ -55,14 +62,18 @@ impl Decision {
     pub fn is_allowed(&self) -> bool {
         match self {
             Decision::AllowedBy(_) | Decision::Plumbing => true,
-            Decision::DeniedBy(_) | Decision::NulInPath => false,
+            // Not (yet) allowed: a transport that does not hold calls refuses them.
+            Decision::DeniedBy(_)
+            | Decision::NulInPath
+            | Decision::AskedBy(_)
+            | Decision::DefaultAsk => false,
             Decision::Default { allow } => *allow,
         }
     }
 
     pub fn rule(&self) -> Option<RuleId> {
         match self {
-            Decision::AllowedBy(r) | Decision::DeniedBy(r) => Some(*r),
+            Decision::AllowedBy(r) | Decision::DeniedBy(r) | Decision::AskedBy(r) => Some(*r),
             _ => None,
         }
     }
@@ -114,6 +125,14 @@ pub enum Verdict {
     Drop,
     /// mcpwall answered a request itself because the server could not (it exited).
     Error,
+    /// A call held for a human's approval (an `ask` rule or `default_action: ask`).
+    Ask,
+    /// A held call the human approved: forwarded as it came.
+    Approved,
+    /// A held call the human declined (or the client answered with an error).
+    Declined,
+    /// A held call nobody answered within `ask_timeout_seconds`: refused.
+    TimedOut,
 }
 
 impl Verdict {
@@ -127,6 +146,10 @@ impl Verdict {
             Verdict::LogOnly => "log_only",
             Verdict::Drop => "drop",
             Verdict::Error => "error",
+            Verdict::Ask => "ask",
+            Verdict::Approved => "approved",
+            Verdict::Declined => "declined",
+            Verdict::TimedOut => "timed_out",
         }
     }
 }

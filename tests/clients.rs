@@ -303,13 +303,13 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n",
     );
     let file = sandbox.root().join("elsewhere/mcp.json");
-    let out = sandbox.run_client(&["wrap", "x", "--config", file.to_str().unwrap()]);
+    let out = sandbox.run_client(&["wrap", "x", "--client-file", file.to_str().unwrap()]);
     assert_eq!(code(&out), 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains("--client"));
     let out = sandbox.run_client(&[
         "wrap",
         "x",
-        "--config",
+        "--client-file",
         file.to_str().unwrap(),
         "--client",
         "cursor",
@@ -334,6 +334,8 @@ fn wrap_with_config_names_a_file_outside_the_usual_places() {
         "cursor",
     ]);
     assert_eq!(code(&out), 0);
+    // The old spelling works, and says what it is called now.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--client-file"));
     assert_eq!(
         sandbox.read("elsewhere/mcp.json"),
         "{\n  \"mcpServers\": {\n    \"x\": { \"command\": \"srv\" }\n  }\n}\n"
@@ -2336,7 +2338,7 @@ fn r29_every_verb_creates_its_state_owner_only() {
     }
     let verbs: [&[&str]; 5] = [
         &["doctor"],
-        &["trust"],
+        &["trust", "--yes"],
         &["wrap", "x"],
         &["init", "--yes"],
         &["--server-name", "x", "--", "sh", "-c", "cat"],
@@ -2391,7 +2393,7 @@ fn r29_trust_never_writes_through_a_planted_temp_symlink() {
         )
         .unwrap();
     }
-    let out = sandbox.run_client(&["trust"]);
+    let out = sandbox.run_client(&["trust", "--yes"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(sandbox.read("home/.bashrc"), "# mine\n");
     let store = sandbox.read("home/.mcpwall/trusted.json");

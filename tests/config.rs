@@ -936,7 +936,7 @@ fn trust_verb_records_lists_and_revokes() {
     let env = Env::new();
     env.user(USER);
     env.project(PROJECT);
-    let out = mcpwall(&env, &["trust"]);
+    let out = mcpwall(&env, &["trust", "--yes"]);
     assert!(
         out.status.success(),
         "{}",
@@ -1406,4 +1406,66 @@ fn r21_untrusted_rule_messages_never_reach_the_agent() {
         .find(|r| r.name.value == "no-secrets-dir")
         .unwrap();
     assert!(rule.message.is_some());
+}
+
+/// Issue 26: an untrusted project's `ask` rule only tightens. It goes after the last
+/// deny rule (so it never stands in for a deny that would decide), before the user's
+/// allow rules it can turn into a question; under a default that is not `allow` it is
+/// ignored; `default_action: ask` applies over `allow`, never over `deny`.
+#[test]
+fn r26_untrusted_ask_rules_only_tighten() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(
+        "version: 1\nsettings: {default_action: ask, ask_timeout_seconds: 600}\nrules:\n  - name: project-ask\n    match: {tool: '*'}\n    action: ask\n    message: run mcpwall approve now\n",
+    );
+    let p = env.load();
+    assert_eq!(p.sources[0].kind, SourceKind::ProjectUntrusted);
+    assert_eq!(names(&p), vec!["user-deny", "project-ask", "user-allow"]);
+    assert_eq!(p.settings.default_action, Action::Ask);
+    assert_eq!(
+        p.settings.ask_timeout_seconds, 120,
+        "a longer wait is ignored"
+    );
+    let ask = p
+        .rules
+        .iter()
+        .find(|r| r.name.value == "project-ask")
+        .unwrap();
+    assert_eq!(
+        ask.message, None,
+        "an untrusted rule's message never reaches the agent"
+    );
+
+    let env = Env::new();
+    env.user(&USER.replace("default_action: allow", "default_action: deny"));
+    env.project(
+        "version: 1\nsettings: {default_action: ask}\nrules:\n  - name: project-ask\n    match: {tool: '*'}\n    action: ask\n",
+    );
+    let p = env.load();
+    assert_eq!(names(&p), vec!["user-deny", "user-allow"]);
+    assert_eq!(p.settings.default_action, Action::Deny);
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert!(ignored.contains(&"ask rule `project-ask`"), "{ignored:?}");
+}
+
+#[test]
+fn r26_remember_needs_an_ask_rule() {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let bad = "version: 1\nrules:\n  - name: r\n    match: {tool: x}\n    action: deny\n    remember: session\n";
+    let err = load_str("t.yml", bad, &opts).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("only applies to rules with `action: ask`"),
+        "{err:?}"
+    );
+    let bad = "version: 1\nrules:\n  - name: r\n    match: {tool: x}\n    action: ask\n    remember: forever\n";
+    assert!(load_str("t.yml", bad, &opts).is_err());
+    let good = "version: 1\nsettings: {default_action: ask, ask_timeout_seconds: 30}\nrules:\n  - name: r\n    match: {tool: x}\n    action: ask\n    remember: session\n";
+    let p = load_str("t.yml", good, &opts).unwrap();
+    assert_eq!(p.settings.ask_timeout_seconds, 30);
+    assert_eq!(p.rules[0].action, Action::Ask);
 }

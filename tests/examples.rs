@@ -184,6 +184,7 @@ fn every_builtin_example_holds() {
                 let expected = match rule.action {
                     Action::Allow => Decision::AllowedBy(RuleId(i as u32)),
                     Action::Deny => Decision::DeniedBy(RuleId(i as u32)),
+                    Action::Ask => Decision::AskedBy(RuleId(i as u32)),
                 };
                 if full != expected {
                     let by = match full {

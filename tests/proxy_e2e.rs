@@ -330,7 +330,12 @@ impl Proxy {
         let mut events = Vec::new();
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries {
-                let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+                let path = e.unwrap().path();
+                // Day files only: their seals (`.audit.seal`) are not events.
+                if !path.to_string_lossy().ends_with(".audit.jsonl") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(path).unwrap();
                 for line in text.lines() {
                     events.push(serde_json::from_str(line).expect("audit lines are JSON"));
                 }
@@ -1248,10 +1253,21 @@ fn audit_events_have_the_documented_fields() {
             "action",
             "rule",
             "message",
+            "prev",
+            "hash",
         ] {
             assert!(e.get(key).is_some(), "{key} missing in {e}");
         }
     }
+    // The denial says what was asked for, masked: never the denied argument in clear.
+    let denied = events.iter().find(|e| e["action"] == "deny").unwrap();
+    assert_eq!(denied["request"], "path: /roo…[8 chars]", "{denied}");
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["action"] != "deny")
+            .all(|e| e.get("request").is_none())
+    );
     let answered = events
         .iter()
         .find(|e| e["direction"] == "outbound")
@@ -1593,6 +1609,45 @@ fn r21_untrusted_outbound_rule_does_not_switch_off_secret_redaction() {
         "{}",
         p.stderr_text()
     );
+}
+
+/// An untrusted file's redact and deny rules apply in addition to what the trusted rules
+/// decided: its marker is redacted next to the built-in secret redaction, and its deny
+/// refuses a response a trusted rule allowed.
+#[test]
+fn r21_untrusted_redact_and_deny_apply_in_addition_to_trusted_decisions() {
+    let key = fake_aws_key();
+    let mut p = Proxy::with(Setup {
+        env: vec![
+            ("R21_BOTH", format!("HARMLESS-MARKER key={key}")),
+            ("R21_ALLOWED", "INTERNAL-ONLY build notes".to_string()),
+        ],
+        user_file: Some(
+            "version: 1\nextends: [default]\noutbound_rules:\n  - name: trust-build-notes\n    match: {response_contains: [build notes]}\n    action: allow\n",
+        ),
+        project_file: Some(
+            "version: 1\noutbound_rules:\n  - name: tidy-marker\n    match: {response_contains: [HARMLESS-MARKER]}\n    action: redact\n  - name: no-internal\n    match: {response_contains: [INTERNAL-ONLY]}\n    action: deny\n",
+        ),
+        ..Setup::default()
+    });
+    handshake(&mut p);
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"fake/env","params":{"name":"R21_BOTH"}}"#);
+    let line = p.recv_str();
+    assert!(line.contains("\"id\":2"), "{line}");
+    assert!(!line.contains(&key), "the secret got through: {line}");
+    assert!(
+        !line.contains("HARMLESS-MARKER"),
+        "the untrusted redaction did not stack on the built-in one: {line}"
+    );
+    p.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"fake/env","params":{"name":"R21_ALLOWED"}}"#);
+    let line = p.recv_str();
+    assert!(line.contains("\"id\":3"), "{line}");
+    assert!(
+        !line.contains("INTERNAL-ONLY"),
+        "a trusted allow switched off the untrusted deny: {line}"
+    );
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
 }
 
 /// `extends: [default]` plus one ordinary allow rule used to re-open `.env` files, because

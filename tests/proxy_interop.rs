@@ -8,7 +8,10 @@
 //!   user's would be, against issue 21's bypasses: an untrusted project file's outbound rule
 //!   (official filesystem server), a user allow rule over a built-in deny (the same), the
 //!   agent approving its own tools through a shell tool, and a rug-pulled tool, also with the
-//!   call pipelined behind the list (`trust_server.py`).
+//!   call pipelined behind the list (`trust_server.py`);
+//! - `tests/interop/ask.py`: the same client against `action: ask` (issue 26): approved,
+//!   declined and unanswered elicitations, `remember: session`, and a client without
+//!   elicitation answered through `mcpwall approve` (`trust_server.py`'s shell mode).
 //!
 //! `.ci/run` installs their dependencies (pinned) into `tests/interop/.venv` and
 //! `tests/interop/node_modules`. Without them each test is skipped with a loud message,
@@ -80,4 +83,9 @@ fn official_sdk_client_and_a_misbehaving_server_through_mcpwall() {
 #[test]
 fn official_sdk_client_against_trust_bypasses_through_mcpwall() {
     run_interop_script("trust.py", &["mcp-server-filesystem"]);
+}
+
+#[test]
+fn official_sdk_client_answers_ask_rules_through_mcpwall() {
+    run_interop_script("ask.py", &[]);
 }

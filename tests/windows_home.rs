@@ -1,7 +1,7 @@
 //! A Windows-shaped home (issue #28): `USERPROFILE` and `APPDATA`, no `HOME`. `init` and
 //! `wrap` find and edit the clients' Windows config locations, and the proxy, started the
 //! way a Windows client starts it, denies an SSH-key read spelled the Windows way and
-//! refuses a request carrying a secret, with CRLF line ends from the client.
+//! redacts a secret the server sends back, with CRLF line ends from the client.
 //!
 //! Runs natively (discovery reads the same variables on every system) and, cross-built,
 //! under Wine in CI (`.ci/cross`), where it drives `mcpwall.exe` and the fake server `.exe`.
@@ -164,10 +164,15 @@ fn init_and_wrap_edit_the_windows_config_locations() {
 }
 
 #[test]
-fn the_proxy_denies_a_windows_key_path_and_a_secret() {
+fn the_proxy_denies_a_windows_key_path_and_redacts_a_secret() {
     let home = WindowsHome::new();
+    // A secret the server itself holds (in its environment, which it inherits from
+    // mcpwall) and sends back when asked: it must be redacted on the way out. (Put in a
+    // request instead, the default pack refuses it inbound, before the server sees it.)
+    let key = fakes::fake("aws-access-key-id").unwrap();
     let mut child = home
         .command(&["--", FAKE_SERVER])
+        .env("FAKE_SERVER_SECRET", &key)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -206,31 +211,20 @@ fn the_proxy_denies_a_windows_key_path_and_a_secret() {
         "{denied}"
     );
 
-    let key = fakes::fake("aws-access-key-id").unwrap();
-    let server_line = format!(
-        r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"key={key}"}}]}}}}"#
-    );
-    let say = serde_json::json!({
-        "jsonrpc": "2.0", "id": 3, "method": "fake/say",
-        "params": {"lines": [server_line]},
-    });
-    send(&say.to_string());
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"fake/env","params":{"name":"FAKE_SERVER_SECRET"}}"#);
     let said = recv();
     let text = said.to_string();
+    assert_eq!(said["id"], 3, "{text}");
     assert!(
         !text.contains(&key),
         "the secret reached the client: {text}"
     );
-    // The zero-config default pack denies the request already (a secret in its
-    // arguments): the server never sees it. A policy that lets it through would get the
-    // echoed response redacted (tests/proxy_e2e.rs covers that on Unix).
-    assert_eq!(said["id"], 3, "{text}");
-    assert_eq!(
-        said["error"]["data"]["rule"], "block-secrets-in-arguments",
-        "{text}"
+    let value = said["result"]["value"].as_str().unwrap_or_default();
+    assert!(
+        value.contains("REDACTED") || value.contains("redacted"),
+        "the server's answer came back without its secret, redacted in place: {text}"
     );
 
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");

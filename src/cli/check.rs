@@ -7,8 +7,9 @@
 //!
 //! Every message gets one verdict, printed in input order. A malformed line is reported
 //! with its reason and checking goes on, so one run shows every problem; the exit code is
-//! then 2. Otherwise the exit code is 1 when anything was denied, redacted or blocked, and
-//! 0 when everything was allowed.
+//! then 2. Otherwise the exit code is 1 when anything was denied, redacted, blocked or held
+//! for approval (`ASK`: an `ask` rule matched; nobody is asked here), and 0 when
+//! everything was allowed.
 //!
 //! Direction (`--direction auto`): requests and notifications are client messages judged by
 //! the inbound rules, except the methods only a server sends (`sampling/createMessage`,
@@ -37,10 +38,11 @@ use serde::Serialize;
 use crate::config::policy::LogLevel;
 use crate::config::policy::{Policy, Span};
 use crate::config::{self, LoadOptions};
-use crate::frame::{Frame, Limits, Message, MessageKind, Parsed, TokenKind};
+use crate::frame::{Frame, Limits, Message, MessageKind, Parsed};
 use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::secrets::{DetectorCache, Finding};
+use crate::session::preview;
 use crate::session::{self, Judgement, Line, Outbox, Peer, RuleRef, Session, Verdict};
 use crate::verdict::RuleId;
 
@@ -101,30 +103,6 @@ const SERVER_METHODS: &[&str] = &[
     "notifications/prompts/list_changed",
 ];
 
-/// Argument names whose value best says what a call is about, most telling first.
-const TELLING_ARGS: &[&str] = &[
-    "command",
-    "cmd",
-    "path",
-    "paths",
-    "uri",
-    "url",
-    "file",
-    "file_path",
-    "filepath",
-    "filename",
-    "source",
-    "destination",
-    "directory",
-    "cwd",
-    "query",
-    "pattern",
-    "name",
-];
-
-/// Longest argument value shown in the text format, in characters.
-const SHOWN_CHARS: usize = 80;
-
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let opts = load_options(args.config.clone())?;
     let policy = config::load(&opts)?;
@@ -150,6 +128,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .lock()
             .read_to_end(&mut buf)
             .map_err(|e| miette::miette!("cannot read stdin: {e}"))?;
+        // Nothing judged is not "everything allowed": exit 0 here would pass a CI step
+        // whose frames never arrived.
+        if buf.iter().all(u8::is_ascii_whitespace) {
+            return Err(miette::miette!(
+                help =
+                    "pipe JSON-RPC frames in (one frame, a batch, or JSONL), or pass --input JSON",
+                "read nothing on stdin: there is no frame to judge"
+            ));
+        }
         vec![buf]
     } else {
         args.input.iter().map(|s| s.clone().into_bytes()).collect()
@@ -311,6 +298,8 @@ enum Kind {
     Deny,
     Redact,
     Block,
+    /// Held for a human's approval (`action: ask`): not forwarded without one.
+    Ask,
 }
 
 impl Kind {
@@ -320,6 +309,7 @@ impl Kind {
             Kind::Deny => "deny",
             Kind::Redact => "redact",
             Kind::Block => "block",
+            Kind::Ask => "ask",
         }
     }
 
@@ -329,6 +319,7 @@ impl Kind {
             Kind::Deny => "✗ DENY",
             Kind::Redact => "~ REDACT",
             Kind::Block => "✗ BLOCK",
+            Kind::Ask => "? ASK",
         }
     }
 
@@ -336,7 +327,7 @@ impl Kind {
         match self {
             Kind::Allow => "\x1b[32m",
             Kind::Deny | Kind::Block => "\x1b[1;31m",
-            Kind::Redact => "\x1b[33m",
+            Kind::Redact | Kind::Ask => "\x1b[33m",
         }
     }
 }
@@ -355,7 +346,8 @@ struct Report<'a> {
     /// What the message is about (an argument value, or "response to id 3").
     subject: String,
     rule: Option<(&'a str, Span)>,
-    /// The rule that decided, written as `default_action: deny` when none did.
+    /// A built-in reason that decided (`mcpwall:default_action` when no rule did), as the
+    /// audit log and `explain-policy` name it.
     rule_text: Option<String>,
     message: Option<String>,
     redactions: Vec<(&'a str, usize, Vec<String>)>,
@@ -598,6 +590,10 @@ impl<'p> Checker<'p> {
             Verdict::Deny | Verdict::Drop | Verdict::Error => Kind::Deny,
             Verdict::Redact => Kind::Redact,
             Verdict::Block => Kind::Block,
+            Verdict::Ask => Kind::Ask,
+            // The session reports these only after a human answered; `check` asks no one.
+            Verdict::Approved => Kind::Allow,
+            Verdict::Declined | Verdict::TimedOut => Kind::Deny,
         };
         let (rule, rule_text, message) = match e.rule {
             Some(RuleRef::Inbound(r)) => {
@@ -614,9 +610,9 @@ impl<'p> Checker<'p> {
             }
             // An allowed call names no rule when no rule decided.
             Some(RuleRef::Builtin(_)) | None if kind == Kind::Allow => (None, None, None),
-            Some(RuleRef::Builtin("mcpwall:default_action")) => (
+            Some(RuleRef::Builtin(name @ "mcpwall:default_action")) => (
                 None,
-                Some("default_action: deny".to_string()),
+                Some(name.to_string()),
                 Some("no rule allows this call".to_string()),
             ),
             Some(RuleRef::Builtin(name)) => (
@@ -657,7 +653,7 @@ impl<'p> Checker<'p> {
         if let Some(f) = frame {
             for r in &j.redactions {
                 let name = self.program.label(r.label);
-                let preview = mask(&decode_raw(&f.raw[r.raw.clone()]));
+                let preview = preview::mask(&preview::decode_raw(&f.raw[r.raw.clone()]));
                 match grouped.iter_mut().find(|(n, _, _)| *n == name) {
                     Some((_, count, previews)) => {
                         *count += 1;
@@ -716,35 +712,15 @@ impl<'p> Checker<'p> {
     /// The argument value that best says what a message is about, shortened, with control
     /// characters escaped and any secret in it masked.
     fn telling_value(&mut self, frame: &Frame<'_>, msg: &Message) -> String {
-        let tokens = frame.tokens();
-        let mut best: Option<(usize, &str)> = None;
-        let rank_of = |key: Option<&crate::frame::Token>| {
-            key.filter(|k| k.kind == TokenKind::Key)
-                .and_then(|k| TELLING_ARGS.iter().position(|t| *t == frame.text(k.text)))
-                .unwrap_or(TELLING_ARGS.len())
-        };
-        for i in msg.args.clone() {
-            let tok = &tokens[i];
-            if tok.kind != TokenKind::String {
-                continue;
-            }
-            // Rank by the value's own key (`path` inside `arguments` of a look-alike
-            // method) and by the top-level argument it sits in, whichever tells more.
-            let own_key = i.checked_sub(1).map(|k| &tokens[k]);
-            let rank = rank_of(own_key).min(rank_of(tokens.get(tok.arg as usize)));
-            if best.is_none_or(|(r, _)| rank < r) {
-                best = Some((rank, frame.text(tok.text)));
-            }
-        }
-        let Some((_, value)) = best else {
+        let Some((_, value)) = preview::telling_arg(frame, msg) else {
             return String::new();
         };
-        self.findings.clear();
-        self.program
-            .detector()
-            .find(value, &mut self.detector_cache, &mut self.findings);
-        let masked = mask_findings(value, &self.findings);
-        shorten(&escape_controls(&masked), SHOWN_CHARS)
+        preview::shown_value(
+            value,
+            self.program.detector(),
+            &mut self.detector_cache,
+            &mut self.findings,
+        )
     }
 
     fn write_error(&self, line: usize, reason: &str, out: &mut impl Write) -> std::io::Result<()> {
@@ -805,7 +781,7 @@ impl<'p> Checker<'p> {
                 let mut head = self.paint(r.kind.ansi(), &label);
                 for col in [&r.method, &r.tool].into_iter().flatten() {
                     head.push(' ');
-                    head.push_str(&escape_controls(col));
+                    head.push_str(&preview::escape_controls(col));
                     head.push(' ');
                 }
                 if !r.subject.is_empty() {
@@ -836,6 +812,10 @@ impl<'p> Checker<'p> {
                             )?;
                         }
                     }
+                    Kind::Ask => writeln!(
+                        out,
+                        "  Held: waits for a human's approval; refused without one"
+                    )?,
                     Kind::Allow => {}
                 }
                 for name in &r.logged {
@@ -855,88 +835,9 @@ impl<'p> Checker<'p> {
     }
 }
 
-/// The text of a raw JSON string slice (escapes decoded where they are whole).
-fn decode_raw(raw: &[u8]) -> String {
-    let quoted = [b"\"", raw, b"\""].concat();
-    serde_json::from_slice::<String>(&quoted)
-        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
-}
-
-/// A secret shown safely: its first four characters, then how many are hidden.
-fn mask(secret: &str) -> String {
-    let total = secret.chars().count();
-    let shown: String = secret.chars().take(4).collect();
-    format!(
-        "{}…[{} chars]",
-        escape_controls(&shown),
-        total.saturating_sub(4)
-    )
-}
-
-/// `text` with every finding replaced by its masked preview.
-fn mask_findings(text: &str, findings: &[Finding]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for f in findings {
-        if f.range.start < at {
-            continue;
-        }
-        out.push_str(&text[at..f.range.start]);
-        out.push_str(&mask(&text[f.range.clone()]));
-        at = f.range.end;
-    }
-    out.push_str(&text[at..]);
-    out
-}
-
-/// Control characters (newlines, terminal escapes) written as escapes, so a frame cannot
-/// rewrite the user's terminal or forge extra verdict lines.
-fn escape_controls(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// At most `max` characters, with `…` when cut.
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut cut: String = s.chars().take(max - 1).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mask_shows_four_characters_and_the_hidden_count() {
-        assert_eq!(mask("ABCDEFGH"), "ABCD…[4 chars]");
-        assert_eq!(mask("AB"), "AB…[0 chars]");
-    }
-
-    #[test]
-    fn controls_are_escaped() {
-        assert_eq!(escape_controls("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
-        assert_eq!(escape_controls("plain"), "plain");
-    }
-
-    #[test]
-    fn shorten_cuts_on_characters() {
-        assert_eq!(shorten("ééééé", 3), "éé…");
-        assert_eq!(shorten("abc", 3), "abc");
-    }
 
     #[test]
     fn pretty_printed_frame_is_one_frame() {

@@ -20,11 +20,12 @@ use serde::ser::SerializeMap;
 
 use crate::compile::shadow::Shadow;
 use crate::config::policy::{
-    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, Matcher,
-    OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction, Settings,
-    SourceKind, Span,
+    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, LogRetention,
+    Matcher, OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction,
+    Settings, SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
+use crate::mcp::REQUEST_METHODS;
 use crate::paths::PathEnv;
 use crate::program::{JUDGED_METHODS, Program};
 
@@ -154,7 +155,7 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
     }
     let _ = writeln!(
         w,
-        "  then: no rule matched -> default_action {} for {}; protocol messages (initialize, ping, */list, notifications) are allowed",
+        "  then: no rule matched -> default_action {} for {} (named `mcpwall:default_action` in verdicts and the audit log); protocol messages (initialize, ping, */list, notifications) are allowed",
         action_word(policy.settings.default_action),
         JUDGED_METHODS.join(", ")
     );
@@ -538,6 +539,7 @@ fn action_word(a: Action) -> &'static str {
     match a {
         Action::Allow => "allow",
         Action::Deny => "deny",
+        Action::Ask => "ask",
     }
 }
 
@@ -545,6 +547,7 @@ fn outbound_action_word(a: RuleAction) -> &'static str {
     match a {
         RuleAction::Allow => "allow",
         RuleAction::Deny => "deny",
+        RuleAction::Ask => "ask",
         RuleAction::Redact => "redact",
         RuleAction::LogOnly => "log_only",
     }
@@ -575,27 +578,6 @@ fn redact_marker_word(r: RedactMarker) -> &'static str {
 
 // ---------------------------------------------------------------------------------------
 // Warnings
-
-/// The MCP methods a rule can sensibly name; a literal method outside this list (and not
-/// a notification) is most likely a typo.
-const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "sampling/createMessage",
-    "elicitation/create",
-    "roots/list",
-];
 
 /// Every finding about rules that can never match or never decide, in rule order.
 pub fn warnings(policy: &Policy) -> Vec<String> {
@@ -635,6 +617,7 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
                     match rule.action {
                         Action::Allow => "allows",
                         Action::Deny => "denies",
+                        Action::Ask => "asks about",
                     }
                 ));
             } else {
@@ -643,6 +626,7 @@ pub fn warnings(policy: &Policy) -> Vec<String> {
                     match earlier.action {
                         Action::Allow => "allows",
                         Action::Deny => "denies",
+                        Action::Ask => "asks about",
                     }
                 ));
             }
@@ -718,12 +702,12 @@ fn never_matches(method: &str, tool: Option<&str>) -> Vec<String> {
 /// A hint when a literal method is not an MCP method.
 fn unknown_method(method: &str) -> Option<String> {
     if !is_literal(method)
-        || KNOWN_METHODS.contains(&method)
+        || REQUEST_METHODS.contains(&method)
         || method.starts_with("notifications/")
     {
         return None;
     }
-    let closest = KNOWN_METHODS
+    let closest = REQUEST_METHODS
         .iter()
         .map(|m| (strsim::levenshtein(m, method), *m))
         .min()
@@ -997,6 +981,14 @@ struct YamlSettings {
     circuit_breaker: Option<YamlBreaker>,
     #[serde(skip_serializing_if = "Option::is_none")]
     backups: Option<YamlBackups>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log_retention: Option<YamlRetention>,
+}
+
+#[derive(Serialize)]
+struct YamlRetention {
+    max_days: u32,
+    max_mb: u32,
 }
 
 #[derive(Serialize)]
@@ -1056,6 +1048,10 @@ impl From<&Settings> for YamlSettings {
             backups: (s.backups != BackupSettings::default()).then_some(YamlBackups {
                 keep: s.backups.keep,
                 max_age_days: s.backups.max_age_days,
+            }),
+            log_retention: (s.log_retention != LogRetention::default()).then_some(YamlRetention {
+                max_days: s.log_retention.max_days,
+                max_mb: s.log_retention.max_mb,
             }),
         }
     }

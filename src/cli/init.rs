@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use miette::{IntoDiagnostic, miette};
 
-use super::wrap::{finish, lock, report_broken, server_label, wrapper};
+use super::wrap::{finish, lock, report_broken, server_label, wrappable, wrapper};
 use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 
 /// Arguments of `mcpwall init`.
@@ -24,8 +24,12 @@ pub struct Args {
     pub force: bool,
     /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
     /// start servers with a shorter PATH, such as macOS apps opened from the Dock).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "bare_command")]
     pub absolute_path: bool,
+    /// Write `mcpwall` (found on PATH) instead of an absolute path; refused unless the
+    /// `mcpwall` on PATH is this binary or a byte-identical copy of it.
+    #[arg(long)]
+    pub bare_command: bool,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -96,19 +100,45 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ask_which(&candidates)?
     };
 
-    write_config(&ws, profile, &args, interactive, &mut out)?;
+    let config = write_config(&ws, profile, &args, interactive, &mut out)?;
     drop(out);
-    if chosen.is_empty() {
+    // A refused replacement is a failure the user must see (and a dry run ends the same
+    // way the real run would); the servers are still wrapped, under the policy kept.
+    if let ConfigOutcome::Refused(why) = &config {
+        eprintln!("mcpwall: error: {why}");
+    }
+    let refused = matches!(config, ConfigOutcome::Refused(_));
+    let code = if chosen.is_empty() {
         let broken = report_broken(&ws, &mut std::io::stdout().lock());
-        println!("no servers to wrap");
-        return Ok(if broken {
+        println!(
+            "{}",
+            if args.dry_run {
+                "no servers to wrap (dry run: nothing was written)"
+            } else {
+                "no servers to wrap"
+            }
+        );
+        if broken {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS
-        });
-    }
-    let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
-    finish(&ws, changes, args.dry_run, args.force)
+        }
+    } else {
+        let wrapper = wrapper(args.absolute_path, args.bare_command)?;
+        let changes = ws.plan_wrap(&chosen, &wrapper);
+        finish(&ws, changes, args.dry_run, args.force, Some(&wrapper))?
+    };
+    Ok(if refused { ExitCode::from(1) } else { code })
+}
+
+/// What became of `~/.mcpwall/config.yml`.
+enum ConfigOutcome {
+    /// Written, already right, or (dry run) would be written.
+    Done,
+    /// The user answered no on the terminal.
+    Kept,
+    /// Not replaced without `--force` and no one to ask: the reason.
+    Refused(String),
 }
 
 /// Print every server found; return the wrappable ones, in print order.
@@ -117,11 +147,7 @@ fn list_servers(ws: &Workspace, out: &mut impl Write) -> Vec<(usize, usize)> {
     let wrappable: Vec<_> = all
         .iter()
         .copied()
-        .filter(|&(d, s)| match &ws.docs[d].servers[s].state {
-            EntryState::Unwrapped { .. } => true,
-            EntryState::WrappedByOriginal { options, .. } => options.unknown.is_empty(),
-            _ => false,
-        })
+        .filter(|&(d, s)| wrappable(&ws.docs[d].servers[s].state))
         .collect();
     let _ = writeln!(
         out,
@@ -222,14 +248,15 @@ fn prompt(question: &str) -> miette::Result<String> {
     Ok(line)
 }
 
-/// Write `~/.mcpwall/config.yml`, asking before replacing a different existing file.
+/// Write `~/.mcpwall/config.yml`, asking before replacing a different existing file. A
+/// dry run decides exactly as the real run would and shows that decision.
 fn write_config(
     ws: &Workspace,
     profile: &str,
     args: &Args,
     interactive: bool,
     out: &mut impl Write,
-) -> miette::Result<()> {
+) -> miette::Result<ConfigOutcome> {
     let dir = ws.env.mcpwall_dir();
     let path = dir.join("config.yml");
     let shown = ws.display_path(&path);
@@ -241,46 +268,66 @@ fn write_config(
     };
     if existing.as_deref() == Some(wanted.as_str()) {
         let _ = writeln!(out, "{shown}: already extends the `{profile}` profile");
-        return Ok(());
+        return Ok(ConfigOutcome::Done);
     }
-    if args.dry_run {
-        let _ = write!(
-            out,
-            "{}",
-            clients::unified_diff(&shown, existing.as_deref().unwrap_or(""), &wanted)
-        );
-        return Ok(());
-    }
-    if existing.is_some() {
-        let replace = args.force
-            || (interactive
-                && matches!(
-                    prompt(&format!(
-                        "{shown} exists and differs; replace it (a backup is kept)? [y/N] "
-                    ))?
-                    .trim()
-                    .to_ascii_lowercase()
-                    .as_str(),
-                    "y" | "yes"
-                ));
+    let colour = super::common::colour_stdout();
+    if existing.is_some() && !args.force {
+        let refusal = || {
+            format!(
+                "{shown} exists and differs from the `{profile}` profile's file; it was not replaced (pass --force to replace it; a backup is kept)"
+            )
+        };
+        if args.dry_run {
+            let _ = writeln!(
+                out,
+                "{shown}: would {} (it exists and differs; --force replaces it, keeping a backup)",
+                if interactive {
+                    "ask before replacing it"
+                } else {
+                    "keep your existing policy"
+                }
+            );
+            return Ok(if interactive {
+                ConfigOutcome::Kept
+            } else {
+                ConfigOutcome::Refused(refusal())
+            });
+        }
+        let replace = interactive
+            && matches!(
+                prompt(&format!(
+                    "{shown} exists and differs; replace it (a backup is kept)? [y/N] "
+                ))?
+                .trim()
+                .to_ascii_lowercase()
+                .as_str(),
+                "y" | "yes"
+            );
         if !replace {
             let _ = writeln!(
                 out,
                 "{shown}: kept your existing policy (pass --force to replace it with the `{profile}` profile; a backup is kept)"
             );
-            return Ok(());
+            return Ok(if interactive {
+                ConfigOutcome::Kept
+            } else {
+                ConfigOutcome::Refused(refusal())
+            });
         }
-        let backup = fsio::write_backup(
-            &dir.join("backups"),
-            &path,
-            existing.as_deref().unwrap_or_default(),
-        )
-        .into_diagnostic()?;
+    }
+    if args.dry_run {
+        let diff = clients::unified_diff(&shown, existing.as_deref().unwrap_or(""), &wanted);
+        let _ = write!(out, "{}", super::common::paint_diff(colour, &diff));
+        return Ok(ConfigOutcome::Done);
+    }
+    if let Some(existing) = &existing {
+        let backup = fsio::write_backup(&dir.join("backups"), &path, existing).into_diagnostic()?;
         let _ = writeln!(out, "{shown}: backed up to {}", ws.display_path(&backup));
     }
+    fsio::private_dir(&dir).into_diagnostic()?;
     fsio::write_atomic(&path, existing.as_deref(), &wanted).into_diagnostic()?;
     let _ = writeln!(out, "{shown}: written, extends the `{profile}` profile");
-    Ok(())
+    Ok(ConfigOutcome::Done)
 }
 
 #[cfg(test)]

@@ -161,6 +161,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 before_kill: Duration::from_millis(args.kill_grace_ms),
             },
             guard: Some(Arc::new(guard)),
+            home: Some(home.clone()),
         };
         // The server starts (about a millisecond for a small one) while the validated
         // policy compiles. Compiling can still fail on what loading does not check (all of
@@ -195,6 +196,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
                 session: new_session_id(),
                 server: server_name,
+                retention: Some(crate::audit::retention::Cap {
+                    max_days: settings.log_retention.max_days,
+                    max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
+                }),
             },
             program.clone() as Arc<dyn Names>,
         );

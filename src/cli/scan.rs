@@ -44,6 +44,12 @@ pub struct Args {
     /// Run only these attack ids (comma-separated); the rest are SKIPPED.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Run the protected side through another stdio MCP firewall instead of this mcpwall:
+    /// its command prefix, e.g. 'npx -y mcpwall --' (words split on spaces, or a JSON argv).
+    /// The report names it and its version; the policy options then only size the flood
+    /// attacks (the proxy applies its own policy).
+    #[arg(long, value_name = "PREFIX")]
+    pub proxy: Option<String>,
     /// Seconds to wait for each answer from the server.
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
@@ -131,6 +137,22 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             )
         }
     };
+    let proxy = match &args.proxy {
+        None => None,
+        Some(text) => Some(redteam::Proxy::parse(text).map_err(|e| {
+            miette::miette!(
+                help = r#"give the firewall's command prefix, e.g. --proxy 'npx -y mcpwall --' or --proxy '["my firewall","--"]'"#,
+                "--proxy: {e}"
+            )
+        })?),
+    };
+    let label = match &proxy {
+        Some(p) => format!(
+            "{label}; sizes the flood attacks only, {} applies its own",
+            p.label
+        ),
+        None => label,
+    };
     let opts = ScanOptions {
         exe,
         server,
@@ -139,6 +161,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         seed: args.seed.unwrap_or_else(random_seed),
         timeout: Duration::from_secs(args.timeout.max(1)),
         only: args.only.clone(),
+        proxy,
     };
     let show_progress = !args.no_progress && !args.quiet && std::io::stderr().is_terminal();
     let report = redteam::run(&opts, |done, total, id| {

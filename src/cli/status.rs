@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
 
+use super::common::sgr;
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
     self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
@@ -21,6 +22,77 @@ pub struct Args {}
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {}
 
+/// The directory a client starts a server in, where the proxy looks for `.mcpwall.yml`:
+/// the project of a project file (or of a `~/.claude.json` local entry), else home.
+fn server_dir(env: &Env, doc: &Doc, server: &Server) -> PathBuf {
+    match &server.project {
+        Some(p) => PathBuf::from(p),
+        None => doc
+            .file
+            .project_dir(env)
+            .unwrap_or_else(|| env.home.clone()),
+    }
+}
+
+/// The policy file given with `-c FILE`, `--config FILE` or `--config=FILE` among a
+/// wrapped entry's mcpwall options.
+fn explicit_policy(options: &[String]) -> Option<&str> {
+    for (i, option) in options.iter().enumerate() {
+        if let Some(file) = option.strip_prefix("--config=") {
+            return Some(file);
+        }
+        if option == "-c" || option == "--config" {
+            return options.get(i + 1).map(String::as_str);
+        }
+    }
+    None
+}
+
+/// Whether the policy each wrapped entry will start under loads and compiles, as the
+/// proxy will load it there: its `-c` file, or the project's and the user's files. Each
+/// distinct policy is loaded once.
+#[derive(Default)]
+struct PolicyCheck {
+    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<(), String>>,
+}
+
+impl PolicyCheck {
+    /// `Err(why)` when the server cannot start because of its policy.
+    fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<(), String> {
+        let EntryState::Wrapped { options, .. } = &server.state else {
+            return Ok(());
+        };
+        let dir = server_dir(env, doc, server);
+        let explicit = explicit_policy(options).map(|f| dir.join(f));
+        self.seen
+            .entry((explicit.clone(), dir.clone()))
+            .or_insert_with(|| load_policy(env, explicit, dir))
+            .clone()
+    }
+}
+
+fn load_policy(env: &Env, explicit: Option<PathBuf>, project_dir: PathBuf) -> Result<(), String> {
+    if let Some(file) = &explicit
+        && !file.is_file()
+    {
+        return Err(format!(
+            "its policy file {} (`-c`) does not exist",
+            clients::display_path(env, file)
+        ));
+    }
+    let opts = crate::config::LoadOptions {
+        explicit,
+        home: env.home.clone(),
+        project_dir,
+    };
+    let policy = crate::config::load(&opts)
+        .map_err(|e| format!("its policy does not load: {}", describe(&e, env)))?;
+    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    crate::program::Program::compile_with(&policy, &path_env)
+        .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
+    Ok(())
+}
+
 /// The policy files a wrapped server runs under, most specific first.
 fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
     if let EntryState::WrappedByOriginal { options, .. } = &server.state
@@ -28,23 +100,15 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
     {
         return vec![file.clone()];
     }
-    if let EntryState::Wrapped { options, .. } = &server.state {
-        for (i, option) in options.iter().enumerate() {
-            if let Some(file) = option.strip_prefix("--config=") {
-                return vec![file.to_string()];
-            }
-            if (option == "-c" || option == "--config")
-                && let Some(file) = options.get(i + 1)
-            {
-                return vec![file.clone()];
-            }
-        }
+    if let EntryState::Wrapped { options, .. } = &server.state
+        && let Some(file) = explicit_policy(options)
+    {
+        return vec![file.to_string()];
     }
     let mut files = Vec::new();
-    let project = match (&server.project, doc.file.scope) {
-        (Some(p), _) => Some(PathBuf::from(p)),
-        (None, Scope::Project) => Some(env.project_dir.clone()),
-        (None, Scope::User) => None,
+    let project = match &server.project {
+        Some(p) => Some(PathBuf::from(p)),
+        None => doc.file.project_dir(env),
     };
     if let Some(project) = project {
         let file = project.join(".mcpwall.yml");
@@ -66,9 +130,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let Args {} = args;
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
+    let colour = super::common::colour_stdout();
+    let label = |text: &str, code: &str| super::common::paint(colour, code, &format!("{text:<12}"));
     let mut out = std::io::stdout().lock();
     let broken = report_broken(&ws, &mut out);
-    let (mut protected, mut total) = (0, 0);
+    let mut policies = PolicyCheck::default();
+    let (mut protected, mut total, mut cannot_start) = (0, 0, 0);
     for doc in &ws.docs {
         let _ = writeln!(
             out,
@@ -81,14 +148,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         }
         for server in &doc.servers {
             total += 1;
+            let cannot = policies.verify(&ws.env, doc, server).err();
             let line = match &server.state {
+                EntryState::Wrapped { command, args, .. } if cannot.is_some() => {
+                    cannot_start += 1;
+                    let why = cannot.as_deref().unwrap_or_default();
+                    format!(
+                        "{} {}  {}  cannot start: {why}  (run `mcpwall doctor`)",
+                        label("BROKEN", sgr::RED),
+                        server_label(server),
+                        clients::command_line(command, args),
+                    )
+                }
                 EntryState::Wrapped { command, args, .. }
                     if clients::entry::original_inside(command, args).is_some() =>
                 {
                     protected += 1;
                     format!(
-                        "{:<12} {}  {}  WRAPPED TWICE: this mcpwall runs the original mcpwall (Node), so every frame passes both (run `mcpwall unwrap {}`, then `mcpwall wrap {}`, to keep only this one)",
-                        "protected",
+                        "{} {}  {}  WRAPPED TWICE: this mcpwall runs the original mcpwall (Node), so every frame passes both (run `mcpwall unwrap {}`, then `mcpwall wrap {}`, to keep only this one)",
+                        label("protected", sgr::YELLOW),
                         server_label(server),
                         clients::command_line(command, args),
                         server.name,
@@ -98,8 +176,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 EntryState::Wrapped { command, args, .. } => {
                     protected += 1;
                     format!(
-                        "{:<12} {}  {}  policy: {}",
-                        "protected",
+                        "{} {}  {}  policy: {}",
+                        label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
                         policy_files(&ws.env, doc, server).join(" + ")
@@ -113,8 +191,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 } => {
                     protected += 1;
                     format!(
-                        "{:<12} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
-                        "protected",
+                        "{} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
+                        label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
                         original_options_summary(options),
@@ -123,25 +201,34 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     )
                 }
                 EntryState::Unwrapped { command, args } => format!(
-                    "{:<12} {}  {}  (run `mcpwall wrap {}`)",
-                    "UNPROTECTED",
+                    "{} {}  {}  (run `mcpwall wrap {}`)",
+                    label("UNPROTECTED", sgr::RED),
                     server_label(server),
                     clients::command_line(command, args),
                     server.name
                 ),
                 EntryState::Skipped(why) => {
-                    format!("{:<12} {}  {why}", "skipped", server_label(server))
+                    format!(
+                        "{} {}  {why}",
+                        label("skipped", sgr::DIM),
+                        server_label(server)
+                    )
                 }
             };
-            let _ = writeln!(out, "  {line}");
+            let _ = writeln!(out, "  {}", line.trim_end());
         }
     }
     let _ = writeln!(
         out,
-        "{protected} of {total} server(s) protected in {} file(s)",
-        ws.docs.len()
+        "{protected} of {total} server(s) protected in {} file(s){}",
+        ws.docs.len(),
+        if cannot_start > 0 {
+            format!("; {cannot_start} wrapped server(s) cannot start (run `mcpwall doctor`)")
+        } else {
+            String::new()
+        }
     );
-    Ok(if broken {
+    Ok(if broken || cannot_start > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -246,12 +333,13 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
     checks.extend(check_servers(&ws, path_var.as_deref()));
     checks.extend(check_records(&ws));
 
+    let colour = super::common::colour_stdout();
     let mut out = std::io::stdout().lock();
     for check in &checks {
         let mark = match check.status {
-            Status::Ok => "ok  ",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
+            Status::Ok => super::common::paint(colour, sgr::GREEN, "ok  "),
+            Status::Warn => super::common::paint(colour, sgr::YELLOW, "warn"),
+            Status::Fail => super::common::paint(colour, sgr::RED, "FAIL"),
         };
         let _ = writeln!(out, "{mark}  {}: {}", check.name, check.detail);
         if let Some(fix) = &check.fix {
@@ -428,15 +516,12 @@ fn check_client_files(ws: &Workspace) -> Vec<Check> {
 
 fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Check> {
     let mut checks = Vec::new();
+    let mut policies = PolicyCheck::default();
     for doc in &ws.docs {
         let shown = ws.display_path(&doc.file.path);
         for server in &doc.servers {
             let name = format!("{}/{}", doc.file.client, server_label(server));
-            let cwd = match (&server.project, doc.file.scope) {
-                (Some(p), _) => PathBuf::from(p),
-                (None, Scope::Project) => ws.env.project_dir.clone(),
-                (None, Scope::User) => ws.env.home.clone(),
-            };
+            let cwd = server_dir(&ws.env, doc, server);
             match &server.state {
                 EntryState::Wrapped {
                     wrapper, command, ..
@@ -450,6 +535,13 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                                 "run `mcpwall wrap {}` to point it at this mcpwall",
                                 server.name
                             ),
+                        ));
+                    } else if let Err(why) = policies.verify(&ws.env, doc, server) {
+                        checks.push(Check::bad(
+                            Status::Fail,
+                            name,
+                            format!("cannot start: {why} ({shown})"),
+                            "fix the policy (`mcpwall explain-policy -c FILE` shows every problem with its line), or point `-c` in the entry at a file that exists",
                         ));
                     } else if let EntryState::Wrapped { command, args, .. } = &server.state
                         && clients::entry::original_inside(command, args).is_some()
@@ -559,7 +651,7 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
         .entries
         .iter()
         .filter(|r| {
-            // A file named with `wrap --config` is not among the discovered ones: read it.
+            // A file named with `wrap --client-file` is not among the discovered ones: read it.
             let discovered = ws.docs.iter().find(|d| d.canonical == r.file);
             let outside = match discovered {
                 Some(_) => None,

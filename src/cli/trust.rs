@@ -3,6 +3,7 @@
 //! Until trusted, a project file only tightens the policy (ARCHITECTURE decision 7). Trust
 //! is recorded as the SHA-256 of the file's bytes, so any later change needs a new `trust`.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -22,6 +23,10 @@ pub struct Args {
     /// Forget the trust given to the project's `.mcpwall.yml`.
     #[arg(long)]
     pub revoke: bool,
+    /// Trust without asking (scripts); without it mcpwall shows what the file turns on
+    /// and asks on the terminal, and refuses when there is no terminal to ask on.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -37,7 +42,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.revoke {
         return revoke(&home, &file);
     }
-    trust_file(&home, &project_dir, &file)
+    trust_file(&home, &project_dir, &file, args.yes)
 }
 
 fn home_dir() -> miette::Result<PathBuf> {
@@ -47,7 +52,7 @@ fn home_dir() -> miette::Result<PathBuf> {
         .ok_or_else(|| miette!("HOME is not set; mcpwall keeps its trust records in ~/.mcpwall"))
 }
 
-fn trust_file(home: &Path, project_dir: &Path, file: &Path) -> miette::Result<ExitCode> {
+fn trust_file(home: &Path, project_dir: &Path, file: &Path, yes: bool) -> miette::Result<ExitCode> {
     let bytes = match std::fs::read(file) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -75,6 +80,37 @@ fn trust_file(home: &Path, project_dir: &Path, file: &Path) -> miette::Result<Ex
         println!("{key} is already trusted (unchanged)");
         return Ok(ExitCode::SUCCESS);
     }
+    let turned_on = untrusted_parts(&opts, &text);
+    if turned_on.is_empty() {
+        println!("{key} only tightens the policy: it already applies in full, trusted or not");
+    } else {
+        println!(
+            "trusting {key} turns on what is ignored while it is untrusted ({}):",
+            turned_on.len()
+        );
+        for part in &turned_on {
+            println!("  {part}");
+        }
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(miette!(
+                help = "review the parts above, then run `mcpwall trust --yes`",
+                "stdin is not a terminal, so mcpwall cannot ask; nothing was trusted"
+            ));
+        }
+        eprint!("trust {key}? [y/N] ");
+        std::io::stderr().flush().into_diagnostic()?;
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .into_diagnostic()?;
+        if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+            println!("not trusted; nothing was changed");
+            return Ok(ExitCode::from(1));
+        }
+    }
     store.trust(key.clone(), &bytes);
     store.save().map_err(|e| miette!("{e}"))?;
     let sha = config::trust::sha256_hex(&bytes);
@@ -90,6 +126,40 @@ fn trust_file(home: &Path, project_dir: &Path, file: &Path) -> miette::Result<Ex
     }
     println!("any change to the file makes it untrusted again until you run `mcpwall trust`");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every part of the project file that the effective policy ignores while the file is
+/// untrusted (allow rules, looser settings and their values, `disable:`, …), each with
+/// its line: exactly what trusting turns on. If the policy does not load as a whole (the
+/// user's file is broken), the file's own lines are shown instead.
+fn untrusted_parts(opts: &LoadOptions, text: &str) -> Vec<String> {
+    let policy = match config::load(opts) {
+        Ok(policy) => policy,
+        Err(_) => {
+            return text
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .map(|l| format!("| {l}"))
+                .collect();
+        }
+    };
+    policy
+        .ignored
+        .iter()
+        .filter(|i| {
+            policy.source(i.span.source).kind == config::policy::SourceKind::ProjectUntrusted
+        })
+        .map(|i| {
+            let source = policy.source(i.span.source);
+            let line = source
+                .text
+                .lines()
+                .nth(i.span.line.saturating_sub(1) as usize)
+                .unwrap_or("")
+                .trim();
+            format!("{} (line {}: {line})", i.what, i.span.line)
+        })
+        .collect()
 }
 
 fn revoke(home: &Path, file: &Path) -> miette::Result<ExitCode> {

@@ -13,19 +13,26 @@ use crate::clients::{
 
 /// Arguments of `mcpwall wrap`.
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["server_name", "all"]))]
 pub struct Args {
     /// The server's name: its key in the client config.
-    pub server_name: String,
+    pub server_name: Option<String>,
+    /// Wrap every server that can be wrapped.
+    #[arg(long)]
+    pub all: bool,
     /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
-    /// Edit this client config file instead of the discovered ones.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub file: ClientFileArg,
     /// Write this mcpwall's absolute path even when `mcpwall` is on PATH (for clients that
     /// start servers with a shorter PATH, such as macOS apps opened from the Dock).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "bare_command")]
     pub absolute_path: bool,
+    /// Write `mcpwall` (found on PATH) instead of an absolute path; refused unless the
+    /// `mcpwall` on PATH is this binary or a byte-identical copy of it.
+    #[arg(long)]
+    pub bare_command: bool,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -33,6 +40,33 @@ pub struct Args {
     /// no longer share its new text).
     #[arg(long)]
     pub force: bool,
+}
+
+/// The client file `wrap` and `unwrap` edit instead of the discovered ones. `-c/--config`
+/// names a policy file in every other verb; here `--config` is the old spelling of
+/// `--client-file`, kept with a warning: a policy file given to it is never taken for a
+/// client file (its name is not a client file's unless `--client` is given, and YAML does
+/// not parse as the client's JSON or TOML, so the file is reported and left untouched).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientFileArg {
+    /// Edit this client config file instead of the discovered ones.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub client_file: Option<PathBuf>,
+    /// Deprecated spelling of --client-file.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub config: Option<PathBuf>,
+}
+
+impl ClientFileArg {
+    /// The file named, warning once about the old spelling.
+    pub fn path(self) -> Option<PathBuf> {
+        if self.config.is_some() {
+            eprintln!(
+                "mcpwall: warning: `--config` of wrap and unwrap is now `--client-file` (`-c/--config` names a policy file everywhere else); the old spelling will go"
+            );
+        }
+        self.client_file.or(self.config)
+    }
 }
 
 /// Arguments of `mcpwall unwrap`.
@@ -47,9 +81,8 @@ pub struct UnwrapArgs {
     /// Only this client's files: claude-code, claude-desktop, cursor, windsurf, vscode, zed, codex.
     #[arg(long, value_parser = parse_client)]
     pub client: Option<Client>,
-    /// Edit this client config file instead of the discovered ones.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub file: ClientFileArg,
     /// Print a unified diff of each file that would change, and change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -124,13 +157,47 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
     }
 }
 
-/// The command to write into wrapped entries.
-pub(crate) fn wrapper(absolute: bool) -> miette::Result<String> {
+/// The command to write into wrapped entries: `mcpwall` when the one on PATH is this
+/// binary, else this binary's absolute path (always with `absolute`); with `bare`,
+/// `mcpwall` whenever the one on PATH is this binary or a byte-identical copy.
+pub(crate) fn wrapper(absolute: bool, bare: bool) -> miette::Result<String> {
     let exe = std::env::current_exe()
         .into_diagnostic()
         .wrap_err("cannot find the running mcpwall binary")?;
+    if bare {
+        return match same_binary_on_path(&exe) {
+            Ok(()) => Ok("mcpwall".to_string()),
+            Err(why) => Err(miette!(
+                help = "install this mcpwall on your PATH (e.g. `cargo install --path .`), or leave out --bare-command",
+                "--bare-command: {why}"
+            )),
+        };
+    }
     let path_var = std::env::var_os("PATH").filter(|_| !absolute);
     Ok(clients::entry::wrapper_command(path_var.as_deref(), &exe))
+}
+
+/// Whether `mcpwall` on PATH runs the same program as `exe` (the same file, or a copy
+/// with the same bytes); the error says what PATH holds instead.
+fn same_binary_on_path(exe: &std::path::Path) -> Result<(), String> {
+    let path_var = std::env::var_os("PATH");
+    let Some(found) = clients::entry::resolve_on_path("mcpwall", path_var.as_deref(), None) else {
+        return Err("there is no `mcpwall` on your PATH".to_string());
+    };
+    let same_file = std::fs::canonicalize(&found).ok() == std::fs::canonicalize(exe).ok();
+    let same_bytes = || match (std::fs::read(&found), std::fs::read(exe)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same_file || same_bytes() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`mcpwall` on your PATH is {}, a different binary from this one ({})",
+            found.display(),
+            exe.display()
+        ))
+    }
 }
 
 /// Hold mcpwall's lock for the rest of the run (not for a dry run, which writes nothing
@@ -149,24 +216,45 @@ pub(crate) fn lock(env: &Env, dry_run: bool) -> miette::Result<Option<clients::s
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let env = Env::from_process().into_diagnostic()?;
     let _lock = lock(&env, args.dry_run)?;
-    let ws = workspace(env, args.client, args.config)?;
+    let ws = workspace(env, args.client, args.file.path())?;
     let selection = Selection {
-        name: Some(args.server_name.clone()),
+        name: if args.all {
+            None
+        } else {
+            args.server_name.clone()
+        },
         client: args.client,
     };
-    let chosen = ws.selected(&selection);
-    if chosen.is_empty() {
+    let mut chosen = ws.selected(&selection);
+    if args.all {
+        // `--all` is about servers that can be wrapped; the rest would be noise.
+        chosen.retain(|&(d, s)| wrappable(&ws.docs[d].servers[s].state));
+    } else if chosen.is_empty() {
         report_broken(&ws, &mut std::io::stdout().lock());
-        return Err(no_such_server(&ws, &args.server_name));
+        return Err(no_such_server(
+            &ws,
+            args.server_name.as_deref().unwrap_or_default(),
+        ));
     }
-    let changes = ws.plan_wrap(&chosen, &wrapper(args.absolute_path)?);
-    finish(&ws, changes, args.dry_run, args.force)
+    let wrapper = wrapper(args.absolute_path, args.bare_command)?;
+    let changes = ws.plan_wrap(&chosen, &wrapper);
+    finish(&ws, changes, args.dry_run, args.force, Some(&wrapper))
+}
+
+/// A server `wrap --all` and `init` offer to wrap: a plain one, or one behind the
+/// original mcpwall with only options it documents (moved over with them).
+pub(crate) fn wrappable(state: &EntryState) -> bool {
+    match state {
+        EntryState::Unwrapped { .. } => true,
+        EntryState::WrappedByOriginal { options, .. } => options.unknown.is_empty(),
+        _ => false,
+    }
 }
 
 pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
     let env = Env::from_process().into_diagnostic()?;
     let _lock = lock(&env, args.dry_run)?;
-    let ws = workspace(env, args.client, args.config)?;
+    let ws = workspace(env, args.client, args.file.path())?;
     let selection = Selection {
         name: if args.all {
             None
@@ -188,7 +276,7 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
     }
     let (records, _) = Records::load(&ws.env.mcpwall_dir()).into_diagnostic()?;
     let changes = ws.plan_unwrap(&chosen, &records);
-    finish(&ws, changes, args.dry_run, args.force)
+    finish(&ws, changes, args.dry_run, args.force, None)
 }
 
 fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
@@ -253,7 +341,9 @@ pub(crate) fn finish(
     changes: Vec<FileChange>,
     dry_run: bool,
     force: bool,
+    wrapper: Option<&str>,
 ) -> miette::Result<ExitCode> {
+    let colour = super::common::colour_stdout();
     let mut out = std::io::stdout().lock();
     let mut trouble = report_broken(ws, &mut out);
     let report = if dry_run {
@@ -283,7 +373,10 @@ pub(crate) fn finish(
             let (label, detail) = if failed && change.changes() {
                 ("not changed", String::new())
             } else {
-                (outcome_label(outcome), outcome_detail(server, outcome))
+                (
+                    outcome_label(outcome, dry_run),
+                    outcome_detail(server, outcome),
+                )
             };
             let _ = writeln!(out, "  {label:<16} {}{detail}", server_label(server));
         }
@@ -291,15 +384,12 @@ pub(crate) fn finish(
             continue;
         }
         if dry_run {
-            let _ = write!(
-                out,
-                "{}",
-                clients::unified_diff(
-                    shown.trim_start_matches("./"),
-                    &change.before,
-                    &change.after
-                )
+            let diff = clients::unified_diff(
+                shown.trim_start_matches("./"),
+                &change.before,
+                &change.after,
             );
+            let _ = write!(out, "{}", super::common::paint_diff(colour, &diff));
             continue;
         }
         match (&committed.result, &committed.rolled_back) {
@@ -354,6 +444,9 @@ pub(crate) fn finish(
             }
         );
     }
+    if let Some(wrapper) = wrapper.filter(|w| std::path::Path::new(w).is_absolute()) {
+        warn_absolute_in_project_files(ws, &changes, wrapper, dry_run);
+    }
     if dry_run {
         let _ = writeln!(out, "dry run: nothing was written");
     } else if wrote > 0 && report.records.is_none() {
@@ -372,6 +465,54 @@ pub(crate) fn finish(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// An absolute path to this binary goes into a project file, which is usually committed:
+/// on a teammate's machine (or after a rebuild elsewhere) it names nothing. Say so, naming
+/// the file, and how to write `mcpwall` instead.
+fn warn_absolute_in_project_files(
+    ws: &Workspace,
+    changes: &[&FileChange],
+    wrapper: &str,
+    dry_run: bool,
+) {
+    let files: Vec<String> = changes
+        .iter()
+        .filter(|c| ws.docs[c.doc].file.scope == Scope::Project)
+        .filter(|c| {
+            c.outcomes.iter().any(|(_, o)| {
+                matches!(
+                    o,
+                    Outcome::Wrapped | Outcome::Migrated(_) | Outcome::Repointed(_)
+                )
+            })
+        })
+        .map(|c| ws.display_path(&ws.docs[c.doc].file.path))
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from(wrapper));
+    let how = match same_binary_on_path(&exe) {
+        Ok(()) => "`mcpwall` on your PATH is this same binary: run again with --bare-command to write `mcpwall` instead".to_string(),
+        Err(why) => format!(
+            "{why}; install this mcpwall on your PATH, then run again with --bare-command to write `mcpwall` instead"
+        ),
+    };
+    eprintln!(
+        "mcpwall: warning: {} {} mcpwall by its absolute path {wrapper}; {} usually committed, and that path exists only on this machine\n  fix: {how}",
+        files.join(", "),
+        match (dry_run, files.len()) {
+            (true, _) => "would start",
+            (false, 1) => "now starts",
+            (false, _) => "now start",
+        },
+        if files.len() == 1 {
+            "a project file is"
+        } else {
+            "project files are"
+        }
+    );
 }
 
 /// List files that could not be read; returns whether there were any.
@@ -405,7 +546,21 @@ pub(crate) fn server_label(server: &clients::Server) -> String {
     }
 }
 
-fn outcome_label(outcome: &Outcome) -> &'static str {
+fn outcome_label(outcome: &Outcome, dry_run: bool) -> &'static str {
+    if dry_run {
+        let would = match outcome {
+            Outcome::Wrapped => Some("would wrap"),
+            Outcome::Migrated(_) => Some("would migrate"),
+            Outcome::Repointed(_) => Some("would re-point"),
+            Outcome::Restored | Outcome::RestoredKeepingEdits => Some("would restore"),
+            Outcome::NoLongerWrapped => Some("would drop record"),
+            Outcome::Unwrapped => Some("would unwrap"),
+            _ => None,
+        };
+        if let Some(label) = would {
+            return label;
+        }
+    }
     match outcome {
         Outcome::Wrapped => "wrapped",
         Outcome::Migrated(_) => "migrated",

@@ -157,6 +157,60 @@ pub struct ConfigFile {
     pub scope: Scope,
 }
 
+/// Where project files sit in their project, for each client (`.mcp.json`,
+/// `.cursor/mcp.json`, …): the same places [`Env::candidates`] looks in the project.
+const PROJECT_FILES: &[(Client, &[&str])] = &[
+    (Client::ClaudeCode, &[".mcp.json"]),
+    (Client::Cursor, &[".cursor", "mcp.json"]),
+    (Client::VsCode, &[".vscode", "mcp.json"]),
+    (Client::Zed, &[".zed", "settings.json"]),
+    (Client::Codex, &[".codex", "config.toml"]),
+];
+
+impl ConfigFile {
+    /// The project a project file belongs to: the working directory for the files found
+    /// there (or named inside it), otherwise the directory holding `.mcp.json` or the
+    /// `.cursor`/`.vscode`/… folder (a file known from the wrap records, found from
+    /// elsewhere). `None` for a user file.
+    pub fn project_dir(&self, env: &Env) -> Option<PathBuf> {
+        if self.scope != Scope::Project {
+            return None;
+        }
+        if self.path.starts_with(&env.project_dir) {
+            return Some(env.project_dir.clone());
+        }
+        project_of(self.client, &self.path).or_else(|| self.path.parent().map(Path::to_path_buf))
+    }
+
+    /// A file known only from a wrap record: a project file if it sits where `client`
+    /// keeps project files (and that is not the home directory, where the same names are
+    /// user files), otherwise a user file.
+    pub fn recorded(client: Client, path: PathBuf, env: &Env) -> ConfigFile {
+        let scope = match project_of(client, &path) {
+            Some(project) if project != env.home => Scope::Project,
+            _ => Scope::User,
+        };
+        ConfigFile {
+            client,
+            path,
+            scope,
+        }
+    }
+}
+
+/// The project directory `path` would be `client`'s project file of, if its name fits.
+fn project_of(client: Client, path: &Path) -> Option<PathBuf> {
+    let (_, tail) = PROJECT_FILES.iter().find(|(c, _)| *c == client)?;
+    let mut dir = path;
+    for name in tail.iter().rev() {
+        if dir.file_name()? != std::ffi::OsStr::new(name) {
+            return None;
+        }
+        dir = dir.parent()?;
+    }
+    Some(dir.to_path_buf())
+}
+
 /// The parts of the environment discovery depends on.
 #[derive(Debug, Clone)]
 pub struct Env {
@@ -331,4 +385,49 @@ pub fn discover(env: &Env) -> Vec<ConfigFile> {
             seen.insert(key)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env {
+            home: "/home/u".into(),
+            project_dir: "/home/u/here".into(),
+            appdata: None,
+            xdg_config_home: None,
+            codex_home: None,
+            path_var: None,
+        }
+    }
+
+    #[test]
+    fn r24_recorded_files_know_their_project() {
+        let env = env();
+        let file = |client, path: &str| ConfigFile::recorded(client, path.into(), &env);
+        let vscode = file(Client::VsCode, "/work/app/.vscode/mcp.json");
+        assert_eq!(vscode.scope, Scope::Project);
+        assert_eq!(vscode.project_dir(&env), Some("/work/app".into()));
+        let claude = file(Client::ClaudeCode, "/work/app/.mcp.json");
+        assert_eq!(claude.project_dir(&env), Some("/work/app".into()));
+        // The same names under home are the user's files.
+        assert_eq!(
+            file(Client::Cursor, "/home/u/.cursor/mcp.json").scope,
+            Scope::User
+        );
+        assert_eq!(
+            file(Client::Codex, "/home/u/.codex/config.toml").scope,
+            Scope::User
+        );
+        // A name that is not a project file's, or another client's.
+        assert_eq!(
+            file(Client::ClaudeCode, "/work/app/odd.json").scope,
+            Scope::User
+        );
+        assert_eq!(
+            file(Client::Cursor, "/work/app/.vscode/mcp.json").scope,
+            Scope::User
+        );
+    }
 }

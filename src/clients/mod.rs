@@ -795,11 +795,33 @@ fn plan_unwrap_entry(
 }
 
 impl Workspace {
-    /// Discover and read every client file.
+    /// Discover and read every client file, and every file the wrap records name that
+    /// discovery here does not find (another project's `.mcp.json`, a file given to
+    /// `wrap --client-file`): what mcpwall wrapped is seen from any directory.
     pub fn load(env: Env) -> Workspace {
         let mut docs = Vec::new();
         let mut broken = Vec::new();
-        for file in discover(&env) {
+        let mut files = discover(&env);
+        let known: Vec<PathBuf> = files
+            .iter()
+            .map(|f| std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone()))
+            .collect();
+        // Damaged records are reported by `doctor` and refused by `unwrap`; here they
+        // only cannot add files.
+        if let Ok((records, _)) = Records::load(&env.mcpwall_dir()) {
+            let mut seen = known;
+            for record in &records.entries {
+                let Some(client) = Client::from_id(&record.client) else {
+                    continue;
+                };
+                if seen.contains(&record.file) || !record.file.is_file() {
+                    continue;
+                }
+                seen.push(record.file.clone());
+                files.push(ConfigFile::recorded(client, record.file.clone(), &env));
+            }
+        }
+        for file in files {
             match Doc::load(file, &env) {
                 Ok(doc) => docs.push(doc),
                 Err(b) => broken.push(b),
@@ -808,7 +830,7 @@ impl Workspace {
         Workspace { env, docs, broken }
     }
 
-    /// Read exactly one file given with `--config` (as `client`'s).
+    /// Read exactly one file given with `--client-file` (as `client`'s).
     pub fn load_file(env: Env, file: ConfigFile) -> Workspace {
         let (docs, broken) = match Doc::load(file, &env) {
             Ok(doc) => (vec![doc], Vec::new()),
@@ -975,7 +997,7 @@ impl Workspace {
         if doc.file.scope != Scope::Project || options.force {
             return None;
         }
-        let project = std::fs::canonicalize(&self.env.project_dir).ok()?;
+        let project = std::fs::canonicalize(doc.file.project_dir(&self.env)?).ok()?;
         let is_link =
             std::fs::symlink_metadata(&doc.file.path).is_ok_and(|m| m.file_type().is_symlink());
         let parent_moves = doc

@@ -358,6 +358,7 @@ fn compile_inbound(
             n_args: args.len() as u32,
             n_not_under,
             allow: rule.action == Action::Allow,
+            ask: rule.action == Action::Ask,
         });
         rule_preds.push(args);
         infos.push(rule_info(policy, rule, conditions));
@@ -519,7 +520,9 @@ fn rule_info(policy: &Policy, rule: &Rule, conditions: Vec<ConditionInfo>) -> Ru
         action: match rule.action {
             Action::Allow => RuleAction::Allow,
             Action::Deny => RuleAction::Deny,
+            Action::Ask => RuleAction::Ask,
         },
+        remember_session: rule.remember.is_some(),
         description: rule.description.clone(),
         span: rule.span,
         conditions,
@@ -668,6 +671,7 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
             regex,
             secrets: rule.secrets,
             action: rule.action,
+            additive: rule.additive,
         });
         infos.push(outbound_info(policy, rule, conditions));
     }
@@ -720,8 +724,13 @@ fn compile_outbound(policy: &Policy, diags: &mut Diags<'_>) -> (Option<Outbound>
         }
     }
     let outbound = (|| {
+        // Additive rules are placed after every trusted one by the merge; the evaluation
+        // skips to the first of them once a trusted rule has decided.
+        let additive_from = rules.iter().position(|r| r.additive).unwrap_or(rules.len());
+        debug_assert!(rules[additive_from..].iter().all(|r| r.additive));
         Some(Outbound {
             n_preds: keys.len(),
+            additive_from,
             rules: rules.into(),
             method_globs: method_globs.ok()?,
             tool_globs: tool_globs.ok()?,
@@ -742,6 +751,7 @@ fn outbound_info(policy: &Policy, rule: &OutboundRule, conditions: Vec<Condition
         message: rule.message.clone(),
         location: location(policy, rule.span),
         action: rule.action,
+        remember_session: false,
         description: rule.description.clone(),
         span: rule.span,
         conditions,

@@ -144,6 +144,9 @@ pub(crate) struct Merger {
     /// Outbound deny/redact rules of restricted inclusions, with their keys: they go after
     /// every trusted outbound rule (one a trusted inclusion also took is dropped).
     restricted_outbound: Vec<((String, String), OutboundRule)>,
+    /// Inbound `ask` rules of restricted inclusions, with their keys: they go after the
+    /// last deny rule (see [`Merger::place_restricted_asks`]).
+    restricted_asks: Vec<((String, String), Rule)>,
     /// Rule names of each pack decoded, and the packs it extends (to validate `disable`).
     pack_rules: HashMap<&'static str, (Vec<String>, Vec<&'static str>)>,
     /// `disable` entries of trusted files, with the packs each file extends.
@@ -169,6 +172,7 @@ impl Merger {
             ignored_rules: Vec::new(),
             settings: Vec::new(),
             restricted_outbound: Vec::new(),
+            restricted_asks: Vec::new(),
             pack_rules: HashMap::new(),
             disables: Vec::new(),
             lean: false,
@@ -436,6 +440,13 @@ impl Merger {
             }
             if r == Restricted::Yes && rule.action == Action::Allow {
                 self.ignore_rule(rule.span, format!("allow rule `{}`", key.1), key);
+            } else if r == Restricted::Yes && rule.action == Action::Ask {
+                if source.kind != SourceKind::Builtin {
+                    self.drop_message(&mut rule.message, rule.span, &key.1);
+                }
+                if !self.restricted_asks.iter().any(|(k, _)| *k == key) {
+                    self.restricted_asks.push((key, rule));
+                }
             } else {
                 if r == Restricted::Yes && source.kind != SourceKind::Builtin {
                     self.drop_message(&mut rule.message, rule.span, &key.1);
@@ -470,6 +481,7 @@ impl Merger {
                 _ => {
                     if !self.restricted_outbound.iter().any(|(k, _)| *k == key) {
                         let mut rule = rule;
+                        rule.additive = true;
                         if source.kind != SourceKind::Builtin {
                             self.drop_message(&mut rule.message, rule.span, &key.1);
                         }
@@ -517,6 +529,7 @@ impl Merger {
                 self.outbound_rules.push(rule);
             }
         }
+        self.place_restricted_asks(settings.default_action);
         self.apply_disables();
         self.check_duplicates();
         let applied: HashSet<usize> = self
@@ -552,6 +565,40 @@ impl Merger {
             disabled_secrets: self.disabled_secrets,
             ignored: self.ignored,
         })
+    }
+
+    /// An untrusted file's `ask` rules may only tighten: they go after the last rule that
+    /// denies, so an ask never stands in for a deny that would have decided the call, and
+    /// can only turn what a later allow rule or `default_action: allow` would let through
+    /// into a question (under `default_action: ask` an unmatched call is asked about
+    /// anyway). Under `default_action: deny` an unmatched call is refused, and a rule
+    /// placed after every deny would loosen that: the rules are then ignored (listed in
+    /// `Policy::ignored`).
+    fn place_restricted_asks(&mut self, default_action: Action) {
+        let asks = std::mem::take(&mut self.restricted_asks);
+        let mut placed = Vec::new();
+        for (key, rule) in asks {
+            if self.taken.contains(&key) {
+                continue;
+            }
+            if default_action != Action::Deny {
+                self.taken.insert(key);
+                placed.push(rule);
+            } else {
+                self.ignore(
+                    rule.span,
+                    format!("ask rule `{}`", key.1),
+                    "the project file is not trusted, and under `default_action: deny` its \
+                     ask rule could only loosen the policy",
+                );
+            }
+        }
+        let at = self
+            .rules
+            .iter()
+            .rposition(|r| r.action == Action::Deny)
+            .map_or(0, |i| i + 1);
+        self.rules.splice(at..at, placed);
     }
 
     /// Lift the pack rules named in `disable`, after checking each name is a rule of a pack
@@ -726,6 +773,12 @@ impl Merger {
         if let Some(v) = set.backups {
             s.backups = v.value;
         }
+        if let Some(v) = set.log_retention {
+            s.log_retention = v.value;
+        }
+        if let Some(v) = set.ask_timeout_seconds {
+            s.ask_timeout_seconds = v.value;
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -744,6 +797,10 @@ impl Merger {
             // Fewer or shorter-lived backups would delete the user's copies of their files.
             self.ignore(v.span, "`backups`".into(), UNTRUSTED_WHY);
         }
+        if let Some(v) = &layer.log_retention {
+            // A shorter retention would delete the audit trail.
+            self.ignore(v.span, "`log_retention`".into(), UNTRUSTED_WHY);
+        }
         if let Some(v) = layer.log_level {
             // A quieter log could hide the warnings about what this very file tried.
             if v.value >= s.log_level {
@@ -760,10 +817,27 @@ impl Merger {
             }
         }
         if let Some(v) = layer.default_action {
-            if v.value == Action::Deny {
-                s.default_action = Action::Deny;
+            // allow < ask < deny: an untrusted file may move it up, never down.
+            if v.value != Action::Allow && v.value.strictness() >= s.default_action.strictness() {
+                s.default_action = v.value;
             } else {
-                self.ignore(v.span, "`default_action: allow`".into(), UNTRUSTED_WHY);
+                let what = match v.value {
+                    Action::Allow => "`default_action: allow`",
+                    _ => "`default_action: ask` under a stricter default",
+                };
+                self.ignore(v.span, what.into(), UNTRUSTED_WHY);
+            }
+        }
+        if let Some(v) = layer.ask_timeout_seconds {
+            // A shorter wait refuses sooner (fail closed); a longer one keeps calls open.
+            if v.value <= s.ask_timeout_seconds {
+                s.ask_timeout_seconds = v.value;
+            } else {
+                self.ignore(
+                    v.span,
+                    "a longer `ask_timeout_seconds`".into(),
+                    UNTRUSTED_WHY,
+                );
             }
         }
         if let Some(v) = layer.rate_limit {
@@ -851,4 +925,6 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.poison_scan, &from.poison_scan);
     f(&mut into.circuit_breaker, &from.circuit_breaker);
     f(&mut into.backups, &from.backups);
+    f(&mut into.log_retention, &from.log_retention);
+    f(&mut into.ask_timeout_seconds, &from.ask_timeout_seconds);
 }

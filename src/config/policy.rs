@@ -74,6 +74,29 @@ pub struct Policy {
 pub enum Action {
     Allow,
     Deny,
+    /// Hold the call until a human approves it (through the client's elicitation UI,
+    /// or `mcpwall approve`); refused when declined or not answered in time.
+    Ask,
+}
+
+impl Action {
+    /// How much a verdict protects: allow < ask < deny. An untrusted file may only
+    /// move a setting up this order.
+    pub fn strictness(self) -> u8 {
+        match self {
+            Action::Allow => 0,
+            Action::Ask => 1,
+            Action::Deny => 2,
+        }
+    }
+}
+
+/// `remember:` on an `ask` rule: how long an approval holds for identical calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remember {
+    /// For the rest of the session (the proxy run), for the same server, tool and
+    /// canonical arguments only.
+    Session,
 }
 
 pub use crate::verdict::RuleAction;
@@ -153,6 +176,27 @@ pub struct CircuitBreakerSettings {
     pub action: BreakerAction,
 }
 
+/// `settings.log_retention`: how much of the audit log the proxy keeps. At start it
+/// removes this mcpwall's oldest day files past either cap (today's file always stays)
+/// and records each removal for `mcpwall log verify`. Only a trusted file sets it: an
+/// untrusted project file could otherwise have the audit trail deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRetention {
+    /// Day files older than this many days are removed.
+    pub max_days: u32,
+    /// The oldest day files are removed while all of them together are larger.
+    pub max_mb: u32,
+}
+
+impl Default for LogRetention {
+    fn default() -> Self {
+        LogRetention {
+            max_days: 90,
+            max_mb: 1024,
+        }
+    }
+}
+
 /// `settings.backups`: which backups `wrap`, `unwrap` and `init` keep of each client file
 /// they rewrite (in `~/.mcpwall/backups`). Only a trusted file sets it: an untrusted
 /// project file could otherwise have the user's backups deleted.
@@ -192,6 +236,11 @@ pub struct Settings {
     pub circuit_breaker: Option<CircuitBreakerSettings>,
     /// Backups of rewritten client files.
     pub backups: BackupSettings,
+    /// How much of the audit log is kept.
+    pub log_retention: LogRetention,
+    /// How long a call an `ask` rule holds waits for the human's answer before it is
+    /// refused (fail closed).
+    pub ask_timeout_seconds: u64,
 }
 
 impl Default for Settings {
@@ -209,6 +258,8 @@ impl Default for Settings {
             poison_scan: PoisonScanMode::Enforce,
             circuit_breaker: None,
             backups: BackupSettings::default(),
+            log_retention: LogRetention::default(),
+            ask_timeout_seconds: 120,
         }
     }
 }
@@ -226,6 +277,8 @@ pub struct Rule {
     pub tool: Option<Spanned<String>>,
     pub arguments: Vec<ArgCondition>,
     pub action: Action,
+    /// `remember: session` (only with `action: ask`).
+    pub remember: Option<Remember>,
     pub message: Option<String>,
     pub examples: Examples,
     /// The whole rule's span (its `- name:` entry).
@@ -298,6 +351,9 @@ pub struct OutboundRule {
     /// Holds when the message's raw size exceeds this many bytes.
     pub response_size_exceeds: Option<u64>,
     pub action: RuleAction,
+    /// From an untrusted file: applies in addition to whatever the trusted rules decided
+    /// (a deny still refuses, a redaction adds to theirs), never instead of them.
+    pub additive: bool,
     pub message: Option<String>,
     pub examples: Examples,
     pub span: Span,

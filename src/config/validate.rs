@@ -12,8 +12,9 @@ use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
-    Examples, LogArgs, LogLevel, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Rule, RuleAction, SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
+    Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Remember, Rule, RuleAction, SecretPattern, Source, SourceId,
+    SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -90,6 +91,8 @@ const SETTINGS_KEYS: &[&str] = &[
     "poison_scan",
     "circuit_breaker",
     "backups",
+    "log_retention",
+    "ask_timeout_seconds",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -97,6 +100,17 @@ const RULE_KEYS: &[&str] = &[
     "why",
     "match",
     "action",
+    "message",
+    "examples",
+];
+/// An inbound rule's keys: an outbound rule's, plus `remember` (for `action: ask`).
+const INBOUND_RULE_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "why",
+    "match",
+    "action",
+    "remember",
     "message",
     "examples",
 ];
@@ -117,6 +131,7 @@ const PATTERN_KEYS: &[&str] = &["name", "regex", "entropy_threshold"];
 const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
+const RETENTION_KEYS: &[&str] = &["max_days", "max_mb"];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -496,8 +511,15 @@ impl<'a> Decoder<'a> {
             s.default_action = self.word(
                 n,
                 "`default_action`",
-                &[("allow", Action::Allow), ("deny", Action::Deny)],
+                &[
+                    ("allow", Action::Allow),
+                    ("deny", Action::Deny),
+                    ("ask", Action::Ask),
+                ],
             );
+        }
+        if let Some(n) = f.get("ask_timeout_seconds") {
+            s.ask_timeout_seconds = self.positive(n, "`ask_timeout_seconds`");
         }
         if let Some(n) = f.get("redact_marker") {
             s.redact_marker = self.word(
@@ -549,6 +571,9 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("backups") {
             s.backups = self.backups(n);
         }
+        if let Some(n) = f.get("log_retention") {
+            s.log_retention = self.log_retention(n);
+        }
         s
     }
 
@@ -563,6 +588,28 @@ impl<'a> Decoder<'a> {
         ] {
             if let Some(n) = f.get(key) {
                 match self.positive(n, &format!("`backups.{key}`")) {
+                    Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
+                    None => ok = false,
+                }
+            }
+        }
+        ok.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
+    }
+
+    /// `log_retention: {max_days: 90, max_mb: 1024}`; a key left out keeps its default.
+    fn log_retention(&mut self, node: &YNode) -> Option<Spanned<LogRetention>> {
+        let f = self.fields(node, "`log_retention`", RETENTION_KEYS)?;
+        let mut value = LogRetention::default();
+        let mut ok = true;
+        for (key, slot) in [
+            ("max_days", &mut value.max_days),
+            ("max_mb", &mut value.max_mb),
+        ] {
+            if let Some(n) = f.get(key) {
+                match self.positive(n, &format!("`log_retention.{key}`")) {
                     Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
                     None => ok = false,
                 }
@@ -707,7 +754,7 @@ impl<'a> Decoder<'a> {
     }
 
     fn rule(&mut self, node: &YNode) -> Option<Rule> {
-        let f = self.fields(node, "a rule", RULE_KEYS)?;
+        let f = self.fields(node, "a rule", INBOUND_RULE_KEYS)?;
         let name = self.rule_head(&f, node, "a rule");
         let description = self.opt_text(&f, "description");
         let why = self.opt_text(&f, "why");
@@ -716,14 +763,19 @@ impl<'a> Decoder<'a> {
             (Some(n), _) => self.word(
                 n,
                 "rule `action`",
-                &[("allow", Action::Allow), ("deny", Action::Deny)],
+                &[
+                    ("allow", Action::Allow),
+                    ("deny", Action::Deny),
+                    ("ask", Action::Ask),
+                ],
             ),
             (None, Some(name)) => {
-                self.missing_action(name, "deny, allow");
+                self.missing_action(name, "deny, allow, ask");
                 None
             }
             (None, None) => None,
         };
+        let remember = f.get("remember").and_then(|n| self.remember(n, action));
         let examples = f
             .get("examples")
             .map(|n| self.examples(n))
@@ -785,10 +837,30 @@ impl<'a> Decoder<'a> {
             tool,
             arguments,
             action: action?.value,
+            remember,
             message,
             examples,
             span,
         })
+    }
+
+    /// `remember: session` (only beside `action: ask`): an approval holds for identical
+    /// calls for the rest of the session.
+    fn remember(&mut self, node: &YNode, action: Option<Spanned<Action>>) -> Option<Remember> {
+        let value = self.word(node, "`remember`", &[("session", Remember::Session)])?;
+        if let Some(a) = action
+            && a.value != Action::Ask
+        {
+            self.report(
+                Code::UnknownKey,
+                "`remember` only applies to rules with `action: ask`",
+                value.span,
+                "an approval to remember needs a rule that asks",
+                "remove `remember`, or set `action: ask`",
+            );
+            return None;
+        }
+        Some(value.value)
     }
 
     /// `arguments: {NAME: {matcher: ..}, _any_value: {..}}`; `None` if anything was wrong.
@@ -959,6 +1031,7 @@ impl<'a> Decoder<'a> {
             response_contains_regex: Vec::new(),
             response_size_exceeds: None,
             action: RuleAction::LogOnly,
+            additive: false,
             message,
             examples,
             span,

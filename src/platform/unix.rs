@@ -178,6 +178,13 @@ pub fn owner_only_file(options: &mut OpenOptions) -> &mut OpenOptions {
     options.mode(0o600)
 }
 
+/// Temporary files made with `builder` are owner-only (0600).
+pub fn owner_only_temp<'b, 'p, 's>(
+    builder: &'b mut tempfile::Builder<'p, 's>,
+) -> &'b mut tempfile::Builder<'p, 's> {
+    builder.permissions(std::fs::Permissions::from_mode(0o600))
+}
+
 /// Opened without following a symlink at the last component, closed on exec.
 pub fn nofollow(options: &mut OpenOptions) -> &mut OpenOptions {
     options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -199,6 +206,13 @@ pub fn is_owner_only(path: &Path) -> io::Result<bool> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o077 == 0)
 }
 
+/// Assert that group and others have no access to `path`. For tests.
+#[cfg(test)]
+pub fn assert_owner_only(path: &Path) {
+    let mode = std::fs::metadata(path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{path:?} has mode {mode:o}");
+}
+
 /// [`restrict_to_owner`] for a file already open.
 pub fn restrict_file_to_owner(file: &File, _path: &Path) -> io::Result<()> {
     let meta = file.metadata()?;
@@ -206,6 +220,27 @@ pub fn restrict_file_to_owner(file: &File, _path: &Path) -> io::Result<()> {
         return Ok(());
     }
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
+}
+
+/// Take an exclusive advisory lock on `file` (`flock`), waiting for another holder.
+/// Released by [`unlock`] or when the file is closed (also when the process dies).
+pub fn lock_exclusive(file: &File) -> io::Result<()> {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive).map_err(io::Error::from)
+}
+
+/// Release [`lock_exclusive`]'s lock.
+pub fn unlock(file: &File) -> io::Result<()> {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock).map_err(io::Error::from)
+}
+
+/// Read into `buf` from `offset` (`pread`: the file position is unchanged).
+pub fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+/// Write all of `buf` at `offset` (`pwrite`), on a file not opened for appending.
+pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
 }
 
 /// Whether a lock failed because the file system has none (some network mounts).

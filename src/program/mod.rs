@@ -11,7 +11,7 @@ use crate::config::policy::{Action, Settings, Span};
 use crate::frame::{Frame, Message, Token, TokenKind};
 use crate::paths::{PathBuffers, PathEnv, Root};
 use crate::secrets::{Detector, DetectorCache, Finding};
-use crate::text::normalize::normalize_keeping_case;
+use crate::text::normalize::{is_plain, normalize_keeping_case};
 use crate::verdict::{Decision, Outcome, Redaction, RuleAction, RuleId};
 use engine::glob::GlobEngine;
 use engine::literal::LiteralEngine;
@@ -71,6 +71,8 @@ pub struct RuleInfo {
     /// `file:line:column` of the rule.
     pub location: String,
     pub action: RuleAction,
+    /// `remember: session` on an `ask` rule: an approval holds for identical calls.
+    pub remember_session: bool,
     pub description: Option<String>,
     /// The rule's span in its source.
     pub span: Span,
@@ -94,6 +96,8 @@ pub(crate) struct InRule {
     /// How many of them are `not_under` predicates.
     pub n_not_under: u32,
     pub allow: bool,
+    /// `action: ask` (neither allow nor deny until a human answers).
+    pub ask: bool,
 }
 
 #[derive(Debug)]
@@ -135,12 +139,17 @@ pub(crate) struct OutRule {
     pub regex: u32,
     pub secrets: bool,
     pub action: RuleAction,
+    /// An untrusted file's deny/redact: judged even after a trusted rule decided.
+    pub additive: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub n_preds: usize,
     pub rules: Box<[OutRule]>,
+    /// Index of the first additive rule (they all come after the trusted ones); the
+    /// rules' length when there are none.
+    pub additive_from: usize,
     pub method_globs: Option<GlobEngine>,
     pub tool_globs: Option<GlobEngine>,
     pub server_globs: Option<GlobEngine>,
@@ -578,19 +587,28 @@ impl Program {
 
         let best = scratch.state.best;
         let decision = if best != NONE {
-            if inb.rules[best as usize].allow {
+            let rule = &inb.rules[best as usize];
+            if rule.allow {
                 Decision::AllowedBy(RuleId(best))
+            } else if rule.ask {
+                Decision::AskedBy(RuleId(best))
             } else {
                 Decision::DeniedBy(RuleId(best))
             }
         } else if method.is_some_and(|m| JUDGED_METHODS.contains(&m)) {
-            Decision::Default {
-                allow: self.settings.default_action == Action::Allow,
+            match self.settings.default_action {
+                Action::Ask => Decision::DefaultAsk,
+                a => Decision::Default {
+                    allow: a == Action::Allow,
+                },
             }
         } else {
             Decision::Plumbing
         };
-        if decision.is_allowed() && has_nul_in_path(frame, msg) {
+        // A call a human could approve is checked like one allowed outright.
+        let may_run = decision.is_allowed()
+            || matches!(decision, Decision::AskedBy(_) | Decision::DefaultAsk);
+        if may_run && has_nul_in_path(frame, msg) {
             return Decision::NulInPath;
         }
         decision
@@ -749,7 +767,8 @@ impl Program {
             return;
         }
         let id = frame.id_raw(msg).and_then(string_id);
-        let names = [frame.method(msg), frame.tool(msg), id.as_deref()];
+        let method = frame.method(msg).filter(|m| !crate::mcp::is_spec_method(m));
+        let names = [method, frame.tool(msg), id.as_deref()];
         for text in names.into_iter().flatten() {
             s.findings.clear();
             self.detector
@@ -852,6 +871,10 @@ impl Program {
             let (secret_hits, literal_hits) = (&mut s.secret_hits, &mut s.literal_hits);
             let out_regex = &mut s.out_regex;
             texts.for_each(&mut |id, text| {
+                // Literals and patterns both judge the text with hidden characters and
+                // look-alikes undone: the Unicode steps run once for both.
+                let unveiled =
+                    (needs & REGEX != 0 && !is_plain(text)).then(|| normalize_keeping_case(text));
                 if needs & SECRETS != 0 {
                     findings.clear();
                     detector.find(text, dcache, findings);
@@ -868,7 +891,7 @@ impl Program {
                 if needs & LITERAL != 0
                     && let Some(lit) = &out.literal
                 {
-                    lit.for_each_match(text, |pattern, start, end| {
+                    lit.for_each_match_with(text, unveiled.as_deref(), |pattern, start, end| {
                         for &p in lit.map.get(pattern) {
                             st.set(p);
                         }
@@ -891,34 +914,50 @@ impl Program {
                     re.for_each_match(out_regex, text, &mut set);
                     // Hidden characters and look-alikes must not split a match: the
                     // patterns also see the text as the literals do (case and lines kept).
-                    if let Cow::Owned(unveiled) = normalize_keeping_case(text)
+                    if let Some(Cow::Owned(unveiled)) = &unveiled
                         && unveiled != text
                     {
-                        re.for_each_match(out_regex, &unveiled, &mut set);
+                        re.for_each_match(out_regex, unveiled, &mut set);
                     }
                 }
             });
         }
 
-        for (i, rule) in out.rules.iter().enumerate() {
+        // The first trusted rule that decides ends the trusted rules; additive rules (an
+        // untrusted file's, all after the trusted ones) still run and can only tighten:
+        // a deny refuses whatever was decided, a redaction adds its spans.
+        let mut decided: Option<(RuleId, RuleAction)> = None;
+        let mut i = 0;
+        while i < out.rules.len() {
+            let rule = &out.rules[i];
+            i += 1;
             if !rule.preds.iter().all(|&p| s.state.is_set(p)) {
                 continue;
             }
-            let id = RuleId(i as u32);
-            match rule.action {
-                RuleAction::LogOnly => s.logged.push(id),
-                RuleAction::Allow => return Outcome::Pass,
-                RuleAction::Deny => return Outcome::Block { rule: id },
-                RuleAction::Redact => {
+            let id = RuleId(i as u32 - 1);
+            match (rule.action, decided) {
+                (RuleAction::LogOnly, _) => s.logged.push(id),
+                // Outbound rules never ask (refused at load); were one to, block.
+                (RuleAction::Deny | RuleAction::Ask, _) => return Outcome::Block { rule: id },
+                (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
                     self.collect_redactions(id, rule, texts, s);
-                    return Outcome::Redact {
-                        rule: id,
-                        redactions: &s.redactions,
-                    };
+                    decided = Some((id, RuleAction::Redact));
                 }
+                (RuleAction::Redact, Some(_)) => self.collect_redactions(id, rule, texts, s),
+                (RuleAction::Allow, None) => decided = Some((id, RuleAction::Allow)),
+                (RuleAction::Allow, Some(_)) => {}
+            }
+            if decided.is_some() {
+                i = i.max(out.additive_from);
             }
         }
-        Outcome::Pass
+        match decided {
+            Some((rule, RuleAction::Redact)) => Outcome::Redact {
+                rule,
+                redactions: &s.redactions,
+            },
+            _ => Outcome::Pass,
+        }
     }
 
     /// Everything the redact rule `id` found, as sorted, merged raw ranges.

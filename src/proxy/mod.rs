@@ -18,6 +18,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+mod approvals;
 pub mod child;
 pub mod codec;
 mod pump;
@@ -77,6 +78,9 @@ pub struct Options {
     /// The tool-definition guard for this session (`None`: no pinning, poison
     /// scanning, tool hiding or circuit breaker).
     pub guard: Option<Arc<crate::guard::Guard>>,
+    /// The user's home: calls an `ask` rule holds while the client has no elicitation
+    /// UI wait in its `.mcpwall/pending/` for `mcpwall approve`.
+    pub home: Option<std::path::PathBuf>,
 }
 
 /// The proxy could not run.
@@ -198,6 +202,19 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
+    let (asks_tx, asks_rx) = mpsc::unbounded_channel();
+    let approvals = approvals::Approvals {
+        session: session.clone(),
+        notes: asks_rx,
+        to_client: Sink::strong(client_tx.clone(), client_pool.clone()),
+        // Weak, like the outbound pump's: the server's stdin closes with the client side.
+        to_server: Sink::weak(server_tx.downgrade(), server_pool.clone()),
+        audit: audit.clone(),
+        chatter: options.chatter,
+        home: options.home.clone(),
+        queue: None,
+    };
+    let approvals = tokio::spawn(approvals.run());
     let outbound = Pump::new(
         session.clone(),
         Peer::Server,
@@ -205,7 +222,8 @@ pub async fn run(
         Sink::weak(server_tx.downgrade(), server_pool.clone()),
         audit.clone(),
         options.chatter,
-    );
+    )
+    .with_asks(asks_tx.clone());
     let inbound = Pump::new(
         session.clone(),
         Peer::Client,
@@ -213,7 +231,8 @@ pub async fn run(
         Sink::strong(server_tx, server_pool),
         audit.clone(),
         options.chatter,
-    );
+    )
+    .with_asks(asks_tx);
     let mut outbound: JoinHandle<()> =
         tokio::spawn(outbound.run(LineReader::new(server_out, max_line)));
     let mut inbound: Option<JoinHandle<()>> = Some(tokio::spawn(
@@ -296,11 +315,19 @@ pub async fn run(
     }
     stop_inbound(&mut inbound);
     server_writer.abort();
+    // It holds a sender to the client writer; the calls it held are answered below.
+    approvals.abort();
 
     // Every request still pending gets an error, oldest first.
     let mut out = Outbox::default();
     session.lock().server_gone(&describe(status), &mut out);
     audit.send(&mut out.events);
+    if let Some(home) = &options.home {
+        let queue = crate::approval_queue::ApprovalQueue::at(home);
+        for code in &out.withdrawn {
+            queue.withdraw(code);
+        }
+    }
     if !out.to_client.is_empty() {
         let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
     }

@@ -219,6 +219,9 @@ pub(crate) struct Pump {
     to_server: Sink,
     audit: AuditSender,
     chatter: Chatter,
+    /// Where calls held for approval are handed over (their timer and the pending
+    /// queue).
+    asks: Option<tokio::sync::mpsc::UnboundedSender<super::approvals::AskNote>>,
 }
 
 impl Pump {
@@ -242,6 +245,24 @@ impl Pump {
             to_server,
             audit,
             chatter,
+            asks: None,
+        }
+    }
+
+    /// Hand calls held for approval to `asks` (see [`super::approvals`]).
+    pub fn with_asks(
+        mut self,
+        asks: tokio::sync::mpsc::UnboundedSender<super::approvals::AskNote>,
+    ) -> Pump {
+        self.asks = Some(asks);
+        self
+    }
+
+    fn hand_over_asks(&mut self) {
+        if let Some(note) = super::approvals::AskNote::take(&mut self.out)
+            && let Some(asks) = &self.asks
+        {
+            let _ = asks.send(note);
         }
     }
 
@@ -331,6 +352,7 @@ impl Pump {
     /// Audit events first, then both sinks.
     async fn flush(&mut self) {
         self.audit.send(&mut self.out.events);
+        self.hand_over_asks();
         self.to_client.flush(&mut self.out.to_client).await;
         self.to_server.flush(&mut self.out.to_server).await;
     }
@@ -343,6 +365,7 @@ impl Pump {
     /// the end of a burst, so that the refusals do not wait for a stalled server.
     async fn flush_full(&mut self) {
         self.audit.send(&mut self.out.events);
+        self.hand_over_asks();
         let (c, s) = (self.out.to_client.len(), self.out.to_server.len());
         let (c_full, s_full) = (c >= FLUSH_BYTES, s >= FLUSH_BYTES);
         let stalled =

@@ -41,6 +41,93 @@ pub struct ScanOptions {
     pub timeout: Duration,
     /// Run only these attack ids (empty: all).
     pub only: Vec<String>,
+    /// Another stdio firewall to put in front of the server instead of this mcpwall.
+    pub proxy: Option<Proxy>,
+}
+
+/// A stdio MCP firewall given as a command prefix (`npx -y mcpwall --`): the protected
+/// runs start `prefix + server`, so tools are compared on the same attacks.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    /// The prefix, word by word.
+    pub argv: Vec<String>,
+    /// The prefix as the user gave it (the report names the proxy by it).
+    pub label: String,
+    /// What `prefix --version` printed, or the prefix's command when it did not answer.
+    pub version: String,
+}
+
+impl Proxy {
+    /// The prefix from `--proxy`: a JSON argv (`["npx","-y","mcpwall","--"]`) or words
+    /// separated by spaces (no shell quoting: an argument with a space needs the JSON form).
+    pub fn parse(text: &str) -> Result<Proxy, String> {
+        let argv: Vec<String> = if text.trim_start().starts_with('[') {
+            serde_json::from_str(text).map_err(|e| format!("not a JSON argv: {e}"))?
+        } else {
+            text.split_whitespace().map(str::to_string).collect()
+        };
+        if argv.is_empty() {
+            return Err("no command given".into());
+        }
+        let version = probe_version(&argv);
+        Ok(Proxy {
+            argv,
+            label: text.trim().to_string(),
+            version,
+        })
+    }
+}
+
+/// The first line `prefix --version` prints (the prefix's trailing `--` left off), within
+/// a few seconds; otherwise the prefix's command itself.
+fn probe_version(argv: &[String]) -> String {
+    let command: Vec<&String> = match argv.split_last() {
+        Some((last, rest)) if last == "--" => rest.iter().collect(),
+        _ => argv.iter().collect(),
+    };
+    let named = command
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let Some((program, args)) = command.split_first() else {
+        return named;
+    };
+    let child = std::process::Command::new(program)
+        .args(args)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return named;
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                if let Some(mut stdout) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+                }
+                let first = report::clean(out.lines().next().unwrap_or("").trim(), 100);
+                return if status.success() && !first.is_empty() {
+                    first
+                } else {
+                    named
+                };
+            }
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return named;
+            }
+        }
+    }
 }
 
 /// Which side of the comparison a session is on.
@@ -56,6 +143,8 @@ struct Observed {
     evidence: Option<String>,
     stopped_by: Option<String>,
     tools: Vec<String>,
+    /// Why the session failed (with `Outcome::Error`), or why nothing arrived when the
+    /// peer refused the attack by closing its input (with `Outcome::Pass`); the report's note.
     error: Option<String>,
 }
 
@@ -73,6 +162,15 @@ impl ScanOptions {
         };
         match side {
             Side::Baseline => server,
+            Side::Protected if self.proxy.is_some() => {
+                let mut v = self
+                    .proxy
+                    .as_ref()
+                    .map(|p| p.argv.clone())
+                    .unwrap_or_default();
+                v.extend(server);
+                v
+            }
             Side::Protected => {
                 let mut v = vec![
                     self.exe.to_string_lossy().into_owned(),
@@ -96,6 +194,10 @@ impl ScanOptions {
     /// user's and the project's files as it would on the user's machine.
     fn argv_layered(&self, home: &Path) -> Vec<String> {
         let mut v = self.argv(Side::Protected, home);
+        // Another proxy finds its own files; its `-c`, if any, is the user's to keep.
+        if self.proxy.is_some() {
+            return v;
+        }
         if let Some(at) = v.iter().position(|a| a == "-c") {
             v.drain(at..at + 2);
         }
@@ -152,7 +254,7 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
         let result = if let Some(reason) = skip_reason {
             let mut r = AttackResult::new(attack, Outcome::Skipped, Outcome::Skipped);
             match reason {
-                SkipReason::NotSelected => r.reason = Some("not selected (--only)".into()),
+                SkipReason::NotSelected => r.reason = Some(report::NOT_SELECTED.into()),
                 SkipReason::Policy(why) => {
                     r.reason = Some(why);
                     r.skipped_by_policy = true;
@@ -184,7 +286,14 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
                 r.evidence = prot.evidence;
                 r.stopped_by = match prot.outcome {
                     Outcome::Pass if base.outcome == Outcome::Pass => Some("server".into()),
-                    Outcome::Pass => prot.stopped_by.or(Some(UNATTRIBUTED.into())),
+                    Outcome::Pass => prot.stopped_by.or(Some(
+                        if opts.proxy.is_some() {
+                            "proxy"
+                        } else {
+                            UNATTRIBUTED
+                        }
+                        .into(),
+                    )),
                     _ => None,
                 };
                 r.note = prot.error.or(base.error);
@@ -316,6 +425,8 @@ fn session(
     let tool = attack.tool.unwrap_or("");
     // The request whose fate says what stopped the attack (default: the first refusal).
     let mut decisive: Option<u64> = None;
+    // Why nothing came back when the peer refused the attack by closing its input.
+    let mut refused: Option<String> = None;
     // For attacks carried by the handshake, the method whose audit events count.
     let method = match attack.delivery {
         Delivery::ToolList | Delivery::SecondSession => Some("tools/list"),
@@ -384,11 +495,24 @@ fn session(
             let pad = "x".repeat(settings.max_frame_bytes + 1);
             let id = s.next_id();
             decisive = Some(id);
-            s.exchange(&call_frame(
+            match s.exchange(&call_frame(
                 id,
                 tool,
                 &format!("{{\"pad\":\"{pad}\",{rest}"),
-            ))?
+            )) {
+                Ok(received) => received,
+                // A server (or firewall) that stops reading and closes its input on the
+                // oversized frame refused it: the attack's outcome is judged on what
+                // arrived (nothing) and on the fake home, and the report says why.
+                Err(ClientError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    refused = Some(
+                        "the server closed its input on the oversized frame (broken pipe): the frame was refused, not delivered"
+                            .to_string(),
+                    );
+                    Vec::new()
+                }
+                Err(e) => return Err(e),
+            }
         }
     };
     s.close();
@@ -407,7 +531,7 @@ fn session(
         evidence,
         stopped_by,
         tools: tool_names,
-        error: None,
+        error: refused,
     })
 }
 

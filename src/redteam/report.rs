@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 use super::ScanOptions;
 use super::attacks::{Attack, Severity};
 
+/// The reason of an attack left out with `--only`.
+pub const NOT_SELECTED: &str = "not selected (--only)";
+
 /// Bumped when the JSON layout changes incompatibly.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -103,6 +106,13 @@ pub struct Report {
     pub policy: String,
     /// sha256 of the policy file's bytes.
     pub policy_digest: String,
+    /// The firewall command prefix the protected runs went through (`--proxy`); `None`:
+    /// this mcpwall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// What that proxy says `--version` is, or its command when it does not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_version: Option<String>,
     pub seed: u64,
     pub summary: Summary,
     pub results: Vec<AttackResult>,
@@ -133,7 +143,12 @@ impl Report {
             })
             .unwrap_or_else(|_| "unreadable".into());
         let count = |o: Outcome| results.iter().filter(|r| r.protected == o).count();
-        let error = count(Outcome::Error);
+        // An error on either side leaves the attack unjudged (a baseline that broke
+        // proves nothing either way), so any error makes the scan incomplete.
+        let error = results
+            .iter()
+            .filter(|r| r.protected == Outcome::Error || r.baseline == Outcome::Error)
+            .count();
         let (mut got, mut all) = (0u32, 0u32);
         for r in &results {
             let w = r.severity.weight();
@@ -158,6 +173,8 @@ impl Report {
             },
             policy: opts.policy_label.clone(),
             policy_digest: digest,
+            proxy: opts.proxy.as_ref().map(|p| p.label.clone()),
+            proxy_version: opts.proxy.as_ref().map(|p| p.version.clone()),
             seed: opts.seed,
             summary: Summary {
                 total: results.len(),
@@ -217,34 +234,86 @@ impl Report {
     }
 
     /// The table, findings and summary. `timings: false` leaves durations out (goldens).
+    /// Attacks left out with `--only` have no row (the summary still counts them).
     pub fn render_text(&self, timings: bool) -> String {
         let mut out = String::new();
         out.push_str(&format!(
-            "mcpwall scan: {}\npolicy: {}\n\n",
+            "mcpwall scan: {}\npolicy: {}\n",
             clean(&self.target, 200),
             clean(&self.policy, 200)
         ));
-        let header = format!(
-            "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<40}",
-            "ID", "ATTACK", "OWASP", "SEVERITY", "BASELINE", "PROTECTED", "STOPPED BY"
-        );
-        out.push_str(header.trim_end());
-        out.push_str(if timings { "  TIME\n" } else { "\n" });
-        for r in &self.results {
-            let line = format!(
-                "{:<7} {:<44} {:<6} {:<9} {:<14} {:<14} {:<40}",
-                r.attack_id,
-                clean(&r.name, 44),
-                r.category,
-                r.severity.as_str(),
-                r.baseline.as_str(),
-                r.protected.as_str(),
-                clean(r.stopped_by.as_deref().unwrap_or("-"), 40)
-            );
-            out.push_str(line.trim_end());
-            if timings {
-                out.push_str(&format!("  {} ms", r.duration_ms));
+        if let Some(proxy) = &self.proxy {
+            out.push_str(&format!(
+                "proxy: {} ({})\n",
+                clean(proxy, 200),
+                clean(self.proxy_version.as_deref().unwrap_or("-"), 100)
+            ));
+        }
+        out.push('\n');
+        let header = [
+            "ID",
+            "ATTACK",
+            "OWASP",
+            "SEVERITY",
+            "BASELINE",
+            "PROTECTED",
+            "STOPPED BY",
+        ];
+        let rows: Vec<[String; 7]> = self
+            .results
+            .iter()
+            .filter(|r| r.reason.as_deref() != Some(NOT_SELECTED))
+            .map(|r| {
+                [
+                    r.attack_id.clone(),
+                    clean(&r.name, 44),
+                    r.category.clone(),
+                    r.severity.as_str().to_string(),
+                    r.baseline.as_str().to_string(),
+                    r.protected.as_str().to_string(),
+                    clean(r.stopped_by.as_deref().unwrap_or("-"), 40),
+                ]
+            })
+            .collect();
+        // Each column as wide as its widest cell (in characters), two spaces between.
+        let mut widths = header.map(|h| h.chars().count());
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
             }
+        }
+        let line = |cells: &[&str]| {
+            let mut text = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                text.push_str(cell);
+                if i + 1 < cells.len() {
+                    let pad = widths[i] - cell.chars().count() + 2;
+                    text.push_str(&" ".repeat(pad));
+                }
+            }
+            text
+        };
+        let time_col = |text: &mut String, cells: &[&str], time: &str| {
+            if timings {
+                let last = cells.len() - 1;
+                let pad = widths[last] - cells[last].chars().count() + 2;
+                text.push_str(&" ".repeat(pad));
+                text.push_str(time);
+            }
+        };
+        let mut head = line(&header);
+        time_col(&mut head, &header, "TIME");
+        out.push_str(head.trim_end());
+        out.push('\n');
+        let shown = self
+            .results
+            .iter()
+            .filter(|r| r.reason.as_deref() != Some(NOT_SELECTED));
+        for (r, row) in shown.zip(&rows) {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            let mut text = line(&cells);
+            time_col(&mut text, &cells, &format!("{} ms", r.duration_ms));
+            out.push_str(text.trim_end());
             out.push('\n');
         }
         let vulnerable: Vec<&AttackResult> = self
@@ -345,4 +414,84 @@ pub fn clean(text: &str, max: usize) -> String {
         n += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redteam::attacks::ATTACKS;
+
+    fn options() -> ScanOptions {
+        ScanOptions {
+            exe: "mcpwall".into(),
+            server: None,
+            policy: "/nonexistent".into(),
+            policy_label: "test".into(),
+            seed: 1,
+            timeout: std::time::Duration::from_secs(1),
+            only: vec![],
+            proxy: None,
+        }
+    }
+
+    fn results(baseline_error: bool) -> Vec<AttackResult> {
+        ATTACKS
+            .iter()
+            .take(4)
+            .enumerate()
+            .map(|(i, a)| {
+                let base = if baseline_error && i == 1 {
+                    Outcome::Error
+                } else {
+                    Outcome::Vulnerable
+                };
+                let mut r = AttackResult::new(a, base, Outcome::Pass);
+                r.stopped_by = Some(if i == 2 {
+                    "a-much-longer-rule-name".into()
+                } else {
+                    "x".into()
+                });
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn r24_an_error_on_either_side_makes_the_report_incomplete() {
+        let report = Report::new(&options(), results(true));
+        assert!(!report.summary.complete);
+        assert_eq!(report.summary.score, None);
+        assert_eq!(report.summary.grade, None);
+        assert!(report.gate_met(None), "incomplete fails the gate");
+        assert!(report.summary_line().starts_with("INCOMPLETE"));
+        let complete = Report::new(&options(), results(false));
+        assert!(complete.summary.complete && complete.summary.grade.is_some());
+    }
+
+    #[test]
+    fn r24_table_columns_line_up_and_only_selected_rows_show() {
+        let mut results = results(false);
+        results[3].baseline = Outcome::Skipped;
+        results[3].protected = Outcome::Skipped;
+        results[3].reason = Some(NOT_SELECTED.into());
+        let text = Report::new(&options(), results.clone()).render_text(true);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("ID"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(table.len(), 4, "header and three selected rows:\n{text}");
+        assert!(!text.contains(&results[3].attack_id), "{text}");
+        for column in ["PROTECTED", "STOPPED BY", "TIME"] {
+            let at = table[0].find(column).unwrap();
+            for row in &table[1..] {
+                let before = row.chars().take(at).collect::<String>();
+                assert!(
+                    before.ends_with("  ") && !row[..].chars().nth(at).unwrap().is_whitespace(),
+                    "{column} not aligned:\n{}",
+                    table.join("\n")
+                );
+            }
+        }
+    }
 }

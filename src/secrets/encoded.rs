@@ -66,6 +66,18 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
         while start > done && is_base64(text[start - 1]) {
             start -= 1;
         }
+        // Most probes land in a word: find its end before anything else. A segment
+        // shorter than a run cannot begin wrapped base64 either (its lines are longer),
+        // and an earlier line of a wrapped run held a probe of its own.
+        let mut end = probe + 1;
+        while end < text.len() && end - start < MIN_RUN && is_base64(text[end]) {
+            end += 1;
+        }
+        if end - start < MIN_RUN {
+            done = end;
+            probe = end + MIN_RUN - 1;
+            continue;
+        }
         let (end, chars, upper) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
         // of nearly every group of four is), of random bytes two fifths: a run with

@@ -432,13 +432,8 @@ mod tests {
             r"k[ab]{2}c",
         ];
         let alphabet = b"kabc=: ";
-        let mut state = 0x9E3779B97F4A7C15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = crate::test_rng::Rng(0x9E37_79B9_7F4A_7C15);
+        let mut next = || rng.next();
         for pattern in patterns {
             let hir = regex_syntax::parse(pattern).unwrap();
             let engine = Engine::new(&hir, false).unwrap();

@@ -50,6 +50,11 @@ pub struct AuditEvent {
     pub duration: Option<Duration>,
     /// Already-redacted JSON text of the arguments (`log_args: full` only).
     pub args: Option<Box<str>>,
+    /// On a denied request: what it asked for, masked ([`super::preview::denied_summary`]).
+    pub request: Option<Box<str>>,
+    /// For a call held for approval: how it was asked or decided (`elicitation`,
+    /// `cli`, `remembered`, `timeout`, `withdrawn`; see [`super::How`]).
+    pub how: Option<&'static str>,
 }
 
 impl AuditEvent {
@@ -66,6 +71,8 @@ impl AuditEvent {
             redactions: Vec::new(),
             duration: None,
             args: None,
+            request: None,
+            how: None,
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::verdict::Decision;
 #[derive(Debug, Clone)]
 pub(super) struct Ruling {
     allow: bool,
+    /// An ask rule (or `default_action: ask`) matched: the call waits for a human.
+    ask: bool,
     rule: Option<RuleRef>,
     /// mcpwall's own explanation, when the rule's message does not apply.
     message: Option<Cow<'static, str>>,
@@ -31,6 +33,7 @@ impl Ruling {
     fn refuse(rule: RuleRef, message: impl Into<Cow<'static, str>>) -> Ruling {
         Ruling {
             allow: false,
+            ask: false,
             rule: Some(rule),
             message: Some(message.into()),
             audited: true,
@@ -258,6 +261,7 @@ impl Session {
             e.tool = frame.tool(msg).map(|t| self.calls.intern(t));
             e.rule = Some(RuleRef::Builtin(rule));
             e.message = Some(message.into());
+            e.request = super::preview::denied_summary(&frame, msg).map(Into::into);
             self.emit(out, Peer::Client, true, e, &[], &[]);
         }
     }
@@ -355,6 +359,7 @@ impl Session {
         let mut d = match verdict {
             Decision::AllowedBy(r) => Ruling {
                 allow: true,
+                ask: false,
                 rule: Some(RuleRef::Inbound(r)),
                 message: None,
                 audited: true,
@@ -362,14 +367,44 @@ impl Session {
             },
             Decision::DeniedBy(r) => Ruling {
                 allow: false,
+                ask: false,
                 rule: Some(RuleRef::Inbound(r)),
                 message: None,
                 audited: true,
                 answers: None,
             },
             // `default_action` judges requests that act on the world, never an answer.
+            // Only a request can wait for a human; an answer or a notification an ask
+            // rule matches is refused.
+            Decision::AskedBy(r) if msg.kind == MessageKind::Request => Ruling {
+                allow: false,
+                ask: true,
+                rule: Some(RuleRef::Inbound(r)),
+                message: None,
+                audited: true,
+                answers: None,
+            },
+            Decision::AskedBy(r) => Ruling::refuse(
+                RuleRef::Inbound(r),
+                "this message needs a human's approval, which only a request can wait for",
+            ),
+            Decision::DefaultAsk if answers.is_none() && msg.kind == MessageKind::Request => {
+                Ruling {
+                    allow: false,
+                    ask: true,
+                    rule: Some(RuleRef::Builtin("mcpwall:default_action")),
+                    message: None,
+                    audited: true,
+                    answers: None,
+                }
+            }
+            Decision::DefaultAsk if answers.is_none() => Ruling::refuse(
+                RuleRef::Builtin("mcpwall:default_action"),
+                "this message needs a human's approval, which only a request can wait for",
+            ),
             Decision::Default { allow } if answers.is_none() => Ruling {
                 allow,
+                ask: false,
                 rule: Some(RuleRef::Builtin("mcpwall:default_action")),
                 message: (!allow).then_some(Cow::Borrowed(
                     "denied by default_action: no rule allows this call",
@@ -381,8 +416,9 @@ impl Session {
                 RuleRef::Builtin("mcpwall:nul_in_path"),
                 "a path argument holds a NUL character; refused",
             ),
-            Decision::Default { .. } | Decision::Plumbing => Ruling {
+            Decision::Default { .. } | Decision::DefaultAsk | Decision::Plumbing => Ruling {
                 allow: true,
+                ask: false,
                 rule: None,
                 message: None,
                 audited: answers.as_ref().is_some_and(|e| e.audited),
@@ -390,7 +426,7 @@ impl Session {
             },
         };
         d.answers = answers;
-        if d.allow
+        if (d.allow || d.ask)
             && msg.kind == MessageKind::Request
             && frame.method(msg) == Some("tools/call")
             && let Some(rate) = &mut self.rate
@@ -453,7 +489,15 @@ impl Session {
         let messages = frame.messages();
         if !frame.parsed.is_batch() {
             let Some(msg) = messages.first() else { return };
+            if self.approval_traffic(frame, msg, out) {
+                return;
+            }
             let mut d = self.decide(frame, msg, out);
+            if d.ask {
+                let rule = d.rule.unwrap_or(RuleRef::Builtin("mcpwall:default_action"));
+                self.ask(frame, msg, rule, out);
+                return;
+            }
             let mut names = None;
             if d.allow && msg.kind == MessageKind::Request {
                 match self.register(frame, msg, d.audited) {
@@ -482,7 +526,16 @@ impl Session {
         let mut batch = std::mem::take(&mut self.client.rulings);
         batch.clear();
         for msg in messages {
-            let d = self.decide(frame, msg, out);
+            let mut d = self.decide(frame, msg, out);
+            if d.ask {
+                // A held member would hold the whole batch (it goes out as one line).
+                let rule = d.rule.unwrap_or(RuleRef::Builtin("mcpwall:default_action"));
+                d = Ruling::refuse(
+                    rule,
+                    "this call needs a human's approval, which a batch cannot wait for; \
+                     send it on its own",
+                );
+            }
             batch.push(d);
         }
         let mut all_allowed = batch.iter().all(|d| d.allow);
@@ -627,6 +680,35 @@ impl Session {
             .map(Some)
     }
 
+    /// What concerns the calls held for approval, taken out of the stream (returns
+    /// `true` when the message was consumed): the client's answer to mcpwall's own
+    /// question, and the cancellation of a held call. Notes the client's `elicitation`
+    /// capability from `initialize` on the way.
+    fn approval_traffic(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> bool {
+        match msg.kind {
+            MessageKind::Result | MessageKind::Error => {
+                if let Some(id) = frame.id_raw(msg)
+                    && self.answers_elicitation(id)
+                {
+                    self.elicitation_answered(frame, msg, out);
+                    return true;
+                }
+                false
+            }
+            MessageKind::Notification => {
+                frame.method(msg) == Some("notifications/cancelled")
+                    && cancelled_request_id(frame, msg).is_some_and(|id| self.cancel_held(id, out))
+            }
+            MessageKind::Request => {
+                if frame.method(msg) == Some("initialize") {
+                    self.approvals.client_elicits =
+                        super::approval::declares_elicitation(frame, msg);
+                }
+                false
+            }
+        }
+    }
+
     /// A forwarded `notifications/cancelled` ends the correlation of its request.
     fn note_cancel(&mut self, frame: &Frame<'_>, msg: &Message) {
         if msg.kind == MessageKind::Notification
@@ -700,6 +782,10 @@ impl Session {
         }
         e.rule = d.rule;
         e.message = d.message.as_ref().map(|m| m.as_ref().into());
+        if !d.allow && msg.kind != MessageKind::Result && msg.kind != MessageKind::Error {
+            // Denials are rare: summarising one costs nothing on the allowed path.
+            e.request = super::preview::denied_summary(frame, msg).map(Into::into);
+        }
         if d.allow
             && msg.kind == MessageKind::Request
             && let Some((cache, findings)) = &mut self.client.log_args

@@ -47,17 +47,20 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
+pub mod approval;
 pub mod event;
 mod guard;
 pub mod ids;
 mod inbound;
 mod outbound;
 pub mod pending;
+pub mod preview;
 mod ratelimit;
 pub mod synth;
 #[cfg(test)]
 mod tests;
 
+pub use approval::{ApprovalRequest, How};
 pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
@@ -162,6 +165,15 @@ pub struct Outbox {
     pub notices: Vec<Notice>,
     /// `Some`: a [`Judgement`] is appended for every message judged.
     pub judgements: Option<Vec<Judgement>>,
+    /// Calls just held for `mcpwall approve` (the client has no elicitation UI): the
+    /// transport offers them to the approver (the proxy: `~/.mcpwall/pending/`).
+    pub approvals: Vec<ApprovalRequest>,
+    /// Codes of offered calls no longer waiting (decided, timed out, cancelled): the
+    /// transport withdraws them.
+    pub withdrawn: Vec<String>,
+    /// A call was held for approval: its deadline needs a timer (the proxy's
+    /// [`Session::next_deadline`] changed).
+    pub asked: bool,
 }
 
 impl Outbox {
@@ -203,6 +215,8 @@ pub struct Session {
     /// Client lines waiting for a list's answer (contract point 6), oldest first.
     held: std::collections::VecDeque<Vec<u8>>,
     held_bytes: usize,
+    /// Calls held for a human's approval (`action: ask`).
+    approvals: approval::Approvals,
     /// Scratch for masking secrets in the names of audit events, made on first use.
     masking: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
 }
@@ -257,6 +271,7 @@ impl Session {
             },
             held: std::collections::VecDeque::new(),
             held_bytes: 0,
+            approvals: approval::Approvals::default(),
             masking: None,
             program,
         }
@@ -324,6 +339,8 @@ impl Session {
             e.message = Some(message.as_str().into());
             self.emit(out, Peer::Server, true, e, &[], &[]);
         }
+        // Calls held for approval never reached it either.
+        self.drop_held(&message, out);
         // Held lines never reached the server: their requests are answered too.
         while let Some(raw) = self.held.pop_front() {
             let rule = "mcpwall:server_exited";
@@ -389,12 +406,19 @@ impl Session {
             let json = serde_json::to_string(&m).unwrap_or_default();
             e.id = Some(ids::IdText::new(json.as_bytes()));
         }
-        for field in [&mut e.method, &mut e.tool] {
-            if let Some(text) = field.as_deref()
-                && let Cow::Owned(m) = self.masked(text)
-            {
-                *field = Some(m.into());
-            }
+        // A method the specification defines holds nothing to mask.
+        if let Some(text) = e
+            .method
+            .as_deref()
+            .filter(|m| !crate::mcp::is_spec_method(m))
+            && let Cow::Owned(m) = self.masked(text)
+        {
+            e.method = Some(m.into());
+        }
+        if let Some(text) = e.tool.as_deref()
+            && let Cow::Owned(m) = self.masked(text)
+        {
+            e.tool = Some(m.into());
         }
         if let Some(text) = e.message.as_deref()
             && let Cow::Owned(m) = self.masked(text)

@@ -258,6 +258,29 @@ impl Session {
         in_place: Option<&mut Delivery>,
     ) -> bool {
         let id = frame.id_raw(msg);
+        if msg.kind == MessageKind::Request
+            && let Some(id) = id
+            && id.starts_with(super::approval::ELICITATION_ID_PREFIX.as_bytes())
+        {
+            // mcpwall's own questions to the client use these ids: the client's answer
+            // must not be taken for the answer to the server's request, or the reverse.
+            let message = "request id reserved by mcpwall; refused";
+            synth::error_response(
+                &mut out.to_server,
+                Some(id),
+                synth::POLICY_DENIED,
+                message,
+                Some("mcpwall:reserved_id"),
+            );
+            out.to_server.push(b'\n');
+            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Block);
+            e.id = Some(IdText::new(id));
+            e.method = frame.method(msg).map(|m| self.calls.intern(m));
+            e.rule = Some(RuleRef::Builtin("mcpwall:reserved_id"));
+            e.message = Some(message.into());
+            self.emit(out, Peer::Server, true, e, &[], &[]);
+            return false;
+        }
         let entry = match msg.kind {
             MessageKind::Result | MessageKind::Error => match self.answered_call(frame, msg, out) {
                 Some(entry) => Some(entry),

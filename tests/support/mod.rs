@@ -114,6 +114,8 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
             match v {
                 Decision::AllowedBy(r) => format!("allow:{}", program.rule(r).name),
                 Decision::DeniedBy(r) => format!("deny:{}", program.rule(r).name),
+                Decision::AskedBy(r) => format!("ask:{}", program.rule(r).name),
+                Decision::DefaultAsk => "default:ask".to_string(),
                 Decision::Default { allow: true } => "default:allow".to_string(),
                 Decision::Default { allow: false } => "default:deny".to_string(),
                 Decision::Plumbing => "plumbing".to_string(),

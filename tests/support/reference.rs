@@ -360,6 +360,7 @@ impl<'p> Reference<'p> {
                 return match rule.action {
                     Action::Allow => format!("allow:{}", rule.name.value),
                     Action::Deny => format!("deny:{}", rule.name.value),
+                    Action::Ask => format!("ask:{}", rule.name.value),
                 };
             }
         }
@@ -368,6 +369,7 @@ impl<'p> Reference<'p> {
                 match self.policy.settings.default_action {
                     Action::Allow => "default:allow".into(),
                     Action::Deny => "default:deny".into(),
+                    Action::Ask => "default:ask".into(),
                 }
             }
             _ => "plumbing".into(),
@@ -508,7 +510,7 @@ impl<'p> Reference<'p> {
             match rule.action {
                 RuleAction::LogOnly => logged.push(rule.name.value.clone()),
                 RuleAction::Allow => break,
-                RuleAction::Deny => {
+                RuleAction::Deny | RuleAction::Ask => {
                     result = format!("block:{}", rule.name.value);
                     break;
                 }

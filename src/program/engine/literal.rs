@@ -15,7 +15,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use regex_automata::meta;
 
 use super::PredMap;
-use crate::text::normalize::normalize;
+use crate::text::normalize::{lowercase_collapsed, normalize};
 
 #[derive(Debug)]
 pub(crate) struct LiteralEngine {
@@ -210,8 +210,21 @@ impl LiteralEngine {
     }
 
     /// Call `f(pattern, start, end)` for every occurrence of every literal in `text`.
+    #[cfg(test)]
+    pub fn for_each_match(&self, text: &str, f: impl FnMut(usize, usize, usize)) {
+        self.for_each_match_with(text, None, f)
+    }
+
+    /// [`Self::for_each_match`], given `normalize_keeping_case(text)` when the caller
+    /// already has it (the regexes of the same rules need it), so the Unicode steps
+    /// run once per text.
     #[inline]
-    pub fn for_each_match(&self, text: &str, mut f: impl FnMut(usize, usize, usize)) {
+    pub fn for_each_match_with(
+        &self,
+        text: &str,
+        kept_case: Option<&str>,
+        mut f: impl FnMut(usize, usize, usize),
+    ) {
         let automata = self.automata();
         // Normalising never lengthens ASCII text (NFKC can lengthen other text: `ﬃ`,
         // `¼`): an ASCII text shorter than every literal (a JSON key, a small value)
@@ -273,7 +286,10 @@ impl LiteralEngine {
                 collapsed.make_ascii_lowercase();
                 collapsed
             }
-            None => normalize(text),
+            None => match kept_case {
+                Some(kept) => lowercase_collapsed(kept),
+                None => normalize(text),
+            },
         };
         let mut reported = found;
         automata.each_in_lowercase(&normalized, &mut |p, _, _| {

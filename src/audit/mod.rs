@@ -25,12 +25,15 @@
 //! | `id` | JSON | the message's id exactly as sent, or `null` |
 //! | `method` | string/null | the method (for responses: of the request answered) |
 //! | `tool` | string/null | the tool of a `tools/call` (or of the call answered) |
-//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error` |
+//! | `action` | string | `allow`, `deny`, `pass`, `redact`, `block`, `log_only`, `drop`, `error`; for calls held by an `ask` rule: `ask`, then `approved`, `declined` or `timed_out` |
 //! | `rule` | string/null | the deciding rule's name, or a built-in reason `mcpwall:…` |
 //! | `message` | string/null | the rule's message or mcpwall's explanation |
 //! | `redactions` | object | only when something was redacted: detector/rule name → count |
 //! | `duration_us` | integer | only on answers to calls: time from request to answer |
 //! | `args` | JSON | only with `log_args: full`, allowed requests, secrets redacted |
+//! | `request` | string | only on denied requests: the telling argument, its value masked (`path: /hom…[18 chars]`) |
+//! | `how` | string | only on `ask`/`approved`/`declined`/`timed_out`: `elicitation`, `cli`, `remembered`, `timeout` or `withdrawn` |
+//! | `prev`, `hash` | string | the hash chain ([`chain`]): last on every line |
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -45,12 +48,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::platform;
 pub use crate::session::event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 
+pub mod chain;
+pub mod files;
+pub mod read;
+pub mod retention;
+pub mod time;
+pub mod verify;
+
 /// Where and how to write.
 #[derive(Debug, Clone)]
 pub struct AuditConfig {
     pub dir: PathBuf,
     pub session: String,
     pub server: String,
+    /// Applied by the writer thread when it starts (`None`: keep everything).
+    pub retention: Option<retention::Cap>,
 }
 
 /// Events queued for the writer before new ones are dropped (bounds memory when the
@@ -189,6 +201,8 @@ impl Audit {
             day: i64::MIN,
             last_open_failure: None,
             out: String::with_capacity(64 * 1024),
+            ends: Vec::new(),
+            chained: Vec::with_capacity(64 * 1024),
         };
         let thread = std::thread::Builder::new()
             .name("mcpwall-audit".into())
@@ -263,16 +277,33 @@ struct Writer {
     format: EventFormat,
     names: Arc<dyn Names>,
     shared: Arc<Shared>,
-    file: Option<File>,
+    file: Option<DayFile>,
     /// Days since the epoch of the open file.
     day: i64,
     last_open_failure: Option<Instant>,
-    /// Formatted lines waiting to be written.
+    /// Formatted lines waiting to be written, each without its closing brace (the chain
+    /// fields go there, once the previous line's hash is known under the file's lock).
     out: String,
+    /// Where each line in `out` ends.
+    ends: Vec<usize>,
+    /// The chained lines of one write.
+    chained: Vec<u8>,
+}
+
+/// An open day file, its seal, and the chain's tip as this writer last left it.
+struct DayFile {
+    log: File,
+    seal: File,
+    /// `(length, last hash)` after this writer's last write: when the file still has that
+    /// length under the lock, no other proxy wrote since and the tip need not be read.
+    tip: Option<(u64, chain::Link)>,
 }
 
 impl Writer {
     fn run(mut self) {
+        if let Some(cap) = self.config.retention {
+            self.apply_retention(cap);
+        }
         let shared = self.shared.clone();
         let mut batches = Vec::new();
         loop {
@@ -309,6 +340,17 @@ impl Writer {
         shared.finished.notify_all();
     }
 
+    /// Remove day files past the cap, on this thread: the proxy's start never waits on it.
+    fn apply_retention(&self, cap: retention::Cap) {
+        let today = days_since_epoch(SystemTime::now());
+        if let Err(e) = retention::apply(&self.config.dir, cap, &date_string(today), today) {
+            eprintln!(
+                "mcpwall: warning: cannot apply log_retention in {}: {e}",
+                self.config.dir.display()
+            );
+        }
+    }
+
     fn write_batch(&mut self, batch: &[AuditEvent]) {
         for event in batch {
             let day = days_since_epoch(event.ts);
@@ -321,7 +363,8 @@ impl Writer {
                 continue;
             }
             self.format.write(&mut self.out, event, &*self.names);
-            self.out.push('\n');
+            self.out.pop(); // the closing brace: the chain fields go before it
+            self.ends.push(self.out.len());
             self.shared.written.fetch_add(1, Ordering::Relaxed);
             if self.out.len() >= 64 * 1024 {
                 self.flush();
@@ -334,7 +377,13 @@ impl Writer {
             return;
         }
         if let Some(file) = &mut self.file
-            && let Err(e) = file.write_all(self.out.as_bytes())
+            && let Err(e) = file.append(
+                &self.config.dir,
+                self.day,
+                &self.out,
+                &self.ends,
+                &mut self.chained,
+            )
         {
             self.shared.warn_once(&format!(
                 "cannot write the audit log in {}: {e}",
@@ -346,6 +395,7 @@ impl Writer {
             self.last_open_failure = Some(Instant::now());
         }
         self.out.clear();
+        self.ends.clear();
     }
 
     fn open(&mut self, day: i64) {
@@ -357,7 +407,13 @@ impl Writer {
         }
         self.day = day;
         let path = self.config.dir.join(log_file_name(day));
-        match open_log(&self.config.dir, &path) {
+        match open_log(&self.config.dir, &path).and_then(|log| {
+            Ok(DayFile {
+                seal: open_private(&chain::seal_path(&path), false)?,
+                log,
+                tip: None,
+            })
+        }) {
             Ok(f) => {
                 self.file = Some(f);
                 self.last_open_failure = None;
@@ -375,6 +431,81 @@ impl Writer {
     }
 }
 
+impl DayFile {
+    /// Chain the lines of `out` (ending at `ends`) to the file's last line and append
+    /// them, then seal the file. Several proxies append to one day file: the whole step
+    /// runs under an exclusive `flock` on it, so each chain link is read and extended by
+    /// one writer at a time.
+    fn append(
+        &mut self,
+        dir: &Path,
+        day: i64,
+        out: &str,
+        ends: &[usize],
+        chained: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        // Where locks are not supported (some network file systems) the events are still
+        // written: a chain two writers interleave shows up in `log verify`, a lost event
+        // would not show anywhere.
+        let locked = platform::lock_exclusive(&self.log).is_ok();
+        let result = self.append_locked(dir, day, out, ends, chained);
+        if locked {
+            let _ = platform::unlock(&self.log);
+        }
+        result
+    }
+
+    fn append_locked(
+        &mut self,
+        dir: &Path,
+        day: i64,
+        out: &str,
+        ends: &[usize],
+        chained: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let size = self.log.metadata()?.len();
+        let mut prev = match self.tip {
+            Some((len, hash)) if len == size => hash,
+            _ => self.read_tip(dir, day, size)?,
+        };
+        chained.clear();
+        let mut start = 0;
+        for &end in ends {
+            prev = chain::push_chained(chained, &out.as_bytes()[start..end], &prev);
+            start = end;
+        }
+        self.log.write_all(chained)?;
+        let len = size + chained.len() as u64;
+        self.tip = Some((len, prev));
+        chain::Seal { len, hash: prev }.write(&self.seal)
+    }
+
+    /// The hash the next line chains to, when another writer may have appended: the
+    /// seal's when it covers the whole file, else the last line's; for a new day file,
+    /// the previous day file's last hash.
+    fn read_tip(&mut self, dir: &Path, day: i64, size: u64) -> io::Result<chain::Link> {
+        if size == 0 {
+            return Ok(previous_day_link(dir, day));
+        }
+        if let Some(seal) = chain::Seal::read_file(&self.seal)
+            && seal.len == size
+        {
+            return Ok(seal.hash);
+        }
+        chain::last_link(&mut self.log, size)
+    }
+}
+
+/// The last hash of the newest day file before `day` ([`chain::GENESIS`] when there is
+/// none): a day file's first line chains to it.
+fn previous_day_link(dir: &Path, day: i64) -> chain::Link {
+    let this = log_file_name(day);
+    let previous = files::own_log_files(dir)
+        .into_iter()
+        .rfind(|f| f.name.as_str() < this.as_str());
+    previous.map_or(chain::GENESIS, |f| files::tip_of(&f.path))
+}
+
 /// Create the directory (owner-only: 0700 on Unix) and open the day's file for appending
 /// (owner-only: 0600).
 fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
@@ -384,9 +515,20 @@ fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
     // Tighten a directory someone created with looser permissions (ignore failure: it
     // may not be ours; the file itself is still owner-only).
     let _ = platform::restrict_to_owner(dir);
-    // Never through a symlink planted at the day's name: events go to this file only.
-    let file =
-        platform::owner_only_nofollow(OpenOptions::new().append(true).create(true)).open(path)?;
+    open_private(path, true)
+}
+
+/// Open (creating, owner-only) a file of the log directory for appending or for writing
+/// in place, never through a symlink planted at its name.
+fn open_private(path: &Path, append: bool) -> io::Result<File> {
+    let file = platform::owner_only_nofollow(
+        OpenOptions::new()
+            .append(append)
+            .write(!append)
+            .read(true)
+            .create(true),
+    )
+    .open(path)?;
     let _ = platform::restrict_file_to_owner(&file, path);
     Ok(file)
 }
@@ -534,11 +676,19 @@ impl EventFormat {
             out.push_str(",\"args\":");
             out.push_str(args);
         }
+        if let Some(request) = &e.request {
+            out.push_str(",\"request\":");
+            json_str(out, request);
+        }
+        if let Some(how) = e.how {
+            out.push_str(",\"how\":");
+            json_str(out, how);
+        }
         out.push('}');
     }
 }
 
-fn days_since_epoch(ts: SystemTime) -> i64 {
+pub fn days_since_epoch(ts: SystemTime) -> i64 {
     let secs = ts
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
@@ -547,7 +697,7 @@ fn days_since_epoch(ts: SystemTime) -> i64 {
 }
 
 /// (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -561,11 +711,11 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// The audit log file of a day (days since 1970-01-01, UTC): `YYYY-MM-DD.audit.jsonl`.
-fn log_file_name(day: i64) -> String {
+pub fn log_file_name(day: i64) -> String {
     format!("{}{LOG_SUFFIX}", date_string(day))
 }
 
-const LOG_SUFFIX: &str = ".audit.jsonl";
+pub(crate) const LOG_SUFFIX: &str = ".audit.jsonl";
 
 /// Whether a file name in a log directory is one of this mcpwall's audit logs
 /// (`YYYY-MM-DD.audit.jsonl`), not the original mcpwall's `YYYY-MM-DD.jsonl` or anything else.
@@ -581,14 +731,18 @@ pub fn is_own_log_file(name: &str) -> bool {
     })
 }
 
-fn date_string(day: i64) -> String {
+pub fn date_string(day: i64) -> String {
     let (y, m, d) = civil_from_days(day);
     format!("{y:04}-{m:02}-{d:02}")
 }
 
+/// The current time as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+pub fn rfc3339_now(out: &mut String) {
+    rfc3339(out, SystemTime::now());
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`
-#[cfg(test)]
-fn rfc3339(out: &mut String, ts: SystemTime) {
+pub fn rfc3339(out: &mut String, ts: SystemTime) {
     let d = ts.duration_since(UNIX_EPOCH).unwrap_or_default();
     rfc3339_seconds(out, d.as_secs());
     out.push('.');
@@ -698,6 +852,7 @@ mod tests {
             dir: dir.to_path_buf(),
             session: "s1".into(),
             server: "srv".into(),
+            retention: None,
         }
     }
 
@@ -817,17 +972,24 @@ mod tests {
             let meta = std::fs::metadata(&dir).unwrap();
             assert_eq!(meta.permissions().mode() & 0o777, 0o700);
         }
-        assert!(platform::is_owner_only(&dir).unwrap());
-        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert_eq!(files.len(), 1);
-        let path = files[0].as_ref().unwrap().path();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
+        platform::assert_owner_only(&dir);
+        let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        // The day file and its seal, both private.
+        assert_eq!(files.len(), 2, "{files:?}");
+        for f in &files {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(f).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o600);
+            }
+            platform::assert_owner_only(f);
         }
-        assert!(platform::is_owner_only(&path).unwrap());
+        let path = files::own_log_files(&dir)[0].path.clone();
+        assert!(chain::Seal::read(&chain::seal_path(&path)).is_some());
         assert_eq!(
             path.file_name().unwrap().to_str().unwrap(),
             log_file_name(days_since_epoch(SystemTime::now()))
@@ -856,19 +1018,15 @@ mod tests {
         let audit = Audit::start(config(&dir), Arc::new(TestNames));
         let tx = audit.sender();
         let lines = || {
-            std::fs::read_dir(&dir)
-                .map(|entries| {
-                    entries
-                        .filter_map(Result::ok)
-                        .map(|e| {
-                            std::fs::read_to_string(e.path())
-                                .unwrap_or_default()
-                                .lines()
-                                .count()
-                        })
-                        .sum::<usize>()
+            files::own_log_files(&dir)
+                .iter()
+                .map(|f| {
+                    std::fs::read_to_string(&f.path)
+                        .unwrap_or_default()
+                        .lines()
+                        .count()
                 })
-                .unwrap_or(0)
+                .sum::<usize>()
         };
         let wait_for = |want: usize| {
             let start = Instant::now();
@@ -921,8 +1079,8 @@ mod tests {
         drop(tx);
         assert_eq!(audit.finish(Duration::from_secs(5)), (u64::from(next), 0));
         let mut ids = Vec::new();
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for file in files::own_log_files(&dir) {
+            let text = std::fs::read_to_string(&file.path).unwrap();
             for line in text.lines() {
                 let v: serde_json::Value = serde_json::from_str(line).unwrap();
                 ids.push(v["id"].as_u64().unwrap() as u32);

@@ -1,0 +1,219 @@
+//! The hash chain that makes the audit log tamper-evident.
+//!
+//! Every line ends with `,"prev":"<64 hex>","hash":"<64 hex>"}`: `prev` is the `hash` of
+//! the line before it (for a day file's first line: the last line of the previous day
+//! file, or [`GENESIS`]), and `hash` is `SHA-256(prev || body)` in lowercase hex, where
+//! `body` is the line's text before `,"prev":` (the JSON object without its closing
+//! brace). Editing a line breaks its own `hash`; deleting, inserting or moving one breaks
+//! the next line's `prev`.
+//!
+//! Removing lines at the end of a file leaves no broken link, so each day file has a
+//! seal beside it, `YYYY-MM-DD.audit.seal`: the file's length and last hash after every
+//! write. A file shorter than its seal, or whose line at the sealed length is not the
+//! sealed one, was truncated.
+//!
+//! SHA-256 (the `sha2` crate, already used for trust records) rather than a fast
+//! non-cryptographic hash: a link must not be forgeable by choosing a line's content.
+//! The chain carries no secret key, so whoever can rewrite the files can also recompute
+//! every hash and the seals: it shows careless or partial tampering, not a determined
+//! attacker with write access (docs/proxy.md says so).
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// A link: lowercase hex SHA-256.
+pub type Link = [u8; 64];
+
+/// The `prev` of the very first line of a log (and of a line after unchained ones).
+pub const GENESIS: Link = [b'0'; 64];
+
+const PREV_KEY: &str = ",\"prev\":\"";
+const HASH_KEY: &str = "\",\"hash\":\"";
+/// `,"prev":"` + 64 + `","hash":"` + 64 + `"}`
+pub const SUFFIX_LEN: usize = PREV_KEY.len() + 64 + HASH_KEY.len() + 64 + 2;
+
+/// `SHA-256(prev || body)` as lowercase hex.
+pub fn link(prev: &Link, body: &[u8]) -> Link {
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(body);
+    let digest = h.finalize();
+    let mut out = [0u8; 64];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    out
+}
+
+/// Append `body` (a JSON object without its closing brace) chained to `prev`, with its
+/// newline. Returns the line's hash.
+pub fn push_chained(out: &mut Vec<u8>, body: &[u8], prev: &Link) -> Link {
+    let hash = link(prev, body);
+    out.extend_from_slice(body);
+    out.extend_from_slice(PREV_KEY.as_bytes());
+    out.extend_from_slice(prev);
+    out.extend_from_slice(HASH_KEY.as_bytes());
+    out.extend_from_slice(&hash);
+    out.extend_from_slice(b"\"}\n");
+    hash
+}
+
+/// A chained line's parts: `(body, prev, hash)`, or `None` for a line without the chain
+/// suffix (written before tamper evidence, by another program, or mangled).
+pub fn split(line: &[u8]) -> Option<(&[u8], Link, Link)> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let start = line.len().checked_sub(SUFFIX_LEN)?;
+    let (body, suffix) = line.split_at(start);
+    let rest = suffix.strip_prefix(PREV_KEY.as_bytes())?;
+    let (prev, rest) = rest.split_at(64);
+    let rest = rest.strip_prefix(HASH_KEY.as_bytes())?;
+    let (hash, end) = rest.split_at(64);
+    if end != b"\"}" || !is_hex(prev) || !is_hex(hash) {
+        return None;
+    }
+    Some((body, prev.try_into().ok()?, hash.try_into().ok()?))
+}
+
+fn is_hex(b: &[u8]) -> bool {
+    b.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The seal of a day file: `YYYY-MM-DD.audit.seal` beside `YYYY-MM-DD.audit.jsonl`.
+pub fn seal_path(log: &Path) -> PathBuf {
+    let name = log.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let date = name.strip_suffix(super::LOG_SUFFIX).unwrap_or(name);
+    log.with_file_name(format!("{date}{SEAL_SUFFIX}"))
+}
+
+pub const SEAL_SUFFIX: &str = ".audit.seal";
+const SEAL_TAG: &[u8] = b"mcpwall-seal-1 ";
+/// Tag, 20-digit length, space, hash, newline: fixed, so a rewrite in place never leaves
+/// a longer old seal's tail behind.
+const SEAL_LEN: usize = SEAL_TAG.len() + 20 + 1 + 64 + 1;
+
+/// What a seal says: the file's length and the hash of its line ending there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seal {
+    pub len: u64,
+    pub hash: Link,
+}
+
+impl Seal {
+    pub fn to_bytes(self) -> [u8; SEAL_LEN] {
+        let mut out = [b' '; SEAL_LEN];
+        out[..SEAL_TAG.len()].copy_from_slice(SEAL_TAG);
+        let len = format!("{:020}", self.len);
+        let at = SEAL_TAG.len();
+        out[at..at + 20].copy_from_slice(len.as_bytes());
+        out[at + 21..at + 85].copy_from_slice(&self.hash);
+        out[SEAL_LEN - 1] = b'\n';
+        out
+    }
+
+    pub fn parse(bytes: &[u8]) -> Option<Seal> {
+        let rest = bytes.strip_prefix(SEAL_TAG)?;
+        if rest.len() != SEAL_LEN - SEAL_TAG.len() || rest[20] != b' ' || rest[85] != b'\n' {
+            return None;
+        }
+        let len = std::str::from_utf8(&rest[..20]).ok()?.parse().ok()?;
+        let hash: Link = rest[21..85].try_into().ok()?;
+        is_hex(&hash).then_some(Seal { len, hash })
+    }
+
+    pub fn read(path: &Path) -> Option<Seal> {
+        let mut buf = Vec::with_capacity(SEAL_LEN);
+        File::open(path)
+            .ok()?
+            .take(SEAL_LEN as u64 + 1)
+            .read_to_end(&mut buf)
+            .ok()?;
+        Seal::parse(&buf)
+    }
+
+    pub fn read_file(file: &File) -> Option<Seal> {
+        let mut buf = [0u8; SEAL_LEN];
+        let n = crate::platform::read_at(file, &mut buf, 0).ok()?;
+        Seal::parse(&buf[..n])
+    }
+
+    /// Rewrite the seal in place (one `pwrite`: the length never changes).
+    pub fn write(self, file: &File) -> io::Result<()> {
+        crate::platform::write_all_at(file, &self.to_bytes(), 0)
+    }
+}
+
+/// The hash of the last complete line of `file` (of `size` bytes): [`GENESIS`] for an
+/// empty file or one whose last line is not chained. Reads backwards from the end.
+pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
+    let mut chunk = 4096u64;
+    loop {
+        let start = size.saturating_sub(chunk);
+        let mut buf = vec![0; (size - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut buf)?;
+        // A torn last line (a writer died mid-write) is not a line: skip to the one before.
+        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line_start = buf[..end.saturating_sub(1)]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map(|i| i + 1);
+        match line_start {
+            Some(s) => return Ok(split(&buf[s..end]).map_or(GENESIS, |(_, _, h)| h)),
+            None if start == 0 => return Ok(split(&buf[..end]).map_or(GENESIS, |(_, _, h)| h)),
+            None => chunk *= 4,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chained_line_splits_back_into_its_parts() {
+        let mut out = Vec::new();
+        let h1 = push_chained(&mut out, br#"{"a":1"#, &GENESIS);
+        let h2 = push_chained(&mut out, br#"{"a":2"#, &h1);
+        let lines: Vec<&[u8]> = out.split_inclusive(|&b| b == b'\n').collect();
+        let (body, prev, hash) = split(lines[1]).unwrap();
+        assert_eq!((body, prev, hash), (&br#"{"a":2"#[..], h1, h2));
+        assert_eq!(link(&prev, body), hash);
+        // Each line is still one JSON object.
+        let v: serde_json::Value = serde_json::from_slice(lines[0]).unwrap();
+        assert_eq!(v["prev"].as_str().unwrap().as_bytes(), GENESIS);
+        assert!(split(br#"{"a":1}"#).is_none());
+    }
+
+    #[test]
+    fn seals_round_trip_at_a_fixed_length() {
+        let s = Seal {
+            len: 12345,
+            hash: link(&GENESIS, b"x"),
+        };
+        assert_eq!(Seal::parse(&s.to_bytes()), Some(s));
+        assert!(Seal::parse(b"mcpwall-seal-1 12").is_none());
+    }
+
+    #[test]
+    fn last_link_skips_a_torn_line_and_reads_long_lines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let mut out = Vec::new();
+        let h1 = push_chained(&mut out, br#"{"a":1"#, &GENESIS);
+        let long = format!("{{\"a\":\"{}\"", "x".repeat(20_000));
+        let h2 = push_chained(&mut out, long.as_bytes(), &h1);
+        std::fs::write(&path, &out).unwrap();
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(last_link(&mut f, out.len() as u64).unwrap(), h2);
+        out.extend_from_slice(b"{\"torn");
+        std::fs::write(&path, &out).unwrap();
+        let mut f = File::open(&path).unwrap();
+        assert_eq!(last_link(&mut f, out.len() as u64).unwrap(), h2);
+        assert_eq!(last_link(&mut f, 0).unwrap(), GENESIS);
+    }
+}

@@ -1,0 +1,230 @@
+//! What several verbs share: colour on a terminal, the owner-only state directory, and the
+//! hint for a command line that forgot its `--`.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::Path;
+
+/// Whether stdout gets colour: on a terminal, unless `NO_COLOR` is set (non-empty);
+/// `CLICOLOR_FORCE` (non-empty, not `0`) forces it where no terminal is.
+pub fn colour_stdout() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    if set("NO_COLOR") {
+        return false;
+    }
+    set("CLICOLOR_FORCE") || std::io::stdout().is_terminal()
+}
+
+/// SGR codes used by the verbs.
+pub mod sgr {
+    pub const GREEN: &str = "32";
+    pub const YELLOW: &str = "33";
+    pub const RED: &str = "1;31";
+    pub const CYAN: &str = "36";
+    pub const DIM: &str = "2";
+}
+
+/// `text` in colour `code` when `on`.
+pub fn paint(on: bool, code: &str, text: &str) -> String {
+    if on {
+        format!("\u{1b}[{code}m{text}\u{1b}[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// A unified diff with added lines green, removed lines red and hunk headers cyan.
+pub fn paint_diff(on: bool, diff: &str) -> String {
+    if !on {
+        return diff.to_string();
+    }
+    diff.split_inclusive('\n')
+        .map(|line| {
+            let (body, end) = match line.strip_suffix('\n') {
+                Some(body) => (body, "\n"),
+                None => (line, ""),
+            };
+            let code = if body.starts_with("+++") || body.starts_with("---") {
+                sgr::DIM
+            } else if body.starts_with('+') {
+                sgr::GREEN
+            } else if body.starts_with('-') {
+                sgr::RED
+            } else if body.starts_with("@@") {
+                sgr::CYAN
+            } else {
+                return line.to_string();
+            };
+            format!("{}{end}", paint(true, code, body))
+        })
+        .collect()
+}
+
+/// Take group and other access away from `~/.mcpwall` and `~/.mcpwall/backups` if an
+/// older mcpwall (or the user) left them open: they hold copies of client files, which may
+/// carry tokens. Said on stderr, once, when it happens; nothing is created here.
+pub fn tighten_state_dirs() {
+    let Some(home) = crate::platform::home_var().filter(|h| !h.is_empty()) else {
+        return;
+    };
+    let state = Path::new(&home).join(".mcpwall");
+    for dir in [state.join("backups"), state.clone()] {
+        tighten(&dir);
+    }
+}
+
+#[cfg(unix)]
+fn tighten(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    // Not through a symlink: the link's target is not ours to change.
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if !meta.is_dir() || mode & 0o077 == 0 {
+        return;
+    }
+    match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+        Ok(()) => eprintln!(
+            "mcpwall: note: {} was open to other users (mode {mode:o}); it is now owner-only (0700): it holds copies of client configs, which may carry tokens",
+            dir.display()
+        ),
+        Err(e) => eprintln!(
+            "mcpwall: warning: {} is open to other users (mode {mode:o}) and could not be made owner-only: {e}; run `chmod 700 {}`",
+            dir.display(),
+            dir.display()
+        ),
+    }
+}
+
+#[cfg(not(unix))]
+fn tighten(_dir: &Path) {}
+
+/// Options of proxy mode that take a value (`-c FILE`), so the word after them is theirs.
+const VALUE_OPTIONS: &[&str] = &[
+    "-c",
+    "--config",
+    "--log-level",
+    "--server-name",
+    "--grace-ms",
+    "--kill-grace-ms",
+];
+
+/// The message for a command line whose first word is not a verb and not after `--`:
+/// a near miss of a verb (`stauts`), or a server command missing its `--` (`npx foo`).
+/// `None` when the line is fine for clap to parse.
+pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<String> {
+    let words: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        if word == "--" {
+            return None;
+        }
+        if word.starts_with('-') {
+            i += if VALUE_OPTIONS.contains(&word.as_str()) {
+                2
+            } else {
+                1
+            };
+            continue;
+        }
+        if verbs.iter().any(|v| v == word) {
+            return None;
+        }
+        let near = verbs
+            .iter()
+            .map(|v| (strsim::damerau_levenshtein(word, v), v))
+            .filter(|(d, v)| *d <= 2.min(v.len() / 2))
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, v)| v);
+        let quoted: Vec<String> = words.iter().map(|w| quote(w)).collect();
+        let (options, command) = quoted.split_at(i);
+        let mut behind = String::from("mcpwall ");
+        for option in options {
+            behind.push_str(option);
+            behind.push(' ');
+        }
+        behind.push_str("-- ");
+        behind.push_str(&command.join(" "));
+        return Some(match near {
+            // A lone word is a mistyped verb; with more words it may be a server command
+            // (`docker run …` is one edit from `doctor`): offer both.
+            Some(verb) if command.len() == 1 => format!(
+                "unknown command `{word}`; did you mean `mcpwall {verb}`? (`mcpwall --help` lists the commands)"
+            ),
+            Some(verb) => format!(
+                "unknown command `{word}`; did you mean `mcpwall {verb}`, or `{behind}` to run a server behind mcpwall?"
+            ),
+            None => format!(
+                "`{word}` is not a mcpwall command; to run a server behind mcpwall, put its command after `--`: did you mean `{behind}`?"
+            ),
+        });
+    }
+    None
+}
+
+/// A word as a POSIX shell would need it to read it back.
+fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        std::iter::once("mcpwall")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    fn verbs() -> Vec<String> {
+        [
+            "status", "scan", "init", "wrap", "unwrap", "check", "doctor",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    #[test]
+    fn near_misses_and_missing_double_dash() {
+        let hint = |w: &[&str]| misplaced_word(&argv(w), &verbs());
+        assert!(hint(&["stauts"]).unwrap().contains("`mcpwall status`"));
+        assert!(hint(&["wrpa", "x"]).unwrap().contains("`mcpwall wrap`"));
+        let docker = hint(&["docker", "run", "img"]).unwrap();
+        assert!(docker.contains("`mcpwall -- docker run img`"), "{docker}");
+        assert!(
+            hint(&["-c", "p.yml", "npx", "a b"])
+                .unwrap()
+                .contains("`mcpwall -c p.yml -- npx 'a b'`")
+        );
+        assert_eq!(hint(&["status"]), None);
+        assert_eq!(hint(&["--", "npx", "foo"]), None);
+        assert_eq!(hint(&["--strict", "--", "npx"]), None);
+        assert_eq!(hint(&["--version"]), None);
+    }
+
+    #[test]
+    fn diffs_are_painted_by_line_kind() {
+        let diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n same\n";
+        assert_eq!(paint_diff(false, diff), diff);
+        let painted = paint_diff(true, diff);
+        assert!(painted.contains("\u{1b}[32m+new\u{1b}[0m\n"));
+        assert!(painted.contains("\u{1b}[1;31m-old\u{1b}[0m\n"));
+        assert!(painted.ends_with(" same\n"));
+    }
+}

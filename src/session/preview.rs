@@ -1,0 +1,193 @@
+//! What a request is about, shown safely: `mcpwall check` prints it beside a verdict and
+//! the audit log keeps it (masked whole) on a deny event. One place, so the two never
+//! disagree on which argument tells or on how a secret is masked.
+
+use crate::frame::{Frame, Message, Token, TokenKind};
+use crate::secrets::{Detector, DetectorCache, Finding};
+
+/// Argument names whose value best says what a call is about, most telling first.
+pub const TELLING_ARGS: &[&str] = &[
+    "command",
+    "cmd",
+    "path",
+    "paths",
+    "uri",
+    "url",
+    "file",
+    "file_path",
+    "filepath",
+    "filename",
+    "source",
+    "destination",
+    "directory",
+    "cwd",
+    "query",
+    "pattern",
+    "name",
+];
+
+/// Longest argument value shown, in characters.
+pub const SHOWN_CHARS: usize = 80;
+
+/// The string argument that best says what `msg` is about: `(its key, its value)`, the
+/// key empty when the value sits in an array. `None` when no argument is a string.
+pub fn telling_arg<'f>(frame: &'f Frame<'_>, msg: &Message) -> Option<(&'f str, &'f str)> {
+    let tokens = frame.tokens();
+    let mut best: Option<(usize, &str, &str)> = None;
+    let key_of = |key: Option<&Token>| {
+        key.filter(|k| k.kind == TokenKind::Key)
+            .map(|k| frame.text(k.text))
+    };
+    let rank_of = |key: Option<&str>| {
+        key.and_then(|k| TELLING_ARGS.iter().position(|t| *t == k))
+            .unwrap_or(TELLING_ARGS.len())
+    };
+    for i in msg.args.clone() {
+        let tok = &tokens[i];
+        if tok.kind != TokenKind::String {
+            continue;
+        }
+        // Rank by the value's own key (`path` inside `arguments` of a look-alike method)
+        // and by the top-level argument it sits in, whichever tells more.
+        let own_key = key_of(i.checked_sub(1).map(|k| &tokens[k]));
+        let top_key = key_of(tokens.get(tok.arg as usize));
+        let rank = rank_of(own_key).min(rank_of(top_key));
+        if best.is_none_or(|(r, _, _)| rank < r) {
+            best = Some((
+                rank,
+                own_key.or(top_key).unwrap_or(""),
+                frame.text(tok.text),
+            ));
+        }
+    }
+    best.map(|(_, key, value)| (key, value))
+}
+
+/// The telling value as `check` prints it: secrets masked, controls escaped, shortened.
+pub fn shown_value(
+    value: &str,
+    detector: &Detector,
+    cache: &mut DetectorCache,
+    findings: &mut Vec<Finding>,
+) -> String {
+    findings.clear();
+    detector.find(value, cache, findings);
+    let masked = mask_findings(value, findings);
+    shorten(&escape_controls(&masked), SHOWN_CHARS)
+}
+
+/// A denied request as the audit log keeps it: the telling argument's key and its value
+/// masked whole (`path: /hom…[18 chars]`), so the log says what was asked for without
+/// holding the denied argument (or a secret in it) in clear.
+pub fn denied_summary(frame: &Frame<'_>, msg: &Message) -> Option<String> {
+    let (key, value) = telling_arg(frame, msg)?;
+    let value = mask(&decode_raw(value.as_bytes()));
+    Some(if key.is_empty() {
+        value
+    } else {
+        format!("{}: {value}", shorten(&escape_controls(key), 40))
+    })
+}
+
+/// The text of a raw JSON string slice (escapes decoded where they are whole).
+pub fn decode_raw(raw: &[u8]) -> String {
+    let quoted = [b"\"", raw, b"\""].concat();
+    serde_json::from_slice::<String>(&quoted)
+        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned())
+}
+
+/// A secret shown safely: its first four characters, then how many are hidden.
+pub fn mask(secret: &str) -> String {
+    let total = secret.chars().count();
+    let shown: String = secret.chars().take(4).collect();
+    format!(
+        "{}…[{} chars]",
+        escape_controls(&shown),
+        total.saturating_sub(4)
+    )
+}
+
+/// `text` with every finding replaced by its masked preview.
+pub fn mask_findings(text: &str, findings: &[Finding]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in findings {
+        if f.range.start < at {
+            continue;
+        }
+        out.push_str(&text[at..f.range.start]);
+        out.push_str(&mask(&text[f.range.clone()]));
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Control characters (newlines, terminal escapes) written as escapes, so a frame cannot
+/// rewrite the user's terminal or forge extra verdict lines.
+pub fn escape_controls(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// At most `max` characters, with `…` when cut.
+pub fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{Limits, Parsed};
+
+    #[test]
+    fn mask_shows_four_characters_and_the_hidden_count() {
+        assert_eq!(mask("ABCDEFGH"), "ABCD…[4 chars]");
+        assert_eq!(mask("AB"), "AB…[0 chars]");
+    }
+
+    #[test]
+    fn controls_are_escaped() {
+        assert_eq!(escape_controls("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
+        assert_eq!(escape_controls("plain"), "plain");
+    }
+
+    #[test]
+    fn shorten_cuts_on_characters() {
+        assert_eq!(shorten("ééééé", 3), "éé…");
+        assert_eq!(shorten("abc", 3), "abc");
+    }
+
+    /// The log's summary of a denied call names the telling argument and never holds its
+    /// value in clear.
+    #[test]
+    fn a_denied_summary_masks_the_telling_value_whole() {
+        let raw = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"mode":"r","path":"/home/u/.ssh/id_rsa"}}}"#;
+        let mut parsed = Parsed::new();
+        let frame = parsed.parse_frame(raw, &Limits::default()).unwrap();
+        let msg = &frame.messages()[0];
+        assert_eq!(
+            telling_arg(&frame, msg),
+            Some(("path", "/home/u/.ssh/id_rsa"))
+        );
+        assert_eq!(
+            denied_summary(&frame, msg).as_deref(),
+            Some("path: /hom…[15 chars]")
+        );
+    }
+}
