@@ -133,7 +133,9 @@ fn init_and_wrap_edit_the_windows_config_locations() {
     let out = home.run(&["wrap", "files"]);
     assert!(
         out.status.success(),
-        "{}",
+        "{:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(wrapped(&desktop, "mcpServers", "files"));

@@ -502,7 +502,10 @@ fn backup_prefix(file: &Path) -> String {
         .to_string_lossy()
         .chars()
         .map(|c| {
-            if matches!(c, '/' | '\\' | ':') {
+            // Windows also refuses these in a name; a verbatim path (`\\?\C:\…`) has '?'.
+            if matches!(c, '/' | '\\' | ':')
+                || (cfg!(windows) && matches!(c, '<' | '>' | '"' | '|' | '?' | '*'))
+            {
                 '_'
             } else {
                 c
