@@ -22,6 +22,7 @@ pub mod redteam;
 pub mod regex_dialect;
 pub mod secrets;
 pub mod session;
+pub(crate) mod shell;
 pub mod text;
 pub mod verdict;
 

@@ -338,6 +338,7 @@ fn shape(p: &mcpwall::config::Policy) -> Vec<String> {
                     Matcher::Pattern(x) => format!("pattern {}", x.value),
                     Matcher::NotUnder { root, .. } => format!("not_under {}", root.display()),
                     Matcher::Secrets => "secrets".to_string(),
+                    Matcher::Command(x) => format!("command {:?}", x.value),
                 };
                 format!("{:?} {m}", c.selector)
             })

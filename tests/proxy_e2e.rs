@@ -1700,6 +1700,11 @@ fn r21_agent_cannot_run_mcpwall_state_changing_verbs() {
         "npx -y mcpwall@latest --log-level debug pins approve fake",
         "/usr/local/bin/mcpwall trust",
         "cd /tmp && \"mcpwall\" 'pins' \"approve\" fake",
+        // Issue 21's leftover: the command word split by quotes or escapes (issue 23).
+        "mcp'wall' pins approve fake read_file",
+        "\"mcpwall\" pins reset fake",
+        "m\\cpwall trust",
+        "sh -c 'mcp\"\"wall unwrap --all'",
     ] {
         p.send_line(&call("9", "run_command", json!({ "command": command })));
         let v = p.recv_json();
@@ -1713,6 +1718,72 @@ fn r21_agent_cannot_run_mcpwall_state_changing_verbs() {
         !got.contains("approve"),
         "a state-changing command reached the server: {got}"
     );
+    assert_eq!(p.finish(), 0);
+}
+
+/// Issue 23, end to end: a shell tool backed by real bash (the fake server runs the
+/// command with `bash -c` in the temporary HOME). A glob spelling of the SSH key path,
+/// which bash expands to the key, is denied before it reaches the server; an everyday
+/// command runs and its output comes back.
+#[test]
+fn r23_bash_backed_shell_tool_cannot_read_a_key_through_a_glob() {
+    let mut p = Proxy::with(Setup {
+        user_file: Some("version: 1\nextends: [default]\n"),
+        env: vec![("FAKE_BASH_TOOL", "1".to_string())],
+        ..Setup::default()
+    });
+    let home = p.dir.path().join("home");
+    let project = p.dir.path().join("project");
+    // A generated fake key: what bash would print if the command got through.
+    let marker = format!("fake{}key{}", "-ssh-", "-material-7f3a");
+    let key = format!(
+        "-----BEGIN {}-----\n{marker}\n-----END {}-----\n",
+        "OPENSSH PRIVATE KEY", "OPENSSH PRIVATE KEY"
+    );
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), &key).unwrap();
+    std::fs::write(project.join("notes.txt"), "one\ntwo\n").unwrap();
+    // Without mcpwall, bash reads the key through the glob.
+    let direct = Command::new("bash")
+        .arg("-c")
+        .arg("tail -n +2 ~/.ss[h]/id_rs[a]")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&direct.stdout).contains(&marker));
+
+    handshake(&mut p);
+    p.send_line(&call(
+        "1",
+        "run_command",
+        json!({"command": "tail -n +2 ~/.ss[h]/id_rs[a]"}),
+    ));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 1);
+    assert_eq!(
+        v["error"]["data"]["rule"], "block-secret-files-in-shell-commands",
+        "{v}"
+    );
+    p.send_line(&call(
+        "2",
+        "run_command",
+        json!({"command": "wc -l notes.txt && ls *.txt | tr a-z A-Z"}),
+    ));
+    let v = p.recv_json();
+    assert_eq!(v["id"], 2);
+    let text = v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("2 notes.txt") && text.contains("NOTES.TXT"),
+        "{v}"
+    );
+    let got = String::from_utf8(p.received()).unwrap();
+    assert!(
+        !got.contains("id_rs"),
+        "the denied call reached the server: {got}"
+    );
+    assert!(!p.stderr_text().contains(&marker));
     assert_eq!(p.finish(), 0);
 }
 

@@ -218,6 +218,14 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
         ("PI-003", "block-prompt-injection-in-results"),
         ("WR-004", "block-writes-to-startup-files"),
         ("WR-006", "block-shell-writes-to-startup-files"),
+        // Issue 23: spellings only a shell-aware matcher sees.
+        ("SH-001", "block-recursive-delete-outside-project"),
+        ("SH-003", "block-secret-files-in-shell-commands"),
+        ("SH-007", "block-mass-delete-with-find"),
+        ("SH-008", "block-remote-code-piped-to-shell"),
+        ("SH-011", "block-network-redirects"),
+        ("SH-012", "block-disk-destruction"),
+        ("SH-013", "block-mcpwall-tampering"),
     ] {
         assert_eq!(stopped(id), by, "{id}");
     }

@@ -268,6 +268,16 @@ struct JsonVerdict<'a> {
     redactions: Vec<JsonRedaction<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     logged: Vec<&'a str>,
+    /// How a shell command in the arguments was understood, when a `command` matcher
+    /// decided.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    commands: Vec<JsonCommand<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonCommand<'a> {
+    understood: &'a str,
+    matched: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -352,6 +362,8 @@ struct Report<'a> {
     message: Option<String>,
     redactions: Vec<(&'a str, usize, Vec<String>)>,
     logged: Vec<&'a str>,
+    /// Shell command lines the deciding rule's `command` matcher parsed, and why it held.
+    commands: Vec<crate::program::CommandExplanation>,
 }
 
 /// The built-in reasons that mean the input itself is broken (exit code 2), not that
@@ -673,7 +685,12 @@ impl<'p> Checker<'p> {
                 RuleRef::Builtin(_) => None,
             })
             .collect();
+        let commands = match (e.rule, frame, msg) {
+            (Some(RuleRef::Inbound(r)), Some(f), Some(m)) => self.program.explain_commands(r, f, m),
+            _ => Vec::new(),
+        };
         Report {
+            commands,
             kind,
             outbound,
             line,
@@ -769,6 +786,14 @@ impl<'p> Checker<'p> {
                         })
                         .collect(),
                     logged: r.logged.clone(),
+                    commands: r
+                        .commands
+                        .iter()
+                        .map(|c| JsonCommand {
+                            understood: &c.understood,
+                            matched: &c.why,
+                        })
+                        .collect(),
                 };
                 writeln!(
                     out,
@@ -820,6 +845,14 @@ impl<'p> Checker<'p> {
                 }
                 for name in &r.logged {
                     writeln!(out, "  Logged: {name}")?;
+                }
+                for c in &r.commands {
+                    writeln!(
+                        out,
+                        "  Understood: {}",
+                        preview::escape_controls(&c.understood)
+                    )?;
+                    writeln!(out, "  Matched: {}", preview::escape_controls(&c.why))?;
                 }
                 Ok(())
             }

@@ -528,6 +528,11 @@ fn matcher_parts(m: &Matcher) -> (&'static str, String, &'static str) {
             ("not_under", value, "path containment")
         }
         Matcher::Secrets => ("secrets", "true".to_string(), "secret detectors"),
+        Matcher::Command(c) => (
+            "command",
+            crate::compile::describe_clauses(&c.value),
+            "shell command parser",
+        ),
     }
 }
 
@@ -1111,6 +1116,65 @@ struct YamlMatcher {
     not_under: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     secrets: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Vec<serde_json::Value>>,
+}
+
+/// A `command` clause as YAML would write it.
+fn clause_value(c: &crate::config::policy::CommandClause) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    if !c.names.is_empty() {
+        m.insert("name".into(), c.names.clone().into());
+    }
+    if c.unknown_name {
+        m.insert("unknown_name".into(), true.into());
+    }
+    if !c.flags.is_empty() {
+        m.insert("flags".into(), c.flags.clone().into());
+    }
+    if !c.subcommands.is_empty() {
+        let subs: Vec<String> = c.subcommands.iter().map(|s| s.join(" ")).collect();
+        m.insert("subcommand".into(), subs.into());
+    }
+    if let Some(p) = &c.paths {
+        let mut pm = serde_json::Map::new();
+        if !p.patterns.is_empty() {
+            pm.insert("pattern".into(), p.patterns.clone().into());
+        }
+        let show = |v: &[std::path::PathBuf]| -> Vec<String> {
+            v.iter().map(|r| r.display().to_string()).collect()
+        };
+        if !p.not_under.is_empty() {
+            pm.insert("not_under".into(), show(&p.not_under).into());
+        }
+        if !p.ancestors_of.is_empty() {
+            pm.insert("ancestors_of".into(), show(&p.ancestors_of).into());
+        }
+        m.insert("paths".into(), pm.into());
+    }
+    if !c.redirects.is_empty() {
+        m.insert("redirect".into(), c.redirects.clone().into());
+    }
+    if !c.words.is_empty() {
+        m.insert("words".into(), c.words.clone().into());
+    }
+    let mut input = Vec::new();
+    if c.input & crate::shell::DOWNLOADED != 0 {
+        input.push("downloaded");
+    }
+    if c.input & crate::shell::DECODED != 0 {
+        input.push("decoded");
+    }
+    if !input.is_empty() {
+        m.insert("input".into(), input.into());
+    }
+    if c.after_download {
+        m.insert("after_download".into(), true.into());
+    }
+    if c.over_find {
+        m.insert("over_find".into(), true.into());
+    }
+    m.into()
 }
 
 #[derive(Serialize)]
@@ -1151,6 +1215,9 @@ impl From<&Rule> for YamlRule {
                 // same place expands it to the same root.
                 Matcher::NotUnder { written, .. } => m.not_under = Some(written.value.clone()),
                 Matcher::Secrets => m.secrets = Some(true),
+                Matcher::Command(c) => {
+                    m.command = Some(c.value.iter().map(clause_value).collect());
+                }
             }
         }
         YamlRule {

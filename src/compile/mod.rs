@@ -21,7 +21,8 @@ use crate::config::policy::{
 };
 use crate::paths::PathEnv;
 use crate::program::engine::{
-    GLOB, LITERAL, NOT_UNDER, Needs, PredMap, REGEX, SECRETS, glob, literal, path, regex, secret,
+    COMMAND, GLOB, LITERAL, NOT_UNDER, Needs, PredMap, REGEX, SECRETS, command, glob, literal,
+    path, regex, secret,
 };
 use crate::program::{
     ANY_SEL, ConditionInfo, Engine, InRule, Inbound, NO_SEL, OutRule, Outbound, Program, RuleInfo,
@@ -225,6 +226,7 @@ enum InKey {
     Glob(u32, String),
     NotUnder(u32, u32),
     Secrets(u32),
+    Command(u32, String),
 }
 
 fn compile_inbound(
@@ -250,6 +252,7 @@ fn compile_inbound(
     let mut roots = path::Roots::default();
     let mut not_under = Vec::new();
     let mut secrets = Vec::new();
+    let mut commands = command::CommandEngine::default();
     let mut arg_names = rustc_hash::FxHashMap::<Box<str>, u32>::default();
     let mut named_needs: Vec<Needs> = Vec::new();
     let mut any_needs: Needs = 0;
@@ -337,6 +340,39 @@ fn compile_inbound(
                     }
                     (SECRETS, p, format!("{sel_name}: secrets"), Engine::Secrets)
                 }
+                Matcher::Command(clauses) => {
+                    let key = format!("{:?}", clauses.value);
+                    let (p, fresh) = intern(InKey::Command(sel, key), sel);
+                    if fresh {
+                        let builtin =
+                            policy.source(clauses.span.source).kind == SourceKind::Builtin;
+                        let lazy = if builtin {
+                            Ok(command::LazyClauses::deferred(&clauses.value, env))
+                        } else {
+                            command::LazyClauses::eager(&clauses.value, env)
+                        };
+                        match lazy {
+                            Ok(lazy) => commands.preds.push(command::CommandPred {
+                                pred: p,
+                                selector: sel,
+                                clauses: lazy,
+                            }),
+                            Err(e) => diags.push(
+                                Some(clauses.span),
+                                "mcpwall::compile::command",
+                                format!("command matcher cannot be compiled: {}", e.reason),
+                                "this matcher",
+                                "check the globs of `name`, `paths`, `redirect` and `words`",
+                            ),
+                        }
+                    }
+                    (
+                        COMMAND,
+                        p,
+                        format!("{sel_name}: command {}", describe_clauses(&clauses.value)),
+                        Engine::Command,
+                    )
+                }
             };
             if sel == ANY_SEL {
                 any_needs |= need;
@@ -404,9 +440,64 @@ fn compile_inbound(
             not_under: not_under.into(),
             roots: roots.roots.into(),
             secrets: secrets.into(),
+            command: (!commands.preds.is_empty()).then_some(commands),
         })
     })();
     (inbound, infos)
+}
+
+/// A `command` matcher in one line, for `explain-policy` and `check`.
+pub(crate) fn describe_clauses(clauses: &[crate::config::policy::CommandClause]) -> String {
+    let mut parts = Vec::new();
+    for c in clauses {
+        let mut p = Vec::new();
+        if !c.names.is_empty() {
+            p.push(format!("name {}", c.names.join("|")));
+        }
+        if c.unknown_name {
+            p.push("unknown_name".to_string());
+        }
+        if !c.flags.is_empty() {
+            p.push(format!("flags {}", c.flags.join("|")));
+        }
+        if !c.subcommands.is_empty() {
+            let subs: Vec<String> = c.subcommands.iter().map(|s| s.join(" ")).collect();
+            p.push(format!("subcommand {}", subs.join("|")));
+        }
+        if let Some(paths) = &c.paths {
+            let mut q = Vec::new();
+            if !paths.patterns.is_empty() {
+                q.push(format!("pattern {}", paths.patterns.join("|")));
+            }
+            for r in &paths.not_under {
+                q.push(format!("not_under {}", r.display()));
+            }
+            for r in &paths.ancestors_of {
+                q.push(format!("ancestors_of {}", r.display()));
+            }
+            p.push(format!("paths ({})", q.join(", ")));
+        }
+        if !c.redirects.is_empty() {
+            p.push(format!("redirect {}", c.redirects.join("|")));
+        }
+        if !c.words.is_empty() {
+            p.push(format!("words {}", c.words.join("|")));
+        }
+        if c.input & crate::shell::DOWNLOADED != 0 {
+            p.push("input downloaded".to_string());
+        }
+        if c.input & crate::shell::DECODED != 0 {
+            p.push("input decoded".to_string());
+        }
+        if c.after_download {
+            p.push("after_download".to_string());
+        }
+        if c.over_find {
+            p.push("over_find".to_string());
+        }
+        parts.push(format!("{{{}}}", p.join(", ")));
+    }
+    parts.join(" or ")
 }
 
 /// A glob over argument values may start with `~/`, `$HOME`, `${HOME}` or

@@ -318,6 +318,46 @@ pub enum Matcher {
     },
     /// Holds when any secret detector finds a secret in the value.
     Secrets,
+    /// Holds when the value, parsed as a shell command line, runs a command that meets
+    /// any of these clauses (see `program/engine/command.rs`).
+    Command(Spanned<Vec<CommandClause>>),
+}
+
+/// One clause of a `command` matcher: every condition it names must hold for one
+/// simple command of the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandClause {
+    /// Globs over the command name (its basename, or the written name for a glob with
+    /// a `/`), after wrappers such as `sudo`, `env`, `xargs`.
+    pub names: Vec<String>,
+    /// A name the parser cannot resolve (`$(echo rm)`, `$SHELL`) meets this clause.
+    pub unknown_name: bool,
+    /// Any of these flags, in any spelling (`-r` in `-rf`, `--recursive`, `--recur`).
+    pub flags: Vec<String>,
+    /// Any of these sequences of leading operands (`pins approve`).
+    pub subcommands: Vec<Vec<String>>,
+    /// Path operands (and `key=PATH` values) matched as file tools match paths.
+    pub paths: Option<CommandPaths>,
+    /// Globs over redirection targets (`/dev/tcp/**`, `/dev/sd*`), written and normalised.
+    pub redirects: Vec<String>,
+    /// Globs over any operand as written (after quote removal).
+    pub words: Vec<String>,
+    /// What the command must read: `downloaded`, `decoded` (either is enough).
+    pub input: u8,
+    /// A download ran earlier in the same command line.
+    pub after_download: bool,
+    /// The command runs over the paths `find` lists (`find -exec`, `find | xargs`).
+    pub over_find: bool,
+}
+
+/// `paths:` of a command clause. A path operand meets it when it matches a pattern and
+/// is not under `not_under`, or when it is (or would expand to everything in) one of
+/// `ancestors_of` or a directory above it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandPaths {
+    pub patterns: Vec<String>,
+    pub not_under: Vec<std::path::PathBuf>,
+    pub ancestors_of: Vec<std::path::PathBuf>,
 }
 
 /// `examples: {match: [...], no_match: [...]}` on a built-in rule. Inbound examples are

@@ -12,9 +12,9 @@ use super::diag::{Code, PolicyDiagnostic};
 use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
-    Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Remember, Rule, RuleAction, SecretPattern, Source, SourceId,
-    SourceKind, Span, Spanned,
+    CommandClause, CommandPaths, Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule,
+    PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction,
+    SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -115,7 +115,20 @@ const INBOUND_RULE_KEYS: &[&str] = &[
     "examples",
 ];
 const MATCH_KEYS: &[&str] = &["method", "tool", "arguments"];
-const MATCHER_KEYS: &[&str] = &["regex", "pattern", "not_under", "secrets"];
+const MATCHER_KEYS: &[&str] = &["regex", "pattern", "not_under", "secrets", "command"];
+const COMMAND_KEYS: &[&str] = &[
+    "name",
+    "unknown_name",
+    "flags",
+    "subcommand",
+    "paths",
+    "redirect",
+    "words",
+    "input",
+    "after_download",
+    "over_find",
+];
+const COMMAND_PATH_KEYS: &[&str] = &["pattern", "not_under", "ancestors_of"];
 const OUT_MATCH_KEYS: &[&str] = &[
     "method",
     "tool",
@@ -933,7 +946,7 @@ impl<'a> Decoder<'a> {
                 format!("{what} has no condition"),
                 self.head_span(node),
                 "empty matcher",
-                "add one of `regex`, `pattern`, `not_under` or `secrets: true`",
+                "add one of `regex`, `pattern`, `not_under`, `command` or `secrets: true`",
             );
             return false;
         }
@@ -982,10 +995,194 @@ impl<'a> Decoder<'a> {
                     }
                     None => ok = false,
                 },
+                "command" => match self.command_matcher(v, arg) {
+                    Some(c) => push(Matcher::Command(c), span),
+                    None => ok = false,
+                },
                 _ => unreachable!("fields() only returns allowed keys"),
             }
         }
         ok
+    }
+
+    /// `command: {clause}` or `command: [{clause}, …]`.
+    fn command_matcher(&mut self, node: &YNode, arg: &str) -> Option<Spanned<Vec<CommandClause>>> {
+        let span = self.head_span(node);
+        let items: Vec<&YNode> = match &node.value {
+            Node::Seq(items) => items.iter().collect(),
+            _ => vec![node],
+        };
+        let mut clauses = Vec::new();
+        let mut ok = true;
+        for item in items {
+            match self.command_clause(item, arg) {
+                Some(c) => clauses.push(c),
+                None => ok = false,
+            }
+        }
+        if ok && clauses.is_empty() {
+            self.report(
+                Code::EmptyMatch,
+                format!("the `command` matcher of `{arg}` has no clause"),
+                span,
+                "empty list",
+                "write at least one clause, e.g. `command: {name: rm, flags: [-r]}`",
+            );
+            return None;
+        }
+        ok.then_some(Spanned {
+            value: clauses,
+            span,
+        })
+    }
+
+    fn command_clause(&mut self, node: &YNode, arg: &str) -> Option<CommandClause> {
+        let what = format!("a `command` clause of `{arg}`");
+        let f = self.fields(node, &what, COMMAND_KEYS)?;
+        if f.is_empty() {
+            self.report(
+                Code::EmptyMatch,
+                format!("{what} has no condition"),
+                self.head_span(node),
+                "empty clause",
+                format!("add one of: {}", COMMAND_KEYS.join(", ")),
+            );
+            return None;
+        }
+        let mut c = CommandClause::default();
+        let mut ok = !f.had_unknown;
+        let mut bad_glob = false;
+        let mut globs = |me: &mut Self, v: &YNode, key: &str| -> Vec<String> {
+            let mut out = Vec::new();
+            for s in me.strings(v, &format!("`{key}`")) {
+                match me.glob_value(&s, &format!("in `{key}`")) {
+                    true => out.push(s.value),
+                    false => bad_glob = true,
+                }
+            }
+            out
+        };
+        for (key, _k, v) in &f.entries {
+            match key.as_str() {
+                "name" => c.names = globs(self, v, "name"),
+                "redirect" => c.redirects = globs(self, v, "redirect"),
+                "words" => c.words = globs(self, v, "words"),
+                "flags" => {
+                    for s in self.strings(v, "`flags`") {
+                        if !s.value.starts_with('-') || s.value == "-" || s.value == "--" {
+                            self.report(
+                                Code::UnknownValue,
+                                format!("`{}` is not a flag", s.value),
+                                s.span,
+                                "not a flag",
+                                "write flags with their dashes: `-r` (any short spelling: -rf, -fr, -r -f), `--recursive`, or a one-dash word such as `-delete`",
+                            );
+                            ok = false;
+                        } else {
+                            c.flags.push(s.value);
+                        }
+                    }
+                }
+                "subcommand" => {
+                    for s in self.strings(v, "`subcommand`") {
+                        c.subcommands
+                            .push(s.value.split_whitespace().map(str::to_string).collect());
+                    }
+                }
+                "unknown_name" => {
+                    c.unknown_name = self.bool(v, "`unknown_name`").is_some_and(|b| b.value)
+                }
+                "over_find" => c.over_find = self.bool(v, "`over_find`").is_some_and(|b| b.value),
+                "after_download" => {
+                    c.after_download = self.bool(v, "`after_download`").is_some_and(|b| b.value)
+                }
+                "input" => {
+                    for s in self.strings(v, "`input`") {
+                        match s.value.as_str() {
+                            "downloaded" => c.input |= crate::shell::DOWNLOADED,
+                            "decoded" => c.input |= crate::shell::DECODED,
+                            _ => {
+                                let label = match did_you_mean(&s.value, &["downloaded", "decoded"])
+                                {
+                                    Some(near) => format!("did you mean `{near}`?"),
+                                    None => "unknown input".to_string(),
+                                };
+                                self.report(
+                                    Code::UnknownValue,
+                                    format!("unknown `input` `{}`", s.value),
+                                    s.span,
+                                    label,
+                                    "`input` accepts `downloaded` and `decoded`",
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
+                }
+                "paths" => {
+                    let Some(pf) =
+                        self.fields(v, "`paths` of a `command` clause", COMMAND_PATH_KEYS)
+                    else {
+                        ok = false;
+                        continue;
+                    };
+                    ok &= !pf.had_unknown;
+                    let mut paths = CommandPaths::default();
+                    for (pkey, _pk, pv) in &pf.entries {
+                        match pkey.as_str() {
+                            "pattern" => paths.patterns = globs(self, pv, "pattern"),
+                            "not_under" | "ancestors_of" => {
+                                for written in self.strings(pv, &format!("`{pkey}`")) {
+                                    match self.expand(&written) {
+                                        Some(root) if pkey == "not_under" => {
+                                            paths.not_under.push(root)
+                                        }
+                                        Some(root) => paths.ancestors_of.push(root),
+                                        None => ok = false,
+                                    }
+                                }
+                            }
+                            _ => unreachable!("fields() only returns allowed keys"),
+                        }
+                    }
+                    if pf.get("pattern").is_none() && pf.get("ancestors_of").is_none() {
+                        self.report(
+                            Code::EmptyMatch,
+                            "`paths` needs `pattern` or `ancestors_of`",
+                            self.head_span(v),
+                            "no path condition",
+                            "add `pattern: [\"/etc/**\"]` or `ancestors_of: ${PROJECT_DIR}`",
+                        );
+                        ok = false;
+                    }
+                    c.paths = Some(paths);
+                }
+                _ => unreachable!("fields() only returns allowed keys"),
+            }
+        }
+        ok &= !bad_glob;
+        ok.then_some(c)
+    }
+
+    /// Whether a glob of a `command` clause compiles; reports it if not.
+    fn glob_value(&mut self, s: &Spanned<String>, what: &str) -> bool {
+        // The embedded packs' clauses are built by the test suite (and on first use by the
+        // proxy); checking their globs again at every start cost a third of start-up.
+        if self.source.kind == SourceKind::Builtin {
+            return true;
+        }
+        if let Err(e) = globset::Glob::new(&s.value) {
+            let msg = e.kind().to_string();
+            self.report(
+                Code::BadGlob,
+                format!("invalid glob {what}: {msg}"),
+                s.span,
+                msg,
+                "globs use `*`, `**`, `?`, `[abc]` and `{a,b}`; escape a literal with `[*]`",
+            );
+            return false;
+        }
+        true
     }
 
     fn outbound_rule(&mut self, node: &YNode) -> Option<OutboundRule> {

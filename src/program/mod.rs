@@ -30,6 +30,15 @@ pub struct CallInfo<'a> {
     pub server: &'a str,
 }
 
+/// A command line as the `command` matcher understood it, for `check`.
+#[derive(Debug, Clone)]
+pub struct CommandExplanation {
+    /// The simple commands, `; `-separated, with what feeds them.
+    pub understood: String,
+    /// Which command met which clause.
+    pub why: String,
+}
+
 /// The engine a condition was compiled into (for `explain-policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -47,6 +56,8 @@ pub enum Engine {
     NotUnder,
     /// The secret detectors.
     Secrets,
+    /// The shell command-line parser and its clauses.
+    Command,
     /// The `response_contains` Aho-Corasick automaton.
     ContainsLiteral,
     /// The multi-pattern `response_contains_regex` regex.
@@ -126,6 +137,7 @@ pub(crate) struct Inbound {
     pub roots: Box<[Root]>,
     /// `(pred, selector)` of every `secrets` predicate.
     pub secrets: Box<[(u32, u32)]>,
+    pub command: Option<engine::command::CommandEngine>,
 }
 
 #[derive(Debug)]
@@ -231,7 +243,11 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
 /// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
-/// `lstat` per `..`) or `~user` (the password file, read once per process).
+/// `lstat` per `..`) or `~user` (the password file, read once per process). A `command`
+/// matcher parses each value it reads as a shell command line once (linear in its length,
+/// nesting bounded at 24 levels, into a per-[`Scratch`] arena) and judges each simple
+/// command against its clauses; the glob sets of the embedded packs' clauses are built on
+/// first use.
 ///
 /// # Construction failure
 ///
@@ -386,6 +402,7 @@ pub struct Scratch {
     literal_hits: Vec<Hit>,
     logged: Vec<RuleId>,
     redactions: Vec<Redaction>,
+    command: engine::command::CommandScratch,
 }
 
 impl Scratch {
@@ -466,6 +483,11 @@ impl Program {
         if let Some(globs) = &self.inbound.tool_globs {
             globs.warm_up();
         }
+        if let Some(ce) = &self.inbound.command {
+            for p in &ce.preds {
+                p.clauses.get();
+            }
+        }
         if let Some(re) = &self.inbound.regex {
             re.warm_up();
         }
@@ -513,6 +535,7 @@ impl Program {
             literal_hits: Vec::new(),
             logged: Vec::new(),
             redactions: Vec::new(),
+            command: Default::default(),
         }
     }
 
@@ -641,7 +664,7 @@ impl Program {
 
     /// One pass over the message's argument tokens, setting predicate bits.
     fn scan_arguments(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
-        use engine::{GLOB, NOT_UNDER, REGEX, SECRETS};
+        use engine::{COMMAND, GLOB, NOT_UNDER, REGEX, SECRETS};
         let inb = &self.inbound;
         if inb.any_needs == 0 && inb.named_needs.iter().all(|&n| n == 0) {
             return;
@@ -735,6 +758,33 @@ impl Program {
                     path.clear();
                     path.push_str(&s.norm);
                     s.deferred_paths.push((i as u32, path));
+                }
+            }
+            if needs & COMMAND != 0
+                && tok.kind == TokenKind::String
+                && let Some(ce) = &inb.command
+                && crate::shell::worth_parsing(text)
+            {
+                let mut parsed = false;
+                let mut scanned = false;
+                for (k, cp) in ce.preds.iter().enumerate() {
+                    if s.state.is_set(cp.pred) || !applies(cp.pred) {
+                        continue;
+                    }
+                    if !scanned {
+                        ce.gate_scan(text, &self.env, &mut s.command);
+                        scanned = true;
+                    }
+                    if !ce.may_hold(k, &s.command) {
+                        continue;
+                    }
+                    if !parsed {
+                        crate::shell::parse_into(text, &mut s.command.parsed);
+                        parsed = true;
+                    }
+                    if ce.holds(cp, &self.env, &mut s.command) {
+                        s.state.satisfy(inb, cp.pred);
+                    }
                 }
             }
             if needs & SECRETS != 0 && tok.kind != TokenKind::Null {
@@ -1058,6 +1108,64 @@ impl Program {
 
     pub fn rule(&self, id: RuleId) -> &RuleInfo {
         &self.rules[id.0 as usize]
+    }
+
+    /// How the argument values of `msg` that a `command` condition of the inbound rule
+    /// `rule` reads were understood as shell command lines, and which command meets the
+    /// condition (for `check`). Empty when the rule has no `command` condition.
+    pub fn explain_commands(
+        &self,
+        rule: RuleId,
+        frame: &Frame<'_>,
+        msg: &Message,
+    ) -> Vec<CommandExplanation> {
+        let inb = &self.inbound;
+        let Some(ce) = &inb.command else {
+            return Vec::new();
+        };
+        let preds: Vec<&engine::command::CommandPred> = ce
+            .preds
+            .iter()
+            .filter(|p| inb.pred_rules.get(p.pred as usize).contains(&rule.0))
+            .collect();
+        if preds.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut s = engine::command::CommandScratch::default();
+        let tokens = frame.tokens();
+        for i in msg.args.clone() {
+            let tok = &tokens[i];
+            if tok.kind != TokenKind::String {
+                continue;
+            }
+            let sel = match tokens.get(tok.arg as usize) {
+                Some(key) if tok.arg != Token::NO_ARG => inb
+                    .arg_names
+                    .get(frame.text(key.text))
+                    .copied()
+                    .unwrap_or(NO_SEL),
+                _ => NO_SEL,
+            };
+            let text = frame.text(tok.text);
+            if !crate::shell::worth_parsing(text) {
+                continue;
+            }
+            for p in &preds {
+                if p.selector != ANY_SEL && p.selector != sel {
+                    continue;
+                }
+                crate::shell::parse_into(text, &mut s.parsed);
+                if let Some(why) = ce.why(p, &self.env, &mut s) {
+                    out.push(CommandExplanation {
+                        understood: s.parsed.describe(),
+                        why,
+                    });
+                    break;
+                }
+            }
+        }
+        out
     }
 
     pub fn outbound_rule(&self, id: RuleId) -> &RuleInfo {

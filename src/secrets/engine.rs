@@ -80,8 +80,154 @@ enum Groups {
 #[derive(Debug)]
 struct Staged {
     prefix: Option<hybrid::dfa::DFA>,
-    secret: hybrid::dfa::DFA,
+    secret: SecretStage,
     suffix: Option<hybrid::dfa::DFA>,
+}
+
+/// How the `secret` part of a staged pattern is searched.
+#[derive(Debug)]
+enum SecretStage {
+    Dfa(Box<hybrid::dfa::DFA>),
+    Run(Box<ClassRun>),
+}
+
+/// A secret part of the form `[a][b]…[c]{k,}` over ASCII classes (the value of every
+/// generic `key = value` row): its greedy match is the run of `[c]` after the leading
+/// classes, if that run is long enough.
+///
+/// Why not a DFA walk: on a text made of one label repeated (`token=token=…`), every hit's
+/// secret is the same run seen from a later start. Its end is remembered
+/// ([`RunMemo`]), so a hit inside a run already read costs a comparison, where a DFA walk
+/// (even one that joins the last one's path, `walk.rs`) cost a few hundred instructions
+/// of start-up and bookkeeping per hit.
+#[derive(Debug)]
+struct ClassRun {
+    lead: Box<[[bool; 256]]>,
+    class: [bool; 256],
+    min: usize,
+}
+
+/// The end of the last run of a [`ClassRun`]'s class that was read: every position in
+/// `from..end` is in the class, and `end` is not (or is the end of the text).
+#[derive(Debug, Default, Clone, Copy)]
+struct RunMemo {
+    scan: u64,
+    from: usize,
+    end: usize,
+}
+
+impl ClassRun {
+    /// The end of the greedy match at `start`, as an anchored leftmost-first search of
+    /// the part would find it.
+    fn search(&self, hay: &[u8], start: usize, memo: &mut RunMemo, scan: u64) -> Option<usize> {
+        let mut at = start;
+        for set in &self.lead {
+            let b = *hay.get(at)?;
+            if !set[usize::from(b)] {
+                return None;
+            }
+            // A class holding every non-ASCII character takes a whole one.
+            at += utf8_len(b);
+        }
+        let end = if memo.scan == scan && memo.from <= at && at <= memo.end {
+            memo.end
+        } else {
+            let end = hay[at..]
+                .iter()
+                .position(|&b| !self.class[usize::from(b)])
+                .map_or(hay.len(), |n| at + n);
+            *memo = RunMemo {
+                scan,
+                from: at,
+                end,
+            };
+            end
+        };
+        // The repetition counts characters: only a run holding non-ASCII bytes (which
+        // the class then holds all of) has fewer characters than bytes.
+        let chars = |from: usize| {
+            hay[from..end]
+                .iter()
+                .filter(|&&b| b & 0xC0 != 0x80)
+                .take(self.min)
+                .count()
+        };
+        let long_enough = end - at >= self.min && (!self.class[0x80] || chars(at) >= self.min);
+        long_enough.then_some(end)
+    }
+
+    /// The part as a run, if it has that form.
+    fn of(hir: &Hir) -> Option<ClassRun> {
+        use regex_syntax::hir::HirKind;
+        let (lead, last) = match hir.kind() {
+            HirKind::Concat(parts) => parts.split_last().map(|(l, lead)| (lead, l))?,
+            _ => (&[][..], hir),
+        };
+        let HirKind::Repetition(rep) = last.kind() else {
+            return None;
+        };
+        if rep.max.is_some() || !rep.greedy {
+            return None;
+        }
+        Some(ClassRun {
+            lead: lead.iter().map(ascii_set).collect::<Option<_>>()?,
+            class: ascii_set(&rep.sub)?,
+            min: rep.min as usize,
+        })
+    }
+}
+
+/// The bytes of a character class (or a one-byte ASCII literal) whose non-ASCII part is
+/// empty or every non-ASCII character (a negated ASCII class such as `[^\s"']`): on
+/// UTF-8 text such a class holds a character exactly when it holds the character's
+/// bytes, so a run of it can be read byte by byte.
+fn ascii_set(hir: &Hir) -> Option<[bool; 256]> {
+    use regex_syntax::hir::{Class, HirKind};
+    let mut set = [false; 256];
+    match hir.kind() {
+        HirKind::Class(Class::Unicode(c)) => {
+            let mut non_ascii = Vec::new();
+            for r in c.ranges() {
+                let (lo, hi) = (u32::from(r.start()), u32::from(r.end()));
+                for b in lo..=hi.min(0x7F) {
+                    set[b as usize] = true;
+                }
+                if hi > 0x7F {
+                    non_ascii.push((lo.max(0x80), hi));
+                }
+            }
+            match non_ascii[..] {
+                [] => {}
+                [(0x80, 0xD7FF), (0xE000, 0x10FFFF)] | [(0x80, 0x10FFFF)] => {
+                    set[0x80..].fill(true);
+                }
+                _ => return None,
+            }
+        }
+        HirKind::Class(Class::Bytes(c)) => {
+            for r in c.ranges() {
+                if r.end() > 0x7F {
+                    return None;
+                }
+                set[usize::from(r.start())..=usize::from(r.end())].fill(true);
+            }
+        }
+        HirKind::Literal(lit) if lit.0.len() == 1 && lit.0[0] < 0x80 => {
+            set[usize::from(lit.0[0])] = true;
+        }
+        _ => return None,
+    }
+    Some(set)
+}
+
+/// The length of the UTF-8 character whose first byte is `b` (1 for any other byte).
+fn utf8_len(b: u8) -> usize {
+    match b {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    }
 }
 
 enum Stage {
@@ -98,6 +244,8 @@ pub(super) struct EngineCache {
     /// The last walk of each of the prefix, secret and suffix DFAs and of the whole
     /// pattern's DFA, in the current scan.
     trails: [Trail; 4],
+    /// The last run read by a [`ClassRun`] secret part.
+    run: RunMemo,
     /// Caches of the whole-pattern engines, created on first use.
     dfa: Option<hybrid::dfa::Cache>,
     onepass: Option<onepass::Cache>,
@@ -156,7 +304,10 @@ impl Engine {
         let stages = match &self.staged {
             Some(st) => [
                 st.prefix.as_ref().map(|d| d.create_cache()),
-                Some(st.secret.create_cache()),
+                match &st.secret {
+                    SecretStage::Dfa(d) => Some(d.create_cache()),
+                    SecretStage::Run(_) => None,
+                },
                 st.suffix.as_ref().map(|d| d.create_cache()),
             ],
             None => [None, None, None],
@@ -164,6 +315,7 @@ impl Engine {
         EngineCache {
             stages,
             trails: Default::default(),
+            run: RunMemo::default(),
             dfa: None,
             onepass: None,
             backtrack: None,
@@ -178,7 +330,13 @@ impl Engine {
     pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>, scan: u64) -> Option<Found> {
         debug_assert_eq!(input.end(), input.haystack().len());
         if let Some(staged) = &self.staged {
-            match staged.search(&mut cache.stages, &mut cache.trails, input, scan) {
+            match staged.search(
+                &mut cache.stages,
+                &mut cache.trails,
+                &mut cache.run,
+                input,
+                scan,
+            ) {
                 Stage::Found(found) => return Some(found),
                 Stage::NoMatch => return None,
                 Stage::Unsure => {}
@@ -305,6 +463,7 @@ impl Staged {
         &self,
         caches: &mut [Option<hybrid::dfa::Cache>; 3],
         trails: &mut [Trail; 4],
+        run_memo: &mut RunMemo,
         input: &Input<'_>,
         scan: u64,
     ) -> Stage {
@@ -322,15 +481,22 @@ impl Staged {
             }
             _ => start,
         };
-        let Some(cache) = secret_cache else {
-            return Stage::Unsure;
-        };
         let at = |from: usize| input.clone().range(from..input.end());
-        let secret_end =
-            match walk::search_fwd(&self.secret, cache, secret_trail, scan, &at(secret_start)) {
-                Ok(Some(end)) => end,
-                _ => return Stage::Unsure,
-            };
+        let secret_end = match (&self.secret, secret_cache) {
+            (SecretStage::Run(run), _) => {
+                match run.search(input.haystack(), secret_start, run_memo, scan) {
+                    Some(end) => end,
+                    None => return Stage::Unsure,
+                }
+            }
+            (SecretStage::Dfa(dfa), Some(cache)) => {
+                match walk::search_fwd(dfa, cache, secret_trail, scan, &at(secret_start)) {
+                    Ok(Some(end)) => end,
+                    _ => return Stage::Unsure,
+                }
+            }
+            (SecretStage::Dfa(_), None) => return Stage::Unsure,
+        };
         let end = match (&self.suffix, suffix_cache) {
             (Some(dfa), Some(cache)) => {
                 match walk::search_fwd(dfa, cache, suffix_trail, scan, &at(secret_end)) {
@@ -369,7 +535,10 @@ fn staged(hir: &Hir) -> Result<Option<Staged>, String> {
     };
     Ok(Some(Staged {
         prefix: part(&parts[..i])?,
-        secret: stage_dfa(&secret.sub)?,
+        secret: match ClassRun::of(&secret.sub) {
+            Some(run) => SecretStage::Run(Box::new(run)),
+            None => SecretStage::Dfa(Box::new(stage_dfa(&secret.sub)?)),
+        },
         suffix: part(&parts[i + 1..])?,
     }))
 }
@@ -415,6 +584,25 @@ mod tests {
     use super::*;
     use regex_automata::{Anchored, meta};
 
+    /// The generic `key = value` rows, whose values are what repeated labels run over,
+    /// read their value as a run of bytes, not by a DFA walk.
+    #[test]
+    fn generic_values_are_read_as_runs() {
+        for spec in crate::secrets::builtin_specs() {
+            if !spec.name.starts_with("generic-") {
+                continue;
+            }
+            let hir = regex_syntax::parse(&spec.regex).unwrap();
+            let engine = Engine::new(&hir, false).unwrap();
+            let staged = engine.staged.as_deref().expect("staged");
+            assert!(
+                matches!(staged.secret, SecretStage::Run(_)),
+                "{} reads its value with a DFA",
+                spec.name
+            );
+        }
+    }
+
     /// The engine (staged, one-pass or DFA + backtracker) against a meta regex's
     /// capture search, anchored at every position of many small random texts. The
     /// patterns are ambiguous on purpose: where the preferred prefix path cannot be
@@ -430,8 +618,11 @@ mod tests {
             r"k[a-c]{0,3}?c(?P<secret>[a-c]+)",
             r"(?P<secret>k[ab]+)=?",
             r"k[ab]{2}c",
+            // Read as runs of bytes (`ClassRun`), non-ASCII characters included.
+            r"k=?(?P<secret>[^ =][^ ]{2,})(?:[ ]|$)",
+            r"k(?P<secret>[a-cé]{3,})",
         ];
-        let alphabet = b"kabc=: ";
+        let alphabet = ["k", "a", "b", "c", "=", ":", " ", "é", "€"];
         let mut rng = crate::test_rng::Rng(0x9E37_79B9_7F4A_7C15);
         let mut next = || rng.next();
         for pattern in patterns {
@@ -443,9 +634,9 @@ mod tests {
             for scan in 0..3000 {
                 let len = (next() % 12) as usize;
                 let text: String = (0..len)
-                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
+                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                     .collect();
-                for start in 0..text.len() {
+                for start in (0..text.len()).filter(|&i| text.is_char_boundary(i)) {
                     let input = Input::new(&text).range(start..).anchored(Anchored::Yes);
                     meta.search_captures(&input, &mut caps);
                     let want = caps.get_match().map(|m| {

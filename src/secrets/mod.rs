@@ -19,13 +19,17 @@
 //!    found, so start-up compiles no regex and a text pays only for the formats it
 //!    triggers; user patterns are compiled at start-up so a bad one is an error there.
 //!    A pattern of the form `P (?P<secret>S) X` is searched as three DFA walks
-//!    instead of one capture search (see `engine.rs` for why the spans agree).
+//!    instead of one capture search (see `engine.rs` for why the spans agree), and an
+//!    `S` that is a run of one class is read as a byte run whose end is remembered. A
+//!    short walk that dies is remembered by the bytes it read, so the same bytes at
+//!    the next hit (a keyword repeated) cost a comparison (`walk.rs`).
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
 //!    there is no cap on findings. The byte counts of a long secret are moved to the
 //!    next one rather than counted afresh (`entropy.rs`), since on a long run the
-//!    secrets of successive hits share their end.
+//!    secrets of successive hits share their end, and its entropy is recomputed only
+//!    when a bound on how far it moved cannot decide the gate.
 //! 4. Detectors with no keyword (user patterns without a literal prefix) run as one
 //!    more multi-pattern regex over the whole text: correct, but their cost grows with
 //!    the text like any regex scan.
@@ -732,8 +736,7 @@ impl Detector {
         let passes = plan.entropy.is_none_or(|t| {
             cache
                 .entropy
-                .of(text.as_bytes(), secret.clone(), scan, self.float_entropy)
-                >= t
+                .passes(text.as_bytes(), secret.clone(), scan, self.float_entropy, t)
         });
         passes.then_some(secret)
     }

@@ -24,6 +24,9 @@ use regex_automata::{Input, MatchError};
 
 /// States are recorded (and walks may join) at positions that are multiples of this.
 const STRIDE: usize = 4;
+/// A walk is first tried this far without the trail ([`short_walk`]); only one that
+/// goes further is walked again with it.
+const SHORT_WALK: usize = 16;
 /// Most runs a record keeps (16 bytes each): past this, a walk's state is no longer
 /// recorded. Only a walk whose state changes at nearly every recorded position (a text
 /// full of partial footers, `-----E-----E…`) fills it, after 2 MiB of text.
@@ -55,6 +58,38 @@ pub(super) struct Trail {
     valid: bool,
     /// The walk in progress.
     own: Vec<(usize, LazyStateID)>,
+    /// The last short walk that died (see [`ShortMemo`]).
+    short: Option<ShortMemo>,
+}
+
+/// A short walk that ended in the dead state: its answer depends only on the byte before
+/// its start (the look-behind of the start state) and the bytes it read, so a walk from
+/// another start over the same bytes gives the same answer, shifted.
+///
+/// Why: on a keyword repeated (`token=token=…`, `ghp_ghp_…`) every hit's walk reads the
+/// same few bytes; comparing them costs a few instructions where the walk's start state
+/// and steps cost a few hundred.
+#[derive(Debug, Clone, Copy)]
+struct ShortMemo {
+    scan: u64,
+    start: usize,
+    /// Bytes read from `start` (the last one led to the dead state).
+    read: usize,
+    /// The match end, as an offset from `start`.
+    found: Option<usize>,
+}
+
+impl ShortMemo {
+    /// The answer of a walk at `start`, if it reads what the remembered one read.
+    fn answer(&self, hay: &[u8], start: usize, scan: u64) -> Option<Option<usize>> {
+        if self.scan != scan || start == 0 || self.start == 0 {
+            return None;
+        }
+        let (before, theirs) = (start - 1, self.start - 1);
+        let len = self.read + 1;
+        let same = hay.get(before..before + len)? == &hay[theirs..theirs + len];
+        same.then(|| self.found.map(|f| start + f))
+    }
 }
 
 /// The end of the leftmost-first match of `dfa` anchored at `input.start()`, as
@@ -71,7 +106,25 @@ pub(super) fn search_fwd(
     let hay = input.haystack();
     debug_assert_eq!(input.end(), hay.len());
     let start = input.start();
-    let mut sid = dfa.start_state_forward(cache, input)?;
+    if let Some(answer) = trail.short.and_then(|m| m.answer(hay, start, scan)) {
+        return Ok(answer);
+    }
+    let sid = dfa.start_state_forward(cache, input)?;
+    let (mut sid, walked, mut mat) = match short_walk(dfa, cache, trail, sid, hay, start)? {
+        ShortWalk::Ended(found) => return Ok(found),
+        ShortWalk::Died { read, found } => {
+            trail.short = Some(ShortMemo {
+                scan,
+                start,
+                read,
+                found: found.map(|f| f - start),
+            });
+            return Ok(found);
+        }
+        ShortWalk::Going { sid, at, mat } => (sid, at, mat),
+    };
+    // The walk goes on from where the short walk stopped, now with the trail.
+    let start = walked;
     let clears = cache.clear_count();
     let joinable = trail.valid && trail.scan == scan && trail.clears == clears;
     let first_recorded = trail.runs.front().map_or(usize::MAX, |r| r.0);
@@ -79,7 +132,6 @@ pub(super) fn search_fwd(
     trail.own.clear();
     let mut recording = true;
     let mut recorded_to = start;
-    let mut mat: Option<(usize, usize)> = None;
     let mut at = start;
     loop {
         if at.is_multiple_of(STRIDE) {
@@ -92,7 +144,7 @@ pub(super) fn search_fwd(
                         Some(m) if m.0 >= at => Some(m),
                         _ => mat,
                     };
-                    join(trail, cursor, found, recording);
+                    join(trail, cursor, at, found, recording);
                     return Ok(found.map(|m| m.1));
                 }
             }
@@ -141,6 +193,73 @@ pub(super) fn search_fwd(
     Ok(mat.map(|m| m.1))
 }
 
+/// The answer of a walk from `sid` at `start` if it ends within [`SHORT_WALK`] bytes,
+/// without reading or writing the trail; `None` when it runs further.
+///
+/// Why: most walks end within a few bytes (a near miss such as `ghp_ghp_…` dies at its
+/// first byte, a label's separator after a handful). For those the trail's bookkeeping
+/// (the start of a record, a join, replacing the record) cost several times the steps
+/// themselves, and a record of a short walk saves a later walk little. Leaving the trail
+/// alone also keeps the record of the last long walk for the next one to join.
+fn short_walk(
+    dfa: &DFA,
+    cache: &mut Cache,
+    trail: &mut Trail,
+    mut sid: LazyStateID,
+    hay: &[u8],
+    start: usize,
+) -> Result<ShortWalk, MatchError> {
+    let stop = hay.len().min(start + SHORT_WALK);
+    // As in `search_fwd`: the position whose state reported the last match, and its end.
+    let mut mat: Option<(usize, usize)> = None;
+    for (i, &byte) in hay[start..stop].iter().enumerate() {
+        let at = start + i;
+        #[cfg(test)]
+        WALKED.with(|w| w.set(w.get() + 1));
+        sid = dfa
+            .next_state(cache, sid, byte)
+            .map_err(|_| MatchError::gave_up(at))?;
+        if sid.is_tagged() {
+            if sid.is_match() {
+                // Matches are reported one byte late: this state ends one at `at`.
+                mat = Some((at + 1, at));
+            } else if sid.is_dead() {
+                return Ok(ShortWalk::Died {
+                    read: at + 1 - start,
+                    found: mat.map(|m| m.1),
+                });
+            } else if sid.is_quit() {
+                trail.valid = false;
+                return Err(MatchError::quit(byte, at));
+            }
+        }
+    }
+    if stop < hay.len() {
+        return Ok(ShortWalk::Going { sid, at: stop, mat });
+    }
+    let eoi = dfa
+        .next_eoi_state(cache, sid)
+        .map_err(|_| MatchError::gave_up(hay.len()))?;
+    Ok(ShortWalk::Ended(if eoi.is_match() {
+        Some(hay.len())
+    } else {
+        mat.map(|m| m.1)
+    }))
+}
+
+enum ShortWalk {
+    /// The walk ended at the end of the text: the end of its match, if any.
+    Ended(Option<usize>),
+    /// The walk died after reading `read` bytes: the end of its match, if any.
+    Died { read: usize, found: Option<usize> },
+    /// The walk goes on from `at` in state `sid`, with `mat` seen so far.
+    Going {
+        sid: LazyStateID,
+        at: usize,
+        mat: Option<(usize, usize)>,
+    },
+}
+
 /// Keeps the walk just finished as the trail, if its states are still valid.
 fn record(
     trail: &mut Trail,
@@ -161,15 +280,28 @@ fn record(
 
 /// The walk just joined the trail in run `cursor`: the new trail is the walk's own runs,
 /// then the old trail from there on.
-fn join(trail: &mut Trail, cursor: usize, found: Option<(usize, usize)>, complete: bool) {
+fn join(
+    trail: &mut Trail,
+    cursor: usize,
+    at: usize,
+    found: Option<(usize, usize)>,
+    complete: bool,
+) {
     if !complete {
         // The walk's own record stops short of `at`: keep the old trail as it is.
         return;
     }
     trail.last_match = found;
     trail.runs.drain(..cursor);
-    // The walk's last run is in the state the trail has at `at`: one run.
-    if let Some(&(from, _)) = trail.own.last() {
+    // The old trail counts from `at` on: before it, its path may have seen matches that
+    // `found` does not hold.
+    trail.runs[0].0 = at;
+    // The walk's last run, if it is in the state the trail has at `at`, is one run with
+    // it (it is not when the state changed at `at` itself: states are recorded after
+    // the join check).
+    if let Some(&(from, state)) = trail.own.last()
+        && state == trail.runs[0].1
+    {
         trail.runs[0].0 = from;
         trail.own.pop();
     }

@@ -15,6 +15,7 @@
 //! | `fake/big` | a result whose text is `params.unit` repeated `params.count` times; exits right after if `params.exit` |
 //! | `fake/sleep` | answer after `params.ms` milliseconds (stdin is not read meanwhile) |
 //! | `fake/env` | `{"value": $params.name, "cwd": ...}` |
+//! | `tools/call` of `run_command`, with `FAKE_BASH_TOOL=1` | runs `params.arguments.command` with `bash -c` in the server's working directory and HOME; the result's text is its stdout and stderr |
 //! | anything else | `{"method": <method>, "params": <params as received>}` |
 //!
 //! Every line written is appended to `$FAKE_SENT_LOG` too (if set), so a test can
@@ -230,6 +231,31 @@ fn handle(msg: Incoming<'_>, out: &mut impl Write, held: &mut Vec<String>) {
                 std::thread::sleep(Duration::from_millis(param(msg.params, "ms").unwrap_or(0)));
                 if let Some(id) = &id {
                     reply(out, id, "{}");
+                }
+            }
+            "tools/call" if std::env::var_os("FAKE_BASH_TOOL").is_some() => {
+                let name: String = param(msg.params, "name").unwrap_or_default();
+                let args: serde_json::Value = param(msg.params, "arguments").unwrap_or_default();
+                let command = args["command"].as_str().unwrap_or_default();
+                let text = if name == "run_command" {
+                    match std::process::Command::new("bash")
+                        .arg("-c")
+                        .arg(command)
+                        .output()
+                    {
+                        Ok(o) => format!(
+                            "{}{}",
+                            String::from_utf8_lossy(&o.stdout),
+                            String::from_utf8_lossy(&o.stderr)
+                        ),
+                        Err(e) => format!("bash: {e}"),
+                    }
+                } else {
+                    format!("unknown tool {name}")
+                };
+                let result = serde_json::json!({"content": [{"type": "text", "text": text}]});
+                if let Some(id) = &id {
+                    reply(out, id, &result.to_string());
                 }
             }
             "fake/env" => {

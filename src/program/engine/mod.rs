@@ -7,6 +7,7 @@
 //! Every engine maps its pattern index to the predicates the pattern feeds ([`PredMap`]),
 //! and [`Needs`] says which classes a selector or an outbound rule needs scanned.
 
+pub(crate) mod command;
 pub(crate) mod glob;
 pub(crate) mod literal;
 pub(crate) mod path;
@@ -20,6 +21,7 @@ pub(crate) const GLOB: Needs = 2;
 pub(crate) const NOT_UNDER: Needs = 4;
 pub(crate) const SECRETS: Needs = 8;
 pub(crate) const LITERAL: Needs = 16;
+pub(crate) const COMMAND: Needs = 32;
 
 /// Pattern index → predicates, stored flat (compressed rows).
 #[derive(Debug, Clone, Default)]

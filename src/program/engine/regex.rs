@@ -504,7 +504,9 @@ mod tests {
                 regexes.push(rest.trim_end_matches('\'').replace("''", "'"));
             }
         }
-        assert!(regexes.len() >= 15, "{}", regexes.len());
+        // The shell rules moved to the `command` matcher (issue 23); a dozen path and
+        // content regexes remain.
+        assert!(regexes.len() >= 10, "{}", regexes.len());
         assert!(
             gate_for(&regexes).is_some(),
             "a default-pack regex has no literals"

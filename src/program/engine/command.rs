@@ -1,0 +1,1165 @@
+//! The `command` engine class: an argument parsed as a shell command line
+//! ([`crate::shell`]) and judged by what will run.
+//!
+//! A `command` predicate holds when any simple command of the line meets any of its
+//! clauses; a clause holds when every condition it names holds for that one command.
+//! The value is parsed once per frame value, and only for arguments a `command` matcher
+//! names (or every string, for `_any_value`), and only when it is more than one plain
+//! word ([`crate::shell::worth_parsing`]).
+//!
+//! Words the parser cannot resolve are judged by what they could become: a glob or brace
+//! word meets a path pattern when some expansion of it could ([`meets`]); a command
+//! name from a variable or substitution is *unknown*, which a clause admits with
+//! `unknown_name: true`.
+
+use std::sync::OnceLock;
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::config::policy::CommandClause;
+use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
+use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
+
+mod gate;
+
+/// One compiled clause.
+#[derive(Debug)]
+pub(crate) struct Clause {
+    /// The clause as written, shortened, for `check`.
+    text: String,
+    names: Option<NameSet>,
+    unknown_name: bool,
+    flags: Box<[String]>,
+    subcommands: Box<[Box<[String]>]>,
+    paths: Option<PathCond>,
+    redirects: Option<GlobSet>,
+    /// The redirect globs, brace-expanded and tokenised, for glob targets.
+    redirect_tokens: Vec<Vec<Tok>>,
+    words: Option<GlobSet>,
+    input: u8,
+    after_download: bool,
+    over_find: bool,
+}
+
+/// Command-name globs: most are plain names, looked up without a glob engine (a
+/// `GlobSet` builds a `Candidate` per call, and every clause is asked about every command).
+#[derive(Debug)]
+struct NameSet {
+    /// Plain names, sorted.
+    exact: Box<[Box<str>]>,
+    /// `prefix*` globs.
+    prefixes: Box<[Box<str>]>,
+    /// Everything else.
+    globs: Option<GlobSet>,
+    /// Some glob holds a `/`: it is also matched against the name as written.
+    by_path: bool,
+}
+
+impl NameSet {
+    fn new(names: &[String]) -> Result<Option<NameSet>, ClauseFailure> {
+        if names.is_empty() {
+            return Ok(None);
+        }
+        let is_meta = |c: char| matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\');
+        let mut exact: Vec<Box<str>> = Vec::new();
+        let mut prefixes = Vec::new();
+        let mut rest = Vec::new();
+        for n in names {
+            if !n.contains(is_meta) {
+                exact.push(n.as_str().into());
+            } else if let Some(p) = n.strip_suffix('*')
+                && !p.contains(is_meta)
+                && !p.contains('/')
+            {
+                prefixes.push(p.into());
+            } else {
+                rest.push(n.clone());
+            }
+        }
+        exact.sort();
+        Ok(Some(NameSet {
+            exact: exact.into(),
+            prefixes: prefixes.into(),
+            by_path: rest.iter().any(|n| n.contains('/')),
+            globs: glob_set(&rest, None, true)?,
+        }))
+    }
+
+    fn is_match(&self, name: &str, written: &str) -> bool {
+        self.exact
+            .binary_search_by(|e| e.as_ref().cmp(name))
+            .is_ok()
+            || self.prefixes.iter().any(|p| name.starts_with(p.as_ref()))
+            || self
+                .globs
+                .as_ref()
+                .is_some_and(|g| g.is_match(name) || (self.by_path && g.is_match(written)))
+    }
+}
+
+#[derive(Debug)]
+struct PathCond {
+    set: GlobSet,
+    /// Literal pieces one of which every pattern's match contains (the longest plain
+    /// run of each pattern), when each is at least three bytes: an operand whose written
+    /// and normal forms hold none of them cannot match, and skips the glob set.
+    prefilter: Option<aho_corasick::AhoCorasick>,
+    /// The prefilter may be asked about the written form alone: the directories
+    /// normalisation adds (HOME, the project) hold none of the pieces.
+    prefilter_written: bool,
+    /// The same patterns, brace-expanded and tokenised, for glob operands, each with its
+    /// last path component (`None` when that component holds `**`), a quick first test.
+    tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)>,
+    not_under: Vec<Root>,
+    /// Each root and every directory above it, normalised; `true` for the root itself.
+    ancestors: Vec<(String, bool)>,
+}
+
+/// One `command` predicate.
+#[derive(Debug)]
+pub(crate) struct CommandPred {
+    pub pred: u32,
+    pub selector: u32,
+    pub clauses: LazyClauses,
+}
+
+/// The clauses of a predicate, built at compile time (a user's policy, so a failure is
+/// reported at start-up) or on first use (the embedded packs, which the test suite builds:
+/// their glob sets would otherwise cost every start-up a few milliseconds).
+#[derive(Debug)]
+pub(crate) struct LazyClauses {
+    specs: Vec<CommandClause>,
+    env: PathEnv,
+    built: OnceLock<Box<[Clause]>>,
+}
+
+impl LazyClauses {
+    pub fn eager(specs: &[CommandClause], env: &PathEnv) -> Result<LazyClauses, ClauseFailure> {
+        let built = specs
+            .iter()
+            .map(|c| Clause::compile(c, env))
+            .collect::<Result<Box<[Clause]>, _>>()?;
+        Ok(LazyClauses {
+            specs: specs.to_vec(),
+            env: env.clone(),
+            built: OnceLock::from(built),
+        })
+    }
+
+    pub fn deferred(specs: &[CommandClause], env: &PathEnv) -> LazyClauses {
+        LazyClauses {
+            specs: specs.to_vec(),
+            env: env.clone(),
+            built: OnceLock::new(),
+        }
+    }
+
+    /// The clauses as written (for the gate, [`gate::Gate`]).
+    pub fn specs(&self) -> &[CommandClause] {
+        &self.specs
+    }
+
+    pub fn get(&self) -> &[Clause] {
+        self.built.get_or_init(|| {
+            self.specs
+                .iter()
+                // An embedded pack's clause always builds (the test suite builds every
+                // one); were one not to, it would match every command: fail closed.
+                .map(|c| Clause::compile(c, &self.env).unwrap_or_else(|_| Clause::everything()))
+                .collect()
+        })
+    }
+}
+
+/// Every `command` predicate of the inbound rules.
+#[derive(Debug, Default)]
+pub(crate) struct CommandEngine {
+    pub preds: Vec<CommandPred>,
+    /// What a string must hold for each predicate to be worth parsing it, built on first
+    /// use (its automaton is not start-up work).
+    gate: OnceLock<gate::Gate>,
+}
+
+/// Why a clause failed to compile.
+#[derive(Debug)]
+pub(crate) struct ClauseFailure {
+    pub reason: String,
+}
+
+fn glob_set(
+    globs: &[String],
+    env: Option<&PathEnv>,
+    paths: bool,
+) -> Result<Option<GlobSet>, ClauseFailure> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        let g = match env {
+            Some(env) => crate::compile::expand_glob_prefix(g, env),
+            None => g.clone(),
+        };
+        // `*` stays within one path component, `**` crosses them (as in .gitignore).
+        let glob = GlobBuilder::new(&g)
+            .literal_separator(paths)
+            .build()
+            .map_err(|e| ClauseFailure {
+                reason: format!("{g}: {e}"),
+            })?;
+        b.add(glob);
+    }
+    b.build().map(Some).map_err(|e| ClauseFailure {
+        reason: e.to_string(),
+    })
+}
+
+/// Clause globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded, brace-expanded and
+/// tokenised, to meet glob operands.
+fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
+    let mut tokens = Vec::new();
+    for g in globs {
+        let g = crate::compile::expand_glob_prefix(g, env);
+        let mut alts = Vec::new();
+        brace_expand(&g, &mut alts, 256);
+        tokens.extend(alts.iter().map(|a| tokenize(a, true)));
+    }
+    tokens
+}
+
+impl Clause {
+    /// A clause with no condition: it holds for every command.
+    fn everything() -> Clause {
+        Clause {
+            text: "{}".to_string(),
+            names: None,
+            unknown_name: false,
+            flags: Box::new([]),
+            subcommands: Box::new([]),
+            paths: None,
+            redirects: None,
+            redirect_tokens: Vec::new(),
+            words: None,
+            input: 0,
+            after_download: false,
+            over_find: false,
+        }
+    }
+
+    pub fn compile(c: &CommandClause, env: &PathEnv) -> Result<Clause, ClauseFailure> {
+        let paths = match &c.paths {
+            None => None,
+            Some(p) => {
+                let expanded: Vec<String> = p
+                    .patterns
+                    .iter()
+                    .map(|g| crate::compile::expand_glob_prefix(g, env))
+                    .collect();
+                let tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)> = tokens_of(&p.patterns, env)
+                    .into_iter()
+                    .map(|t| {
+                        let last = last_component(&t).map(<[Tok]>::to_vec);
+                        (t, last)
+                    })
+                    .collect();
+                let mut ancestors = Vec::new();
+                for root in &p.ancestors_of {
+                    let r = Root::new(root, env);
+                    let mut dir = r.lexical.as_str();
+                    loop {
+                        ancestors.push((dir.to_string(), dir == r.lexical));
+                        match dir.rfind('/') {
+                            Some(0) if dir != "/" => dir = "/",
+                            Some(i) if i > 0 => dir = &dir[..i],
+                            _ => break,
+                        }
+                    }
+                }
+                let pieces: Option<Vec<String>> = tokens
+                    .iter()
+                    .map(|(t, _)| longest_literal(t).filter(|l| l.len() >= 3))
+                    .collect();
+                let prefilter = pieces
+                    .as_ref()
+                    .filter(|p| !p.is_empty())
+                    .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
+                let prefilter_written = prefilter
+                    .as_ref()
+                    .is_some_and(|ac| !ac.is_match(env.home()) && !ac.is_match(env.project_dir()));
+                Some(PathCond {
+                    prefilter,
+                    prefilter_written,
+                    set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
+                    tokens,
+                    not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
+                    ancestors,
+                })
+            }
+        };
+        let mut text = crate::compile::describe_clauses(std::slice::from_ref(c));
+        if text.chars().count() > 160 {
+            text = text.chars().take(157).collect::<String>() + "...}";
+        }
+        Ok(Clause {
+            text,
+            names: NameSet::new(&c.names)?,
+            unknown_name: c.unknown_name,
+            flags: c.flags.clone().into(),
+            subcommands: c
+                .subcommands
+                .iter()
+                .map(|s| s.clone().into_boxed_slice())
+                .collect(),
+            paths,
+            redirects: glob_set(&c.redirects, Some(env), true)?,
+            redirect_tokens: tokens_of(&c.redirects, env),
+            words: glob_set(&c.words, None, false)?,
+            input: c.input,
+            after_download: c.after_download,
+            over_find: c.over_find,
+        })
+    }
+}
+
+/// Per-evaluation buffers.
+#[derive(Debug, Default)]
+pub(crate) struct CommandScratch {
+    pub parsed: Parsed,
+    seen: gate::Seen,
+    bufs: PathBuffers,
+    norm: String,
+    alts: Vec<String>,
+}
+
+impl CommandEngine {
+    /// Reads `text` into the scratch's [`gate::Seen`], for [`CommandEngine::may_hold`].
+    pub fn gate_scan(&self, text: &str, env: &PathEnv, s: &mut CommandScratch) {
+        self.gate
+            .get_or_init(|| gate::Gate::build(&self.preds, env))
+            .scan(text, &mut s.seen);
+    }
+
+    /// Whether predicate `index` (of `preds`) could hold for the string last given to
+    /// [`CommandEngine::gate_scan`]: when not, the string need not be parsed for it.
+    pub fn may_hold(&self, index: usize, s: &CommandScratch) -> bool {
+        self.gate.get().is_none_or(|g| g.may_hold(index, &s.seen))
+    }
+
+    /// Whether this predicate's clauses meet the command line already in `s.parsed`.
+    pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+        let commands = s.parsed.commands().len();
+        for i in 0..commands {
+            let c = s.parsed.commands()[i];
+            for cl in p.clauses.get() {
+                if clause_holds(cl, &c, env, s) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
+    /// for `check`.
+    pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+        let commands = s.parsed.commands().len();
+        for i in 0..commands {
+            let c = s.parsed.commands()[i];
+            for (k, cl) in p.clauses.get().iter().enumerate() {
+                if clause_holds(cl, &c, env, s) {
+                    let words: Vec<String> = s
+                        .parsed
+                        .all_words(&c)
+                        .map(|w| s.parsed.lit(w).to_string())
+                        .collect();
+                    let name = if c.name_unknown {
+                        "an unknown command".to_string()
+                    } else {
+                        format!("`{}`", s.parsed.name_text(&c))
+                    };
+                    return Some(format!(
+                        "{name} (from `{}`) meets clause {}: {}",
+                        words.join(" "),
+                        k + 1,
+                        cl.text
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch) -> bool {
+    let CommandScratch {
+        parsed: p,
+        bufs,
+        norm,
+        alts,
+        ..
+    } = s;
+    let p = &*p;
+    // The cheap conditions first: every clause is asked about every command.
+    if cl.input != 0 && c.input & cl.input == 0 {
+        return false;
+    }
+    if cl.after_download && !c.after_download {
+        return false;
+    }
+    if cl.over_find && !c.fans_out {
+        return false;
+    }
+    if cl.names.is_some() || cl.unknown_name {
+        let named = !c.name_unknown
+            && cl.names.as_ref().is_some_and(|set| {
+                p.name(c)
+                    .is_some_and(|w| set.is_match(p.name_text(c), p.lit(w)))
+            });
+        if !(named || (cl.unknown_name && c.name_unknown)) {
+            return false;
+        }
+    }
+    if !cl.flags.is_empty() && !has_flag(cl, c, p) {
+        return false;
+    }
+    if !cl.subcommands.is_empty() && !has_subcommand(cl, c, p) {
+        return false;
+    }
+    if let Some(words) = &cl.words
+        && !p.args(c).any(|w| words.is_match(p.lit(w)))
+    {
+        return false;
+    }
+    if let Some(set) = &cl.redirects {
+        let mut hit = false;
+        for r in p.redirects(c) {
+            if !matches!(r.kind, RedirectKind::Output | RedirectKind::Input) {
+                continue;
+            }
+            let w = p.word(r.target);
+            let t = p.lit(w);
+            normalize_into(t, env, bufs, norm);
+            if set.is_match(t) || set.is_match(norm.as_str()) {
+                hit = true;
+                break;
+            }
+            if w.flags & (GLOB | BRACE) != 0 {
+                alts.clear();
+                brace_expand(p.pattern(w), alts, 64);
+                for a in alts.iter() {
+                    normalize_into(a, env, bufs, norm);
+                    let word = tokenize(norm, false);
+                    if cl.redirect_tokens.iter().any(|t| meets(&word, t)) {
+                        hit = true;
+                    }
+                }
+                if hit {
+                    break;
+                }
+            }
+        }
+        if !hit {
+            return false;
+        }
+    }
+    if let Some(pc) = &cl.paths
+        && !p
+            .args(c)
+            .any(|w| path_word_meets(pc, p, w, c.fans_out, env, bufs, norm, alts))
+    {
+        return false;
+    }
+    true
+}
+
+fn has_flag(cl: &Clause, c: &Command, p: &Parsed) -> bool {
+    for f in cl.flags.iter() {
+        if c.fans_out && matches!(f.as_str(), "-r" | "-R" | "--recursive") {
+            return true;
+        }
+        for w in p.args(c) {
+            let t = p.lit(w);
+            if t == "--" {
+                break;
+            }
+            if flag_spelled(f, t) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether the operand `t` spells the flag `f`.
+fn flag_spelled(f: &str, t: &str) -> bool {
+    if let Some(long) = f.strip_prefix("--") {
+        let Some(tl) = t.strip_prefix("--") else {
+            return false;
+        };
+        let tl = tl.split('=').next().unwrap_or(tl);
+        // GNU getopt accepts any unambiguous prefix: `--recur` for `--recursive`.
+        return tl == long || (tl.len() >= 2 && long.starts_with(tl));
+    }
+    let short = &f[1..];
+    if short.chars().count() == 1 {
+        let Some(rest) = t.strip_prefix('-') else {
+            return false;
+        };
+        !rest.starts_with('-')
+            && !rest.is_empty()
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            && rest.contains(short)
+    } else {
+        t == f || t.strip_prefix(f).is_some_and(|r| r.starts_with('='))
+    }
+}
+
+fn has_subcommand(cl: &Clause, c: &Command, p: &Parsed) -> bool {
+    let positionals = || p.args(c).map(|w| p.lit(w)).filter(|t| !t.starts_with('-'));
+    cl.subcommands.iter().any(|seq| {
+        (0..2).any(|at| {
+            let mut ops = positionals().skip(at);
+            seq.iter().all(|want| ops.next().is_some_and(|t| t == want))
+        })
+    })
+}
+
+/// Whether an operand (or the value of a `key=value` operand) meets the path condition.
+#[allow(clippy::too_many_arguments)]
+fn path_word_meets(
+    pc: &PathCond,
+    p: &Parsed,
+    w: &Word,
+    fans_out: bool,
+    env: &PathEnv,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
+    alts: &mut Vec<String>,
+) -> bool {
+    let is_glob = w.flags & (GLOB | BRACE) != 0;
+    if !is_glob {
+        // The common case, without copies: the operand, then the value after `key=`.
+        let lit = p.lit(w);
+        if lit.is_empty() {
+            return false;
+        }
+        return literal_meets(pc, lit, fans_out, env, bufs, norm)
+            || key_value(lit).is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm));
+    }
+    alts.clear();
+    brace_expand(p.pattern(w), alts, 64);
+    let n = alts.len();
+    for k in 0..n {
+        if let Some(v) = key_value(&alts[k]) {
+            let v = v.to_string();
+            alts.push(v);
+        }
+    }
+    for a in alts.iter() {
+        let hit = if has_meta(a) {
+            glob_meets(pc, a, fans_out, env, bufs, norm)
+        } else {
+            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm)
+        };
+        if hit {
+            return true;
+        }
+    }
+    false
+}
+
+/// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
+fn key_value(s: &str) -> Option<&str> {
+    let eq = s.find('=')?;
+    s[..eq]
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        .then(|| &s[eq + 1..])
+}
+
+/// A command run over what `find` lists (`fans_out`) is selective: the project itself as
+/// its start is not a delete of the whole project; a directory above it still is.
+fn literal_meets(
+    pc: &PathCond,
+    lit: &str,
+    fans_out: bool,
+    env: &PathEnv,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
+) -> bool {
+    if lit.starts_with('-') {
+        return false;
+    }
+    if pc.ancestors.is_empty()
+        && pc.prefilter_written
+        && let Some(ac) = &pc.prefilter
+        && !ac.is_match(lit)
+        && !lit.starts_with(['~', '$'])
+        && !lit.contains('%')
+    {
+        // Normalising adds only HOME or the project directory, which hold no piece.
+        return false;
+    }
+    normalize_into(lit, env, bufs, norm);
+    let norm = norm.as_str();
+    if pc
+        .ancestors
+        .iter()
+        .any(|(a, is_root)| a == norm && !(fans_out && *is_root))
+    {
+        return true;
+    }
+    if let Some(ac) = &pc.prefilter
+        && !ac.is_match(lit)
+        && !ac.is_match(norm)
+    {
+        return false;
+    }
+    let matched = pc.set.is_match(lit) || pc.set.is_match(norm);
+    matched && pc.not_under.iter().all(|r| !r.contains(norm))
+}
+
+fn glob_meets(
+    pc: &PathCond,
+    pat: &str,
+    fans_out: bool,
+    env: &PathEnv,
+    bufs: &mut PathBuffers,
+    norm: &mut String,
+) -> bool {
+    if pat.starts_with('-') {
+        return false;
+    }
+    normalize_into(pat, env, bufs, norm);
+    let glob = norm.clone();
+    // `dir/*` removes everything in `dir`: judge it as `dir` too.
+    if let Some(dir) = glob.strip_suffix("/*")
+        && !has_meta(dir)
+    {
+        let dir = if dir.is_empty() { "/" } else { dir };
+        if literal_meets(pc, dir, fans_out, env, bufs, norm) {
+            return true;
+        }
+    }
+    let word = tokenize(&glob, false);
+    if pc
+        .ancestors
+        .iter()
+        .any(|(a, is_root)| !(fans_out && *is_root) && meets(&word, &tokenize(a, false)))
+    {
+        return true;
+    }
+    let word_last = last_component(&word);
+    let hit = pc.tokens.iter().any(|(t, last)| {
+        // Most patterns end in a plain name: compare their literal endings first (a
+        // string both match ends in both: `*.rs` cannot meet `**/id_rsa`), then the last
+        // components (a few tokens each), and the whole globs only when those can meet.
+        if !tails_agree(&word, t) {
+            return false;
+        }
+        match (word_last, last) {
+            (Some(w), Some(l)) if !meets(w, l) => false,
+            _ => meets(&word, t),
+        }
+    });
+    if !hit {
+        return false;
+    }
+    // Outside `not_under` unless every expansion stays inside: the literal directory
+    // before the first metacharacter is under the root.
+    let fixed = match glob.find(['*', '?', '[']) {
+        Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
+        None => glob.as_str(),
+    };
+    pc.not_under.iter().all(|r| !r.contains(fixed))
+}
+
+/// Whether the literal endings of two globs agree (the shorter one ends the longer):
+/// otherwise no string matches both.
+fn tails_agree(a: &[Tok], b: &[Tok]) -> bool {
+    a.iter()
+        .rev()
+        .zip(b.iter().rev())
+        .map_while(|pair| match pair {
+            (Tok::Lit(x), Tok::Lit(y)) => Some(x == y),
+            _ => None,
+        })
+        .all(|same| same)
+}
+
+fn has_meta(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'*' | b'?' => return true,
+            b'[' => {
+                // `[x]` escapes one character; a longer class is a glob.
+                if b.get(i + 2) == Some(&b']') && b.get(i + 1) != Some(&b'!') {
+                    i += 3;
+                    continue;
+                }
+                return true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
+/// `[*]` → `*`: a pattern with no metacharacter left, as the literal it stands for.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' && b.get(i + 2) == Some(&b']') {
+            let ch = s[i + 1..].chars().next().unwrap_or('[');
+            if ch.len_utf8() == 1 {
+                out.push(ch);
+                i += 3;
+                continue;
+            }
+        }
+        let ch = s[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Expand `{a,b}` and `{1..3}` (bash brace expansion), at most `limit` results; a
+/// brace that does not expand stays as written.
+pub(crate) fn brace_expand(s: &str, out: &mut Vec<String>, limit: usize) {
+    expand_braces(s, out, limit, 0);
+}
+
+/// Nesting bound of [`brace_expand`]: each brace group is one level of recursion, and a
+/// word with thousands of groups must not exhaust the stack. Past it the rest of the
+/// word stays as written.
+const MAX_BRACE_GROUPS: usize = 32;
+
+fn expand_braces(s: &str, out: &mut Vec<String>, limit: usize, depth: usize) {
+    if depth >= MAX_BRACE_GROUPS {
+        if out.len() < limit {
+            out.push(s.to_string());
+        }
+        return;
+    }
+    let b = s.as_bytes();
+    // The first `{` that has a matching `}` with a top-level `,` or `..`.
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'[' if b.get(i + 2) == Some(&b']') => {
+                i += 3;
+                continue;
+            }
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            b'{' => {
+                let mut level = 0;
+                let mut parts = Vec::new();
+                let mut start = i + 1;
+                let mut j = i + 1;
+                let mut close = None;
+                while j < b.len() {
+                    match b[j] {
+                        b'[' if b.get(j + 2) == Some(&b']') => j += 2,
+                        b'{' => level += 1,
+                        b'}' if level == 0 => {
+                            close = Some(j);
+                            break;
+                        }
+                        b'}' => level -= 1,
+                        b',' if level == 0 => {
+                            parts.push(&s[start..j]);
+                            start = j + 1;
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                if let Some(close) = close {
+                    let inner = &s[i + 1..close];
+                    let (pre, post) = (&s[..i], &s[close + 1..]);
+                    if !parts.is_empty() {
+                        parts.push(&s[start..close]);
+                        for part in parts {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            expand_braces(&format!("{pre}{part}{post}"), out, limit, depth + 1);
+                        }
+                        return;
+                    }
+                    if let Some((x, y)) = inner.split_once("..")
+                        && let (Ok(x), Ok(y)) = (x.parse::<i64>(), y.parse::<i64>())
+                    {
+                        let (lo, hi) = (x.min(y), x.max(y));
+                        for v in lo..=hi.min(lo + limit as i64) {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            expand_braces(&format!("{pre}{v}{post}"), out, limit, depth + 1);
+                        }
+                        return;
+                    }
+                    if let Some((x, y)) = inner.split_once("..")
+                        && x.chars().count() == 1
+                        && y.chars().count() == 1
+                    {
+                        let (x, y) = (
+                            x.chars().next().unwrap_or('a'),
+                            y.chars().next().unwrap_or('a'),
+                        );
+                        let (lo, hi) = (x.min(y), x.max(y));
+                        for v in lo..=hi {
+                            if out.len() >= limit {
+                                return;
+                            }
+                            expand_braces(&format!("{pre}{v}{post}"), out, limit, depth + 1);
+                        }
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if out.len() < limit {
+        out.push(s.to_string());
+    }
+}
+
+/// The tokens after the last `/`, unless they hold a `**` (which reads across components).
+fn last_component(tokens: &[Tok]) -> Option<&[Tok]> {
+    let start = tokens
+        .iter()
+        .rposition(|t| *t == Tok::Lit('/'))
+        .map_or(0, |i| i + 1);
+    let last = &tokens[start..];
+    (!last
+        .iter()
+        .any(|t| matches!(t, Tok::Star { slash: true, .. })))
+    .then_some(last)
+}
+
+/// The longest run of plain characters (within one path component) in a tokenised glob.
+fn longest_literal(tokens: &[Tok]) -> Option<String> {
+    let mut best = String::new();
+    let mut cur = String::new();
+    for t in tokens {
+        match t {
+            // Pieces never span a separator: `\` and `/` differ between the written and
+            // the normal form.
+            Tok::Lit(c) if *c != '/' && *c != '\\' => cur.push(*c),
+            _ => {
+                if cur.len() > best.len() {
+                    best = std::mem::take(&mut cur);
+                }
+                cur.clear();
+            }
+        }
+    }
+    if cur.len() > best.len() {
+        best = cur;
+    }
+    (!best.is_empty()).then_some(best)
+}
+
+/// One element of a glob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tok {
+    Lit(char),
+    /// `?`: one character, not `/`; `nodot`: not `.` either (it starts a component of a
+    /// shell word, where bash never matches a leading dot without `dotglob`).
+    One {
+        nodot: bool,
+    },
+    /// `*`; `slash` when it may match `/` (`**`); `bare` when it is a whole component of
+    /// a shell word (`dir/*`): it stands for "everything", which the rules about whole
+    /// directories judge, not for a spelling of one protected name, so it reads only
+    /// what a wildcard of the other glob reads.
+    Star {
+        slash: bool,
+        bare: bool,
+    },
+    Class {
+        neg: bool,
+        ranges: Vec<(char, char)>,
+        nodot: bool,
+    },
+}
+
+/// A glob as tokens. `policy`: a clause glob, where `\` escapes; in a shell word it was
+/// already removed, and `[x]` escapes.
+fn tokenize(g: &str, policy: bool) -> Vec<Tok> {
+    let cs: Vec<char> = g.chars().collect();
+    let mut out = Vec::with_capacity(cs.len());
+    let mut i = 0;
+    while i < cs.len() {
+        match cs[i] {
+            '\\' if policy && i + 1 < cs.len() => {
+                out.push(Tok::Lit(cs[i + 1]));
+                i += 2;
+                continue;
+            }
+            '*' => {
+                let first = i;
+                while i + 1 < cs.len() && cs[i + 1] == '*' {
+                    i += 1;
+                }
+                let comp_start = first == 0 || cs[first - 1] == '/';
+                let comp_end = i + 1 == cs.len() || cs[i + 1] == '/';
+                // `**` crosses `/`; `*` does not (shell words, and the clause globs,
+                // which are built with `literal_separator`).
+                let slash = i > first;
+                if !policy && comp_start && !comp_end {
+                    // `*.rs`, `*rc`: at least one character, and not a leading dot.
+                    out.push(Tok::One { nodot: true });
+                }
+                out.push(Tok::Star {
+                    slash,
+                    bare: !policy && comp_start && comp_end,
+                });
+            }
+            '?' => out.push(Tok::One {
+                nodot: !policy && (i == 0 || cs[i - 1] == '/'),
+            }),
+            '[' => {
+                let mut j = i + 1;
+                let neg = j < cs.len() && (cs[j] == '!' || cs[j] == '^');
+                if neg {
+                    j += 1;
+                }
+                let first = j;
+                let mut ranges = Vec::new();
+                let mut closed = false;
+                while j < cs.len() {
+                    if cs[j] == ']' && j > first {
+                        closed = true;
+                        break;
+                    }
+                    if j + 2 < cs.len() && cs[j + 1] == '-' && cs[j + 2] != ']' {
+                        ranges.push((cs[j], cs[j + 2]));
+                        j += 3;
+                    } else {
+                        ranges.push((cs[j], cs[j]));
+                        j += 1;
+                    }
+                }
+                if closed {
+                    let nodot = !policy && (i == 0 || cs[i - 1] == '/');
+                    out.push(Tok::Class { neg, ranges, nodot });
+                    i = j + 1;
+                    continue;
+                }
+                out.push(Tok::Lit('['));
+            }
+            c => out.push(Tok::Lit(c)),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn class_has(neg: bool, ranges: &[(char, char)], c: char) -> bool {
+    ranges.iter().any(|&(a, b)| a <= c && c <= b) != neg
+}
+
+/// Whether a token can read `c`.
+fn reads(t: &Tok, c: char) -> bool {
+    match t {
+        Tok::Lit(x) => *x == c,
+        Tok::One { nodot } => c != '/' && !(*nodot && c == '.'),
+        Tok::Star { slash, .. } => *slash || c != '/',
+        Tok::Class { neg, ranges, nodot } => {
+            c != '/' && !(*nodot && c == '.') && class_has(*neg, ranges, c)
+        }
+    }
+}
+
+/// Whether one character can be read by both tokens (neither being a star).
+fn chars_meet(a: &Tok, b: &Tok) -> bool {
+    match (a, b) {
+        (Tok::Lit(c), t) | (t, Tok::Lit(c)) => reads(t, *c),
+        (
+            Tok::Class {
+                ranges, neg: false, ..
+            },
+            t,
+        )
+        | (
+            t,
+            Tok::Class {
+                ranges, neg: false, ..
+            },
+        ) => ranges.iter().any(|&(lo, hi)| {
+            (lo..=hi)
+                .take(256)
+                .any(|c| reads(t, c) && reads(a, c) && reads(b, c))
+        }),
+        // Two wildcards that each exclude at most `/` and `.`: some letter fits both.
+        _ => true,
+    }
+}
+
+/// Whether a star may read the character the other token reads.
+fn star_reads(slash: bool, t: &Tok) -> bool {
+    match t {
+        Tok::Lit(c) => slash || *c != '/',
+        _ => true,
+    }
+}
+
+/// Whether two globs can match a common string: a search over pairs of positions
+/// (the product of the two automata), O(len(a) × len(b)). `a` is a shell word, `b` a
+/// clause glob.
+#[cfg(test)]
+pub(crate) fn meets_str(a: &str, b: &str) -> bool {
+    meets(&tokenize(a, false), &tokenize(b, true))
+}
+
+/// Visited states and the work list of [`meets`].
+type MeetBuffers = (Vec<bool>, Vec<(usize, usize)>);
+
+thread_local! {
+    /// The visited states and the work list of [`meets`], reused: it runs once per
+    /// pattern for every glob operand, and allocating them each time was most of its cost.
+    static MEET_BUFFERS: std::cell::RefCell<MeetBuffers> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+fn meets(a: &[Tok], b: &[Tok]) -> bool {
+    MEET_BUFFERS.with(|bufs| match bufs.try_borrow_mut() {
+        Ok(mut bufs) => {
+            let (seen, todo) = &mut *bufs;
+            meets_with(a, b, seen, todo)
+        }
+        Err(_) => meets_with(a, b, &mut Vec::new(), &mut Vec::new()),
+    })
+}
+
+fn meets_with(a: &[Tok], b: &[Tok], seen: &mut Vec<bool>, todo: &mut Vec<(usize, usize)>) -> bool {
+    let (n, m) = (a.len(), b.len());
+    seen.clear();
+    seen.resize((n + 1) * (m + 1), false);
+    todo.clear();
+    todo.push((0usize, 0usize));
+    while let Some((i, j)) = todo.pop() {
+        let k = i * (m + 1) + j;
+        if seen[k] {
+            continue;
+        }
+        seen[k] = true;
+        if i == n && j == m {
+            return true;
+        }
+        let sa = match a.get(i) {
+            Some(Tok::Star { slash, bare }) => Some((*slash, *bare)),
+            _ => None,
+        };
+        let sb = match b.get(j) {
+            Some(Tok::Star { slash, .. }) => Some(*slash),
+            _ => None,
+        };
+        // A star matches the empty string.
+        if sa.is_some() {
+            todo.push((i + 1, j));
+        }
+        if sb.is_some() {
+            todo.push((i, j + 1));
+        }
+        match (sa, sb) {
+            // Both stars read the same characters: no change of state.
+            (Some(_), Some(_)) => {}
+            (Some((slash, bare)), None) => {
+                if !bare
+                    && let Some(t) = b.get(j)
+                    && star_reads(slash, t)
+                {
+                    todo.push((i, j + 1));
+                }
+            }
+            (None, Some(slash)) => {
+                if let Some(t) = a.get(i)
+                    && star_reads(slash, t)
+                {
+                    todo.push((i + 1, j));
+                }
+            }
+            (None, None) => {
+                if let (Some(x), Some(y)) = (a.get(i), b.get(j))
+                    && chars_meet(x, y)
+                {
+                    todo.push((i + 1, j + 1));
+                }
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_meet_when_some_string_matches_both() {
+        let home = "/home/u";
+        assert!(meets_str(
+            &format!("{home}/.ss[h]/id_rs[a]"),
+            &format!("{home}/.ssh/**")
+        ));
+        assert!(meets_str("/p/.e?v", "**/.env"));
+        assert!(meets_str("/etc/sha*", "/etc/shadow"));
+        assert!(meets_str(
+            "/h?me",
+            "/{bin,home}".replace("{bin,home}", "home").as_str()
+        ));
+        assert!(!meets_str("/p/src/*.rs", "**/.env"));
+        assert!(!meets_str("/etc/pass*", "/etc/shadow"));
+        assert!(!meets_str("/p/*/x", "/p/a/b/x"));
+        assert!(meets_str("/p/*/x", "/p/**"));
+        // bash never matches a leading dot with a wildcard; a bare `*` is "everything".
+        assert!(!meets_str("/p/src/*/mod.rs", "**/.ssh/**"));
+        assert!(!meets_str("/p/*", "**/id_rsa"));
+        assert!(!meets_str("/p/*.env", "**/.env"));
+        assert!(meets_str("/home/u/.ssh/*", "**/.ssh/**"));
+        assert!(meets_str("/proc/[s]elf/environ", "/proc/*/environ"));
+    }
+
+    #[test]
+    fn braces_expand() {
+        let mut out = Vec::new();
+        brace_expand("~/.ssh{,}/id_rs{a,}", &mut out, 64);
+        assert_eq!(
+            out,
+            [
+                "~/.ssh/id_rsa",
+                "~/.ssh/id_rs",
+                "~/.ssh/id_rsa",
+                "~/.ssh/id_rs"
+            ]
+        );
+        out.clear();
+        brace_expand("/{home,etc}", &mut out, 64);
+        assert_eq!(out, ["/home", "/etc"]);
+    }
+
+    #[test]
+    fn flags_in_any_spelling() {
+        assert!(flag_spelled("-r", "-rf"));
+        assert!(flag_spelled("-r", "-fr"));
+        assert!(flag_spelled("--recursive", "--recursive"));
+        assert!(flag_spelled("--recursive", "--recur"));
+        assert!(!flag_spelled("-r", "--force"));
+        assert!(flag_spelled("-delete", "-delete"));
+        assert!(!flag_spelled("-r", "/tmp/-r"));
+    }
+}
