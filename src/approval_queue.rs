@@ -1,7 +1,7 @@
 //! The out-of-band approval queue: calls held by an `ask` rule while the client has no
 //! elicitation UI wait in `~/.mcpwall/pending/` until `mcpwall approve` decides them.
 //!
-//! One directory (mode 0700), two files per call (mode 0600, each written to a temporary
+//! One owner-only directory (mode 0700 on Unix), two owner-only files per call (0600, each written to a temporary
 //! file and renamed into place, so a reader never sees half of one):
 //! - `CODE.json`: the [`ApprovalRequest`] the proxy published (what the approver sees);
 //! - `CODE.decision`: what `mcpwall approve` wrote: approve or deny, and the digest of
@@ -13,7 +13,6 @@
 
 use std::fs::{self, DirBuilder};
 use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub use crate::session::ApprovalRequest;
@@ -44,8 +43,8 @@ impl ApprovalQueue {
     /// `home/.mcpwall/pending`, created (0700) if missing; an existing one is made 0700.
     pub fn open(home: &Path) -> io::Result<ApprovalQueue> {
         let dir = home.join(".mcpwall").join("pending");
-        DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+        crate::platform::owner_only_dir(DirBuilder::new().recursive(true)).create(&dir)?;
+        crate::platform::restrict_to_owner(&dir)?;
         Ok(ApprovalQueue { dir })
     }
 
@@ -66,9 +65,7 @@ impl ApprovalQueue {
 
     /// Write `bytes` to `CODE.ext` at once (temporary file, 0600, renamed into place).
     fn write_atomic(&self, code: &str, ext: &str, bytes: &[u8]) -> io::Result<()> {
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .permissions(fs::Permissions::from_mode(0o600))
+        let mut tmp = crate::platform::owner_only_temp(tempfile::Builder::new().prefix(".tmp-"))
             .tempfile_in(&self.dir)?;
         tmp.write_all(bytes)?;
         tmp.as_file().sync_all()?;
@@ -174,13 +171,22 @@ mod tests {
     fn files_are_private_and_round_trip() {
         let home = tempfile::tempdir().unwrap();
         let q = ApprovalQueue::open(home.path()).unwrap();
-        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(q.dir()), 0o700);
+        let private = |p: &Path, unix_mode: u32| {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = fs::metadata(p).unwrap().permissions().mode() & 0o777;
+                assert_eq!(mode, unix_mode, "{p:?}");
+            }
+            let _ = unix_mode;
+            crate::platform::assert_owner_only(p);
+        };
+        private(q.dir(), 0o700);
         q.publish(&request("abc234")).unwrap();
-        assert_eq!(mode(&q.dir().join("abc234.json")), 0o600);
+        private(&q.dir().join("abc234.json"), 0o600);
         assert_eq!(q.list().unwrap(), vec![(request("abc234"), false)]);
         q.record(&request("abc234"), true).unwrap();
-        assert_eq!(mode(&q.dir().join("abc234.decision")), 0o600);
+        private(&q.dir().join("abc234.decision"), 0o600);
         assert_eq!(
             q.decision("abc234"),
             Some(Decision {

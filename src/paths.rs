@@ -129,16 +129,20 @@ fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
     s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
-/// Length of a leading `$HOME` / `${HOME}` that stands alone as the first component.
+/// Length of a leading `$HOME` / `${HOME}` / `%USERPROFILE%` (Windows' spelling, any
+/// case) that stands alone as the first component. Each is home on every system: a
+/// server may run elsewhere than mcpwall, and reading more as home only denies more.
 fn home_var_prefix(s: &str) -> Option<usize> {
-    for var in ["${HOME}", "$HOME"] {
-        if let Some(rest) = s.strip_prefix(var)
-            && (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\'))
-        {
-            return Some(var.len());
-        }
-    }
-    None
+    let len = match *s.as_bytes().first()? {
+        b'$' => ["${HOME}", "$HOME"]
+            .iter()
+            .find(|var| s.starts_with(**var))?
+            .len(),
+        b'%' if starts_with_ignore_case(s, "%USERPROFILE%") => "%USERPROFILE%".len(),
+        _ => return None,
+    };
+    let rest = &s[len..];
+    (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\')).then_some(len)
 }
 
 /// Reusable buffers for [`normalize_into`].
@@ -563,9 +567,14 @@ mod tests {
             "file://localhost/home/u/%2Eaws/credentials",
             "../home/u/.aws/credentials",
             "~\\.aws\\credentials",
+            "%USERPROFILE%\\.aws\\credentials",
+            "%userprofile%/.aws/credentials",
         ] {
             assert_eq!(norm(s), "/home/u/.aws/credentials", "{s}");
         }
+        // Only the whole first component is the variable.
+        assert_eq!(norm("%USERPROFILE%x/y"), "/proj/%USERPROFILE%x/y");
+        assert!(is_path_shaped("%USERPROFILE%"));
     }
 
     #[test]
@@ -637,5 +646,31 @@ mod tests {
         assert!(!root.contains(&n("../outside/x")));
         #[cfg(unix)]
         assert!(!root.contains(&n("escape/x")));
+    }
+
+    /// Running on Windows, a Windows user's key path is judged against a Windows home,
+    /// in any case and with either separator.
+    #[cfg(windows)]
+    #[test]
+    fn windows_paths_are_judged_as_windows_paths() {
+        let env = PathEnv::new(Path::new("C:\\Users\\x"), Path::new("C:\\work\\proj"));
+        let n = |s: &str| {
+            let mut out = String::new();
+            normalize_into(s, &env, &mut PathBuffers::default(), &mut out);
+            out
+        };
+        let ssh = Root::new(Path::new("~/.ssh"), &env);
+        for spelling in [
+            "C:\\Users\\x\\.ssh\\id_rsa",
+            "c:\\users\\X\\.SSH\\id_rsa",
+            "C:/Users/x/.ssh/id_rsa",
+            "%USERPROFILE%\\.ssh\\id_rsa",
+            "~\\.ssh\\id_rsa",
+            "..\\..\\Users\\x\\.ssh\\id_rsa",
+        ] {
+            assert!(ssh.contains(&n(spelling)), "{spelling} -> {}", n(spelling));
+        }
+        assert!(!ssh.contains(&n("C:\\Users\\x\\.sshx\\id_rsa")));
+        assert!(!ssh.contains(&n("D:\\Users\\x\\.ssh\\id_rsa")));
     }
 }

@@ -20,7 +20,6 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -138,13 +137,13 @@ impl Seal {
 
     pub fn read_file(file: &File) -> Option<Seal> {
         let mut buf = [0u8; SEAL_LEN];
-        let n = file.read_at(&mut buf, 0).ok()?;
+        let n = crate::platform::read_at(file, &mut buf, 0).ok()?;
         Seal::parse(&buf[..n])
     }
 
     /// Rewrite the seal in place (one `pwrite`: the length never changes).
     pub fn write(self, file: &File) -> io::Result<()> {
-        file.write_all_at(&self.to_bytes(), 0)
+        crate::platform::write_all_at(file, &self.to_bytes(), 0)
     }
 }
 

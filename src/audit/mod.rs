@@ -41,13 +41,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::platform;
 pub use crate::session::event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 
 pub mod chain;
@@ -446,14 +446,13 @@ impl DayFile {
         ends: &[usize],
         chained: &mut Vec<u8>,
     ) -> io::Result<()> {
-        use rustix::fs::{FlockOperation, flock};
         // Where locks are not supported (some network file systems) the events are still
         // written: a chain two writers interleave shows up in `log verify`, a lost event
         // would not show anywhere.
-        let locked = flock(&self.log, FlockOperation::LockExclusive).is_ok();
+        let locked = platform::lock_exclusive(&self.log).is_ok();
         let result = self.append_locked(dir, day, out, ends, chained);
         if locked {
-            let _ = flock(&self.log, FlockOperation::Unlock);
+            let _ = platform::unlock(&self.log);
         }
         result
     }
@@ -509,37 +508,30 @@ fn previous_day_link(dir: &Path, day: i64) -> chain::Link {
     previous.map_or(chain::GENESIS, |f| files::tip_of(&f.path))
 }
 
-/// Create the directory (0700) and open the day's file for appending (0600).
+/// Create the directory (owner-only: 0700 on Unix) and open the day's file for appending
+/// (owner-only: 0600).
 fn open_log(dir: &Path, path: &Path) -> io::Result<File> {
     if !dir.is_dir() {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        platform::owner_only_dir(DirBuilder::new().recursive(true)).create(dir)?;
     }
     // Tighten a directory someone created with looser permissions (ignore failure: it
-    // may not be ours; the file itself is still 0600).
-    if let Ok(meta) = std::fs::metadata(dir)
-        && meta.permissions().mode() & 0o077 != 0
-    {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    }
+    // may not be ours; the file itself is still owner-only).
+    let _ = platform::restrict_to_owner(dir);
     open_private(path, true)
 }
 
-/// Open (creating, 0600) a file of the log directory for appending or for writing in
-/// place, never through a symlink planted at its name.
+/// Open (creating, owner-only) a file of the log directory for appending or for writing
+/// in place, never through a symlink planted at its name.
 fn open_private(path: &Path, append: bool) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .append(append)
-        .write(!append)
-        .read(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    if let Ok(meta) = file.metadata()
-        && meta.permissions().mode() & 0o077 != 0
-    {
-        let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-    }
+    let file = platform::owner_only_nofollow(
+        OpenOptions::new()
+            .append(append)
+            .write(!append)
+            .read(true)
+            .create(true),
+    )
+    .open(path)?;
+    let _ = platform::restrict_file_to_owner(&file, path);
     Ok(file)
 }
 
@@ -984,8 +976,13 @@ mod tests {
         drop(tx);
         let (written, dropped) = audit.finish(Duration::from_secs(5));
         assert_eq!((written, dropped), (1, 0));
-        let meta = std::fs::metadata(&dir).unwrap();
-        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        }
+        platform::assert_owner_only(&dir);
         let files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -993,10 +990,13 @@ mod tests {
         // The day file and its seal, both private.
         assert_eq!(files.len(), 2, "{files:?}");
         for f in &files {
-            assert_eq!(
-                std::fs::metadata(f).unwrap().permissions().mode() & 0o777,
-                0o600
-            );
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(f).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o600);
+            }
+            platform::assert_owner_only(f);
         }
         let path = files::own_log_files(&dir)[0].path.clone();
         assert!(chain::Seal::read(&chain::seal_path(&path)).is_some());

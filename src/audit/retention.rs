@@ -6,7 +6,6 @@
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::chain::{self, Link};
@@ -79,14 +78,10 @@ pub fn apply(dir: &Path, cap: Cap, today: &str, today_day: i64) -> io::Result<Ve
     if doomed.is_empty() {
         return Ok(Vec::new());
     }
-    let mut record = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir.join(RECORD))?;
-    use rustix::fs::{FlockOperation, flock};
-    flock(&record, FlockOperation::LockExclusive)?;
+    let mut record =
+        crate::platform::owner_only_nofollow(OpenOptions::new().append(true).create(true))
+            .open(dir.join(RECORD))?;
+    crate::platform::lock_exclusive(&record)?;
     let mut gone = Vec::new();
     for f in doomed {
         if !f.path.exists() {
@@ -115,7 +110,7 @@ pub fn apply(dir: &Path, cap: Cap, today: &str, today_day: i64) -> io::Result<Ve
         let _ = std::fs::remove_file(chain::seal_path(&f.path));
         gone.push(f.name.clone());
     }
-    let _ = flock(&record, FlockOperation::Unlock);
+    let _ = crate::platform::unlock(&record);
     Ok(gone)
 }
 

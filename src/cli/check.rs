@@ -166,7 +166,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 
 /// `LoadOptions` from the environment: `$HOME` and the working directory.
 pub(crate) fn load_options(explicit: Option<PathBuf>) -> miette::Result<LoadOptions> {
-    let home = match std::env::var_os("HOME") {
+    let home = match crate::platform::home_var() {
         Some(h) if !h.is_empty() => PathBuf::from(h),
         _ => {
             return Err(miette::miette!(

@@ -64,7 +64,7 @@ pub fn paint_diff(on: bool, diff: &str) -> String {
 /// older mcpwall (or the user) left them open: they hold copies of client files, which may
 /// carry tokens. Said on stderr, once, when it happens; nothing is created here.
 pub fn tighten_state_dirs() {
-    let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+    let Some(home) = crate::platform::home_var().filter(|h| !h.is_empty()) else {
         return;
     };
     let state = Path::new(&home).join(".mcpwall");
@@ -196,7 +196,7 @@ pub fn parse_level(s: &str) -> Result<crate::proxy::LogLevel, String> {
 
 /// `$HOME`, or an error that says how to do without it.
 pub fn home_dir() -> miette::Result<std::path::PathBuf> {
-    match std::env::var_os("HOME") {
+    match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),
         _ => Err(miette::miette!(
             help = "set HOME, or give a policy with -c and settings.log_dir",

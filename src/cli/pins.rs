@@ -88,7 +88,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 }
 
 fn home_dir() -> miette::Result<PathBuf> {
-    std::env::var_os("HOME")
+    crate::platform::home_var()
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
         .ok_or_else(|| miette!("HOME is not set; mcpwall keeps its pins in ~/.mcpwall/pins"))

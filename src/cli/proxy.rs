@@ -70,22 +70,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut audit = None;
     let result = runtime.block_on(async {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        for kind in [
-            tokio::signal::unix::SignalKind::interrupt(),
-            tokio::signal::unix::SignalKind::terminate(),
-            tokio::signal::unix::SignalKind::hangup(),
-        ] {
-            let mut stream = tokio::signal::unix::signal(kind)
-                .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    if tx.send(kind.as_raw_value()).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
+        crate::platform::forward_stop_requests(tx)
+            .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
         // With no policy file anywhere the policy is the embedded default pack, which
         // the test suite loads and compiles: the server starts while it loads. Otherwise
         // loading validates everything a user can get wrong (YAML, keys, regexes, globs,

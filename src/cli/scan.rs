@@ -116,7 +116,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         (None, None) => {
             // The user's effective policy, as `explain-policy --format yaml` prints it: one
             // self-contained file, so the proxy (run with the fake HOME) applies exactly it.
-            let home = std::env::var_os("HOME")
+            let home = crate::platform::home_var()
                 .filter(|h| !h.is_empty())
                 .map(PathBuf::from)
                 .ok_or_else(|| {

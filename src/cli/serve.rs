@@ -175,19 +175,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
-/// SIGINT, SIGTERM or SIGHUP.
+/// The first stop request mcpwall receives (SIGINT, SIGTERM or SIGHUP; Ctrl-C, Ctrl-Break
+/// or console close on Windows).
 async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    if crate::platform::forward_stop_requests(tx).is_err() {
         return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
     }
+    rx.recv().await;
 }

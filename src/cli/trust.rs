@@ -46,7 +46,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 }
 
 fn home_dir() -> miette::Result<PathBuf> {
-    std::env::var_os("HOME")
+    crate::platform::home_var()
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
         .ok_or_else(|| miette!("HOME is not set; mcpwall keeps its trust records in ~/.mcpwall"))

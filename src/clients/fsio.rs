@@ -415,7 +415,7 @@ fn swap_in(
             };
         };
         if !sys::exchange(&temp, target).map_err(io("replace", target))? {
-            std::fs::rename(&temp, target).map_err(io("replace", target))?;
+            sys::replace(&temp, target).map_err(io("replace", target))?;
             return Ok(Swap::Done);
         }
         // Swapped: `temp` now names what the target held. It must be what we compared;
@@ -426,7 +426,7 @@ fn swap_in(
             return Ok(Swap::Done);
         }
         if !sys::exchange(&temp, target).map_err(io("restore", target))? {
-            std::fs::rename(&temp, target).map_err(io("restore", target))?;
+            sys::replace(&temp, target).map_err(io("restore", target))?;
             return Ok(Swap::Stale(read_seen(target)?));
         }
         // `temp` now holds what the target held a moment ago: ours, unless yet another
@@ -447,21 +447,10 @@ fn swap_in(
 /// Create `dir` (and missing parents) owner-only, and take group and other access away
 /// from it if it already exists: it holds copies of files that may carry tokens.
 pub fn private_dir(dir: &Path) -> Result<(), WriteError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).map_err(io("create", dir))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let meta = std::fs::symlink_metadata(dir).map_err(io("read", dir))?;
-        if meta.permissions().mode() & 0o077 != 0 {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(io("set permissions of", dir))?;
-        }
-    }
-    Ok(())
+    crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true))
+        .create(dir)
+        .map_err(io("create", dir))?;
+    crate::platform::restrict_to_owner(dir).map_err(io("set permissions of", dir))
 }
 
 /// Hold mcpwall's lock (`<mcpwall dir>/lock`) for as long as the returned value lives.
@@ -513,7 +502,10 @@ fn backup_prefix(file: &Path) -> String {
         .to_string_lossy()
         .chars()
         .map(|c| {
-            if matches!(c, '/' | '\\' | ':') {
+            // Windows also refuses these in a name; a verbatim path (`\\?\C:\…`) has '?'.
+            if matches!(c, '/' | '\\' | ':')
+                || (cfg!(windows) && matches!(c, '<' | '>' | '"' | '|' | '?' | '*'))
+            {
                 '_'
             } else {
                 c
@@ -689,8 +681,9 @@ mod tests {
         assert_eq!(timestamp(UNIX_EPOCH), "19700101T000000Z");
         let leap = UNIX_EPOCH + std::time::Duration::from_secs(951_782_400);
         assert_eq!(timestamp(leap), "20000229T000000Z");
-        let fine = fine_timestamp(t + std::time::Duration::from_nanos(7));
-        assert_eq!(fine, "20261130T225400.000000007Z");
+        // Windows keeps time in 100 ns units.
+        let fine = fine_timestamp(t + std::time::Duration::from_nanos(700));
+        assert_eq!(fine, "20261130T225400.000000700Z");
         assert!(is_fine_timestamp(&fine));
     }
 

@@ -1,11 +1,13 @@
-//! The few OS calls the file-editing discipline ([`super::fsio`]) needs that std does not
-//! offer: an atomic exchange of two names (`renameat2(RENAME_EXCHANGE)`) and the
-//! effective user id, through rustix's safe wrappers. Opening without following links and keeping owners use std's own
-//! `OpenOptionsExt::custom_flags` and `fchown`, also gathered here so `fsio` reads as policy.
+//! The file operations the editing discipline ([`super::fsio`]) needs beyond plain std:
+//! locks, opening without following links, owner-only creation, an atomic exchange of
+//! two names, owners kept. The system-specific calls are in [`crate::platform`]; this
+//! module gathers them so `fsio` reads as policy.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::Path;
+
+use crate::platform;
 
 /// An exclusive advisory lock on a file, held until dropped (closing the descriptor
 /// releases it, also when the process dies, so a crashed run never leaves a stale lock).
@@ -58,6 +60,12 @@ impl TargetLock {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
             };
+            // A Windows lock is mandatory: it would fail our own reads of the file (and the
+            // client's), so nothing takes turns with it that way there; the compare-and-swap
+            // still guards the write.
+            if cfg!(windows) {
+                return Ok(None);
+            }
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
@@ -69,10 +77,7 @@ impl TargetLock {
                 }
                 // A file system without locks (some network mounts): edit without one, as
                 // the compare-and-swap still guards the write.
-                Err(std::fs::TryLockError::Error(e))
-                    if e.kind() == io::ErrorKind::Unsupported
-                        || e.raw_os_error() == Some(libc::ENOLCK) =>
-                {
+                Err(std::fs::TryLockError::Error(e)) if platform::lock_unsupported(&e) => {
                     return Ok(None);
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(e),
@@ -86,18 +91,9 @@ impl TargetLock {
 
     /// Whether `path` still names the locked file.
     pub fn still_named_by(&self, path: &Path) -> bool {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::MetadataExt;
-            match (self.file.metadata(), std::fs::symlink_metadata(path)) {
-                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-                _ => false,
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = path;
-            true
+        match (self.file.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => platform::same_file(&a, &b),
+            _ => false,
         }
     }
 }
@@ -108,19 +104,13 @@ trait OwnerOnly {
 
 impl OwnerOnly for OpenOptions {
     fn mode_owner_only(&mut self) -> &mut Self {
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600);
-        self
+        platform::owner_only_file(self)
     }
 }
 
 fn open_options_nofollow() -> OpenOptions {
     let mut options = OpenOptions::new();
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NOFOLLOW | libc::O_CLOEXEC,
-    );
+    platform::nofollow(&mut options);
     options
 }
 
@@ -142,16 +132,7 @@ pub fn create_exclusive(path: &Path) -> io::Result<File> {
 
 /// Whether this process runs as root (then it can, and must, give a rewritten file back
 /// to its owner: `sudo -E mcpwall wrap` must not leave the user's file owned by root).
-pub fn is_root() -> bool {
-    #[cfg(unix)]
-    {
-        rustix::process::geteuid().is_root()
-    }
-    #[cfg(not(unix))]
-    {
-        false
-    }
-}
+pub use platform::is_root;
 
 /// Give `file` the owner and group `uid`/`gid`.
 #[cfg(unix)]
@@ -160,41 +141,14 @@ pub fn chown(file: &File, uid: u32, gid: u32) -> io::Result<()> {
 }
 
 /// Flush a directory's entries (a rename is durable only once its directory is).
-pub fn fsync_dir(dir: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        Ok(())
-    }
-}
+pub use platform::fsync_dir;
 
 /// Atomically swap the names `a` and `b` (both must exist). Returns `Ok(false)` where the
-/// OS or file system has no such call; the caller then falls back to a plain rename.
-pub fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    {
-        use rustix::fs::{CWD, RenameFlags, renameat_with};
-        match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
-            Ok(()) => Ok(true),
-            Err(e) => {
-                let err = io::Error::from(e);
-                match err.raw_os_error() {
-                    Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP) => Ok(false),
-                    _ => Err(err),
-                }
-            }
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    {
-        let _ = (a, b);
-        Ok(false)
-    }
-}
+/// OS or file system has no such call; the caller then falls back to [`replace`].
+pub use platform::exchange;
+
+/// Replace `target` by `temp` (Windows: retried while a client holds the target open).
+pub use platform::replace;
 
 #[cfg(all(test, unix))]
 mod tests {

@@ -199,15 +199,6 @@ impl TrustStore {
         .map(|_| ())
         .map_err(|e| werr(std::io::Error::other(e.to_string())))?;
         // A store written by an older mcpwall may be group- or world-readable.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let meta = std::fs::symlink_metadata(&self.path).map_err(werr)?;
-            if meta.permissions().mode() & 0o077 != 0 {
-                std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(werr)?;
-            }
-        }
-        Ok(())
+        crate::platform::restrict_to_owner(&self.path).map_err(werr)
     }
 }

@@ -451,12 +451,11 @@ impl PinStore {
         let result = (|| {
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            crate::platform::owner_only_file(&mut options);
             let mut f = options.open(&tmp)?;
             f.write_all(&text)?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+            crate::platform::replace(&tmp, &path)
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -477,11 +476,10 @@ impl PinStore {
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
+    crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true)).create(dir)?;
+    // The pins dir is created inside ~/.mcpwall, whose owner-only ACL it inherits on
+    // Windows; on Unix the mode above did it.
+    Ok(())
 }
 
 /// Current time in Unix seconds.

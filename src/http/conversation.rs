@@ -334,11 +334,11 @@ impl Conversation {
                 match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
                     Ok(status) => status,
                     Err(_) => {
-                        server.signal(libc::SIGTERM);
+                        server.signal(crate::platform::SIGTERM);
                         match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
                             Ok(status) => status,
                             Err(_) => {
-                                server.signal(libc::SIGKILL);
+                                server.signal(crate::platform::SIGKILL);
                                 server.wait().await
                             }
                         }
@@ -358,7 +358,7 @@ impl Conversation {
         self.ended.store(true, Ordering::Release);
         self.lock_sender().take();
         let why = match status {
-            Ok(s) => describe(s),
+            Ok(s) => crate::proxy::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
         };
         let mut out = Outbox::default();
@@ -577,14 +577,5 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
         if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
             return;
         }
-    }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(c), _) => format!("exit code {c}"),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown status".to_string(),
     }
 }

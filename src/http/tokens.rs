@@ -213,6 +213,8 @@ impl Tokens {
         io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write_err)?;
         tmp.as_file().sync_all().map_err(write_err)?;
         tmp.persist(path).map_err(|e| write_err(e.error))?;
+        // On Windows the owner-only ACL (mode 0600 is already set on Unix).
+        crate::platform::restrict_to_owner(path).map_err(write_err)?;
         Ok(())
     }
 }
@@ -272,6 +274,8 @@ fn check_mode(path: &Path) -> Result<(), TokenError> {
     Ok(())
 }
 
+/// Windows: the file is written with an owner-only ACL; reading ACLs back is not checked
+/// here (Wine, where the lib tests run in CI, does not keep them).
 #[cfg(not(unix))]
 fn check_mode(_path: &Path) -> Result<(), TokenError> {
     Ok(())

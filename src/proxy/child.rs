@@ -1,15 +1,18 @@
 //! The server process: spawn, signal, wait, exit code.
 //!
-//! The server runs in its own process group so that signals reach the whole tree it
-//! starts (`npx` → `node`, shell wrappers): forwarding SIGTERM to `npx` alone would
-//! leave the real server running. It also means a terminal's Ctrl-C reaches only
-//! mcpwall, which forwards it once, instead of the server receiving it twice.
+//! The server runs as its own process tree ([`platform::ProcessTree`]: a process group
+//! on Unix, a Job object on Windows) so that stopping it reaches the whole tree it starts
+//! (`npx` → `node`, shell wrappers): forwarding SIGTERM to `npx` alone would leave the
+//! real server running. It also means a terminal's Ctrl-C reaches only mcpwall, which
+//! forwards it once, instead of the server receiving it twice.
 
 use std::ffi::OsString;
 use std::io;
 use std::process::{ExitStatus, Stdio};
 
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::platform::{self, ProcessTree};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -57,11 +60,8 @@ impl SpawnError {
 #[derive(Debug)]
 pub struct ServerProcess {
     child: Child,
-    /// Process group id (= the child's pid); `None` once the child has been reaped,
-    /// so a recycled pid is never signalled.
-    pgid: Option<i32>,
-    /// The group's id, kept after the leader is reaped, for [`Self::end_leftovers`].
-    group: i32,
+    /// The server's tree; kept after the server is reaped, for [`Self::end_leftovers`].
+    tree: Option<ProcessTree>,
     status: Option<ExitStatus>,
 }
 
@@ -69,34 +69,34 @@ pub struct ServerProcess {
 /// and stderr inherited.
 pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
     let command = spec.program.to_string_lossy().into_owned();
-    let mut child = Command::new(&spec.program)
+    let mut builder = Command::new(platform::resolve_program(&spec.program));
+    builder
         .args(&spec.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => SpawnError::NotFound {
-                command: command.clone(),
-            },
-            io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied {
-                command: command.clone(),
-            },
-            _ => SpawnError::Other {
-                command: command.clone(),
-                source,
-            },
-        })?;
+        .kill_on_drop(true);
+    ProcessTree::prepare(&mut builder);
+    let mut child = builder.spawn().map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => SpawnError::NotFound {
+            command: command.clone(),
+        },
+        io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied {
+            command: command.clone(),
+        },
+        _ => SpawnError::Other {
+            command: command.clone(),
+            source,
+        },
+    })?;
     let stdin = child.stdin.take().expect("stdin was piped");
     let stdout = child.stdout.take().expect("stdout was piped");
-    let pgid = child.id().map(|p| p as i32);
+    // Only fails when the server has already exited: then there is nothing to stop.
+    let tree = ProcessTree::adopt(&child).ok();
     Ok((
         ServerProcess {
             child,
-            pgid,
-            group: pgid.unwrap_or(0),
+            tree,
             status: None,
         },
         stdin,
@@ -105,12 +105,15 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
 }
 
 impl ServerProcess {
-    /// Send `signal` to the server's process group. A no-op once it has exited.
+    /// Send `signal` (`platform::SIGTERM`, ...) to the server's tree. A no-op once the
+    /// server has exited.
     pub fn signal(&self, signal: i32) {
-        // The group is ours and its leader not yet reaped, so the id cannot have been
+        // The group is ours and its leader not yet reaped, so its id cannot have been
         // recycled.
-        if let Some(pgid) = self.pgid {
-            let _ = crate::platform::signal_group(pgid, signal);
+        if self.status.is_none()
+            && let Some(tree) = &self.tree
+        {
+            let _ = tree.signal(signal);
         }
     }
 
@@ -120,10 +123,9 @@ impl ServerProcess {
             return Ok(s);
         }
         let s = self.child.wait().await?;
-        self.status = Some(s);
         // The leader is gone; members of its group may live on, but we no longer own
-        // the id, so we stop signalling it.
-        self.pgid = None;
+        // the id, so [`Self::signal`] stops signalling it.
+        self.status = Some(s);
         Ok(s)
     }
 
@@ -137,24 +139,22 @@ impl ServerProcess {
     /// in the group keeps its id from being handed to a new process, so the signal
     /// reaches no one else.
     pub async fn end_leftovers(&self, grace: std::time::Duration) {
-        if self.group <= 0 {
+        let Some(tree) = &self.tree else {
             return;
-        }
-        let group = self.group;
-        let _ = crate::platform::signal_group(group, libc::SIGTERM);
+        };
+        let _ = tree.signal(platform::SIGTERM);
         let deadline = std::time::Instant::now() + grace;
-        while crate::platform::group_exists(group) && std::time::Instant::now() < deadline {
+        while tree.exists() && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         // A group that has emptied meanwhile makes this fail with ESRCH.
-        let _ = crate::platform::signal_group(group, libc::SIGKILL);
+        let _ = tree.signal(platform::SIGKILL);
     }
 }
 
 /// Our exit code for the server's status: its code, or 128 + the signal that killed it.
 pub fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+    match (status.code(), platform::exit_signal(status)) {
         (Some(code), _) => (code & 0xff) as u8,
         (None, Some(sig)) => (128 + sig).min(255) as u8,
         (None, None) => 1,

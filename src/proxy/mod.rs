@@ -10,7 +10,6 @@
 //! interleave, and a slow side applies back-pressure to the pump that feeds it. [`run`]
 //! owns the server process and the single shutdown path ([`shutdown::Shutdown`]).
 
-use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,7 +141,7 @@ impl Started {
     /// The policy cannot run: kill the server, which has been sent nothing, and reap it.
     pub async fn abandon(mut self) {
         drop(self.server_in);
-        self.server.signal(libc::SIGKILL);
+        self.server.signal(crate::platform::SIGKILL);
         let _ = self.server.wait().await;
     }
 }
@@ -192,7 +191,7 @@ pub async fn run(
     if let Some(pipe) = client_pipe {
         client_tx = client_tx.write_to_pipe(pipe);
     }
-    if let Ok(pipe) = server_in.as_fd().try_clone_to_owned() {
+    if let Some(pipe) = crate::platform::direct_pipe(&server_in) {
         server_tx = server_tx.write_to_pipe(pipe);
     }
     let (client_pool, server_pool) = (BufPool::default(), BufPool::default());
@@ -291,7 +290,7 @@ pub async fn run(
                 if let Some(sig) = shutdown.escalate() {
                     chatter.log(LogLevel::Warn, format_args!(
                         "the server has not exited; sending {}",
-                        if sig == libc::SIGKILL { "SIGKILL" } else { "SIGTERM" }
+                        crate::platform::signal_name(sig)
                     ));
                     server.signal(sig);
                 }
@@ -345,9 +344,9 @@ pub async fn run(
     Ok(child::exit_code(status))
 }
 
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+/// A server's exit status for a person: its code, or the signal that ended it.
+pub(crate) fn describe(status: std::process::ExitStatus) -> String {
+    match (status.code(), crate::platform::exit_signal(status)) {
         (Some(c), _) => format!("exit code {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "unknown status".to_string(),

@@ -9,8 +9,8 @@
 //! and goes straight into the pipe ([`Queue::write_now`]): a lone round trip then wakes
 //! no writer task.
 
+use crate::platform::DirectPipe;
 use std::ops::Range;
-use std::os::fd::OwnedFd;
 use std::sync::{Arc, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
@@ -79,8 +79,9 @@ impl Batch {
 }
 
 /// Batches this short are written into a pipe whole or not at all (POSIX `PIPE_BUF`), so
-/// writing one straight into the pipe never leaves part of a frame behind.
-pub const DIRECT_MAX: usize = libc::PIPE_BUF;
+/// writing one straight into the pipe never leaves part of a frame behind. (0 where the
+/// system offers no such write: Windows.)
+pub const DIRECT_MAX: usize = crate::platform::PIPE_BUF;
 
 /// The sending side of a writer's queue.
 #[derive(Debug, Clone)]
@@ -89,7 +90,7 @@ pub struct Queue {
     budget: Arc<Semaphore>,
     limit: usize,
     /// A duplicate of the writer's pipe, for [`Queue::write_now`].
-    pipe: Option<Arc<OwnedFd>>,
+    pipe: Option<Arc<DirectPipe>>,
 }
 
 /// A [`Queue`] that does not keep the writer alive.
@@ -99,7 +100,7 @@ pub struct WeakQueue {
     budget: Arc<Semaphore>,
     limit: usize,
     /// Weak, so that the pipe closes with the last [`Queue`] (the reader sees EOF).
-    pipe: Option<Weak<OwnedFd>>,
+    pipe: Option<Weak<DirectPipe>>,
 }
 
 /// A queue of at most `batches` batches and `bytes` bytes (or one larger batch).
@@ -125,7 +126,7 @@ impl Queue {
     /// bytes land in one order). Senders and writer must run on one thread (the proxy's
     /// current-thread runtime), so the writer cannot start a batch between the check
     /// and the write.
-    pub fn write_to_pipe(mut self, pipe: OwnedFd) -> Queue {
+    pub fn write_to_pipe(mut self, pipe: DirectPipe) -> Queue {
         self.pipe = Some(Arc::new(pipe));
         self
     }
@@ -150,13 +151,7 @@ impl Queue {
         {
             return 0;
         }
-        loop {
-            match rustix::io::write(pipe, bytes) {
-                Ok(n) => return n,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return 0,
-            }
-        }
+        crate::platform::write_direct(pipe, bytes)
     }
 
     /// Whether [`Self::send`] would wait for room for `len` bytes.
@@ -290,6 +285,7 @@ mod tests {
     }
 
     /// A non-blocking pipe: its read end, and a queue that may write into it directly.
+    #[cfg(unix)]
     fn piped_queue() -> (
         std::io::PipeReader,
         std::io::PipeWriter,
@@ -305,6 +301,7 @@ mod tests {
     }
 
     /// Everything readable from `r` now, without blocking.
+    #[cfg(unix)]
     fn drain(r: &std::io::PipeReader) -> Vec<u8> {
         use std::io::Read;
         let flags = crate::platform::StatusFlags::of(r).unwrap();
@@ -317,6 +314,7 @@ mod tests {
         out
     }
 
+    #[cfg(unix)]
     #[test]
     fn an_idle_queue_writes_short_batches_straight_into_the_pipe() {
         runtime().block_on(async {
@@ -328,6 +326,7 @@ mod tests {
     }
 
     /// Written directly while a batch waits, the bytes would reach the pipe before it.
+    #[cfg(unix)]
     #[test]
     fn nothing_is_written_directly_while_a_batch_waits_or_is_being_written() {
         runtime().block_on(async {
@@ -343,6 +342,7 @@ mod tests {
         });
     }
 
+    #[cfg(unix)]
     #[test]
     fn long_batches_full_pipes_and_gone_writers_take_the_queue() {
         runtime().block_on(async {

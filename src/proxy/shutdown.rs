@@ -79,12 +79,12 @@ impl Shutdown {
             Step::Closed => {
                 self.step = Step::Terminated;
                 self.deadline = Some(Instant::now() + self.grace.before_kill);
-                Some(libc::SIGTERM)
+                Some(crate::platform::SIGTERM)
             }
             Step::Terminated => {
                 self.step = Step::Killed;
                 self.deadline = None;
-                Some(libc::SIGKILL)
+                Some(crate::platform::SIGKILL)
             }
             Step::Running | Step::Killed => {
                 self.deadline = None;
@@ -105,8 +105,8 @@ mod tests {
         assert!(s.begin());
         assert!(!s.begin());
         assert!(s.deadline().is_some());
-        assert_eq!(s.escalate(), Some(libc::SIGTERM));
-        assert_eq!(s.escalate(), Some(libc::SIGKILL));
+        assert_eq!(s.escalate(), Some(crate::platform::SIGTERM));
+        assert_eq!(s.escalate(), Some(crate::platform::SIGKILL));
         assert_eq!(s.escalate(), None);
         assert!(s.deadline().is_none());
     }

@@ -6,14 +6,21 @@
 //! in non-blocking mode, and put the original flags back when done ([`StdioGuard`]).
 //! Anything else (a file, a terminal) falls back to tokio's blocking adapters, because
 //! setting `O_NONBLOCK` on a terminal would leak into the shell after we exit.
+//!
+//! On Windows, anonymous pipes and consoles have no readiness to wait for: tokio's
+//! adapters (a blocking read or write on its thread pool) serve both.
 
 use std::io;
+#[cfg(unix)]
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::pin::Pin;
 
 use tokio::io::{AsyncRead, AsyncWrite};
+#[cfg(unix)]
 use tokio::net::unix::pipe;
 
+use crate::platform::DirectPipe;
+#[cfg(unix)]
 use crate::platform::{self, StatusFlags};
 
 pub type Reader = Pin<Box<dyn AsyncRead + Send>>;
@@ -22,15 +29,18 @@ pub type Writer = Pin<Box<dyn AsyncWrite + Send>>;
 /// Restores the file status flags of our stdin and stdout on drop.
 #[derive(Debug)]
 pub struct StdioGuard {
+    #[cfg(unix)]
     saved: Vec<(Std, StatusFlags)>,
 }
 
+#[cfg(unix)]
 #[derive(Debug, Clone, Copy)]
 enum Std {
     In,
     Out,
 }
 
+#[cfg(unix)]
 impl Drop for StdioGuard {
     fn drop(&mut self) {
         for &(which, flags) in &self.saved {
@@ -44,6 +54,7 @@ impl Drop for StdioGuard {
 }
 
 /// A non-blocking duplicate of `fd`, or `None` when it is not a pipe or socket.
+#[cfg(unix)]
 fn nonblocking_dup(which: Std, fd: BorrowedFd<'_>, guard: &mut StdioGuard) -> Option<OwnedFd> {
     if !platform::is_pipe_or_socket(fd) {
         return None;
@@ -61,12 +72,24 @@ pub struct Stdio {
     pub writer: Writer,
     /// A duplicate of the descriptor `writer` writes to, when that is a pipe (see
     /// `Queue::write_to_pipe`).
-    pub writer_pipe: Option<OwnedFd>,
+    pub writer_pipe: Option<DirectPipe>,
     /// Restores the flags of fd 0 and 1 when dropped.
     pub guard: StdioGuard,
 }
 
 /// Our stdin and stdout as async streams. Must be called inside a tokio runtime.
+#[cfg(windows)]
+pub fn open() -> io::Result<Stdio> {
+    Ok(Stdio {
+        reader: Box::pin(tokio::io::stdin()),
+        writer: Box::pin(tokio::io::stdout()),
+        writer_pipe: None,
+        guard: StdioGuard {},
+    })
+}
+
+/// Our stdin and stdout as async streams. Must be called inside a tokio runtime.
+#[cfg(unix)]
 pub fn open() -> io::Result<Stdio> {
     let mut guard = StdioGuard { saved: Vec::new() };
     let stdin = io::stdin();

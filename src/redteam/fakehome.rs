@@ -238,6 +238,8 @@ impl FakeHome {
             }
             std::fs::write(path, text)?;
         }
+        // Windows links need privilege to create: the link probes run on Unix only.
+        #[cfg(unix)]
         std::os::unix::fs::symlink("../.ssh", self.project().join("docs-link"))?;
         let state = serde_json::json!({
             "shadow": format!("root:$6${}:19000:0:99999:7:::\n", c.token("shadow")),

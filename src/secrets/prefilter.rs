@@ -233,6 +233,9 @@ impl Keywords {
                 avx2::block_candidates(text, at, table, wanted.div_ceil(16))
             },
             BlockHasher::Portable => {
+                // Hashes the whole block: `wanted` saves work for AVX2 alone (and is
+                // otherwise unused where there is no AVX2 path, as on aarch64).
+                let _ = wanted;
                 let block = &text[at..at + BLOCK_READ];
                 let mut candidates = 0u32;
                 for k in 0..BLOCK {

@@ -73,6 +73,7 @@ impl<W: Write> Write for Tee<W> {
 }
 
 fn main() {
+    #[cfg(unix)]
     if std::env::var_os("FAKE_IGNORE_SIGTERM").is_some() {
         // SAFETY: setting a signal disposition to SIG_IGN has no memory effects.
         unsafe {
@@ -183,12 +184,18 @@ fn handle(msg: Incoming<'_>, out: &mut impl Write, held: &mut Vec<String>) {
             }
             "fake/signal" => {
                 out.flush().unwrap();
-                let sig: i32 = param(msg.params, "signal").unwrap_or(libc::SIGKILL);
-                // SAFETY: kill(2) on our own pid.
-                unsafe {
-                    libc::kill(libc::getpid(), sig);
+                #[cfg(unix)]
+                {
+                    let sig: i32 = param(msg.params, "signal").unwrap_or(libc::SIGKILL);
+                    // SAFETY: kill(2) on our own pid.
+                    unsafe {
+                        libc::kill(libc::getpid(), sig);
+                    }
+                    std::thread::sleep(Duration::from_secs(60));
                 }
-                std::thread::sleep(Duration::from_secs(60));
+                // No signals on Windows: end as a killed process would, abruptly.
+                #[cfg(windows)]
+                std::process::exit(137);
             }
             "fake/hold" => {
                 if let Some(id) = id {
