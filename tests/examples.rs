@@ -67,6 +67,20 @@ impl Ctx {
     }
 }
 
+/// Whether an inbound example writes `${HOME}` or `${PROJECT_DIR}` inside a path
+/// (`${PROJECT_DIR}/../../${HOME}`, `file://${PROJECT_DIR}`): a spelling that only means
+/// something where both are `/`-rooted. On Windows they expand to drive paths
+/// (`C:\p/../../C:\Users\u`), so such examples are not judged there.
+fn unix_spelled(ex: &Value) -> bool {
+    if !cfg!(windows) {
+        return false;
+    }
+    let text = ex.to_string();
+    ["/${HOME}", "/${PROJECT_DIR}"]
+        .iter()
+        .any(|v| text.contains(v))
+}
+
 fn decide(program: &Program, line: &str) -> Decision {
     let mut parsed = Parsed::new();
     parsed
@@ -167,6 +181,7 @@ fn every_builtin_example_holds() {
     let ctx = Ctx::new();
     let mut failures = Vec::new();
     let mut checked = 0usize;
+    let mut unix_only = 0usize;
     // A pack's rules reappear in every file that extends it; judge each rule alone once.
     let mut judged_alone = std::collections::HashSet::new();
     for path in shipped_files() {
@@ -178,6 +193,10 @@ fn every_builtin_example_holds() {
                 .insert(format!("in {name}"))
                 .then(|| ctx.compile(&inbound_alone(&policy, i)));
             for ex in &rule.examples.should_match {
+                if unix_spelled(ex) {
+                    unix_only += 1;
+                    continue;
+                }
                 checked += 1;
                 let line = request_line(&ctx.expand(ex));
                 let full = decide(&program, &line);
@@ -211,6 +230,10 @@ fn every_builtin_example_holds() {
                 .iter()
                 .filter(|_| alone.is_some())
             {
+                if unix_spelled(ex) {
+                    unix_only += 1;
+                    continue;
+                }
                 checked += 1;
                 let line = request_line(&ctx.expand(ex));
                 if alone
@@ -275,6 +298,9 @@ fn every_builtin_example_holds() {
         failures.join("\n")
     );
     assert!(checked > 200, "only {checked} examples ran");
+    if unix_only > 0 {
+        eprintln!("{checked} examples judged; {unix_only} spelled for Unix paths not judged here");
+    }
 }
 
 /// Calls a developer makes all day; the default pack must let every one through.
