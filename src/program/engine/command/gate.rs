@@ -27,7 +27,7 @@
 //! - `input`: a downloader or decoder name; `after_download`: a downloader name;
 //!   `over_find`: `find`. `subcommand` and `words` add nothing (the name gates them).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use super::{CommandPred, longest_literal, tokens_of};
 use crate::config::policy::CommandClause;
@@ -316,10 +316,9 @@ impl Gate {
                 need.mask[i as usize / 64] |= 1 << (i % 64);
             }
         }
-        // A DFA: the gate reads every multi-word string of every call, and the DFA's
-        // one table step per byte is what keeps it cheaper than the parse it saves.
+        // The default (contiguous NFA) kind: a DFA of these ~340 literals searched 1.1 k
+        // instructions per call less but held 750 KB against 67 KB, +0.7 MiB of peak RSS.
         let ac = AhoCorasickBuilder::new()
-            .kind(Some(AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
             .build(b.lits.iter().map(|(t, _)| t.as_str()))
