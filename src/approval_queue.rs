@@ -106,6 +106,29 @@ impl ApprovalQueue {
         }
     }
 
+    /// Apply the decisions written for the calls `session` holds for `mcpwall approve`. A
+    /// decision written for another call than the one held under its code is discarded;
+    /// the codes of those are returned (the transport may say so).
+    pub fn apply_decisions(
+        &self,
+        session: &mut crate::session::Session,
+        out: &mut crate::session::Outbox,
+    ) -> Vec<String> {
+        let mut discarded = Vec::new();
+        for (code, digest) in session.awaiting_cli() {
+            let Some(decision) = self.decision(&code) else {
+                continue;
+            };
+            if decision.digest != digest
+                || !session.decide_approval(&code, &digest, decision.approve, out)
+            {
+                self.discard_decision(&code);
+                discarded.push(code);
+            }
+        }
+        discarded
+    }
+
     /// Record the approver's decision about the call `request` describes.
     pub fn record(&self, request: &ApprovalRequest, approve: bool) -> io::Result<()> {
         let decision = Decision {

@@ -195,6 +195,39 @@ pub fn parse_level(s: &str) -> Result<crate::proxy::LogLevel, String> {
 }
 
 /// `$HOME`, or an error that says how to do without it.
+/// The server command given after `--`; `example` is a whole command line for the help.
+pub fn server_command(
+    command: &[String],
+    example: &str,
+) -> miette::Result<crate::proxy::ChildSpec> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(miette::miette!(
+            help = format!("put the server command after `--`, e.g. `{example}`"),
+            "no server command given"
+        ));
+    };
+    Ok(crate::proxy::ChildSpec {
+        program: program.into(),
+        args: args.iter().map(Into::into).collect(),
+    })
+}
+
+/// Warn about what an untrusted project file asked for and did not get; said at every
+/// start, since the user may expect it to apply (`mcpwall trust` makes it apply).
+pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::proxy::Chatter) {
+    for ignored in &policy.ignored {
+        chatter.log(
+            crate::proxy::LogLevel::Warn,
+            format_args!(
+                "{} at {} is ignored: {}",
+                ignored.what,
+                policy.location(ignored.span),
+                ignored.why
+            ),
+        );
+    }
+}
+
 pub fn home_dir() -> miette::Result<std::path::PathBuf> {
     match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),

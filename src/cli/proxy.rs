@@ -11,7 +11,7 @@ use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
 use crate::paths::PathEnv;
 use crate::program::Program;
-use crate::proxy::{self, Chatter, ChildSpec, Grace, LogLevel, Options, ProxyError};
+use crate::proxy::{self, Chatter, Grace, LogLevel, Options, ProxyError};
 
 /// Proxy-mode arguments.
 #[derive(Debug, clap::Args)]
@@ -40,16 +40,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let Some((program_name, server_args)) = args.command.split_first() else {
-        return Err(miette::miette!(
-            help = "put the server command after `--`, e.g. `mcpwall -- npx -y @modelcontextprotocol/server-filesystem /project`",
-            "no server command given"
-        ));
-    };
-    let spec = ChildSpec {
-        program: program_name.into(),
-        args: server_args.iter().map(Into::into).collect(),
-    };
+    let spec = crate::cli::common::server_command(
+        &args.command,
+        "mcpwall -- npx -y @modelcontextprotocol/server-filesystem /project",
+    )?;
     let started = std::time::Instant::now();
     let home = crate::cli::common::home_dir()?;
     let project_dir = std::env::current_dir()
@@ -90,19 +84,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let chatter = Chatter {
             level: args.log_level.unwrap_or(settings.log_level),
         };
-        // An untrusted project file's loosening parts are ignored; say so at every start,
-        // since the user may expect them to apply (`mcpwall trust` makes them apply).
-        for ignored in &policy.ignored {
-            chatter.log(
-                LogLevel::Warn,
-                format_args!(
-                    "{} at {} is ignored: {}",
-                    ignored.what,
-                    policy.location(ignored.span),
-                    ignored.why
-                ),
-            );
-        }
+        crate::cli::common::warn_ignored(&policy, &chatter);
         // A user allow rule that matches a built-in deny rule's examples: the packs were
         // loaded without their examples (speed), so they are read again, only then.
         if crate::compile::shadow::may_shadow(&policy)

@@ -14,7 +14,7 @@ use crate::http::identities::Judges;
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
 use crate::paths::PathEnv;
-use crate::proxy::{Chatter, ChildSpec, LogLevel};
+use crate::proxy::{Chatter, LogLevel};
 
 /// `serve` arguments.
 #[derive(Debug, clap::Args)]
@@ -43,16 +43,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let Some((program_name, server_args)) = args.command.split_first() else {
-        return Err(miette::miette!(
-            help = "put the server command after `--`, e.g. `mcpwall serve -- npx -y @modelcontextprotocol/server-everything`",
-            "no server command given"
-        ));
-    };
-    let spec = ChildSpec {
-        program: program_name.into(),
-        args: server_args.iter().map(Into::into).collect(),
-    };
+    let spec = crate::cli::common::server_command(
+        &args.command,
+        "mcpwall serve -- npx -y @modelcontextprotocol/server-everything",
+    )?;
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
     let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
@@ -82,17 +76,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
     };
-    for ignored in &policy.ignored {
-        chatter.log(
-            LogLevel::Warn,
-            format_args!(
-                "{} at {} is ignored: {}",
-                ignored.what,
-                policy.location(ignored.span),
-                ignored.why
-            ),
-        );
-    }
+    crate::cli::common::warn_ignored(&policy, &chatter);
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
     // Clients without a token when none exist; otherwise one identity per token.
     let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {

@@ -594,40 +594,52 @@ impl<'a> Decoder<'a> {
     fn backups(&mut self, node: &YNode) -> Option<Spanned<BackupSettings>> {
         let f = self.fields(node, "`backups`", BACKUP_KEYS)?;
         let mut value = BackupSettings::default();
-        let mut ok = true;
-        for (key, slot) in [
-            ("keep", &mut value.keep),
-            ("max_age_days", &mut value.max_age_days),
-        ] {
-            if let Some(n) = f.get(key) {
-                match self.positive(n, &format!("`backups.{key}`")) {
-                    Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
-                    None => ok = false,
-                }
-            }
-        }
+        let ok = self.positive_u32s(
+            &f,
+            "backups",
+            [
+                ("keep", &mut value.keep),
+                ("max_age_days", &mut value.max_age_days),
+            ],
+        );
         ok.then(|| Spanned {
             value,
             span: self.span(node),
         })
     }
 
-    /// `log_retention: {max_days: 90, max_mb: 1024}`; a key left out keeps its default.
-    fn log_retention(&mut self, node: &YNode) -> Option<Spanned<LogRetention>> {
-        let f = self.fields(node, "`log_retention`", RETENTION_KEYS)?;
-        let mut value = LogRetention::default();
+    /// Each slot from its key's positive integer in `section`, when the key is given;
+    /// false when one is not a positive integer (reported).
+    fn positive_u32s<const N: usize>(
+        &mut self,
+        f: &Fields<'_>,
+        section: &str,
+        slots: [(&str, &mut u32); N],
+    ) -> bool {
         let mut ok = true;
-        for (key, slot) in [
-            ("max_days", &mut value.max_days),
-            ("max_mb", &mut value.max_mb),
-        ] {
+        for (key, slot) in slots {
             if let Some(n) = f.get(key) {
-                match self.positive(n, &format!("`log_retention.{key}`")) {
+                match self.positive(n, &format!("`{section}.{key}`")) {
                     Some(v) => *slot = u32::try_from(v.value).unwrap_or(u32::MAX),
                     None => ok = false,
                 }
             }
         }
+        ok
+    }
+
+    /// `log_retention: {max_days: 90, max_mb: 1024}`; a key left out keeps its default.
+    fn log_retention(&mut self, node: &YNode) -> Option<Spanned<LogRetention>> {
+        let f = self.fields(node, "`log_retention`", RETENTION_KEYS)?;
+        let mut value = LogRetention::default();
+        let ok = self.positive_u32s(
+            &f,
+            "log_retention",
+            [
+                ("max_days", &mut value.max_days),
+                ("max_mb", &mut value.max_mb),
+            ],
+        );
         ok.then(|| Spanned {
             value,
             span: self.span(node),

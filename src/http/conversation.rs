@@ -411,17 +411,7 @@ impl Conversation {
         let Some(queue) = queue.as_ref() else {
             return;
         };
-        let mut session = self.lock_session();
-        for (code, digest) in session.awaiting_cli() {
-            let Some(decision) = queue.decision(&code) else {
-                continue;
-            };
-            if decision.digest != digest
-                || !session.decide_approval(&code, &digest, decision.approve, out)
-            {
-                queue.discard_decision(&code);
-            }
-        }
+        queue.apply_decisions(&mut self.lock_session(), out);
     }
 
     /// Refuse calls held for approval (`action: ask`) when their time is up (the session

@@ -1,6 +1,9 @@
 //! Windows: a Job object for the server's tree, console control events, owner-only ACLs
 //! and a rename that waits for a client holding its config file open. Through
 //! `windows-sys` (Microsoft's bindings); every `unsafe` block says what it relies on.
+//! The `unsafe` is here because std has none of these calls on Windows and no well-kept
+//! safe crate covers Job objects and DACLs together; it is not a performance choice, and
+//! it stays in this one module.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;

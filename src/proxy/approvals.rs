@@ -97,20 +97,12 @@ impl Approvals {
     fn check(&mut self, out: &mut Outbox) {
         let mut session = self.session.lock();
         if let Some(queue) = &self.queue {
-            for (code, digest) in session.awaiting_cli() {
-                let Some(decision) = queue.decision(&code) else {
-                    continue;
-                };
-                if decision.digest != digest
-                    || !session.decide_approval(&code, &digest, decision.approve, out)
-                {
-                    // Written for another call than the one held under this code.
-                    queue.discard_decision(&code);
-                    self.chatter.log(
-                        LogLevel::Warn,
-                        format_args!("ignored a decision for {code}: it names another call"),
-                    );
-                }
+            // A discarded decision was written for another call than the one held.
+            for code in queue.apply_decisions(&mut session, out) {
+                self.chatter.log(
+                    LogLevel::Warn,
+                    format_args!("ignored a decision for {code}: it names another call"),
+                );
             }
         }
         session.expire(Instant::now(), out);
