@@ -228,6 +228,29 @@ pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::pro
     }
 }
 
+/// Warns about user allow rules that match a built-in deny rule's examples. The proxies load
+/// the packs without their examples (start-up speed), so they are read again, only when a
+/// user rule could shadow one.
+pub fn warn_shadowed(
+    policy: &crate::config::policy::Policy,
+    load_options: &crate::config::LoadOptions,
+    chatter: &crate::proxy::Chatter,
+) {
+    if !crate::compile::shadow::may_shadow(policy) {
+        return;
+    }
+    let Ok(full) = crate::config::load(load_options) else {
+        return;
+    };
+    let env = crate::paths::PathEnv::new(&load_options.home, &load_options.project_dir);
+    for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
+        chatter.log(
+            crate::proxy::LogLevel::Warn,
+            format_args!("{}", shadow.message()),
+        );
+    }
+}
+
 pub fn home_dir() -> miette::Result<std::path::PathBuf> {
     match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),

@@ -85,16 +85,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             level: args.log_level.unwrap_or(settings.log_level),
         };
         crate::cli::common::warn_ignored(&policy, &chatter);
-        // A user allow rule that matches a built-in deny rule's examples: the packs were
-        // loaded without their examples (speed), so they are read again, only then.
-        if crate::compile::shadow::may_shadow(&policy)
-            && let Ok(full) = config::load(&load_options)
-        {
-            let env = crate::paths::PathEnv::new(&load_options.home, &load_options.project_dir);
-            for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
-                chatter.log(LogLevel::Warn, format_args!("{}", shadow.message()));
-            }
-        }
+        crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
         let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
         // Pins are keyed by the server's name and its full command. A damaged pin file
         // stops the start (fail closed): re-trusting silently would defeat pinning.

@@ -77,6 +77,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         level: args.log_level.unwrap_or(settings.log_level),
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
+    crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
     let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
     // Clients without a token when none exist; otherwise one identity per token.
     let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
