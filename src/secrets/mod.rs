@@ -22,7 +22,9 @@
 //!    instead of one capture search (see `engine.rs` for why the spans agree), and an
 //!    `S` that is a run of one class is read as a byte run whose end is remembered. A
 //!    short walk that dies is remembered by the bytes it read, so the same bytes at
-//!    the next hit (a keyword repeated) cost a comparison (`walk.rs`).
+//!    the next hit (a keyword repeated) cost a comparison (`walk.rs`); a search that
+//!    found nothing within those bytes is not even set up at such a hit (`Refuted`),
+//!    and a walk whose first bytes match the last long walk's starts where it was.
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
@@ -108,7 +110,7 @@ pub struct Machinery {
     /// Short secrets' entropy is summed in `f64` instead of the fixed-point table.
     pub float_entropy: bool,
     /// Every keyword hit is searched: no skipping a hit whose bytes refuted the last
-    /// search already ([`Refuted`]), no shifted or same-start walk memos (`walk.rs`), no
+    /// search already (`Refuted`), no shifted or same-start walk memos (`walk.rs`), no
     /// remembered keyword run in the prefilter.
     pub no_hit_memos: bool,
 }
