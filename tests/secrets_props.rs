@@ -298,3 +298,99 @@ fn a_cache_from_another_detector_does_not_hide_its_secrets() {
     assert_eq!(found(&extended, &mut cache, "tok1234").len(), 1);
     assert!(found(&plain, &mut cache, "tok1234").is_empty());
 }
+
+/// Texts made of keywords and the pieces of values packed together (labels, separators,
+/// near-miss prefixes, value characters, fake credentials), repeated in runs so that the
+/// same bytes come back at many hits: what the hit memos answer from memory.
+fn keyword_soup(r: &mut Rng, keywords: &[String]) -> String {
+    const PIECES: &[&str] = &[
+        "=",
+        ":",
+        ": ",
+        " = ",
+        "\"",
+        "'",
+        "_",
+        "-",
+        ".",
+        "/",
+        "+",
+        " ",
+        "\n",
+        "KEY",
+        "key",
+        "token",
+        "secret",
+        "password",
+        "api_key",
+        "SECRETKEY",
+        "ghp_",
+        "AKIA",
+        "sk-",
+        "eyJhbGci",
+        "postgres://user:",
+        "://",
+        "@",
+        "Q~",
+        "0",
+        "7",
+        "abc",
+        "XYZ",
+        "é",
+    ];
+    let len = r.below(600);
+    let mut text = String::new();
+    while text.len() < len {
+        let piece = match r.below(10) {
+            0 => keywords[r.below(keywords.len())].clone(),
+            1 => fake(FORMATS[r.below(FORMATS.len())], r).text,
+            2 => (0..r.below(40))
+                .map(|_| char::from(b"aZ09+/=_-.~"[r.below(11)]))
+                .collect(),
+            _ => PIECES[r.below(PIECES.len())].to_string(),
+        };
+        let times = if r.below(3) == 0 { 1 + r.below(12) } else { 1 };
+        for _ in 0..times {
+            text.push_str(&piece);
+        }
+    }
+    text
+}
+
+/// The hit memos (skipping a hit whose bytes refuted the last search, shifted and
+/// same-start walks, the remembered keyword run) never change what is found: the
+/// detector finds exactly what it finds with every hit searched, on keyword soups and
+/// on the adversarial texts.
+#[test]
+fn hit_memos_find_what_searching_every_hit_finds() {
+    let memos = detector();
+    let plain = Detector::with_machinery(
+        builtin_specs(),
+        mcpwall::secrets::Machinery {
+            no_hit_memos: true,
+            ..Default::default()
+        },
+    )
+    .expect("built-ins compile");
+    let mut keywords: Vec<String> = builtin_specs()
+        .iter()
+        .flat_map(|s| s.keywords.clone())
+        .collect();
+    keywords.sort();
+    keywords.dedup();
+    let (mut memo_cache, mut plain_cache) = (memos.cache(), plain.cache());
+    let mut r = Rng::new(22);
+    let mut with_findings = 0;
+    for _ in 0..3000 {
+        let text = keyword_soup(&mut r, &keywords);
+        let want = found(&plain, &mut plain_cache, &text);
+        with_findings += usize::from(!want.is_empty());
+        assert_eq!(found(memos, &mut memo_cache, &text), want, "{text:?}");
+    }
+    assert!(with_findings > 300, "{with_findings} texts with findings");
+    for kind in corpus::ADVERSARIAL {
+        let text = corpus::adversarial_text(kind, 3, 64 << 10);
+        let want = found(&plain, &mut plain_cache, &text);
+        assert_eq!(found(memos, &mut memo_cache, &text), want, "{kind}");
+    }
+}

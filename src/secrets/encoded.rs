@@ -101,12 +101,13 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
     let mut upper = 0;
     let mut line = 0;
     loop {
+        let segment = at;
         while at < text.len() && is_base64(text[at]) {
             upper += usize::from(text[at].is_ascii_uppercase());
             at += 1;
-            line += 1;
-            chars += 1;
         }
+        line += at - segment;
+        chars += at - segment;
         let mut end = at;
         while end < text.len() && text[end] == b'=' && end - at < 2 {
             end += 1;
@@ -132,12 +133,37 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
 /// Decodes the run `text[run]` into `out` (cleared first), as text a detector can scan:
 /// bytes outside ASCII become spaces (credentials are ASCII, and the scan needs UTF-8).
 /// Trailing bits that do not make a byte are dropped.
+// Not inlined: inlined into the run finder, it slowed the finder on ordinary text.
+#[inline(never)]
 pub(super) fn decode_into(text: &[u8], run: Range<usize>, out: &mut String) {
     out.clear();
     let mut bytes = std::mem::take(out).into_bytes();
     bytes.reserve(run.len() / 4 * 3 + 3);
     let (mut acc, mut bits) = (0u32, 0u32);
-    for &b in &text[run] {
+    let src = &text[run];
+    let mut at = 0;
+    // Whole groups of four characters at a byte boundary give three bytes at once (a
+    // byte at a time cost twice as much, on every run of a text made of letters).
+    while at + 4 <= src.len() {
+        let v = [0, 1, 2, 3].map(|i| DECODE[usize::from(src[at + i])]);
+        if v.contains(&NOT_BASE64) {
+            break;
+        }
+        let group = v.iter().fold(0u32, |n, &x| (n << 6) | u32::from(x));
+        // Without a branch: on random bytes, half are not ASCII, and a branch per byte
+        // was mispredicted at half of them (twice the time of the whole decoding).
+        let ascii = |byte: u8| {
+            let high = 0u8.wrapping_sub(byte >> 7);
+            (byte & !high) | (b' ' & high)
+        };
+        bytes.extend_from_slice(&[
+            ascii((group >> 16) as u8),
+            ascii((group >> 8) as u8),
+            ascii(group as u8),
+        ]);
+        at += 4;
+    }
+    for &b in &src[at..] {
         let v = DECODE[usize::from(b)];
         if v == NOT_BASE64 {
             continue;
@@ -259,6 +285,52 @@ mod tests {
         decode_into(text, 0..text.len(), &mut out);
         assert_eq!(out.len(), 6);
         assert!(out.is_ascii());
+    }
+
+    /// Decoding by groups of four gives what decoding a character at a time gives, on
+    /// runs with line breaks and padding at every offset.
+    #[test]
+    fn decoding_by_groups_agrees_with_one_character_at_a_time() {
+        let reference = |text: &[u8]| {
+            let (mut acc, mut bits, mut out) = (0u32, 0u32, String::new());
+            for &b in text {
+                let v = DECODE[usize::from(b)];
+                if v == NOT_BASE64 {
+                    continue;
+                }
+                acc = (acc << 6) | u32::from(v);
+                bits += 6;
+                if bits >= 8 {
+                    bits -= 8;
+                    let byte = (acc >> bits) as u8;
+                    out.push(if byte.is_ascii() {
+                        char::from(byte)
+                    } else {
+                        ' '
+                    });
+                }
+            }
+            out
+        };
+        let alphabet = b"AZaz09+/-_=\n\r";
+        let mut rng = crate::test_rng::Rng(0x5DEE_CE66_D1CE_4E5B);
+        let mut out = String::new();
+        for _ in 0..2000 {
+            let len = (rng.next() % 90) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| match rng.next() % 8 {
+                    0 => alphabet[(rng.next() % alphabet.len() as u64) as usize],
+                    _ => b"QUtJQVE3WksyTTRYVzNITjVKUFI"[(rng.next() % 27) as usize],
+                })
+                .collect();
+            decode_into(&text, 0..text.len(), &mut out);
+            assert_eq!(
+                out,
+                reference(&text),
+                "{:?}",
+                String::from_utf8_lossy(&text)
+            );
+        }
     }
 
     #[test]

@@ -246,6 +246,9 @@ pub(super) struct EngineCache {
     trails: [Trail; 4],
     /// The last run read by a [`ClassRun`] secret part.
     run: RunMemo,
+    /// After a search that found nothing: how far its answer depended on the text
+    /// (see [`EngineCache::refuted_within`]).
+    refuted: Option<usize>,
     /// Caches of the whole-pattern engines, created on first use.
     dfa: Option<hybrid::dfa::Cache>,
     onepass: Option<onepass::Cache>,
@@ -260,6 +263,16 @@ pub(super) struct Found {
     #[cfg_attr(not(test), allow(dead_code))]
     pub whole: Range<usize>,
     pub secret: Range<usize>,
+}
+
+impl EngineCache {
+    /// After [`Engine::search`] found no match at `start`: `Some(read)` when a search at
+    /// any other start `s > 0` whose bytes `s - 1..s + read` equal those of
+    /// `start - 1..start + read` finds none either (`walk::same_window`), because the
+    /// search died within them.
+    pub fn refuted_within(&self) -> Option<usize> {
+        self.refuted
+    }
 }
 
 impl Engine {
@@ -300,7 +313,9 @@ impl Engine {
         self.has_secret
     }
 
-    pub fn create_cache(&self) -> EngineCache {
+    /// A cache for searches of this engine; `memos`: whether its walks may answer from
+    /// the shifted and same-start memos (`walk.rs`; off only to measure them).
+    pub fn create_cache(&self, memos: bool) -> EngineCache {
         let stages = match &self.staged {
             Some(st) => [
                 st.prefix.as_ref().map(|d| d.create_cache()),
@@ -314,8 +329,9 @@ impl Engine {
         };
         EngineCache {
             stages,
-            trails: Default::default(),
+            trails: std::array::from_fn(|_| Trail::new(memos)),
             run: RunMemo::default(),
+            refuted: None,
             dfa: None,
             onepass: None,
             backtrack: None,
@@ -329,6 +345,7 @@ impl Engine {
     /// of one scan reuse each other's walks).
     pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>, scan: u64) -> Option<Found> {
         debug_assert_eq!(input.end(), input.haystack().len());
+        cache.refuted = None;
         if let Some(staged) = &self.staged {
             match staged.search(
                 &mut cache.stages,
@@ -338,7 +355,11 @@ impl Engine {
                 scan,
             ) {
                 Stage::Found(found) => return Some(found),
-                Stage::NoMatch => return None,
+                Stage::NoMatch => {
+                    // Only the prefix was searched, and it matched nowhere.
+                    cache.refuted = cache.trails[0].refuted_within();
+                    return None;
+                }
                 Stage::Unsure => {}
             }
         }
@@ -351,7 +372,10 @@ impl Engine {
         let slots = &mut cache.slots;
         let end = match walk::search_fwd(&whole.dfa, dfa_cache, &mut cache.trails[3], scan, input) {
             Ok(Some(end)) => end,
-            Ok(None) => return None,
+            Ok(None) => {
+                cache.refuted = cache.trails[3].refuted_within();
+                return None;
+            }
             Err(_) => {
                 let vm_cache = cache
                     .pikevm
@@ -628,7 +652,7 @@ mod tests {
         for pattern in patterns {
             let hir = regex_syntax::parse(pattern).unwrap();
             let engine = Engine::new(&hir, false).unwrap();
-            let mut cache = engine.create_cache();
+            let mut cache = engine.create_cache(true);
             let meta = meta::Regex::new(pattern).unwrap();
             let mut caps = meta.create_captures();
             for scan in 0..3000 {

@@ -22,7 +22,9 @@
 //!    instead of one capture search (see `engine.rs` for why the spans agree), and an
 //!    `S` that is a run of one class is read as a byte run whose end is remembered. A
 //!    short walk that dies is remembered by the bytes it read, so the same bytes at
-//!    the next hit (a keyword repeated) cost a comparison (`walk.rs`).
+//!    the next hit (a keyword repeated) cost a comparison (`walk.rs`); a search that
+//!    found nothing within those bytes is not even set up at such a hit (`Refuted`),
+//!    and a walk whose first bytes match the last long walk's starts where it was.
 //! 3. A match is kept if its secret bytes (the `secret` group, else the whole match)
 //!    pass the detector's entropy gate. The gate is judged per match: a low-entropy
 //!    decoy is dropped and the scan goes on, so decoys cannot hide a later key, and
@@ -107,6 +109,10 @@ pub struct Machinery {
     pub portable_prefilter: bool,
     /// Short secrets' entropy is summed in `f64` instead of the fixed-point table.
     pub float_entropy: bool,
+    /// Every keyword hit is searched: no skipping a hit whose bytes refuted the last
+    /// search already (`Refuted`), no shifted or same-start walk memos (`walk.rs`), no
+    /// remembered keyword run in the prefilter.
+    pub no_hit_memos: bool,
 }
 
 /// One detector as declared (built-in or from `secrets.patterns`).
@@ -293,6 +299,8 @@ pub struct Detector {
     headless_key: Option<u32>,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
+    /// Not [`Machinery::no_hit_memos`].
+    hit_memos: bool,
     /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
 }
@@ -302,6 +310,30 @@ pub struct Detector {
 struct Scratch {
     engine: EngineCache,
     entropy: RunningEntropy,
+    /// The last search that found nothing within a few bytes (see [`Refuted`]).
+    refuted: Option<Refuted>,
+}
+
+/// A search of one detector that found no match and read only `read` bytes from `start`
+/// (and the byte before it): a hit whose bytes there are the same finds none either
+/// (`walk::same_window`), so it is skipped before any search is set up.
+///
+/// Why: on a keyword repeated (`secret=secret=…`, `ghp_ghp_…`, `AKIAAKIA…`) most
+/// detectors a hit triggers fail within the same few bytes at every hit; a comparison of
+/// those bytes costs a few instructions, setting up the search a few hundred.
+#[derive(Debug, Clone, Copy)]
+struct Refuted {
+    scan: u64,
+    start: usize,
+    read: usize,
+}
+
+impl Scratch {
+    fn refutes(&self, text: &[u8], start: usize, scan: u64) -> bool {
+        self.refuted.is_some_and(|r| {
+            r.scan == scan && r.start != start && walk::same_window(text, start, r.start, r.read)
+        })
+    }
 }
 
 /// Per-caller scratch for [`Detector::find`]; create it once per thread with
@@ -451,10 +483,12 @@ impl Detector {
                 prefilter::BlockHasher::detect()
             };
             Some(
-                Keywords::with_hasher(entries, hasher).map_err(|e| DetectorError {
-                    index: 0,
-                    name: String::new(),
-                    reason: format!("keyword prefilter: {}", e.0),
+                Keywords::with_hasher(entries, hasher, !machinery.no_hit_memos).map_err(|e| {
+                    DetectorError {
+                        index: 0,
+                        name: String::new(),
+                        reason: format!("keyword prefilter: {}", e.0),
+                    }
                 })?,
             )
         };
@@ -495,6 +529,7 @@ impl Detector {
             min_match_len,
             headless_key,
             float_entropy: machinery.float_entropy,
+            hit_memos: !machinery.no_hit_memos,
             id: crate::matcher_id::next(),
         })
     }
@@ -560,6 +595,13 @@ impl Detector {
                             continue;
                         };
                         if acc.covered(start, cand.detector) {
+                            continue;
+                        }
+                        if self.hit_memos
+                            && caches[cand.detector as usize]
+                                .as_deref()
+                                .is_some_and(|s| s.refutes(bytes, start, scan))
+                        {
                             continue;
                         }
                         if let Some(secret) = self.confirm(caches, scan, text, start, cand.detector)
@@ -719,8 +761,9 @@ impl Detector {
         let engine = self.engine(detector);
         let cache = caches[detector as usize].get_or_insert_with(|| {
             Box::new(Scratch {
-                engine: engine.create_cache(),
+                engine: engine.create_cache(self.hit_memos),
                 entropy: RunningEntropy::default(),
+                refuted: None,
             })
         });
         // Up to the end of the text: a search that would read a long run again joins
@@ -729,7 +772,15 @@ impl Detector {
             .range(start..)
             .anchored(Anchored::Yes)
             .earliest(false);
-        let secret = engine.search(&mut cache.engine, &input, scan)?.secret;
+        let Some(found) = engine.search(&mut cache.engine, &input, scan) else {
+            if let Some(read) = cache.engine.refuted_within()
+                && self.hit_memos
+            {
+                cache.refuted = Some(Refuted { scan, start, read });
+            }
+            return None;
+        };
+        let secret = found.secret;
         if secret.is_empty() {
             return None;
         }
@@ -863,6 +914,27 @@ fn merge_into(last: &mut Finding, other: &Finding) {
     last.range.start = last.range.start.min(other.range.start);
     last.range.end = last.range.end.max(other.range.end);
     last.detector = last.detector.min(other.detector);
+}
+
+/// Whether two short byte strings are equal, eight bytes at a time: at every keyword hit
+/// a few such comparisons decide whether a search is needed, and a call to `memcmp` (what
+/// slice equality compiles to) cost more than comparing the bytes inline.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut wa, mut wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut wa).zip(&mut wb) {
+        let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().expect("eight bytes"));
+        if word(x) != word(y) {
+            return false;
+        }
+    }
+    wa.remainder()
+        .iter()
+        .zip(wb.remainder())
+        .all(|(x, y)| x == y)
 }
 
 fn parse(pattern: &str) -> Result<Hir, String> {

@@ -60,6 +60,69 @@ pub(super) struct Trail {
     own: Vec<(usize, LazyStateID)>,
     /// The last short walk that died (see [`ShortMemo`]).
     short: Option<ShortMemo>,
+    /// The last short walk that went on (see [`GoingMemo`]).
+    going: Option<GoingMemo>,
+    /// The start and answer of the last walk (see [`search_fwd`]).
+    last: Option<(u64, usize, Option<usize>)>,
+    /// Whether the shifted ([`GoingMemo`]) and same-start memos are used.
+    memos: bool,
+    /// Set by each search: `Some(read)` when it found no match and its answer depended
+    /// only on the byte before its start and the `read` bytes from it (see
+    /// [`Trail::refuted_within`]).
+    refuted: Option<usize>,
+}
+
+impl Trail {
+    pub(super) fn new(memos: bool) -> Trail {
+        Trail {
+            memos,
+            ..Trail::default()
+        }
+    }
+
+    /// After a search that found no match: `Some(read)` if a search at any other start
+    /// `s > 0` with `hay[s - 1..s + read]` equal to this one's bytes finds none either
+    /// (see [`same_window`]).
+    pub(super) fn refuted_within(&self) -> Option<usize> {
+        self.refuted
+    }
+}
+
+/// Whether walks of one DFA from `start` and from `theirs` read the same bytes for `read`
+/// bytes, and so are in the same state after them: a walk's start state depends only on
+/// the byte before it (its look-behind; a walk from the start of the text has none and is
+/// never compared), each step only on the state and the byte read.
+pub(super) fn same_window(hay: &[u8], start: usize, theirs: usize, read: usize) -> bool {
+    if start == 0 || theirs == 0 {
+        return false;
+    }
+    let len = read + 1;
+    match (
+        hay.get(start - 1..start - 1 + len),
+        hay.get(theirs - 1..theirs - 1 + len),
+    ) {
+        (Some(a), Some(b)) => super::bytes_eq(a, b),
+        _ => false,
+    }
+}
+
+/// A walk that read all of its first [`SHORT_WALK`] bytes without dying: a walk from
+/// another start over the same bytes (and the same byte before it) is in state `sid`
+/// after them, with the same matches, shifted.
+///
+/// Why: where a label repeats (`SECRETKEYSECRETKEY…`), a row reading an identifier to its
+/// end walks far from every hit; skipping its start state and first steps leaves a walk
+/// that joins the last one's trail within [`STRIDE`] bytes.
+#[derive(Debug, Clone, Copy)]
+struct GoingMemo {
+    scan: u64,
+    /// The cache's clear count when recorded: clearing the cache renumbers states.
+    clears: usize,
+    start: usize,
+    sid: LazyStateID,
+    /// The last match within the first bytes: the offsets from `start` of the position
+    /// whose state reported it and of its end.
+    mat: Option<(usize, usize)>,
 }
 
 /// A short walk that ended in the dead state: its answer depends only on the byte before
@@ -82,12 +145,7 @@ struct ShortMemo {
 impl ShortMemo {
     /// The answer of a walk at `start`, if it reads what the remembered one read.
     fn answer(&self, hay: &[u8], start: usize, scan: u64) -> Option<Option<usize>> {
-        if self.scan != scan || start == 0 || self.start == 0 {
-            return None;
-        }
-        let (before, theirs) = (start - 1, self.start - 1);
-        let len = self.read + 1;
-        let same = hay.get(before..before + len)? == &hay[theirs..theirs + len];
+        let same = self.scan == scan && same_window(hay, start, self.start, self.read);
         same.then(|| self.found.map(|f| start + f))
     }
 }
@@ -106,22 +164,78 @@ pub(super) fn search_fwd(
     let hay = input.haystack();
     debug_assert_eq!(input.end(), hay.len());
     let start = input.start();
-    if let Some(answer) = trail.short.and_then(|m| m.answer(hay, start, scan)) {
+    trail.refuted = None;
+    // The same start as the last walk (the suffix of every hit whose secret ends at the
+    // end of one run): the same answer.
+    if let Some((s, at, answer)) = trail.last
+        && trail.memos
+        && s == scan
+        && at == start
+    {
         return Ok(answer);
     }
-    let sid = dfa.start_state_forward(cache, input)?;
-    let (mut sid, walked, mut mat) = match short_walk(dfa, cache, trail, sid, hay, start)? {
-        ShortWalk::Ended(found) => return Ok(found),
-        ShortWalk::Died { read, found } => {
-            trail.short = Some(ShortMemo {
-                scan,
-                start,
-                read,
-                found: found.map(|f| f - start),
-            });
-            return Ok(found);
+    let answer = walk_fwd(dfa, cache, trail, scan, input)?;
+    trail.last = Some((scan, start, answer));
+    Ok(answer)
+}
+
+fn walk_fwd(
+    dfa: &DFA,
+    cache: &mut Cache,
+    trail: &mut Trail,
+    scan: u64,
+    input: &Input<'_>,
+) -> Result<Option<usize>, MatchError> {
+    let hay = input.haystack();
+    let start = input.start();
+    if let Some(m) = trail.short
+        && let Some(answer) = m.answer(hay, start, scan)
+    {
+        if answer.is_none() {
+            trail.refuted = Some(m.read);
         }
-        ShortWalk::Going { sid, at, mat } => (sid, at, mat),
+        return Ok(answer);
+    }
+    let clears_now = cache.clear_count();
+    let going = trail.going.filter(|g| {
+        trail.memos
+            && g.scan == scan
+            && g.clears == clears_now
+            && start + SHORT_WALK < hay.len()
+            && same_window(hay, start, g.start, SHORT_WALK)
+    });
+    let (mut sid, walked, mut mat) = if let Some(g) = going {
+        let shift = |(p, e): (usize, usize)| (start + p, start + e);
+        (g.sid, start + SHORT_WALK, g.mat.map(shift))
+    } else {
+        let sid = dfa.start_state_forward(cache, input)?;
+        match short_walk(dfa, cache, trail, sid, hay, start)? {
+            ShortWalk::Ended(found) => return Ok(found),
+            ShortWalk::Died { read, found } => {
+                trail.short = Some(ShortMemo {
+                    scan,
+                    start,
+                    read,
+                    found: found.map(|f| f - start),
+                });
+                if found.is_none() {
+                    trail.refuted = Some(read);
+                }
+                return Ok(found);
+            }
+            ShortWalk::Going { sid, at, mat } => {
+                if trail.memos && cache.clear_count() == clears_now {
+                    trail.going = Some(GoingMemo {
+                        scan,
+                        clears: clears_now,
+                        start,
+                        sid,
+                        mat: mat.map(|(p, e)| (p - start, e - start)),
+                    });
+                }
+                (sid, at, mat)
+            }
+        }
     };
     // The walk goes on from where the short walk stopped, now with the trail.
     let start = walked;
@@ -342,7 +456,7 @@ mod tests {
                 .unwrap();
             let mut cache = dfa.create_cache();
             let mut plain_cache = dfa.create_cache();
-            let mut trail = Trail::default();
+            let mut trail = Trail::new(true);
             for scan in 0..60u64 {
                 let len = (next() % 3000) as usize;
                 let skew = (next() % alphabet.len() as u64) as usize;

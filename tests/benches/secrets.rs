@@ -153,9 +153,22 @@ fn adversarial_1mib(bencher: Bencher, kind: &str) {
     scan(bencher, &detector, &text);
 }
 
+/// The adversarial texts again, every keyword hit searched (`Machinery::no_hit_memos`):
+/// what the hit memos are worth, against `adversarial_1mib` in the same run.
+#[divan::bench(args = corpus::ADVERSARIAL)]
+fn adversarial_1mib_no_hit_memos(bencher: Bencher, kind: &str) {
+    let text = corpus::adversarial_text(kind, 6, MIB);
+    scan(bencher, &with_machinery("no-hit-memos"), &text);
+}
+
 /// Issue #20's rule: each hand-made mechanism against its plain form, in one run (see
 /// docs/performance.md for the table and what was kept).
-const MACHINERY: &[&str] = &["as-built", "portable-prefilter", "f64-entropy"];
+const MACHINERY: &[&str] = &[
+    "as-built",
+    "portable-prefilter",
+    "f64-entropy",
+    "no-hit-memos",
+];
 
 fn with_machinery(variant: &str) -> Detector {
     let machinery = match variant {
@@ -166,6 +179,10 @@ fn with_machinery(variant: &str) -> Detector {
         },
         "f64-entropy" => Machinery {
             float_entropy: true,
+            ..Machinery::default()
+        },
+        "no-hit-memos" => Machinery {
+            no_hit_memos: true,
             ..Machinery::default()
         },
         other => panic!("no variant {other}"),
