@@ -24,13 +24,13 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::conversation::Backend;
 use super::conversation::{Conversation, Opening, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
-use crate::proxy::child::ChildSpec;
 use crate::proxy::codec::HEAD_BYTES;
 use crate::proxy::{Chatter, LogLevel};
 use crate::session::{self, Line};
@@ -61,7 +61,8 @@ type Refusal = Box<Response<Reply>>;
 pub struct Gateway {
     /// Each identity's program and tool guard.
     pub judges: Judges,
-    pub spec: ChildSpec,
+    /// Where each session's messages go: a server process per session, or a remote server.
+    pub backend: Backend,
     pub server_name: Arc<str>,
     pub audit: AuditSender,
     pub chatter: Chatter,
@@ -478,7 +479,7 @@ impl Gateway {
                 legacy,
                 home: self.home.clone(),
             },
-            &self.spec,
+            &self.backend,
             judge,
             options,
             self.audit.clone(),

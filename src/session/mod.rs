@@ -349,6 +349,42 @@ impl Session {
         self.held_bytes = 0;
     }
 
+    /// A line the session forwarded reached no server that will answer it (an HTTP
+    /// upstream refused it, failed, or closed its stream first): each of its requests
+    /// still pending gets an error saying `why`, and is audited. Requests already
+    /// answered are left alone, so a transport may call this after the answers it read.
+    pub fn unanswered(&mut self, sent: &[u8], why: &str, out: &mut Outbox) {
+        let mut parsed = Parsed::new();
+        let Ok(frame) = parsed.parse_frame(sent, &self.limits) else {
+            return;
+        };
+        let message = format!("the MCP server did not answer this request: {why}");
+        for msg in frame.messages() {
+            if msg.kind != crate::frame::MessageKind::Request {
+                continue;
+            }
+            let Some(entry) = frame.id_raw(msg).and_then(|id| self.calls.remove(id)) else {
+                continue;
+            };
+            synth::error_response(
+                &mut out.to_client,
+                Some(entry.id.as_bytes()),
+                synth::SERVER_EXITED,
+                &message,
+                None,
+            );
+            out.to_client.push(b'\n');
+            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
+            e.duration = Some(entry.started.elapsed());
+            e.id = Some(entry.id);
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.rule = Some(RuleRef::Builtin("mcpwall:upstream_failed"));
+            e.message = Some(message.as_str().into());
+            self.emit(out, Peer::Server, true, e, &[], &[]);
+        }
+    }
+
     /// The allocation that holds the server side's decoded text, emptied, for other
     /// use (a transport that keeps large lines in place reads into it next).
     pub fn take_server_text_buffer(&mut self) -> Vec<u8> {
