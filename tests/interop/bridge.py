@@ -1,7 +1,8 @@
 """Bridge mode (issue 25): the official MCP Python SDK client over stdio through
 `mcpwall --upstream URL` to server-everything in its Streamable HTTP mode, compared with
-the same client connected to that server directly over HTTP; and the policy in the
-middle (a denied call, a redacted answer) as on stdio.
+the same client connected to that server directly over HTTP; the policy in the middle (a
+denied call, a redacted answer) as on stdio; and the same client over Streamable HTTP
+through `mcpwall serve --upstream URL` to the same server.
 
 Usage: bridge.py MCPWALL_BINARY
 Run from tests/bridge.rs. Every credential here is generated at run time; the network is
@@ -127,11 +128,67 @@ async def refusals(env: Env) -> None:
           "the denial is audited")
 
 
+@contextmanager
+def serve_upstream(env: Env, url: str):
+    """`mcpwall serve --upstream URL` on a free loopback port; yields its endpoint."""
+    proc = subprocess.Popen(
+        [env.mcpwall, "serve", "--listen", "127.0.0.1:0", "-c", str(env.policy),
+         "--server-name", "everything", "--upstream", url],
+        env={"HOME": str(env.home), "PATH": os.environ.get("PATH", "")},
+        cwd=str(env.project),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    endpoint = None
+    for line in proc.stderr:
+        sys.stderr.write(f"  [serve] {line}")
+        m = re.search(r"serving (http://\S+/mcp)", line)
+        if m:
+            endpoint = m.group(1)
+            break
+    if endpoint is None:
+        proc.wait()
+        raise AssertionError(f"mcpwall serve --upstream did not start (exit {proc.returncode})")
+    threading.Thread(target=lambda: [sys.stderr.write(f"  [serve] {l}") for l in proc.stderr], daemon=True).start()
+    try:
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("mcpwall serve did not exit within 15 s of SIGTERM")
+
+
+async def gateway_to_upstream(env: Env) -> None:
+    print("server-everything over Streamable HTTP: the SDK directly vs through mcpwall serve --upstream")
+    with everything_over_http(env) as url:
+        straight = await everything_transcript(env, True, direct(url))
+        with serve_upstream(env, url) as endpoint:
+            through = await everything_transcript(env, True, direct(endpoint))
+            async with direct(endpoint)() as (r, w):
+                async with ClientSession(r, w) as s:
+                    with anyio.fail_after(STEP_TIMEOUT):
+                        await s.initialize()
+                        try:
+                            await s.call_tool("echo", {"message": str(env.home / ".ssh" / "id_rsa")})
+                            raise AssertionError("an argument naming ~/.ssh was not denied by serve --upstream")
+                        except MCPError as e:
+                            check(e.code == -32001, f"serve --upstream refuses a denied call ({e.message})")
+    for key in straight:
+        if straight[key] != through[key]:
+            print(f"  DIFF in {key}:\n    direct: {json.dumps(straight[key])[:600]}\n    serve:  {json.dumps(through[key])[:600]}")
+        check(straight[key] == through[key], f"{key} is the same directly and through serve --upstream")
+
+
 async def main(mcpwall: str) -> None:
     with tempfile.TemporaryDirectory(prefix="mcpwall-bridge-") as root:
         env = Env(mcpwall, Path(root))
         await transcript(env)
         await refusals(env)
+        await gateway_to_upstream(env)
     print("bridge: all checks passed")
 
 
