@@ -148,6 +148,9 @@ impl Gateway {
             }
             _ => {}
         }
+        if super::modern::is_modern(req.headers()) {
+            return self.modern(req).await;
+        }
         if let Some(version) = req.headers().get(VERSION_HEADER)
             && !PROTOCOL_VERSIONS
                 .iter()
@@ -302,6 +305,39 @@ impl Gateway {
                 )))
             }
         }
+    }
+
+    /// A request of the stateless 2026-07-28 revision (see `modern.rs`): its headers are
+    /// checked against its body, then it learns which versions this gateway serves.
+    async fn modern(&self, req: Request<Incoming>) -> Response<Reply> {
+        if req.method() != Method::POST {
+            let mut r = plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the 2026-07-28 revision uses POST only\n",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let (parts, body) = req.into_parts();
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        let body = match read_body(body, max).await {
+            Ok(Body::Whole(b)) => b,
+            _ => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "the request body could not be read, or is over max_frame_bytes",
+                );
+            }
+        };
+        let answer =
+            super::modern::answer(&parts.headers, &body, PROTOCOL_VERSIONS, &self.server_name);
+        Response::builder()
+            .status(answer.status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Reply::text(answer.body.to_string()))
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
     }
 
     async fn post(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
