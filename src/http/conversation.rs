@@ -187,12 +187,15 @@ impl Conversation {
             legacy,
             home,
         } = opening;
-        let program = judge.program.clone();
+        let mut session = Session::new(judge.program.clone(), options);
+        if let Some(rate) = &judge.rate {
+            session.share_rate_limit(rate.clone());
+        }
         Arc::new(Conversation {
             id,
             identity,
             judge,
-            session: Mutex::new(Session::new(program, options)),
+            session: Mutex::new(session),
             routes: Mutex::new(Routes::default()),
             to_server: Mutex::new(Some(tx)),
             audit,

@@ -194,7 +194,7 @@ async def identities(env: Env) -> None:
     # CI identities may not read the server's environment: the tool is withheld from
     # their lists and refused if called anyway; other identities keep it.
     policy = env.policy.with_name("identities.yml")
-    policy.write_text(env.policy.read_text().replace("rules:\n", """rules:
+    policy.write_text(env.policy.read_text().replace("settings:\n", "settings:\n  rate_limit: {max_calls: 3, window_seconds: 600}\n", 1).replace("rules:\n", """rules:
   - name: ci-no-env
     match: {tool: get-env, identity: "ci-*"}
     action: deny
@@ -226,6 +226,19 @@ async def identities(env: Env) -> None:
         check(r.status_code == 404, "bob cannot DELETE alice's session")
         r = post(url, call_body(5, "alice-again"), alice, session)
         check(r.status_code == 200 and "alice-again" in json.dumps(answer_of(r)), "alice's session survives the attempts")
+
+        # settings.rate_limit (3 calls of a tool per window) counts per identity: a new
+        # session does not start alice's count again; bob's count is his own.
+        second = open_raw_session(url, alice)
+        r = post(url, call_body(20, "third-echo"), alice, second)
+        check("third-echo" in json.dumps(answer_of(r)), "alice's third echo, on a second session, is within the limit")
+        r = post(url, call_body(21, "fourth-echo"), alice, second)
+        check(answer_of(r).get("error", {}).get("code") == -32001,
+              "alice's fourth echo is over the limit although it came on a new session")
+        bobs = open_raw_session(url, bob)
+        r = post(url, call_body(22, "bob-echo"), bob, bobs)
+        check("bob-echo" in json.dumps(answer_of(r)) and "error" not in answer_of(r),
+              "bob's calls count apart from alice's")
 
         async with connect(url, bob)() as (rs, ws):
             async with ClientSession(rs, ws) as s:
@@ -272,7 +285,8 @@ async def identities(env: Env) -> None:
 
     seen = received.read_text()
     check("from-alice" in seen and "alice-again" in seen, "the server saw alice's calls")
-    check(hijack not in seen and "after-delete" not in seen and "no-session" not in seen,
+    check(hijack not in seen and "after-delete" not in seen and "no-session" not in seen
+          and "fourth-echo" not in seen,
           "the server never saw the refused requests")
     events = audit_events(env)
     check(any(e["rule"] == "mcpwall:unauthenticated" and e["action"] == "deny" for e in events),
