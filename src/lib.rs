@@ -6,6 +6,7 @@
 
 pub mod approval_queue;
 pub mod audit;
+pub mod bridge;
 pub mod cli;
 pub mod clients;
 pub mod compile;
@@ -26,6 +27,7 @@ pub mod secrets;
 pub mod session;
 pub(crate) mod shell;
 pub mod text;
+pub mod upstream;
 pub mod verdict;
 
 #[cfg(test)]

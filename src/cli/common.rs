@@ -108,6 +108,9 @@ const VALUE_OPTIONS: &[&str] = &[
     "--server-name",
     "--grace-ms",
     "--kill-grace-ms",
+    "--upstream",
+    "--header-file",
+    "--ca-file",
 ];
 
 /// The message for a command line whose first word is not a verb and not after `--`:

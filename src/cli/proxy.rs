@@ -34,12 +34,24 @@ pub struct Args {
     /// Milliseconds between SIGTERM and SIGKILL (tests).
     #[arg(long, hide = true, default_value_t = 2000)]
     pub kill_grace_ms: u64,
+    /// Bridge mode: the MCP server at this Streamable HTTP URL instead of a command (stdio towards the client). Headers and tokens come from --header-file and $MCPWALL_UPSTREAM_TOKEN, never from the command line.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub upstream: Option<String>,
+    /// With --upstream: a file of `Name: value` lines sent with every request (e.g. an API key).
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub header_file: Option<PathBuf>,
+    /// With --upstream: trust only the CA certificates in this PEM file for https://.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub ca_file: Option<PathBuf>,
     /// The server command and its arguments, after `--`.
     #[arg(last = true)]
     pub command: Vec<String>,
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
+    if args.upstream.is_some() {
+        return crate::cli::bridge::run(args);
+    }
     let spec = crate::cli::common::server_command(
         &args.command,
         "mcpwall -- npx -y @modelcontextprotocol/server-filesystem /project",

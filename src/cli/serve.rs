@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::audit::{Audit, AuditConfig, Names, new_session_id};
 use crate::config::{self, LoadOptions};
 use crate::guard::pins::ServerIdentity;
+use crate::http::conversation::Backend;
 use crate::http::identities::Judges;
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
@@ -37,16 +38,49 @@ pub struct Args {
     /// Name of the server for `server:` matchers and the audit log (default: the command's basename).
     #[arg(long)]
     pub server_name: Option<String>,
+    /// Relay to the MCP server at this Streamable HTTP URL instead of running a command; each HTTP session opens its own upstream session. Headers and tokens come from --header-file and $MCPWALL_UPSTREAM_TOKEN, never from the command line.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub upstream: Option<String>,
+    /// With --upstream: a file of `Name: value` lines sent with every upstream request.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub header_file: Option<PathBuf>,
+    /// With --upstream: trust only the CA certificates in this PEM file for https://.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub ca_file: Option<PathBuf>,
     /// The server command and its arguments, after `--`; each HTTP session runs its own.
     #[arg(last = true)]
     pub command: Vec<String>,
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let spec = crate::cli::common::server_command(
-        &args.command,
-        "mcpwall serve -- npx -y @modelcontextprotocol/server-everything",
-    )?;
+    let (backend, default_name, identity_command) = match &args.upstream {
+        Some(url) => {
+            let token = std::env::var(crate::upstream::TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.is_empty());
+            let upstream = crate::upstream::Upstream::new(&crate::upstream::Settings {
+                url: url.clone(),
+                ca_file: args.ca_file.clone(),
+                header_file: args.header_file.clone(),
+                token,
+            })
+            .map_err(|e| miette::miette!("{e}"))?;
+            let name = upstream.host().to_string();
+            (
+                Backend::Upstream(Arc::new(upstream)),
+                name,
+                vec![url.clone()],
+            )
+        }
+        None => {
+            let spec = crate::cli::common::server_command(
+                &args.command,
+                "mcpwall serve -- npx -y @modelcontextprotocol/server-everything",
+            )?;
+            let name = spec.basename();
+            (Backend::Command(spec), name, args.command.clone())
+        }
+    };
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
     let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
@@ -78,7 +112,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
     crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
-    let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
+    let server_name = args.server_name.clone().unwrap_or(default_name);
     // Clients without a token when none exist; otherwise one identity per token.
     let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
         vec![None]
@@ -90,7 +124,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         &identities,
         &ServerIdentity {
             name: server_name.clone(),
-            command: args.command.clone(),
+            command: identity_command,
         },
         &home,
         &PathEnv::new(&home, &project_dir),
@@ -132,7 +166,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
         let gateway = Arc::new(Gateway {
             judges,
-            spec,
+            backend,
             server_name: server_name.as_str().into(),
             audit: audit.sender(),
             chatter,

@@ -8,8 +8,9 @@
 //! ids the client's own, so the session layer sees exactly what a stdio proxy would.
 //!
 //! ```text
-//! POST body ─► Session::from_client ─► server stdin (writer task)
-//! server stdout ─► LineReader ─► Session::from_server ─► route(line)
+//! POST body ─► Session::from_client ─► server stdin (writer task), or the upstream link
+//! server stdout ─► LineReader ─┐
+//! upstream link (FromUpstream) ┴─► Session::from_server ─► route(line)
 //!     an answer ─► the stream of the POST that asked (JSON, or SSE once other messages came first)
 //!     a request or notification ─► the newest POST stream reading SSE, else the GET stream
 //! ```
@@ -31,6 +32,18 @@ use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::proxy::codec::LineReader;
 use crate::proxy::{Chatter, LogLevel};
 use crate::session::{self, Line, Outbox, Session};
+use crate::upstream::Upstream;
+use crate::upstream::link::{FromUpstream, Link};
+
+/// What each session's messages are relayed to.
+#[derive(Debug)]
+pub enum Backend {
+    /// A stdio server, one process per session.
+    Command(ChildSpec),
+    /// A remote server over Streamable HTTP (`serve --upstream URL`), one upstream
+    /// session per gateway session.
+    Upstream(Arc<Upstream>),
+}
 
 /// Batches waiting for the server's stdin before a client request waits.
 const TO_SERVER_QUEUE: usize = 64;
@@ -107,27 +120,82 @@ impl Conversation {
     /// Spawn the server for a new session and start relaying its output.
     pub fn start(
         opening: Opening,
-        spec: &ChildSpec,
+        backend: &Backend,
         judge: Arc<Judge>,
         options: session::Options,
         audit: AuditSender,
         chatter: Chatter,
     ) -> Result<Arc<Conversation>, SpawnError> {
+        let spec = match backend {
+            Backend::Command(spec) => spec,
+            Backend::Upstream(upstream) => {
+                return Ok(Conversation::start_upstream(
+                    opening,
+                    upstream.clone(),
+                    judge,
+                    options,
+                    audit,
+                    chatter,
+                ));
+            }
+        };
+        let (server, stdin, stdout) = child::spawn(spec)?;
+        let max_line = judge.program.settings().max_frame_bytes;
+        let (tx, rx) = mpsc::channel(TO_SERVER_QUEUE);
+        let conversation = Conversation::new(opening, judge, options, audit, chatter, tx);
+        tokio::spawn(write_to_server(stdin, rx));
+        let reader = tokio::spawn(
+            conversation
+                .clone()
+                .read_server(LineReader::new(stdout, max_line)),
+        );
+        tokio::spawn(conversation.clone().supervise(server, reader));
+        tokio::spawn(conversation.clone().expire_approvals());
+        Ok(conversation)
+    }
+
+    /// A session relayed to a remote server: its own upstream session ([`Link`]).
+    fn start_upstream(
+        opening: Opening,
+        upstream: Arc<Upstream>,
+        judge: Arc<Judge>,
+        options: session::Options,
+        audit: AuditSender,
+        chatter: Chatter,
+    ) -> Arc<Conversation> {
+        let max_line = judge.program.settings().max_frame_bytes;
+        let link = Link::start(upstream, max_line, chatter);
+        let conversation =
+            Conversation::new(opening, judge, options, audit, chatter, link.to_upstream);
+        let reader = tokio::spawn(conversation.clone().read_upstream(link.from_upstream));
+        tokio::spawn(conversation.clone().supervise_upstream(link.task, reader));
+        tokio::spawn(conversation.clone().expire_approvals());
+        conversation
+    }
+
+    fn new(
+        opening: Opening,
+        judge: Arc<Judge>,
+        options: session::Options,
+        audit: AuditSender,
+        chatter: Chatter,
+        tx: mpsc::Sender<Vec<u8>>,
+    ) -> Arc<Conversation> {
         let Opening {
             id,
             identity,
             legacy,
             home,
         } = opening;
-        let (server, stdin, stdout) = child::spawn(spec)?;
-        let program = judge.program.clone();
-        let max_line = program.settings().max_frame_bytes;
-        let (tx, rx) = mpsc::channel(TO_SERVER_QUEUE);
-        let conversation = Arc::new(Conversation {
+        let mut session = Session::new(judge.program.clone(), options);
+        if let Some(rate) = &judge.rate {
+            session.share_rate_limit(rate.clone());
+        }
+        Arc::new(Conversation {
             id,
             identity,
             judge,
-            session: Mutex::new(Session::new(program, options)),
+            session: Mutex::new(session),
             routes: Mutex::new(Routes::default()),
             to_server: Mutex::new(Some(tx)),
             audit,
@@ -139,16 +207,7 @@ impl Conversation {
             legacy,
             home,
             queue: Mutex::new(None),
-        });
-        tokio::spawn(write_to_server(stdin, rx));
-        let reader = tokio::spawn(
-            conversation
-                .clone()
-                .read_server(LineReader::new(stdout, max_line)),
-        );
-        tokio::spawn(conversation.clone().supervise(server, reader));
-        tokio::spawn(conversation.clone().expire_approvals());
-        Ok(conversation)
+        })
     }
 
     pub fn is_ended(&self) -> bool {
@@ -317,6 +376,69 @@ impl Conversation {
                 }
             }
         }
+    }
+
+    /// Judge what the upstream sends, until the link ends or the upstream ends the session.
+    async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) {
+        while let Some(item) = rx.recv().await {
+            let mut out = Outbox::default();
+            let gone = {
+                let mut session = self.lock_session();
+                match &item {
+                    FromUpstream::Message(data) => {
+                        session.from_server(Line::Frame(data), &mut out, false);
+                        false
+                    }
+                    FromUpstream::TooLarge { len, head } => {
+                        let line = Line::TooLarge { len: *len, head };
+                        session.from_server(line, &mut out, false);
+                        false
+                    }
+                    FromUpstream::Unanswered { sent, why } => {
+                        session.unanswered(sent, why, &mut out);
+                        false
+                    }
+                    FromUpstream::Gone(_) => true,
+                }
+            };
+            self.deliver(out).await;
+            if gone {
+                return;
+            }
+        }
+    }
+
+    /// Wait for the upstream to end the session or for the session to be ended; then end
+    /// the upstream session (the link DELETEs it), answer every request still pending and
+    /// close the streams.
+    async fn supervise_upstream(
+        self: Arc<Self>,
+        mut link: tokio::task::JoinHandle<()>,
+        mut reader: tokio::task::JoinHandle<()>,
+    ) {
+        let why = tokio::select! {
+            _ = &mut reader => "the upstream ended the session",
+            () = self.end.notified() => "the session was ended",
+        };
+        self.lock_sender().take();
+        if tokio::time::timeout(SERVER_GRACE * 4, &mut link)
+            .await
+            .is_err()
+        {
+            link.abort();
+        }
+        if tokio::time::timeout(SERVER_GRACE, &mut reader)
+            .await
+            .is_err()
+        {
+            reader.abort();
+        }
+        self.ended.store(true, Ordering::Release);
+        let mut out = Outbox::default();
+        self.lock_session().server_gone(why, &mut out);
+        self.deliver(out).await;
+        self.lock_routes().finish_all();
+        self.deadline_changed.notify_one();
     }
 
     /// Wait for the server to exit or the session to be ended; then answer every request

@@ -24,6 +24,8 @@ use crate::verdict::RuleId;
 pub struct Judge {
     pub program: Arc<Program>,
     pub guard: Option<Arc<Guard>>,
+    /// `settings.rate_limit`, counted across all of this identity's sessions.
+    pub rate: Option<crate::session::SharedRateLimit>,
     /// This program's inbound rule index → the full policy's (`None`: the same).
     rule_map: Option<Vec<u32>>,
 }
@@ -70,8 +72,13 @@ impl Judges {
             let program = Arc::new(Program::compile_with(&specialised, env)?);
             let guard = Guard::from_policy(&specialised, server.clone(), home)
                 .map_err(|e| JudgeError::Guard(e.to_string()))?;
+            let rate = program
+                .settings()
+                .rate_limit
+                .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
             Ok(Judge {
                 program,
+                rate,
                 guard: Some(Arc::new(guard)),
                 rule_map: policy
                     .has_identity_rules()

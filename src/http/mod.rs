@@ -12,9 +12,11 @@
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
 //! | `identities.rs` | each identity's program and tool guard (rules matching `identity`) |
+//! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 
 pub mod conversation;
 pub mod identities;
+pub mod modern;
 pub mod registry;
 pub mod server;
 pub mod sse;

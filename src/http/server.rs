@@ -24,13 +24,13 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::conversation::Backend;
 use super::conversation::{Conversation, Opening, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
-use crate::proxy::child::ChildSpec;
 use crate::proxy::codec::HEAD_BYTES;
 use crate::proxy::{Chatter, LogLevel};
 use crate::session::{self, Line};
@@ -61,7 +61,8 @@ type Refusal = Box<Response<Reply>>;
 pub struct Gateway {
     /// Each identity's program and tool guard.
     pub judges: Judges,
-    pub spec: ChildSpec,
+    /// Where each session's messages go: a server process per session, or a remote server.
+    pub backend: Backend,
     pub server_name: Arc<str>,
     pub audit: AuditSender,
     pub chatter: Chatter,
@@ -146,6 +147,9 @@ impl Gateway {
                 return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /sse, POST /message\n");
             }
             _ => {}
+        }
+        if super::modern::is_modern(req.headers()) {
+            return self.modern(req).await;
         }
         if let Some(version) = req.headers().get(VERSION_HEADER)
             && !PROTOCOL_VERSIONS
@@ -301,6 +305,39 @@ impl Gateway {
                 )))
             }
         }
+    }
+
+    /// A request of the stateless 2026-07-28 revision (see `modern.rs`): its headers are
+    /// checked against its body, then it learns which versions this gateway serves.
+    async fn modern(&self, req: Request<Incoming>) -> Response<Reply> {
+        if req.method() != Method::POST {
+            let mut r = plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the 2026-07-28 revision uses POST only\n",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        let (parts, body) = req.into_parts();
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        let body = match read_body(body, max).await {
+            Ok(Body::Whole(b)) => b,
+            _ => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "the request body could not be read, or is over max_frame_bytes",
+                );
+            }
+        };
+        let answer =
+            super::modern::answer(&parts.headers, &body, PROTOCOL_VERSIONS, &self.server_name);
+        Response::builder()
+            .status(answer.status)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Reply::text(answer.body.to_string()))
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
     }
 
     async fn post(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
@@ -478,7 +515,7 @@ impl Gateway {
                 legacy,
                 home: self.home.clone(),
             },
-            &self.spec,
+            &self.backend,
             judge,
             options,
             self.audit.clone(),

@@ -429,9 +429,10 @@ impl Session {
         if (d.allow || d.ask)
             && msg.kind == MessageKind::Request
             && frame.method(msg) == Some("tools/call")
-            && let Some(rate) = &mut self.rate
+            && let Some(rate) = &self.rate
         {
             let tool = frame.tool(msg).unwrap_or("");
+            let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
             if !rate.admit(tool, Instant::now()) {
                 d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
             }

@@ -64,6 +64,10 @@ pub use approval::{ApprovalRequest, How};
 pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
+pub use ratelimit::RateLimiter;
+/// A rate limiter several sessions count against together (the HTTP gateway: all the
+/// sessions of one identity).
+pub type SharedRateLimit = Arc<std::sync::Mutex<RateLimiter>>;
 
 use crate::config::policy::{LogArgs, LogLevel, RedactMarker};
 use crate::frame::{Limits, Parsed};
@@ -71,7 +75,6 @@ use crate::guard::Guard;
 use crate::program::{Program, Scratch};
 use crate::verdict::{Redaction, RuleId};
 use pending::Pending;
-use ratelimit::RateLimiter;
 
 /// Requests in flight, in each direction, before new ones are refused (fail closed).
 pub const MAX_PENDING: usize = 4096;
@@ -205,7 +208,8 @@ pub struct Session {
     guard: Option<Arc<Guard>>,
     audit: bool,
     log_level: LogLevel,
-    rate: Option<RateLimiter>,
+    /// `settings.rate_limit`: this session's own, or one shared ([`Self::share_rate_limit`]).
+    rate: Option<SharedRateLimit>,
     /// The client's requests the server has yet to answer.
     calls: Pending,
     /// The server's requests the client has yet to answer.
@@ -249,7 +253,9 @@ impl Session {
         let log_args = (settings.log_args == LogArgs::Full && options.audit)
             .then(|| (program.detector().cache(), Vec::new()));
         Session {
-            rate: settings.rate_limit.map(RateLimiter::new),
+            rate: settings
+                .rate_limit
+                .map(|l| Arc::new(std::sync::Mutex::new(RateLimiter::new(l)))),
             limits,
             server: options.server_name,
             guard: options.guard,
@@ -274,6 +280,15 @@ impl Session {
             approvals: approval::Approvals::default(),
             masking: None,
             program,
+        }
+    }
+
+    /// Count calls against `rate` instead of this session's own limiter: a transport whose
+    /// clients open several sessions (the HTTP gateway) limits each identity, not each
+    /// session. Without `settings.rate_limit` there is nothing to share and nothing changes.
+    pub fn share_rate_limit(&mut self, rate: SharedRateLimit) {
+        if self.rate.is_some() {
+            self.rate = Some(rate);
         }
     }
 
@@ -347,6 +362,42 @@ impl Session {
             self.refuse_requests_in(&raw, synth::SERVER_EXITED, rule, &message, out);
         }
         self.held_bytes = 0;
+    }
+
+    /// A line the session forwarded reached no server that will answer it (an HTTP
+    /// upstream refused it, failed, or closed its stream first): each of its requests
+    /// still pending gets an error saying `why`, and is audited. Requests already
+    /// answered are left alone, so a transport may call this after the answers it read.
+    pub fn unanswered(&mut self, sent: &[u8], why: &str, out: &mut Outbox) {
+        let mut parsed = Parsed::new();
+        let Ok(frame) = parsed.parse_frame(sent, &self.limits) else {
+            return;
+        };
+        let message = format!("the MCP server did not answer this request: {why}");
+        for msg in frame.messages() {
+            if msg.kind != crate::frame::MessageKind::Request {
+                continue;
+            }
+            let Some(entry) = frame.id_raw(msg).and_then(|id| self.calls.remove(id)) else {
+                continue;
+            };
+            synth::error_response(
+                &mut out.to_client,
+                Some(entry.id.as_bytes()),
+                synth::SERVER_EXITED,
+                &message,
+                None,
+            );
+            out.to_client.push(b'\n');
+            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
+            e.duration = Some(entry.started.elapsed());
+            e.id = Some(entry.id);
+            e.method = Some(entry.method);
+            e.tool = entry.tool;
+            e.rule = Some(RuleRef::Builtin("mcpwall:upstream_failed"));
+            e.message = Some(message.as_str().into());
+            self.emit(out, Peer::Server, true, e, &[], &[]);
+        }
     }
 
     /// The allocation that holds the server side's decoded text, emptied, for other

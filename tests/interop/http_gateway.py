@@ -194,7 +194,7 @@ async def identities(env: Env) -> None:
     # CI identities may not read the server's environment: the tool is withheld from
     # their lists and refused if called anyway; other identities keep it.
     policy = env.policy.with_name("identities.yml")
-    policy.write_text(env.policy.read_text().replace("rules:\n", """rules:
+    policy.write_text(env.policy.read_text().replace("settings:\n", "settings:\n  rate_limit: {max_calls: 3, window_seconds: 600}\n", 1).replace("rules:\n", """rules:
   - name: ci-no-env
     match: {tool: get-env, identity: "ci-*"}
     action: deny
@@ -226,6 +226,19 @@ async def identities(env: Env) -> None:
         check(r.status_code == 404, "bob cannot DELETE alice's session")
         r = post(url, call_body(5, "alice-again"), alice, session)
         check(r.status_code == 200 and "alice-again" in json.dumps(answer_of(r)), "alice's session survives the attempts")
+
+        # settings.rate_limit (3 calls of a tool per window) counts per identity: a new
+        # session does not start alice's count again; bob's count is his own.
+        second = open_raw_session(url, alice)
+        r = post(url, call_body(20, "third-echo"), alice, second)
+        check("third-echo" in json.dumps(answer_of(r)), "alice's third echo, on a second session, is within the limit")
+        r = post(url, call_body(21, "fourth-echo"), alice, second)
+        check(answer_of(r).get("error", {}).get("code") == -32001,
+              "alice's fourth echo is over the limit although it came on a new session")
+        bobs = open_raw_session(url, bob)
+        r = post(url, call_body(22, "bob-echo"), bob, bobs)
+        check("bob-echo" in json.dumps(answer_of(r)) and "error" not in answer_of(r),
+              "bob's calls count apart from alice's")
 
         async with connect(url, bob)() as (rs, ws):
             async with ClientSession(rs, ws) as s:
@@ -272,7 +285,8 @@ async def identities(env: Env) -> None:
 
     seen = received.read_text()
     check("from-alice" in seen and "alice-again" in seen, "the server saw alice's calls")
-    check(hijack not in seen and "after-delete" not in seen and "no-session" not in seen,
+    check(hijack not in seen and "after-delete" not in seen and "no-session" not in seen
+          and "fourth-echo" not in seen,
           "the server never saw the refused requests")
     events = audit_events(env)
     check(any(e["rule"] == "mcpwall:unauthenticated" and e["action"] == "deny" for e in events),
@@ -286,12 +300,59 @@ async def identities(env: Env) -> None:
     check(alice not in json.dumps(events) and bob not in json.dumps(events), "no token reaches the audit log")
 
 
+async def modern_era(env: Env) -> None:
+    print("the 2026-07-28 revision on the same listener: headers checked against the body, versions negotiated")
+    received = env.home / "server-received-modern.jsonl"
+    recording = ["sh", "-c", 'tee -a "$0" | exec "$1" stdio', str(received), EVERYTHING[0]]
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    modern = {"MCP-Protocol-Version": "2026-07-28"}
+
+    def modern_call(name: str, header_name: str) -> httpx2.Response:
+        body = {"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                "params": {"name": name, "arguments": {"message": "m"}, "_meta": meta}}
+        return post(url, body, **modern, **{"Mcp-Method": "tools/call", "Mcp-Name": header_name})
+
+    with gateway(env, recording) as url:
+        r = modern_call("get-env", "echo")
+        check(r.status_code == 400 and r.json()["error"]["code"] == -32020 and r.json()["id"] == 11,
+              "Mcp-Name saying echo over a body calling get-env: 400, -32020")
+        r = post(url, {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {"_meta": meta}},
+                 **modern, **{"Mcp-Method": "tools/call"})
+        check(r.status_code == 400 and r.json()["error"]["code"] == -32020, "Mcp-Method unlike the body's method: -32020")
+        r = post(url, {"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": {"_meta": meta}},
+                 **modern)
+        check(r.status_code == 400 and r.json()["error"]["code"] == -32020, "a missing Mcp-Method: -32020")
+        r = post(url, {"jsonrpc": "2.0", "id": "d", "method": "server/discover", "params": {"_meta": meta}},
+                 **modern, **{"Mcp-Method": "server/discover"})
+        check(r.status_code == 200 and "2025-11-25" in r.json()["result"]["supportedVersions"],
+              "server/discover names the versions the gateway serves")
+        r = modern_call("echo", "=?base64?ZWNobw==?=")
+        check(r.status_code == 400 and r.json()["error"]["code"] == -32022
+              and "2025-11-25" in r.json()["error"]["data"]["supported"],
+              "a valid modern call (Base64 Mcp-Name) is told to use a session-based version (-32022)")
+        r = httpx2.get(url, headers={"Accept": "text/event-stream", **modern}, timeout=STEP_TIMEOUT)
+        check(r.status_code == 405, "GET with the modern version: 405")
+        # The same listener then serves the session-based era, as a dual-era client falls back to.
+        async with connect(url)() as (rs, ws):
+            async with ClientSession(rs, ws) as s:
+                with anyio.fail_after(STEP_TIMEOUT):
+                    await s.initialize()
+                    check("m2" in text_of(await s.call_tool("echo", {"message": "m2"})),
+                          "a 2025-11-25 session works on the same listener")
+    seen = received.read_text() if received.exists() else ""
+    check("get-env" not in seen and "2026-07-28" not in seen, "the server never saw a modern request")
+
+
 async def main(mcpwall: str) -> None:
     with tempfile.TemporaryDirectory(prefix="mcpwall-http-") as root:
         env = Env(mcpwall, Path(root))
         await transcript_over_http(env)
         await transcript_over_legacy_sse(env)
         await refusals_over_http(env)
+        # Before identities(), which issues tokens in this HOME.
+        await modern_era(env)
         await identities(env)
     print("http_gateway: all checks passed")
 

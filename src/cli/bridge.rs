@@ -1,0 +1,108 @@
+//! `mcpwall [OPTIONS] --upstream URL`: bridge mode (see `crate::bridge`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::audit::{Audit, AuditConfig, Names, new_session_id};
+use crate::bridge::{self, Options};
+use crate::config::{self, LoadOptions};
+use crate::guard::Guard;
+use crate::guard::pins::ServerIdentity;
+use crate::paths::PathEnv;
+use crate::program::Program;
+use crate::proxy::{Chatter, LogLevel};
+use crate::upstream::{self, Upstream};
+
+/// The bridge shares the proxy's arguments (`--upstream` instead of a command).
+pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
+    let url = args.upstream.clone().unwrap_or_default();
+    let home = crate::cli::common::home_dir()?;
+    let project_dir = std::env::current_dir()
+        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+    let load_options = LoadOptions {
+        explicit: args.config.clone(),
+        home: home.clone(),
+        project_dir: project_dir.clone(),
+    };
+    let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
+    let settings = policy.settings.clone();
+    let chatter = Chatter {
+        level: args.log_level.unwrap_or(settings.log_level),
+    };
+    crate::cli::common::warn_ignored(&policy, &chatter);
+    if crate::compile::shadow::may_shadow(&policy)
+        && let Ok(full) = config::load(&load_options)
+    {
+        let env = PathEnv::new(&load_options.home, &load_options.project_dir);
+        for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
+            chatter.log(LogLevel::Warn, format_args!("{}", shadow.message()));
+        }
+    }
+    let token = std::env::var(upstream::TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let upstream = Upstream::new(&upstream::Settings {
+        url: url.clone(),
+        ca_file: args.ca_file.clone(),
+        header_file: args.header_file.clone(),
+        token,
+    })
+    .map_err(|e| miette::miette!("{e}"))?;
+    let server_name = args
+        .server_name
+        .clone()
+        .unwrap_or_else(|| upstream.host().to_string());
+    // Pins are keyed by the server's name and its URL, as a stdio server's by its command.
+    let guard = Guard::from_policy(
+        &policy,
+        ServerIdentity {
+            name: server_name.clone(),
+            command: vec![url],
+        },
+        &home,
+    )
+    .map_err(|e| miette::miette!("{e}"))?;
+    let program = Program::compile_with(&policy, &PathEnv::new(&home, &project_dir))
+        .map(Arc::new)
+        .map_err(miette::Report::new)?;
+    let audit = Audit::start(
+        AuditConfig {
+            dir: settings
+                .log_dir
+                .clone()
+                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
+            session: new_session_id(),
+            server: server_name.clone(),
+            retention: Some(crate::audit::retention::Cap {
+                max_days: settings.log_retention.max_days,
+                max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
+            }),
+        },
+        program.clone() as Arc<dyn Names>,
+    );
+    let options = Options {
+        server_name,
+        chatter,
+        guard: Some(Arc::new(guard)),
+        home: Some(home),
+    };
+    // One thread, as the stdio proxy.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| miette::miette!("cannot start the async runtime: {e}"))?;
+    let sender = audit.sender();
+    let result = runtime.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        crate::platform::forward_stop_requests(tx)
+            .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
+        bridge::run(Arc::new(upstream), program, sender, options, rx)
+            .await
+            .map_err(|e| miette::miette!("{e}"))
+    });
+    runtime.shutdown_background();
+    audit.finish(Duration::from_secs(2));
+    result.map(ExitCode::from)
+}
