@@ -517,6 +517,71 @@ fn a_ping_behind_an_adversarial_multi_mib_response_is_answered_promptly() {
     assert_eq!(p.finish(), 0);
 }
 
+/// Issue 22: while one large server frame is scanned, the other direction keeps
+/// flowing. An 8 MiB response of one keyword repeated (`repeated-identifier` of
+/// `tests/support/secrets_corpus.rs`, the slowest shape per byte) is being scanned when
+/// the client sends a `tools/call`: the call is judged and reaches the server before the
+/// scan ends, not after it. (Its answer follows the large frame: one direction keeps its
+/// order.)
+#[test]
+fn a_call_reaches_the_server_while_a_large_response_is_scanned() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    let unit = "SECRETKEY";
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{{"unit":"{unit}","count":{}}}}}"#,
+        (8 << 20) / unit.len()
+    ));
+    // The server has written the frame (all but a pipe's worth is in mcpwall), and
+    // mcpwall has had time to start on it.
+    let sent = p.dir.path().join("sent");
+    let deadline = Instant::now() + WAIT;
+    while std::fs::metadata(&sent).map_or(0, |m| m.len()) < 8 << 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the server never wrote the frame"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let received = p.dir.path().join("received");
+    let call_line = call("2", "read_file", json!({"path": "notes.txt"}));
+    p.send_line(&call_line);
+    let call_sent = Instant::now();
+    let watcher = std::thread::spawn(move || {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = std::fs::read(&received).unwrap_or_default();
+            if got
+                .windows(call_line.len())
+                .any(|w| w == call_line.as_bytes())
+            {
+                return Instant::now();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the call never reached the server"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let big = p.recv_json();
+    let big_delivered = Instant::now();
+    assert_eq!(big["id"], 1);
+    assert_eq!(p.recv_json()["id"], 2);
+    let call_forwarded = watcher.join().unwrap();
+    // Held behind the scan, the call reached the server just before the frame reached
+    // the client (7.47 s and 7.51 s after it was sent, debug build); scanned off the
+    // loop, 4 ms after (the frame: 7.9 s).
+    let (forwarded, delivered) = (call_forwarded - call_sent, big_delivered - call_sent);
+    assert!(
+        forwarded < delivered / 4,
+        "the call reached the server {forwarded:?} after it was sent, the large frame \
+         the client {delivered:?} after"
+    );
+    assert_eq!(p.finish(), 0);
+}
+
 #[test]
 fn denied_notification_is_dropped_and_audited() {
     let mut p = Proxy::start();

@@ -353,7 +353,7 @@ fn compile_inbound(
                         let builtin =
                             policy.source(clauses.span.source).kind == SourceKind::Builtin;
                         let lazy = if builtin {
-                            Ok(command::LazyClauses::deferred(&clauses.value, env))
+                            Ok(command::LazyClauses::deferred(&clauses.value))
                         } else {
                             command::LazyClauses::eager(&clauses.value, env)
                         };

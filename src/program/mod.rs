@@ -410,6 +410,11 @@ impl Scratch {
     pub fn logged(&self) -> &[RuleId] {
         &self.logged
     }
+
+    /// The spans of the last scan that decided `Outcome::Redact`.
+    pub fn redactions(&self) -> &[crate::verdict::Redaction] {
+        &self.redactions
+    }
 }
 
 /// Methods `default_action` judges (ARCHITECTURE decision 2).

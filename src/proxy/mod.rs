@@ -40,6 +40,23 @@ const WRITER_CHANNEL: usize = 16;
 /// After the server exits, how long its stdout may stay open (held by a grandchild)
 /// before we stop reading it.
 const STDOUT_DRAIN: Duration = Duration::from_secs(2);
+/// Wait for the server side's pump to read the server's output to its end: `false` when
+/// the output stays open `STDOUT_DRAIN` past the server's exit. Time the pump spends on a
+/// frame scanned off the loop (a large final reply) does not count: it was read.
+async fn drained(outbound: &mut JoinHandle<()>, session: &Shared) -> bool {
+    loop {
+        if tokio::time::timeout(STDOUT_DRAIN, &mut *outbound)
+            .await
+            .is_ok()
+        {
+            return true;
+        }
+        if !session.scanning() {
+            return false;
+        }
+    }
+}
+
 /// How long what the server left running may take to end on SIGTERM before SIGKILL.
 const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 /// How long the last output to the client may take before we give up on it.
@@ -300,11 +317,7 @@ pub async fn run(
 
     // The server is gone. Read what it wrote before exiting (a large final reply
     // arrives whole), unless a grandchild keeps its stdout open.
-    if !outbound_done
-        && tokio::time::timeout(STDOUT_DRAIN, &mut outbound)
-            .await
-            .is_err()
-    {
+    if !outbound_done && !drained(&mut outbound, &session).await {
         outbound.abort();
         // Something the server started still holds its stdout: it goes with the server.
         chatter.log(

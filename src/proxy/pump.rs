@@ -8,6 +8,7 @@
 //! instead of growing memory.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::AsyncRead;
@@ -35,18 +36,33 @@ const SINK_BUF: usize = 8 * 1024;
 /// before still being written); now twice (see `Pump::before_large_line`).
 const DETACH_BYTES: usize = 256 * 1024;
 
+/// Server frames at least this long are parsed and scanned on a blocking thread
+/// ([`Pump::scan_off_loop`]) while the client's lines go on being judged and forwarded
+/// (issue 22: no head-of-line stall beyond the frame itself). Smaller frames are judged
+/// in line: the hand-over costs a thread wake-up and a third large buffer (the reader
+/// goes on in a new one while the frame's is away), and below a few MiB even an
+/// adversarial frame's scan is short.
+const OFF_LOOP_BYTES: usize = 4 * 1024 * 1024;
+
 /// The session both pumps feed. Both run on one current-thread runtime, so the lock is
 /// never contended; it is held for the judging of one line and never across an await.
+/// With it, whether a frame is being scanned off the loop (see [`Pump::scan_off_loop`]).
 #[derive(Clone)]
-pub(crate) struct Shared(Arc<Mutex<Session>>);
+pub(crate) struct Shared(Arc<Mutex<Session>>, Arc<AtomicBool>);
 
 impl Shared {
     pub fn new(session: Session) -> Shared {
-        Shared(Arc::new(Mutex::new(session)))
+        Shared(Arc::new(Mutex::new(session)), Arc::default())
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Session> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the server side's pump is waiting for the scan of a frame it read: it is
+    /// busy, not waiting for the server's output (see `STDOUT_DRAIN`).
+    pub fn scanning(&self) -> bool {
+        self.1.load(Ordering::Relaxed)
     }
 }
 
@@ -309,6 +325,8 @@ impl Pump {
         let Some(line) = reader.next_buffered() else {
             return false;
         };
+        // A frame judged off the loop was detached from the reader already.
+        let mut detached = None;
         let delivery = match self.from {
             Peer::Client => {
                 self.session.lock().from_client(line, &mut self.out);
@@ -319,7 +337,20 @@ impl Pump {
                 if large {
                     self.before_large_line().await;
                 }
-                self.session.lock().from_server(line, &mut self.out, large)
+                let scan = match line {
+                    Line::Frame(raw) if raw.len() >= OFF_LOOP_BYTES => {
+                        self.session.lock().scan_off_loop(raw)
+                    }
+                    _ => None,
+                };
+                match scan {
+                    Some(scan) => {
+                        let (delivery, frame) = self.scan_off_loop(reader, scan).await;
+                        detached = frame;
+                        delivery
+                    }
+                    None => self.session.lock().from_server(line, &mut self.out, large),
+                }
             }
         };
         for notice in self.out.notices.drain(..) {
@@ -327,13 +358,53 @@ impl Pump {
                 .log(notice.level, format_args!("{}", notice.text));
         }
         if let Delivery::InPlace(edits) = delivery {
-            let fresh = self.session.lock().take_server_text_buffer();
-            let (bytes, line) = reader.detach_line(fresh);
+            let (bytes, line) = match detached.take() {
+                Some(frame) => frame,
+                None => {
+                    let fresh = self.session.lock().take_server_text_buffer();
+                    reader.detach_line(fresh)
+                }
+            };
             self.to_client
                 .send_spliced(&mut self.out.to_client, bytes, Splice { line, edits })
                 .await;
         }
+        if let Some((bytes, _)) = detached {
+            self.to_client.pool.give_line(bytes);
+        }
         true
+    }
+
+    /// Judge the line just read, whose scan the session gave out, with the scan on a
+    /// blocking thread: this pump waits for it (so this side's frames keep their order
+    /// and none goes out unjudged) while the runtime goes on with the other pump. The
+    /// line is detached from the reader for that; it comes back with the verdict.
+    async fn scan_off_loop<R: AsyncRead + Unpin>(
+        &mut self,
+        reader: &mut LineReader<R>,
+        mut scan: crate::session::FrameScan,
+    ) -> (Delivery, Option<(Vec<u8>, std::ops::Range<usize>)>) {
+        let (bytes, line) = reader.detach_line(Vec::new());
+        let head = bytes[line.start..line.end.min(line.start + 4096)].to_vec();
+        let job = tokio::task::spawn_blocking(move || {
+            scan.run(&bytes[line.clone()]);
+            (scan, bytes, line)
+        });
+        self.session.1.store(true, Ordering::Relaxed);
+        let job = job.await;
+        self.session.1.store(false, Ordering::Relaxed);
+        match job {
+            Ok((scan, bytes, line)) => {
+                let delivery = self.session.lock().from_server_scanned(
+                    &bytes[line.clone()],
+                    scan,
+                    &mut self.out,
+                    true,
+                );
+                (delivery, Some((bytes, line)))
+            }
+            Err(_) => (self.session.lock().scan_lost(&head, &mut self.out), None),
+        }
     }
 
     /// Two large buffers take turns, so that streaming large results holds each frame

@@ -64,6 +64,7 @@ pub use approval::{ApprovalRequest, How};
 pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
+pub use outbound::FrameScan;
 pub use ratelimit::RateLimiter;
 /// A rate limiter several sessions count against together (the HTTP gateway: all the
 /// sessions of one identity).

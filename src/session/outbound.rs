@@ -12,8 +12,9 @@ use super::pending::Entry;
 use super::{Delivery, Line, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
 use crate::config::policy::{LogLevel, RedactMarker};
 use crate::frame::{Frame, FrameError, Message, MessageKind};
-use crate::program::CallInfo;
-use crate::verdict::Outcome;
+use crate::frame::{Limits, Parsed};
+use crate::program::{CallInfo, Program, Scratch};
+use crate::verdict::{Outcome, RuleId};
 
 /// Why a server line was not forwarded, for the audit log and the error the request it
 /// meant to answer gets.
@@ -48,41 +49,114 @@ impl Session {
                 self.undeliverable(b"", why, out);
             }
             Line::Frame(raw) => {
-                let mut parsed = std::mem::take(&mut self.server_side.parsed);
-                let delivery = match parsed.parse_frame(raw, &self.limits) {
-                    Ok(frame) => self.judge_server_frame(&frame, out, in_place),
-                    Err(e) => {
-                        let why = Undeliverable {
-                            rule: "mcpwall:malformed",
-                            message: format!(
-                                "server line is not a valid JSON-RPC message ({e}); dropped"
-                            ),
-                        };
-                        // A refused batch: each member's request is told, as for a line.
-                        let members = match e {
-                            FrameError::Invalid { .. } => super::batch_members(raw),
-                            _ => None,
-                        };
-                        match members {
-                            Some(members) if !members.is_empty() => {
-                                self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
-                                for m in members {
-                                    self.drop_message(m, &why, out);
-                                }
-                            }
-                            _ => self.undeliverable(raw, why, out),
-                        }
-                        Delivery::Written
-                    }
-                };
-                parsed.shrink_past(SHRINK_PAST);
-                self.server_side.parsed = parsed;
-                self.release_held(out);
-                return delivery;
+                let parsed = std::mem::take(&mut self.server_side.parsed);
+                return self.judge_server_line(raw, parsed, None, out, in_place, None);
             }
         }
         self.release_held(out);
         Delivery::Written
+    }
+
+    /// The content scan of a large server frame, to be run away from the session
+    /// ([`FrameScan::run`], on another thread) while the session goes on with the
+    /// client's lines; `None` when the frame is to be judged in line
+    /// ([`Self::from_server`]): not one message whose request (if it answers one) its
+    /// first bytes name. The session's server-side buffers go with the scan: until
+    /// [`Self::from_server_scanned`] or [`Self::scan_lost`] it must be given no other
+    /// server line.
+    pub fn scan_off_loop(&mut self, raw: &[u8]) -> Option<FrameScan> {
+        let head = crate::frame::read_head(&raw[..raw.len().min(HEAD_BYTES)]);
+        let answers = match (head.method, head.id) {
+            // A request or notification of the server's own: judged by its own names.
+            (true, _) => None,
+            (false, Some(id)) => {
+                let entry = self.calls.get(&raw[id])?;
+                Some((entry.method.clone(), entry.tool.clone()))
+            }
+            // A batch, or an id past the first bytes.
+            (false, None) => return None,
+        };
+        Some(FrameScan {
+            program: self.program.clone(),
+            limits: self.limits,
+            server: self.server.clone(),
+            answers,
+            parsed: std::mem::take(&mut self.server_side.parsed),
+            scratch: std::mem::replace(&mut self.server_side.scratch, self.program.scratch()),
+            parse: None,
+            scanned: None,
+        })
+    }
+
+    /// Judge the frame of a [`FrameScan`] that has run: the verdict is put together here,
+    /// in the one session, as by [`Self::from_server`]; the scan's outcome stands if the
+    /// frame still answers the request it was scanned for (else it is scanned again).
+    pub fn from_server_scanned(
+        &mut self,
+        raw: &[u8],
+        scan: FrameScan,
+        out: &mut Outbox,
+        in_place: bool,
+    ) -> Delivery {
+        self.server_side.scratch = scan.scratch;
+        self.judge_server_line(raw, scan.parsed, scan.parse, out, in_place, scan.scanned)
+    }
+
+    /// A [`FrameScan`] that never came back (its thread panicked): the frame, of which
+    /// only `head` is left, is not forwarded; the request it answers gets an error.
+    pub fn scan_lost(&mut self, head: &[u8], out: &mut Outbox) -> Delivery {
+        let why = Undeliverable {
+            rule: "mcpwall:scan_failed",
+            message: "scanning a server frame failed; dropped".to_string(),
+        };
+        self.undeliverable(head, why, out);
+        self.release_held(out);
+        Delivery::Written
+    }
+
+    /// Judge one server line: `parsed_ok` says whether `parsed` already holds its parse.
+    fn judge_server_line(
+        &mut self,
+        raw: &[u8],
+        mut parsed: Parsed,
+        parsed_ok: Option<Result<(), FrameError>>,
+        out: &mut Outbox,
+        in_place: bool,
+        scanned: Option<Scanned>,
+    ) -> Delivery {
+        let parse = match parsed_ok {
+            Some(Ok(())) => Ok(Frame::new(raw, &parsed)),
+            Some(Err(e)) => Err(e),
+            None => parsed.parse_frame(raw, &self.limits),
+        };
+        let delivery = match parse {
+            Ok(frame) => self.judge_server_frame(&frame, out, in_place, scanned),
+            Err(e) => {
+                let why = Undeliverable {
+                    rule: "mcpwall:malformed",
+                    message: format!("server line is not a valid JSON-RPC message ({e}); dropped"),
+                };
+                // A refused batch: each member's request is told, as for a line.
+                let members = match e {
+                    FrameError::Invalid { .. } => super::batch_members(raw),
+                    _ => None,
+                };
+                match members {
+                    Some(members) if !members.is_empty() => {
+                        self.notice(out, LogLevel::Warn, format_args!("{}", why.message));
+                        for m in members {
+                            self.drop_message(m, &why, out);
+                        }
+                    }
+                    _ => self.undeliverable(raw, why, out),
+                }
+                Delivery::Written
+            }
+        };
+        parsed.shrink_past(SHRINK_PAST);
+        self.server_side.parsed = parsed;
+        self.release_held(out);
+        delivery
     }
 
     /// A server line that can't be judged: dropped, audited, told on stderr; the
@@ -147,6 +221,7 @@ impl Session {
         frame: &Frame<'_>,
         out: &mut Outbox,
         in_place: bool,
+        scanned: Option<Scanned>,
     ) -> Delivery {
         let messages = frame.messages();
         if !frame.parsed.is_batch() {
@@ -162,6 +237,7 @@ impl Session {
                 &mut to_client,
                 out,
                 in_place.then_some(&mut delivery),
+                scanned,
             );
             if wrote && delivery == Delivery::Written {
                 to_client.push(b'\n');
@@ -180,7 +256,15 @@ impl Session {
             if n > 0 {
                 answers.push(b',');
             }
-            if self.judge_server_message(frame, msg, msg.span.clone(), &mut answers, out, None) {
+            if self.judge_server_message(
+                frame,
+                msg,
+                msg.span.clone(),
+                &mut answers,
+                out,
+                None,
+                None,
+            ) {
                 n += 1;
             } else {
                 answers.truncate(mark);
@@ -248,6 +332,7 @@ impl Session {
     /// bytes of `piece`, redacted, or a replacement). Returns whether anything was
     /// written. With `in_place` (`piece` is the whole line), a line that goes out as it
     /// is or redacted is not written: `in_place` gets its edits instead.
+    #[allow(clippy::too_many_arguments)]
     fn judge_server_message(
         &mut self,
         frame: &Frame<'_>,
@@ -256,6 +341,7 @@ impl Session {
         dest: &mut Vec<u8>,
         out: &mut Outbox,
         in_place: Option<&mut Delivery>,
+        scanned: Option<Scanned>,
     ) -> bool {
         let id = frame.id_raw(msg);
         if msg.kind == MessageKind::Request
@@ -301,7 +387,19 @@ impl Session {
             server: &self.server,
         };
         let program = self.program.clone();
-        let outcome = program.scan_response(frame, msg, &call, &mut self.server_side.scratch);
+        let outcome = match scanned {
+            Some(s) if s.method.as_deref() == method && s.tool.as_deref() == tool => {
+                match s.decided {
+                    Decided::Pass => Outcome::Pass,
+                    Decided::Redact(rule) => Outcome::Redact {
+                        rule,
+                        redactions: self.server_side.scratch.redactions(),
+                    },
+                    Decided::Block(rule) => Outcome::Block { rule },
+                }
+            }
+            _ => program.scan_response(frame, msg, &call, &mut self.server_side.scratch),
+        };
         let mark = dest.len();
         // The guard edits list results in `dest`: those are copied.
         let mut in_place =
@@ -510,3 +608,99 @@ impl Session {
 /// Decoded text buffers larger than this are given back after the frame (a 20 MiB
 /// frame's decoded text is not kept for the next one).
 const SHRINK_PAST: usize = 4 * 1024 * 1024;
+
+/// The first bytes of a frame [`Session::scan_off_loop`] looks in for its id.
+const HEAD_BYTES: usize = 4096;
+
+/// The pure part of judging one large server frame: parsing it and scanning its content
+/// with the (immutable, `Sync`) program, for the request it answers. Issue 22: while it
+/// runs on another thread, the session goes on with the client's lines, so one large
+/// frame stalls nothing but itself. Made by [`Session::scan_off_loop`], handed back to
+/// [`Session::from_server_scanned`]; frames of one side are handed back in the order
+/// they came.
+pub struct FrameScan {
+    program: Arc<Program>,
+    limits: Limits,
+    server: Arc<str>,
+    /// The method and tool of the request the frame answers (`None`: a message of the
+    /// server's own).
+    answers: Option<(Arc<str>, Option<Arc<str>>)>,
+    parsed: Parsed,
+    scratch: Scratch,
+    parse: Option<Result<(), FrameError>>,
+    scanned: Option<Scanned>,
+}
+
+/// What a [`FrameScan`] decided, and for which request.
+struct Scanned {
+    method: Option<String>,
+    tool: Option<String>,
+    decided: Decided,
+}
+
+/// An [`Outcome`] whose spans stay in the scan's [`Scratch`].
+enum Decided {
+    Pass,
+    Redact(RuleId),
+    Block(RuleId),
+}
+
+impl FrameScan {
+    /// Parse `raw` (the frame's bytes, without `\n`) and scan its message. Touches
+    /// nothing shared but the program.
+    pub fn run(&mut self, raw: &[u8]) {
+        let frame = match self.parsed.parse_frame(raw, &self.limits) {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.parse = Some(Err(e));
+                return;
+            }
+        };
+        self.scanned = scan_single(
+            &frame,
+            &self.program,
+            &self.answers,
+            &self.server,
+            &mut self.scratch,
+        );
+        self.parse = Some(Ok(()));
+    }
+}
+
+/// The scan of a frame's one message, as [`Session::from_server`] would do it for the
+/// request `answers` names; `None` for a batch, or when the message is not what the
+/// first bytes said (it is judged in line then).
+fn scan_single(
+    frame: &Frame<'_>,
+    program: &Program,
+    answers: &Option<(Arc<str>, Option<Arc<str>>)>,
+    server: &str,
+    scratch: &mut Scratch,
+) -> Option<Scanned> {
+    if frame.parsed.is_batch() {
+        return None;
+    }
+    let msg = frame.messages().first()?;
+    let (method, tool) = match (msg.kind, answers) {
+        (MessageKind::Result | MessageKind::Error, Some((m, t))) => {
+            (Some(&**m).filter(|m| !m.is_empty()), t.as_deref())
+        }
+        (MessageKind::Request | MessageKind::Notification, None) => (frame.method(msg), None),
+        _ => return None,
+    };
+    let call = CallInfo {
+        method,
+        tool,
+        server,
+    };
+    let decided = match program.scan_response(frame, msg, &call, scratch) {
+        Outcome::Pass => Decided::Pass,
+        Outcome::Redact { rule, .. } => Decided::Redact(rule),
+        Outcome::Block { rule } => Decided::Block(rule),
+    };
+    Some(Scanned {
+        method: method.map(str::to_owned),
+        tool: tool.map(str::to_owned),
+        decided,
+    })
+}

@@ -119,6 +119,11 @@ impl Pending {
         self.entries.contains_key(&IdText::key_of(id))
     }
 
+    /// The entry a response with this id answers, left in the table.
+    pub fn get(&self, id: &[u8]) -> Option<&Entry> {
+        self.entries.get(&IdText::key_of(id))
+    }
+
     /// Take the entry a response (or a cancellation) with this id answers.
     pub fn remove(&mut self, id: &[u8]) -> Option<Entry> {
         let entry = self.entries.remove(&IdText::key_of(id))?;

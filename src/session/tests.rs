@@ -189,3 +189,61 @@ fn malformed_server_batch_errors_every_request_it_answers() {
     );
     assert_eq!(s.calls_in_flight(), 0);
 }
+
+/// A frame judged through [`Session::scan_off_loop`] (the proxy's path for server frames
+/// of 4 MiB and more, its scan run on another thread) gets what the in-line path gives:
+/// the same delivery (a redaction in place), the same bytes and the same audit events,
+/// judged for the call it answers (a block by a rule on that call's tool).
+#[test]
+fn a_frame_scanned_off_the_session_is_judged_as_in_line() {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = "version: 1\nrules: []\noutbound_rules:\n  - name: no-boom\n    match: {tool: danger, response_contains: [boom]}\n    action: deny\n  - name: redact-secrets\n    match: {secrets: true}\n    action: redact\n";
+    let policy = load_str("t.yml", policy, &opts).expect("loads");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    let key = format!("{}{}", ["AK", "IA"].concat(), "QZ7XW2M4RT5YV6NB");
+    let cases = [
+        ("read_file", format!("key={key} ok")),
+        ("danger", "boom".to_string()),
+        ("read_file", "boom".to_string()),
+    ];
+    for (tool, text) in cases {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        );
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#
+        );
+        let line = line.as_bytes();
+        let mut judged = Vec::new();
+        for off_loop in [false, true] {
+            let mut s = Session::new(program.clone(), Options::quiet("t"));
+            s.from_client(Line::Frame(call.as_bytes()), &mut Outbox::default());
+            let mut out = Outbox::default();
+            let delivery = if off_loop {
+                let mut scan = s.scan_off_loop(line).expect("an answer named in its head");
+                let scan = std::thread::scope(|t| {
+                    t.spawn(move || {
+                        scan.run(line);
+                        scan
+                    })
+                    .join()
+                    .expect("the scan ran")
+                });
+                s.from_server_scanned(line, scan, &mut out, true)
+            } else {
+                s.from_server(Line::Frame(line), &mut out, true)
+            };
+            let events: Vec<String> = out
+                .events
+                .iter()
+                .map(|e| format!("{:?} {:?}", e.action, e.rule))
+                .collect();
+            judged.push((delivery, out.to_client, events));
+        }
+        assert_eq!(judged[0], judged[1], "{tool}: {text}");
+    }
+}

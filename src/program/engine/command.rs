@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::config::policy::CommandClause;
+use crate::config::policy::{CommandClause, CommandPaths};
 use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
 use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
 
@@ -31,10 +31,8 @@ pub(crate) struct Clause {
     unknown_name: bool,
     flags: Box<[String]>,
     subcommands: Box<[Box<[String]>]>,
-    paths: Option<PathCond>,
-    redirects: Option<GlobSet>,
-    /// The redirect globs, brace-expanded and tokenised, for glob targets.
-    redirect_tokens: Vec<Vec<Tok>>,
+    paths: Option<OnReach<CommandPaths, PathCond>>,
+    redirects: Option<OnReach<Box<[String]>, RedirectCond>>,
     words: Option<GlobSet>,
     input: u8,
     after_download: bool,
@@ -97,6 +95,67 @@ impl NameSet {
     }
 }
 
+/// A clause's path or redirect condition, built when a command first reaches it (all of
+/// the clause's cheaper conditions held), not with the clause: most commands a clause is
+/// asked about fail on their name, and the glob sets of the default pack's path
+/// conditions were most of the matcher's memory (issue 23's peak-RSS regression).
+#[derive(Debug)]
+struct OnReach<S, T> {
+    spec: S,
+    built: OnceLock<T>,
+}
+
+impl<S, T> OnReach<S, T> {
+    /// Built now, for a user's policy: a failure is reported at start-up.
+    fn eager<E>(spec: S, build: impl FnOnce(&S) -> Result<T, E>) -> Result<Self, E> {
+        let built = build(&spec)?;
+        Ok(OnReach {
+            spec,
+            built: OnceLock::from(built),
+        })
+    }
+
+    fn deferred(spec: S) -> Self {
+        OnReach {
+            spec,
+            built: OnceLock::new(),
+        }
+    }
+
+    /// The condition, built by `build` on first use.
+    fn get(&self, build: impl FnOnce(&S) -> T) -> &T {
+        self.built.get_or_init(|| build(&self.spec))
+    }
+}
+
+/// A compiled `redirect:` condition.
+#[derive(Debug)]
+struct RedirectCond {
+    set: GlobSet,
+    /// The globs, expanded (`~`, braces), for glob targets ([`tokenize`]d when one comes).
+    patterns: Box<[Box<str>]>,
+}
+
+impl RedirectCond {
+    fn compile(globs: &[String], env: &PathEnv) -> Result<RedirectCond, ClauseFailure> {
+        Ok(RedirectCond {
+            set: glob_set(globs, Some(env), true)?.unwrap_or_else(GlobSet::empty),
+            patterns: patterns_of(globs, env),
+        })
+    }
+
+    /// What a condition that failed to build stands for: every target (fail closed).
+    fn everything() -> RedirectCond {
+        RedirectCond {
+            set: glob_set(&["**".to_string()], None, false)
+                .ok()
+                .flatten()
+                .unwrap_or_else(GlobSet::empty),
+            patterns: Box::new(["**".into()]),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct PathCond {
     set: GlobSet,
@@ -107,9 +166,10 @@ struct PathCond {
     /// The prefilter may be asked about the written form alone: the directories
     /// normalisation adds (HOME, the project) hold none of the pieces.
     prefilter_written: bool,
-    /// The same patterns, brace-expanded and tokenised, for glob operands, each with its
-    /// last path component (`None` when that component holds `**`), a quick first test.
-    tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)>,
+    /// The same patterns, expanded (`~`, braces), for glob operands: [`tokenize`]d one
+    /// at a time when a glob operand comes (kept as tokens, the default pack's 300
+    /// expansions held a third of a megabyte).
+    patterns: Box<[Box<str>]>,
     not_under: Vec<Root>,
     /// Each root and every directory above it, normalised; `true` for the root itself.
     ancestors: Vec<(String, bool)>,
@@ -125,11 +185,12 @@ pub(crate) struct CommandPred {
 
 /// The clauses of a predicate, built at compile time (a user's policy, so a failure is
 /// reported at start-up) or on first use (the embedded packs, which the test suite builds:
-/// their glob sets would otherwise cost every start-up a few milliseconds).
+/// their glob sets would otherwise cost every start-up a few milliseconds); a deferred
+/// clause's path and redirect conditions wait further, for a command that reaches them
+/// ([`OnReach`]), and are built with the evaluating program's [`PathEnv`].
 #[derive(Debug)]
 pub(crate) struct LazyClauses {
     specs: Vec<CommandClause>,
-    env: PathEnv,
     built: OnceLock<Box<[Clause]>>,
 }
 
@@ -141,15 +202,13 @@ impl LazyClauses {
             .collect::<Result<Box<[Clause]>, _>>()?;
         Ok(LazyClauses {
             specs: specs.to_vec(),
-            env: env.clone(),
             built: OnceLock::from(built),
         })
     }
 
-    pub fn deferred(specs: &[CommandClause], env: &PathEnv) -> LazyClauses {
+    pub fn deferred(specs: &[CommandClause]) -> LazyClauses {
         LazyClauses {
             specs: specs.to_vec(),
-            env: env.clone(),
             built: OnceLock::new(),
         }
     }
@@ -165,7 +224,7 @@ impl LazyClauses {
                 .iter()
                 // An embedded pack's clause always builds (the test suite builds every
                 // one); were one not to, it would match every command: fail closed.
-                .map(|c| Clause::compile(c, &self.env).unwrap_or_else(|_| Clause::everything()))
+                .map(|c| Clause::deferred(c).unwrap_or_else(|_| Clause::everything()))
                 .collect()
         })
     }
@@ -214,17 +273,84 @@ fn glob_set(
     })
 }
 
-/// Clause globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded, brace-expanded and
-/// tokenised, to meet glob operands.
-fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
-    let mut tokens = Vec::new();
+/// Clause globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded and brace-expanded, to
+/// meet glob operands.
+fn patterns_of(globs: &[String], env: &PathEnv) -> Box<[Box<str>]> {
+    let mut patterns = Vec::new();
+    let mut alts = Vec::new();
     for g in globs {
         let g = crate::compile::expand_glob_prefix(g, env);
-        let mut alts = Vec::new();
+        alts.clear();
         brace_expand(&g, &mut alts, 256);
-        tokens.extend(alts.iter().map(|a| tokenize(a, true)));
+        patterns.extend(alts.iter().map(|a| Box::<str>::from(a.as_str())));
     }
-    tokens
+    patterns.into()
+}
+
+/// [`patterns_of`], tokenised.
+fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
+    patterns_of(globs, env)
+        .iter()
+        .map(|p| tokenize(p, true))
+        .collect()
+}
+
+impl PathCond {
+    fn compile(p: &CommandPaths, env: &PathEnv) -> Result<PathCond, ClauseFailure> {
+        let expanded: Vec<String> = p
+            .patterns
+            .iter()
+            .map(|g| crate::compile::expand_glob_prefix(g, env))
+            .collect();
+        let patterns = patterns_of(&p.patterns, env);
+        let mut ancestors = Vec::new();
+        for root in &p.ancestors_of {
+            let r = Root::new(root, env);
+            let mut dir = r.lexical.as_str();
+            loop {
+                ancestors.push((dir.to_string(), dir == r.lexical));
+                match dir.rfind('/') {
+                    Some(0) if dir != "/" => dir = "/",
+                    Some(i) if i > 0 => dir = &dir[..i],
+                    _ => break,
+                }
+            }
+        }
+        let pieces: Option<Vec<String>> = patterns
+            .iter()
+            .map(|p| longest_literal(&tokenize(p, true)).filter(|l| l.len() >= 3))
+            .collect();
+        let prefilter = pieces
+            .as_ref()
+            .filter(|p| !p.is_empty())
+            .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
+        let prefilter_written = prefilter
+            .as_ref()
+            .is_some_and(|ac| !ac.is_match(env.home()) && !ac.is_match(env.project_dir()));
+        Ok(PathCond {
+            prefilter,
+            prefilter_written,
+            set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
+            patterns,
+            not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
+            ancestors,
+        })
+    }
+
+    /// What a condition that failed to build stands for: every operand (fail closed).
+    fn everything() -> PathCond {
+        PathCond {
+            set: glob_set(&["**".to_string()], None, false)
+                .ok()
+                .flatten()
+                .unwrap_or_else(GlobSet::empty),
+            prefilter: None,
+            prefilter_written: false,
+            patterns: Box::new(["**".into()]),
+            not_under: Vec::new(),
+            ancestors: Vec::new(),
+        }
+    }
 }
 
 impl Clause {
@@ -238,7 +364,6 @@ impl Clause {
             subcommands: Box::new([]),
             paths: None,
             redirects: None,
-            redirect_tokens: Vec::new(),
             words: None,
             input: 0,
             after_download: false,
@@ -246,56 +371,36 @@ impl Clause {
         }
     }
 
+    /// The clause with every condition built: a failure is the policy's error.
     pub fn compile(c: &CommandClause, env: &PathEnv) -> Result<Clause, ClauseFailure> {
         let paths = match &c.paths {
             None => None,
-            Some(p) => {
-                let expanded: Vec<String> = p
-                    .patterns
-                    .iter()
-                    .map(|g| crate::compile::expand_glob_prefix(g, env))
-                    .collect();
-                let tokens: Vec<(Vec<Tok>, Option<Vec<Tok>>)> = tokens_of(&p.patterns, env)
-                    .into_iter()
-                    .map(|t| {
-                        let last = last_component(&t).map(<[Tok]>::to_vec);
-                        (t, last)
-                    })
-                    .collect();
-                let mut ancestors = Vec::new();
-                for root in &p.ancestors_of {
-                    let r = Root::new(root, env);
-                    let mut dir = r.lexical.as_str();
-                    loop {
-                        ancestors.push((dir.to_string(), dir == r.lexical));
-                        match dir.rfind('/') {
-                            Some(0) if dir != "/" => dir = "/",
-                            Some(i) if i > 0 => dir = &dir[..i],
-                            _ => break,
-                        }
-                    }
-                }
-                let pieces: Option<Vec<String>> = tokens
-                    .iter()
-                    .map(|(t, _)| longest_literal(t).filter(|l| l.len() >= 3))
-                    .collect();
-                let prefilter = pieces
-                    .as_ref()
-                    .filter(|p| !p.is_empty())
-                    .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
-                let prefilter_written = prefilter
-                    .as_ref()
-                    .is_some_and(|ac| !ac.is_match(env.home()) && !ac.is_match(env.project_dir()));
-                Some(PathCond {
-                    prefilter,
-                    prefilter_written,
-                    set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
-                    tokens,
-                    not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
-                    ancestors,
-                })
-            }
+            Some(p) => Some(OnReach::eager(p.clone(), |p| PathCond::compile(p, env))?),
         };
+        let redirects = match c.redirects.is_empty() {
+            true => None,
+            false => Some(OnReach::eager(
+                c.redirects.clone().into_boxed_slice(),
+                |g| RedirectCond::compile(g, env),
+            )?),
+        };
+        Clause::with(c, paths, redirects)
+    }
+
+    /// The clause with its path and redirect conditions left for the first command that
+    /// reaches them (an embedded pack's, which the test suite builds).
+    fn deferred(c: &CommandClause) -> Result<Clause, ClauseFailure> {
+        let paths = c.paths.clone().map(OnReach::deferred);
+        let redirects = (!c.redirects.is_empty())
+            .then(|| OnReach::deferred(c.redirects.clone().into_boxed_slice()));
+        Clause::with(c, paths, redirects)
+    }
+
+    fn with(
+        c: &CommandClause,
+        paths: Option<OnReach<CommandPaths, PathCond>>,
+        redirects: Option<OnReach<Box<[String]>, RedirectCond>>,
+    ) -> Result<Clause, ClauseFailure> {
         let mut text = crate::compile::describe_clauses(std::slice::from_ref(c));
         if text.chars().count() > 160 {
             text = text.chars().take(157).collect::<String>() + "...}";
@@ -311,8 +416,7 @@ impl Clause {
                 .map(|s| s.clone().into_boxed_slice())
                 .collect(),
             paths,
-            redirects: glob_set(&c.redirects, Some(env), true)?,
-            redirect_tokens: tokens_of(&c.redirects, env),
+            redirects,
             words: glob_set(&c.words, None, false)?,
             input: c.input,
             after_download: c.after_download,
@@ -430,7 +534,10 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
     {
         return false;
     }
-    if let Some(set) = &cl.redirects {
+    if let Some(rc) = &cl.redirects {
+        let rc = rc
+            .get(|g| RedirectCond::compile(g, env).unwrap_or_else(|_| RedirectCond::everything()));
+        let set = &rc.set;
         let mut hit = false;
         for r in p.redirects(c) {
             if !matches!(r.kind, RedirectKind::Output | RedirectKind::Input) {
@@ -449,7 +556,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
                 for a in alts.iter() {
                     normalize_into(a, env, bufs, norm);
                     let word = tokenize(norm, false);
-                    if cl.redirect_tokens.iter().any(|t| meets(&word, t)) {
+                    if rc.patterns.iter().any(|t| meets(&word, &tokenize(t, true))) {
                         hit = true;
                     }
                 }
@@ -462,12 +569,14 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             return false;
         }
     }
-    if let Some(pc) = &cl.paths
-        && !p
+    if let Some(pc) = &cl.paths {
+        let pc = pc.get(|p| PathCond::compile(p, env).unwrap_or_else(|_| PathCond::everything()));
+        if !p
             .args(c)
             .any(|w| path_word_meets(pc, p, w, c.fans_out, env, bufs, norm, alts))
-    {
-        return false;
+        {
+            return false;
+        }
     }
     true
 }
@@ -650,16 +759,17 @@ fn glob_meets(
         return true;
     }
     let word_last = last_component(&word);
-    let hit = pc.tokens.iter().any(|(t, last)| {
+    let hit = pc.patterns.iter().any(|pattern| {
         // Most patterns end in a plain name: compare their literal endings first (a
         // string both match ends in both: `*.rs` cannot meet `**/id_rsa`), then the last
         // components (a few tokens each), and the whole globs only when those can meet.
-        if !tails_agree(&word, t) {
+        if !tail_agrees(&word, pattern) {
             return false;
         }
-        match (word_last, last) {
+        let t = tokenize(pattern, true);
+        match (word_last, last_component(&t)) {
             (Some(w), Some(l)) if !meets(w, l) => false,
-            _ => meets(&word, t),
+            _ => meets(&word, &t),
         }
     });
     if !hit {
@@ -674,14 +784,15 @@ fn glob_meets(
     pc.not_under.iter().all(|r| !r.contains(fixed))
 }
 
-/// Whether the literal endings of two globs agree (the shorter one ends the longer):
-/// otherwise no string matches both.
-fn tails_agree(a: &[Tok], b: &[Tok]) -> bool {
-    a.iter()
+/// Whether the literal endings of a tokenised glob and a clause glob agree (the shorter
+/// one ends the longer): otherwise no string matches both. A metacharacter or escape in
+/// the clause glob ends the comparison (the answer is then "may meet").
+fn tail_agrees(word: &[Tok], pattern: &str) -> bool {
+    word.iter()
         .rev()
-        .zip(b.iter().rev())
-        .map_while(|pair| match pair {
-            (Tok::Lit(x), Tok::Lit(y)) => Some(x == y),
+        .zip(pattern.chars().rev())
+        .map_while(|(t, c)| match t {
+            Tok::Lit(x) if !matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') => Some(*x == c),
             _ => None,
         })
         .all(|same| same)
