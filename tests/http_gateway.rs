@@ -570,3 +570,47 @@ fn a_call_an_ask_rule_holds_waits_for_mcpwall_approve() {
         "the approved call reached the server"
     );
 }
+
+/// A user allow rule that matches what a built-in deny rule exists to stop is reported at
+/// start-up, as the stdio proxy does: the user learns the built-in rule still applies.
+#[test]
+fn an_allow_rule_shadowing_a_builtin_deny_is_reported_at_start() {
+    let startup = |rules: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let policy = dir.path().join("policy.yml");
+        std::fs::write(&policy, format!("version: 1\nextends: [default]\n{rules}")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+            .arg(&policy)
+            .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
+            .env("HOME", &home)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let (mut line, mut before) = (String::new(), String::new());
+        while stderr.read_line(&mut line).unwrap() > 0 && !line.contains("serving http://") {
+            before.push_str(&line);
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            line.contains("serving http://"),
+            "serve did not start: {before}"
+        );
+        before
+    };
+    let quiet = startup("");
+    assert!(!quiet.contains("your allow rule"), "{quiet}");
+    let shadowing =
+        startup("rules:\n  - name: any-read\n    match: {tool: read_file}\n    action: allow\n");
+    assert!(
+        shadowing.contains("your allow rule \"any-read\"") && shadowing.contains("block-ssh-keys"),
+        "{shadowing}"
+    );
+}
