@@ -497,34 +497,7 @@ impl Conversation {
             return;
         }
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if queue.is_none()
-            && !out.approvals.is_empty()
-            && let Some(home) = &self.home
-        {
-            match crate::approval_queue::ApprovalQueue::open(home) {
-                Ok(q) => *queue = Some(q),
-                Err(e) => self.chatter.log(
-                    LogLevel::Error,
-                    format_args!("cannot create ~/.mcpwall/pending: {e}; held calls will time out"),
-                ),
-            }
-        }
-        let Some(queue) = queue.as_ref() else {
-            return;
-        };
-        for request in out.approvals.drain(..) {
-            if let Err(e) = queue.publish(&request) {
-                self.chatter.log(
-                    LogLevel::Error,
-                    format_args!(
-                        "cannot offer a held call to `mcpwall approve`: {e}; it will time out"
-                    ),
-                );
-            }
-        }
-        for code in out.withdrawn.drain(..) {
-            queue.withdraw(&code);
-        }
+        crate::approval_queue::hand_over(&mut queue, self.home.as_deref(), out, &self.chatter);
     }
 
     /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
