@@ -338,22 +338,7 @@ impl Session {
         let message = format!("the MCP server exited ({why}) before answering this request");
         let unanswered = self.calls.drain();
         for entry in unanswered {
-            synth::error_response(
-                &mut out.to_client,
-                Some(entry.id.as_bytes()),
-                synth::SERVER_EXITED,
-                &message,
-                None,
-            );
-            out.to_client.push(b'\n');
-            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
-            e.duration = Some(entry.started.elapsed());
-            e.id = Some(entry.id);
-            e.method = Some(entry.method);
-            e.tool = entry.tool;
-            e.rule = Some(RuleRef::Builtin("mcpwall:server_exited"));
-            e.message = Some(message.as_str().into());
-            self.emit(out, Peer::Server, true, e, &[], &[]);
+            self.answer_with_error(entry, &message, "mcpwall:server_exited", out);
         }
         // Calls held for approval never reached it either.
         self.drop_held(&message, out);
@@ -382,23 +367,35 @@ impl Session {
             let Some(entry) = frame.id_raw(msg).and_then(|id| self.calls.remove(id)) else {
                 continue;
             };
-            synth::error_response(
-                &mut out.to_client,
-                Some(entry.id.as_bytes()),
-                synth::SERVER_EXITED,
-                &message,
-                None,
-            );
-            out.to_client.push(b'\n');
-            let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
-            e.duration = Some(entry.started.elapsed());
-            e.id = Some(entry.id);
-            e.method = Some(entry.method);
-            e.tool = entry.tool;
-            e.rule = Some(RuleRef::Builtin("mcpwall:upstream_failed"));
-            e.message = Some(message.as_str().into());
-            self.emit(out, Peer::Server, true, e, &[], &[]);
+            self.answer_with_error(entry, &message, "mcpwall:upstream_failed", out);
         }
+    }
+
+    /// A pending request that no server will answer: the client gets an error saying
+    /// `message` under its own id, and the audit log records it under `rule`.
+    fn answer_with_error(
+        &mut self,
+        entry: pending::Entry,
+        message: &str,
+        rule: &'static str,
+        out: &mut Outbox,
+    ) {
+        synth::error_response(
+            &mut out.to_client,
+            Some(entry.id.as_bytes()),
+            synth::SERVER_EXITED,
+            message,
+            None,
+        );
+        out.to_client.push(b'\n');
+        let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
+        e.duration = Some(entry.started.elapsed());
+        e.id = Some(entry.id);
+        e.method = Some(entry.method);
+        e.tool = entry.tool;
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(message.into());
+        self.emit(out, Peer::Server, true, e, &[], &[]);
     }
 
     /// The allocation that holds the server side's decoded text, emptied, for other
