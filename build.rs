@@ -90,8 +90,8 @@ fn main() {
 }
 
 /// The symbol list `src/link_order.txt`, given to the linker for the release binary: the
-/// code the proxy runs per frame, then the code it runs at start-up, at the front of the
-/// text. Scattered over 4.9 MB of text, the per-frame code touched pages in most of its
+/// code every proxy workload runs (per-frame code first, then start-up code), then the code
+/// only some workloads run, at the front of the text. Scattered over 4.9 MB of text, the per-frame code touched pages in most of its
 /// 64 KiB windows, and the kernel maps a whole window around every page of code faulted
 /// in: laid out together, a proxy keeps about 2 MiB less of its binary resident (peak
 /// RSS 7.8 against 9.9 MiB in the shared bench's round trips). Only where the linker is

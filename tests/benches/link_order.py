@@ -9,9 +9,11 @@ harness (`cargo build --release` in ../shared/bench). BINARY defaults to
 target/release/mcpwall. Needs valgrind (callgrind) and nm.
 
 Each workload runs twice under callgrind with a different amount of work; what a function
-costs in the longer run beyond the shorter one is what it costs per frame. Functions with
-a per-frame cost come first (most costly first), then everything else the runs executed
-(start-up: configuration, compilation), so that both sets are contiguous. Symbol names
+costs in the longer run beyond the shorter one is what it costs per frame. The functions
+every workload runs come first, then those only some run; within each part, functions with
+a per-frame cost first (most costly first), then the rest (start-up: configuration,
+compilation). So each workload's code is one dense run at the front of the text, which is
+what keeps it resident (see `main`). Symbol names
 carry a hash of their crate's version and build settings: rerun this after updating
 dependencies or the compiler. A stale list only loses the layout, never breaks a build.
 """
@@ -32,12 +34,26 @@ WORKLOADS = [
      ["--scenario", "throughput-responses", "--responses", "10"], 8),
 ]
 
-COST_LINE = re.compile(r"\s*([\d,]+) \([ \d.]+%\)\s+\S*?:(.*) \[(.*)\]$")
+# `COST (PERCENT)  FILE:FUNCTION [OBJECT]`; callgrind_annotate names the object only on
+# some of a function's lines (one per source file its code came from), and marks recursive
+# calls with `'DEPTH`. Functions of other objects (libc) are dropped later: the binary does
+# not define them.
+# Code that runs natively in place of what callgrind saw: valgrind lacks these CPU
+# instructions, so under it the portable version ran (demangled name prefixes, without the
+# hash: the portable function → the one the CPU runs).
+NATIVE_VARIANTS = {
+    "sha2::sha256::compress256": "sha2::sha256::x86_sha::compress",
+}
+
+COST_LINE = re.compile(r"\s*([\d,]+) \([ \d.]+%\)\s+\S*?:(\S+?)('\d+)?( \[.*\])?$")
 
 
-def profile(harness, binary, args, home, out):
+def profile(harness, binary, args, work, out):
+    # A new, empty home for each run, as a first run on a machine has: creating
+    # ~/.mcpwall is start-up code too.
+    home = tempfile.mkdtemp(dir=work)
     cmd = [os.path.join(harness, "mcp-bench"), *args, "--timeout", "900", "--",
-           "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "--",
+           "valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}", binary, "--",
            os.path.join(harness, "fake-mcp-server")]
     env = dict(os.environ, HOME=home)
     run = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -47,17 +63,19 @@ def profile(harness, binary, args, home, out):
         ["callgrind_annotate", "--threshold=100", "--auto=no", out],
         capture_output=True, text=True, check=True).stdout
     costs = {}
-    name = os.path.basename(binary)
     for line in annotated.splitlines():
         m = COST_LINE.match(line)
-        if m and os.path.basename(m.group(3)) == name:
-            function = m.group(2).strip()
+        if m:
+            function = m.group(2)
             costs[function] = costs.get(function, 0) + int(m.group(1).replace(",", ""))
     return costs
 
 
-def symbols_by_name(binary):
-    """Demangled function name -> mangled symbols (generic copies share a name)."""
+def defined_symbols(binary):
+    """The binary's function symbols, mangled (what callgrind names with --demangle=no),
+    each with its demangled name without the hash. (Demangled names are ambiguous: every
+    generic copy of a function shares one, and ordering by them put copies no workload
+    runs among the ones it does.)"""
     def table(*flags):
         out = subprocess.run(["nm", *flags, binary], capture_output=True, text=True,
                              check=True).stdout
@@ -65,13 +83,21 @@ def symbols_by_name(binary):
             parts = line.split(" ", 2)
             if len(parts) == 3 and parts[1] in "tTwW":
                 yield parts[0], parts[2]
-    mangled = {}
-    for addr, sym in table():
-        mangled.setdefault(addr, []).append(sym)
-    names = {}
-    for addr, name in table("-C"):
-        names.setdefault(name, []).extend(mangled.get(addr, []))
-    return names
+    by_address = dict(table("-C"))
+    return {sym: re.sub(r"::h[0-9a-f]{16}$", "", by_address.get(addr, sym))
+            for addr, sym in table()}
+
+
+def with_native_variants(executed, symbols):
+    """Adds the NATIVE_VARIANTS of executed functions, with their cost."""
+    by_name = {}
+    for sym, name in symbols.items():
+        by_name.setdefault(name, []).append(sym)
+    for sym, cost in list(executed.items()):
+        native = NATIVE_VARIANTS.get(symbols.get(sym, ""))
+        for variant in by_name.get(native, []):
+            executed.setdefault(variant, cost)
+    return executed
 
 
 def main():
@@ -79,38 +105,42 @@ def main():
         sys.exit(__doc__)
     harness = sys.argv[1]
     binary = os.path.abspath(sys.argv[2] if len(sys.argv) == 3 else "target/release/mcpwall")
-    per_frame, executed = {}, {}
-    with tempfile.TemporaryDirectory() as home:
+    symbols = defined_symbols(binary)
+    per_frame, executed, runs_in = {}, {}, {}
+    with tempfile.TemporaryDirectory() as work:
         for label, short, long, units in WORKLOADS:
             print(f"link_order: profiling {label}", file=sys.stderr)
-            a = profile(harness, binary, short, home, os.path.join(home, "short.cg"))
-            b = profile(harness, binary, long, home, os.path.join(home, "long.cg"))
+            a = profile(harness, binary, short, work, os.path.join(work, "short.cg"))
+            b = profile(harness, binary, long, work, os.path.join(work, "long.cg"))
             extra = {f: (b[f] - a.get(f, 0)) / units for f in b if b[f] > a.get(f, 0)}
             total = sum(extra.values()) or 1.0
             for f, cost in extra.items():
                 # Each workload's per-frame total weighs the same.
                 per_frame[f] = per_frame.get(f, 0.0) + cost / total
-            for f, cost in b.items():
+            for f, cost in with_native_variants(b, symbols).items():
                 executed[f] = executed.get(f, 0) + cost
-    names = symbols_by_name(binary)
-    order, seen = [], set()
-    hot = sorted(per_frame, key=lambda f: -per_frame[f])
-    warm = sorted((f for f in executed if f not in per_frame), key=lambda f: -executed[f])
+                runs_in[f] = runs_in.get(f, 0) + 1
+    # The kernel maps code in 64 KiB windows around each page that faults, so what a
+    # process keeps resident is every window holding a function it ran. Functions every
+    # workload runs come first, so that each workload's code is one dense run instead of
+    # being interleaved with code only another workload runs; within each part, per-frame
+    # code (most costly first), then start-up code.
+    everywhere = len(WORKLOADS)
+    order = []
     counts = []
-    for group in (hot, warm):
-        for f in group:
-            for sym in names.get(f, []):
-                if sym not in seen:
-                    seen.add(sym)
-                    order.append(sym)
-        counts.append(len(order))
+    for common in (True, False):
+        part = [f for f in executed if f in symbols and (runs_in[f] == everywhere) == common]
+        hot = sorted((f for f in part if f in per_frame), key=lambda f: -per_frame[f])
+        warm = sorted((f for f in part if f not in per_frame), key=lambda f: -executed[f])
+        order += hot + warm
+        counts.append(len(hot))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "src", "link_order.txt"), "w") as f:
         f.write("# Generated by tests/benches/link_order.py; read by build.rs.\n")
-        f.write(f"# {counts[0]} symbols with a per-frame cost, then {counts[1] - counts[0]}"
-                " run only at start-up or rarely.\n")
+        f.write(f"# {len(order)} symbols: those every workload runs ({counts[0]} per frame first),"
+                f" then the rest ({counts[1]} per frame first).\n")
         f.write("\n".join(order) + "\n")
-    print(f"link_order: {counts[0]} per-frame symbols, {len(order)} in all", file=sys.stderr)
+    print(f"link_order: {len(order)} symbols", file=sys.stderr)
 
 
 if __name__ == "__main__":
