@@ -4,41 +4,28 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, AuditConfig, Names, new_session_id};
+use crate::audit::{Audit, Names};
 use crate::bridge::{self, Options};
-use crate::config::{self, LoadOptions};
+use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
 use crate::paths::PathEnv;
 use crate::program::Program;
-use crate::proxy::{Chatter, LogLevel};
+use crate::proxy::Chatter;
 use crate::upstream::{self, Upstream};
 
 /// The bridge shares the proxy's arguments (`--upstream` instead of a command).
 pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
     let url = args.upstream.clone().unwrap_or_default();
-    let home = crate::cli::common::home_dir()?;
-    let project_dir = std::env::current_dir()
-        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    let load_options = LoadOptions {
-        explicit: args.config.clone(),
-        home: home.clone(),
-        project_dir: project_dir.clone(),
-    };
+    let load_options = crate::cli::common::load_options(args.config.clone())?;
+    let (home, project_dir) = (load_options.home.clone(), load_options.project_dir.clone());
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
-    if crate::compile::shadow::may_shadow(&policy)
-        && let Ok(full) = config::load(&load_options)
-    {
-        let env = PathEnv::new(&load_options.home, &load_options.project_dir);
-        for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
-            chatter.log(LogLevel::Warn, format_args!("{}", shadow.message()));
-        }
-    }
+    crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
     let token = std::env::var(upstream::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
@@ -67,18 +54,7 @@ pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
         .map(Arc::new)
         .map_err(miette::Report::new)?;
     let audit = Audit::start(
-        AuditConfig {
-            dir: settings
-                .log_dir
-                .clone()
-                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
-            session: new_session_id(),
-            server: server_name.clone(),
-            retention: Some(crate::audit::retention::Cap {
-                max_days: settings.log_retention.max_days,
-                max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
-            }),
-        },
+        crate::cli::common::audit_config(&settings, &home, server_name.clone()),
         program.clone() as Arc<dyn Names>,
     );
     let options = Options {

@@ -35,9 +35,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::config;
 use crate::config::policy::LogLevel;
 use crate::config::policy::{Policy, Span};
-use crate::config::{self, LoadOptions};
 use crate::frame::{Frame, Limits, Message, MessageKind, Parsed};
 use crate::paths::PathEnv;
 use crate::program::Program;
@@ -104,7 +104,7 @@ const SERVER_METHODS: &[&str] = &[
 ];
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let opts = load_options(args.config.clone())?;
+    let opts = crate::cli::common::load_options(args.config.clone())?;
     let policy = config::load(&opts)?;
     let env = PathEnv::new(&opts.home, &opts.project_dir);
     let program = Arc::new(Program::compile_with(&policy, &env)?);
@@ -162,26 +162,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Err(e) => return Err(miette::miette!("cannot write the verdicts: {e}")),
     }
     Ok(ExitCode::from(checker.exit_code()))
-}
-
-/// `LoadOptions` from the environment: `$HOME` and the working directory.
-pub(crate) fn load_options(explicit: Option<PathBuf>) -> miette::Result<LoadOptions> {
-    let home = match crate::platform::home_var() {
-        Some(h) if !h.is_empty() => PathBuf::from(h),
-        _ => {
-            return Err(miette::miette!(
-                help = "set HOME to your home directory",
-                "cannot find your home directory (HOME is not set)"
-            ));
-        }
-    };
-    let project_dir = std::env::current_dir()
-        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    Ok(LoadOptions {
-        explicit,
-        home,
-        project_dir,
-    })
 }
 
 /// `file:line` of a span.

@@ -254,6 +254,40 @@ pub fn warn_shadowed(
     }
 }
 
+/// Where a policy is looked for: `explicit` (`-c FILE`), else `$HOME` and the working
+/// directory (the project).
+pub fn load_options(
+    explicit: Option<std::path::PathBuf>,
+) -> miette::Result<crate::config::LoadOptions> {
+    Ok(crate::config::LoadOptions {
+        explicit,
+        home: home_dir()?,
+        project_dir: std::env::current_dir()
+            .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?,
+    })
+}
+
+/// The audit log's settings for a server named `server`: `settings.log_dir` (or
+/// `~/.mcpwall/logs`), a new session id, `settings.log_retention`.
+pub fn audit_config(
+    settings: &crate::config::policy::Settings,
+    home: &std::path::Path,
+    server: String,
+) -> crate::audit::AuditConfig {
+    crate::audit::AuditConfig {
+        dir: settings
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
+        session: crate::audit::new_session_id(),
+        server,
+        retention: Some(crate::audit::retention::Cap {
+            max_days: settings.log_retention.max_days,
+            max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
+        }),
+    }
+}
+
 pub fn home_dir() -> miette::Result<std::path::PathBuf> {
     match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),

@@ -58,7 +58,7 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let opts = super::check::load_options(args.config.clone())?;
+    let opts = crate::cli::common::load_options(args.config.clone())?;
     let policy = match &args.pack {
         Some(name) => load_pack(name, &opts)?,
         None => config::load(&opts)?,

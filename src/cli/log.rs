@@ -123,7 +123,7 @@ fn log_dir(place: &Place) -> miette::Result<PathBuf> {
     if let Some(dir) = &place.dir {
         return Ok(dir.clone());
     }
-    let opts = super::check::load_options(place.config.clone())?;
+    let opts = crate::cli::common::load_options(place.config.clone())?;
     let default = opts.home.join(".mcpwall").join("logs");
     match config::load(&opts) {
         Ok(policy) => Ok(policy.settings.log_dir.clone().unwrap_or(default)),

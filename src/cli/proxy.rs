@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, AuditConfig, Names, new_session_id};
-use crate::config::{self, LoadOptions};
+use crate::audit::{Audit, Names};
+use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
 use crate::paths::PathEnv;
@@ -57,14 +57,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         "mcpwall -- npx -y @modelcontextprotocol/server-filesystem /project",
     )?;
     let started = std::time::Instant::now();
-    let home = crate::cli::common::home_dir()?;
-    let project_dir = std::env::current_dir()
-        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    let load_options = LoadOptions {
-        explicit: args.config.clone(),
-        home: home.clone(),
-        project_dir: project_dir.clone(),
-    };
+    let load_options = crate::cli::common::load_options(args.config.clone())?;
+    let (home, project_dir) = (load_options.home.clone(), load_options.project_dir.clone());
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime
     // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency).
@@ -152,18 +146,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             ),
         );
         let started_audit = Audit::start(
-            AuditConfig {
-                dir: settings
-                    .log_dir
-                    .clone()
-                    .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
-                session: new_session_id(),
-                server: server_name,
-                retention: Some(crate::audit::retention::Cap {
-                    max_days: settings.log_retention.max_days,
-                    max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
-                }),
-            },
+            crate::cli::common::audit_config(&settings, &home, server_name),
             program.clone() as Arc<dyn Names>,
         );
         let sender = started_audit.sender();
