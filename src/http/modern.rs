@@ -276,18 +276,32 @@ mod tests {
         let bare = |method: &str, meta: Value| {
             let body = json!({"jsonrpc": "2.0", "id": "d", "method": method,
                 "params": {"_meta": meta}});
-            let h = headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)]);
+            let h = headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+            ]);
             triage(&h, body.to_string().as_bytes())
         };
         let meta = json!({VERSION_META: "2026-07-28", CAPABILITIES_META: {}});
-        assert_eq!(bare("server/discover", meta.clone()), Triage::Discover(json!("d")));
+        assert_eq!(
+            bare("server/discover", meta.clone()),
+            Triage::Discover(json!("d"))
+        );
         let a = refused(bare("ping", meta.clone()));
-        assert_eq!((a.status.as_u16(), &a.body["error"]["code"]), (404, &json!(-32601)));
+        assert_eq!(
+            (a.status.as_u16(), &a.body["error"]["code"]),
+            (404, &json!(-32601))
+        );
         let a = refused(bare("tools/list", json!({VERSION_META: "2026-07-28"})));
         assert_eq!(a.body["error"]["code"], INVALID_PARAMS);
 
-        let a = discover(json!("d"), LEGACY, &json!({"capabilities": {"tools": {}},
-            "serverInfo": {"name": "s", "version": "1"}}), "gw");
+        let a = discover(
+            json!("d"),
+            LEGACY,
+            &json!({"capabilities": {"tools": {}},
+            "serverInfo": {"name": "s", "version": "1"}}),
+            "gw",
+        );
         assert_eq!(a.status, 200);
         assert_eq!(
             a.body["result"]["supportedVersions"],

@@ -343,7 +343,9 @@ impl Gateway {
         };
         let linked = self
             .stateless
-            .linked(&identity, || self.open_session(identity.clone(), false, true))
+            .linked(&identity, || {
+                self.open_session(identity.clone(), false, true)
+            })
             .await;
         let linked = match linked {
             Ok(linked) => linked,

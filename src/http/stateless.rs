@@ -406,7 +406,10 @@ mod tests {
         let t = translate(request, "mcpwall-9");
         let sent: Value = serde_json::from_str(&t.line).unwrap();
         assert_eq!(sent["id"], "mcpwall-9");
-        assert_eq!(sent["params"]["_meta"], json!({"progressToken": "mcpwall-9"}));
+        assert_eq!(
+            sent["params"]["_meta"],
+            json!({"progressToken": "mcpwall-9"})
+        );
         assert!(t.logs);
         let back = Back {
             client_id: t.client_id,
@@ -421,7 +424,10 @@ mod tests {
         let a: Value = serde_json::from_slice(&back.map(answer).unwrap()).unwrap();
         assert_eq!(a["id"], 1);
         assert_eq!(a["result"]["resultType"], "complete");
-        assert_eq!(a["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "s");
+        assert_eq!(
+            a["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "s"
+        );
     }
 
     #[test]
@@ -433,7 +439,10 @@ mod tests {
         let ping = br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#;
         let a: Value = serde_json::from_slice(&answer_server_request(ping).unwrap()).unwrap();
         assert_eq!(a["result"], json!({}));
-        assert!(answer_server_request(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#).is_none());
+        assert!(
+            answer_server_request(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#)
+                .is_none()
+        );
         assert!(answer_server_request(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_none());
     }
 }
