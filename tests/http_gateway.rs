@@ -953,3 +953,71 @@ fn stateless_clients_are_served_per_identity_through_the_same_judging() {
         "old-era"
     );
 }
+
+#[test]
+fn a_listen_stream_carries_the_change_notifications_it_opted_in_to() {
+    let gw = Gateway::start("");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}})
+    .to_string();
+    let mut stream = TcpStream::connect(&gw.addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut next_event = || -> Option<Value> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap() == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return Some(serde_json::from_str(data).unwrap());
+            }
+        }
+    };
+    let ack = next_event().expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    // The fake server offers tools.listChanged only.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+
+    let lines = [
+        json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///x"}}).to_string(),
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}).to_string(),
+    ];
+    let r = modern(&gw, "", json!(1), "fake/say", json!({"lines": lines}));
+    assert_eq!(answer(&r)["id"], 1, "{}", r.body);
+    let changed = next_event().expect("the tools list change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+
+    // The server exits: the subscription is answered, and the stream ends.
+    modern(&gw, "", json!(2), "fake/exit", json!({"code": 0}));
+    let end = next_event().expect("the end of the subscription");
+    assert_eq!(end["id"], "sub-1", "{end}");
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert!(next_event().is_none());
+}

@@ -106,6 +106,18 @@ struct Routes {
     progress: HashMap<String, u64>,
     /// A stateless conversation keeps no GET stream.
     stateless: bool,
+    /// Its clients' `subscriptions/listen` streams.
+    listeners: Vec<Listener>,
+}
+
+/// A stateless client's `subscriptions/listen` stream.
+pub struct Listener {
+    /// The notification methods it opted in to (and the server offers).
+    pub methods: Vec<&'static str>,
+    /// The `subscriptions/listen` request's id: the subscription id.
+    pub id: serde_json::Value,
+    /// SSE events (formatted); a client that does not read its stream loses it.
+    pub tx: mpsc::Sender<Bytes>,
 }
 
 /// What a POST that sent a request reads its answer from.
@@ -243,7 +255,21 @@ impl Conversation {
     /// No request for `limit` and no stream being read: the client is gone.
     pub fn idle_for(&self, limit: Duration) -> bool {
         let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
-        last.elapsed() >= limit && !self.lock_routes().streams.values().any(Stream::is_live)
+        let routes = self.lock_routes();
+        last.elapsed() >= limit
+            && !routes.streams.values().any(Stream::is_live)
+            && routes.listeners.iter().all(|l| l.tx.is_closed())
+    }
+
+    /// Add a `subscriptions/listen` stream; `false` when the conversation has ended.
+    pub fn listen(&self, listener: Listener) -> bool {
+        let mut routes = self.lock_routes();
+        if self.is_ended() {
+            return false;
+        }
+        routes.listeners.retain(|l| !l.tx.is_closed());
+        routes.listeners.push(listener);
+        true
     }
 
     /// The frame limits client messages are read with.
@@ -656,9 +682,28 @@ impl Routes {
             }
             return;
         }
-        if let Some(stream) = progress_token(line).and_then(|t| self.progress.get(&t)) {
+        let (method, token) = notification_head(line);
+        if let Some(stream) = token.and_then(|t| self.progress.get(&t)) {
             if let Some(s) = self.streams.get_mut(stream) {
                 s.push(data, false);
+            }
+            return;
+        }
+        if self.stateless
+            && let Some(method) = method.as_deref()
+            && super::stateless::LISTENED
+                .iter()
+                .any(|(_, _, m)| *m == method)
+        {
+            self.listeners.retain(|l| !l.tx.is_closed());
+            for l in self
+                .listeners
+                .iter()
+                .filter(|l| l.methods.contains(&method))
+            {
+                if let Some(frame) = super::stateless::tagged(line, &l.id) {
+                    let _ = l.tx.try_send(frame);
+                }
             }
             return;
         }
@@ -684,6 +729,10 @@ impl Routes {
     fn finish_all(&mut self) {
         for s in self.streams.values_mut() {
             s.finish();
+        }
+        // A subscription the server side ends is answered, then its stream closes.
+        for l in self.listeners.drain(..) {
+            let _ = l.tx.try_send(super::stateless::listen_ended(&l.id));
         }
     }
 }
@@ -715,8 +764,9 @@ fn classify(line: &[u8]) -> Kind {
     }
 }
 
-/// The `progressToken` (canonical JSON text) of a `notifications/progress`.
-fn progress_token(line: &[u8]) -> Option<String> {
+/// A notification's method, and its `progressToken` (canonical JSON text) when it is a
+/// `notifications/progress`.
+fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
     #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow, rename = "progressToken")]
@@ -729,11 +779,15 @@ fn progress_token(line: &[u8]) -> Option<String> {
         #[serde(borrow)]
         params: Option<Params<'a>>,
     }
-    let head: Head<'_> = serde_json::from_slice(line).ok()?;
-    if head.method.as_deref() != Some("notifications/progress") {
-        return None;
-    }
-    id_key(head.params?.token?.get().as_bytes())
+    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
+        return (None, None);
+    };
+    let method = head.method.map(|m| m.into_owned());
+    let token = (method.as_deref() == Some("notifications/progress"))
+        .then(|| head.params?.token)
+        .flatten()
+        .and_then(|t| id_key(t.get().as_bytes()));
+    (method, token)
 }
 
 /// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are

@@ -11,7 +11,8 @@
 //! A valid request is then served through a session-based conversation of the gateway's
 //! own (`stateless.rs`), except what the gateway answers itself: `server/discover` (from
 //! that conversation's `initialize` result), and the methods this revision removed or the
-//! gateway does not carry (`404`, `-32601`). A dual-era client may as well use
+//! gateway does not carry (`404`, `-32601`); `subscriptions/listen` streams are kept by the
+//! gateway (`stateless.rs`). A dual-era client may as well use
 //! `initialize` on the same endpoint: both eras are negotiated on one listener.
 
 use base64::Engine;
@@ -29,17 +30,15 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub(crate) const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
 
-/// Methods a 2026-07-28 client may not send, or that the gateway does not carry for it:
-/// the handshake, `ping` and `logging/setLevel` are gone from the revision, and
-/// `resources/subscribe` became `subscriptions/listen`, which is not built (a listen
-/// stream would need the server's change notifications fanned out per identity).
+/// Methods a 2026-07-28 client may not send: the handshake, `ping` and
+/// `logging/setLevel` are gone from the revision, and `resources/subscribe` became
+/// `subscriptions/listen`.
 const NOT_SERVED: &[&str] = &[
     "initialize",
     "ping",
     "logging/setLevel",
     "resources/subscribe",
     "resources/unsubscribe",
-    "subscriptions/listen",
 ];
 
 /// Whether the request's `MCP-Protocol-Version` names a modern revision.
@@ -63,6 +62,9 @@ pub enum Triage {
     Answer(Answer),
     /// `server/discover` (with the client's id): answered from the identity's conversation.
     Discover(Value),
+    /// `subscriptions/listen`: a stream of the identity's conversation's change
+    /// notifications.
+    Listen(Value),
     /// A request to serve through the identity's conversation, headers checked.
     Serve(Value),
 }
@@ -104,6 +106,9 @@ pub fn triage(headers: &HeaderMap, body: &[u8]) -> Triage {
     let method = message["method"].as_str().unwrap_or_default();
     if method == "server/discover" {
         return Triage::Discover(id);
+    }
+    if method == "subscriptions/listen" {
+        return Triage::Listen(message);
     }
     if NOT_SERVED.contains(&method) {
         let why = format!("Method not found: {method} is not served to 2026-07-28 clients");

@@ -338,8 +338,7 @@ impl Gateway {
         use super::modern::Triage;
         let request = match super::modern::triage(&parts.headers, &body) {
             Triage::Answer(answer) => return json_answer(answer),
-            Triage::Discover(id) => Err(id),
-            Triage::Serve(request) => Ok(request),
+            request => request,
         };
         let linked = self
             .stateless
@@ -363,13 +362,15 @@ impl Gateway {
             }
         };
         match request {
-            Err(id) => json_answer(super::modern::discover(
+            Triage::Answer(answer) => json_answer(answer),
+            Triage::Discover(id) => json_answer(super::modern::discover(
                 id,
                 PROTOCOL_VERSIONS,
                 &linked.init,
                 &self.server_name,
             )),
-            Ok(request) => self.stateless.serve(&linked, request, reads_sse).await,
+            Triage::Listen(request) => super::stateless::listen(&linked, &request, reads_sse),
+            Triage::Serve(request) => self.stateless.serve(&linked, request, reads_sse).await,
         }
     }
 

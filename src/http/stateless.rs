@@ -26,8 +26,12 @@
 //! `elicitation/create` and `roots/list` get `-32601` (a 2026-07-28 client takes such
 //! requests only as `input_required` results of a retried request, which a session-based
 //! server, waiting mid-call for its answer, cannot produce), and `ping` gets an empty
-//! result. Notifications that belong to no request (list changes, resource updates) are
-//! dropped: they would go on a `subscriptions/listen` stream, which is not built.
+//! result.
+//!
+//! Change notifications that belong to no request go to the identity's
+//! `subscriptions/listen` streams that opted in to them ([`listen`]), tagged with the
+//! subscription id; others (resource updates: `resourceSubscriptions` is not offered) are
+//! dropped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,7 +44,7 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::conversation::{Conversation, id_key};
+use super::conversation::{Conversation, Listener, id_key};
 use super::sse::Reply;
 use crate::session::Line;
 
@@ -56,6 +60,29 @@ const CACHEABLE: &[&str] = &[
     "resources/read",
     "resources/templates/list",
 ];
+
+/// The list changes a `subscriptions/listen` may opt in to: its filter field, the server
+/// capability that must offer `listChanged`, the notification.
+pub const LISTENED: &[(&str, &str, &str)] = &[
+    (
+        "toolsListChanged",
+        "tools",
+        "notifications/tools/list_changed",
+    ),
+    (
+        "promptsListChanged",
+        "prompts",
+        "notifications/prompts/list_changed",
+    ),
+    (
+        "resourcesListChanged",
+        "resources",
+        "notifications/resources/list_changed",
+    ),
+];
+
+/// Events of a `subscriptions/listen` stream not yet read before the client loses it.
+const LISTEN_QUEUE: usize = 64;
 
 /// An identity's conversation and what its server said to the gateway's `initialize`.
 #[derive(Clone)]
@@ -254,6 +281,75 @@ impl Backends {
             .body(Reply::Frames(rx))
             .unwrap_or_else(|_| Response::new(Reply::empty()))
     }
+}
+
+/// `subscriptions/listen`: an SSE stream that starts with the acknowledgement (the list
+/// changes the server offers among those asked for) and then carries those
+/// notifications, as the session let them through, until the client closes it or the
+/// conversation ends (then a final result ends the subscription).
+pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Reply> {
+    let id = request["id"].clone();
+    if !reads_sse {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message":
+            "subscriptions/listen answers with an SSE stream: Accept must list text/event-stream"}});
+        return Response::builder()
+            .status(StatusCode::NOT_ACCEPTABLE)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Reply::text(body.to_string()))
+            .unwrap_or_else(|_| Response::new(Reply::empty()));
+    }
+    let asked = &request["params"]["notifications"];
+    let offered = &linked.init["capabilities"];
+    let mut agreed = serde_json::Map::new();
+    let mut methods = Vec::new();
+    for (field, capability, method) in LISTENED {
+        if asked[field] == true && offered[capability]["listChanged"] == true {
+            agreed.insert((*field).into(), Value::Bool(true));
+            methods.push(*method);
+        }
+    }
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                   "notifications": agreed}});
+    let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
+    let _ = tx.try_send(sse_frame(ack.to_string().as_bytes()));
+    if !linked.conversation.listen(Listener {
+        methods,
+        id: id.clone(),
+        tx,
+    }) {
+        return gone(&id);
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Reply::Frames(rx))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+/// A change notification for the subscription `id`, as an SSE event.
+pub fn tagged(line: &[u8], id: &Value) -> Option<Bytes> {
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let params = message
+        .as_object_mut()?
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    let meta = params
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta.as_object_mut()?
+        .insert("io.modelcontextprotocol/subscriptionId".into(), id.clone());
+    Some(sse_frame(&serde_json::to_vec(&message).ok()?))
+}
+
+/// The result that ends the subscription `id` when its conversation ends.
+pub fn listen_ended(id: &Value) -> Bytes {
+    let end = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
+    sse_frame(end.to_string().as_bytes())
 }
 
 /// A modern request made into a session-based one.
