@@ -92,10 +92,14 @@ pub struct Linked {
     pub init: Arc<Value>,
 }
 
+/// An identity's conversation, if started; locked across the handshake, so concurrent
+/// first requests wait for one.
+type Slot = tokio::sync::Mutex<Option<Linked>>;
+
 /// Each identity's conversation for its stateless requests.
 #[derive(Default)]
 pub struct Backends {
-    slots: Mutex<HashMap<Option<Arc<str>>, Arc<tokio::sync::Mutex<Option<Linked>>>>>,
+    slots: Mutex<HashMap<Option<Arc<str>>, Arc<Slot>>>,
     next_id: AtomicU64,
 }
 
