@@ -1021,3 +1021,41 @@ fn a_listen_stream_carries_the_change_notifications_it_opted_in_to() {
     assert_eq!(end["result"]["resultType"], "complete");
     assert!(next_event().is_none());
 }
+
+#[test]
+fn a_stateless_client_that_goes_away_cancels_its_request() {
+    let gw = Gateway::start("");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "fake/hold", "params": {"_meta": meta}})
+        .to_string();
+    let mut stream = TcpStream::connect(&gw.addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: fake/hold\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    )
+    .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while received_with(&gw, "fake/hold") == 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stream);
+    while received_with(&gw, "notifications/cancelled") == 0 {
+        assert!(Instant::now() < deadline, "{}", gw.received());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = gw.received();
+    let id = held.lines().find(|l| l.contains("fake/hold")).unwrap();
+    let id: Value = serde_json::from_str(id).unwrap();
+    let cancel = held
+        .lines()
+        .find(|l| l.contains("notifications/cancelled"))
+        .unwrap();
+    let cancel: Value = serde_json::from_str(cancel).unwrap();
+    assert_eq!(cancel["params"]["requestId"], id["id"]);
+}

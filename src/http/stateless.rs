@@ -228,11 +228,21 @@ impl Backends {
             conversation.forget_answer(&key);
             return gone(&back.client_id);
         }
+        // From here, a client that goes away cancels the request (this future is dropped).
+        let mut cancel = Cancel {
+            conversation: conversation.clone(),
+            key,
+            gateway_id,
+            armed: true,
+        };
         // Until the answer: with SSE, the first message decides JSON or a stream; without,
         // notifications are left out and only the answer is sent.
         let first = loop {
             match answer.rx.recv().await {
-                None => return gone(&back.client_id),
+                None => {
+                    cancel.armed = false;
+                    return gone(&back.client_id);
+                }
                 Some(event) if event.last || reads_sse => break event,
                 Some(_) => {}
             }
@@ -241,6 +251,7 @@ impl Backends {
             return gone(&back.client_id);
         };
         if first.last {
+            cancel.armed = false;
             return Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "application/json")
@@ -249,33 +260,32 @@ impl Backends {
         }
         let (tx, rx) = mpsc::channel(16);
         let _ = tx.try_send(sse_frame(&data));
-        let conversation = conversation.clone();
         let mut events = answer.rx;
         tokio::spawn(async move {
+            // Dropped armed when the client closed the response stream first.
+            let mut cancel = cancel;
             loop {
                 tokio::select! {
                     event = events.recv() => {
-                        let Some(event) = event else { return };
+                        let Some(event) = event else {
+                            cancel.armed = false;
+                            return;
+                        };
+                        if event.last {
+                            cancel.armed = false;
+                        }
                         if let Some(data) = back.map(&event.data)
                             && tx.send(sse_frame(&data)).await.is_err()
                         {
-                            break;
+                            return;
                         }
                         if event.last {
                             return;
                         }
                     }
-                    () = tx.closed() => break,
+                    () = tx.closed() => return,
                 }
             }
-            // The client closed the response stream: that cancels the request (2026-07-28,
-            // "Cancellation"); the server hears it the session-based way.
-            conversation.forget_answer(&key);
-            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": gateway_id, "reason": "the client closed the stream"}});
-            let _ = conversation
-                .from_client(Line::Frame(cancel.to_string().as_bytes()))
-                .await;
         });
         Response::builder()
             .status(StatusCode::OK)
@@ -354,6 +364,36 @@ pub fn listen_ended(id: &Value) -> Bytes {
     let end = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
         "_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
     sse_frame(end.to_string().as_bytes())
+}
+
+/// Cancels a forwarded request when dropped armed: its client went away before the
+/// answer. Closing the response is the cancellation in the 2026-07-28 revision; the server
+/// hears it the session-based way, judged by the session like any client message.
+struct Cancel {
+    conversation: Arc<Conversation>,
+    key: String,
+    gateway_id: String,
+    armed: bool,
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.conversation.forget_answer(&self.key);
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": self.gateway_id, "reason": "the client went away"}})
+        .to_string();
+        let conversation = self.conversation.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = conversation
+                    .from_client(Line::Frame(cancel.as_bytes()))
+                    .await;
+            });
+        }
+    }
 }
 
 /// A modern request made into a session-based one.
