@@ -342,7 +342,7 @@ impl Gateway {
         };
         let linked = self
             .stateless
-            .linked(&identity, || {
+            .linked(&self.server_name, &identity, || {
                 self.open_session(identity.clone(), false, true)
             })
             .await;

@@ -99,7 +99,8 @@ type Slot = tokio::sync::Mutex<Option<Linked>>;
 /// Each identity's conversation for its stateless requests.
 #[derive(Default)]
 pub struct Backends {
-    slots: Mutex<HashMap<Option<Arc<str>>, Arc<Slot>>>,
+    /// By server name (the backend) and identity.
+    slots: Mutex<HashMap<(Arc<str>, Option<Arc<str>>), Arc<Slot>>>,
     next_id: AtomicU64,
 }
 
@@ -113,16 +114,21 @@ pub enum Unlinked<E> {
 }
 
 impl Backends {
-    /// The identity's conversation, opened with `open` and initialised when there is none
-    /// or the last one ended. Concurrent first requests wait for the one handshake.
+    /// The identity's conversation with the server `server`, opened with `open` and
+    /// initialised when there is none or the last one ended. Concurrent first requests
+    /// wait for the one handshake.
     pub async fn linked<E>(
         &self,
+        server: &Arc<str>,
         identity: &Option<Arc<str>>,
         open: impl FnOnce() -> Result<Arc<Conversation>, E>,
     ) -> Result<Linked, Unlinked<E>> {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            slots.entry(identity.clone()).or_default().clone()
+            slots
+                .entry((server.clone(), identity.clone()))
+                .or_default()
+                .clone()
         };
         let mut slot = slot.lock().await;
         if let Some(linked) = slot.as_ref().filter(|l| !l.conversation.is_ended()) {
