@@ -682,29 +682,29 @@ impl Routes {
             }
             return;
         }
-        let (method, token) = notification_head(line);
+        let (method, token) = if self.stateless {
+            notification_head(line)
+        } else {
+            (None, None)
+        };
         if let Some(stream) = token.and_then(|t| self.progress.get(&t)) {
             if let Some(s) = self.streams.get_mut(stream) {
                 s.push(data, false);
             }
             return;
         }
-        if self.stateless
-            && let Some(method) = method.as_deref()
+        if let Some(method) = method.as_deref()
             && super::stateless::LISTENED
                 .iter()
                 .any(|(_, _, m)| *m == method)
         {
-            self.listeners.retain(|l| !l.tx.is_closed());
-            for l in self
-                .listeners
-                .iter()
-                .filter(|l| l.methods.contains(&method))
-            {
-                if let Some(frame) = super::stateless::tagged(line, &l.id) {
-                    let _ = l.tx.try_send(frame);
-                }
-            }
+            // A listener that is not read (its queue full) or closed is dropped: its
+            // client loses the stream rather than events in the middle of it.
+            self.listeners.retain(|l| {
+                !l.methods.contains(&method)
+                    || super::stateless::tagged(line, &l.id)
+                        .is_some_and(|frame| l.tx.try_send(frame).is_ok())
+            });
             return;
         }
         // A request or notification of the server's: the newest request stream a client

@@ -95,12 +95,13 @@ pub struct Linked {
 /// An identity's conversation, if started; locked across the handshake, so concurrent
 /// first requests wait for one.
 type Slot = tokio::sync::Mutex<Option<Linked>>;
+/// A slot's server name (the backend) and identity.
+type SlotKey = (Arc<str>, Option<Arc<str>>);
 
 /// Each identity's conversation for its stateless requests.
 #[derive(Default)]
 pub struct Backends {
-    /// By server name (the backend) and identity.
-    slots: Mutex<HashMap<(Arc<str>, Option<Arc<str>>), Arc<Slot>>>,
+    slots: Mutex<HashMap<SlotKey, Arc<Slot>>>,
     next_id: AtomicU64,
 }
 
