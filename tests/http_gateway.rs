@@ -909,6 +909,18 @@ fn stateless_clients_are_served_per_identity_through_the_same_judging() {
     assert_eq!(r.status, 400);
     assert_eq!(answer(&r)["error"]["code"], -32020);
     assert!(!gw.received().contains("mismatch"));
+    let r = gw.send(
+        "POST",
+        &[
+            ("Content-Type", "text/plain"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "wipe"),
+            ("Authorization", &bearer),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 415);
     for method in ["GET", "DELETE"] {
         let r = gw.send(
             method,

@@ -323,6 +323,13 @@ impl Gateway {
             return r;
         }
         let reads_sse = accepts(req.headers(), "text/event-stream");
+        if !is_json(req.headers()) {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                -32600,
+                "unsupported media type: the body must be application/json",
+            );
+        }
         let (parts, body) = req.into_parts();
         let max = self.judges.any_program().settings().max_frame_bytes;
         let body = match read_body(body, max).await {
@@ -391,12 +398,7 @@ impl Gateway {
                 "not acceptable: Accept must list application/json and text/event-stream",
             );
         }
-        let is_json = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|c| c.trim_start().starts_with("application/json"));
-        if !is_json {
+        if !is_json(&parts.headers) {
             return rpc_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 -32600,
@@ -797,6 +799,13 @@ fn json_answer(answer: super::modern::Answer) -> Response<Reply> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Reply::text(answer.body.to_string()))
         .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+fn is_json(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|c| c.trim_start().starts_with("application/json"))
 }
 
 /// Whether the request's `Accept` lists `media` (or `*/*`).

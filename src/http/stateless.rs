@@ -259,8 +259,15 @@ impl Backends {
         };
         if first.last {
             cancel.armed = false;
+            // The revision's answer to a method the server does not have is `404`.
+            let unknown =
+                serde_json::from_slice::<Value>(&data).is_ok_and(|a| a["error"]["code"] == -32601);
             return Response::builder()
-                .status(StatusCode::OK)
+                .status(if unknown {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::OK
+                })
                 .header(header::CONTENT_TYPE, "application/json")
                 .body(Reply::text(data))
                 .unwrap_or_else(|_| Response::new(Reply::empty()));

@@ -402,6 +402,10 @@ async def modern_era(env: Env) -> None:
         r = call(dana, 6, "trigger-sampling-request", {"prompt": "say hi", "maxTokens": 5})
         check(answer_of(r)["id"] == 6, "a tool that asks for sampling gets an answer (the gateway refused the sampling)")
 
+        r = request(dana, 7, "no/such-method")
+        check(r.status_code == 404 and r.json()["error"]["code"] == -32601 and r.json()["id"] == 7,
+              "a method the server does not have: 404, -32601")
+
         r = httpx2.get(url, headers={"Accept": "text/event-stream", "Authorization": f"Bearer {dana}", **modern},
                        timeout=STEP_TIMEOUT)
         check(r.status_code == 405, "GET with the modern version: 405")
