@@ -260,8 +260,10 @@ impl Backends {
         if first.last {
             cancel.armed = false;
             // The revision's answer to a method the server does not have is `404`.
-            let unknown =
-                serde_json::from_slice::<Value>(&data).is_ok_and(|a| a["error"]["code"] == -32601);
+            // (Parsed again only when the code's digits are there at all.)
+            let unknown = memchr::memmem::find(&data, b"-32601").is_some()
+                && serde_json::from_slice::<Value>(&data)
+                    .is_ok_and(|a| a["error"]["code"] == -32601);
             return Response::builder()
                 .status(if unknown {
                     StatusCode::NOT_FOUND
