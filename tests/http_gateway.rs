@@ -35,9 +35,31 @@ impl Gateway {
     }
 
     fn start_with(settings: &str, rules: &str) -> Gateway {
+        Gateway::start_with_tokens(settings, rules, &[]).0
+    }
+
+    /// A gateway with a token issued (`mcpwall token add`) for each of `names`.
+    fn start_with_tokens(settings: &str, rules: &str, names: &[&str]) -> (Gateway, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
+        let tokens = names
+            .iter()
+            .map(|name| {
+                let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+                    .args(["token", "add", name])
+                    .env("HOME", &home)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "token add {name}");
+                String::from_utf8(out.stdout).unwrap().trim().to_string()
+            })
+            .collect();
+        (Gateway::start_in(dir, settings, rules), tokens)
+    }
+
+    fn start_in(dir: tempfile::TempDir, settings: &str, rules: &str) -> Gateway {
+        let home = dir.path().join("home");
         let policy = dir.path().join("policy.yml");
         std::fs::write(
             &policy,
@@ -613,4 +635,439 @@ fn an_allow_rule_shadowing_a_builtin_deny_is_reported_at_start() {
         shadowing.contains("your allow rule \"any-read\"") && shadowing.contains("block-ssh-keys"),
         "{shadowing}"
     );
+}
+
+/// A 2026-07-28 request with the headers the revision requires.
+fn modern(gw: &Gateway, token: &str, id: Value, method: &str, mut params: Value) -> Reply {
+    let mut meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    if let Some(Value::Object(extra)) = params.get("_meta") {
+        for (k, v) in extra {
+            meta[k] = v.clone();
+        }
+    }
+    params["_meta"] = meta;
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Accept", "application/json, text/event-stream"),
+        ("Content-Type", "application/json"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+        ("Authorization", &bearer),
+    ];
+    let name = params["name"].as_str().unwrap_or_default().to_string();
+    if method == "tools/call" {
+        headers.push(("Mcp-Name", &name));
+    }
+    gw.send("POST", &headers, body.to_string().as_bytes())
+}
+
+fn answer(r: &Reply) -> Value {
+    if r.header("content-type") == Some("text/event-stream") {
+        return r.events().pop().expect("an answer").1;
+    }
+    serde_json::from_str(&r.body).unwrap_or_else(|_| panic!("{} {}", r.status, r.body))
+}
+
+/// Lines of what the server processes received with `needle`.
+fn received_with(gw: &Gateway, needle: &str) -> usize {
+    gw.received().lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn stateless_clients_are_served_per_identity_through_the_same_judging() {
+    let (gw, tokens) = Gateway::start_with_tokens(
+        "",
+        r#"  - name: ci-no-wipe
+    match: {tool: wipe, identity: "ci-*"}
+    action: deny
+"#,
+        &["alice", "ci-bob"],
+    );
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+    let init_marker = "mcpwall (for stateless clients)";
+
+    // server/discover: the versions served, the server's capabilities.
+    let r = modern(&gw, alice, json!("d"), "server/discover", json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = answer(&r);
+    assert_eq!(d["id"], "d");
+    let versions = d["result"]["supportedVersions"].as_array().unwrap();
+    assert_eq!(versions[0], "2026-07-28");
+    assert!(versions.contains(&json!("2025-11-25")));
+    assert_eq!(
+        received_with(&gw, init_marker),
+        1,
+        "the gateway initialised alice's server"
+    );
+
+    // An allowed call: forwarded with the gateway's id and without the revision's _meta;
+    // the answer carries the client's id.
+    let r = modern(
+        &gw,
+        alice,
+        json!(1),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hello-modern"}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let a = answer(&r);
+    assert_eq!(a["id"], 1, "{a}");
+    assert_eq!(a["result"]["resultType"], "complete");
+    assert_eq!(a["result"]["params"]["arguments"]["text"], "hello-modern");
+    let forwarded = gw.received();
+    let line = forwarded
+        .lines()
+        .find(|l| l.contains("hello-modern"))
+        .unwrap();
+    assert!(line.contains(r#""id":"mcpwall-"#), "{line}");
+    assert!(!line.contains("io.modelcontextprotocol"), "{line}");
+    assert!(!forwarded.contains("2026-07-28"), "{forwarded}");
+
+    // A denied call never reaches the server.
+    let r = modern(
+        &gw,
+        alice,
+        json!(2),
+        "tools/call",
+        json!({"name": "read", "arguments": {"path": "/home/u/.ssh/id_rsa"}}),
+    );
+    let a = answer(&r);
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (json!(2), json!(-32001)),
+        "{a}"
+    );
+    assert!(!gw.received().contains(".ssh"));
+
+    // A secret in what the server says is redacted; the log message the request asked
+    // for comes on its SSE response, before the answer.
+    let key = fake_aws_key();
+    let note = json!({"jsonrpc":"2.0","method":"notifications/message",
+        "params":{"level":"info","data":format!("key {key}")}})
+    .to_string();
+    let r = modern(
+        &gw,
+        alice,
+        json!("say"),
+        "fake/say",
+        json!({"lines": [note],
+        "_meta": {"io.modelcontextprotocol/logLevel": "info"}}),
+    );
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/event-stream"),
+        "{}",
+        r.body
+    );
+    let events = r.events();
+    assert_eq!(events.len(), 2, "{}", r.body);
+    assert_eq!(events[0].1["method"], "notifications/message");
+    assert!(
+        events[0].0.is_empty(),
+        "no event ids in the stateless revision"
+    );
+    assert_eq!(events[1].1["id"], "say");
+    assert!(
+        !r.body.contains(&key) && r.body.contains("[REDACTED BY MCPWALL]"),
+        "{}",
+        r.body
+    );
+    let r = modern(
+        &gw,
+        alice,
+        json!(3),
+        "fake/echo",
+        json!({"note": format!("k {key}")}),
+    );
+    assert!(!r.body.contains(&key), "{}", r.body);
+
+    // The server's sampling request cannot reach a stateless client: the gateway answers it.
+    let sampling = json!({"jsonrpc":"2.0","id":"s-1","method":"sampling/createMessage",
+        "params":{"messages":[],"maxTokens":1}})
+    .to_string();
+    let r = modern(
+        &gw,
+        alice,
+        json!(4),
+        "fake/say",
+        json!({"lines": [sampling]}),
+    );
+    assert_eq!(answer(&r)["id"], 4);
+    let deadline = Instant::now() + WAIT;
+    while received_with(&gw, "sampling/createMessage cannot reach this client") == 0 {
+        assert!(Instant::now() < deadline, "{}", gw.received());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Two requests of one identity in flight at once, with the same client id: each
+    // gets its own answer.
+    std::thread::scope(|s| {
+        let held = s.spawn(|| modern(&gw, alice, json!(9), "fake/hold", json!({})));
+        let deadline = Instant::now() + WAIT;
+        while received_with(&gw, "fake/hold") == 0 {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let released = answer(&modern(&gw, alice, json!(9), "fake/release", json!({})));
+        let held = answer(&held.join().unwrap());
+        assert_eq!(held["id"], 9);
+        assert_eq!(held["result"]["released"], true, "{held}");
+        assert_eq!(released["id"], 9);
+        assert!(released["result"].get("released").is_none(), "{released}");
+    });
+
+    // ci-bob: his own server (a second initialize), his identity's rules; alice's
+    // rules and held requests are not his.
+    let r = modern(
+        &gw,
+        bob,
+        json!(1),
+        "tools/call",
+        json!({"name": "wipe", "arguments": {"n": "bob-wipe"}}),
+    );
+    assert_eq!(answer(&r)["error"]["code"], -32001, "{}", r.body);
+    assert_eq!(received_with(&gw, init_marker), 2, "bob has his own server");
+    let r = modern(
+        &gw,
+        alice,
+        json!(5),
+        "tools/call",
+        json!({"name": "wipe", "arguments": {"n": "alice-wipe"}}),
+    );
+    assert!(answer(&r).get("result").is_some(), "{}", r.body);
+    assert!(gw.received().contains("alice-wipe") && !gw.received().contains("bob-wipe"));
+    std::thread::scope(|s| {
+        let bobs_hold = s.spawn(|| modern(&gw, bob, json!(7), "fake/hold", json!({})));
+        let deadline = Instant::now() + WAIT;
+        while received_with(&gw, "fake/hold") < 2 {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let alices = answer(&modern(&gw, alice, json!(8), "fake/release", json!({})));
+        assert!(
+            alices["result"].get("released").is_none(),
+            "alice's release reached only her server"
+        );
+        assert!(!bobs_hold.is_finished());
+        answer(&modern(&gw, bob, json!(8), "fake/release", json!({})));
+        assert_eq!(
+            answer(&bobs_hold.join().unwrap())["result"]["released"],
+            true
+        );
+    });
+    let audit = gw.audit_with(&["ci-no-wipe", "\"identity\":\"ci-bob\""]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("ci-no-wipe") && l.contains("\"identity\":\"ci-bob\"")),
+        "{audit}"
+    );
+
+    // The server dies: the request gets an error, the next one a new server.
+    let r = modern(&gw, alice, json!(10), "fake/exit", json!({"code": 3}));
+    assert!(answer(&r).get("error").is_some(), "{}", r.body);
+    let r = modern(
+        &gw,
+        alice,
+        json!(11),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "after-exit"}}),
+    );
+    assert_eq!(
+        answer(&r)["result"]["params"]["arguments"]["text"],
+        "after-exit",
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        received_with(&gw, init_marker),
+        3,
+        "alice's server was started again"
+    );
+
+    // Headers that say something else than the body: refused before anything.
+    let bearer = format!("Bearer {alice}");
+    let body = json!({"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"wipe",
+        "arguments":{"n":"mismatch"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities":{}}}});
+    let r = gw.send(
+        "POST",
+        &[
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "echo"),
+            ("Authorization", &bearer),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(answer(&r)["error"]["code"], -32020);
+    assert!(!gw.received().contains("mismatch"));
+    let r = gw.send(
+        "POST",
+        &[
+            ("Content-Type", "text/plain"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "wipe"),
+            ("Authorization", &bearer),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 415);
+    for method in ["GET", "DELETE"] {
+        let r = gw.send(
+            method,
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Authorization", &bearer),
+            ],
+            b"",
+        );
+        assert_eq!(r.status, 405, "{method}");
+    }
+    // No token: 401, and nothing started.
+    let r = gw.send(
+        "POST",
+        &[
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "wipe"),
+        ],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 401);
+
+    // The session-based era on the same listener.
+    let r = gw.post(
+        None,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.header("mcp-session-id").unwrap().to_string();
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+        "params":{"name":"echo","arguments":{"text":"old-era"}}}),
+        &[("Authorization", &bearer)],
+    );
+    assert_eq!(
+        answer(&r)["result"]["params"]["arguments"]["text"],
+        "old-era"
+    );
+}
+
+#[test]
+fn a_listen_stream_carries_the_change_notifications_it_opted_in_to() {
+    let gw = Gateway::start("");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}})
+    .to_string();
+    let mut stream = TcpStream::connect(&gw.addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut next_event = || -> Option<Value> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap() == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return Some(serde_json::from_str(data).unwrap());
+            }
+        }
+    };
+    let ack = next_event().expect("the acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    // The fake server offers tools.listChanged only.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+
+    let lines = [
+        json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///x"}}).to_string(),
+        json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}).to_string(),
+    ];
+    let r = modern(&gw, "", json!(1), "fake/say", json!({"lines": lines}));
+    assert_eq!(answer(&r)["id"], 1, "{}", r.body);
+    let changed = next_event().expect("the tools list change");
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+
+    // The server exits: the subscription is answered, and the stream ends.
+    modern(&gw, "", json!(2), "fake/exit", json!({"code": 0}));
+    let end = next_event().expect("the end of the subscription");
+    assert_eq!(end["id"], "sub-1", "{end}");
+    assert_eq!(end["result"]["resultType"], "complete");
+    assert!(next_event().is_none());
+}
+
+#[test]
+fn a_stateless_client_that_goes_away_cancels_its_request() {
+    let gw = Gateway::start("");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "fake/hold", "params": {"_meta": meta}})
+        .to_string();
+    let mut stream = TcpStream::connect(&gw.addr).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: fake/hold\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    )
+    .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while received_with(&gw, "fake/hold") == 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stream);
+    while received_with(&gw, "notifications/cancelled") == 0 {
+        assert!(Instant::now() < deadline, "{}", gw.received());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let held = gw.received();
+    let id = held.lines().find(|l| l.contains("fake/hold")).unwrap();
+    let id: Value = serde_json::from_str(id).unwrap();
+    let cancel = held
+        .lines()
+        .find(|l| l.contains("notifications/cancelled"))
+        .unwrap();
+    let cancel: Value = serde_json::from_str(cancel).unwrap();
+    assert_eq!(cancel["params"]["requestId"], id["id"]);
 }

@@ -176,6 +176,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             allowed_origins: args.allow_origins.clone(),
             sessions: Default::default(),
             home: Some(home.clone()),
+            stateless: Default::default(),
         });
         eprintln!(
             "mcpwall: serving http://{local}{} ({})",

@@ -81,6 +81,10 @@ pub struct Conversation {
     /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
     /// stream the client opened with `GET /sse`.
     legacy: bool,
+    /// The gateway's own conversation for an identity's stateless (2026-07-28) requests
+    /// (see `stateless.rs`): the server's requests are answered by the gateway, and
+    /// notifications no request stream takes are dropped (no GET stream to keep them for).
+    stateless: bool,
     home: Option<std::path::PathBuf>,
     /// The pending queue, opened when the first call is offered to `mcpwall approve`.
     queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
@@ -97,6 +101,23 @@ struct Routes {
     /// The stream for messages no request stream takes (read by GET).
     get: Option<u64>,
     finished: VecDeque<u64>,
+    /// A stateless conversation's progress tokens (canonical JSON text) → the stream of
+    /// the request that named it: each request's progress goes on its own response.
+    progress: HashMap<String, u64>,
+    /// A stateless conversation keeps no GET stream.
+    stateless: bool,
+    /// Its clients' `subscriptions/listen` streams.
+    listeners: Vec<Listener>,
+}
+
+/// A stateless client's `subscriptions/listen` stream.
+pub struct Listener {
+    /// The notification methods it opted in to (and the server offers).
+    pub methods: Vec<&'static str>,
+    /// The `subscriptions/listen` request's id: the subscription id.
+    pub id: serde_json::Value,
+    /// SSE events (formatted); a client that does not read its stream loses it.
+    pub tx: mpsc::Sender<Bytes>,
 }
 
 /// What a POST that sent a request reads its answer from.
@@ -112,6 +133,8 @@ pub struct Opening {
     pub identity: Option<Arc<str>>,
     /// The legacy HTTP+SSE transport: one stream carries everything.
     pub legacy: bool,
+    /// The gateway's conversation for stateless (2026-07-28) requests.
+    pub stateless: bool,
     /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
     pub home: Option<std::path::PathBuf>,
 }
@@ -185,6 +208,7 @@ impl Conversation {
             id,
             identity,
             legacy,
+            stateless,
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
@@ -196,7 +220,10 @@ impl Conversation {
             identity,
             judge,
             session: Mutex::new(session),
-            routes: Mutex::new(Routes::default()),
+            routes: Mutex::new(Routes {
+                stateless,
+                ..Routes::default()
+            }),
             to_server: Mutex::new(Some(tx)),
             audit,
             chatter,
@@ -205,6 +232,7 @@ impl Conversation {
             deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
+            stateless,
             home,
             queue: Mutex::new(None),
         })
@@ -227,7 +255,21 @@ impl Conversation {
     /// No request for `limit` and no stream being read: the client is gone.
     pub fn idle_for(&self, limit: Duration) -> bool {
         let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
-        last.elapsed() >= limit && !self.lock_routes().streams.values().any(Stream::is_live)
+        let routes = self.lock_routes();
+        last.elapsed() >= limit
+            && !routes.streams.values().any(Stream::is_live)
+            && routes.listeners.iter().all(|l| l.tx.is_closed())
+    }
+
+    /// Add a `subscriptions/listen` stream; `false` when the conversation has ended.
+    pub fn listen(&self, listener: Listener) -> bool {
+        let mut routes = self.lock_routes();
+        if self.is_ended() {
+            return false;
+        }
+        routes.listeners.retain(|l| !l.tx.is_closed());
+        routes.listeners.push(listener);
+        true
     }
 
     /// The frame limits client messages are read with.
@@ -243,6 +285,17 @@ impl Conversation {
     /// Register a POST that sent request `id_key`, before the request is judged: its
     /// answer (and, when `reads_sse`, messages the server sends meanwhile) go there.
     pub fn expect_answer(&self, id_key: String, reads_sse: bool) -> Answer {
+        self.expect_answer_with_progress(id_key, reads_sse, None)
+    }
+
+    /// [`Self::expect_answer`], and the server's progress notifications naming
+    /// `progress` (a token's canonical JSON text) go on the same stream.
+    pub fn expect_answer_with_progress(
+        &self,
+        id_key: String,
+        reads_sse: bool,
+        progress: Option<String>,
+    ) -> Answer {
         let mut routes = self.lock_routes();
         let stream = routes.new_stream();
         let rx = routes
@@ -251,6 +304,9 @@ impl Conversation {
             .map(Stream::attach)
             .unwrap_or_else(|| mpsc::channel(1).1);
         routes.answers.insert(id_key, stream);
+        if let Some(token) = progress {
+            routes.progress.insert(token, stream);
+        }
         if reads_sse {
             routes.sse_posts.push(stream);
         }
@@ -263,6 +319,7 @@ impl Conversation {
         let mut routes = self.lock_routes();
         if let Some(stream) = routes.answers.remove(id_key) {
             routes.sse_posts.retain(|s| *s != stream);
+            routes.progress.retain(|_, s| *s != stream);
             routes.streams.remove(&stream);
         }
     }
@@ -302,7 +359,18 @@ impl Conversation {
     /// Hand out what one call of the session produced: notices to stderr, events to the
     /// audit log (with this session's identity), bytes to the server and to the client's
     /// streams.
-    async fn deliver(&self, mut out: Outbox) {
+    async fn deliver(&self, out: Outbox) {
+        let mut queue = vec![out];
+        while let Some(out) = queue.pop() {
+            if let Some(answers) = self.deliver_one(out).await {
+                queue.push(answers);
+            }
+        }
+    }
+
+    /// [`Self::deliver`] for one outbox; in a stateless conversation, what the session made
+    /// of the gateway's answers to the server's requests (to be delivered in turn).
+    async fn deliver_one(&self, mut out: Outbox) -> Option<Outbox> {
         for notice in &out.notices {
             self.chatter
                 .log(notice.level, format_args!("{}", notice.text));
@@ -325,10 +393,20 @@ impl Conversation {
                 let _ = tx.send(std::mem::take(&mut out.to_server)).await;
             }
         }
+        let mut refusals = Vec::new();
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
             for line in out.to_client.split(|b| *b == b'\n') {
                 if line.is_empty() {
+                    continue;
+                }
+                if self.stateless
+                    && let Some(refusal) = super::stateless::answer_server_request(line)
+                {
+                    // The stateless revision carries no server-to-client request (see
+                    // `stateless.rs`): the gateway answers it, and the session judges
+                    // that answer as any client's.
+                    refusals.push(refusal);
                     continue;
                 }
                 if self.legacy {
@@ -341,6 +419,15 @@ impl Conversation {
                 }
             }
         }
+        if refusals.is_empty() {
+            return None;
+        }
+        let mut answers = Outbox::default();
+        let mut session = self.lock_session();
+        for refusal in &refusals {
+            session.from_client(Line::Frame(refusal), &mut answers);
+        }
+        Some(answers)
     }
 
     /// Read the server's lines, judge each, and deliver what the session lets through.
@@ -583,6 +670,7 @@ impl Routes {
         };
         if let Some(stream) = answered {
             self.sse_posts.retain(|s| *s != stream);
+            self.progress.retain(|_, s| *s != stream);
             if let Some(s) = self.streams.get_mut(&stream) {
                 s.push(data, true);
             }
@@ -594,8 +682,34 @@ impl Routes {
             }
             return;
         }
+        let (method, token) = if self.stateless {
+            notification_head(line)
+        } else {
+            (None, None)
+        };
+        if let Some(stream) = token.and_then(|t| self.progress.get(&t)) {
+            if let Some(s) = self.streams.get_mut(stream) {
+                s.push(data, false);
+            }
+            return;
+        }
+        if let Some(method) = method.as_deref()
+            && super::stateless::LISTENED
+                .iter()
+                .any(|(_, _, m)| *m == method)
+        {
+            // A listener that is not read (its queue full) or closed is dropped: its
+            // client loses the stream rather than events in the middle of it.
+            self.listeners.retain(|l| {
+                !l.methods.contains(&method)
+                    || super::stateless::tagged(line, &l.id)
+                        .is_some_and(|frame| l.tx.try_send(frame).is_ok())
+            });
+            return;
+        }
         // A request or notification of the server's: the newest request stream a client
-        // reads as SSE, else the GET stream, which keeps it until a GET comes.
+        // reads as SSE, else the GET stream, which keeps it until a GET comes (a
+        // stateless client has none: the message is dropped).
         let target = self
             .sse_posts
             .iter()
@@ -604,6 +718,7 @@ impl Routes {
             .find(|s| self.streams.get(s).is_some_and(Stream::is_live));
         let target = match target {
             Some(s) => s,
+            None if self.stateless => return,
             None => self.get_stream(),
         };
         if let Some(s) = self.streams.get_mut(&target) {
@@ -614,6 +729,10 @@ impl Routes {
     fn finish_all(&mut self) {
         for s in self.streams.values_mut() {
             s.finish();
+        }
+        // A subscription the server side ends is answered, then its stream closes.
+        for l in self.listeners.drain(..) {
+            let _ = l.tx.try_send(super::stateless::listen_ended(&l.id));
         }
     }
 }
@@ -643,6 +762,32 @@ fn classify(line: &[u8]) -> Kind {
         },
         _ => Kind::Other,
     }
+}
+
+/// A notification's method, and its `progressToken` (canonical JSON text) when it is a
+/// `notifications/progress`.
+fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow, rename = "progressToken")]
+        token: Option<&'a serde_json::value::RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
+        return (None, None);
+    };
+    let method = head.method.map(|m| m.into_owned());
+    let token = (method.as_deref() == Some("notifications/progress"))
+        .then(|| head.params?.token)
+        .flatten()
+        .and_then(|t| id_key(t.get().as_bytes()));
+    (method, token)
 }
 
 /// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are

@@ -13,6 +13,7 @@
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
 //! | `identities.rs` | each identity's program and tool guard (rules matching `identity`) |
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
+//! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
 
 pub mod conversation;
 pub mod identities;
@@ -20,4 +21,5 @@ pub mod modern;
 pub mod registry;
 pub mod server;
 pub mod sse;
+pub mod stateless;
 pub mod tokens;

@@ -8,12 +8,12 @@
 //! missing header) is `400` with JSON-RPC error `-32020`, before anything else happens, so
 //! no component can be steered by headers that say something else than the body judged.
 //!
-//! The servers behind the gateway speak the session-based revision (a stdio server has one
-//! `initialize` per process), so a valid modern request is answered by the gateway itself:
-//! `server/discover` lists the versions it serves, and any other method gets
-//! `UnsupportedProtocolVersionError` (`-32022`) with the same list. A dual-era client then
-//! falls back to `initialize` on the same endpoint, as the revision's backward-compatibility
-//! rules say; both eras are negotiated on one listener.
+//! A valid request is then served through a session-based conversation of the gateway's
+//! own (`stateless.rs`), except what the gateway answers itself: `server/discover` (from
+//! that conversation's `initialize` result), and the methods this revision removed or the
+//! gateway does not carry (`404`, `-32601`); `subscriptions/listen` streams are kept by the
+//! gateway (`stateless.rs`). A dual-era client may as well use
+//! `initialize` on the same endpoint: both eras are negotiated on one listener.
 
 use base64::Engine;
 use hyper::HeaderMap;
@@ -24,10 +24,22 @@ pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
 
 /// `HeaderMismatch`: the headers do not match the body, or one is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
-/// `UnsupportedProtocolVersionError`.
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+/// `Invalid params`: a request whose `_meta` lacks a field every request must carry.
+pub const INVALID_PARAMS: i64 = -32602;
 
-const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Methods a 2026-07-28 client may not send: the handshake, `ping` and
+/// `logging/setLevel` are gone from the revision, and `resources/subscribe` became
+/// `subscriptions/listen`.
+const NOT_SERVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
 
 /// Whether the request's `MCP-Protocol-Version` names a modern revision.
 pub fn is_modern(headers: &HeaderMap) -> bool {
@@ -43,47 +55,93 @@ pub struct Answer {
     pub body: Value,
 }
 
-/// Check a modern request's headers against its body and answer it (see the module docs).
-/// `legacy` lists the session-based versions the gateway serves.
-pub fn answer(headers: &HeaderMap, body: &[u8], legacy: &[&str], server: &str) -> Answer {
+/// What becomes of a modern POST.
+#[derive(Debug, PartialEq)]
+pub enum Triage {
+    /// Answered by the gateway without any server: a refusal, or a method it does not carry.
+    Answer(Answer),
+    /// `server/discover` (with the client's id): answered from the identity's conversation.
+    Discover(Value),
+    /// `subscriptions/listen`: a stream of the identity's conversation's change
+    /// notifications.
+    Listen(Value),
+    /// A request to serve through the identity's conversation, headers checked.
+    Serve(Value),
+}
+
+/// Check a modern request's headers against its body and say what becomes of it (see
+/// the module docs).
+pub fn triage(headers: &HeaderMap, body: &[u8]) -> Triage {
+    let refuse = |status, id: &Value, code: i64, message: String| {
+        Triage::Answer(Answer {
+            status,
+            body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        })
+    };
     let message: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
-            return Answer {
+            return Triage::Answer(Answer {
                 status: hyper::StatusCode::BAD_REQUEST,
                 body: json!({"jsonrpc": "2.0", "error": {"code": -32700,
                     "message": "the body is not one JSON-RPC message"}}),
-            };
+            });
         }
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     if let Err(which) = check_headers(headers, &message) {
-        return Answer {
-            status: hyper::StatusCode::BAD_REQUEST,
-            body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": HEADER_MISMATCH,
-                "message": format!("Header mismatch: {which}")}}),
-        };
+        let why = format!("Header mismatch: {which}");
+        return refuse(hyper::StatusCode::BAD_REQUEST, &id, HEADER_MISMATCH, why);
     }
-    let requested = message["params"]["_meta"][VERSION_META].clone();
-    if message["method"] == "server/discover" {
-        let mut versions: Vec<&str> = legacy.to_vec();
-        versions.reverse();
-        return Answer {
-            status: hyper::StatusCode::OK,
-            body: json!({"jsonrpc": "2.0", "id": id, "result": {
-                "resultType": "complete",
-                "supportedVersions": versions,
-                "capabilities": {},
-                "_meta": {"io.modelcontextprotocol/serverInfo": {
-                    "name": server, "version": env!("CARGO_PKG_VERSION")}},
-            }}),
-        };
+    if !matches!(id, Value::String(_) | Value::Number(_)) {
+        // The revision defines no client notification over HTTP (closing a response
+        // stream is the cancellation): nothing is forwarded.
+        let why = "this gateway takes only requests from 2026-07-28 clients".to_string();
+        return refuse(hyper::StatusCode::BAD_REQUEST, &Value::Null, -32600, why);
+    }
+    if !message["params"]["_meta"][CAPABILITIES_META].is_object() {
+        let why = format!("params._meta must carry {CAPABILITIES_META}");
+        return refuse(hyper::StatusCode::BAD_REQUEST, &id, INVALID_PARAMS, why);
+    }
+    let method = message["method"].as_str().unwrap_or_default();
+    if method == "server/discover" {
+        return Triage::Discover(id);
+    }
+    if method == "subscriptions/listen" {
+        return Triage::Listen(message);
+    }
+    if NOT_SERVED.contains(&method) {
+        let why = format!("Method not found: {method} is not served to 2026-07-28 clients");
+        return refuse(hyper::StatusCode::NOT_FOUND, &id, -32601, why);
+    }
+    Triage::Serve(message)
+}
+
+/// The answer to `server/discover`: the versions served (newest first), and the
+/// capabilities, identity and instructions of the server behind the gateway, from the
+/// `initialize` result of the identity's conversation.
+pub fn discover(id: Value, legacy: &[&str], init: &Value, server: &str) -> Answer {
+    let mut versions: Vec<&str> = MODERN_VERSIONS.to_vec();
+    versions.extend(legacy.iter().rev());
+    let server_info = match &init["serverInfo"] {
+        info @ Value::Object(_) => info.clone(),
+        _ => json!({"name": server, "version": env!("CARGO_PKG_VERSION")}),
+    };
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": versions,
+        "capabilities": init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info},
+        // What the server offers may differ per identity (its rules filter the lists).
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(instructions) = init.get("instructions").filter(|i| i.is_string()) {
+        result["instructions"] = instructions.clone();
     }
     Answer {
-        status: hyper::StatusCode::BAD_REQUEST,
-        body: json!({"jsonrpc": "2.0", "id": id, "error": {"code": UNSUPPORTED_VERSION,
-            "message": "Unsupported protocol version",
-            "data": {"supported": legacy, "requested": requested}}}),
+        status: hyper::StatusCode::OK,
+        body: json!({"jsonrpc": "2.0", "id": id, "result": result}),
     }
 }
 
@@ -153,9 +211,16 @@ mod tests {
 
     fn call(name: &str) -> Vec<u8> {
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name,
-            "arguments": {}, "_meta": {VERSION_META: "2026-07-28"}}})
+            "arguments": {}, "_meta": {VERSION_META: "2026-07-28", CAPABILITIES_META: {}}}})
         .to_string()
         .into_bytes()
+    }
+
+    fn refused(t: Triage) -> Answer {
+        match t {
+            Triage::Answer(a) => a,
+            other => panic!("not refused: {other:?}"),
+        }
     }
 
     const LEGACY: &[&str] = &["2025-06-18", "2025-11-25"];
@@ -180,7 +245,7 @@ mod tests {
             for (n, v) in *extra {
                 h.insert(*n, v.parse().unwrap());
             }
-            let a = answer(&h, &call("delete_everything"), LEGACY, "gw");
+            let a = refused(triage(&h, &call("delete_everything")));
             assert_eq!(a.status, 400, "{extra:?}");
             assert_eq!(a.body["error"]["code"], HEADER_MISMATCH);
             assert_eq!(a.body["id"], 7);
@@ -196,33 +261,57 @@ mod tests {
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/list"),
         ]);
-        let a = answer(&wrong_method, &call("x"), LEGACY, "gw");
+        let a = refused(triage(&wrong_method, &call("x")));
         assert_eq!(a.body["error"]["code"], HEADER_MISMATCH);
     }
 
     #[test]
-    fn a_valid_modern_request_learns_which_versions_are_served() {
+    fn a_valid_modern_request_is_served_and_removed_methods_are_not() {
         // "delete_everything" base64-encoded, as a client may send any name.
         let h = headers(&[
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-method", "tools/call"),
             ("mcp-name", "=?base64?ZGVsZXRlX2V2ZXJ5dGhpbmc=?="),
         ]);
-        let a = answer(&h, &call("delete_everything"), LEGACY, "gw");
-        assert_eq!(a.body["error"]["code"], UNSUPPORTED_VERSION);
-        assert_eq!(a.body["error"]["data"]["supported"], json!(LEGACY));
+        let Triage::Serve(request) = triage(&h, &call("delete_everything")) else {
+            panic!("not served");
+        };
+        assert_eq!(request["params"]["name"], "delete_everything");
 
-        let discover = json!({"jsonrpc": "2.0", "id": "d", "method": "server/discover",
-            "params": {"_meta": {VERSION_META: "2026-07-28"}}});
-        let h = headers(&[
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "server/discover"),
-        ]);
-        let a = answer(&h, discover.to_string().as_bytes(), LEGACY, "gw");
+        let bare = |method: &str, meta: Value| {
+            let body = json!({"jsonrpc": "2.0", "id": "d", "method": method,
+                "params": {"_meta": meta}});
+            let h = headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", method),
+            ]);
+            triage(&h, body.to_string().as_bytes())
+        };
+        let meta = json!({VERSION_META: "2026-07-28", CAPABILITIES_META: {}});
+        assert_eq!(
+            bare("server/discover", meta.clone()),
+            Triage::Discover(json!("d"))
+        );
+        let a = refused(bare("ping", meta.clone()));
+        assert_eq!(
+            (a.status.as_u16(), &a.body["error"]["code"]),
+            (404, &json!(-32601))
+        );
+        let a = refused(bare("tools/list", json!({VERSION_META: "2026-07-28"})));
+        assert_eq!(a.body["error"]["code"], INVALID_PARAMS);
+
+        let a = discover(
+            json!("d"),
+            LEGACY,
+            &json!({"capabilities": {"tools": {}},
+            "serverInfo": {"name": "s", "version": "1"}}),
+            "gw",
+        );
         assert_eq!(a.status, 200);
         assert_eq!(
             a.body["result"]["supportedVersions"],
-            json!(["2025-11-25", "2025-06-18"])
+            json!(["2026-07-28", "2025-11-25", "2025-06-18"])
         );
+        assert_eq!(a.body["result"]["capabilities"], json!({"tools": {}}));
     }
 }

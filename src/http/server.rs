@@ -42,8 +42,8 @@ pub const ENDPOINT: &str = "/mcp";
 /// messages.
 pub const LEGACY_SSE: &str = "/sse";
 pub const LEGACY_MESSAGE: &str = "/message";
-/// The protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation) this gateway
-/// speaks. 2026-07-28 (stateless, `Mcp-Method` headers) is not among them yet.
+/// The session-based protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation)
+/// this gateway speaks; the stateless ones are `modern::MODERN_VERSIONS`.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Sessions open at once before `initialize` is refused with 503.
 pub const MAX_SESSIONS: usize = 256;
@@ -78,6 +78,8 @@ pub struct Gateway {
     /// The user's home: calls an `ask` rule holds wait in its `.mcpwall/pending/` for
     /// `mcpwall approve` when the client has no elicitation UI.
     pub home: Option<std::path::PathBuf>,
+    /// Each identity's conversation for its stateless (2026-07-28) requests.
+    pub stateless: super::stateless::Backends,
 }
 
 /// Serve `listener` until `shutdown` completes; then end every session.
@@ -149,7 +151,7 @@ impl Gateway {
             _ => {}
         }
         if super::modern::is_modern(req.headers()) {
-            return self.modern(req).await;
+            return self.modern(req, identity).await;
         }
         if let Some(version) = req.headers().get(VERSION_HEADER)
             && !PROTOCOL_VERSIONS
@@ -308,8 +310,9 @@ impl Gateway {
     }
 
     /// A request of the stateless 2026-07-28 revision (see `modern.rs`): its headers are
-    /// checked against its body, then it learns which versions this gateway serves.
-    async fn modern(&self, req: Request<Incoming>) -> Response<Reply> {
+    /// checked against its body, then it is served through the identity's conversation
+    /// (`stateless.rs`).
+    async fn modern(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
         if req.method() != Method::POST {
             let mut r = plain(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -318,6 +321,14 @@ impl Gateway {
             r.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
+        }
+        let reads_sse = accepts(req.headers(), "text/event-stream");
+        if !is_json(req.headers()) {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                -32600,
+                "unsupported media type: the body must be application/json",
+            );
         }
         let (parts, body) = req.into_parts();
         let max = self.judges.any_program().settings().max_frame_bytes;
@@ -331,13 +342,43 @@ impl Gateway {
                 );
             }
         };
-        let answer =
-            super::modern::answer(&parts.headers, &body, PROTOCOL_VERSIONS, &self.server_name);
-        Response::builder()
-            .status(answer.status)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Reply::text(answer.body.to_string()))
-            .unwrap_or_else(|_| Response::new(Reply::empty()))
+        use super::modern::Triage;
+        let request = match super::modern::triage(&parts.headers, &body) {
+            Triage::Answer(answer) => return json_answer(answer),
+            request => request,
+        };
+        let linked = self
+            .stateless
+            .linked(&self.server_name, &identity, || {
+                self.open_session(identity.clone(), false, true)
+            })
+            .await;
+        let linked = match linked {
+            Ok(linked) => linked,
+            Err(super::stateless::Unlinked::Open(refusal)) => return *refusal,
+            Err(super::stateless::Unlinked::Handshake(why)) => {
+                self.chatter.log(
+                    LogLevel::Error,
+                    format_args!("no conversation for a 2026-07-28 client: {why}"),
+                );
+                return rpc_error(
+                    StatusCode::BAD_GATEWAY,
+                    -32603,
+                    "the MCP server behind the gateway could not be started",
+                );
+            }
+        };
+        match request {
+            Triage::Answer(answer) => json_answer(answer),
+            Triage::Discover(id) => json_answer(super::modern::discover(
+                id,
+                PROTOCOL_VERSIONS,
+                &linked.init,
+                &self.server_name,
+            )),
+            Triage::Listen(request) => super::stateless::listen(&linked, &request, reads_sse),
+            Triage::Serve(request) => self.stateless.serve(&linked, request, reads_sse).await,
+        }
     }
 
     async fn post(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
@@ -357,12 +398,7 @@ impl Gateway {
                 "not acceptable: Accept must list application/json and text/event-stream",
             );
         }
-        let is_json = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|c| c.trim_start().starts_with("application/json"));
-        if !is_json {
+        if !is_json(&parts.headers) {
             return rpc_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 -32600,
@@ -402,7 +438,7 @@ impl Gateway {
                 Err(refusal) => return *refusal,
             },
             None if too_large.is_none() && is_initialize(text) => {
-                match self.open_session(identity.clone(), false) {
+                match self.open_session(identity.clone(), false, false) {
                     Ok(c) => {
                         new_session = Some(c.id.clone());
                         c
@@ -478,6 +514,7 @@ impl Gateway {
         &self,
         identity: Option<Arc<str>>,
         legacy: bool,
+        stateless: bool,
     ) -> Result<Arc<Conversation>, Refusal> {
         if self.sessions.open_count() >= MAX_SESSIONS {
             return Err(Box::new(rpc_error(
@@ -513,6 +550,7 @@ impl Gateway {
                 id,
                 identity,
                 legacy,
+                stateless,
                 home: self.home.clone(),
             },
             &self.backend,
@@ -536,7 +574,7 @@ impl Gateway {
     /// `GET /sse`: a new session whose every message goes on this one stream, after an
     /// `endpoint` event naming where to POST. The session ends with the connection.
     fn legacy_open(&self, identity: Option<Arc<str>>) -> Response<Reply> {
-        let conversation = match self.open_session(identity, true) {
+        let conversation = match self.open_session(identity, true, false) {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
@@ -753,6 +791,30 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Reply> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Reply::text(body))
         .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+fn json_answer(answer: super::modern::Answer) -> Response<Reply> {
+    Response::builder()
+        .status(answer.status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Reply::text(answer.body.to_string()))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+fn is_json(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|c| c.trim_start().starts_with("application/json"))
+}
+
+/// Whether the request's `Accept` lists `media` (or `*/*`).
+fn accepts(headers: &hyper::HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .any(|h| h.contains(media) || h.contains("*/*"))
 }
 
 fn with_session(mut response: Response<Reply>, id: Option<&str>) -> Response<Reply> {

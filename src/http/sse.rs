@@ -181,6 +181,9 @@ pub enum Reply {
         queued: VecDeque<Event>,
         live: Option<mpsc::Receiver<Event>>,
     },
+    /// SSE events already formatted, without ids (the 2026-07-28 revision resumes
+    /// nothing); the body ends when the sender does.
+    Frames(mpsc::Receiver<Bytes>),
 }
 
 impl Reply {
@@ -209,6 +212,7 @@ impl Body for Reply {
                 Some(first) => Poll::Ready(Some(Ok(Frame::data(first)))),
                 None => Pin::new(&mut **inner).poll_frame(cx),
             },
+            Reply::Frames(rx) => rx.poll_recv(cx).map(|f| f.map(|b| Ok(Frame::data(b)))),
             Reply::Sse {
                 stream,
                 queued,
@@ -249,7 +253,7 @@ impl Body for Reply {
         match self {
             Reply::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Reply::Full(None) => SizeHint::with_exact(0),
-            Reply::Sse { .. } | Reply::Legacy { .. } => SizeHint::default(),
+            Reply::Sse { .. } | Reply::Legacy { .. } | Reply::Frames(_) => SizeHint::default(),
         }
     }
 }

@@ -1,7 +1,8 @@
 """Interop over Streamable HTTP (issue 25): the official MCP Python SDK client through
 `mcpwall serve` to server-everything (stdio), compared with the direct stdio connection,
 and the gateway's refusals: bearer tokens, session ownership, Origin, DELETE, the
-protocol version header.
+protocol version header; and stateless (2026-07-28) clients, as plain HTTP requests
+(the SDK has no such client), served per identity on the same listener.
 
 Usage: http_gateway.py MCPWALL_BINARY
 Run from tests/http_gateway.rs. Every token and credential here is generated at run time;
@@ -300,49 +301,136 @@ async def identities(env: Env) -> None:
     check(alice not in json.dumps(events) and bob not in json.dumps(events), "no token reaches the audit log")
 
 
+def sse_messages(response: httpx2.Response) -> list[dict]:
+    """Every JSON-RPC message of a POST's answer, whether JSON or an SSE stream."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return [json.loads(l[6:]) for l in response.text.splitlines() if l.startswith("data: ")]
+    return [response.json()]
+
+
 async def modern_era(env: Env) -> None:
-    print("the 2026-07-28 revision on the same listener: headers checked against the body, versions negotiated")
-    received = env.home / "server-received-modern.jsonl"
-    recording = ["sh", "-c", 'tee -a "$0" | exec "$1" stdio', str(received), EVERYTHING[0]]
+    print("the 2026-07-28 revision on the same listener: served per identity, headers checked against the body")
+
+    def issue(name: str) -> str:
+        out = subprocess.run([env.mcpwall, "token", "add", name], env={"HOME": str(env.home), "PATH": os.environ.get("PATH", "")},
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    dana, erin = issue("dana"), issue("ci-erin")
+    policy = env.policy.with_name("modern.yml")
+    policy.write_text(env.policy.read_text().replace("rules:\n", """rules:
+  - name: ci-no-env
+    match: {tool: get-env, identity: "ci-*"}
+    action: deny
+""", 1))
+    # Each server process copies its stdin to its own file (named by its shell's pid).
+    base = env.home / "modern-received"
+    recording = ["sh", "-c", 'tee -a "$0.$$" | exec "$1" stdio', str(base), EVERYTHING[0]]
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
             "io.modelcontextprotocol/clientCapabilities": {}}
     modern = {"MCP-Protocol-Version": "2026-07-28"}
 
-    def modern_call(name: str, header_name: str) -> httpx2.Response:
-        body = {"jsonrpc": "2.0", "id": 11, "method": "tools/call",
-                "params": {"name": name, "arguments": {"message": "m"}, "_meta": meta}}
-        return post(url, body, **modern, **{"Mcp-Method": "tools/call", "Mcp-Name": header_name})
+    def request(token: str, n, method: str, params: dict | None = None, name: str | None = None,
+                extra_meta: dict | None = None) -> httpx2.Response:
+        body = {"jsonrpc": "2.0", "id": n, "method": method,
+                "params": {**(params or {}), "_meta": {**meta, **(extra_meta or {})}}}
+        headers = {**modern, "Mcp-Method": method}
+        if name is not None:
+            headers["Mcp-Name"] = name
+        return post(url, body, token, **headers)
 
-    with gateway(env, recording) as url:
-        r = modern_call("get-env", "echo")
+    def call(token: str, n, tool: str, arguments: dict, header_name: str | None = None, **kw) -> httpx2.Response:
+        return request(token, n, "tools/call", {"name": tool, "arguments": arguments}, header_name or tool, **kw)
+
+    def servers() -> list[str]:
+        return [p.read_text() for p in sorted(env.home.glob("modern-received.*"))]
+
+    # The server's environment holds a (fake) key, which get-env shows.
+    with gateway(env, recording, extra_env={"MODERN_AWS_KEY": env.aws_key}, policy=policy) as url:
+        r = call(dana, 11, "get-env", {}, "echo")
         check(r.status_code == 400 and r.json()["error"]["code"] == -32020 and r.json()["id"] == 11,
               "Mcp-Name saying echo over a body calling get-env: 400, -32020")
         r = post(url, {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {"_meta": meta}},
-                 **modern, **{"Mcp-Method": "tools/call"})
+                 dana, **modern, **{"Mcp-Method": "tools/call"})
         check(r.status_code == 400 and r.json()["error"]["code"] == -32020, "Mcp-Method unlike the body's method: -32020")
-        r = post(url, {"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": {"_meta": meta}},
-                 **modern)
+        r = post(url, {"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": {"_meta": meta}}, dana, **modern)
         check(r.status_code == 400 and r.json()["error"]["code"] == -32020, "a missing Mcp-Method: -32020")
-        r = post(url, {"jsonrpc": "2.0", "id": "d", "method": "server/discover", "params": {"_meta": meta}},
-                 **modern, **{"Mcp-Method": "server/discover"})
-        check(r.status_code == 200 and "2025-11-25" in r.json()["result"]["supportedVersions"],
-              "server/discover names the versions the gateway serves")
-        r = modern_call("echo", "=?base64?ZWNobw==?=")
-        check(r.status_code == 400 and r.json()["error"]["code"] == -32022
-              and "2025-11-25" in r.json()["error"]["data"]["supported"],
-              "a valid modern call (Base64 Mcp-Name) is told to use a session-based version (-32022)")
-        r = httpx2.get(url, headers={"Accept": "text/event-stream", **modern}, timeout=STEP_TIMEOUT)
+        r = post(url, {"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": {"_meta": meta}},
+                 None, **modern, **{"Mcp-Method": "tools/list"})
+        check(r.status_code == 401, "a modern request without a token: 401")
+        check(servers() == [], "no server was started for refused requests")
+
+        r = request(dana, "d", "server/discover")
+        result = r.json()["result"]
+        check(r.status_code == 200 and result["supportedVersions"][0] == "2026-07-28"
+              and "2025-11-25" in result["supportedVersions"] and "tools" in result["capabilities"],
+              "server/discover names the versions served and the server's capabilities")
+
+        r = request(dana, 1, "tools/list")
+        listed = answer_of(r)
+        dana_tools = {t["name"] for t in listed["result"]["tools"]}
+        check(listed["id"] == 1 and {"echo", "get-env"} <= dana_tools, "dana's tools/list, with her id")
+        check(listed["result"]["resultType"] == "complete" and listed["result"]["cacheScope"] == "private",
+              "the list is a complete result no shared cache may keep")
+        r = request(erin, 1, "tools/list")
+        erin_tools = {t["name"] for t in answer_of(r)["result"]["tools"]}
+        check("echo" in erin_tools and "get-env" not in erin_tools, "ci-erin's list lacks the tool a rule denies to ci-*")
+
+        r = call(dana, 2, "echo", {"message": "dana-modern"}, "=?base64?ZWNobw==?=")
+        a = answer_of(r)
+        check(r.status_code == 200 and a["id"] == 2 and "dana-modern" in json.dumps(a["result"]),
+              "dana's echo (Base64 Mcp-Name) is served")
+        r = call(dana, 3, "get-env", {})
+        check("PATH" in json.dumps(answer_of(r).get("result")), "dana may call get-env")
+        r = call(erin, 3, "get-env", {})
+        check(answer_of(r).get("error", {}).get("code") == -32001, "ci-erin's get-env is refused")
+        r = call(erin, 4, "echo", {"message": "erin echo"})
+        check("erin echo" in json.dumps(answer_of(r)), "ci-erin's echo is served")
+        r = call(dana, 4, "get-env", {})
+        shown = json.dumps(answer_of(r))
+        check(env.aws_key not in shown and "REDACTED" in shown, "a secret in the answer is redacted")
+
+        r = call(dana, 5, "trigger-long-running-operation", {"duration": 1, "steps": 3},
+                 extra_meta={"progressToken": "dana-progress"})
+        messages = sse_messages(r)
+        progress = [m for m in messages if m.get("method") == "notifications/progress"]
+        check(len(progress) == 3 and all(m["params"]["progressToken"] == "dana-progress" for m in progress),
+              "progress comes on the request's SSE response, with the client's token")
+        check(messages[-1]["id"] == 5 and "result" in messages[-1], "then the answer ends the stream")
+
+        r = call(dana, 6, "trigger-sampling-request", {"prompt": "say hi", "maxTokens": 5})
+        check(answer_of(r)["id"] == 6, "a tool that asks for sampling gets an answer (the gateway refused the sampling)")
+
+        r = request(dana, 7, "no/such-method")
+        check(r.status_code == 404 and r.json()["error"]["code"] == -32601 and r.json()["id"] == 7,
+              "a method the server does not have: 404, -32601")
+
+        r = httpx2.get(url, headers={"Accept": "text/event-stream", "Authorization": f"Bearer {dana}", **modern},
+                       timeout=STEP_TIMEOUT)
         check(r.status_code == 405, "GET with the modern version: 405")
+        r = httpx2.delete(url, headers={"Authorization": f"Bearer {dana}", **modern}, timeout=STEP_TIMEOUT)
+        check(r.status_code == 405, "DELETE with the modern version: 405")
+
         # The same listener then serves the session-based era, as a dual-era client falls back to.
-        async with connect(url)() as (rs, ws):
+        async with connect(url, dana)() as (rs, ws):
             async with ClientSession(rs, ws) as s:
                 with anyio.fail_after(STEP_TIMEOUT):
                     await s.initialize()
                     check("m2" in text_of(await s.call_tool("echo", {"message": "m2"})),
                           "a 2025-11-25 session works on the same listener")
-    seen = received.read_text() if received.exists() else ""
-    check("get-env" not in seen and "2026-07-28" not in seen, "the server never saw a modern request")
+    seen = servers()
+    modern_servers = [t for t in seen if "mcpwall (for stateless clients)" in t]
+    check(len(modern_servers) == 2, f"one server per identity for the modern requests ({len(modern_servers)})")
+    check(sum("dana-modern" in t for t in seen) == 1 and sum("erin echo" in t for t in seen) == 1
+          and not any("dana-modern" in t and "erin echo" in t for t in seen),
+          "dana's and ci-erin's requests went to different servers")
+    check(all("2026-07-28" not in t and "io.modelcontextprotocol" not in t for t in seen),
+          "the servers saw session-based requests only")
+    check(sum('"get-env"' in t for t in modern_servers) == 1, "ci-erin's refused get-env never reached a server")
+    events = audit_events(env)
+    check(any(e["rule"] == "ci-no-env" and e.get("identity") == "ci-erin" for e in events),
+          "ci-erin's refused call is audited with her identity")
 
 
 async def main(mcpwall: str) -> None:
@@ -351,9 +439,9 @@ async def main(mcpwall: str) -> None:
         await transcript_over_http(env)
         await transcript_over_legacy_sse(env)
         await refusals_over_http(env)
-        # Before identities(), which issues tokens in this HOME.
-        await modern_era(env)
+        # identities() issues the first tokens in this HOME; modern_era() more.
         await identities(env)
+        await modern_era(env)
     print("http_gateway: all checks passed")
 
 

@@ -1,0 +1,604 @@
+//! Serving stateless (2026-07-28) clients through servers that speak the session-based
+//! revision: the gateway keeps, per identity, one session-based conversation of its own
+//! and translates each modern request onto it.
+//!
+//! ```text
+//! POST (2026-07-28) ─► modern::triage ─► Backends::linked(identity)
+//!     the identity's Conversation, started and `initialize`d by the gateway on first use,
+//!     and again after its server died (or it idled out)
+//! request: id := "mcpwall-N" (unique in the gateway), progressToken := the same,
+//!     `io.modelcontextprotocol/*` keys left out of `_meta`
+//!     ─► Conversation::from_client: the identity's Session judges it as any client's
+//! answer (by "mcpwall-N") ─► the client's id and progress token put back, `resultType`
+//!     added ─► JSON, or the request's SSE response with its progress (and its log
+//!     messages when it asked for them with `io.modelcontextprotocol/logLevel`)
+//! ```
+//!
+//! Why one conversation per identity and not per request: a stdio server is one process
+//! per `initialize`; starting one per request would cost a process start and a handshake
+//! per call. Why not one for all identities: each identity's Session holds its own rules,
+//! guard and rate count, and the server itself then never mixes two identities' state.
+//! Two requests of one identity may share the conversation at once: their gateway ids
+//! differ, whatever ids the client chose, so answers cannot cross.
+//!
+//! What the stateless revision cannot carry, the gateway answers itself towards the
+//! server ([`answer_server_request`]): a server's `sampling/createMessage`,
+//! `elicitation/create` and `roots/list` get `-32601` (a 2026-07-28 client takes such
+//! requests only as `input_required` results of a retried request, which a session-based
+//! server, waiting mid-call for its answer, cannot produce), and `ping` gets an empty
+//! result.
+//!
+//! Change notifications that belong to no request go to the identity's
+//! `subscriptions/listen` streams that opted in to them ([`listen`]), tagged with the
+//! subscription id; others (resource updates: `resourceSubscriptions` is not offered) are
+//! dropped.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::header;
+use hyper::{Response, StatusCode};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::conversation::{Conversation, Listener, id_key};
+use super::sse::Reply;
+use crate::session::Line;
+
+/// How long the server may take to answer the gateway's `initialize`.
+const HANDSHAKE: Duration = Duration::from_secs(30);
+/// The session-based version the gateway speaks to the server for its stateless clients.
+const BACKEND_VERSION: &str = "2025-11-25";
+/// Results that carry `ttlMs` and `cacheScope` in the 2026-07-28 revision.
+const CACHEABLE: &[&str] = &[
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+];
+
+/// The list changes a `subscriptions/listen` may opt in to: its filter field, the server
+/// capability that must offer `listChanged`, the notification.
+pub const LISTENED: &[(&str, &str, &str)] = &[
+    (
+        "toolsListChanged",
+        "tools",
+        "notifications/tools/list_changed",
+    ),
+    (
+        "promptsListChanged",
+        "prompts",
+        "notifications/prompts/list_changed",
+    ),
+    (
+        "resourcesListChanged",
+        "resources",
+        "notifications/resources/list_changed",
+    ),
+];
+
+/// Events of a `subscriptions/listen` stream not yet read before the client loses it.
+const LISTEN_QUEUE: usize = 64;
+
+/// An identity's conversation and what its server said to the gateway's `initialize`.
+#[derive(Clone)]
+pub struct Linked {
+    pub conversation: Arc<Conversation>,
+    /// The `initialize` result (as the session let it through).
+    pub init: Arc<Value>,
+}
+
+/// An identity's conversation, if started; locked across the handshake, so concurrent
+/// first requests wait for one.
+type Slot = tokio::sync::Mutex<Option<Linked>>;
+/// A slot's server name (the backend) and identity.
+type SlotKey = (Arc<str>, Option<Arc<str>>);
+
+/// Each identity's conversation for its stateless requests.
+#[derive(Default)]
+pub struct Backends {
+    slots: Mutex<HashMap<SlotKey, Arc<Slot>>>,
+    next_id: AtomicU64,
+}
+
+/// Why an identity has no conversation to serve it.
+#[derive(Debug)]
+pub enum Unlinked<E> {
+    /// The conversation could not be opened (what `open` said).
+    Open(E),
+    /// The server did not complete the gateway's `initialize`.
+    Handshake(String),
+}
+
+impl Backends {
+    /// The identity's conversation with the server `server`, opened with `open` and
+    /// initialised when there is none or the last one ended. Concurrent first requests
+    /// wait for the one handshake.
+    pub async fn linked<E>(
+        &self,
+        server: &Arc<str>,
+        identity: &Option<Arc<str>>,
+        open: impl FnOnce() -> Result<Arc<Conversation>, E>,
+    ) -> Result<Linked, Unlinked<E>> {
+        let slot = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots
+                .entry((server.clone(), identity.clone()))
+                .or_default()
+                .clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some(linked) = slot.as_ref().filter(|l| !l.conversation.is_ended()) {
+            linked.conversation.touch();
+            return Ok(linked.clone());
+        }
+        *slot = None;
+        let conversation = open().map_err(Unlinked::Open)?;
+        match self.handshake(&conversation).await {
+            Ok(init) => {
+                let linked = Linked {
+                    conversation,
+                    init: Arc::new(init),
+                };
+                *slot = Some(linked.clone());
+                Ok(linked)
+            }
+            Err(why) => {
+                conversation.end();
+                Err(Unlinked::Handshake(why))
+            }
+        }
+    }
+
+    fn gateway_id(&self) -> String {
+        format!("mcpwall-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// `initialize` and `notifications/initialized`, judged by the conversation's session
+    /// like any client's. The client capabilities are none: see the module docs.
+    async fn handshake(&self, conversation: &Conversation) -> Result<Value, String> {
+        let id = self.gateway_id();
+        let key = json_key(&id);
+        let mut answer = conversation.expect_answer(key.clone(), false);
+        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": BACKEND_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcpwall (for stateless clients)",
+                           "version": env!("CARGO_PKG_VERSION")},
+        }});
+        let init = init.to_string();
+        if conversation
+            .from_client(Line::Frame(init.as_bytes()))
+            .await
+            .is_err()
+        {
+            return Err("the server ended before initialize".into());
+        }
+        let event = match tokio::time::timeout(HANDSHAKE, answer.rx.recv()).await {
+            Ok(Some(event)) => event,
+            Ok(None) => return Err("the server ended before answering initialize".into()),
+            Err(_) => {
+                conversation.forget_answer(&key);
+                return Err(format!(
+                    "the server did not answer initialize within {} s",
+                    HANDSHAKE.as_secs()
+                ));
+            }
+        };
+        let mut answer: Value = serde_json::from_slice(&event.data)
+            .map_err(|_| "the server's initialize answer is not JSON".to_string())?;
+        let result = match answer.get_mut("result") {
+            Some(r @ Value::Object(_)) => r.take(),
+            _ => return Err("the server refused initialize".into()),
+        };
+        let done = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        conversation
+            .from_client(Line::Frame(done))
+            .await
+            .map_err(|_| "the server ended after initialize".to_string())?;
+        Ok(result)
+    }
+
+    /// Serve one modern request on `linked` (see the module docs). `reads_sse`: the client
+    /// accepts `text/event-stream`.
+    pub async fn serve(&self, linked: &Linked, request: Value, reads_sse: bool) -> Response<Reply> {
+        let gateway_id = self.gateway_id();
+        let Translated {
+            line,
+            client_id,
+            client_token,
+            logs,
+            method,
+        } = translate(request, &gateway_id);
+        let key = json_key(&gateway_id);
+        let conversation = &linked.conversation;
+        let mut answer = conversation.expect_answer_with_progress(
+            key.clone(),
+            reads_sse && logs,
+            client_token.is_some().then(|| key.clone()),
+        );
+        let back = Back {
+            client_id,
+            client_token,
+            method,
+            server_info: linked.init.get("serverInfo").cloned(),
+        };
+        if conversation
+            .from_client(Line::Frame(line.as_bytes()))
+            .await
+            .is_err()
+        {
+            conversation.forget_answer(&key);
+            return gone(&back.client_id);
+        }
+        // From here, a client that goes away cancels the request (this future is dropped).
+        let mut cancel = Cancel {
+            conversation: conversation.clone(),
+            key,
+            gateway_id,
+            armed: true,
+        };
+        // Until the answer: with SSE, the first message decides JSON or a stream; without,
+        // notifications are left out and only the answer is sent.
+        let first = loop {
+            match answer.rx.recv().await {
+                None => {
+                    cancel.armed = false;
+                    return gone(&back.client_id);
+                }
+                Some(event) if event.last || reads_sse => break event,
+                Some(_) => {}
+            }
+        };
+        let Some(data) = back.map(&first.data) else {
+            return gone(&back.client_id);
+        };
+        if first.last {
+            cancel.armed = false;
+            // The revision's answer to a method the server does not have is `404`.
+            // (Parsed again only when the code's digits are there at all.)
+            let unknown = memchr::memmem::find(&data, b"-32601").is_some()
+                && serde_json::from_slice::<Value>(&data)
+                    .is_ok_and(|a| a["error"]["code"] == -32601);
+            return Response::builder()
+                .status(if unknown {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::OK
+                })
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Reply::text(data))
+                .unwrap_or_else(|_| Response::new(Reply::empty()));
+        }
+        let (tx, rx) = mpsc::channel(16);
+        let _ = tx.try_send(sse_frame(&data));
+        let mut events = answer.rx;
+        tokio::spawn(async move {
+            // Dropped armed when the client closed the response stream first.
+            let mut cancel = cancel;
+            loop {
+                tokio::select! {
+                    event = events.recv() => {
+                        let Some(event) = event else {
+                            cancel.armed = false;
+                            return;
+                        };
+                        if event.last {
+                            cancel.armed = false;
+                        }
+                        if let Some(data) = back.map(&event.data)
+                            && tx.send(sse_frame(&data)).await.is_err()
+                        {
+                            return;
+                        }
+                        if event.last {
+                            return;
+                        }
+                    }
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .header("x-accel-buffering", "no")
+            .body(Reply::Frames(rx))
+            .unwrap_or_else(|_| Response::new(Reply::empty()))
+    }
+}
+
+/// `subscriptions/listen`: an SSE stream that starts with the acknowledgement (the list
+/// changes the server offers among those asked for) and then carries those
+/// notifications, as the session let them through, until the client closes it or the
+/// conversation ends (then a final result ends the subscription).
+pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Reply> {
+    let id = request["id"].clone();
+    if !reads_sse {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message":
+            "subscriptions/listen answers with an SSE stream: Accept must list text/event-stream"}});
+        return Response::builder()
+            .status(StatusCode::NOT_ACCEPTABLE)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Reply::text(body.to_string()))
+            .unwrap_or_else(|_| Response::new(Reply::empty()));
+    }
+    let asked = &request["params"]["notifications"];
+    let offered = &linked.init["capabilities"];
+    let mut agreed = serde_json::Map::new();
+    let mut methods = Vec::new();
+    for (field, capability, method) in LISTENED {
+        if asked[field] == true && offered[capability]["listChanged"] == true {
+            agreed.insert((*field).into(), Value::Bool(true));
+            methods.push(*method);
+        }
+    }
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
+                   "notifications": agreed}});
+    let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
+    let _ = tx.try_send(sse_frame(ack.to_string().as_bytes()));
+    if !linked.conversation.listen(Listener {
+        methods,
+        id: id.clone(),
+        tx,
+    }) {
+        return gone(&id);
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Reply::Frames(rx))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+/// A change notification for the subscription `id`, as an SSE event.
+pub fn tagged(line: &[u8], id: &Value) -> Option<Bytes> {
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let params = message
+        .as_object_mut()?
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    let meta = params
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta.as_object_mut()?
+        .insert("io.modelcontextprotocol/subscriptionId".into(), id.clone());
+    Some(sse_frame(&serde_json::to_vec(&message).ok()?))
+}
+
+/// The result that ends the subscription `id` when its conversation ends.
+pub fn listen_ended(id: &Value) -> Bytes {
+    let end = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
+    sse_frame(end.to_string().as_bytes())
+}
+
+/// Cancels a forwarded request when dropped armed: its client went away before the
+/// answer. Closing the response is the cancellation in the 2026-07-28 revision; the server
+/// hears it the session-based way, judged by the session like any client message.
+struct Cancel {
+    conversation: Arc<Conversation>,
+    key: String,
+    gateway_id: String,
+    armed: bool,
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.conversation.forget_answer(&self.key);
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": self.gateway_id, "reason": "the client went away"}})
+        .to_string();
+        let conversation = self.conversation.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = conversation
+                    .from_client(Line::Frame(cancel.as_bytes()))
+                    .await;
+            });
+        }
+    }
+}
+
+/// A modern request made into a session-based one.
+struct Translated {
+    line: String,
+    client_id: Value,
+    client_token: Option<Value>,
+    /// The client asked for log messages (`io.modelcontextprotocol/logLevel`).
+    logs: bool,
+    method: String,
+}
+
+fn translate(mut request: Value, gateway_id: &str) -> Translated {
+    let client_id = request["id"].take();
+    request["id"] = Value::String(gateway_id.to_string());
+    let method = request["method"].as_str().unwrap_or_default().to_string();
+    let mut client_token = None;
+    let mut logs = false;
+    if let Some(Value::Object(meta)) = request
+        .get_mut("params")
+        .and_then(|p| p.as_object_mut())
+        .and_then(|p| p.get_mut("_meta"))
+    {
+        logs = meta.contains_key("io.modelcontextprotocol/logLevel");
+        // The revision's per-request fields mean nothing to a session-based server.
+        meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        if let Some(token) = meta.get_mut("progressToken") {
+            client_token = Some(std::mem::replace(
+                token,
+                Value::String(gateway_id.to_string()),
+            ));
+        }
+        if meta.is_empty()
+            && let Some(params) = request["params"].as_object_mut()
+        {
+            params.remove("_meta");
+        }
+    }
+    Translated {
+        line: request.to_string(),
+        client_id,
+        client_token,
+        logs,
+        method,
+    }
+}
+
+/// How a message for one modern request is put back into the client's terms.
+struct Back {
+    client_id: Value,
+    client_token: Option<Value>,
+    method: String,
+    server_info: Option<Value>,
+}
+
+impl Back {
+    fn map(&self, data: &[u8]) -> Option<Vec<u8>> {
+        let mut message: Value = serde_json::from_slice(data).ok()?;
+        if message.get("method").is_some() {
+            if let (Some(token), Some(params)) = (
+                &self.client_token,
+                message.get_mut("params").and_then(Value::as_object_mut),
+            ) && params.contains_key("progressToken")
+            {
+                params.insert("progressToken".into(), token.clone());
+            }
+        } else {
+            message["id"] = self.client_id.clone();
+            if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+                result
+                    .entry("resultType")
+                    .or_insert_with(|| Value::String("complete".into()));
+                if CACHEABLE.contains(&self.method.as_str()) {
+                    // Lists are filtered per identity: no shared cache may keep them.
+                    result.entry("ttlMs").or_insert(json!(0));
+                    result.insert("cacheScope".into(), json!("private"));
+                }
+                if let Some(info) = &self.server_info {
+                    let meta = result.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.entry("io.modelcontextprotocol/serverInfo")
+                            .or_insert_with(|| info.clone());
+                    }
+                }
+            }
+        }
+        serde_json::to_vec(&message).ok()
+    }
+}
+
+/// The gateway's answer to a request of the server's, for a conversation whose client
+/// speaks the stateless revision (see the module docs); `None` for other messages.
+pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    let (id, method) = (head.id?, head.method?);
+    let id: Value = serde_json::from_str(id.get()).ok()?;
+    let answer = if method == "ping" {
+        json!({"jsonrpc": "2.0", "id": id, "result": {}})
+    } else {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!(
+            "{method} cannot reach this client: it speaks MCP 2026-07-28 through mcpwall, \
+             which carries no server-to-client requests")}})
+    };
+    serde_json::to_vec(&answer).ok()
+}
+
+fn json_key(id: &str) -> String {
+    id_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
+}
+
+fn sse_frame(data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// The conversation ended before the answer (its server died): the next request starts
+/// another.
+fn gone(client_id: &Value) -> Response<Reply> {
+    let body = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": -32603,
+        "message": "the MCP server behind the gateway ended; retry the request"}});
+    Response::builder()
+        .status(StatusCode::BAD_GATEWAY)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Reply::text(body.to_string()))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_modern_request_gets_the_gateways_id_and_token_and_they_are_put_back() {
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"message": "hi"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/logLevel": "info",
+                      "progressToken": "p1"}}});
+        let t = translate(request, "mcpwall-9");
+        let sent: Value = serde_json::from_str(&t.line).unwrap();
+        assert_eq!(sent["id"], "mcpwall-9");
+        assert_eq!(
+            sent["params"]["_meta"],
+            json!({"progressToken": "mcpwall-9"})
+        );
+        assert!(t.logs);
+        let back = Back {
+            client_id: t.client_id,
+            client_token: t.client_token,
+            method: t.method,
+            server_info: Some(json!({"name": "s", "version": "1"})),
+        };
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"mcpwall-9","progress":1}}"#;
+        let p: Value = serde_json::from_slice(&back.map(progress).unwrap()).unwrap();
+        assert_eq!(p["params"]["progressToken"], "p1");
+        let answer = br#"{"jsonrpc":"2.0","id":"mcpwall-9","result":{"content":[]}}"#;
+        let a: Value = serde_json::from_slice(&back.map(answer).unwrap()).unwrap();
+        assert_eq!(a["id"], 1);
+        assert_eq!(a["result"]["resultType"], "complete");
+        assert_eq!(
+            a["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "s"
+        );
+    }
+
+    #[test]
+    fn the_servers_requests_are_answered_by_the_gateway() {
+        let sampling = br#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{}}"#;
+        let a: Value = serde_json::from_slice(&answer_server_request(sampling).unwrap()).unwrap();
+        assert_eq!(a["id"], 5);
+        assert_eq!(a["error"]["code"], -32601);
+        let ping = br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#;
+        let a: Value = serde_json::from_slice(&answer_server_request(ping).unwrap()).unwrap();
+        assert_eq!(a["result"], json!({}));
+        assert!(
+            answer_server_request(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#)
+                .is_none()
+        );
+        assert!(answer_server_request(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_none());
+    }
+}
