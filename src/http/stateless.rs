@@ -303,13 +303,7 @@ impl Backends {
                 }
             }
         });
-        Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .header(header::CACHE_CONTROL, "no-cache")
-            .header("x-accel-buffering", "no")
-            .body(Reply::Frames(rx))
-            .unwrap_or_else(|_| Response::new(Reply::empty()))
+        sse_response(rx)
     }
 }
 
@@ -350,6 +344,11 @@ pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Rep
     }) {
         return gone(&id);
     }
+    sse_response(rx)
+}
+
+/// A 200 whose body is the SSE events sent on `rx` (unbuffered by proxies on the way).
+fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<Reply> {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
