@@ -437,7 +437,7 @@ impl Gateway {
                 Ok(c) => c,
                 Err(refusal) => return *refusal,
             },
-            None if too_large.is_none() && is_initialize(text) => {
+            None if too_large.is_none() && crate::mcp::is_initialize(text) => {
                 match self.open_session(identity.clone(), false, false) {
                     Ok(c) => {
                         new_session = Some(c.id.clone());
@@ -741,17 +741,6 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error>
     }
 }
 
-/// Whether the body is an `initialize` request (the only message that opens a session).
-fn is_initialize(body: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    serde_json::from_slice::<Head<'_>>(body)
-        .is_ok_and(|h| h.method.as_deref() == Some("initialize"))
-}
-
 fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(""),
@@ -852,16 +841,5 @@ mod tests {
         assert!(!origin_is_loopback("http://evil.example"));
         assert!(!origin_is_loopback("null"));
         assert!(!origin_is_loopback("http://localhost.evil.example"));
-    }
-
-    #[test]
-    fn an_initialize_is_told_from_other_messages() {
-        assert!(is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
-        ));
-        assert!(!is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#
-        ));
-        assert!(!is_initialize(b"not json"));
     }
 }

@@ -108,14 +108,14 @@ async fn run(state: Arc<State>, mut rx: mpsc::Receiver<Vec<u8>>) {
     while let Some(bytes) = rx.recv().await {
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let line = line.to_vec();
-            if is_initialize(&line) {
+            if crate::mcp::is_initialize(&line) {
                 // Alone and awaited: every later request needs the session id it brings.
-                state.clone().post(line).await;
+                state.clone().post(line, true).await;
                 if listening.is_none() && state.session_id().is_some() {
                     listening = Some(tokio::spawn(state.clone().listen()));
                 }
             } else {
-                posts.spawn(state.clone().post(line));
+                posts.spawn(state.clone().post(line, false));
             }
         }
         while posts.try_join_next().is_some() {}
@@ -173,9 +173,8 @@ impl State {
         self.send_out(FromUpstream::Unanswered { sent, why }).await;
     }
 
-    /// POST one line and hand on what comes back.
-    async fn post(self: Arc<Self>, line: Vec<u8>) {
-        let initialize = is_initialize(&line);
+    /// POST one line (`initialize`: whether it is that request) and hand on what comes back.
+    async fn post(self: Arc<Self>, line: Vec<u8>, initialize: bool) {
         let mut waiting = request_ids(&line);
         let mut headers = self.headers(ACCEPT_BOTH);
         headers.push((
@@ -496,16 +495,6 @@ fn request_ids(line: &[u8]) -> HashSet<String> {
         .collect()
 }
 
-fn is_initialize(line: &[u8]) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Method<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    serde_json::from_slice::<Method<'_>>(line)
-        .is_ok_and(|m| m.method.as_deref() == Some("initialize"))
-}
-
 struct Answered {
     key: String,
     /// `result.protocolVersion`, for the answer to `initialize`.
@@ -551,9 +540,6 @@ mod tests {
     fn requests_are_found_in_messages_and_batches() {
         let ids = request_ids(br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","result":{}}]"#);
         assert_eq!(ids, HashSet::from(["1".to_string()]));
-        assert!(is_initialize(
-            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#
-        ));
         let a = answer_of(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#)
             .unwrap();
         assert_eq!(

@@ -4,8 +4,14 @@
 #   tests/benches/http_gateway.sh [MCPWALL_BINARY]     (default: target/release/mcpwall)
 #
 # The shape: load generator → proxy → a Streamable HTTP MCP server on loopback.
-# - upstream: the official `@modelcontextprotocol/server-everything` in its streamableHttp
-#   mode (tests/interop/node_modules; `.ci/run` or `npm ci` in tests/interop installs it);
+# - upstream (UPSTREAM=everything, the default): the official
+#   `@modelcontextprotocol/server-everything` in its streamableHttp mode
+#   (tests/interop/node_modules; `.ci/run` or `npm ci` in tests/interop installs it), and
+#   `tools/call echo`. It spends about 2.5 ms per call, which hides what a proxy adds;
+# - upstream (UPSTREAM=fake): a fast one, the shared harness's fake server
+#   (FAKE_MCP_SERVER=path to its `fake-mcp-server`, built by ../shared/bench/compare.sh)
+#   made a Streamable HTTP server by a second `mcpwall serve` with a policy that allows
+#   everything, and `tools/call read_file`: both proxies then wait on the same fast server;
 # - plain:    nginx as a reverse proxy to it (one worker process, keep-alive upstream
 #   connections, no buffering): what a gateway without a policy costs;
 # - mcpwall:  `mcpwall serve --upstream` to the same server, the built-in default policy
@@ -38,7 +44,16 @@ everything=tests/interop/node_modules/@modelcontextprotocol/server-everything/di
 for tool in wrk nginx node curl; do
     command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install wrk nginx-light)" >&2; exit 2; }
 done
-[ -f "$everything" ] || { echo "needs $everything: (cd tests/interop && npm ci)" >&2; exit 2; }
+upstream_kind=${UPSTREAM:-everything}
+case $upstream_kind in
+    everything)
+        [ -f "$everything" ] || { echo "needs $everything: (cd tests/interop && npm ci)" >&2; exit 2; }
+        call='"name":"echo","arguments":{"message":"hello from the bench"}' ;;
+    fake)
+        [ -x "${FAKE_MCP_SERVER:-}" ] || { echo "UPSTREAM=fake needs FAKE_MCP_SERVER=path/to/fake-mcp-server" >&2; exit 2; }
+        call='"name":"read_file","arguments":{"path":"README.md"}' ;;
+    *) echo "UPSTREAM is everything or fake" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d)
 pids=()
@@ -60,7 +75,15 @@ wait_port() {
 }
 
 up=$(free_port)
-PORT=$up node "$everything" streamableHttp >"$work/upstream.log" 2>&1 &
+if [ "$upstream_kind" = everything ]; then
+    PORT=$up node "$everything" streamableHttp >"$work/upstream.log" 2>&1 &
+else
+    mkdir -p "$work/upstream-home"
+    # Only the user's rules, and none: the upstream judges nothing it would refuse.
+    printf 'version: 1\nrules: []\n' >"$work/allow-all.yml"
+    HOME=$work/upstream-home "$mcpwall" serve -c "$work/allow-all.yml" --listen "127.0.0.1:$up" \
+        -- "$FAKE_MCP_SERVER" >"$work/upstream.log" 2>&1 &
+fi
 pids+=($!)
 wait_port "$up"
 
@@ -86,13 +109,15 @@ http {
             proxy_pass http://mcp;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header Host \$http_host;
             proxy_buffering off;
         }
     }
 }
 EOF
 nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" &
-pids+=($!)
+nginx_pid=$!
+pids+=($nginx_pid)
 wait_port "$plain"
 
 gateway=$(free_port)
@@ -119,9 +144,19 @@ open_session() {
     echo "$id"
 }
 
-# wrk against PORT on SESSION from CONNECTIONS connections; prints "requests/s p50-ms".
+# CPU time (user + system, clock ticks) of PID and its children (nginx's worker).
+cpu_ticks() {
+    local total=0 pid
+    for pid in "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
+        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat") ))
+    done
+    echo "$total"
+}
+
+# wrk against PORT on SESSION from CONNECTIONS connections, the proxy being PID (none for
+# direct); prints "requests/s p50-ms proxy-CPU-µs-per-request".
 load() {
-    local port=$1 session=$2 connections=$3
+    local port=$1 session=$2 connections=$3 pid=$4 before=0 after=0
     cat >"$work/post.lua" <<EOF
 wrk.method = "POST"
 -- A request id of its own for every request: answers are routed to requests by id.
@@ -129,7 +164,7 @@ local next_id = 0
 request = function()
     next_id = next_id + 1
     return wrk.format(nil, nil, nil, string.format(
-        '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello from the bench"}}}',
+        '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{$call}}',
         next_id))
 end
 wrk.headers["Content-Type"] = "application/json"
@@ -142,16 +177,20 @@ done = function(summary, latency, requests)
 end
 EOF
     local out
+    [ "$pid" = none ] || before=$(cpu_ticks "$pid")
     out=$(wrk -t1 -c"$connections" -d"${seconds}s" -s "$work/post.lua" "http://127.0.0.1:$port/mcp" | grep '^RESULT')
     read -r _ rps p50 status_errors socket_errors <<<"$out"
     if [ "$status_errors" != 0 ] || [ "$socket_errors" != 0 ]; then
         echo "port $port: $status_errors non-2xx answers, $socket_errors socket errors" >&2
         exit 1
     fi
-    echo "$rps $p50"
+    [ "$pid" = none ] || after=$(cpu_ticks "$pid")
+    awk -v r="$rps" -v p="$p50" -v t=$(( after - before )) -v s="$seconds" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN {printf "%s %s %.1f\n", r, p, t / hz * 1e6 / (r * s)}'
 }
 
 declare -A port=([direct]=$up [plain]=$plain [mcpwall]=$gateway)
+declare -A proxy=([direct]=none [plain]=$nginx_pid [mcpwall]=$mcpwall_pid)
 declare -A session
 for t in direct plain mcpwall; do session[$t]=$(open_session "${port[$t]}"); done
 # A check that the echo goes through each target before timing it.
@@ -159,8 +198,8 @@ for t in direct plain mcpwall; do
     curl -s "http://127.0.0.1:${port[$t]}/mcp" -H "Mcp-Session-Id: ${session[$t]}" \
         -H "MCP-Protocol-Version: $version" \
         -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"ping"}}}' |
-        grep -q 'Echo: ping' || { echo "$t: the echo tool did not answer" >&2; exit 1; }
+        -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{'"$call"'}}' |
+        grep -q '"result"' || { echo "$t: the call was not answered" >&2; exit 1; }
 done
 
 targets=(direct plain mcpwall)
@@ -168,7 +207,7 @@ for round in $(seq "$rounds"); do
     for c in "${connection_counts[@]}"; do
         for i in 0 1 2; do
             t=${targets[$(( (i + round) % 3 ))]}
-            echo "$c $t $(load "${port[$t]}" "${session[$t]}" "$c")" >>"$work/results"
+            echo "$c $t $(load "${port[$t]}" "${session[$t]}" "$c" "${proxy[$t]}")" >>"$work/results"
         done
     done
 done
@@ -176,16 +215,18 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 for c in "${connection_counts[@]}"; do
     echo
-    echo "$c connection(s), tools/call echo, medians of $rounds rounds of ${seconds} s"
+    echo "upstream $upstream_kind, $c connection(s), medians of $rounds rounds of ${seconds} s"
     echo
-    echo "| target | requests/s | p50 latency | requests/s vs plain | p50 vs plain |"
-    echo "| --- | ---: | ---: | ---: | ---: |"
+    echo "| target | requests/s | p50 latency | requests/s vs plain | p50 vs plain | proxy CPU per request |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: |"
     col() { awk -v c="$c" -v t="$1" -v f="$2" '$1==c && $2==t {print $f}' "$work/results" | median; }
     plain_rps=$(col plain 3)
     plain_p50=$(col plain 4)
     for t in direct plain mcpwall; do
-        awk -v t="$t" -v r="$(col "$t" 3)" -v p="$(col "$t" 4)" -v pr="$plain_rps" -v pp="$plain_p50" \
-            'BEGIN {printf "| %s | %.0f | %.2f ms | %.2fx | %.2fx |\n", t, r, p, r / pr, p / pp}'
+        awk -v t="$t" -v r="$(col "$t" 3)" -v p="$(col "$t" 4)" -v c="$(col "$t" 5)" \
+            -v pr="$plain_rps" -v pp="$plain_p50" \
+            'BEGIN {printf "| %s | %.0f | %.2f ms | %.2fx | %.2fx | %s |\n", t, r, p, r / pr, p / pp,
+                t == "direct" ? "-" : sprintf("%.0f µs", c)}'
     done
 done
 
