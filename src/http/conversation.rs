@@ -81,6 +81,8 @@ pub struct Conversation {
     /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
     /// stream the client opened with `GET /sse`.
     legacy: bool,
+    /// The audit log's `transport`: `http` (Streamable HTTP, legacy SSE) or `websocket`.
+    transport: &'static str,
     home: Option<std::path::PathBuf>,
     /// The pending queue, opened when the first call is offered to `mcpwall approve`.
     queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
@@ -112,6 +114,8 @@ pub struct Opening {
     pub identity: Option<Arc<str>>,
     /// The legacy HTTP+SSE transport: one stream carries everything.
     pub legacy: bool,
+    /// The audit log's `transport`: `http` or `websocket`.
+    pub transport: &'static str,
     /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
     pub home: Option<std::path::PathBuf>,
 }
@@ -185,6 +189,7 @@ impl Conversation {
             id,
             identity,
             legacy,
+            transport,
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
@@ -205,6 +210,7 @@ impl Conversation {
             deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
+            transport,
             home,
             queue: Mutex::new(None),
         })
@@ -310,7 +316,7 @@ impl Conversation {
         if !out.events.is_empty() {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
-                e.transport = Some("http");
+                e.transport = Some(self.transport);
                 e.rule = e.rule.map(|r| self.judge.audit_rule(r));
             }
             self.audit.send(&mut out.events);

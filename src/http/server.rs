@@ -107,6 +107,7 @@ pub async fn serve(
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .with_upgrades()
                         .await;
                 });
             }
@@ -127,10 +128,14 @@ pub async fn serve(
 impl Gateway {
     async fn handle(&self, req: Request<Incoming>) -> Response<Reply> {
         let path = req.uri().path();
-        if path != ENDPOINT && path != LEGACY_SSE && path != LEGACY_MESSAGE {
+        if path != ENDPOINT
+            && path != LEGACY_SSE
+            && path != LEGACY_MESSAGE
+            && path != super::websocket::PATH
+        {
             return plain(
                 StatusCode::NOT_FOUND,
-                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse)\n",
+                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse, WebSocket: /ws)\n",
             );
         }
         if let Some(refusal) = self.check_origin(&req) {
@@ -141,6 +146,7 @@ impl Gateway {
             Err(refusal) => return *refusal,
         };
         match (req.uri().path(), req.method()) {
+            (super::websocket::PATH, _) => return self.websocket(req, identity),
             (LEGACY_SSE, &Method::GET) => return self.legacy_open(identity),
             (LEGACY_MESSAGE, &Method::POST) => return self.legacy_post(req, identity).await,
             (LEGACY_SSE | LEGACY_MESSAGE, _) => {
@@ -402,7 +408,7 @@ impl Gateway {
                 Err(refusal) => return *refusal,
             },
             None if too_large.is_none() && is_initialize(text) => {
-                match self.open_session(identity.clone(), false) {
+                match self.open_session(identity.clone(), false, "http") {
                     Ok(c) => {
                         new_session = Some(c.id.clone());
                         c
@@ -478,6 +484,7 @@ impl Gateway {
         &self,
         identity: Option<Arc<str>>,
         legacy: bool,
+        transport: &'static str,
     ) -> Result<Arc<Conversation>, Refusal> {
         if self.sessions.open_count() >= MAX_SESSIONS {
             return Err(Box::new(rpc_error(
@@ -513,6 +520,7 @@ impl Gateway {
                 id,
                 identity,
                 legacy,
+                transport,
                 home: self.home.clone(),
             },
             &self.backend,
@@ -533,10 +541,25 @@ impl Gateway {
         Ok(c)
     }
 
+    /// `GET /ws` with `Upgrade: websocket`: a new session for the life of the socket
+    /// (`websocket.rs`).
+    fn websocket(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
+        let shake = match super::websocket::handshake(&req) {
+            Ok(shake) => shake,
+            Err(why) => return plain(StatusCode::BAD_REQUEST, why),
+        };
+        let conversation = match self.open_session(identity, true, "websocket") {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        super::websocket::accept(req, shake, conversation, max, self.chatter)
+    }
+
     /// `GET /sse`: a new session whose every message goes on this one stream, after an
     /// `endpoint` event naming where to POST. The session ends with the connection.
     fn legacy_open(&self, identity: Option<Arc<str>>) -> Response<Reply> {
-        let conversation = match self.open_session(identity, true) {
+        let conversation = match self.open_session(identity, true, "http") {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
