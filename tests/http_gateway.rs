@@ -1,7 +1,7 @@
 //! `mcpwall serve` (issue 25): the real binary over loopback HTTP in front of
 //! `mcpwall-fake-server`, asserting the HTTP exchanges and what the server received; and
 //! `tests/interop/http_gateway.py`, the official MCP Python SDK client over Streamable
-//! HTTP to server-everything (skipped without the interop dependencies unless
+//! HTTP (and `websocket_gateway.py`, its ClientSession over WebSocket) to server-everything (skipped without the interop dependencies unless
 //! `MCPWALL_REQUIRE_INTEROP=1`). Needs `--features test-support`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -425,6 +425,17 @@ fn sessions_are_required_checked_and_ended() {
 
 #[test]
 fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
+    run_interop("http_gateway.py");
+}
+
+#[test]
+fn the_sdk_client_session_over_websocket_matches_the_direct_connection() {
+    run_interop("websocket_gateway.py");
+}
+
+/// Run one of `tests/interop`'s scripts against the binary (skipped without the interop
+/// dependencies unless `MCPWALL_REQUIRE_INTEROP=1`).
+fn run_interop(script: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
     let python: PathBuf = dir.join(".venv/bin/python");
     let have = python.exists() && dir.join("node_modules/.bin/mcp-server-everything").exists();
@@ -434,11 +445,11 @@ fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
             "interop dependencies missing in {} (run .ci/run to install them)",
             dir.display()
         );
-        eprintln!("\n!!! SKIPPED http_gateway.py: no interop venv or node_modules !!!\n");
+        eprintln!("\n!!! SKIPPED {script}: no interop venv or node_modules !!!\n");
         return;
     }
     let mut child = Command::new(&python)
-        .arg(dir.join("http_gateway.py"))
+        .arg(dir.join(script))
         .arg(env!("CARGO_BIN_EXE_mcpwall"))
         .current_dir(&dir)
         .stdin(Stdio::null())
@@ -451,14 +462,11 @@ fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("http_gateway.py did not finish within 300 s");
+            panic!("{script} did not finish within 300 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(
-        status.success(),
-        "http_gateway.py checks failed: {status:?}"
-    );
+    assert!(status.success(), "{script} checks failed: {status:?}");
 }
 
 #[test]
@@ -679,8 +687,8 @@ impl Gateway {
         let mut out = Vec::new();
         let tasks = format!("/proc/{}/task", self.child.id());
         for t in std::fs::read_dir(tasks).unwrap() {
-            let text = std::fs::read_to_string(t.unwrap().path().join("children"))
-                .unwrap_or_default();
+            let text =
+                std::fs::read_to_string(t.unwrap().path().join("children")).unwrap_or_default();
             out.extend(text.split_whitespace().map(str::to_string));
         }
         out
@@ -750,7 +758,10 @@ fn the_websocket_endpoint_judges_every_message_both_ways() {
     assert!(answer.get("result").is_some(), "{answer}");
     let received = gw.received();
     assert!(received.contains("/tmp/ok"), "{received}");
-    assert!(!received.contains(".ssh"), "the denied call never reached the server");
+    assert!(
+        !received.contains(".ssh"),
+        "the denied call never reached the server"
+    );
     // The refusal of 7 came before the answer to 8 (one stream, in order): ask again
     // for it as a fresh call to check its shape.
     let refusal = ws_call(
@@ -766,7 +777,10 @@ fn the_websocket_endpoint_judges_every_message_both_ways() {
     );
     assert!(echoed.get("result").is_some(), "{echoed}");
     assert!(!echoed.to_string().contains(&key), "{echoed}");
-    assert!(gw.received().contains(&key), "the request itself was allowed");
+    assert!(
+        gw.received().contains(&key),
+        "the request itself was allowed"
+    );
     // Pings are answered.
     ws.send(Message::Ping(b"p".to_vec().into())).unwrap();
     loop {
@@ -797,15 +811,15 @@ fn websocket_upgrades_need_a_token_and_a_local_origin_and_spawn_nothing_otherwis
         "an unknown token"
     );
     assert_eq!(
-        gw.websocket(&[
-            ("Authorization", &alice),
-            ("Origin", "http://evil.example")
-        ])
-        .err(),
+        gw.websocket(&[("Authorization", &alice), ("Origin", "http://evil.example")])
+            .err(),
         Some(403),
         "a foreign Origin"
     );
-    assert!(gw.servers().is_empty(), "a refused upgrade spawned a server");
+    assert!(
+        gw.servers().is_empty(),
+        "a refused upgrade spawned a server"
+    );
     assert!(gw.received().is_empty());
     let audit = gw.audit_with(&["mcpwall:unauthenticated"]);
     assert!(audit.contains("mcpwall:unauthenticated"), "{audit}");
@@ -847,7 +861,8 @@ fn websocket_messages_too_large_or_binary_are_refused_whole() {
     // Binary: closed with 1003 (unsupported data), nothing forwarded.
     let mut ws = gw.websocket(&[]).unwrap();
     ws_call(&mut ws, &initialize_msg());
-    let binary = json!({"jsonrpc":"2.0","id":12,"method":"fake/env","params":{"name":"BINARY_SENT"}});
+    let binary =
+        json!({"jsonrpc":"2.0","id":12,"method":"fake/env","params":{"name":"BINARY_SENT"}});
     ws.send(Message::binary(binary.to_string().into_bytes()))
         .unwrap();
     assert_eq!(ws_close_code(&mut ws), Some(CloseCode::Unsupported));
@@ -905,17 +920,35 @@ fn the_circuit_breaker_counts_per_identity_across_its_sessions_and_transports() 
     assert!(call(&a1, &alice, 3, "/x/.ssh/b").get("error").is_some());
     // ...which suspends her other session, a new one, and her WebSocket session.
     let r = call(&a2, &alice, 4, "/tmp/after-a2");
-    assert!(r["error"]["message"].as_str().unwrap().contains("suspended"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
     let a3 = open(&alice);
     let r = call(&a3, &alice, 5, "/tmp/after-a3");
-    assert!(r["error"]["message"].as_str().unwrap().contains("suspended"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
     let mut ws = gw.websocket(&[("Authorization", &alice)]).unwrap();
     ws_call(&mut ws, &initialize_msg());
     let r = ws_call(
         &mut ws,
         &json!({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/after-ws"}}}),
     );
-    assert!(r["error"]["message"].as_str().unwrap().contains("suspended"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
     // Bob is not affected.
     assert!(call(&b1, &bob, 7, "/tmp/bob").get("result").is_some());
     let received = gw.received();

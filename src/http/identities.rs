@@ -71,29 +71,28 @@ impl Judges {
         // breaker suspends) and the rate limiter never are: each identity counts its own
         // violations and calls across all of its sessions, and one identity tripping the
         // breaker leaves the others alone.
-        let build_one = |identity: Option<&str>,
-                         program: Option<&Arc<Program>>|
-         -> Result<Judge, JudgeError> {
-            let specialised = policy.for_identity(identity);
-            let program = match program {
-                Some(shared) => shared.clone(),
-                None => Arc::new(Program::compile_with(&specialised, env)?),
+        let build_one =
+            |identity: Option<&str>, program: Option<&Arc<Program>>| -> Result<Judge, JudgeError> {
+                let specialised = policy.for_identity(identity);
+                let program = match program {
+                    Some(shared) => shared.clone(),
+                    None => Arc::new(Program::compile_with(&specialised, env)?),
+                };
+                let guard = Guard::from_policy(&specialised, server.clone(), home)
+                    .map_err(|e| JudgeError::Guard(e.to_string()))?;
+                let rate = program
+                    .settings()
+                    .rate_limit
+                    .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
+                Ok(Judge {
+                    program,
+                    rate,
+                    guard: Some(Arc::new(guard)),
+                    rule_map: policy
+                        .has_identity_rules()
+                        .then(|| policy.identity_rule_indices(identity)),
+                })
             };
-            let guard = Guard::from_policy(&specialised, server.clone(), home)
-                .map_err(|e| JudgeError::Guard(e.to_string()))?;
-            let rate = program
-                .settings()
-                .rate_limit
-                .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
-            Ok(Judge {
-                program,
-                rate,
-                guard: Some(Arc::new(guard)),
-                rule_map: policy
-                    .has_identity_rules()
-                    .then(|| policy.identity_rule_indices(identity)),
-            })
-        };
         let shared = match policy.has_identity_rules() {
             true => None,
             false => Some(Arc::new(Program::compile_with(policy, env)?)),

@@ -49,10 +49,8 @@ pub fn handshake(req: &Request<Incoming>) -> Result<Handshake, &'static str> {
     let headers = req.headers();
     let has_token = |name: header::HeaderName, token: &str| {
         headers.get_all(name).iter().any(|v| {
-            v.to_str().is_ok_and(|v| {
-                v.split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case(token))
-            })
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
     if req.method() != hyper::Method::GET
@@ -70,7 +68,11 @@ pub fn handshake(req: &Request<Incoming>) -> Result<Handshake, &'static str> {
     let Some(key) = headers.get(header::SEC_WEBSOCKET_KEY) else {
         return Err("Sec-WebSocket-Key is missing\n");
     };
-    let offered = headers.get_all(header::SEC_WEBSOCKET_PROTOCOL).iter().count() > 0;
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .count()
+        > 0;
     let subprotocol = has_token(header::SEC_WEBSOCKET_PROTOCOL, SUBPROTOCOL);
     if offered && !subprotocol {
         return Err("this endpoint speaks the `mcp` WebSocket subprotocol only\n");
