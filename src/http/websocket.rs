@@ -133,22 +133,29 @@ pub fn accept(
 }
 
 /// Move messages both ways until the client closes, the server's side ends, or a message
-/// is refused whole.
-async fn relay<S>(mut socket: WebSocketStream<S>, conversation: &Conversation, chatter: Chatter)
+/// is refused whole. The two directions progress independently: a client message waiting
+/// for room on the server's stdin never stops the server's messages from going out (the
+/// session's stream drops a connection that falls 64 messages behind).
+async fn relay<S>(socket: WebSocketStream<S>, conversation: &Conversation, chatter: Chatter)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let Some((_, replay, mut rx)) = conversation.open_stream(None) else {
         return;
     };
-    for event in replay {
-        if send_text(&mut socket, event.data).await.is_err() {
-            return;
+    let (mut sink, mut source) = socket.split();
+    let outgoing = async {
+        for event in replay {
+            send_text(&mut sink, event.data).await?;
         }
-    }
-    let close = loop {
-        tokio::select! {
-            incoming = socket.next() => match incoming {
+        while let Some(event) = rx.recv().await {
+            send_text(&mut sink, event.data).await?;
+        }
+        Ok::<_, ()>(())
+    };
+    let incoming = async {
+        loop {
+            match source.next().await {
                 Some(Ok(Message::Text(text))) => {
                     conversation.touch();
                     // JSON allows newlines only as whitespace between tokens, and the
@@ -160,56 +167,71 @@ where
                         }
                     }
                     if conversation.from_client(Line::Frame(&line)).await.is_err() {
-                        break Some((CloseCode::Away, "the session has ended"));
+                        return Some((CloseCode::Away, "the session has ended"));
                     }
                 }
                 Some(Ok(Message::Binary(_))) => {
-                    chatter.log(LogLevel::Info, format_args!("WebSocket: a binary message refused; closing"));
-                    break Some((CloseCode::Unsupported, "binary messages are not accepted: send JSON-RPC as text"));
+                    chatter.log(
+                        LogLevel::Info,
+                        format_args!("WebSocket: a binary message refused; closing"),
+                    );
+                    return Some((
+                        CloseCode::Unsupported,
+                        "binary messages are not accepted: send JSON-RPC as text",
+                    ));
                 }
                 // The codec answers pings itself; pongs and raw frames need nothing.
                 Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                Some(Ok(Message::Close(_))) | None => break None,
+                Some(Ok(Message::Close(_))) | None => return None,
                 Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
                     // The session records the refusal (audit, stderr) as it does for an
                     // oversized POST body; the message's bytes were never kept.
-                    let _ = conversation.from_client(Line::TooLarge { len: size, head: b"" }).await;
-                    break Some((CloseCode::Policy, "message over max_frame_bytes: refused whole"));
+                    let too_large = Line::TooLarge {
+                        len: size,
+                        head: b"",
+                    };
+                    let _ = conversation.from_client(too_large).await;
+                    return Some((
+                        CloseCode::Policy,
+                        "message over max_frame_bytes: refused whole",
+                    ));
                 }
                 Some(Err(e)) => {
                     chatter.log(LogLevel::Info, format_args!("WebSocket: {e}; closing"));
-                    break Some((CloseCode::Protocol, "WebSocket protocol error"));
+                    return Some((CloseCode::Protocol, "WebSocket protocol error"));
                 }
-            },
-            event = rx.recv() => match event {
-                Some(event) => {
-                    if send_text(&mut socket, event.data).await.is_err() {
-                        break None;
-                    }
-                }
-                None => break Some((CloseCode::Away, "the MCP server has exited")),
-            },
+            }
         }
     };
+    let close = tokio::select! {
+        sent = outgoing => sent.ok().map(|()| {
+            // The session's stream ended: its server exited, or the client fell behind.
+            (CloseCode::Away, "the session has ended")
+        }),
+        close = incoming => close,
+    };
     if let Some((code, reason)) = close {
-        let _ = socket
+        let _ = sink
             .send(Message::Close(Some(CloseFrame {
                 code,
                 reason: reason.into(),
             })))
             .await;
     }
-    let _ = socket.close(None).await;
+    let _ = sink.close().await;
 }
 
 /// One message the session let through, as a text message. The session forwards only
 /// JSON it parsed, so it is UTF-8; anything else is not sent.
-async fn send_text<S>(socket: &mut WebSocketStream<S>, data: bytes::Bytes) -> Result<(), ()>
+async fn send_text<S>(
+    sink: &mut futures_util::stream::SplitSink<WebSocketStream<S>, Message>,
+    data: bytes::Bytes,
+) -> Result<(), ()>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let Ok(text) = tokio_tungstenite::tungstenite::Utf8Bytes::try_from(data) else {
         return Ok(());
     };
-    socket.send(Message::Text(text)).await.map_err(|_| ())
+    sink.send(Message::Text(text)).await.map_err(|_| ())
 }
