@@ -1,7 +1,7 @@
 //! `mcpwall serve` (issue 25): the real binary over loopback HTTP in front of
 //! `mcpwall-fake-server`, asserting the HTTP exchanges and what the server received; and
 //! `tests/interop/http_gateway.py`, the official MCP Python SDK client over Streamable
-//! HTTP to server-everything (skipped without the interop dependencies unless
+//! HTTP (and `websocket_gateway.py`, its ClientSession over WebSocket) to server-everything (skipped without the interop dependencies unless
 //! `MCPWALL_REQUIRE_INTEROP=1`). Needs `--features test-support`.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,15 +35,16 @@ impl Gateway {
     }
 
     fn start_with(settings: &str, rules: &str) -> Gateway {
-        Gateway::start_with_tokens(settings, rules, &[]).0
+        Gateway::launch(settings, rules, &[]).0
     }
 
-    /// A gateway with a token issued (`mcpwall token add`) for each of `names`.
-    fn start_with_tokens(settings: &str, rules: &str, names: &[&str]) -> (Gateway, Vec<String>) {
+    /// A gateway whose `tokens` identities were issued (`mcpwall token add`) before it
+    /// started; their bearer tokens, in order.
+    fn launch(settings: &str, rules: &str, tokens: &[&str]) -> (Gateway, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
-        let tokens = names
+        let issued = tokens
             .iter()
             .map(|name| {
                 let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
@@ -55,11 +56,6 @@ impl Gateway {
                 String::from_utf8(out.stdout).unwrap().trim().to_string()
             })
             .collect();
-        (Gateway::start_in(dir, settings, rules), tokens)
-    }
-
-    fn start_in(dir: tempfile::TempDir, settings: &str, rules: &str) -> Gateway {
-        let home = dir.path().join("home");
         let policy = dir.path().join("policy.yml");
         std::fs::write(
             &policy,
@@ -113,7 +109,7 @@ outbound_rules:
             let _ = stderr.read_to_string(&mut rest);
             eprint!("{rest}");
         });
-        Gateway { child, addr, dir }
+        (Gateway { child, addr, dir }, issued)
     }
 
     fn received(&self) -> String {
@@ -429,6 +425,17 @@ fn sessions_are_required_checked_and_ended() {
 
 #[test]
 fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
+    run_interop("http_gateway.py");
+}
+
+#[test]
+fn the_sdk_client_session_over_websocket_matches_the_direct_connection() {
+    run_interop("websocket_gateway.py");
+}
+
+/// Run one of `tests/interop`'s scripts against the binary (skipped without the interop
+/// dependencies unless `MCPWALL_REQUIRE_INTEROP=1`).
+fn run_interop(script: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
     let python: PathBuf = dir.join(".venv/bin/python");
     let have = python.exists() && dir.join("node_modules/.bin/mcp-server-everything").exists();
@@ -438,11 +445,11 @@ fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
             "interop dependencies missing in {} (run .ci/run to install them)",
             dir.display()
         );
-        eprintln!("\n!!! SKIPPED http_gateway.py: no interop venv or node_modules !!!\n");
+        eprintln!("\n!!! SKIPPED {script}: no interop venv or node_modules !!!\n");
         return;
     }
     let mut child = Command::new(&python)
-        .arg(dir.join("http_gateway.py"))
+        .arg(dir.join(script))
         .arg(env!("CARGO_BIN_EXE_mcpwall"))
         .current_dir(&dir)
         .stdin(Stdio::null())
@@ -455,14 +462,11 @@ fn the_sdk_client_over_streamable_http_matches_the_direct_connection() {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("http_gateway.py did not finish within 300 s");
+            panic!("{script} did not finish within 300 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(
-        status.success(),
-        "http_gateway.py checks failed: {status:?}"
-    );
+    assert!(status.success(), "{script} checks failed: {status:?}");
 }
 
 #[test]
@@ -678,7 +682,7 @@ fn received_with(gw: &Gateway, needle: &str) -> usize {
 
 #[test]
 fn stateless_clients_are_served_per_identity_through_the_same_judging() {
-    let (gw, tokens) = Gateway::start_with_tokens(
+    let (gw, tokens) = Gateway::launch(
         "",
         r#"  - name: ci-no-wipe
     match: {tool: wipe, identity: "ci-*"}
@@ -1070,4 +1074,326 @@ fn a_stateless_client_that_goes_away_cancels_its_request() {
         .unwrap();
     let cancel: Value = serde_json::from_str(cancel).unwrap();
     assert_eq!(cancel["params"]["requestId"], id["id"]);
+}
+
+// ---- The WebSocket endpoint (`/ws`) and the circuit breaker per identity ----
+
+use tokio_tungstenite::tungstenite::{
+    self, Message, client::IntoClientRequest, protocol::frame::coding::CloseCode,
+};
+
+type Socket = tungstenite::WebSocket<TcpStream>;
+
+impl Gateway {
+    /// Open `/ws` with `headers`; `Err(status)` when the upgrade is refused.
+    fn websocket(&self, headers: &[(&str, &str)]) -> Result<Socket, u16> {
+        let stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut req = format!("ws://{}/ws", self.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", "mcp".parse().unwrap());
+        for (k, v) in headers {
+            let name = http_header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            req.headers_mut()
+                .insert(name, v.parse::<http_header::HeaderValue>().unwrap());
+        }
+        match tungstenite::client(req, stream) {
+            Ok((socket, response)) => {
+                assert_eq!(
+                    response
+                        .headers()
+                        .get("sec-websocket-protocol")
+                        .map(|v| v.to_str().unwrap()),
+                    Some("mcp")
+                );
+                Ok(socket)
+            }
+            Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+                Err(r.status().as_u16())
+            }
+            Err(e) => panic!("WebSocket handshake: {e}"),
+        }
+    }
+
+    /// The server processes `mcpwall serve` has running (Linux: `/proc/PID/task/*/children`).
+    fn servers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let tasks = format!("/proc/{}/task", self.child.id());
+        for t in std::fs::read_dir(tasks).unwrap() {
+            let text =
+                std::fs::read_to_string(t.unwrap().path().join("children")).unwrap_or_default();
+            out.extend(text.split_whitespace().map(str::to_string));
+        }
+        out
+    }
+
+    /// Wait until no server process is left, or fail.
+    fn wait_no_servers(&self, what: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self.servers().is_empty() {
+            assert!(Instant::now() < deadline, "{what}: {:?}", self.servers());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+use tokio_tungstenite::tungstenite::http as http_header;
+
+/// Send one JSON-RPC message and read text messages until the answer to `id`.
+fn ws_call(socket: &mut Socket, msg: &Value) -> Value {
+    socket.send(Message::text(msg.to_string())).unwrap();
+    loop {
+        match socket.read().unwrap() {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                if v.get("id") == msg.get("id") && v.get("method").is_none() {
+                    return v;
+                }
+            }
+            Message::Close(c) => panic!("closed while waiting for {msg}: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Read until the server's close frame; its code.
+fn ws_close_code(socket: &mut Socket) -> Option<CloseCode> {
+    loop {
+        match socket.read() {
+            Ok(Message::Close(c)) => return c.map(|c| c.code),
+            Ok(_) => {}
+            Err(e) => panic!("no close frame: {e}"),
+        }
+    }
+}
+
+fn initialize_msg() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})
+}
+
+#[test]
+fn the_websocket_endpoint_judges_every_message_both_ways() {
+    let gw = Gateway::start("");
+    let mut ws = gw.websocket(&[]).unwrap();
+    let init = ws_call(&mut ws, &initialize_msg());
+    assert!(init.get("result").is_some(), "{init}");
+    ws.send(Message::text(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ))
+    .unwrap();
+    // A message split over lines is still one message to the server.
+    let denied = "{\"jsonrpc\":\"2.0\",\"id\":7,\n\"method\":\"tools/call\",\"params\":{\"name\":\"read\",\"arguments\":{\"path\":\"/home/u/.ssh/id_rsa\"}}}";
+    ws.send(Message::text(denied)).unwrap();
+    let answer = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/ok"}}}),
+    );
+    assert!(answer.get("result").is_some(), "{answer}");
+    let received = gw.received();
+    assert!(received.contains("/tmp/ok"), "{received}");
+    assert!(
+        !received.contains(".ssh"),
+        "the denied call never reached the server"
+    );
+    // The refusal of 7 came before the answer to 8 (one stream, in order): ask again
+    // for it as a fresh call to check its shape.
+    let refusal = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","arguments":{"path":"/root/.ssh/x"}}}),
+    );
+    assert_eq!(refusal["error"]["code"], -32001, "{refusal}");
+    // A secret the server sends back is redacted before the client sees it.
+    let key = fake_aws_key();
+    let echoed = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":format!("key {key}")}}}),
+    );
+    assert!(echoed.get("result").is_some(), "{echoed}");
+    assert!(!echoed.to_string().contains(&key), "{echoed}");
+    assert!(
+        gw.received().contains(&key),
+        "the request itself was allowed"
+    );
+    // Pings are answered.
+    ws.send(Message::Ping(b"p".to_vec().into())).unwrap();
+    loop {
+        if let Message::Pong(p) = ws.read().unwrap() {
+            assert_eq!(&p[..], b"p");
+            break;
+        }
+    }
+    let audit = gw.audit_with(&["\"action\":\"deny\"", "\"transport\":\"websocket\""]);
+    assert!(
+        audit.lines().any(
+            |l| l.contains("\"action\":\"deny\"") && l.contains("\"transport\":\"websocket\"")
+        ),
+        "{audit}"
+    );
+    assert!(!audit.contains(&key));
+}
+
+#[test]
+fn websocket_upgrades_need_a_token_and_a_local_origin_and_spawn_nothing_otherwise() {
+    let (gw, tokens) = Gateway::launch("", "", &["alice"]);
+    let alice = format!("Bearer {}", tokens[0]);
+    assert_eq!(gw.websocket(&[]).err(), Some(401), "no token");
+    assert_eq!(
+        gw.websocket(&[("Authorization", "Bearer mcpwall_not-a-token")])
+            .err(),
+        Some(401),
+        "an unknown token"
+    );
+    assert_eq!(
+        gw.websocket(&[("Authorization", &alice), ("Origin", "http://evil.example")])
+            .err(),
+        Some(403),
+        "a foreign Origin"
+    );
+    assert!(
+        gw.servers().is_empty(),
+        "a refused upgrade spawned a server"
+    );
+    assert!(gw.received().is_empty());
+    let audit = gw.audit_with(&["mcpwall:unauthenticated"]);
+    assert!(audit.contains("mcpwall:unauthenticated"), "{audit}");
+    // A plain GET on /ws is not an upgrade.
+    let mut s = TcpStream::connect(&gw.addr).unwrap();
+    write!(
+        s,
+        "GET /ws HTTP/1.1\r\nHost: {}\r\nAuthorization: {alice}\r\nConnection: close\r\n\r\n",
+        gw.addr
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    assert_eq!(Reply::parse(&raw).status, 400);
+    assert!(gw.servers().is_empty());
+    let mut ws = gw.websocket(&[("Authorization", &alice)]).unwrap();
+    assert!(ws_call(&mut ws, &initialize_msg()).get("result").is_some());
+}
+
+#[test]
+fn websocket_messages_too_large_or_binary_are_refused_whole() {
+    let gw = Gateway::start("  max_frame_bytes: 4096");
+    let mut ws = gw.websocket(&[]).unwrap();
+    ws_call(&mut ws, &initialize_msg());
+    // Too large from the server: an error answer, no part of it forwarded.
+    let answer = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":10,"method":"fake/big","params":{"unit":"B","count":10_000}}),
+    );
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(!answer.to_string().contains("BBBBBBBBBB"));
+    // Too large from the client: the socket closes with 1008 (policy violation).
+    let big = json!({"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"echo","arguments":{"text":"A".repeat(10_000)}}});
+    ws.send(Message::text(big.to_string())).unwrap();
+    assert_eq!(ws_close_code(&mut ws), Some(CloseCode::Policy));
+    assert!(!gw.received().contains("AAAAAAAAAA"));
+    let audit = gw.audit_with(&["\"transport\":\"websocket\"", "\"action\":\"deny\""]);
+    assert!(audit.contains("\"transport\":\"websocket\""), "{audit}");
+    // Binary: closed with 1003 (unsupported data), nothing forwarded.
+    let mut ws = gw.websocket(&[]).unwrap();
+    ws_call(&mut ws, &initialize_msg());
+    let binary =
+        json!({"jsonrpc":"2.0","id":12,"method":"fake/env","params":{"name":"BINARY_SENT"}});
+    ws.send(Message::binary(binary.to_string().into_bytes()))
+        .unwrap();
+    assert_eq!(ws_close_code(&mut ws), Some(CloseCode::Unsupported));
+    assert!(!gw.received().contains("BINARY_SENT"));
+}
+
+#[test]
+fn closing_the_websocket_ends_its_server() {
+    let gw = Gateway::start("");
+    let mut ws = gw.websocket(&[]).unwrap();
+    ws_call(&mut ws, &initialize_msg());
+    assert_eq!(gw.servers().len(), 1, "one server for the socket");
+    ws.close(None).unwrap();
+    let _ = ws.read();
+    drop(ws);
+    gw.wait_no_servers("the server outlived its socket");
+    // A socket dropped without a close frame too.
+    let mut ws = gw.websocket(&[]).unwrap();
+    ws_call(&mut ws, &initialize_msg());
+    assert_eq!(gw.servers().len(), 1);
+    ws.get_mut().shutdown(std::net::Shutdown::Both).unwrap();
+    drop(ws);
+    gw.wait_no_servers("the server outlived its dropped socket");
+}
+
+#[test]
+fn the_circuit_breaker_counts_per_identity_across_its_sessions_and_transports() {
+    let (gw, tokens) = Gateway::launch(
+        "  circuit_breaker: {max_violations: 2, window_seconds: 600, action: suspend}",
+        "",
+        &["alice", "bob"],
+    );
+    let alice = format!("Bearer {}", tokens[0]);
+    let bob = format!("Bearer {}", tokens[1]);
+    let open = |auth: &str| {
+        let r = gw.post(None, &initialize_msg(), &[("Authorization", auth)]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.header("mcp-session-id").unwrap().to_string()
+    };
+    let call = |session: &str, auth: &str, id: u32, path: &str| -> Value {
+        let r = gw.post(
+            Some(session),
+            &json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"read","arguments":{"path":path}}}),
+            &[("Authorization", auth)],
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        serde_json::from_str(&r.body).unwrap()
+    };
+    let a1 = open(&alice);
+    let a2 = open(&alice);
+    let b1 = open(&bob);
+    assert!(call(&a2, &alice, 1, "/tmp/before").get("result").is_some());
+    // Two violations in alice's first session trip the breaker...
+    assert!(call(&a1, &alice, 2, "/x/.ssh/a").get("error").is_some());
+    assert!(call(&a1, &alice, 3, "/x/.ssh/b").get("error").is_some());
+    // ...which suspends her other session, a new one, and her WebSocket session.
+    let r = call(&a2, &alice, 4, "/tmp/after-a2");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
+    let a3 = open(&alice);
+    let r = call(&a3, &alice, 5, "/tmp/after-a3");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
+    let mut ws = gw.websocket(&[("Authorization", &alice)]).unwrap();
+    ws_call(&mut ws, &initialize_msg());
+    let r = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read","arguments":{"path":"/tmp/after-ws"}}}),
+    );
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("suspended"),
+        "{r}"
+    );
+    // Bob is not affected.
+    assert!(call(&b1, &bob, 7, "/tmp/bob").get("result").is_some());
+    let received = gw.received();
+    assert!(received.contains("/tmp/before") && received.contains("/tmp/bob"));
+    assert!(!received.contains("/tmp/after"), "{received}");
+    let audit = gw.audit_with(&["mcpwall:circuit_breaker", "alice"]);
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("mcpwall:circuit_breaker") && l.contains("\"alice\"")),
+        "{audit}"
+    );
 }

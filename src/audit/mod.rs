@@ -34,7 +34,7 @@
 //! | `request` | string | only on denied requests: the telling argument, its value masked (`path: /hom…[18 chars]`) |
 //! | `how` | string | only on `ask`/`approved`/`declined`/`timed_out`: `elicitation`, `cli`, `remembered`, `timeout` or `withdrawn` |
 //! | `identity` | string | only for an authenticated client (`mcpwall serve` with tokens): the token's name |
-//! | `transport` | string | only when not stdio: `http` (`mcpwall serve`), `upstream` (bridge mode, `mcpwall --upstream URL`) |
+//! | `transport` | string | only when not stdio: `http` (`mcpwall serve`), `websocket` (its `/ws` endpoint), `upstream` (bridge mode, `mcpwall --upstream URL`) |
 //! | `prev`, `hash` | string | the hash chain ([`chain`]): last on every line |
 
 use std::collections::BTreeMap;

@@ -85,6 +85,8 @@ pub struct Conversation {
     /// (see `stateless.rs`): the server's requests are answered by the gateway, and
     /// notifications no request stream takes are dropped (no GET stream to keep them for).
     stateless: bool,
+    /// The audit log's `transport`: `http` (Streamable HTTP, legacy SSE) or `websocket`.
+    transport: &'static str,
     home: Option<std::path::PathBuf>,
     /// The pending queue, opened when the first call is offered to `mcpwall approve`.
     queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
@@ -135,6 +137,8 @@ pub struct Opening {
     pub legacy: bool,
     /// The gateway's conversation for stateless (2026-07-28) requests.
     pub stateless: bool,
+    /// The audit log's `transport`: `http` or `websocket`.
+    pub transport: &'static str,
     /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
     pub home: Option<std::path::PathBuf>,
 }
@@ -209,6 +213,7 @@ impl Conversation {
             identity,
             legacy,
             stateless,
+            transport,
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
@@ -233,6 +238,7 @@ impl Conversation {
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
             stateless,
+            transport,
             home,
             queue: Mutex::new(None),
         })
@@ -378,7 +384,7 @@ impl Conversation {
         if !out.events.is_empty() {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
-                e.transport = Some("http");
+                e.transport = Some(self.transport);
                 e.rule = e.rule.map(|r| self.judge.audit_rule(r));
             }
             self.audit.send(&mut out.events);

@@ -67,38 +67,45 @@ impl Judges {
         home: &Path,
         env: &PathEnv,
     ) -> Result<Judges, JudgeError> {
-        let build_one = |identity: Option<&str>| -> Result<Judge, JudgeError> {
-            let specialised = policy.for_identity(identity);
-            let program = Arc::new(Program::compile_with(&specialised, env)?);
-            let guard = Guard::from_policy(&specialised, server.clone(), home)
-                .map_err(|e| JudgeError::Guard(e.to_string()))?;
-            let rate = program
-                .settings()
-                .rate_limit
-                .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
-            Ok(Judge {
-                program,
-                rate,
-                guard: Some(Arc::new(guard)),
-                rule_map: policy
-                    .has_identity_rules()
-                    .then(|| policy.identity_rule_indices(identity)),
-            })
+        // The program is shared when no rule names an identity; the guard (whose circuit
+        // breaker suspends) and the rate limiter never are: each identity counts its own
+        // violations and calls across all of its sessions, and one identity tripping the
+        // breaker leaves the others alone.
+        let build_one =
+            |identity: Option<&str>, program: Option<&Arc<Program>>| -> Result<Judge, JudgeError> {
+                let specialised = policy.for_identity(identity);
+                let program = match program {
+                    Some(shared) => shared.clone(),
+                    None => Arc::new(Program::compile_with(&specialised, env)?),
+                };
+                let guard = Guard::from_policy(&specialised, server.clone(), home)
+                    .map_err(|e| JudgeError::Guard(e.to_string()))?;
+                let rate = program
+                    .settings()
+                    .rate_limit
+                    .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
+                Ok(Judge {
+                    program,
+                    rate,
+                    guard: Some(Arc::new(guard)),
+                    rule_map: policy
+                        .has_identity_rules()
+                        .then(|| policy.identity_rule_indices(identity)),
+                })
+            };
+        let shared = match policy.has_identity_rules() {
+            true => None,
+            false => Some(Arc::new(Program::compile_with(policy, env)?)),
         };
         let mut by_identity = HashMap::new();
-        if policy.has_identity_rules() {
-            for identity in identities {
-                by_identity.insert(identity.clone(), Arc::new(build_one(identity.as_deref())?));
-            }
-        } else {
-            let shared = Arc::new(build_one(None)?);
-            for identity in identities {
-                by_identity.insert(identity.clone(), shared.clone());
-            }
+        for identity in identities {
+            let judge = build_one(identity.as_deref(), shared.as_ref())?;
+            by_identity.insert(identity.clone(), Arc::new(judge));
         }
-        let base = match by_identity.values().next() {
-            Some(judge) => judge.program.clone(),
-            None => Arc::new(Program::compile_with(policy, env)?),
+        let base = match (shared, by_identity.values().next()) {
+            (Some(program), _) => program,
+            (None, Some(judge)) => judge.program.clone(),
+            (None, None) => Arc::new(Program::compile_with(policy, env)?),
         };
         let names = Arc::new(PolicyNames {
             inbound: policy

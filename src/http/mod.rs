@@ -1,5 +1,5 @@
 //! `mcpwall serve`: the policy in front of an MCP server, for clients that speak
-//! Streamable HTTP (specification 2025-11-25) or the legacy HTTP+SSE transport.
+//! Streamable HTTP (specification 2025-11-25), the legacy HTTP+SSE transport or WebSocket.
 //!
 //! A transport like the stdio proxy: each HTTP session drives its own [`crate::session::Session`]
 //! (the same judging as stdio and `check`), with its own server process.
@@ -12,6 +12,7 @@
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
 //! | `identities.rs` | each identity's program and tool guard (rules matching `identity`) |
+//! | `websocket.rs` | the WebSocket endpoint: the upgrade, one socket = one session |
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 //! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
 
@@ -23,3 +24,4 @@ pub mod server;
 pub mod sse;
 pub mod stateless;
 pub mod tokens;
+pub mod websocket;

@@ -109,6 +109,7 @@ pub async fn serve(
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .with_upgrades()
                         .await;
                 });
             }
@@ -129,10 +130,14 @@ pub async fn serve(
 impl Gateway {
     async fn handle(&self, req: Request<Incoming>) -> Response<Reply> {
         let path = req.uri().path();
-        if path != ENDPOINT && path != LEGACY_SSE && path != LEGACY_MESSAGE {
+        if path != ENDPOINT
+            && path != LEGACY_SSE
+            && path != LEGACY_MESSAGE
+            && path != super::websocket::PATH
+        {
             return plain(
                 StatusCode::NOT_FOUND,
-                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse)\n",
+                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse, WebSocket: /ws)\n",
             );
         }
         if let Some(refusal) = self.check_origin(&req) {
@@ -143,6 +148,7 @@ impl Gateway {
             Err(refusal) => return *refusal,
         };
         match (req.uri().path(), req.method()) {
+            (super::websocket::PATH, _) => return self.websocket(req, identity),
             (LEGACY_SSE, &Method::GET) => return self.legacy_open(identity),
             (LEGACY_MESSAGE, &Method::POST) => return self.legacy_post(req, identity).await,
             (LEGACY_SSE | LEGACY_MESSAGE, _) => {
@@ -350,7 +356,7 @@ impl Gateway {
         let linked = self
             .stateless
             .linked(&self.server_name, &identity, || {
-                self.open_session(identity.clone(), false, true)
+                self.open_session(identity.clone(), false, true, "http")
             })
             .await;
         let linked = match linked {
@@ -438,7 +444,7 @@ impl Gateway {
                 Err(refusal) => return *refusal,
             },
             None if too_large.is_none() && crate::mcp::is_initialize(text) => {
-                match self.open_session(identity.clone(), false, false) {
+                match self.open_session(identity.clone(), false, false, "http") {
                     Ok(c) => {
                         new_session = Some(c.id.clone());
                         c
@@ -515,6 +521,7 @@ impl Gateway {
         identity: Option<Arc<str>>,
         legacy: bool,
         stateless: bool,
+        transport: &'static str,
     ) -> Result<Arc<Conversation>, Refusal> {
         if self.sessions.open_count() >= MAX_SESSIONS {
             return Err(Box::new(rpc_error(
@@ -551,6 +558,7 @@ impl Gateway {
                 identity,
                 legacy,
                 stateless,
+                transport,
                 home: self.home.clone(),
             },
             &self.backend,
@@ -571,10 +579,25 @@ impl Gateway {
         Ok(c)
     }
 
+    /// `GET /ws` with `Upgrade: websocket`: a new session for the life of the socket
+    /// (`websocket.rs`).
+    fn websocket(&self, req: Request<Incoming>, identity: Option<Arc<str>>) -> Response<Reply> {
+        let shake = match super::websocket::handshake(&req) {
+            Ok(shake) => shake,
+            Err(why) => return plain(StatusCode::BAD_REQUEST, why),
+        };
+        let conversation = match self.open_session(identity, true, false, "websocket") {
+            Ok(c) => c,
+            Err(refusal) => return *refusal,
+        };
+        let max = self.judges.any_program().settings().max_frame_bytes;
+        super::websocket::accept(req, shake, conversation, max, self.chatter)
+    }
+
     /// `GET /sse`: a new session whose every message goes on this one stream, after an
     /// `endpoint` event naming where to POST. The session ends with the connection.
     fn legacy_open(&self, identity: Option<Arc<str>>) -> Response<Reply> {
-        let conversation = match self.open_session(identity, true, false) {
+        let conversation = match self.open_session(identity, true, false, "http") {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
