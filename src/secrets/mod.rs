@@ -312,6 +312,11 @@ struct Scratch {
     entropy: RunningEntropy,
     /// The last search that found nothing within a few bytes (see [`Refuted`]).
     refuted: Option<Refuted>,
+    /// `(scan, start)`: no match of the detector starts at or after `start` in that
+    /// scan's text (see [`Engine::none_from`]).
+    none_from: Option<(u64, usize)>,
+    /// The last scan in which [`Engine::none_from`] was run: once per scan at most.
+    swept: u64,
 }
 
 /// A search of one detector that found no match and read only `read` bytes from `start`
@@ -330,6 +335,12 @@ struct Refuted {
 
 impl Scratch {
     fn refutes(&self, text: &[u8], start: usize, scan: u64) -> bool {
+        if self
+            .none_from
+            .is_some_and(|(s, from)| s == scan && from <= start)
+        {
+            return true;
+        }
         self.refuted.is_some_and(|r| {
             r.scan == scan && r.start != start && walk::same_window(text, start, r.start, r.read)
         })
@@ -764,6 +775,8 @@ impl Detector {
                 engine: engine.create_cache(self.hit_memos),
                 entropy: RunningEntropy::default(),
                 refuted: None,
+                none_from: None,
+                swept: 0,
             })
         });
         // Up to the end of the text: a search that would read a long run again joins
@@ -773,10 +786,20 @@ impl Detector {
             .anchored(Anchored::Yes)
             .earliest(false);
         let Some(found) = engine.search(&mut cache.engine, &input, scan) else {
-            if let Some(read) = cache.engine.refuted_within()
-                && self.hit_memos
-            {
+            if !self.hit_memos {
+                return None;
+            }
+            if let Some(read) = cache.engine.refuted_within() {
                 cache.refuted = Some(Refuted { scan, start, read });
+            }
+            // A search that read the rest of the text for nothing: one pass may refute
+            // every later hit of this detector (a label repeated without a separator).
+            // Its cost is at most that walk's, and it is run once per scan.
+            if cache.engine.ran_to_end() && cache.swept != scan {
+                cache.swept = scan;
+                if engine.none_from(&mut cache.engine, &input) {
+                    cache.none_from = Some((scan, start));
+                }
             }
             return None;
         };
