@@ -42,8 +42,9 @@ const DETACH_BYTES: usize = 256 * 1024;
 /// in line: the hand-over costs a thread wake-up and a third large buffer (the reader
 /// goes on in a new one while the frame's is away). At 4 MiB, a 1-4 MiB frame still
 /// held the client's lines back for its whole scan (tens of milliseconds for an
-/// adversarial one); at 1 MiB the hand-over costs the 1 MiB responses of the shared
-/// throughput bench MEASURE of CPU time.
+/// adversarial one). At 1 MiB the responses of the shared throughput bench (1 MiB of
+/// text each) are handed over too; what that costs them in CPU time is still to be
+/// measured against the 4 MiB threshold.
 const OFF_LOOP_BYTES: usize = 1024 * 1024;
 
 /// The session both pumps feed. Both run on one current-thread runtime, so the lock is

@@ -439,11 +439,9 @@ impl Engine {
     /// few hundred instructions per hit; one pass answers for every later hit.
     pub fn none_from(&self, cache: &mut EngineCache, input: &Input<'_>) -> bool {
         let input = input.clone().anchored(Anchored::No).earliest(true);
-        let found = match (&self.staged, &mut cache.stages[0]) {
-            (Some(staged), Some(prefix_cache)) if staged.prefix.is_some() => {
-                let dfa = staged.prefix.as_ref().expect("checked");
-                dfa.try_search_fwd(prefix_cache, &input)
-            }
+        let prefix = self.staged.as_deref().and_then(|s| s.prefix.as_ref());
+        let found = match (prefix, &mut cache.stages[0]) {
+            (Some(dfa), Some(prefix_cache)) => dfa.try_search_fwd(prefix_cache, &input),
             _ => {
                 let whole = self.whole();
                 let dfa_cache = cache.dfa.get_or_insert_with(|| whole.dfa.create_cache());
