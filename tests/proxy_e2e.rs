@@ -519,24 +519,35 @@ fn a_ping_behind_an_adversarial_multi_mib_response_is_answered_promptly() {
 
 /// Issue 22: while one large server frame is scanned, the other direction keeps
 /// flowing. An 8 MiB response of one keyword repeated (`repeated-identifier` of
-/// `tests/support/secrets_corpus.rs`, the slowest shape per byte) is being scanned when
-/// the client sends a `tools/call`: the call is judged and reaches the server before the
-/// scan ends, not after it. (Its answer follows the large frame: one direction keeps its
-/// order.)
+/// `tests/support/secrets_corpus.rs`) is being scanned when the client sends a
+/// `tools/call`: the call is judged and reaches the server before the scan ends, not
+/// after it. (Its answer follows the large frame: one direction keeps its order.)
 #[test]
 fn a_call_reaches_the_server_while_a_large_response_is_scanned() {
+    a_call_reaches_the_server_while_scanning("SECRETKEY", 8 << 20);
+}
+
+/// The same for a frame of 2 MiB, between the hand-over threshold (1 MiB) and the 4 MiB
+/// it was before: such a frame no longer holds the client's lines back while it is
+/// scanned. (`token=` repeated: every hit's value runs to the end of the frame, the
+/// slowest shape per byte in a debug build.)
+#[test]
+fn a_call_reaches_the_server_while_a_2_mib_response_is_scanned() {
+    a_call_reaches_the_server_while_scanning("token=", 2 << 20);
+}
+
+fn a_call_reaches_the_server_while_scanning(unit: &str, bytes: usize) {
     let mut p = Proxy::start();
     handshake(&mut p);
-    let unit = "SECRETKEY";
     p.send_line(&format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"fake/big","params":{{"unit":"{unit}","count":{}}}}}"#,
-        (8 << 20) / unit.len()
+        bytes / unit.len()
     ));
     // The server has written the frame (all but a pipe's worth is in mcpwall), and
     // mcpwall has had time to start on it.
     let sent = p.dir.path().join("sent");
     let deadline = Instant::now() + WAIT;
-    while std::fs::metadata(&sent).map_or(0, |m| m.len()) < 8 << 20 {
+    while std::fs::metadata(&sent).map_or(0, |m| m.len()) < bytes as u64 {
         assert!(
             Instant::now() < deadline,
             "the server never wrote the frame"

@@ -394,3 +394,61 @@ fn hit_memos_find_what_searching_every_hit_finds() {
         assert_eq!(found(memos, &mut memo_cache, &text), want, "{kind}");
     }
 }
+
+/// A detector's search that read the rest of the text for nothing is followed by one
+/// unanchored pass that refutes every later hit at once (`Engine::none_from`). It never
+/// changes what is found: a label repeated with no separator (where the pass refutes
+/// every hit), then a tail that does or does not complete a secret after the run (where
+/// the pass finds that match and refutes nothing), against every hit searched.
+#[test]
+fn one_pass_over_a_run_finds_what_searching_every_hit_finds() {
+    let memos = detector();
+    let plain = Detector::with_machinery(
+        builtin_specs(),
+        mcpwall::secrets::Machinery {
+            no_hit_memos: true,
+            ..Default::default()
+        },
+    )
+    .expect("built-ins compile");
+    let (mut memo_cache, mut plain_cache) = (memos.cache(), plain.cache());
+    let mut r = Rng::new(2222);
+    let units = [
+        "SECRETKEY",
+        "secret_key",
+        "client_secret",
+        "ApiKey",
+        "password",
+        "token",
+        "postgres://user:",
+        "://u:",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "ghp_",
+    ];
+    let mut with_findings = 0;
+    for round in 0..200 {
+        let unit = units[round % units.len()];
+        let mut text = String::new();
+        if r.below(2) == 0 {
+            text.push_str(&fake(FORMATS[r.below(FORMATS.len())], &mut r).text);
+            text.push(' ');
+        }
+        text.push_str(&unit.repeat(1 + r.below(300)));
+        match r.below(4) {
+            0 => {}
+            1 => text.push_str(&format!(
+                "={}",
+                fake(FORMATS[r.below(FORMATS.len())], &mut r).text
+            )),
+            2 => text.push_str("=Zx8Qp2Lm7Rt4Vw9Ks3Hd6Jf1@host/db -----END RSA PRIVATE KEY-----"),
+            _ => {
+                text.push(' ');
+                text.push_str(&fake(FORMATS[r.below(FORMATS.len())], &mut r).text);
+            }
+        }
+        let want = found(&plain, &mut plain_cache, &text);
+        with_findings += usize::from(!want.is_empty());
+        assert_eq!(found(memos, &mut memo_cache, &text), want, "{text:?}");
+    }
+    assert!(with_findings > 100, "{with_findings} texts with findings");
+}

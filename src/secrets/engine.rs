@@ -19,7 +19,7 @@ use regex_automata::dfa::onepass;
 use regex_automata::hybrid;
 use regex_automata::nfa::thompson::{self, WhichCaptures, backtrack, pikevm};
 use regex_automata::util::primitives::NonMaxUsize;
-use regex_automata::{Input, MatchKind, PatternID};
+use regex_automata::{Anchored, Input, MatchKind, PatternID};
 
 use super::walk::{self, Trail};
 use regex_syntax::hir::Hir;
@@ -249,6 +249,9 @@ pub(super) struct EngineCache {
     /// After a search that found nothing: how far its answer depended on the text
     /// (see [`EngineCache::refuted_within`]).
     refuted: Option<usize>,
+    /// After a search that found nothing: whether the walk that decided it read to the
+    /// end of the text (see [`Engine::none_from`]).
+    ran_to_end: bool,
     /// Caches of the whole-pattern engines, created on first use.
     dfa: Option<hybrid::dfa::Cache>,
     onepass: Option<onepass::Cache>,
@@ -272,6 +275,12 @@ impl EngineCache {
     /// search died within them.
     pub fn refuted_within(&self) -> Option<usize> {
         self.refuted
+    }
+
+    /// After [`Engine::search`] found no match: whether the walk that decided it read to
+    /// the end of the text, so that [`Engine::none_from`] costs no more than it did.
+    pub fn ran_to_end(&self) -> bool {
+        self.ran_to_end
     }
 }
 
@@ -332,6 +341,7 @@ impl Engine {
             trails: std::array::from_fn(|_| Trail::new(memos)),
             run: RunMemo::default(),
             refuted: None,
+            ran_to_end: false,
             dfa: None,
             onepass: None,
             backtrack: None,
@@ -346,6 +356,7 @@ impl Engine {
     pub fn search(&self, cache: &mut EngineCache, input: &Input<'_>, scan: u64) -> Option<Found> {
         debug_assert_eq!(input.end(), input.haystack().len());
         cache.refuted = None;
+        cache.ran_to_end = false;
         if let Some(staged) = &self.staged {
             match staged.search(
                 &mut cache.stages,
@@ -358,6 +369,7 @@ impl Engine {
                 Stage::NoMatch => {
                     // Only the prefix was searched, and it matched nowhere.
                     cache.refuted = cache.trails[0].refuted_within();
+                    cache.ran_to_end = cache.trails[0].ran_to_end();
                     return None;
                 }
                 Stage::Unsure => {}
@@ -374,6 +386,7 @@ impl Engine {
             Ok(Some(end)) => end,
             Ok(None) => {
                 cache.refuted = cache.trails[3].refuted_within();
+                cache.ran_to_end = cache.trails[3].ran_to_end();
                 return None;
             }
             Err(_) => {
@@ -411,6 +424,31 @@ impl Engine {
         };
         matched?;
         whole.found(slots)
+    }
+}
+
+impl Engine {
+    /// Whether no match starts anywhere in `input`'s range (an anchored search at any
+    /// of its positions finds none): one unanchored pass of the DFA whose failure
+    /// decides a search, the prefix's for a staged pattern (no `P` match, no match).
+    /// `false` when unsure (the DFA gave up).
+    ///
+    /// Why: on a label repeated with no separator after it (`SECRETKEYSECRETKEY…`), a
+    /// row's search at every hit reads the identifier to the end of the text and finds
+    /// nothing. The walks join each other's paths (`walk.rs`), but joining still cost a
+    /// few hundred instructions per hit; one pass answers for every later hit.
+    pub fn none_from(&self, cache: &mut EngineCache, input: &Input<'_>) -> bool {
+        let input = input.clone().anchored(Anchored::No).earliest(true);
+        let prefix = self.staged.as_deref().and_then(|s| s.prefix.as_ref());
+        let found = match (prefix, &mut cache.stages[0]) {
+            (Some(dfa), Some(prefix_cache)) => dfa.try_search_fwd(prefix_cache, &input),
+            _ => {
+                let whole = self.whole();
+                let dfa_cache = cache.dfa.get_or_insert_with(|| whole.dfa.create_cache());
+                whole.dfa.try_search_fwd(dfa_cache, &input)
+            }
+        };
+        matches!(found, Ok(None))
     }
 }
 

@@ -84,6 +84,9 @@ use engine::{Engine, EngineCache};
 use entropy::RunningEntropy;
 use prefilter::{Candidate, Keywords};
 
+/// Searches of one detector that read the rest of the text for nothing before one
+/// unanchored pass tries to refute all its later hits ([`Engine::none_from`]).
+const RUN_BEFORE_PASS: u32 = 16;
 /// Largest `keyword_offset` accepted: each offset is one anchored search per hit.
 const MAX_KEYWORD_OFFSET: usize = 64;
 /// A literal prefix shorter than this is not a usable keyword.
@@ -312,6 +315,13 @@ struct Scratch {
     entropy: RunningEntropy,
     /// The last search that found nothing within a few bytes (see [`Refuted`]).
     refuted: Option<Refuted>,
+    /// `(scan, start)`: no match of the detector starts at or after `start` in that
+    /// scan's text (see [`Engine::none_from`]).
+    none_from: Option<(u64, usize)>,
+    /// The last scan in which [`Engine::none_from`] was run: once per scan at most.
+    swept: u64,
+    /// `(scan, n)`: searches of that scan that read the rest of the text for nothing.
+    to_end: (u64, u32),
 }
 
 /// A search of one detector that found no match and read only `read` bytes from `start`
@@ -330,6 +340,12 @@ struct Refuted {
 
 impl Scratch {
     fn refutes(&self, text: &[u8], start: usize, scan: u64) -> bool {
+        if self
+            .none_from
+            .is_some_and(|(s, from)| s == scan && from <= start)
+        {
+            return true;
+        }
         self.refuted.is_some_and(|r| {
             r.scan == scan && r.start != start && walk::same_window(text, start, r.start, r.read)
         })
@@ -764,6 +780,9 @@ impl Detector {
                 engine: engine.create_cache(self.hit_memos),
                 entropy: RunningEntropy::default(),
                 refuted: None,
+                none_from: None,
+                swept: 0,
+                to_end: (0, 0),
             })
         });
         // Up to the end of the text: a search that would read a long run again joins
@@ -773,10 +792,28 @@ impl Detector {
             .anchored(Anchored::Yes)
             .earliest(false);
         let Some(found) = engine.search(&mut cache.engine, &input, scan) else {
-            if let Some(read) = cache.engine.refuted_within()
-                && self.hit_memos
-            {
+            if !self.hit_memos {
+                return None;
+            }
+            if let Some(read) = cache.engine.refuted_within() {
                 cache.refuted = Some(Refuted { scan, start, read });
+            }
+            // Searches that read the rest of the text for nothing, again and again: one
+            // pass may refute every later hit of this detector (a label repeated without
+            // a separator). It is run once per scan, and only after a run of such hits,
+            // since an unanchored lazy DFA builds states a text with few hits never pays
+            // for.
+            if cache.engine.ran_to_end() {
+                cache.to_end = match cache.to_end {
+                    (s, n) if s == scan => (s, n + 1),
+                    _ => (scan, 1),
+                };
+            }
+            if cache.to_end == (scan, RUN_BEFORE_PASS) && cache.swept != scan {
+                cache.swept = scan;
+                if engine.none_from(&mut cache.engine, &input) {
+                    cache.none_from = Some((scan, start));
+                }
             }
             return None;
         };

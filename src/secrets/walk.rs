@@ -27,6 +27,9 @@ const STRIDE: usize = 4;
 /// A walk is first tried this far without the trail ([`short_walk`]); only one that
 /// goes further is walked again with it.
 const SHORT_WALK: usize = 16;
+/// Longest walk that died whose bytes are remembered as refuting a search
+/// ([`Trail::refuted_within`]): each later hit of the detector compares up to this many.
+const MAX_REFUTED_READ: usize = 128;
 /// Most runs a record keeps (16 bytes each): past this, a walk's state is no longer
 /// recorded. Only a walk whose state changes at nearly every recorded position (a text
 /// full of partial footers, `-----E-----E…`) fills it, after 2 MiB of text.
@@ -56,6 +59,8 @@ pub(super) struct Trail {
     last_match: Option<(usize, usize)>,
     /// Whether the fields above describe a walk.
     valid: bool,
+    /// Whether the recorded walk read to the end of the text.
+    ended: bool,
     /// The walk in progress.
     own: Vec<(usize, LazyStateID)>,
     /// The last short walk that died (see [`ShortMemo`]).
@@ -70,6 +75,9 @@ pub(super) struct Trail {
     /// only on the byte before its start and the `read` bytes from it (see
     /// [`Trail::refuted_within`]).
     refuted: Option<usize>,
+    /// Set by each search: it found no match, and its path (its own or the trail it
+    /// joined) read to the end of the text (see [`Trail::ran_to_end`]).
+    ran_to_end: bool,
 }
 
 impl Trail {
@@ -85,6 +93,13 @@ impl Trail {
     /// (see [`same_window`]).
     pub(super) fn refuted_within(&self) -> Option<usize> {
         self.refuted
+    }
+
+    /// After a search: whether it found no match on a path that read to the end of the
+    /// text. A walk that did has cost as much as one unanchored pass over the rest of
+    /// the text, which may then refute every later start at once.
+    pub(super) fn ran_to_end(&self) -> bool {
+        self.ran_to_end
     }
 }
 
@@ -165,6 +180,7 @@ pub(super) fn search_fwd(
     debug_assert_eq!(input.end(), hay.len());
     let start = input.start();
     trail.refuted = None;
+    trail.ran_to_end = false;
     // The same start as the last walk (the suffix of every hit whose secret ends at the
     // end of one run): the same answer.
     if let Some((s, at, answer)) = trail.last
@@ -210,7 +226,10 @@ fn walk_fwd(
     } else {
         let sid = dfa.start_state_forward(cache, input)?;
         match short_walk(dfa, cache, trail, sid, hay, start)? {
-            ShortWalk::Ended(found) => return Ok(found),
+            ShortWalk::Ended(found) => {
+                trail.ran_to_end = found.is_none();
+                return Ok(found);
+            }
             ShortWalk::Died { read, found } => {
                 trail.short = Some(ShortMemo {
                     scan,
@@ -259,6 +278,7 @@ fn walk_fwd(
                         _ => mat,
                     };
                     join(trail, cursor, at, found, recording);
+                    trail.ran_to_end = found.is_none() && trail.ended;
                     return Ok(found.map(|m| m.1));
                 }
             }
@@ -289,7 +309,23 @@ fn walk_fwd(
                 // Matches are reported one byte late: this state ends one at `at - 1`.
                 mat = Some((at, at - 1));
             } else if sid.is_dead() {
-                record(trail, scan, clears, cache, recorded_to.max(start), mat);
+                record(
+                    trail,
+                    scan,
+                    clears,
+                    cache,
+                    recorded_to.max(start),
+                    mat,
+                    false,
+                );
+                // Like a short walk that died: nothing but the byte before the start
+                // and the bytes read decided it (a near miss such as `postgres://user:`
+                // repeated dies some 25 bytes on, at every hit). Only for a few bytes:
+                // every later hit compares them.
+                let read = at - input.start();
+                if mat.is_none() && read <= MAX_REFUTED_READ {
+                    trail.refuted = Some(read);
+                }
                 return Ok(mat.map(|m| m.1));
             } else if sid.is_quit() {
                 trail.valid = false;
@@ -303,7 +339,8 @@ fn walk_fwd(
     if eoi.is_match() {
         mat = Some((hay.len() + 1, hay.len()));
     }
-    record(trail, scan, clears, cache, recorded_to, mat);
+    record(trail, scan, clears, cache, recorded_to, mat, true);
+    trail.ran_to_end = mat.is_none();
     Ok(mat.map(|m| m.1))
 }
 
@@ -382,7 +419,9 @@ fn record(
     cache: &Cache,
     end: usize,
     last_match: Option<(usize, usize)>,
+    ended: bool,
 ) {
+    trail.ended = ended;
     trail.valid = cache.clear_count() == clears && !trail.own.is_empty();
     trail.scan = scan;
     trail.clears = clears;
