@@ -527,13 +527,13 @@ fn a_call_reaches_the_server_while_a_large_response_is_scanned() {
     a_call_reaches_the_server_while_scanning("SECRETKEY", 8 << 20);
 }
 
-/// The same for a frame of 2 MiB, between the hand-over threshold (1 MiB) and the 4 MiB
+/// The same for a frame of 3 MiB, between the hand-over threshold (2 MiB) and the 4 MiB
 /// it was before: such a frame no longer holds the client's lines back while it is
 /// scanned. (`token=` repeated: every hit's value runs to the end of the frame, the
 /// slowest shape per byte in a debug build.)
 #[test]
-fn a_call_reaches_the_server_while_a_2_mib_response_is_scanned() {
-    a_call_reaches_the_server_while_scanning("token=", 2 << 20);
+fn a_call_reaches_the_server_while_a_3_mib_response_is_scanned() {
+    a_call_reaches_the_server_while_scanning("token=", 3 << 20);
 }
 
 fn a_call_reaches_the_server_while_scanning(unit: &str, bytes: usize) {
