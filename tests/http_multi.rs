@@ -297,3 +297,41 @@ servers:
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
 }
+
+#[test]
+fn explain_policy_names_each_servers_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        r#"version: 1
+servers:
+  files: {command: npx, args: [-y, "@modelcontextprotocol/server-filesystem", /tmp]}
+  remote: {url: "https://mcp.example.com/mcp"}
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["explain-policy", "-c"])
+        .arg(&policy)
+        .env("HOME", dir.path())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("files  /mcp/files (legacy SSE: /sse/files)  -> npx -y @modelcontextprotocol/server-filesystem /tmp"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "remote  /mcp/remote (legacy SSE: /sse/remote)  -> https://mcp.example.com/mcp"
+        ),
+        "{text}"
+    );
+}
