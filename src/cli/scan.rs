@@ -251,7 +251,7 @@ fn run_gateway(args: &Args, url: &str) -> miette::Result<ExitCode> {
         revoked_token: read(&args.revoked_token_file)?,
         timeout: Duration::from_secs(args.timeout.max(1)),
     };
-    let results = redteam::gateway::run(&target, |_, _, _| {});
+    let results = redteam::gateway::run(&target, &args.only, |_, _, _| {});
     let opts = ScanOptions {
         exe: PathBuf::new(),
         server: None,

@@ -36,7 +36,8 @@ struct GatewayAttack {
     remediation: &'static str,
 }
 
-const CATEGORY: &str = "identity & session";
+/// OWASP Top 10 for Agentic Applications: identity and privilege abuse.
+const CATEGORY: &str = "ASI03";
 
 const ATTACKS: &[GatewayAttack] = &[
     GatewayAttack {
@@ -89,11 +90,25 @@ const ATTACKS: &[GatewayAttack] = &[
     },
 ];
 
+/// Whether `--only` (empty: everything) leaves attack `id` out.
+fn unselected(only: &[String], id: &str) -> bool {
+    !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(id))
+}
+
+fn not_selected(a: &GatewayAttack) -> AttackResult {
+    let mut r = result(a, Outcome::Skipped);
+    r.reason = Some(super::report::NOT_SELECTED.into());
+    r
+}
+
 /// Every gateway attack, not applicable: the target speaks stdio.
-pub fn not_applicable_for_stdio() -> Vec<AttackResult> {
+pub fn not_applicable_for_stdio(only: &[String]) -> Vec<AttackResult> {
     ATTACKS
         .iter()
         .map(|a| {
+            if unselected(only, a.id) {
+                return not_selected(a);
+            }
             let mut r = result(a, Outcome::NotApplicable);
             r.note = Some(
                 "skipped: the target is a stdio server; identity and session attacks need an HTTP gateway (`mcpwall scan --url http://127.0.0.1:PORT/mcp --token-file FILE`)".into(),
@@ -103,11 +118,20 @@ pub fn not_applicable_for_stdio() -> Vec<AttackResult> {
         .collect()
 }
 
-/// Run every gateway attack against `target`.
-pub fn run(target: &Target, mut progress: impl FnMut(usize, usize, &str)) -> Vec<AttackResult> {
+/// Run the gateway attacks `only` selects (empty: all) against `target`.
+pub fn run(
+    target: &Target,
+    only: &[String],
+    mut progress: impl FnMut(usize, usize, &str),
+) -> Vec<AttackResult> {
     let total = ATTACKS.len();
     let mut results = Vec::with_capacity(total);
     for (i, attack) in ATTACKS.iter().enumerate() {
+        if unselected(only, attack.id) {
+            results.push(not_selected(attack));
+            progress(i + 1, total, attack.id);
+            continue;
+        }
         let started = Instant::now();
         let verdict = match HttpTarget::parse(target) {
             Ok(http) => judge(attack.id, &http, target),

@@ -306,7 +306,7 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
         progress(i + 1, total, attack.id);
         results.push(result);
     }
-    results.extend(gateway::not_applicable_for_stdio());
+    results.extend(gateway::not_applicable_for_stdio(&opts.only));
     Report::new(opts, results)
 }
 
