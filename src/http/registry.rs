@@ -18,13 +18,16 @@ pub enum Lookup {
     OtherServer { server: Arc<str> },
 }
 
+/// Session id → (the server it was opened on, the session).
+type Sessions = HashMap<String, (Arc<str>, Arc<Conversation>)>;
+
 #[derive(Default)]
 pub struct Registry {
-    sessions: Mutex<HashMap<String, (Arc<str>, Arc<Conversation>)>>,
+    sessions: Mutex<Sessions>,
 }
 
 impl Registry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (Arc<str>, Arc<Conversation>)>> {
+    fn lock(&self) -> MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
