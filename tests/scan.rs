@@ -521,3 +521,142 @@ fn target_text_is_sanitised_for_the_terminal() {
         11
     );
 }
+
+/// A running `mcpwall serve` with tokens for alice and bob (carol's revoked) in front of
+/// the built-in target, where bob may not use `execute_command`.
+struct Served {
+    child: std::process::Child,
+    url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_gateway(extra_args: &[&str]) -> Served {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let fake = dir.path().join("fake");
+    std::fs::create_dir_all(&home).unwrap();
+    // The built-in target keeps its state in `.target/`.
+    std::fs::create_dir_all(fake.join(".target")).unwrap();
+    for name in ["alice", "bob", "carol"] {
+        let o = mcpwall(&["token", "add", name], &home);
+        assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::write(dir.path().join(format!("{name}.tok")), &o.stdout).unwrap();
+    }
+    assert_eq!(code(&mcpwall(&["token", "remove", "carol"], &home)), 0);
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nsettings:\n  log_dir: \"{}\"\nrules:\n  - name: bob-no-shell\n    match: {{identity: bob, tool: execute_command}}\n    action: deny\n",
+            dir.path().join("logs").display()
+        ),
+    )
+    .unwrap();
+    let exe = env!("CARGO_BIN_EXE_mcpwall");
+    let mut child = Command::new(exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+        .arg(&policy)
+        .args(extra_args)
+        .args(["--", exe, "scan", "--serve-target", "--fake-home"])
+        .arg(&fake)
+        .env("HOME", &home)
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "serve exited");
+        if let Some(rest) = line.split("serving ").nth(1) {
+            break rest.split(' ').next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Served { child, url, dir }
+}
+
+fn scan_gateway(s: &Served, with_other: bool) -> Value {
+    let tok = |n: &str| s.dir.path().join(format!("{n}.tok"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
+    cmd.args(["scan", "--format", "json", "--url", &s.url, "--token-file"])
+        .arg(tok("alice"))
+        .arg("--revoked-token-file")
+        .arg(tok("carol"));
+    if with_other {
+        cmd.arg("--other-token-file").arg(tok("bob"));
+    }
+    let o = cmd.env("HOME", s.dir.path().join("home")).output().unwrap();
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn gateway_identity_and_session_attacks_are_refused_by_mcpwall_serve() {
+    let served = serve_gateway(&[]);
+    let report = scan_gateway(&served, true);
+    assert_eq!(report["target"], served.url.as_str());
+    for (id, stopped) in [
+        ("GW-001", "401"),
+        ("GW-002", "401"),
+        ("GW-003", "401"),
+        ("GW-004", "404"),
+        ("GW-005", "404"),
+        ("GW-006", "403"),
+        ("GW-007", "-32020"),
+        ("GW-008", "`execute_command`"),
+    ] {
+        let r = result(&report, id);
+        assert_eq!(r["protected"], "PASS", "{id}: {r}");
+        assert!(
+            r["stopped_by"].as_str().unwrap().contains(stopped),
+            "{id}: {r}"
+        );
+    }
+    assert_eq!(report["summary"]["vulnerable"], 0);
+    assert_eq!(report["summary"]["complete"], true);
+
+    // Without a second identity the attacks that need one say why they were skipped.
+    let report = scan_gateway(&served, false);
+    for id in ["GW-004", "GW-008"] {
+        let r = result(&report, id);
+        assert_eq!(r["protected"], "SKIPPED", "{id}: {r}");
+        assert!(r["reason"].as_str().unwrap().contains("--other-token-file"));
+    }
+}
+
+#[test]
+fn gateway_attacks_find_an_origin_the_operator_allowed() {
+    // An allowed foreign origin is what GW-006 reports, with its remediation.
+    let served = serve_gateway(&["--allow-origin", "https://attacker.example"]);
+    let report = scan_gateway(&served, true);
+    let r = result(&report, "GW-006");
+    assert_eq!(r["protected"], "VULNERABLE", "{r}");
+    assert!(
+        r["remediation"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-origin")
+    );
+}
+
+#[test]
+fn gateway_attacks_do_not_apply_to_a_stdio_target() {
+    let home = tempfile::tempdir().unwrap();
+    let report = scan_json(&["--only", "GW-001,GW-004,GW-008"], home.path());
+    for id in ["GW-001", "GW-004", "GW-008"] {
+        let r = result(&report, id);
+        assert_eq!(r["protected"], "NOT_APPLICABLE", "{id}: {r}");
+        assert!(r["note"].as_str().unwrap().contains("--url"), "{r}");
+    }
+}

@@ -135,6 +135,31 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
         let _ = writeln!(w, "    why: {}", ig.why);
     }
 
+    if !policy.servers.is_empty() {
+        let _ = writeln!(
+            w,
+            "\nServers of `mcpwall serve` ({}; without a command on its command line):",
+            policy.servers.len()
+        );
+        for server in &policy.servers {
+            let name = &server.name.value;
+            let reached = match &server.backend {
+                config::policy::ServerBackend::Command { program, args } => {
+                    std::iter::once(program.as_str())
+                        .chain(args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+                config::policy::ServerBackend::Url(url) => url.clone(),
+            };
+            let _ = writeln!(
+                w,
+                "  {name}  /mcp/{name} (legacy SSE: /sse/{name})  -> {reached}  ({})",
+                location(policy, server.name.span)
+            );
+        }
+    }
+
     let _ = writeln!(w, "\nOrder:");
     for line in layering_lines(policy) {
         let _ = writeln!(w, "  {line}");

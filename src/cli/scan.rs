@@ -53,6 +53,19 @@ pub struct Args {
     /// Seconds to wait for each answer from the server.
     #[arg(long, default_value_t = 20)]
     pub timeout: u64,
+    /// Attack an HTTP gateway (`mcpwall serve`) at this URL instead of a stdio server: the
+    /// identity and session attacks (http:// only).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["server_cmd", "proxy", "config", "profile"])]
+    pub url: Option<String>,
+    /// With --url: a file holding the bearer token of one identity (never on the command line).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub token_file: Option<PathBuf>,
+    /// With --url: a second identity's token (session hijack, identity-scoped tools).
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub other_token_file: Option<PathBuf>,
+    /// With --url: a token that was revoked (`mcpwall token remove`); it must get 401.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    pub revoked_token_file: Option<PathBuf>,
     /// Serve the built-in vulnerable target on stdio (used by the scan itself).
     #[arg(long, hide = true)]
     pub serve_target: bool,
@@ -68,6 +81,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         redteam::target::serve(home).map_err(|e| miette::miette!("target failed: {e}"))?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(url) = &args.url {
+        return run_gateway(&args, url);
     }
     let server = match &args.server_cmd {
         None => None,
@@ -179,6 +195,22 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             let _ = std::io::stderr().flush();
         }
     });
+    finish(&args, &report)
+}
+
+fn write_policy(path: &std::path::Path, text: &str) -> miette::Result<()> {
+    std::fs::write(path, text).map_err(|e| miette::miette!("cannot write {}: {e}", path.display()))
+}
+
+fn random_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+fn finish(args: &Args, report: &redteam::Report) -> miette::Result<ExitCode> {
     let json = serde_json::to_string_pretty(&report)
         .map_err(|e| miette::miette!("cannot encode the report: {e}"))?;
     if let Some(out) = &args.output {
@@ -200,14 +232,38 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     })
 }
 
-fn write_policy(path: &std::path::Path, text: &str) -> miette::Result<()> {
-    std::fs::write(path, text).map_err(|e| miette::miette!("cannot write {}: {e}", path.display()))
-}
-
-fn random_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    t ^ (u64::from(std::process::id()) << 32)
+/// `scan --url`: the identity and session attacks on an HTTP gateway.
+fn run_gateway(args: &Args, url: &str) -> miette::Result<ExitCode> {
+    let read = |file: &Option<PathBuf>| -> miette::Result<Option<String>> {
+        let Some(file) = file else { return Ok(None) };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| miette::miette!("cannot read {}: {e}", file.display()))?;
+        let token = text.trim().to_string();
+        if token.is_empty() {
+            return Err(miette::miette!("{} holds no token", file.display()));
+        }
+        Ok(Some(token))
+    };
+    let target = redteam::gateway::Target {
+        url: url.to_string(),
+        token: read(&args.token_file)?,
+        other_token: read(&args.other_token_file)?,
+        revoked_token: read(&args.revoked_token_file)?,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+    };
+    let results = redteam::gateway::run(&target, &args.only, |_, _, _| {});
+    let opts = ScanOptions {
+        exe: PathBuf::new(),
+        server: None,
+        policy: PathBuf::new(),
+        policy_label: "the gateway's own".into(),
+        seed: args.seed.unwrap_or(0),
+        timeout: target.timeout,
+        only: args.only.clone(),
+        proxy: None,
+    };
+    let mut report = redteam::Report::new(&opts, results);
+    report.target = url.to_string();
+    report.policy_digest = "n/a (the gateway's)".into();
+    finish(args, &report)
 }

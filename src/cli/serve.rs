@@ -1,5 +1,6 @@
 //! `mcpwall serve [--listen ADDR] -- CMD [ARGS...]`: the policy in front of a stdio
-//! server, for clients that speak Streamable HTTP (see `crate::http`).
+//! server, for clients that speak Streamable HTTP (see `crate::http`). Without a command
+//! or `--upstream`, the policy's `servers:` are served, each at `/mcp/NAME`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,7 +53,18 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-pub fn run(args: Args) -> miette::Result<ExitCode> {
+/// One server the listener fronts.
+struct Front {
+    /// `None`: at `/mcp` itself.
+    mount: Option<Arc<str>>,
+    backend: Backend,
+    name: String,
+    /// What pins are keyed by, with the name.
+    identity_command: Vec<String>,
+}
+
+/// The server given on the command line (`-- CMD` or `--upstream URL`), at `/mcp`.
+fn command_line_front(args: &Args) -> miette::Result<Front> {
     let (backend, default_name, identity_command) = match &args.upstream {
         Some(url) => {
             let token = std::env::var(crate::upstream::TOKEN_ENV)
@@ -81,6 +93,58 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             (Backend::Command(spec), name, args.command.clone())
         }
     };
+    Ok(Front {
+        mount: None,
+        backend,
+        name: args.server_name.clone().unwrap_or(default_name),
+        identity_command,
+    })
+}
+
+/// The policy's `servers:`, each at `/mcp/NAME` and named NAME for `server:` rules.
+fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Front>> {
+    use crate::config::policy::ServerBackend;
+    policy
+        .servers
+        .iter()
+        .map(|def| {
+            let name = def.name.value.clone();
+            let (backend, identity_command) = match &def.backend {
+                ServerBackend::Command { program, args } => (
+                    Backend::Command(crate::proxy::child::ChildSpec {
+                        program: program.into(),
+                        args: args.iter().map(Into::into).collect(),
+                    }),
+                    std::iter::once(program.clone())
+                        .chain(args.iter().cloned())
+                        .collect(),
+                ),
+                // No token or header file: those given for --upstream are for that one
+                // server, and a secret must not reach a server it was not meant for.
+                ServerBackend::Url(url) => (
+                    Backend::Upstream(Arc::new(
+                        crate::upstream::Upstream::new(&crate::upstream::Settings {
+                            url: url.clone(),
+                            ca_file: args.ca_file.clone(),
+                            header_file: None,
+                            token: None,
+                        })
+                        .map_err(|e| miette::miette!("server `{name}`: {e}"))?,
+                    )),
+                    vec![url.clone()],
+                ),
+            };
+            Ok(Front {
+                mount: Some(name.as_str().into()),
+                backend,
+                name,
+                identity_command,
+            })
+        })
+        .collect()
+}
+
+pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
     let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
@@ -112,28 +176,49 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
     crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
-    let server_name = args.server_name.clone().unwrap_or(default_name);
+    let fronts = if args.command.is_empty() && args.upstream.is_none() && !policy.servers.is_empty()
+    {
+        if args.server_name.is_some() {
+            return Err(miette::miette!(
+                help = "each server of `servers:` is named by its key; drop --server-name",
+                "--server-name names the one server given on the command line"
+            ));
+        }
+        policy_fronts(&args, &policy)?
+    } else {
+        vec![command_line_front(&args)?]
+    };
+    let listener_name = fronts
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join("+");
     // Clients without a token when none exist; otherwise one identity per token.
     let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
         vec![None]
     } else {
         tokens.names().map(|n| Some(Arc::from(n))).collect()
     };
-    let judges = Judges::build(
-        &policy,
-        &identities,
-        &ServerIdentity {
-            name: server_name.clone(),
-            command: identity_command,
-        },
-        &home,
-        &PathEnv::new(&home, &project_dir),
-    )
-    .map_err(|e| match e {
-        crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
-        other => miette::miette!("{other}"),
-    })?;
-    judges.any_program().detector();
+    let mut built = Vec::with_capacity(fronts.len());
+    for front in fronts {
+        let judges = Judges::build(
+            &policy,
+            &identities,
+            &ServerIdentity {
+                name: front.name.clone(),
+                command: front.identity_command.clone(),
+            },
+            &home,
+            &PathEnv::new(&home, &project_dir),
+        )
+        .map_err(|e| match e {
+            crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
+            other => miette::miette!("{other}"),
+        })?;
+        judges.any_program().detector();
+        built.push((front, judges));
+    }
+    let names = built[0].1.names.clone();
     let audit = Audit::start(
         AuditConfig {
             dir: settings
@@ -141,13 +226,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 .clone()
                 .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
             session: new_session_id(),
-            server: server_name.clone(),
+            server: listener_name,
             retention: Some(crate::audit::retention::Cap {
                 max_days: settings.log_retention.max_days,
                 max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
             }),
         },
-        judges.names.clone() as Arc<dyn Names>,
+        names as Arc<dyn Names>,
     );
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread
@@ -164,30 +249,53 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let local = listener
             .local_addr()
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
-        let gateway = Arc::new(Gateway {
-            judges,
-            backend,
-            server_name: server_name.as_str().into(),
-            audit: audit.sender(),
-            chatter,
-            require_token: !tokens.is_empty() || !loopback,
-            tokens: LiveTokens::new(tokens_path, tokens),
-            listen: local,
-            allowed_origins: args.allow_origins.clone(),
-            sessions: Default::default(),
-            home: Some(home.clone()),
-            stateless: Default::default(),
-        });
-        eprintln!(
-            "mcpwall: serving http://{local}{} ({})",
-            server::ENDPOINT,
-            if gateway.require_token {
-                "bearer token required"
-            } else {
-                "no tokens issued: any local client may connect"
+        let require_token = !tokens.is_empty() || !loopback;
+        let tokens = Arc::new(LiveTokens::new(tokens_path, tokens));
+        let sessions = Arc::new(crate::http::registry::Registry::default());
+        let gateways: Vec<Arc<Gateway>> = built
+            .into_iter()
+            .map(|(front, judges)| {
+                Arc::new(Gateway {
+                    judges,
+                    backend: front.backend,
+                    server_name: front.name.as_str().into(),
+                    mount: front.mount,
+                    audit: audit.sender(),
+                    chatter,
+                    require_token,
+                    tokens: tokens.clone(),
+                    listen: local,
+                    allowed_origins: args.allow_origins.clone(),
+                    sessions: sessions.clone(),
+                    home: Some(home.clone()),
+                    stateless: Default::default(),
+                })
+            })
+            .collect();
+        let access = if require_token {
+            "bearer token required"
+        } else {
+            "no tokens issued: any local client may connect"
+        };
+        if let [gateway] = &gateways[..]
+            && gateway.mount.is_none()
+        {
+            eprintln!(
+                "mcpwall: serving http://{local}{} ({access})",
+                server::ENDPOINT
+            );
+        } else {
+            eprintln!("mcpwall: serving {} servers ({access}):", gateways.len());
+            for g in &gateways {
+                eprintln!(
+                    "mcpwall:   {}  http://{local}{}  (legacy SSE: {})",
+                    g.server_name,
+                    g.path(server::ENDPOINT),
+                    g.path(server::LEGACY_SSE)
+                );
             }
-        );
-        server::serve(listener, gateway, shutdown_signal()).await;
+        }
+        server::serve(listener, gateways, shutdown_signal()).await;
         Ok::<_, miette::Report>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

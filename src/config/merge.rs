@@ -27,8 +27,8 @@ use std::sync::Arc;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{RawPolicy, RawSettings, parse};
 use super::policy::{
-    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SecretPattern, Settings,
-    Source, SourceId, SourceKind, Span, Spanned,
+    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SecretPattern, ServerDef,
+    Settings, Source, SourceId, SourceKind, Span, Spanned,
 };
 use super::validate::{Decoder, Vars, did_you_mean};
 
@@ -133,6 +133,7 @@ pub(crate) struct Merger {
     secret_patterns: Vec<SecretPattern>,
     disabled_secrets: Vec<Spanned<String>>,
     ignored: Vec<Ignored>,
+    servers: Vec<ServerDef>,
     /// `(source name, rule name)` of every rule taken, so a pack included a second time
     /// does not repeat the rules its first inclusion already contributed.
     taken: HashSet<(String, String)>,
@@ -168,6 +169,7 @@ impl Merger {
             secret_patterns: Vec::new(),
             disabled_secrets: Vec::new(),
             ignored: Vec::new(),
+            servers: Vec::new(),
             taken: HashSet::new(),
             ignored_rules: Vec::new(),
             settings: Vec::new(),
@@ -270,7 +272,9 @@ impl Merger {
             secret_patterns,
             disabled_secrets,
             disable,
+            servers,
         } = raw;
+        self.take_servers(servers, restricted);
         let this_pack = stack
             .last()
             .copied()
@@ -564,7 +568,26 @@ impl Merger {
             secret_patterns: self.secret_patterns,
             disabled_secrets: self.disabled_secrets,
             ignored: self.ignored,
+            servers: self.servers,
         })
+    }
+
+    /// A restricted file's servers are ignored: an entry runs a command. A name a later
+    /// file defines again replaces the earlier definition (a file beats what it extends
+    /// and the user file comes before the project file).
+    fn take_servers(&mut self, servers: Vec<ServerDef>, restricted: Restricted) {
+        for server in servers {
+            if restricted == Restricted::Yes {
+                self.ignore(
+                    server.name.span,
+                    format!("server `{}` (it would run a command)", server.name.value),
+                    UNTRUSTED_WHY,
+                );
+                continue;
+            }
+            self.servers.retain(|s| s.name.value != server.name.value);
+            self.servers.push(server);
+        }
     }
 
     /// An untrusted file's `ask` rules may only tighten: they go after the last rule that

@@ -236,6 +236,8 @@ pub(crate) struct RawPolicy {
     pub(crate) disabled_secrets: Vec<Spanned<String>>,
     /// `disable: [rule-name]`: rules of the extended packs this file lifts.
     pub(crate) disable: Vec<Spanned<String>>,
+    /// `servers:`, in file order.
+    pub(crate) servers: Vec<super::policy::ServerDef>,
 }
 
 /// The settings one file sets; `None` = not written (another file or the default decides).

@@ -68,6 +68,25 @@ pub struct Policy {
     pub disabled_secrets: Vec<Spanned<String>>,
     /// Parts of the sources that were loaded but not applied, and why.
     pub ignored: Vec<Ignored>,
+    /// The named servers `mcpwall serve` fronts, each at `/mcp/NAME` (`servers:` of
+    /// trusted files only: an entry runs a command).
+    pub servers: Vec<ServerDef>,
+}
+
+/// One entry of `servers:`.
+#[derive(Debug, Clone)]
+pub struct ServerDef {
+    /// The key: the endpoint's last path segment, and the server name `server:` matches.
+    pub name: Spanned<String>,
+    pub backend: ServerBackend,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerBackend {
+    /// A stdio server: each HTTP session runs its own.
+    Command { program: String, args: Vec<String> },
+    /// A Streamable HTTP server.
+    Url(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule,
     PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction,
-    SecretPattern, Source, SourceId, SourceKind, Span, Spanned,
+    SecretPattern, ServerBackend, ServerDef, Source, SourceId, SourceKind, Span, Spanned,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -77,7 +77,9 @@ const TOP_KEYS: &[&str] = &[
     "outbound_rules",
     "secrets",
     "disable",
+    "servers",
 ];
+const SERVER_KEYS: &[&str] = &["command", "args", "url"];
 const SETTINGS_KEYS: &[&str] = &[
     "log_dir",
     "log_level",
@@ -454,8 +456,120 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("secrets") {
             self.secrets(n, &mut raw);
         }
+        if let Some(n) = f.get("servers") {
+            self.servers(n, &mut raw);
+        }
         self.duplicate_names();
         raw
+    }
+
+    /// `servers: {NAME: {command, args} | {url}}`: the servers `mcpwall serve` fronts.
+    fn servers(&mut self, node: &YNode, raw: &mut RawPolicy) {
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            Node::Null => &[],
+            _ => return self.wrong_type(node, "`servers`", "a mapping of server names"),
+        };
+        for (k, v) in entries {
+            let Some(name) = self.string(k, "a server name") else {
+                continue;
+            };
+            if name.value.is_empty()
+                || !name
+                    .value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                || name.value.starts_with('.')
+            {
+                self.report(
+                    Code::UnknownValue,
+                    format!("`{}` cannot name a server", name.value),
+                    name.span,
+                    "not a URL path segment",
+                    "a server name becomes the endpoint `/mcp/NAME`: use letters, digits, `-`, `_` and `.` (not first)",
+                );
+                continue;
+            }
+            let what = format!("server `{}`", name.value);
+            let Some(f) = self.fields(v, &what, SERVER_KEYS) else {
+                continue;
+            };
+            let command = f.get("command").and_then(|n| self.string(n, "`command`"));
+            let args = f
+                .get("args")
+                .map(|n| self.strings(n, "`args`"))
+                .unwrap_or_default();
+            let url = f.get("url").and_then(|n| self.string(n, "`url`"));
+            let backend = match (command, url) {
+                (Some(c), None) if !c.value.trim().is_empty() => ServerBackend::Command {
+                    program: c.value,
+                    args: args.into_iter().map(|a| a.value).collect(),
+                },
+                (Some(c), None) => {
+                    self.report(
+                        Code::UnknownValue,
+                        "`command` is empty",
+                        c.span,
+                        "no program",
+                        "name the program that runs the server, e.g. `command: npx`",
+                    );
+                    continue;
+                }
+                (None, Some(u)) => {
+                    if !(u.value.starts_with("http://") || u.value.starts_with("https://")) {
+                        self.report(
+                            Code::UnknownValue,
+                            format!("`{}` is not an http:// or https:// URL", u.value),
+                            u.span,
+                            "not a Streamable HTTP URL",
+                            "write the server's endpoint, e.g. `url: https://mcp.example.com/mcp`",
+                        );
+                        continue;
+                    }
+                    if f.get("args").is_some() {
+                        self.report(
+                            Code::UnknownKey,
+                            format!("{what} has `args` but no `command`"),
+                            self.span(k),
+                            "`args` go with `command`",
+                            "remove `args`: a `url` server takes none",
+                        );
+                        continue;
+                    }
+                    ServerBackend::Url(u.value)
+                }
+                (Some(c), Some(u)) => {
+                    self.diags.push(
+                        PolicyDiagnostic::at(
+                            Code::UnknownKey,
+                            format!("{what} has both `command` and `url`"),
+                            self.source,
+                            u.span,
+                            "second way to reach the server",
+                        )
+                        .with_label(c.span, "first way")
+                        .with_help(
+                            "keep `command` (a stdio server) or `url` (a remote one), not both",
+                        ),
+                    );
+                    continue;
+                }
+                (None, None) => {
+                    // A `command` or `url` of the wrong type was reported already.
+                    if f.get("command").is_none() && f.get("url").is_none() {
+                        self.report(
+                            Code::MissingKey,
+                            format!("{what} has neither `command` nor `url`"),
+                            self.span(k),
+                            "how is this server reached?",
+                            "add `command: PROGRAM` (and `args: [..]`) for a stdio server, or `url: https://…` for a remote one",
+                        );
+                    }
+                    continue;
+                }
+            };
+            raw.servers.push(ServerDef { name, backend });
+        }
     }
 
     fn duplicate_names(&mut self) {

@@ -6,8 +6,8 @@
 //!
 //! | file | job |
 //! | --- | --- |
-//! | `server.rs` | HTTP: the endpoint, origin and token checks, POST/GET/DELETE |
-//! | `registry.rs` | the live sessions by id, and whose they are |
+//! | `server.rs` | HTTP: routing `/mcp[/NAME]` to a server's gateway, origin and token checks, POST/GET/DELETE |
+//! | `registry.rs` | the live sessions by id, whose they are, and the server each was opened on |
 //! | `conversation.rs` | one session: its server process, its `Session`, routing answers to requests |
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |

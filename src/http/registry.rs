@@ -1,4 +1,6 @@
-//! The gateway's live sessions, by `Mcp-Session-Id`, bounded in number.
+//! The listener's live sessions, by `Mcp-Session-Id`, bounded in number, each with the
+//! server (endpoint) it was opened on: one registry for all the servers of a listener, so
+//! a session id used on another server's endpoint is recognised as such (and audited).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,38 +14,56 @@ pub enum Lookup {
     Unknown,
     /// The session belongs to another identity.
     NotYours { owner: Option<Arc<str>> },
+    /// The session was opened on another server's endpoint.
+    OtherServer { server: Arc<str> },
 }
+
+/// Session id → (the server it was opened on, the session).
+type Sessions = HashMap<String, (Arc<str>, Arc<Conversation>)>;
 
 #[derive(Default)]
 pub struct Registry {
-    sessions: Mutex<HashMap<String, Arc<Conversation>>>,
+    sessions: Mutex<Sessions>,
 }
 
 impl Registry {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Conversation>>> {
+    fn lock(&self) -> MutexGuard<'_, Sessions> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Sessions still running (ended ones are forgotten first).
     pub fn open_count(&self) -> usize {
         let mut sessions = self.lock();
-        sessions.retain(|_, c| !c.is_ended());
+        sessions.retain(|_, (_, c)| !c.is_ended());
         sessions.len()
     }
 
-    pub fn insert(&self, conversation: Arc<Conversation>) {
-        self.lock().insert(conversation.id.clone(), conversation);
+    /// A session opened on the endpoint of `server`.
+    pub fn insert(&self, server: &Arc<str>, conversation: Arc<Conversation>) {
+        self.lock()
+            .insert(conversation.id.clone(), (server.clone(), conversation));
     }
 
-    /// The session `id`, if `identity` opened it and it has not ended.
-    pub fn get(&self, id: &str, identity: Option<&str>) -> Result<Arc<Conversation>, Lookup> {
+    /// The session `id`, if `identity` opened it on `server`'s endpoint and it has not
+    /// ended.
+    pub fn get(
+        &self,
+        id: &str,
+        server: &str,
+        identity: Option<&str>,
+    ) -> Result<Arc<Conversation>, Lookup> {
         let mut sessions = self.lock();
-        let Some(c) = sessions.get(id) else {
+        let Some((opened_on, c)) = sessions.get(id) else {
             return Err(Lookup::Unknown);
         };
         if c.is_ended() {
             sessions.remove(id);
             return Err(Lookup::Unknown);
+        }
+        if &**opened_on != server {
+            return Err(Lookup::OtherServer {
+                server: opened_on.clone(),
+            });
         }
         if c.identity.as_deref() != identity {
             return Err(Lookup::NotYours {
@@ -59,11 +79,11 @@ impl Registry {
         let mut sessions = self.lock();
         let idle: Vec<String> = sessions
             .iter()
-            .filter(|(_, c)| c.is_ended() || c.idle_for(limit))
+            .filter(|(_, (_, c))| c.is_ended() || c.idle_for(limit))
             .map(|(id, _)| id.clone())
             .collect();
         for id in &idle {
-            if let Some(c) = sessions.remove(id) {
+            if let Some((_, c)) = sessions.remove(id) {
                 c.end();
             }
         }
@@ -72,14 +92,14 @@ impl Registry {
 
     /// Forget the session and end it.
     pub fn remove(&self, id: &str) -> Option<Arc<Conversation>> {
-        let c = self.lock().remove(id)?;
+        let (_, c) = self.lock().remove(id)?;
         c.end();
         Some(c)
     }
 
     /// End every session (shutdown); returns them so the caller can wait.
     pub fn end_all(&self) -> Vec<Arc<Conversation>> {
-        let all: Vec<_> = self.lock().drain().map(|(_, c)| c).collect();
+        let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();
         for c in &all {
             c.end();
         }

@@ -11,6 +11,11 @@
 //! session id the server does not know, and it tells a caller holding a stolen id
 //! nothing about whether the session exists; the attempt is audited.
 //!
+//! Several named servers may share a listener (`servers:` in the policy): each is a
+//! [`Gateway`] mounted at `/mcp/NAME` (legacy `/sse/NAME`, `/message/NAME`), with its own
+//! server name and judges, and one session registry for all of them, so a session id used
+//! on another server's endpoint is a 404 like any unknown id, and audited.
+//!
 //! What a message becomes is decided by the session ([`super::conversation`]); this file
 //! only moves HTTP.
 
@@ -64,9 +69,12 @@ pub struct Gateway {
     /// Where each session's messages go: a server process per session, or a remote server.
     pub backend: Backend,
     pub server_name: Arc<str>,
+    /// The path segment after `/mcp/`, `/sse/`, `/message/`; `None`: the server is at
+    /// `/mcp` itself (the single-server form).
+    pub mount: Option<Arc<str>>,
     pub audit: AuditSender,
     pub chatter: Chatter,
-    pub tokens: LiveTokens,
+    pub tokens: Arc<LiveTokens>,
     /// Every request needs a valid bearer token (tokens exist, or the address is not
     /// loopback).
     pub require_token: bool,
@@ -74,7 +82,8 @@ pub struct Gateway {
     pub listen: SocketAddr,
     /// Origins allowed besides loopback ones (`--allow-origin`), e.g. `https://app.example`.
     pub allowed_origins: Vec<String>,
-    pub sessions: Registry,
+    /// Shared by every gateway of the listener.
+    pub sessions: Arc<Registry>,
     /// The user's home: calls an `ask` rule holds wait in its `.mcpwall/pending/` for
     /// `mcpwall approve` when the client has no elicitation UI.
     pub home: Option<std::path::PathBuf>,
@@ -82,12 +91,43 @@ pub struct Gateway {
     pub stateless: super::stateless::Backends,
 }
 
-/// Serve `listener` until `shutdown` completes; then end every session.
+/// Which of a gateway's paths a request is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Mcp,
+    LegacySse,
+    LegacyMessage,
+    WebSocket,
+}
+
+/// The gateway a path is for, among those of one listener, and which of its paths.
+pub fn route<'g>(gateways: &'g [Arc<Gateway>], path: &str) -> Option<(&'g Arc<Gateway>, Endpoint)> {
+    let (base, name) = match path[1.min(path.len())..].split_once('/') {
+        Some((base, name)) => (&path[..base.len() + 1], Some(name)),
+        None => (path, None),
+    };
+    let endpoint = match base {
+        ENDPOINT => Endpoint::Mcp,
+        LEGACY_SSE => Endpoint::LegacySse,
+        LEGACY_MESSAGE => Endpoint::LegacyMessage,
+        super::websocket::PATH => Endpoint::WebSocket,
+        _ => return None,
+    };
+    let gateway = gateways.iter().find(|g| g.mount.as_deref() == name)?;
+    Some((gateway, endpoint))
+}
+
+/// Serve `listener` until `shutdown` completes; then end every session. `gateways`
+/// share one session registry.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    gateway: Arc<Gateway>,
+    gateways: Vec<Arc<Gateway>>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    let gateways: Arc<[Arc<Gateway>]> = gateways.into();
+    let Some(gateway) = gateways.first().cloned() else {
+        return;
+    };
     tokio::pin!(shutdown);
     let mut reaper = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
@@ -101,11 +141,17 @@ pub async fn serve(
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
-                let gateway = gateway.clone();
+                let gateways = gateways.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let gateway = gateway.clone();
-                        async move { Ok::<_, Infallible>(gateway.handle(req).await) }
+                        let gateways = gateways.clone();
+                        async move {
+                            let Some((gateway, endpoint)) = route(&gateways, req.uri().path())
+                            else {
+                                return Ok::<_, Infallible>(not_found(&gateways));
+                            };
+                            Ok::<_, Infallible>(gateway.handle(req, endpoint).await)
+                        }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -128,18 +174,15 @@ pub async fn serve(
 }
 
 impl Gateway {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Reply> {
-        let path = req.uri().path();
-        if path != ENDPOINT
-            && path != LEGACY_SSE
-            && path != LEGACY_MESSAGE
-            && path != super::websocket::PATH
-        {
-            return plain(
-                StatusCode::NOT_FOUND,
-                "not found: the MCP endpoint is /mcp (legacy HTTP+SSE: /sse, WebSocket: /ws)\n",
-            );
+    /// The path of `base` (`/mcp`, `/sse`, `/message`, `/ws`) for this gateway.
+    pub fn path(&self, base: &str) -> String {
+        match &self.mount {
+            Some(name) => format!("{base}/{name}"),
+            None => base.to_string(),
         }
+    }
+
+    async fn handle(&self, req: Request<Incoming>, endpoint: Endpoint) -> Response<Reply> {
         if let Some(refusal) = self.check_origin(&req) {
             return refusal;
         }
@@ -147,11 +190,13 @@ impl Gateway {
             Ok(identity) => identity,
             Err(refusal) => return *refusal,
         };
-        match (req.uri().path(), req.method()) {
-            (super::websocket::PATH, _) => return self.websocket(req, identity),
-            (LEGACY_SSE, &Method::GET) => return self.legacy_open(identity),
-            (LEGACY_MESSAGE, &Method::POST) => return self.legacy_post(req, identity).await,
-            (LEGACY_SSE | LEGACY_MESSAGE, _) => {
+        match (endpoint, req.method()) {
+            (Endpoint::WebSocket, _) => return self.websocket(req, identity),
+            (Endpoint::LegacySse, &Method::GET) => return self.legacy_open(identity),
+            (Endpoint::LegacyMessage, &Method::POST) => {
+                return self.legacy_post(req, identity).await;
+            }
+            (Endpoint::LegacySse | Endpoint::LegacyMessage, _) => {
                 return plain(StatusCode::METHOD_NOT_ALLOWED, "GET /sse, POST /message\n");
             }
             _ => {}
@@ -292,13 +337,28 @@ impl Gateway {
                 "bad request: Mcp-Session-Id is required (send initialize first)",
             )));
         };
-        match self.sessions.get(id, identity.as_deref()) {
+        match self
+            .sessions
+            .get(id, &self.server_name, identity.as_deref())
+        {
             Ok(c) => Ok(c),
             Err(Lookup::Unknown) => Err(Box::new(rpc_error(
                 StatusCode::NOT_FOUND,
                 -32001,
                 "session not found",
             ))),
+            Err(Lookup::OtherServer { server }) => {
+                let why = format!(
+                    "a session of server {server} used on the endpoint of {}",
+                    self.server_name
+                );
+                self.audit_refusal("mcpwall:session_server", &why, identity.clone(), method);
+                Err(Box::new(rpc_error(
+                    StatusCode::NOT_FOUND,
+                    -32001,
+                    "session not found",
+                )))
+            }
             Err(Lookup::NotYours { owner }) => {
                 let why = format!(
                     "a session of {} used by {}",
@@ -575,7 +635,7 @@ impl Gateway {
                 "the MCP server could not be started",
             ))
         })?;
-        self.sessions.insert(c.clone());
+        self.sessions.insert(&self.server_name, c.clone());
         Ok(c)
     }
 
@@ -606,7 +666,8 @@ impl Gateway {
             return plain(StatusCode::INTERNAL_SERVER_ERROR, "no stream\n");
         };
         let preamble = format!(
-            "event: endpoint\ndata: {LEGACY_MESSAGE}?session_id={}\n\n",
+            "event: endpoint\ndata: {}?session_id={}\n\n",
+            self.path(LEGACY_MESSAGE),
             conversation.id
         );
         let ending = conversation.clone();
@@ -780,6 +841,21 @@ fn origin_is_loopback(origin: &str) -> bool {
         return false;
     };
     matches!(scheme, "http" | "https") && !rest.contains('/') && is_loopback_host(rest)
+}
+
+/// A path no gateway of the listener serves: the answer names the ones it does.
+fn not_found(gateways: &[Arc<Gateway>]) -> Response<Reply> {
+    let endpoints: Vec<String> = gateways.iter().map(|g| g.path(ENDPOINT)).collect();
+    let text = format!(
+        "not found: the MCP endpoint{} {} (legacy HTTP+SSE: /sse, WebSocket: /ws, with the same suffix)\n",
+        if endpoints.len() == 1 { " is" } else { "s are" },
+        endpoints.join(", ")
+    );
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Reply::text(text))
+        .unwrap_or_else(|_| Response::new(Reply::empty()))
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Reply> {

@@ -12,6 +12,7 @@ pub mod attacks;
 pub mod client;
 pub mod compare;
 pub mod fakehome;
+pub mod gateway;
 pub mod report;
 pub mod target;
 
@@ -305,6 +306,7 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
         progress(i + 1, total, attack.id);
         results.push(result);
     }
+    results.extend(gateway::not_applicable_for_stdio(&opts.only));
     Report::new(opts, results)
 }
 

@@ -1,0 +1,337 @@
+//! `mcpwall serve` with several named servers (`servers:` in the policy) behind one
+//! listener: each at `/mcp/NAME`, each its own real server process, its own name for
+//! `server:` rules, and sessions that never cross servers. Needs `--features test-support`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Listener {
+    child: Child,
+    addr: String,
+    banner: String,
+    dir: tempfile::TempDir,
+}
+
+/// A fake server that records what it received in `dir/NAME.jsonl`: `env` sets the log
+/// path, since a `servers:` entry is a command and its arguments.
+#[cfg(unix)]
+fn fake_server_entry(name: &str, dir: &Path) -> String {
+    format!(
+        "  {name}:\n    command: env\n    args: [\"FAKE_RECV_LOG={}\", \"{}\"]\n",
+        dir.join(format!("{name}.jsonl")).display(),
+        env!("CARGO_BIN_EXE_mcpwall-fake-server")
+    )
+}
+
+impl Listener {
+    fn start() -> Listener {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let policy = dir.path().join("policy.yml");
+        std::fs::write(
+            &policy,
+            format!(
+                r#"version: 1
+settings:
+  log_dir: "{}"
+servers:
+{}{}
+outbound_rules:
+  - name: beta-keeps-its-secrets
+    match: {{server: beta, response_contains: "classified"}}
+    action: deny
+"#,
+                dir.path().join("logs").display(),
+                fake_server_entry("alpha", dir.path()),
+                fake_server_entry("beta", dir.path()),
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+            .arg(&policy)
+            .env("HOME", &home)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut banner = String::new();
+        // The banner line, then one line per server.
+        while banner.lines().filter(|l| l.contains("/mcp/")).count() < 2 {
+            let mut line = String::new();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "mcpwall serve exited: {banner}"
+            );
+            banner.push_str(&line);
+        }
+        let addr = banner
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap()
+            .to_string();
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = stderr.read_to_string(&mut rest);
+            eprint!("{rest}");
+        });
+        Listener {
+            child,
+            addr,
+            banner,
+            dir,
+        }
+    }
+
+    fn received(&self, server: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{server}.jsonl"))).unwrap_or_default()
+    }
+
+    fn audit_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut text = String::new();
+            if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+                for e in entries {
+                    text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap_or_default());
+                }
+            }
+            if text.contains(needle) || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// One request on a fresh connection; `(status, headers, body)`. With `stop_at`, reading
+    /// ends once the response holds it (an SSE stream stays open).
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        stop_at: Option<&str>,
+    ) -> (u16, String, String) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+            if stop_at.is_some_and(|s| String::from_utf8_lossy(&raw).contains(s)) {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head.to_ascii_lowercase(), body.to_string())
+    }
+
+    fn post(&self, path: &str, session: Option<&str>, body: &Value) -> (u16, String, String) {
+        let mut headers = vec![
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        self.send("POST", path, &headers, body.to_string().as_bytes(), None)
+    }
+
+    fn initialize(&self, path: &str) -> String {
+        let (status, head, body) = self.post(
+            path,
+            None,
+            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+        );
+        assert_eq!(status, 200, "{body}");
+        head.lines()
+            .find_map(|l| l.strip_prefix("mcp-session-id: "))
+            .expect("a session id")
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn call(id: u64, text: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo","arguments":{"text":text}}})
+}
+
+#[cfg(unix)]
+#[test]
+fn each_named_server_has_its_endpoint_process_name_and_sessions() {
+    let l = Listener::start();
+    // The startup output names each endpoint.
+    for name in ["alpha", "beta"] {
+        assert!(
+            l.banner
+                .contains(&format!("{name}  http://{}/mcp/{name}", l.addr)),
+            "{}",
+            l.banner
+        );
+    }
+
+    let a = l.initialize("/mcp/alpha");
+    let b = l.initialize("/mcp/beta");
+    assert_ne!(a, b);
+
+    // Each call reaches its own server only.
+    let (status, _, body) = l.post("/mcp/alpha", Some(&a), &call(1, "for-alpha classified"));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("for-alpha classified"), "{body}");
+    let (status, _, body) = l.post("/mcp/beta", Some(&b), &call(2, "for-beta"));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("for-beta"), "{body}");
+    assert!(l.received("alpha").contains("for-alpha"));
+    assert!(!l.received("alpha").contains("for-beta"));
+    assert!(l.received("beta").contains("for-beta"));
+    assert!(!l.received("beta").contains("for-alpha"));
+
+    // `server: beta` applies to beta's answers, not alpha's (above, it passed).
+    let (status, _, body) = l.post("/mcp/beta", Some(&b), &call(3, "beta classified"));
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("beta classified"), "{body}");
+    assert!(body.contains("BLOCKED BY MCPWALL"), "{body}");
+
+    // Alpha's session on beta's endpoint: 404, nothing forwarded, audited.
+    let (status, _, body) = l.post("/mcp/beta", Some(&a), &call(4, "crossing-over"));
+    assert_eq!(status, 404, "{body}");
+    assert!(!l.received("alpha").contains("crossing-over"));
+    assert!(!l.received("beta").contains("crossing-over"));
+    let audit = l.audit_with("mcpwall:session_server");
+    assert!(
+        audit
+            .lines()
+            .any(|line| line.contains("mcpwall:session_server")
+                && line.contains("a session of server alpha used on the endpoint of beta")),
+        "{audit}"
+    );
+
+    // No server at `/mcp` itself, nor at an unknown name: 404 naming the endpoints.
+    for path in ["/mcp", "/mcp/gamma", "/mcp/alpha/x"] {
+        let (status, _, body) = l.post(path, None, &call(5, "nowhere"));
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(body.contains("/mcp/alpha, /mcp/beta"), "{body}");
+    }
+
+    // Legacy HTTP+SSE: the endpoint event names the server's own message path.
+    let (status, _, body) = l.send(
+        "GET",
+        "/sse/beta",
+        &[("Accept", "text/event-stream")],
+        b"",
+        Some("session_id="),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("data: /message/beta?session_id="), "{body}");
+}
+
+#[test]
+fn servers_entries_are_checked_with_diagnostics_pointing_into_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        r#"version: 1
+servers:
+  "bad/name": {command: x}
+  both: {command: x, url: "https://example.com/mcp"}
+  neither: {args: [a]}
+  remote: {url: "ftp://example.com"}
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+        .arg(&policy)
+        .env("HOME", dir.path())
+        .env("NO_COLOR", "1")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "`bad/name` cannot name a server",
+        "server `both` has both `command` and `url`",
+        "server `neither` has neither `command` nor `url`",
+        "`ftp://example.com` is not an http:// or https:// URL",
+        "policy.yml:3:",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn explain_policy_names_each_servers_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        r#"version: 1
+servers:
+  files: {command: npx, args: [-y, "@modelcontextprotocol/server-filesystem", /tmp]}
+  remote: {url: "https://mcp.example.com/mcp"}
+"#,
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["explain-policy", "-c"])
+        .arg(&policy)
+        .env("HOME", dir.path())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("files  /mcp/files (legacy SSE: /sse/files)  -> npx -y @modelcontextprotocol/server-filesystem /tmp"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "remote  /mcp/remote (legacy SSE: /sse/remote)  -> https://mcp.example.com/mcp"
+        ),
+        "{text}"
+    );
+}
