@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, AuditConfig, Names, new_session_id};
-use crate::config::{self, LoadOptions};
+use crate::audit::{Audit, Names};
+use crate::config;
 use crate::guard::pins::ServerIdentity;
 use crate::http::conversation::Backend;
 use crate::http::identities::Judges;
@@ -162,13 +162,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "a non-loopback listener needs bearer tokens, and none exist"
         ));
     }
-    let project_dir = std::env::current_dir()
-        .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
-    let load_options = LoadOptions {
-        explicit: args.config.clone(),
-        home: home.clone(),
-        project_dir: project_dir.clone(),
-    };
+    let load_options = crate::cli::common::load_options(args.config.clone())?;
+    let project_dir = load_options.project_dir.clone();
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -220,18 +215,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let names = built[0].1.names.clone();
     let audit = Audit::start(
-        AuditConfig {
-            dir: settings
-                .log_dir
-                .clone()
-                .unwrap_or_else(|| home.join(".mcpwall").join("logs")),
-            session: new_session_id(),
-            server: listener_name,
-            retention: Some(crate::audit::retention::Cap {
-                max_days: settings.log_retention.max_days,
-                max_bytes: u64::from(settings.log_retention.max_mb) * 1024 * 1024,
-            }),
-        },
+        crate::cli::common::audit_config(&settings, &home, listener_name),
         names as Arc<dyn Names>,
     );
 
