@@ -212,6 +212,7 @@ pub fn server_command(
     Ok(crate::proxy::ChildSpec {
         program: program.into(),
         args: args.iter().map(Into::into).collect(),
+        env: Vec::new(),
     })
 }
 

@@ -29,6 +29,36 @@ use crate::mcp::REQUEST_METHODS;
 use crate::paths::PathEnv;
 use crate::program::{JUDGED_METHODS, Program};
 
+/// What a `servers:` entry is judged by, for `explain-policy`: its packs and the rules
+/// they add to the policy's.
+fn server_judged_by(policy: &config::Policy, server: &config::policy::ServerDef) -> String {
+    let Some(own) = &server.policy else {
+        return "judged by: the policy above".to_string();
+    };
+    let inbound: std::collections::HashSet<&str> =
+        policy.rules.iter().map(|r| r.name.value.as_str()).collect();
+    let outbound: std::collections::HashSet<&str> = policy
+        .outbound_rules
+        .iter()
+        .map(|r| r.name.value.as_str())
+        .collect();
+    let added_in = own
+        .rules
+        .iter()
+        .filter(|r| !inbound.contains(r.name.value.as_str()))
+        .count();
+    let added_out = own
+        .outbound_rules
+        .iter()
+        .filter(|r| !outbound.contains(r.name.value.as_str()))
+        .count();
+    let packs: Vec<&str> = server.pack_names().collect();
+    format!(
+        "judged by: the policy above + packs {} ({added_in} inbound and {added_out} outbound rules added)",
+        packs.join(", ")
+    )
+}
+
 /// Arguments of `mcpwall explain-policy`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -144,19 +174,39 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
         for server in &policy.servers {
             let name = &server.name.value;
             let reached = match &server.backend {
-                config::policy::ServerBackend::Command { program, args } => {
+                config::policy::ServerBackend::Command { program, args, .. } => {
                     std::iter::once(program.as_str())
                         .chain(args.iter().map(String::as_str))
                         .collect::<Vec<_>>()
                         .join(" ")
                 }
-                config::policy::ServerBackend::Url(url) => url.clone(),
+                config::policy::ServerBackend::Url { url, .. } => url.clone(),
             };
             let _ = writeln!(
                 w,
                 "  {name}  /mcp/{name} (legacy SSE: /sse/{name})  -> {reached}  ({})",
                 location(policy, server.name.span)
             );
+            let _ = writeln!(w, "    {}", server_judged_by(policy, server));
+            match &server.backend {
+                // Names only: the values may be secrets.
+                config::policy::ServerBackend::Command { env, .. } if !env.is_empty() => {
+                    let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
+                    let _ = writeln!(w, "    env: {}", names.join(", "));
+                }
+                config::policy::ServerBackend::Url { auth, .. } => {
+                    if let Some(file) = &auth.token_file {
+                        let _ = writeln!(w, "    token: from the file {}", file.display());
+                    }
+                    if let Some(var) = &auth.token_env {
+                        let _ = writeln!(w, "    token: from ${var}");
+                    }
+                    if let Some(file) = &auth.header_file {
+                        let _ = writeln!(w, "    headers: from the file {}", file.display());
+                    }
+                }
+                _ => {}
+            }
         }
     }
 

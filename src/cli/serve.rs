@@ -12,7 +12,7 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::pins::ServerIdentity;
 use crate::http::conversation::Backend;
-use crate::http::identities::Judges;
+use crate::http::identities::{Judges, PolicyNames, Programs};
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
 use crate::paths::PathEnv;
@@ -61,6 +61,9 @@ struct Front {
     name: String,
     /// What pins are keyed by, with the name.
     identity_command: Vec<String>,
+    /// The server's own policy (its `extends` layered on the global one); `None`: the
+    /// global policy.
+    policy: Option<Arc<config::Policy>>,
 }
 
 /// The server given on the command line (`-- CMD` or `--upstream URL`), at `/mcp`.
@@ -98,6 +101,7 @@ fn command_line_front(args: &Args) -> miette::Result<Front> {
         backend,
         name: args.server_name.clone().unwrap_or(default_name),
         identity_command,
+        policy: None,
     })
 }
 
@@ -110,24 +114,26 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
         .map(|def| {
             let name = def.name.value.clone();
             let (backend, identity_command) = match &def.backend {
-                ServerBackend::Command { program, args } => (
+                ServerBackend::Command { program, args, env } => (
                     Backend::Command(crate::proxy::child::ChildSpec {
                         program: program.into(),
                         args: args.iter().map(Into::into).collect(),
+                        env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
                     }),
                     std::iter::once(program.clone())
                         .chain(args.iter().cloned())
                         .collect(),
                 ),
-                // No token or header file: those given for --upstream are for that one
-                // server, and a secret must not reach a server it was not meant for.
-                ServerBackend::Url(url) => (
+                // Only the entry's own credentials: those given for --upstream are for
+                // that one server, and a secret must not reach a server it was not meant
+                // for.
+                ServerBackend::Url { url, auth } => (
                     Backend::Upstream(Arc::new(
                         crate::upstream::Upstream::new(&crate::upstream::Settings {
                             url: url.clone(),
                             ca_file: args.ca_file.clone(),
-                            header_file: None,
-                            token: None,
+                            header_file: auth.header_file.clone(),
+                            token: upstream_token(&name, auth)?,
                         })
                         .map_err(|e| miette::miette!("server `{name}`: {e}"))?,
                     )),
@@ -139,9 +145,45 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
                 backend,
                 name,
                 identity_command,
+                policy: def.policy.clone(),
             })
         })
         .collect()
+}
+
+/// A `url` server's bearer token, from its `token_file` or `token_env`.
+fn upstream_token(
+    server: &str,
+    auth: &crate::config::policy::UpstreamAuth,
+) -> miette::Result<Option<String>> {
+    if let Some(file) = &auth.token_file {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            miette::miette!(
+                help = "write the token alone in that file, readable by you only (chmod 600)",
+                "server `{server}`: cannot read its token file {}: {e}",
+                file.display()
+            )
+        })?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(miette::miette!(
+                help = "write the token alone in that file",
+                "server `{server}`: its token file {} is empty",
+                file.display()
+            ));
+        }
+        return Ok(Some(token.to_string()));
+    }
+    if let Some(var) = &auth.token_env {
+        return match std::env::var(var) {
+            Ok(token) if !token.trim().is_empty() => Ok(Some(token.trim().to_string())),
+            _ => Err(miette::miette!(
+                help = format!("set ${var} in mcpwall's environment, or remove `token_env`"),
+                "server `{server}`: ${var} is not set"
+            )),
+        };
+    }
+    Ok(None)
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -195,9 +237,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         tokens.names().map(|n| Some(Arc::from(n))).collect()
     };
     let mut built = Vec::with_capacity(fronts.len());
+    let mut programs = Programs::default();
+    let mut names = PolicyNames::default();
     for front in fronts {
         let judges = Judges::build(
-            &policy,
+            front.policy.as_deref().unwrap_or(&policy),
             &identities,
             &ServerIdentity {
                 name: front.name.clone(),
@@ -205,6 +249,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             },
             &home,
             &PathEnv::new(&home, &project_dir),
+            &mut programs,
+            &mut names,
         )
         .map_err(|e| match e {
             crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
@@ -213,10 +259,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         judges.any_program().detector();
         built.push((front, judges));
     }
-    let names = built[0].1.names.clone();
+    drop(programs);
     let audit = Audit::start(
         crate::cli::common::audit_config(&settings, &home, listener_name),
-        names as Arc<dyn Names>,
+        Arc::new(names) as Arc<dyn Names>,
     );
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread

@@ -120,6 +120,7 @@ pub(crate) struct FileInput {
 }
 
 /// Collects files, diagnostics and the merged parts.
+#[derive(Clone)]
 pub(crate) struct Merger {
     vars: Vars,
     /// Where `extends` names are looked up (the embedded files; a fixed table in tests).
@@ -319,28 +320,7 @@ impl Merger {
         self.settings.push((settings, restricted));
         for name in extends {
             let Some(path) = resolve_in(self.packs, &name.value) else {
-                let names = names_in(self.packs);
-                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-                let label = match did_you_mean(&name.value, &refs) {
-                    Some(near) => format!("did you mean `{near}`?"),
-                    None => "no built-in pack by this name".to_string(),
-                };
-                self.diags.push(
-                    PolicyDiagnostic::at(
-                        Code::UnknownExtends,
-                        format!(
-                            "`extends` names `{}`, which is not a built-in pack",
-                            name.value
-                        ),
-                        &source,
-                        name.span,
-                        label,
-                    )
-                    .with_help(format!(
-                        "only built-in packs can be extended: {}",
-                        names.join(", ")
-                    )),
-                );
+                self.unknown_pack(&source, &name);
                 continue;
             };
             extended.push(path);
@@ -416,6 +396,109 @@ impl Merger {
             .chain(out_allow)
             .collect();
         (rules, outbound)
+    }
+
+    fn unknown_pack(&mut self, source: &Source, name: &Spanned<String>) {
+        let names = names_in(self.packs);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let label = match did_you_mean(&name.value, &refs) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => "no built-in pack by this name".to_string(),
+        };
+        self.diags.push(
+            PolicyDiagnostic::at(
+                Code::UnknownExtends,
+                format!(
+                    "`extends` names `{}`, which is not a built-in pack",
+                    name.value
+                ),
+                source,
+                name.span,
+                label,
+            )
+            .with_help(format!(
+                "only built-in packs can be extended: {}",
+                names.join(", ")
+            )),
+        );
+    }
+
+    /// Layer a `servers:` entry's packs on everything merged so far, as a file extending
+    /// them would: their deny (and ask) rules before every rule, their allow rules after
+    /// every rule; their settings only where no file set the key. A pack the policy
+    /// already includes adds nothing.
+    fn add_server_packs(&mut self, server: &ServerDef) {
+        let mut deny_in = Vec::new();
+        let mut allow_in = Vec::new();
+        let mut deny_out = Vec::new();
+        let mut allow_out = Vec::new();
+        for name in &server.extends {
+            let Some(path) = resolve_in(self.packs, &name.value) else {
+                continue; // reported with the entry
+            };
+            if self.included.insert(path, Restricted::No) == Some(Restricted::No) {
+                continue;
+            }
+            let text = self.pack_text(path);
+            let mut stack = vec![path];
+            let (rules, outbound) = self.add(
+                FileInput {
+                    name: format!("builtin:{path}"),
+                    kind: SourceKind::Builtin,
+                    text: Arc::from(text),
+                },
+                Restricted::No,
+                &mut stack,
+            );
+            for rule in rules {
+                match rule.action {
+                    Action::Allow => allow_in.push(rule),
+                    _ => deny_in.push(rule),
+                }
+            }
+            for rule in outbound {
+                match rule.action {
+                    RuleAction::Allow => allow_out.push(rule),
+                    _ => deny_out.push(rule),
+                }
+            }
+        }
+        self.rules.splice(0..0, deny_in);
+        self.rules.extend(allow_in);
+        self.outbound_rules.splice(0..0, deny_out);
+        self.outbound_rules.extend(allow_out);
+    }
+
+    /// Finish, and give each `servers:` entry that extends packs its own policy.
+    pub(crate) fn finish(self) -> Result<Policy, super::PolicyError> {
+        let base = self
+            .servers
+            .iter()
+            .any(|s| !s.extends.is_empty())
+            .then(|| self.clone());
+        let mut policy = self.finish_one()?;
+        let Some(base) = base else {
+            return Ok(policy);
+        };
+        let mut diags = Vec::new();
+        for server in &mut policy.servers {
+            if server.extends.is_empty() {
+                continue;
+            }
+            let mut merger = base.clone();
+            merger.add_server_packs(server);
+            match merger.finish_one() {
+                Ok(mut own) => {
+                    own.servers.clear();
+                    server.policy = Some(Arc::new(own));
+                }
+                Err(e) => diags.extend(e.diagnostics),
+            }
+        }
+        if !diags.is_empty() {
+            return Err(super::PolicyError::new(diags));
+        }
+        Ok(policy)
     }
 
     fn pack_text(&self, path: &str) -> &'static str {
@@ -524,7 +607,7 @@ impl Merger {
     }
 
     /// Finish: settings, cross-file checks, and either the policy or every problem.
-    pub(crate) fn finish(mut self) -> Result<Policy, super::PolicyError> {
+    fn finish_one(mut self) -> Result<Policy, super::PolicyError> {
         let settings = self.merge_settings();
         // Restricted outbound rules after every trusted one; a rule a trusted inclusion of
         // the same pack also took applies there, in its trusted place.
@@ -584,6 +667,12 @@ impl Merger {
                     UNTRUSTED_WHY,
                 );
                 continue;
+            }
+            for name in &server.extends {
+                if resolve_in(self.packs, &name.value).is_none() {
+                    let source = self.sources[name.span.source.0 as usize].clone();
+                    self.unknown_pack(&source, name);
+                }
             }
             self.servers.retain(|s| s.name.value != server.name.value);
             self.servers.push(server);

@@ -79,14 +79,43 @@ pub struct ServerDef {
     /// The key: the endpoint's last path segment, and the server name `server:` matches.
     pub name: Spanned<String>,
     pub backend: ServerBackend,
+    /// `extends:` of the entry: packs that apply to this server only.
+    pub extends: Vec<Spanned<String>>,
+    /// The policy this server is judged by when `extends` is not empty: the global
+    /// policy with the entry's packs layered on it (see `merge`). `None`: the global one.
+    pub policy: Option<Arc<Policy>>,
+}
+
+impl ServerDef {
+    /// The built-in packs `extends` names, as written.
+    pub fn pack_names(&self) -> impl Iterator<Item = &str> {
+        self.extends.iter().map(|e| e.value.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerBackend {
-    /// A stdio server: each HTTP session runs its own.
-    Command { program: String, args: Vec<String> },
+    /// A stdio server: each HTTP session runs its own, with `env` added to mcpwall's
+    /// environment (values expanded when loaded; never logged).
+    Command {
+        program: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
     /// A Streamable HTTP server.
-    Url(String),
+    Url { url: String, auth: UpstreamAuth },
+}
+
+/// Where a `url` server's credentials come from: never the policy itself, which is
+/// shared, committed and printed by `explain-policy`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpstreamAuth {
+    /// `token_file`: a file holding the bearer token.
+    pub token_file: Option<PathBuf>,
+    /// `token_env`: the environment variable holding the bearer token.
+    pub token_env: Option<String>,
+    /// `header_file`: `Name: value` lines sent with every request (as `--header-file`).
+    pub header_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,7 @@ use super::policy::{
     CommandClause, CommandPaths, Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule,
     PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction,
     SecretPattern, ServerBackend, ServerDef, Source, SourceId, SourceKind, Span, Spanned,
+    UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -79,7 +80,17 @@ const TOP_KEYS: &[&str] = &[
     "disable",
     "servers",
 ];
-const SERVER_KEYS: &[&str] = &["command", "args", "url"];
+const SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "url",
+    "extends",
+    "env",
+    "token",
+    "token_file",
+    "token_env",
+    "header_file",
+];
 const SETTINGS_KEYS: &[&str] = &[
     "log_dir",
     "log_level",
@@ -501,10 +512,24 @@ impl<'a> Decoder<'a> {
                 .unwrap_or_default();
             let url = f.get("url").and_then(|n| self.string(n, "`url`"));
             let backend = match (command, url) {
-                (Some(c), None) if !c.value.trim().is_empty() => ServerBackend::Command {
-                    program: c.value,
-                    args: args.into_iter().map(|a| a.value).collect(),
-                },
+                (Some(c), None) if !c.value.trim().is_empty() => {
+                    for key in ["token", "token_file", "token_env", "header_file"] {
+                        if let Some(n) = f.get(key) {
+                            self.report(
+                                Code::UnknownKey,
+                                format!("{what} has `{key}` but no `url`"),
+                                self.head_span(n),
+                                "credentials for a remote server",
+                                "a `command` server gets its secrets through `env` (or mcpwall's own environment, which it inherits)",
+                            );
+                        }
+                    }
+                    ServerBackend::Command {
+                        program: c.value,
+                        args: args.into_iter().map(|a| a.value).collect(),
+                        env: f.get("env").map(|n| self.server_env(n)).unwrap_or_default(),
+                    }
+                }
                 (Some(c), None) => {
                     self.report(
                         Code::UnknownValue,
@@ -536,7 +561,20 @@ impl<'a> Decoder<'a> {
                         );
                         continue;
                     }
-                    ServerBackend::Url(u.value)
+                    if let Some(n) = f.get("env") {
+                        self.report(
+                            Code::UnknownKey,
+                            format!("{what} has `env` but no `command`"),
+                            self.head_span(n),
+                            "environment for a process mcpwall does not run",
+                            "remove `env`; give a remote server its token with `token_file: PATH` or `token_env: VAR`",
+                        );
+                        continue;
+                    }
+                    let Some(auth) = self.upstream_auth(&f, &what) else {
+                        continue;
+                    };
+                    ServerBackend::Url { url: u.value, auth }
                 }
                 (Some(c), Some(u)) => {
                     self.diags.push(
@@ -568,8 +606,132 @@ impl<'a> Decoder<'a> {
                     continue;
                 }
             };
-            raw.servers.push(ServerDef { name, backend });
+            let extends = f
+                .get("extends")
+                .map(|n| self.strings(n, "`extends`"))
+                .unwrap_or_default();
+            raw.servers.push(ServerDef {
+                name,
+                backend,
+                extends,
+                policy: None,
+            });
         }
+    }
+
+    /// `env: {NAME: value}` of a `command` server; values expand as paths do (`~`,
+    /// `${HOME}`, `${PROJECT_DIR}`), without being made absolute.
+    fn server_env(&mut self, node: &YNode) -> Vec<(String, String)> {
+        let entries = match &node.value {
+            Node::Map(entries) => entries.as_slice(),
+            Node::Null => &[],
+            _ => {
+                self.wrong_type(node, "`env`", "a mapping of variable names to values");
+                return Vec::new();
+            }
+        };
+        let mut env: Vec<(String, String)> = Vec::new();
+        for (k, v) in entries {
+            let Some(name) = self.string(k, "an environment variable name") else {
+                continue;
+            };
+            let valid = name
+                .value
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name
+                    .value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                self.report(
+                    Code::UnknownValue,
+                    format!("`{}` cannot name an environment variable", name.value),
+                    name.span,
+                    "not a variable name",
+                    "use letters, digits and `_`, not starting with a digit, e.g. `API_BASE_URL`",
+                );
+                continue;
+            }
+            // Numbers and booleans are what a shell would pass: their text.
+            let value = match &v.value {
+                Node::Str(_) => self.string(v, "an environment value"),
+                Node::Int(_) | Node::Float(_) | Node::Bool(_) => Some(Spanned {
+                    value: self.written(self.head_span(v)).to_string(),
+                    span: self.span(v),
+                }),
+                _ => {
+                    self.wrong_type(v, &format!("`env.{}`", name.value), "a string");
+                    None
+                }
+            };
+            let Some(value) = value else { continue };
+            let Some(value) = self.expand_text(&value) else {
+                continue;
+            };
+            env.retain(|(n, _)| *n != name.value);
+            env.push((name.value, value));
+        }
+        env
+    }
+
+    /// The credentials of a `url` server: files and variable names only. A token written
+    /// into the policy is refused.
+    fn upstream_auth(&mut self, f: &Fields<'_>, what: &str) -> Option<UpstreamAuth> {
+        if let Some(n) = f.get("token") {
+            self.report(
+                Code::UnknownKey,
+                format!("{what} has its token written in the policy"),
+                self.head_span(n),
+                "a secret in the policy file",
+                "policy files are shared and printed by `explain-policy`: put the token in a file (`token_file: ~/.config/NAME.token`) or an environment variable (`token_env: VAR`)",
+            );
+            return None;
+        }
+        let mut auth = UpstreamAuth::default();
+        let token_file = f.get("token_file").and_then(|n| self.string(n, "`token_file`"));
+        let token_env = f.get("token_env").and_then(|n| self.string(n, "`token_env`"));
+        if let (Some(file), Some(env)) = (&token_file, &token_env) {
+            self.diags.push(
+                PolicyDiagnostic::at(
+                    Code::UnknownKey,
+                    format!("{what} has both `token_file` and `token_env`"),
+                    self.source,
+                    env.span,
+                    "second token",
+                )
+                .with_label(file.span, "first token")
+                .with_help("keep one of them: a server is sent one bearer token"),
+            );
+            return None;
+        }
+        if let Some(file) = token_file {
+            auth.token_file = Some(self.expand(&file)?);
+        }
+        if let Some(env) = token_env {
+            let valid = !env.value.is_empty()
+                && env
+                    .value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                self.report(
+                    Code::UnknownValue,
+                    format!("`{}` cannot name an environment variable", env.value),
+                    env.span,
+                    "not a variable name",
+                    "write the variable's name without `$`, e.g. `token_env: GITHUB_MCP_TOKEN`",
+                );
+                return None;
+            }
+            auth.token_env = Some(env.value);
+        }
+        if let Some(n) = f.get("header_file") {
+            let file = self.string(n, "`header_file`")?;
+            auth.header_file = Some(self.expand(&file)?);
+        }
+        Some(auth)
     }
 
     fn duplicate_names(&mut self) {
@@ -1726,6 +1888,16 @@ impl<'a> Decoder<'a> {
     /// Expand `~`, `${HOME}` and `${PROJECT_DIR}`; relative results are taken from the
     /// project directory, the way a server started there would resolve them.
     fn expand(&mut self, s: &Spanned<String>) -> Option<PathBuf> {
+        let path = PathBuf::from(self.expand_text(s)?);
+        Some(if path.is_relative() {
+            self.vars.project_dir.join(path)
+        } else {
+            path
+        })
+    }
+
+    /// Expand `~`, `${HOME}` and `${PROJECT_DIR}` in text.
+    fn expand_text(&mut self, s: &Spanned<String>) -> Option<String> {
         let home = self.vars.home.to_string_lossy().into_owned();
         let project = self.vars.project_dir.to_string_lossy().into_owned();
         let expanded = shellexpand::full_with_context(
@@ -1740,14 +1912,7 @@ impl<'a> Decoder<'a> {
             },
         );
         match expanded {
-            Ok(path) => {
-                let path = PathBuf::from(path.as_ref());
-                Some(if path.is_relative() {
-                    self.vars.project_dir.join(path)
-                } else {
-                    path
-                })
-            }
+            Ok(text) => Some(text.into_owned()),
             Err(e) => {
                 let var = e.var_name;
                 let span = self

@@ -385,7 +385,7 @@ impl Conversation {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
                 e.transport = Some(self.transport);
-                e.rule = e.rule.map(|r| self.judge.audit_rule(r));
+                self.judge.audit_event(e);
             }
             self.audit.send(&mut out.events);
         }

@@ -1,18 +1,20 @@
-//! What each identity is judged by: rules can name identities (`match: {identity: "ci-*"}`),
-//! so the gateway compiles one [`Program`] and one tool [`Guard`] per identity from
-//! [`Policy::for_identity`], once at start. Tool lists are then filtered per identity by
-//! the guard as they are on stdio (a tool a rule denies for that identity whatever its
-//! arguments is withheld from its `tools/list`), and no identity check runs per message.
+//! What each identity is judged by on each server: rules can name identities
+//! (`match: {identity: "ci-*"}`) and a `servers:` entry can add packs of its own, so the
+//! gateway compiles one [`Program`] per distinct (server policy, identity) pair and one
+//! tool [`Guard`] per (server, identity), once at start. Tool lists are then filtered per
+//! identity by the guard as they are on stdio (a tool a rule denies for that identity
+//! whatever its arguments is withheld from its `tools/list`), and no identity check runs
+//! per message.
 //!
-//! The programs' inbound rule tables differ, so their rule ids differ: events are
-//! rewritten to the full policy's rule indices ([`Judge::audit_rule`]) and the audit
-//! writer names them from the full policy ([`PolicyNames`]).
+//! The programs' rule tables differ, so their rule ids and redaction labels differ: the
+//! listener keeps one table of names ([`PolicyNames`]) for the audit writer, and each
+//! judge rewrites its events' ids into it ([`Judge::audit_event`]).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::audit::{Names, RuleRef};
+use crate::audit::{AuditEvent, Names, RuleRef};
 use crate::config::policy::Policy;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
@@ -20,32 +22,49 @@ use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::verdict::RuleId;
 
-/// The program and guard one identity's sessions use.
+/// The program and guard one identity's sessions on one server use.
 pub struct Judge {
     pub program: Arc<Program>,
     pub guard: Option<Arc<Guard>>,
     /// `settings.rate_limit`, counted across all of this identity's sessions.
     pub rate: Option<crate::session::SharedRateLimit>,
-    /// This program's inbound rule index → the full policy's (`None`: the same).
-    rule_map: Option<Vec<u32>>,
+    /// This program's ids → the listener's [`PolicyNames`] ids.
+    ids: NameIds,
+}
+
+/// Where a program's inbound rules, outbound rules and labels are in [`PolicyNames`].
+struct NameIds {
+    inbound: Vec<u32>,
+    outbound: Vec<u32>,
+    labels: Vec<u32>,
 }
 
 impl Judge {
     /// An event's rule as the audit log names it.
     pub fn audit_rule(&self, rule: RuleRef) -> RuleRef {
-        match (rule, &self.rule_map) {
-            (RuleRef::Inbound(RuleId(i)), Some(map)) => {
-                RuleRef::Inbound(RuleId(map.get(i as usize).copied().unwrap_or(i)))
-            }
-            _ => rule,
+        let at = |map: &[u32], i: u32| map.get(i as usize).copied().unwrap_or(i);
+        match rule {
+            RuleRef::Inbound(RuleId(i)) => RuleRef::Inbound(RuleId(at(&self.ids.inbound, i))),
+            RuleRef::Outbound(RuleId(i)) => RuleRef::Outbound(RuleId(at(&self.ids.outbound, i))),
+            builtin => builtin,
+        }
+    }
+
+    /// An event's rule and redaction labels as the audit log names them.
+    pub fn audit_event(&self, event: &mut AuditEvent) {
+        event.rule = event.rule.map(|r| self.audit_rule(r));
+        for (label, _) in &mut event.redactions {
+            *label = self.ids.labels.get(*label as usize).copied().unwrap_or(*label);
         }
     }
 }
 
-/// Every identity's judge, and the names the audit log uses.
+/// Every identity's judge on one server.
 pub struct Judges {
     by_identity: HashMap<Option<Arc<str>>, Arc<Judge>>,
-    pub names: Arc<PolicyNames>,
+    /// The program of clients without an identity (or any identity's): for settings
+    /// every identity on this server shares.
+    any: Arc<Program>,
 }
 
 /// Building a judge failed.
@@ -57,65 +76,74 @@ pub enum JudgeError {
     Guard(String),
 }
 
+/// Programs compiled for a listener, by (policy, identity): servers judged by the same
+/// policy share them, and a policy that names no identity compiles once for all.
+#[derive(Default)]
+pub struct Programs {
+    compiled: HashMap<(usize, Option<Arc<str>>), Arc<Program>>,
+}
+
+impl Programs {
+    /// The program of `policy` for `identity`. `policy` must outlive the cache's use
+    /// (its address is the key): the serve command keeps every policy until it exits.
+    fn get(
+        &mut self,
+        policy: &Policy,
+        identity: Option<&Arc<str>>,
+        env: &PathEnv,
+    ) -> Result<Arc<Program>, JudgeError> {
+        let identity = identity.filter(|_| policy.has_identity_rules()).cloned();
+        let key = (policy as *const Policy as usize, identity.clone());
+        if let Some(program) = self.compiled.get(&key) {
+            return Ok(program.clone());
+        }
+        let program = Arc::new(Program::compile_with(
+            &policy.for_identity(identity.as_deref()),
+            env,
+        )?);
+        self.compiled.insert(key, program.clone());
+        Ok(program)
+    }
+}
+
 impl Judges {
-    /// One judge for each of `identities` (`None` for clients without one), sharing
-    /// one when the policy names no identity.
+    /// One judge for each of `identities` (`None` for clients without one) on the server
+    /// `server`, judged by `policy`; the programs' names are added to `names`.
     pub fn build(
         policy: &Policy,
         identities: &[Option<Arc<str>>],
         server: &ServerIdentity,
         home: &Path,
         env: &PathEnv,
+        programs: &mut Programs,
+        names: &mut PolicyNames,
     ) -> Result<Judges, JudgeError> {
-        // The program is shared when no rule names an identity; the guard (whose circuit
-        // breaker suspends) and the rate limiter never are: each identity counts its own
-        // violations and calls across all of its sessions, and one identity tripping the
-        // breaker leaves the others alone.
-        let build_one =
-            |identity: Option<&str>, program: Option<&Arc<Program>>| -> Result<Judge, JudgeError> {
-                let specialised = policy.for_identity(identity);
-                let program = match program {
-                    Some(shared) => shared.clone(),
-                    None => Arc::new(Program::compile_with(&specialised, env)?),
-                };
-                let guard = Guard::from_policy(&specialised, server.clone(), home)
-                    .map_err(|e| JudgeError::Guard(e.to_string()))?;
-                let rate = program
-                    .settings()
-                    .rate_limit
-                    .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
-                Ok(Judge {
-                    program,
-                    rate,
-                    guard: Some(Arc::new(guard)),
-                    rule_map: policy
-                        .has_identity_rules()
-                        .then(|| policy.identity_rule_indices(identity)),
-                })
-            };
-        let shared = match policy.has_identity_rules() {
-            true => None,
-            false => Some(Arc::new(Program::compile_with(policy, env)?)),
-        };
+        // The guard (whose circuit breaker suspends) and the rate limiter are never
+        // shared: each identity counts its own violations and calls across all of its
+        // sessions, and one identity tripping the breaker leaves the others alone.
         let mut by_identity = HashMap::new();
         for identity in identities {
-            let judge = build_one(identity.as_deref(), shared.as_ref())?;
+            let program = programs.get(policy, identity.as_ref(), env)?;
+            let specialised = policy.for_identity(identity.as_deref());
+            let guard = Guard::from_policy(&specialised, server.clone(), home)
+                .map_err(|e| JudgeError::Guard(e.to_string()))?;
+            let rate = program
+                .settings()
+                .rate_limit
+                .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
+            let judge = Judge {
+                ids: names.add(&program),
+                program,
+                rate,
+                guard: Some(Arc::new(guard)),
+            };
             by_identity.insert(identity.clone(), Arc::new(judge));
         }
-        let base = match (shared, by_identity.values().next()) {
-            (Some(program), _) => program,
-            (None, Some(judge)) => judge.program.clone(),
-            (None, None) => Arc::new(Program::compile_with(policy, env)?),
+        let any = match by_identity.values().next() {
+            Some(judge) => judge.program.clone(),
+            None => programs.get(policy, None, env)?,
         };
-        let names = Arc::new(PolicyNames {
-            inbound: policy
-                .rules
-                .iter()
-                .map(|r| (r.name.value.clone(), r.message.clone()))
-                .collect(),
-            base,
-        });
-        Ok(Judges { by_identity, names })
+        Ok(Judges { by_identity, any })
     }
 
     /// The judge of an identity known at start.
@@ -128,31 +156,69 @@ impl Judges {
 
     /// Any judge's program (for settings every identity shares).
     pub fn any_program(&self) -> &Arc<Program> {
-        &self.names.base
+        &self.any
     }
 }
 
-/// Rule names for the audit log: inbound rules from the full policy (identity rules
-/// included), outbound rules and redaction labels from a compiled program (identical in
-/// every identity's program: `for_identity` leaves them alone).
+/// Rule and label names for the audit log, for every program of a listener: each
+/// distinct name (with its message) once.
+#[derive(Default)]
 pub struct PolicyNames {
     inbound: Vec<(String, Option<String>)>,
-    base: Arc<Program>,
+    outbound: Vec<(String, Option<String>)>,
+    labels: Vec<String>,
+}
+
+impl PolicyNames {
+    /// Add a program's names; where each of its ids is in this table.
+    fn add(&mut self, program: &Program) -> NameIds {
+        fn place<T: PartialEq>(table: &mut Vec<T>, item: T) -> u32 {
+            match table.iter().position(|t| *t == item) {
+                Some(i) => i as u32,
+                None => {
+                    table.push(item);
+                    (table.len() - 1) as u32
+                }
+            }
+        }
+        let named = |r: &crate::program::RuleInfo| (r.name.clone(), r.message.clone());
+        let inbound = program
+            .rules()
+            .map(|(_, r)| place(&mut self.inbound, named(r)))
+            .collect();
+        let outbound = program
+            .outbound_rules()
+            .map(|(_, r)| place(&mut self.outbound, named(r)))
+            .collect();
+        let label_count = program.detector().specs().len() + program.outbound_rules().len();
+        let labels = (0..label_count as u32)
+            .map(|l| place(&mut self.labels, program.label(l).to_string()))
+            .collect();
+        NameIds {
+            inbound,
+            outbound,
+            labels,
+        }
+    }
 }
 
 impl Names for PolicyNames {
     fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
-        match rule {
-            RuleRef::Inbound(RuleId(i)) => match self.inbound.get(i as usize) {
-                Some((name, message)) => (name, message.as_deref()),
-                None => ("(unknown rule)", None),
-            },
-            other => Names::rule(&*self.base, other),
+        let entry = match rule {
+            RuleRef::Inbound(RuleId(i)) => self.inbound.get(i as usize),
+            RuleRef::Outbound(RuleId(i)) => self.outbound.get(i as usize),
+            RuleRef::Builtin(name) => return (name, None),
+        };
+        match entry {
+            Some((name, message)) => (name, message.as_deref()),
+            None => ("(unknown rule)", None),
         }
     }
 
     fn label(&self, label: u32) -> &str {
-        Names::label(&*self.base, label)
+        self.labels
+            .get(label as usize)
+            .map_or("unknown", String::as_str)
     }
 }
 
@@ -188,6 +254,7 @@ rules:
     /// `(allowed, rule name as audited)` of a call to `tool` judged for `identity`.
     fn judge_call(
         judges: &Judges,
+        names: &PolicyNames,
         identity: Option<&str>,
         tool: &str,
         path: &str,
@@ -202,7 +269,7 @@ rules:
         let event = &out.judgements.unwrap()[0].event;
         let rule = event
             .rule
-            .map(|r| judges.names.rule(judge.audit_rule(r)).0.to_string())
+            .map(|r| names.rule(judge.audit_rule(r)).0.to_string())
             .unwrap_or_default();
         (!out.to_server.is_empty(), rule)
     }
@@ -217,16 +284,26 @@ rules:
             command: vec!["t".into()],
         };
         let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
-        let judges = Judges::build(&policy, &ids, &server, dir.path(), &env).unwrap();
+        let mut names = PolicyNames::default();
+        let judges = Judges::build(
+            &policy,
+            &ids,
+            &server,
+            dir.path(),
+            &env,
+            &mut Programs::default(),
+            &mut names,
+        )
+        .unwrap();
         assert_eq!(
-            judge_call(&judges, Some("ci-bot"), "run_command", "/tmp"),
+            judge_call(&judges, &names, Some("ci-bot"), "run_command", "/tmp"),
             (false, "ci-no-shell".to_string())
         );
-        assert!(judge_call(&judges, Some("alice"), "run_command", "/tmp").0);
+        assert!(judge_call(&judges, &names, Some("alice"), "run_command", "/tmp").0);
         // The rule after it keeps its name in the audit log whichever program judged.
         for who in ["ci-bot", "alice"] {
             assert_eq!(
-                judge_call(&judges, Some(who), "read_file", "/secrets/a"),
+                judge_call(&judges, &names, Some(who), "read_file", "/secrets/a"),
                 (false, "no-secrets-dir".to_string())
             );
         }

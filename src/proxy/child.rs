@@ -19,6 +19,8 @@ use crate::platform::{self, ProcessTree};
 pub struct ChildSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
+    /// Added to (or replacing in) the environment the child inherits from mcpwall.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 impl ChildSpec {
@@ -72,6 +74,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
     let mut builder = Command::new(platform::resolve_program(&spec.program));
     builder
         .args(&spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
