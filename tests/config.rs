@@ -1469,3 +1469,50 @@ fn r26_remember_needs_an_ask_rule() {
     assert_eq!(p.settings.ask_timeout_seconds, 30);
     assert_eq!(p.rules[0].action, Action::Ask);
 }
+
+#[test]
+fn a_servers_packs_are_layered_on_the_policy_for_that_server_only() {
+    let p = ok(r#"version: 1
+extends: [default]
+settings:
+  default_action: allow
+rules:
+  - name: mine-allows-reads
+    match: {tool: read_file}
+    action: allow
+servers:
+  strict-one: {command: x, extends: [strict]}
+  again-default: {command: x, extends: [default]}
+  plain: {command: x}
+"#);
+    let names =
+        |p: &Policy| -> Vec<String> { p.rules.iter().map(|r| r.name.value.clone()).collect() };
+    let global = names(&p);
+    assert!(!global.iter().any(|n| n.starts_with("strict-")));
+    let server = |n: &str| p.servers.iter().find(|s| s.name.value == n).unwrap();
+    assert!(server("plain").policy.is_none());
+    // The pack's denies come before every rule of the policy, so the file's allow does
+    // not shadow them; the policy's own rules keep their order after them.
+    let strict = server("strict-one")
+        .policy
+        .as_ref()
+        .expect("its own policy");
+    let strict_names = names(strict);
+    let first_global = strict_names.iter().position(|n| *n == global[0]).unwrap();
+    assert!(first_global > 0);
+    assert!(
+        strict_names[..first_global]
+            .iter()
+            .all(|n| n.starts_with("strict-"))
+    );
+    assert_eq!(
+        &strict_names[first_global..first_global + global.len()],
+        &global[..]
+    );
+    // The file's settings still win over the pack's.
+    assert_eq!(strict.settings.default_action, Action::Allow);
+    assert!(strict.servers.is_empty());
+    // A pack the policy already includes adds nothing.
+    let again = server("again-default").policy.as_ref().unwrap();
+    assert_eq!(names(again), global);
+}

@@ -32,12 +32,7 @@ fn fake_server_entry(name: &str, dir: &Path) -> String {
 
 impl Listener {
     fn start() -> Listener {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let policy = dir.path().join("policy.yml");
-        std::fs::write(
-            &policy,
+        Listener::with_policy(|dir| {
             format!(
                 r#"version: 1
 settings:
@@ -49,12 +44,26 @@ outbound_rules:
     match: {{server: beta, response_contains: "classified"}}
     action: deny
 "#,
-                dir.path().join("logs").display(),
-                fake_server_entry("alpha", dir.path()),
-                fake_server_entry("beta", dir.path()),
-            ),
-        )
-        .unwrap();
+                dir.join("logs").display(),
+                fake_server_entry("alpha", dir),
+                fake_server_entry("beta", dir),
+            )
+        })
+    }
+
+    /// `mcpwall serve` on the policy `policy(dir)` writes, with its `servers:` (two).
+    fn with_policy(policy: impl FnOnce(&Path) -> String) -> Listener {
+        Listener::serving(policy, 2)
+    }
+
+    /// `mcpwall serve` on the policy `policy(dir)` writes, once `servers` endpoints are up.
+    fn serving(policy: impl FnOnce(&Path) -> String, servers: usize) -> Listener {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let text = policy(dir.path());
+        let policy = dir.path().join("policy.yml");
+        std::fs::write(&policy, text).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
             .args(["serve", "--listen", "127.0.0.1:0", "-c"])
             .arg(&policy)
@@ -67,7 +76,7 @@ outbound_rules:
         let mut stderr = BufReader::new(child.stderr.take().unwrap());
         let mut banner = String::new();
         // The banner line, then one line per server.
-        while banner.lines().filter(|l| l.contains("/mcp/")).count() < 2 {
+        while banner.lines().filter(|l| l.contains("/mcp/")).count() < servers {
             let mut line = String::new();
             assert!(
                 stderr.read_line(&mut line).unwrap() > 0,
@@ -261,6 +270,179 @@ fn each_named_server_has_its_endpoint_process_name_and_sessions() {
     assert!(body.contains("data: /message/beta?session_id="), "{body}");
 }
 
+/// A `servers:` entry running the fake server with a `run_command` tool (bash), logging
+/// what it receives, with `extra` YAML lines added to the entry.
+#[cfg(unix)]
+fn bash_server_entry(name: &str, dir: &Path, extra: &str) -> String {
+    format!(
+        "  {name}:\n    command: \"{}\"\n    env:\n      FAKE_BASH_TOOL: 1\n      FAKE_RECV_LOG: \"{}\"\n      GREETING: \"hello from ${{PROJECT_DIR}}\"\n{extra}",
+        env!("CARGO_BIN_EXE_mcpwall-fake-server"),
+        dir.join(format!("{name}.jsonl")).display(),
+    )
+}
+
+fn run_command(id: u64, command: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"run_command","arguments":{"command":command}}})
+}
+
+#[cfg(unix)]
+#[test]
+fn a_servers_packs_and_environment_apply_to_that_server_only() {
+    let l = Listener::with_policy(|dir| {
+        format!(
+            "version: 1\nsettings:\n  default_action: allow\n  log_dir: \"{}\"\nrules:\n  - name: no-forbidden-word\n    match: {{tool: run_command, arguments: {{command: {{regex: forbidden-word}}}}}}\n    action: deny\nservers:\n{}{}",
+            dir.join("logs").display(),
+            bash_server_entry("plain", dir, ""),
+            bash_server_entry("guarded", dir, "    extends: [servers/shell-mcp]\n"),
+        )
+    });
+    let plain = l.initialize("/mcp/plain");
+    let guarded = l.initialize("/mcp/guarded");
+    let project = l.dir.path().display().to_string();
+
+    // `env` reaches each child, `${PROJECT_DIR}` expanded.
+    for (path, session) in [("/mcp/plain", &plain), ("/mcp/guarded", &guarded)] {
+        let (status, _, body) = l.post(path, Some(session), &run_command(1, "echo \"$GREETING\""));
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains(&format!("hello from {project}")),
+            "{path}: {body}"
+        );
+    }
+
+    // The shell pack of `guarded` refuses a setuid chmod; `plain` has no such rule.
+    let risky = "chmod u+s /nonexistent/mcpwall-test; echo ran-risky";
+    let (status, _, body) = l.post("/mcp/plain", Some(&plain), &run_command(2, risky));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("ran-risky"), "{body}");
+    assert!(l.received("plain").contains("chmod u+s"));
+    let (status, _, body) = l.post("/mcp/guarded", Some(&guarded), &run_command(3, risky));
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("ran-risky"), "{body}");
+    assert!(body.contains("shell-block-privilege-escalation"), "{body}");
+    assert!(!l.received("guarded").contains("chmod u+s"));
+
+    // The global rule applies on both, behind the pack's rules on guarded.
+    for (id, path, session) in [(4, "/mcp/plain", &plain), (5, "/mcp/guarded", &guarded)] {
+        let (status, _, body) =
+            l.post(path, Some(session), &run_command(id, "echo forbidden-word"));
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("no-forbidden-word"), "{path}: {body}");
+    }
+
+    // The audit log names each rule as written, though the two programs number their
+    // rules differently and only guarded's has the pack's.
+    let audit = l.audit_with("\"id\":5,");
+    let rule_of = |id: u64| {
+        audit
+            .lines()
+            .find(|line| line.contains(&format!("\"id\":{id},")) && line.contains("\"inbound\""))
+            .and_then(|line| line.split("\"rule\":\"").nth(1))
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_string)
+    };
+    assert_eq!(
+        rule_of(3).as_deref(),
+        Some("shell-block-privilege-escalation"),
+        "{audit}"
+    );
+    assert_eq!(rule_of(4).as_deref(), Some("no-forbidden-word"), "{audit}");
+    assert_eq!(rule_of(5).as_deref(), Some("no-forbidden-word"), "{audit}");
+    // The environment's values never reach the log.
+    assert!(!audit.contains("hello from"), "{audit}");
+}
+
+/// A `url` server gets the bearer token of its `token_file`: the upstream here is a
+/// second mcpwall gateway that requires one.
+#[cfg(unix)]
+#[test]
+fn a_url_server_is_sent_the_token_of_its_token_file() {
+    // The upstream: `mcpwall serve` in front of the fake server, with a token issued.
+    let up_dir = tempfile::tempdir().unwrap();
+    let up_home = up_dir.path().join("home");
+    std::fs::create_dir_all(&up_home).unwrap();
+    let issued = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["token", "add", "gateway"])
+        .env("HOME", &up_home)
+        .output()
+        .unwrap();
+    assert!(issued.status.success());
+    let token = String::from_utf8(issued.stdout).unwrap().trim().to_string();
+    let mut upstream = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--"])
+        .arg(env!("CARGO_BIN_EXE_mcpwall-fake-server"))
+        .env("HOME", &up_home)
+        .env("FAKE_RECV_LOG", up_dir.path().join("upstream.jsonl"))
+        .current_dir(up_dir.path())
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up_err = BufReader::new(upstream.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving http://") {
+        line.clear();
+        assert!(up_err.read_line(&mut line).unwrap() > 0, "upstream exited");
+    }
+    std::thread::spawn(move || std::io::copy(&mut up_err, &mut std::io::sink()));
+    let up_url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the upstream's URL")
+        .to_string();
+
+    let l = Listener::with_policy(|dir| {
+        std::fs::write(dir.join("up.token"), format!("{token}\n")).unwrap();
+        format!(
+            "version: 1\nservers:\n  with-token:\n    url: \"{up_url}\"\n    token_file: \"{}\"\n  without-token:\n    url: \"{up_url}\"\n",
+            dir.join("up.token").display()
+        )
+    });
+    let session = l.initialize("/mcp/with-token");
+    let (status, _, body) = l.post(
+        "/mcp/with-token",
+        Some(&session),
+        &call(1, "through-two-gateways"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("through-two-gateways"), "{body}");
+    // The entry without one is refused by the upstream.
+    let (status, _, body) = l.post(
+        "/mcp/without-token",
+        None,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(!body.contains("serverInfo"), "{status} {body}");
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+}
+
+#[test]
+fn a_url_servers_token_variable_must_be_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        "version: 1\nservers:\n  remote:\n    url: \"http://127.0.0.1:9/mcp\"\n    token_env: MCPWALL_TEST_UNSET_TOKEN\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+        .arg(&policy)
+        .env("HOME", dir.path())
+        .env_remove("MCPWALL_TEST_UNSET_TOKEN")
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("server `remote`: $MCPWALL_TEST_UNSET_TOKEN is not set"),
+        "{err}"
+    );
+}
+
 #[test]
 fn servers_entries_are_checked_with_diagnostics_pointing_into_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -307,7 +489,11 @@ fn explain_policy_names_each_servers_endpoint() {
         r#"version: 1
 servers:
   files: {command: npx, args: [-y, "@modelcontextprotocol/server-filesystem", /tmp]}
-  remote: {url: "https://mcp.example.com/mcp"}
+  remote: {url: "https://mcp.example.com/mcp", token_env: REMOTE_MCP_TOKEN}
+  shell:
+    command: shell-mcp
+    extends: [servers/shell-mcp]
+    env: {SHELL_MCP_KEY: "value-not-for-printing"}
 "#,
     )
     .unwrap();
@@ -334,4 +520,16 @@ servers:
         ),
         "{text}"
     );
+    // Per server: the packs it adds, where its token comes from, its variables' names.
+    assert!(text.contains("token: from $REMOTE_MCP_TOKEN"), "{text}");
+    let shell = text
+        .split("shell  /mcp/shell")
+        .nth(1)
+        .expect("the shell server");
+    assert!(
+        shell.contains("judged by: the policy above + packs servers/shell-mcp ("),
+        "{text}"
+    );
+    assert!(shell.contains("env: SHELL_MCP_KEY"), "{text}");
+    assert!(!text.contains("value-not-for-printing"), "{text}");
 }

@@ -690,8 +690,12 @@ impl<'a> Decoder<'a> {
             return None;
         }
         let mut auth = UpstreamAuth::default();
-        let token_file = f.get("token_file").and_then(|n| self.string(n, "`token_file`"));
-        let token_env = f.get("token_env").and_then(|n| self.string(n, "`token_env`"));
+        let token_file = f
+            .get("token_file")
+            .and_then(|n| self.string(n, "`token_file`"));
+        let token_env = f
+            .get("token_env")
+            .and_then(|n| self.string(n, "`token_env`"));
         if let (Some(file), Some(env)) = (&token_file, &token_env) {
             self.diags.push(
                 PolicyDiagnostic::at(

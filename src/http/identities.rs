@@ -54,7 +54,12 @@ impl Judge {
     pub fn audit_event(&self, event: &mut AuditEvent) {
         event.rule = event.rule.map(|r| self.audit_rule(r));
         for (label, _) in &mut event.redactions {
-            *label = self.ids.labels.get(*label as usize).copied().unwrap_or(*label);
+            *label = self
+                .ids
+                .labels
+                .get(*label as usize)
+                .copied()
+                .unwrap_or(*label);
         }
     }
 }
