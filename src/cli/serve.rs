@@ -24,7 +24,7 @@ pub struct Args {
     /// Address to listen on. Loopback by default; any other address needs --allow-remote and at least one token (`mcpwall token add NAME`).
     #[arg(long, default_value = "127.0.0.1:8808")]
     pub listen: SocketAddr,
-    /// Listen on a non-loopback address. mcpwall speaks plain HTTP: put a TLS-terminating proxy in front, or bearer tokens cross the network in clear.
+    /// Listen on a non-loopback address. Without --tls-cert mcpwall speaks plain HTTP: put a TLS-terminating proxy in front, or bearer tokens cross the network in clear.
     #[arg(long)]
     pub allow_remote: bool,
     /// An origin (scheme://host[:port]) whose browser requests are accepted besides loopback ones; repeatable.
@@ -48,6 +48,15 @@ pub struct Args {
     /// With --upstream: trust only the CA certificates in this PEM file for https://.
     #[arg(long, value_name = "FILE", requires = "upstream")]
     pub ca_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM; the server's certificate first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Accept client certificates issued by the CAs in this PEM file as identities: a certificate whose common name or an alternative name is an identity of `mcpwall token add NAME` stands for it. Every request then needs a valid certificate or bearer token.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
     /// The server command and its arguments, after `--`; each HTTP session runs its own.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -204,6 +213,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "a non-loopback listener needs bearer tokens, and none exist"
         ));
     }
+    if args.client_ca.is_some() && tokens.is_empty() {
+        return Err(miette::miette!(
+            help = "create the identity with `mcpwall token add NAME`, NAME being the certificate's common name or one of its alternative names",
+            "client certificates stand for identities of the token file, and none exist"
+        ));
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(
+            crate::http::tls::Tls::new(cert, key, args.client_ca.as_deref())
+                .map_err(|e| miette::miette!("{e}"))?,
+        ),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let load_options = crate::cli::common::load_options(args.config.clone())?;
     let project_dir = load_options.project_dir.clone();
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
@@ -279,7 +302,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let local = listener
             .local_addr()
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
-        let require_token = !tokens.is_empty() || !loopback;
+        let require_token = !tokens.is_empty() || !loopback || args.client_ca.is_some();
         let tokens = Arc::new(LiveTokens::new(tokens_path, tokens));
         let sessions = Arc::new(crate::http::registry::Registry::default());
         let gateways: Vec<Arc<Gateway>> = built
@@ -302,7 +325,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 })
             })
             .collect();
-        let access = if require_token {
+        let access = if args.client_ca.is_some() {
+            "client certificate or bearer token required"
+        } else if require_token {
             "bearer token required"
         } else {
             "no tokens issued: any local client may connect"
@@ -311,21 +336,21 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             && gateway.mount.is_none()
         {
             eprintln!(
-                "mcpwall: serving http://{local}{} ({access})",
+                "mcpwall: serving {scheme}://{local}{} ({access})",
                 server::ENDPOINT
             );
         } else {
             eprintln!("mcpwall: serving {} servers ({access}):", gateways.len());
             for g in &gateways {
                 eprintln!(
-                    "mcpwall:   {}  http://{local}{}  (legacy SSE: {})",
+                    "mcpwall:   {}  {scheme}://{local}{}  (legacy SSE: {})",
                     g.server_name,
                     g.path(server::ENDPOINT),
                     g.path(server::LEGACY_SSE)
                 );
             }
         }
-        server::serve(listener, gateways, shutdown_signal()).await;
+        server::serve(listener, gateways, tls, shutdown_signal()).await;
         Ok::<_, miette::Report>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -11,7 +11,8 @@
 //! | `conversation.rs` | one session: its server process, its `Session`, routing answers to requests |
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
-//! | `identities.rs` | each identity's program and tool guard (rules matching `identity`) |
+//! | `identities.rs` | each (server, identity)'s program and tool guard (rules matching `identity`, a server's own packs) |
+//! | `tls.rs` | HTTPS, and the names of a verified client certificate (`--client-ca`) |
 //! | `websocket.rs` | the WebSocket endpoint: the upgrade, one socket = one session |
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 //! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
@@ -23,5 +24,6 @@ pub mod registry;
 pub mod server;
 pub mod sse;
 pub mod stateless;
+pub mod tls;
 pub mod tokens;
 pub mod websocket;

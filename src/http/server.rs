@@ -118,10 +118,11 @@ pub fn route<'g>(gateways: &'g [Arc<Gateway>], path: &str) -> Option<(&'g Arc<Ga
 }
 
 /// Serve `listener` until `shutdown` completes; then end every session. `gateways`
-/// share one session registry.
+/// share one session registry. With `tls`, every connection is HTTPS.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     gateways: Vec<Arc<Gateway>>,
+    tls: Option<super::tls::Tls>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let gateways: Arc<[Arc<Gateway>]> = gateways.into();
@@ -142,21 +143,21 @@ pub async fn serve(
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
                 let gateways = gateways.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let gateways = gateways.clone();
-                        async move {
-                            let Some((gateway, endpoint)) = route(&gateways, req.uri().path())
-                            else {
-                                return Ok::<_, Infallible>(not_found(&gateways));
-                            };
-                            Ok::<_, Infallible>(gateway.handle(req, endpoint).await)
+                    match tls {
+                        None => serve_connection(stream, gateways, None).await,
+                        #[cfg(feature = "tls")]
+                        Some(tls) => {
+                            // A failed handshake (no TLS, a certificate the CA did not
+                            // issue) ends the connection: nothing was read from it.
+                            if let Ok((stream, cert)) = tls.accept(stream).await {
+                                serve_connection(stream, gateways, cert).await;
+                            }
                         }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .with_upgrades()
-                        .await;
+                        #[cfg(not(feature = "tls"))]
+                        Some(_) => {}
+                    }
                 });
             }
             () = &mut shutdown => break,
@@ -171,6 +172,34 @@ pub async fn serve(
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
+}
+
+/// HTTP/1.1 on one connection; each request carries the connection's verified client
+/// certificate, if any, in its extensions.
+async fn serve_connection<S>(
+    io: S,
+    gateways: Arc<[Arc<Gateway>]>,
+    cert: Option<super::tls::ClientCertificate>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let cert = cert.map(Arc::new);
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        let gateways = gateways.clone();
+        if let Some(cert) = &cert {
+            req.extensions_mut().insert(cert.clone());
+        }
+        async move {
+            let Some((gateway, endpoint)) = route(&gateways, req.uri().path()) else {
+                return Ok::<_, Infallible>(not_found(&gateways));
+            };
+            Ok::<_, Infallible>(gateway.handle(req, endpoint).await)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .with_upgrades()
+        .await;
 }
 
 impl Gateway {
@@ -262,8 +291,10 @@ impl Gateway {
         })
     }
 
-    /// The identity of the bearer token, `None` when none is required.
+    /// The identity of the bearer token or of the connection's client certificate,
+    /// `None` when neither is required. Both may be presented only for the same identity.
     fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
+        let cert = req.extensions().get::<Arc<super::tls::ClientCertificate>>();
         if !self.require_token {
             return Ok(None);
         }
@@ -275,18 +306,23 @@ impl Gateway {
                 let (scheme, token) = h.trim().split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
-        let why = match presented {
-            Some(token) => match self.tokens.identify(token) {
-                Some(name) => return Ok(Some(name)),
-                None => "unknown bearer token",
-            },
-            None => "no bearer token",
+        let by_cert = cert.map(|c| self.tokens.identify_certificate(&c.names));
+        let why = match (presented.map(|t| self.tokens.identify(t)), by_cert) {
+            (Some(Some(name)), None | Some(Err(_))) => return Ok(Some(name)),
+            (Some(Some(name)), Some(Ok(by_cert))) if name == by_cert => return Ok(Some(name)),
+            (Some(Some(_)), Some(Ok(_))) => {
+                "the bearer token and the client certificate stand for different identities"
+            }
+            (Some(None), _) => "unknown bearer token",
+            (None, Some(Ok(name))) => return Ok(Some(name)),
+            (None, Some(Err(why))) => why,
+            (None, None) => "no bearer token",
         };
         self.audit_refusal("mcpwall:unauthenticated", why, None, req.method());
         let mut r = rpc_error(
             StatusCode::UNAUTHORIZED,
             -32600,
-            "unauthorized: a valid bearer token is required",
+            "unauthorized: a valid bearer token or client certificate is required",
         );
         r.headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -79,8 +79,8 @@ impl LiveTokens {
         }
     }
 
-    /// The identity a presented token belongs to now.
-    pub fn identify(&self, token: &str) -> Option<Arc<str>> {
+    /// The token file as it is now.
+    fn current(&self) -> std::sync::MutexGuard<'_, (Tokens, Option<std::time::SystemTime>)> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let stamp = modified(&self.path);
         if stamp != state.1 {
@@ -90,7 +90,32 @@ impl LiveTokens {
             });
             *state = (tokens, stamp);
         }
-        state.0.identify(token).map(Arc::from)
+        state
+    }
+
+    /// The identity a presented token belongs to now.
+    pub fn identify(&self, token: &str) -> Option<Arc<str>> {
+        self.current().0.identify(token).map(Arc::from)
+    }
+
+    /// The identity a verified client certificate stands for: the one identity of the
+    /// token file its names (common name, alternative names) name. A certificate whose
+    /// identity was removed (`mcpwall token remove`) is refused from the next request on,
+    /// as its token is. `Err`: why it stands for none.
+    pub fn identify_certificate(&self, names: &[String]) -> Result<Arc<str>, &'static str> {
+        let state = self.current();
+        let mut found: Option<&str> = None;
+        for name in names {
+            if let Some(identity) = state.0.names().find(|n| n == name) {
+                if found.is_some_and(|f| f != identity) {
+                    return Err("the client certificate names more than one identity");
+                }
+                found = Some(identity);
+            }
+        }
+        found
+            .map(Arc::from)
+            .ok_or("the client certificate names no identity of the token file")
     }
 }
 
