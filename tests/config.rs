@@ -1484,6 +1484,7 @@ servers:
   strict-one: {command: x, extends: [strict]}
   again-default: {command: x, extends: [default]}
   plain: {command: x}
+  strict-two: {command: y, extends: [strict]}
 "#);
     let names =
         |p: &Policy| -> Vec<String> { p.rules.iter().map(|r| r.name.value.clone()).collect() };
@@ -1512,6 +1513,9 @@ servers:
     // The file's settings still win over the pack's.
     assert_eq!(strict.settings.default_action, Action::Allow);
     assert!(strict.servers.is_empty());
+    // Entries extending the same packs share one policy.
+    let two = server("strict-two").policy.as_ref().unwrap();
+    assert!(std::sync::Arc::ptr_eq(strict, two));
     // A pack the policy already includes adds nothing.
     let again = server("again-default").policy.as_ref().unwrap();
     assert_eq!(names(again), global);

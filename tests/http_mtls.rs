@@ -306,6 +306,11 @@ fn without_a_valid_certificate_or_token_nothing_is_forwarded() {
     let fake_alice = rogue.issue("alice", &[], client.clone());
     let (status, why) = g.initialize(Some(&fake_alice), None).unwrap_err();
     assert_eq!(status, 0, "the handshake should fail: {why}");
+    // A certificate of the CA naming alice, but for servers only: the handshake fails.
+    let server_alice =
+        g.ca.issue("alice", &[], rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+    let (status, why) = g.initialize(Some(&server_alice), None).unwrap_err();
+    assert_eq!(status, 0, "the handshake should fail: {why}");
     // A certificate for alice with bob's token: two identities, 401.
     let alice = g.ca.issue("alice", &[], client);
     let (status, text) = g.initialize(Some(&alice), Some(&g.bob_token)).unwrap_err();

@@ -481,8 +481,16 @@ impl Merger {
             return Ok(policy);
         };
         let mut diags = Vec::new();
+        // Entries extending the same packs share one policy (and so, in `serve`, the
+        // compiled programs).
+        let mut merged: Vec<(Vec<String>, Arc<Policy>)> = Vec::new();
         for server in &mut policy.servers {
             if server.extends.is_empty() {
+                continue;
+            }
+            let packs: Vec<String> = server.pack_names().map(str::to_string).collect();
+            if let Some((_, own)) = merged.iter().find(|(p, _)| *p == packs) {
+                server.policy = Some(own.clone());
                 continue;
             }
             let mut merger = base.clone();
@@ -490,7 +498,9 @@ impl Merger {
             match merger.finish_one() {
                 Ok(mut own) => {
                     own.servers.clear();
-                    server.policy = Some(Arc::new(own));
+                    let own = Arc::new(own);
+                    merged.push((packs, own.clone()));
+                    server.policy = Some(own);
                 }
                 Err(e) => diags.extend(e.diagnostics),
             }

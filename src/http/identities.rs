@@ -344,4 +344,42 @@ rules:
         );
         assert!(listed(&alice).contains("run_command"));
     }
+
+    #[test]
+    fn servers_judged_by_one_policy_share_its_programs() {
+        let policy = policy();
+        let dir = tempfile::tempdir().unwrap();
+        let env = PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p"));
+        let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
+        let mut programs = Programs::default();
+        let mut names = PolicyNames::default();
+        let mut build = |name: &str| {
+            let server = ServerIdentity {
+                name: name.into(),
+                command: vec![name.into()],
+            };
+            Judges::build(
+                &policy,
+                &ids,
+                &server,
+                dir.path(),
+                &env,
+                &mut programs,
+                &mut names,
+            )
+            .unwrap()
+        };
+        let (one, two) = (build("one"), build("two"));
+        for id in ["ci-bot", "alice"] {
+            let (a, b) = (one.get(Some(id)).unwrap(), two.get(Some(id)).unwrap());
+            assert!(Arc::ptr_eq(&a.program, &b.program));
+            // The guards (circuit breakers) are each server's own.
+            assert!(!Arc::ptr_eq(
+                a.guard.as_ref().unwrap(),
+                b.guard.as_ref().unwrap()
+            ));
+        }
+        // One program per identity, since a rule names one; no more for a second server.
+        assert_eq!(programs.compiled.len(), 2);
+    }
 }
