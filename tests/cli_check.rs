@@ -738,3 +738,28 @@ fn r22_an_untrusted_project_file_cannot_replace_a_builtin_detector() {
         r.stderr
     );
 }
+
+#[test]
+fn server_names_a_servers_entry_whose_packs_then_judge_too() {
+    let s = Sandbox::new();
+    s.write(
+        "p.yml",
+        "version: 1\nsettings: {default_action: allow}\nservers:\n  shell: {command: shell-mcp, extends: [servers/shell-mcp]}\n",
+    );
+    let path = s.root().join("p.yml");
+    let path = path.to_str().unwrap();
+    let input = call(
+        1,
+        "run_command",
+        serde_json::json!({"command": "chmod u+s /tmp/sh"}),
+    );
+    let r = s.check(&["-c", path], &input);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = s.check(&["-c", path, "--server", "shell"], &input);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("shell-block-privilege-escalation"),
+        "{}",
+        r.stdout
+    );
+}

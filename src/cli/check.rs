@@ -66,7 +66,7 @@ pub struct Args {
     /// Tool that judged server messages answer (overrides what the input's requests say).
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
-    /// Server name for outbound `server:` conditions.
+    /// Server name for outbound `server:` conditions; a `servers:` entry of that name also brings its own `extends` packs, as under `mcpwall serve`.
     #[arg(long, value_name = "NAME", default_value = "")]
     pub server: String,
 }
@@ -106,6 +106,16 @@ const SERVER_METHODS: &[&str] = &[
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let opts = crate::cli::common::load_options(args.config.clone())?;
     let policy = config::load(&opts)?;
+    // Judged as `serve` judges that server: with the packs of its entry.
+    let policy = match policy
+        .servers
+        .iter()
+        .find(|s| s.name.value == args.server)
+        .and_then(|s| s.policy.clone())
+    {
+        Some(own) => Policy::clone(&own),
+        None => policy,
+    };
     let env = PathEnv::new(&opts.home, &opts.project_dir);
     let program = Arc::new(Program::compile_with(&policy, &env)?);
     // What the proxy says at start-up about this policy, said here too (on stderr, so the
