@@ -93,7 +93,7 @@ impl ServerDef {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum ServerBackend {
     /// A stdio server: each HTTP session runs its own, with `env` added to mcpwall's
     /// environment (values expanded when loaded; never logged).
@@ -104,6 +104,25 @@ pub enum ServerBackend {
     },
     /// A Streamable HTTP server.
     Url { url: String, auth: UpstreamAuth },
+}
+
+/// The environment's names only: its values may be secrets.
+impl std::fmt::Debug for ServerBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerBackend::Command { program, args, env } => f
+                .debug_struct("Command")
+                .field("program", program)
+                .field("args", args)
+                .field("env", &env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+                .finish(),
+            ServerBackend::Url { url, auth } => f
+                .debug_struct("Url")
+                .field("url", url)
+                .field("auth", auth)
+                .finish(),
+        }
+    }
 }
 
 /// Where a `url` server's credentials come from: never the policy itself, which is

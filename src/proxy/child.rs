@@ -15,12 +15,23 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::platform::{self, ProcessTree};
 
 /// What to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ChildSpec {
     pub program: OsString,
     pub args: Vec<OsString>,
     /// Added to (or replacing in) the environment the child inherits from mcpwall.
     pub env: Vec<(OsString, OsString)>,
+}
+
+/// The environment's names only: its values may be secrets.
+impl std::fmt::Debug for ChildSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChildSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl ChildSpec {
