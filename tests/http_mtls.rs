@@ -320,3 +320,43 @@ fn without_a_valid_certificate_or_token_nothing_is_forwarded() {
         std::fs::read_to_string(g._dir.path().join("received.jsonl")).unwrap_or_default();
     assert!(!received.contains("initialize"), "{received}");
 }
+
+/// `tests/interop/mtls_gateway.py`: the official MCP Python SDK client, with a client
+/// certificate, over HTTPS to server-everything (skipped without the interop dependencies
+/// unless `MCPWALL_REQUIRE_INTEROP=1`).
+#[test]
+fn the_sdk_client_with_a_client_certificate_over_https() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let python: PathBuf = dir.join(".venv/bin/python");
+    if !(python.exists() && dir.join("node_modules/.bin/mcp-server-everything").exists()) {
+        assert!(
+            std::env::var_os("MCPWALL_REQUIRE_INTEROP").is_none(),
+            "interop dependencies missing in {}",
+            dir.display()
+        );
+        eprintln!("\n!!! SKIPPED mtls_gateway.py: no interop venv or node_modules !!!\n");
+        return;
+    }
+    let mut child = Command::new(&python)
+        .arg(dir.join("mtls_gateway.py"))
+        .arg(env!("CARGO_BIN_EXE_mcpwall"))
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mtls_gateway.py did not finish within 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "mtls_gateway.py checks failed: {status:?}"
+    );
+}
