@@ -494,6 +494,7 @@ servers:
     command: shell-mcp
     extends: [servers/shell-mcp]
     env: {SHELL_MCP_KEY: "value-not-for-printing"}
+  locked: {command: locked-mcp, extends: [strict]}
 "#,
     )
     .unwrap();
@@ -532,4 +533,10 @@ servers:
     );
     assert!(shell.contains("env: SHELL_MCP_KEY"), "{text}");
     assert!(!text.contains("value-not-for-printing"), "{text}");
+    // Settings a server's pack brings are listed with it.
+    let locked = text.split("locked  /mcp/locked").nth(1).expect("locked");
+    assert!(
+        locked.contains("settings the packs set: default_action: Deny"),
+        "{text}"
+    );
 }

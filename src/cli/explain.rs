@@ -53,10 +53,50 @@ fn server_judged_by(policy: &config::Policy, server: &config::policy::ServerDef)
         .filter(|r| !outbound.contains(r.name.value.as_str()))
         .count();
     let packs: Vec<&str> = server.pack_names().collect();
-    format!(
+    let mut text = format!(
         "judged by: the policy above + packs {} ({added_in} inbound and {added_out} outbound rules added)",
         packs.join(", ")
-    )
+    );
+    let changed = changed_settings(&policy.settings, &own.settings);
+    if !changed.is_empty() {
+        text.push_str(&format!(
+            "\n    settings the packs set: {}",
+            changed.join(", ")
+        ));
+    }
+    text
+}
+
+/// The settings `own` sets differently from `global`, as `key: value`.
+fn changed_settings(
+    global: &config::policy::Settings,
+    own: &config::policy::Settings,
+) -> Vec<String> {
+    let mut changed = Vec::new();
+    macro_rules! compare {
+        ($($field:ident),*) => {$(
+            if global.$field != own.$field {
+                changed.push(format!("{}: {:?}", stringify!($field), own.$field));
+            }
+        )*};
+    }
+    compare!(
+        default_action,
+        rate_limit,
+        max_frame_bytes,
+        redact_marker,
+        hide_denied_tools,
+        pinning,
+        poison_scan,
+        circuit_breaker,
+        ask_timeout_seconds,
+        log_dir,
+        log_level,
+        log_args,
+        backups,
+        log_retention
+    );
+    changed
 }
 
 /// Arguments of `mcpwall explain-policy`.
