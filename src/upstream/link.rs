@@ -352,7 +352,7 @@ impl State {
         if trimmed.len() != data.len() {
             data = trimmed.to_vec();
         }
-        if let Some(answer) = answer_of(&data) {
+        if let Some(answer) = answer_of(&data, initialize) {
             waiting.remove(&answer.key);
             if initialize
                 && let Some(v) = answer.protocol
@@ -501,7 +501,19 @@ struct Answered {
     protocol: Option<String>,
 }
 
-fn answer_of(data: &[u8]) -> Option<Answered> {
+fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
+    if !initialize {
+        // Every answer but the handshake's: the id is all that is needed, read without
+        // parsing the result (which may be large; the session parses it when judging).
+        let head = crate::frame::read_head(data);
+        if head.method {
+            return None;
+        }
+        return Some(Answered {
+            key: crate::http::conversation::id_key(&data[head.id?])?,
+            protocol: None,
+        });
+    }
     #[derive(serde::Deserialize)]
     struct Answer<'a> {
         #[serde(borrow)]
@@ -540,8 +552,11 @@ mod tests {
     fn requests_are_found_in_messages_and_batches() {
         let ids = request_ids(br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","result":{}}]"#);
         assert_eq!(ids, HashSet::from(["1".to_string()]));
-        let a = answer_of(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#)
-            .unwrap();
+        let a = answer_of(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#,
+            true,
+        )
+        .unwrap();
         assert_eq!(
             (a.key.as_str(), a.protocol.as_deref()),
             ("1", Some("2025-11-25"))
