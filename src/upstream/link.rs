@@ -176,6 +176,8 @@ impl State {
     /// POST one line (`initialize`: whether it is that request) and hand on what comes back.
     async fn post(self: Arc<Self>, line: Vec<u8>, initialize: bool) {
         let mut waiting = request_ids(&line);
+        // Shared with the request's body, not copied: kept for the error if it fails.
+        let line = Bytes::from(line);
         let mut headers = self.headers(ACCEPT_BOTH);
         headers.push((
             header::CONTENT_TYPE,
@@ -183,7 +185,7 @@ impl State {
         ));
         let response = match self
             .upstream
-            .send(Method::POST, &headers, Bytes::from(line.clone()))
+            .send(Method::POST, &headers, line.clone())
             .await
         {
             Ok(r) => r,
@@ -193,13 +195,13 @@ impl State {
                 self.chatter
                     .log(LogLevel::Warn, format_args!("upstream: {e}"));
                 let why = "the request to the upstream server failed".to_string();
-                return self.unanswered(line, why).await;
+                return self.unanswered(line.to_vec(), why).await;
             }
         };
         let status = response.status();
         if !status.is_success() {
             let why = self.refused(status);
-            return self.unanswered(line, why).await;
+            return self.unanswered(line.to_vec(), why).await;
         }
         if initialize
             && let Some(id) = response.headers().get(MCP_SESSION_ID)
@@ -232,7 +234,7 @@ impl State {
             }
             _ => {
                 let why = "the upstream answered with neither JSON nor an SSE stream".to_string();
-                return self.unanswered(line, why).await;
+                return self.unanswered(line.to_vec(), why).await;
             }
         }
         if !waiting.is_empty() {
@@ -241,7 +243,7 @@ impl State {
             } else {
                 "the upstream closed the response before answering"
             };
-            self.unanswered(line, why.to_string()).await;
+            self.unanswered(line.to_vec(), why.to_string()).await;
         }
     }
 
@@ -352,7 +354,7 @@ impl State {
         if trimmed.len() != data.len() {
             data = trimmed.to_vec();
         }
-        if let Some(answer) = answer_of(&data) {
+        if let Some(answer) = answer_of(&data, initialize) {
             waiting.remove(&answer.key);
             if initialize
                 && let Some(v) = answer.protocol
@@ -482,12 +484,16 @@ struct Head<'a> {
 
 /// The canonical ids of the requests in a line the client sent (one message or a batch).
 fn request_ids(line: &[u8]) -> HashSet<String> {
-    let heads: Vec<Head<'_>> = match line.trim_ascii_start().first() {
-        Some(b'[') => serde_json::from_slice(line).unwrap_or_default(),
-        _ => serde_json::from_slice(line)
-            .map(|h| vec![h])
-            .unwrap_or_default(),
-    };
+    if line.trim_ascii_start().first() != Some(&b'[') {
+        // One message (the session has parsed it whole): its head is enough.
+        let head = crate::frame::read_head(line);
+        return (head.method)
+            .then(|| crate::http::conversation::id_key(&line[head.id?]))
+            .flatten()
+            .into_iter()
+            .collect();
+    }
+    let heads: Vec<Head<'_>> = serde_json::from_slice(line).unwrap_or_default();
     heads
         .into_iter()
         .filter(|h| h.method.is_some())
@@ -501,7 +507,19 @@ struct Answered {
     protocol: Option<String>,
 }
 
-fn answer_of(data: &[u8]) -> Option<Answered> {
+fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
+    if !initialize {
+        // Every answer but the handshake's: the id is all that is needed, read without
+        // parsing the result (which may be large; the session parses it when judging).
+        let head = crate::frame::read_head(data);
+        if head.method {
+            return None;
+        }
+        return Some(Answered {
+            key: crate::http::conversation::id_key(&data[head.id?])?,
+            protocol: None,
+        });
+    }
     #[derive(serde::Deserialize)]
     struct Answer<'a> {
         #[serde(borrow)]
@@ -540,8 +558,21 @@ mod tests {
     fn requests_are_found_in_messages_and_batches() {
         let ids = request_ids(br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","result":{}}]"#);
         assert_eq!(ids, HashSet::from(["1".to_string()]));
-        let a = answer_of(br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#)
-            .unwrap();
+        let one =
+            request_ids(br#"{"jsonrpc":"2.0","id":"a\u0062","method":"a","params":{"id":9}}"#);
+        assert_eq!(one, HashSet::from([r#""ab""#.to_string()]));
+        assert!(request_ids(br#"{"jsonrpc":"2.0","method":"n","params":{"id":9}}"#).is_empty());
+        assert!(request_ids(br#"{"jsonrpc":"2.0","id":3,"result":{"method":"x"}}"#).is_empty());
+        let answer = answer_of(
+            br#"{"jsonrpc":"2.0","id":3,"result":{"method":"x"}}"#,
+            false,
+        );
+        assert_eq!(answer.map(|a| a.key), Some("3".to_string()));
+        let a = answer_of(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#,
+            true,
+        )
+        .unwrap();
         assert_eq!(
             (a.key.as_str(), a.protocol.as_deref()),
             ("1", Some("2025-11-25"))

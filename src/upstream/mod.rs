@@ -36,8 +36,11 @@ pub const TOKEN_ENV: &str = "MCPWALL_UPSTREAM_TOKEN";
 const MAX_REDIRECTS: usize = 5;
 /// How long connecting (TCP and TLS) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Idle connections kept for reuse.
-const POOL_SIZE: usize = 8;
+/// Connections kept for reuse. A sender is busy until its answer's body has been read, a
+/// little after the client has its answer, so N clients at once need somewhat more than N
+/// connections; each one beyond the pool was closed after a single exchange (8 kept: with 8
+/// clients, a new connection every ~50 requests). 64, as the bench's nginx `keepalive`.
+const POOL_SIZE: usize = 64;
 
 /// Why the upstream cannot be set up or reached.
 #[derive(Debug, thiserror::Error)]
