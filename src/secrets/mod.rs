@@ -1019,7 +1019,7 @@ mod tests {
 
     /// The cost of a scan, counted in DFA steps (machine-independent): on texts made of
     /// one keyword repeated, where every hit's match runs to the end of the text, a scan
-    /// of 256 KiB takes a few steps per byte, as a scan of 16 KiB does.
+    /// of 256 KiB takes fewer than two steps per byte, as a scan of 16 KiB does.
     #[test]
     fn repeated_keywords_cost_a_few_steps_per_byte() {
         let detector = Detector::new(builtin_specs()).unwrap();
@@ -1042,8 +1042,11 @@ mod tests {
                 let mut out = Vec::new();
                 detector.find(&text, &mut cache, &mut out);
                 let steps = walk::WALKED.with(|w| w.get());
+                // Under two per byte: each of these was measured at 1.6 steps per byte
+                // or fewer, and `SECRETKEY` at 2 while a label's identifier could run to
+                // the end of the text.
                 assert!(
-                    steps <= 16 * text.len(),
+                    4 * steps <= 7 * text.len(),
                     "{unit:?} x {len}: {steps} steps for {} bytes",
                     text.len()
                 );
