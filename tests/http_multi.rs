@@ -350,6 +350,17 @@ fn a_servers_packs_and_environment_apply_to_that_server_only() {
     assert_eq!(rule_of(5).as_deref(), Some("no-forbidden-word"), "{audit}");
     // The environment's values never reach the log.
     assert!(!audit.contains("hello from"), "{audit}");
+    // Each line names the server that judged it, not the listener.
+    let server_of = |id: u64| {
+        audit
+            .lines()
+            .find(|line| line.contains(&format!("\"id\":{id},")) && line.contains("\"inbound\""))
+            .and_then(|line| line.split("\"server\":\"").nth(1))
+            .and_then(|rest| rest.split('"').next())
+            .map(str::to_string)
+    };
+    assert_eq!(server_of(4).as_deref(), Some("plain"), "{audit}");
+    assert_eq!(server_of(5).as_deref(), Some("guarded"), "{audit}");
 }
 
 /// A `url` server gets the bearer token of its `token_file`: the upstream here is a

@@ -20,7 +20,7 @@
 //! | --- | --- | --- |
 //! | `ts` | string | RFC 3339 UTC time of the decision, microseconds |
 //! | `session` | string | one id per proxy run |
-//! | `server` | string | `--server-name` or the server command's basename |
+//! | `server` | string | `--server-name` or the server command's basename; under `mcpwall serve` with several servers, the named server that judged |
 //! | `direction` | string | `inbound` (client → server) or `outbound` (server → client) |
 //! | `id` | JSON | the message's id exactly as sent, or `null` |
 //! | `method` | string/null | the method (for responses: of the request answered) |
@@ -580,23 +580,26 @@ pub fn format_event(out: &mut String, e: &AuditEvent, config: &AuditConfig, name
 }
 
 /// What every line of one session shares, formatted once: the session and server
-/// fragment, and the timestamp up to its second (events come many per second).
+/// fragments, and the timestamp up to its second (events come many per second).
 #[derive(Debug)]
 struct EventFormat {
-    /// `,"session":"…","server":"…"`
-    session_server: String,
+    /// `,"session":"…"`
+    session: String,
+    /// `,"server":"…"`, unless the event names its own server.
+    server: String,
     /// The whole seconds of the last timestamp and its text `YYYY-MM-DDTHH:MM:SS.`
     second: Option<(u64, String)>,
 }
 
 impl EventFormat {
     fn new(config: &AuditConfig) -> EventFormat {
-        let mut session_server = String::from(",\"session\":");
-        json_str(&mut session_server, &config.session);
-        session_server.push_str(",\"server\":");
-        json_str(&mut session_server, &config.server);
+        let mut session = String::from(",\"session\":");
+        json_str(&mut session, &config.session);
+        let mut server = String::from(",\"server\":");
+        json_str(&mut server, &config.server);
         EventFormat {
-            session_server,
+            session,
+            server,
             second: None,
         }
     }
@@ -622,7 +625,14 @@ impl EventFormat {
         out.push_str("{\"ts\":\"");
         self.timestamp(out, e.ts);
         out.push('"');
-        out.push_str(&self.session_server);
+        out.push_str(&self.session);
+        match &e.server {
+            Some(name) => {
+                out.push_str(",\"server\":");
+                json_str(out, name);
+            }
+            None => out.push_str(&self.server),
+        }
         out.push_str(",\"direction\":");
         out.push_str(match e.direction {
             Direction::Inbound => "\"inbound\"",

@@ -87,6 +87,9 @@ pub struct Conversation {
     stateless: bool,
     /// The audit log's `transport`: `http` (Streamable HTTP, legacy SSE) or `websocket`.
     transport: &'static str,
+    /// The audit log's `server` for this conversation's events (a named server of
+    /// several), or `None` for the listener's name.
+    server: Option<Arc<str>>,
     home: Option<std::path::PathBuf>,
     /// The pending queue, opened when the first call is offered to `mcpwall approve`.
     queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
@@ -139,6 +142,8 @@ pub struct Opening {
     pub stateless: bool,
     /// The audit log's `transport`: `http` or `websocket`.
     pub transport: &'static str,
+    /// The audit log's `server`: the named server, when the listener serves several.
+    pub server: Option<Arc<str>>,
     /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
     pub home: Option<std::path::PathBuf>,
 }
@@ -214,6 +219,7 @@ impl Conversation {
             legacy,
             stateless,
             transport,
+            server,
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
@@ -239,6 +245,7 @@ impl Conversation {
             legacy,
             stateless,
             transport,
+            server,
             home,
             queue: Mutex::new(None),
         })
@@ -385,6 +392,7 @@ impl Conversation {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
                 e.transport = Some(self.transport);
+                e.server.clone_from(&self.server);
                 self.judge.audit_event(e);
             }
             self.audit.send(&mut out.events);

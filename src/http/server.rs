@@ -342,6 +342,7 @@ impl Gateway {
         e.message = Some(format!("HTTP {method} refused: {why}").into());
         e.identity = identity;
         e.transport = Some("http");
+        e.server = self.mount.as_ref().map(|_| self.server_name.clone());
         self.audit.send(&mut vec![e]);
         self.chatter
             .log(LogLevel::Info, format_args!("HTTP {method} refused: {why}"));
@@ -655,6 +656,7 @@ impl Gateway {
                 legacy,
                 stateless,
                 transport,
+                server: self.mount.as_ref().map(|_| self.server_name.clone()),
                 home: self.home.clone(),
             },
             &self.backend,

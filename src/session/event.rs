@@ -61,6 +61,9 @@ pub struct AuditEvent {
     pub identity: Option<Arc<str>>,
     /// The transport the message travelled on, when it is not stdio (`"http"`).
     pub transport: Option<&'static str>,
+    /// The server that judged it, when one listener serves several (`mcpwall serve` with
+    /// a `servers:` list); `None`: the log's own server name.
+    pub server: Option<Arc<str>>,
 }
 
 impl AuditEvent {
@@ -81,6 +84,7 @@ impl AuditEvent {
             how: None,
             identity: None,
             transport: None,
+            server: None,
         }
     }
 }
