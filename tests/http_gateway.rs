@@ -1362,6 +1362,12 @@ fn the_circuit_breaker_counts_per_identity_across_its_sessions_and_transports() 
             .contains("suspended"),
         "{r}"
     );
+    // The agent is not told that a new session would end it: it would not.
+    let message = r["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("identity is suspended") && !message.contains("restart the MCP client"),
+        "{r}"
+    );
     let a3 = open(&alice);
     let r = call(&a3, &alice, 5, "/tmp/after-a3");
     assert!(

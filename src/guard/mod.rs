@@ -290,6 +290,9 @@ pub struct Guard {
     /// Fast paths for `check_request`: nothing withheld, not suspended.
     any_withheld: AtomicBool,
     suspended: AtomicBool,
+    /// Shared by every session of one identity (`mcpwall serve`): a suspension outlives
+    /// the session, so the agent is not told a new session ends it.
+    per_identity: bool,
 }
 
 #[derive(Debug)]
@@ -345,7 +348,14 @@ impl Guard {
             server,
             any_withheld: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
+            per_identity: false,
         })
+    }
+
+    /// This guard is shared by all the sessions of one identity (the HTTP gateway).
+    pub fn per_identity(mut self) -> Guard {
+        self.per_identity = true;
+        self
     }
 
     /// The pin store key of this server (`<name>-<digest>`).
@@ -487,11 +497,21 @@ impl Guard {
             .unwrap_or_default();
         Denial {
             kind: DenialKind::Suspended,
-            message: format!(
-                "mcpwall: this session is suspended: {n} policy violations within {secs} seconds \
-                 tripped the circuit breaker, so every further tool call is denied. \
-                 To resume, restart the MCP client (or reload this server) to start a new session."
-            ),
+            message: if self.per_identity {
+                format!(
+                    "mcpwall: this client's identity is suspended: {n} policy violations within \
+                     {secs} seconds tripped the circuit breaker, so every further tool call from \
+                     it is denied, in this session and in new ones, until the gateway's operator \
+                     lifts it."
+                )
+            } else {
+                format!(
+                    "mcpwall: this session is suspended: {n} policy violations within {secs} \
+                     seconds tripped the circuit breaker, so every further tool call is denied. \
+                     To resume, restart the MCP client (or reload this server) to start a new \
+                     session."
+                )
+            },
         }
     }
 

@@ -131,7 +131,8 @@ impl Judges {
             let program = programs.get(policy, identity.as_ref(), env)?;
             let specialised = policy.for_identity(identity.as_deref());
             let guard = Guard::from_policy(&specialised, server.clone(), home)
-                .map_err(|e| JudgeError::Guard(e.to_string()))?;
+                .map_err(|e| JudgeError::Guard(e.to_string()))?
+                .per_identity();
             let rate = program
                 .settings()
                 .rate_limit
