@@ -404,11 +404,22 @@ fn a_url_server_is_sent_the_token_of_its_token_file() {
 
     let l = Listener::with_policy(|dir| {
         std::fs::write(dir.join("up.token"), format!("{token}\n")).unwrap();
+        // Readable by others: used, with a warning.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("up.token"), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
         format!(
             "version: 1\nservers:\n  with-token:\n    url: \"{up_url}\"\n    token_file: \"{}\"\n  without-token:\n    url: \"{up_url}\"\n",
             dir.join("up.token").display()
         )
     });
+    assert!(
+        l.banner.contains("server `with-token`: the token file")
+            && l.banner.contains("can be read by other users (mode 644)"),
+        "{}",
+        l.banner
+    );
+    assert!(!l.banner.contains(&token), "{}", l.banner);
     let session = l.initialize("/mcp/with-token");
     let (status, _, body) = l.post(
         "/mcp/with-token",

@@ -29,6 +29,9 @@ pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
     let token = std::env::var(upstream::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
+    if let Some(file) = &args.header_file {
+        crate::cli::common::warn_if_others_may_read(file, "the header file");
+    }
     let upstream = Upstream::new(&upstream::Settings {
         url: url.clone(),
         ca_file: args.ca_file.clone(),

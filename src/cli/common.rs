@@ -289,6 +289,28 @@ pub fn audit_config(
     }
 }
 
+/// Warns on stderr when a file holding a credential (`what`) can be read by other users:
+/// mcpwall still uses it (the user chose the file), but the secret is not theirs alone.
+/// Unix only: a Windows file's inherited ACL is not a sign of carelessness.
+pub fn warn_if_others_may_read(path: &std::path::Path, what: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o044 != 0 {
+                eprintln!(
+                    "mcpwall: warning: {what} {} can be read by other users (mode {mode:o}); \
+                     `chmod 600` it",
+                    path.display()
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, what);
+}
+
 pub fn home_dir() -> miette::Result<std::path::PathBuf> {
     match crate::platform::home_var() {
         Some(h) if !h.is_empty() => Ok(std::path::PathBuf::from(h)),

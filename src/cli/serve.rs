@@ -82,6 +82,9 @@ fn command_line_front(args: &Args) -> miette::Result<Front> {
             let token = std::env::var(crate::upstream::TOKEN_ENV)
                 .ok()
                 .filter(|t| !t.is_empty());
+            if let Some(file) = &args.header_file {
+                crate::cli::common::warn_if_others_may_read(file, "the header file");
+            }
             let upstream = crate::upstream::Upstream::new(&crate::upstream::Settings {
                 url: url.clone(),
                 ca_file: args.ca_file.clone(),
@@ -160,12 +163,23 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
         .collect()
 }
 
-/// A `url` server's bearer token, from its `token_file` or `token_env`.
+/// A `url` server's bearer token, from its `token_file` or `token_env` (with a warning
+/// for a credential file others may read).
 fn upstream_token(
     server: &str,
     auth: &crate::config::policy::UpstreamAuth,
 ) -> miette::Result<Option<String>> {
+    if let Some(file) = &auth.header_file {
+        crate::cli::common::warn_if_others_may_read(
+            file,
+            &format!("server `{server}`: the header file"),
+        );
+    }
     if let Some(file) = &auth.token_file {
+        crate::cli::common::warn_if_others_may_read(
+            file,
+            &format!("server `{server}`: the token file"),
+        );
         let text = std::fs::read_to_string(file).map_err(|e| {
             miette::miette!(
                 help = "write the token alone in that file, readable by you only (chmod 600)",
