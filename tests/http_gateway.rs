@@ -1038,6 +1038,107 @@ fn a_listen_stream_carries_the_change_notifications_it_opted_in_to() {
     assert!(next_event().is_none());
 }
 
+/// Opens a `subscriptions/listen` stream on `gw` asking for `notifications`; a reader of
+/// its SSE events' data.
+fn open_listen(gw: &Gateway, id: &str, notifications: Value) -> impl FnMut() -> Option<Value> {
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": notifications}})
+    .to_string();
+    let mut stream = TcpStream::connect(&gw.addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\r\n{body}",
+        gw.addr,
+        body.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    move || {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            if let Some(data) = line.trim_end().strip_prefix("data: ") {
+                return Some(serde_json::from_str(data).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_listen_stream_gets_the_updates_of_the_resources_it_subscribed_to() {
+    let gw = Gateway::start("");
+    let mut next_event = open_listen(
+        &gw,
+        "sub-r",
+        json!({"resourceSubscriptions":
+            ["file:///a", "file:///b", "file:///a", "file:///home/u/.ssh/id_rsa"]}),
+    );
+    let ack = next_event().expect("the acknowledgement");
+    // The policy's block-ssh rule refuses the last, as it would a client's subscribe.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["file:///a", "file:///b"]}),
+        "{ack}"
+    );
+    // The gateway subscribed on the server, once per resource, as a client would.
+    assert_eq!(received_with(&gw, "\"resources/subscribe\""), 2);
+    assert!(!gw.received().contains(".ssh"));
+
+    let updated = |uri: &str| {
+        json!({"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri": uri}})
+            .to_string()
+    };
+    let r = modern(
+        &gw,
+        "",
+        json!(1),
+        "fake/say",
+        json!({"lines": [updated("file:///c"), updated("file:///b")]}),
+    );
+    assert_eq!(answer(&r)["id"], 1, "{}", r.body);
+    // Only the resource it asked for, tagged with its subscription.
+    let event = next_event().expect("the update of file:///b");
+    assert_eq!(
+        event["method"], "notifications/resources/updated",
+        "{event}"
+    );
+    assert_eq!(event["params"]["uri"], "file:///b", "{event}");
+    assert_eq!(
+        event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-r"
+    );
+
+    // The stream is closed: the next update of its resource ends the subscription.
+    drop(next_event);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n = 2;
+    while received_with(&gw, "\"resources/unsubscribe\"") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no resources/unsubscribe: {}",
+            gw.received()
+        );
+        modern(
+            &gw,
+            "",
+            json!(n),
+            "fake/say",
+            json!({"lines": [updated("file:///a")]}),
+        );
+        n += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(gw.received().contains("file:///a"));
+}
+
 #[test]
 fn a_stateless_client_that_goes_away_cancels_its_request() {
     let gw = Gateway::start("");

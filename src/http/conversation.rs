@@ -93,6 +93,8 @@ pub struct Conversation {
     home: Option<std::path::PathBuf>,
     /// The pending queue, opened when the first call is offered to `mcpwall approve`.
     queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
+    /// Numbers the requests the conversation itself sends (`resources/unsubscribe`).
+    gateway_requests: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -113,6 +115,9 @@ struct Routes {
     stateless: bool,
     /// Its clients' `subscriptions/listen` streams.
     listeners: Vec<Listener>,
+    /// Resources the gateway subscribed to for listen streams no longer open: to be
+    /// unsubscribed on the server.
+    unwanted: Vec<String>,
 }
 
 /// A stateless client's `subscriptions/listen` stream.
@@ -123,6 +128,9 @@ pub struct Listener {
     pub id: serde_json::Value,
     /// SSE events (formatted); a client that does not read its stream loses it.
     pub tx: mpsc::Sender<Bytes>,
+    /// The resources whose `notifications/resources/updated` it receives (the gateway
+    /// subscribed to them on the server for it).
+    pub uris: Vec<String>,
 }
 
 /// What a POST that sent a request reads its answer from.
@@ -248,6 +256,7 @@ impl Conversation {
             server,
             home,
             queue: Mutex::new(None),
+            gateway_requests: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -433,13 +442,23 @@ impl Conversation {
                 }
             }
         }
-        if refusals.is_empty() {
+        let unwanted = std::mem::take(&mut self.lock_routes().unwanted);
+        if refusals.is_empty() && unwanted.is_empty() {
             return None;
         }
         let mut answers = Outbox::default();
         let mut session = self.lock_session();
         for refusal in &refusals {
             session.from_client(Line::Frame(refusal), &mut answers);
+        }
+        for uri in unwanted {
+            // Judged as any client's message; its answer is awaited by no one.
+            let n = self.gateway_requests.fetch_add(1, Ordering::Relaxed);
+            let unsubscribe = serde_json::json!({"jsonrpc": "2.0",
+                "id": format!("mcpwall-unsubscribe-{n}"),
+                "method": "resources/unsubscribe", "params": {"uri": uri}})
+            .to_string();
+            session.from_client(Line::Frame(unsubscribe.as_bytes()), &mut answers);
         }
         Some(answers)
     }
@@ -707,6 +726,25 @@ impl Routes {
             }
             return;
         }
+        if method.as_deref() == Some(RESOURCE_UPDATED) {
+            // For the listen streams that asked for this resource; when none is left, the
+            // gateway's subscription on the server is ended (`deliver_one`).
+            let uri = updated_uri(line);
+            let mut wanted = false;
+            self.listeners.retain(|l| {
+                if !uri.as_ref().is_some_and(|u| l.uris.contains(u)) {
+                    return true;
+                }
+                let kept = super::stateless::tagged(line, &l.id)
+                    .is_some_and(|frame| l.tx.try_send(frame).is_ok());
+                wanted |= kept;
+                kept
+            });
+            if let Some(uri) = uri.filter(|_| !wanted) {
+                self.unwanted.push(uri);
+            }
+            return;
+        }
         if let Some(method) = method.as_deref()
             && super::stateless::LISTENED
                 .iter()
@@ -768,6 +806,24 @@ fn classify(line: &[u8]) -> Kind {
         },
         _ => Kind::Other,
     }
+}
+
+/// The notification a subscribed resource's change arrives as.
+const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+
+/// The `params.uri` of a `notifications/resources/updated`.
+fn updated_uri(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params {
+        uri: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Updated {
+        params: Params,
+    }
+    serde_json::from_slice::<Updated>(line)
+        .ok()
+        .map(|u| u.params.uri)
 }
 
 /// A notification's method, and its `progressToken` (canonical JSON text) when it is a

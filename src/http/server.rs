@@ -479,7 +479,9 @@ impl Gateway {
                 &linked.init,
                 &self.server_name,
             )),
-            Triage::Listen(request) => super::stateless::listen(&linked, &request, reads_sse),
+            Triage::Listen(request) => {
+                super::stateless::listen(&self.stateless, &linked, &request, reads_sse).await
+            }
             Triage::Serve(request) => self.stateless.serve(&linked, request, reads_sse).await,
         }
     }

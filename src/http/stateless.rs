@@ -30,7 +30,8 @@
 //!
 //! Change notifications that belong to no request go to the identity's
 //! `subscriptions/listen` streams that opted in to them ([`listen`]), tagged with the
-//! subscription id; others (resource updates: `resourceSubscriptions` is not offered) are
+//! subscription id: list changes, and updates of the resources a stream named in
+//! `resourceSubscriptions` (the gateway subscribes to them on the server); others are
 //! dropped.
 
 use std::collections::HashMap;
@@ -81,6 +82,8 @@ pub const LISTENED: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Resources one `subscriptions/listen` may subscribe to (each is a request to the server).
+const MAX_RESOURCE_SUBSCRIPTIONS: usize = 64;
 /// Events of a `subscriptions/listen` stream not yet read before the client loses it.
 const LISTEN_QUEUE: usize = 64;
 
@@ -203,6 +206,34 @@ impl Backends {
         Ok(result)
     }
 
+    /// Subscribe the conversation to `uri` on the server (`resources/subscribe`, judged
+    /// by its session as a client's): whether the server accepted it.
+    async fn subscribe(&self, conversation: &Conversation, uri: &str) -> bool {
+        let id = self.gateway_id();
+        let key = json_key(&id);
+        let mut answer = conversation.expect_answer(key.clone(), false);
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe",
+            "params": {"uri": uri}})
+        .to_string();
+        if conversation
+            .from_client(Line::Frame(request.as_bytes()))
+            .await
+            .is_err()
+        {
+            conversation.forget_answer(&key);
+            return false;
+        }
+        match tokio::time::timeout(HANDSHAKE, answer.rx.recv()).await {
+            Ok(Some(event)) => serde_json::from_slice::<Value>(&event.data)
+                .is_ok_and(|a| a.get("result").is_some_and(Value::is_object)),
+            Ok(None) => false,
+            Err(_) => {
+                conversation.forget_answer(&key);
+                false
+            }
+        }
+    }
+
     /// Serve one modern request on `linked` (see the module docs). `reads_sse`: the client
     /// accepts `text/event-stream`.
     pub async fn serve(&self, linked: &Linked, request: Value, reads_sse: bool) -> Response<Reply> {
@@ -308,10 +339,21 @@ impl Backends {
 }
 
 /// `subscriptions/listen`: an SSE stream that starts with the acknowledgement (the list
-/// changes the server offers among those asked for) and then carries those
-/// notifications, as the session let them through, until the client closes it or the
-/// conversation ends (then a final result ends the subscription).
-pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Reply> {
+/// changes the server offers among those asked for, and the resources it subscribed to)
+/// and then carries those notifications, as the session let them through, until the
+/// client closes it or the conversation ends (then a final result ends the subscription).
+///
+/// Each resource in `resourceSubscriptions` is subscribed to on the server with a
+/// `resources/subscribe` of the gateway's, judged and audited as a session-based client's
+/// would be: one the policy refuses, or the server does not accept, is left out of the
+/// acknowledgement. When no open stream wants a resource any more, its next update ends
+/// the gateway's subscription (`resources/unsubscribe`).
+pub async fn listen(
+    backends: &Backends,
+    linked: &Linked,
+    request: &Value,
+    reads_sse: bool,
+) -> Response<Reply> {
     let id = request["id"].clone();
     if !reads_sse {
         let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message":
@@ -332,6 +374,22 @@ pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Rep
             methods.push(*method);
         }
     }
+    let mut uris: Vec<String> = Vec::new();
+    if let Some(wanted) = asked["resourceSubscriptions"].as_array()
+        && offered["resources"]["subscribe"] == true
+    {
+        for uri in wanted
+            .iter()
+            .filter_map(Value::as_str)
+            .take(MAX_RESOURCE_SUBSCRIPTIONS)
+        {
+            if !uris.iter().any(|u| u == uri) && backends.subscribe(&linked.conversation, uri).await
+            {
+                uris.push(uri.to_string());
+            }
+        }
+        agreed.insert("resourceSubscriptions".into(), json!(uris));
+    }
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id},
                    "notifications": agreed}});
@@ -341,6 +399,7 @@ pub fn listen(linked: &Linked, request: &Value, reads_sse: bool) -> Response<Rep
         methods,
         id: id.clone(),
         tx,
+        uris,
     }) {
         return gone(&id);
     }

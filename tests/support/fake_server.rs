@@ -160,7 +160,7 @@ fn handle(msg: Incoming<'_>, out: &mut impl Write, held: &mut Vec<String>) {
                     reply(
                         &mut out,
                         id,
-                        r#"{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"fake","version":"0"}}"#,
+                        r#"{"protocolVersion":"2025-06-18","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}},"serverInfo":{"name":"fake","version":"0"}}"#,
                     );
                 }
             }
