@@ -1140,6 +1140,72 @@ fn a_listen_stream_gets_the_updates_of_the_resources_it_subscribed_to() {
 }
 
 #[test]
+fn a_server_request_mid_call_reaches_a_stateless_client_as_input_required() {
+    let (gw, tokens) = Gateway::launch("", "", &["alice", "bob"]);
+    let can_sample = json!({"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}});
+    let r = modern(
+        &gw,
+        &tokens[0],
+        json!(1),
+        "tools/call",
+        json!({"name": "ask", "arguments": {}, "_meta": can_sample}),
+    );
+    let first = answer(&r);
+    assert_eq!(first["id"], 1, "{first}");
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    assert_eq!(
+        first["result"]["inputRequests"]["input-1"]["method"],
+        "sampling/createMessage"
+    );
+    let state = first["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sampled = json!({"input-1": {"role": "assistant", "model": "m", "stopReason": "endTurn",
+        "content": {"type": "text", "text": "blue"}}});
+    let retry = |token: &str, id: u64, name: &str| {
+        modern(
+            &gw,
+            token,
+            json!(id),
+            "tools/call",
+            json!({"name": name, "arguments": {}, "_meta": can_sample,
+                   "requestState": state, "inputResponses": sampled}),
+        )
+    };
+    // Another identity cannot resume it, nor can a different request.
+    for r in [retry(&tokens[1], 2, "ask"), retry(&tokens[0], 3, "other")] {
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(answer(&r)["error"]["code"], -32602, "{}", r.body);
+    }
+    // The retry: the client's answer goes to the server, and the call's answer comes back.
+    let r = retry(&tokens[0], 4, "ask");
+    let done = answer(&r);
+    assert_eq!(done["id"], 4, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("blue"),
+        "{done}"
+    );
+    // A request state is used once.
+    assert_eq!(retry(&tokens[0], 5, "ask").status, 400);
+    // A client that cannot sample is not asked: the server's request is refused for it.
+    let r = modern(
+        &gw,
+        &tokens[0],
+        json!(6),
+        "tools/call",
+        json!({"name": "ask", "arguments": {}}),
+    );
+    let refused = answer(&r);
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    assert_eq!(refused["result"]["content"][0]["text"], "null", "{refused}");
+}
+
+#[test]
 fn a_stateless_client_that_goes_away_cancels_its_request() {
     let gw = Gateway::start("");
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",

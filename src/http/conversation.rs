@@ -118,7 +118,40 @@ struct Routes {
     /// Resources the gateway subscribed to for listen streams no longer open: to be
     /// unsubscribed on the server.
     unwanted: Vec<String>,
+    /// Stateless requests in flight whose server may ask the client for input (MRTR), by
+    /// the gateway's request key.
+    asking: HashMap<String, InputAsk>,
+    /// Calls parked on an `input_required` answer, by their `requestState`.
+    parked: HashMap<String, Parked>,
 }
+
+/// A stateless request the server may ask input for: what the client can give.
+#[derive(Debug, Clone)]
+pub struct InputAsk {
+    /// The request's method and, for `tools/call` and `prompts/get`, its `name`: a retry
+    /// must repeat them.
+    pub method: String,
+    pub name: Option<String>,
+    /// Server requests the client declared it can answer (`sampling/createMessage`, …).
+    pub methods: Vec<&'static str>,
+    /// The gateway's id of the request.
+    pub gateway_id: String,
+}
+
+/// A call whose client was answered `input_required`: its backend request is still
+/// pending on the server, which waits for the answers to its own requests.
+#[derive(Debug)]
+pub struct Parked {
+    /// The request's key (its gateway id's canonical text).
+    pub key: String,
+    pub ask: InputAsk,
+    /// `inputRequests` key → the id of the server's request it stands for.
+    pub inputs: Vec<(String, serde_json::Value)>,
+    pub since: std::time::Instant,
+}
+
+/// Parked calls per conversation (per identity): more server requests get `-32601`.
+const MAX_PARKED: usize = 16;
 
 /// A stateless client's `subscriptions/listen` stream.
 pub struct Listener {
@@ -339,11 +372,48 @@ impl Conversation {
     /// notification after all): forget its stream.
     pub fn forget_answer(&self, id_key: &str) {
         let mut routes = self.lock_routes();
+        routes.asking.remove(id_key);
         if let Some(stream) = routes.answers.remove(id_key) {
             routes.sse_posts.retain(|s| *s != stream);
             routes.progress.retain(|_, s| *s != stream);
             routes.streams.remove(&stream);
         }
+    }
+
+    /// The stateless request `key` may be answered `input_required` when its server asks
+    /// for input the client can give (see `stateless.rs`).
+    pub fn expect_input(&self, key: String, ask: InputAsk) {
+        self.lock_routes().asking.insert(key, ask);
+    }
+
+    /// The call parked under `state`, taken out, if it is there and `fits` it (a retry
+    /// of the same request).
+    pub fn unpark(&self, state: &str, fits: impl FnOnce(&InputAsk) -> bool) -> Option<Parked> {
+        let mut routes = self.lock_routes();
+        let found = routes
+            .parked
+            .keys()
+            .find(|k| same_secret(k.as_bytes(), state.as_bytes()))?
+            .clone();
+        if !fits(&routes.parked[&found].ask) {
+            return None;
+        }
+        routes.parked.remove(&found)
+    }
+
+    /// Parked calls older than `limit`, taken out (to be cancelled on the server).
+    pub fn expired_parked(&self, limit: Duration) -> Vec<Parked> {
+        let mut routes = self.lock_routes();
+        let expired: Vec<String> = routes
+            .parked
+            .iter()
+            .filter(|(_, p)| p.since.elapsed() > limit)
+            .map(|(k, _)| k.clone())
+            .collect();
+        expired
+            .iter()
+            .filter_map(|k| routes.parked.remove(k))
+            .collect()
     }
 
     /// Judge one message from the client and move what comes of it.
@@ -421,6 +491,9 @@ impl Conversation {
             let mut routes = self.lock_routes();
             for line in out.to_client.split(|b| *b == b'\n') {
                 if line.is_empty() {
+                    continue;
+                }
+                if self.stateless && routes.park(line) {
                     continue;
                 }
                 if self.stateless
@@ -702,6 +775,9 @@ impl Routes {
             Kind::Other => None,
         };
         if let Some(stream) = answered {
+            if let Kind::Answer(key) = classify(line) {
+                self.asking.remove(&key);
+            }
             self.sse_posts.retain(|s| *s != stream);
             self.progress.retain(|_, s| *s != stream);
             if let Some(s) = self.streams.get_mut(&stream) {
@@ -778,6 +854,63 @@ impl Routes {
         }
     }
 
+    /// A server request (`sampling/createMessage`, `elicitation/create`, `roots/list`)
+    /// made while exactly one stateless request that may take it is in flight: that
+    /// request's client is answered `input_required` (the server's request as its one
+    /// input request) and the call is parked until the client retries with the answer.
+    /// `false`: not such a request, or not one request it can belong to.
+    fn park(&mut self, line: &[u8]) -> bool {
+        let Ok(request) = serde_json::from_slice::<serde_json::Value>(line) else {
+            return false;
+        };
+        let (Some(method), Some(server_id)) = (request["method"].as_str(), request.get("id"))
+        else {
+            return false;
+        };
+        if self.parked.len() >= MAX_PARKED {
+            return false;
+        }
+        let mut candidates = self
+            .asking
+            .iter()
+            .filter(|(key, ask)| ask.methods.contains(&method) && self.answers.contains_key(*key));
+        let (Some((key, _)), None) = (candidates.next(), candidates.next()) else {
+            return false;
+        };
+        let key = key.clone();
+        let Ok(state) = super::tokens::new_session_id() else {
+            return false;
+        };
+        let (Some(ask), Some(stream)) = (self.asking.remove(&key), self.answers.remove(&key))
+        else {
+            return false;
+        };
+        let mut input = serde_json::json!({"method": method});
+        if let Some(params) = request.get("params") {
+            input["params"] = params.clone();
+        }
+        let answer = serde_json::json!({"jsonrpc": "2.0", "id": ask.gateway_id,
+            "result": {"resultType": "input_required",
+                       "inputRequests": {"input-1": input},
+                       "requestState": state}});
+        self.sse_posts.retain(|s| *s != stream);
+        self.progress.retain(|_, s| *s != stream);
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.push(Bytes::from(answer.to_string()), true);
+        }
+        self.finished.push_back(stream);
+        self.parked.insert(
+            state,
+            Parked {
+                key,
+                ask,
+                inputs: vec![("input-1".to_string(), server_id.clone())],
+                since: std::time::Instant::now(),
+            },
+        );
+        true
+    }
+
     fn finish_all(&mut self) {
         for s in self.streams.values_mut() {
             s.finish();
@@ -850,6 +983,11 @@ fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
         .flatten()
         .and_then(|t| id_key(t.get().as_bytes()));
     (method, token)
+}
+
+/// Whether two secrets are equal, in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are

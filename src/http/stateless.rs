@@ -21,11 +21,19 @@
 //! Two requests of one identity may share the conversation at once: their gateway ids
 //! differ, whatever ids the client chose, so answers cannot cross.
 //!
-//! What the stateless revision cannot carry, the gateway answers itself towards the
-//! server ([`answer_server_request`]): a server's `sampling/createMessage`,
-//! `elicitation/create` and `roots/list` get `-32601` (a 2026-07-28 client takes such
-//! requests only as `input_required` results of a retried request, which a session-based
-//! server, waiting mid-call for its answer, cannot produce), and `ping` gets an empty
+//! A server's `sampling/createMessage`, `elicitation/create` or `roots/list` in the
+//! middle of a call reaches a 2026-07-28 client the way that revision carries it (multi
+//! round-trip requests): when exactly one of the identity's requests in flight may take it
+//! (`tools/call`, `prompts/get` or `resources/read`, from a client that declared the
+//! capability), that request is answered `input_required` with the server's request as
+//! its input request and an unguessable `requestState`, and the backend call is parked
+//! (`Routes::park`, in the identity's own conversation, so another identity's state finds
+//! nothing). The client's retry of the same request with that state sends its
+//! `inputResponses` to the server as the answers to its requests, judged by the session
+//! as any client's, and gets the parked call's answer. A state is used once; a call not
+//! retried within five minutes is cancelled on the server (at the identity's next
+//! request); 16 calls may be parked per identity. Other server requests, and these when no one request can take them, the
+//! gateway answers itself ([`answer_server_request`]): `-32601`, and `ping` an empty
 //! result.
 //!
 //! Change notifications that belong to no request go to the identity's
@@ -45,7 +53,7 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::conversation::{Conversation, Listener, id_key};
+use super::conversation::{Conversation, InputAsk, Listener, id_key};
 use super::sse::Reply;
 use crate::session::Line;
 
@@ -81,6 +89,37 @@ pub const LISTENED: &[(&str, &str, &str)] = &[
         "notifications/resources/list_changed",
     ),
 ];
+
+/// How long a call answered `input_required` waits for the client's retry before it is
+/// cancelled on the server.
+const PARKED_FOR: Duration = Duration::from_secs(300);
+/// Requests a server may answer `input_required` in the 2026-07-28 revision.
+const INPUT_REQUIRED_ON: &[&str] = &["tools/call", "prompts/get", "resources/read"];
+
+/// What a stateless request lets its server ask the client for (MRTR): the server
+/// requests matching the capabilities it declared, if its method may take any.
+fn input_ask(request: &Value) -> Option<InputAsk> {
+    let method = request["method"].as_str()?;
+    if !INPUT_REQUIRED_ON.contains(&method) {
+        return None;
+    }
+    let declared = &request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    let methods: Vec<&'static str> = [
+        ("sampling", "sampling/createMessage"),
+        ("elicitation", "elicitation/create"),
+        ("roots", "roots/list"),
+    ]
+    .into_iter()
+    .filter(|(capability, _)| declared.get(capability).is_some_and(Value::is_object))
+    .map(|(_, server_method)| server_method)
+    .collect();
+    (!methods.is_empty()).then(|| InputAsk {
+        method: method.to_string(),
+        name: request["params"]["name"].as_str().map(str::to_string),
+        methods,
+        gateway_id: String::new(),
+    })
+}
 
 /// Resources one `subscriptions/listen` may subscribe to (each is a request to the server).
 const MAX_RESOURCE_SUBSCRIPTIONS: usize = 64;
@@ -237,6 +276,20 @@ impl Backends {
     /// Serve one modern request on `linked` (see the module docs). `reads_sse`: the client
     /// accepts `text/event-stream`.
     pub async fn serve(&self, linked: &Linked, request: Value, reads_sse: bool) -> Response<Reply> {
+        let conversation = &linked.conversation;
+        for expired in conversation.expired_parked(PARKED_FOR) {
+            // The client never retried: the server's call is cancelled as a client would.
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": expired.ask.gateway_id,
+                           "reason": "the client did not give the input the server asked for"}});
+            let _ = conversation
+                .from_client(Line::Frame(cancel.to_string().as_bytes()))
+                .await;
+        }
+        let ask = input_ask(&request);
+        if let Some(state) = request["params"]["requestState"].as_str() {
+            return self.resume(linked, &request, state, ask, reads_sse).await;
+        }
         let gateway_id = self.gateway_id();
         let Translated {
             line,
@@ -246,12 +299,15 @@ impl Backends {
             method,
         } = translate(request, &gateway_id);
         let key = json_key(&gateway_id);
-        let conversation = &linked.conversation;
-        let mut answer = conversation.expect_answer_with_progress(
+        let answer = conversation.expect_answer_with_progress(
             key.clone(),
             reads_sse && logs,
             client_token.is_some().then(|| key.clone()),
         );
+        if let Some(mut ask) = ask {
+            ask.gateway_id.clone_from(&gateway_id);
+            conversation.expect_input(key.clone(), ask);
+        }
         let back = Back {
             client_id,
             client_token,
@@ -266,6 +322,86 @@ impl Backends {
             conversation.forget_answer(&key);
             return gone(&back.client_id);
         }
+        self.respond(conversation, key, gateway_id, answer, back, reads_sse)
+            .await
+    }
+
+    /// A retry carrying the `requestState` of a parked call: the client's
+    /// `inputResponses` go to the server as the answers to its requests (judged by the
+    /// session as any client's), and the parked call's answer comes back on this request.
+    async fn resume(
+        &self,
+        linked: &Linked,
+        request: &Value,
+        state: &str,
+        ask: Option<InputAsk>,
+        reads_sse: bool,
+    ) -> Response<Reply> {
+        let client_id = request["id"].clone();
+        let conversation = &linked.conversation;
+        let method = request["method"].as_str().unwrap_or_default();
+        let name = request["params"]["name"].as_str();
+        let Some(parked) = conversation.unpark(state, |parked| {
+            parked.method == method && parked.name.as_deref() == name
+        }) else {
+            let body = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": -32602,
+                "message": "unknown or expired requestState, or not a retry of its request"}});
+            return Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Reply::text(body.to_string()))
+                .unwrap_or_else(|_| Response::new(Reply::empty()));
+        };
+        let logs = request["params"]["_meta"]
+            .get("io.modelcontextprotocol/logLevel")
+            .is_some();
+        let gateway_id = parked.ask.gateway_id.clone();
+        let key = parked.key.clone();
+        let answer = conversation.expect_answer_with_progress(key.clone(), reads_sse && logs, None);
+        if let Some(mut ask) = ask {
+            // The server may ask again; the retry's declared capabilities count now.
+            ask.gateway_id.clone_from(&gateway_id);
+            conversation.expect_input(key.clone(), ask);
+        }
+        let back = Back {
+            client_id,
+            client_token: None,
+            method: method.to_string(),
+            server_info: linked.init.get("serverInfo").cloned(),
+        };
+        let responses = &request["params"]["inputResponses"];
+        for (input, server_id) in &parked.inputs {
+            let answer = match responses.get(input) {
+                Some(result @ Value::Object(_)) => {
+                    json!({"jsonrpc": "2.0", "id": server_id, "result": result})
+                }
+                _ => json!({"jsonrpc": "2.0", "id": server_id, "error": {"code": -32600,
+                    "message": "the client gave no answer to this request"}}),
+            };
+            if conversation
+                .from_client(Line::Frame(answer.to_string().as_bytes()))
+                .await
+                .is_err()
+            {
+                conversation.forget_answer(&key);
+                return gone(&back.client_id);
+            }
+        }
+        self.respond(conversation, key, gateway_id, answer, back, reads_sse)
+            .await
+    }
+
+    /// The answer to a forwarded request, in the client's terms: JSON, or an SSE stream
+    /// when messages came before it and the client reads SSE.
+    async fn respond(
+        &self,
+        conversation: &Arc<Conversation>,
+        key: String,
+        gateway_id: String,
+        mut answer: super::conversation::Answer,
+        back: Back,
+        reads_sse: bool,
+    ) -> Response<Reply> {
         // From here, a client that goes away cancels the request (this future is dropped).
         let mut cancel = Cancel {
             conversation: conversation.clone(),

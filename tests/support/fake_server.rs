@@ -16,6 +16,7 @@
 //! | `fake/sleep` | answer after `params.ms` milliseconds (stdin is not read meanwhile) |
 //! | `fake/env` | `{"value": $params.name, "cwd": ...}` |
 //! | `tools/call` of `run_command`, with `FAKE_BASH_TOOL=1` | runs `params.arguments.command` with `bash -c` in the server's working directory and HOME; the result's text is its stdout and stderr |
+//! | `tools/call` of `ask` | sends `sampling/createMessage` (id `"srv-ask"`), then answers the call with the client's result as its text |
 //! | anything else | `{"method": <method>, "params": <params as received>}` |
 //!
 //! Every line written is appended to `$FAKE_SENT_LOG` too (if set), so a test can
@@ -37,7 +38,12 @@ struct Incoming<'a> {
     method: Option<String>,
     #[serde(borrow)]
     params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
 }
+
+/// The id of the `ask` call waiting for the answer to its sampling request.
+static ASKING: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
 fn param<T: for<'de> Deserialize<'de>>(params: Option<&RawValue>, key: &str) -> Option<T> {
     let v: serde_json::Value = serde_json::from_str(params?.get()).ok()?;
@@ -151,10 +157,35 @@ fn handle(msg: Incoming<'_>, out: &mut impl Write, held: &mut Vec<String>) {
     let mut out = out;
     {
         let Some(method) = msg.method.as_deref() else {
-            return; // a response from the client
+            // A response from the client: the answer to an `ask` call's request, which
+            // then answers the call with what it got.
+            if msg.id.map(|i| i.get()) == Some(r#""srv-ask""#)
+                && let Some(call) = ASKING.lock().unwrap().take()
+            {
+                let got = msg.result.map_or("null", |r| r.get());
+                let text = serde_json::to_string(got).unwrap();
+                reply(
+                    out,
+                    &call,
+                    &format!(r#"{{"content":[{{"type":"text","text":{text}}}]}}"#),
+                );
+            }
+            return;
         };
         let id = msg.id.map(|i| i.get().to_string());
         match method {
+            "tools/call" if param::<String>(msg.params, "name").as_deref() == Some("ask") => {
+                // A request of the server's in the middle of the call (sampling).
+                if let Some(id) = &id {
+                    *ASKING.lock().unwrap() = Some(id.clone());
+                    writeln!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":"srv-ask","method":"sampling/createMessage","params":{{"messages":[{{"role":"user","content":{{"type":"text","text":"which colour?"}}}}],"maxTokens":10}}}}"#
+                    )
+                    .unwrap();
+                    out.flush().unwrap();
+                }
+            }
             "initialize" => {
                 if let Some(id) = &id {
                     reply(
