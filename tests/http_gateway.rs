@@ -802,7 +802,7 @@ fn stateless_clients_are_served_per_identity_through_the_same_judging() {
     );
     assert_eq!(answer(&r)["id"], 4);
     let deadline = Instant::now() + WAIT;
-    while received_with(&gw, "sampling/createMessage cannot reach this client") == 0 {
+    while received_with(&gw, "sampling/createMessage cannot reach the client") == 0 {
         assert!(Instant::now() < deadline, "{}", gw.received());
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -499,7 +499,7 @@ impl Conversation {
                 if self.stateless
                     && let Some(refusal) = super::stateless::answer_server_request(line)
                 {
-                    // The stateless revision carries no server-to-client request (see
+                    // A server request no stateless request can carry (see
                     // `stateless.rs`): the gateway answers it, and the session judges
                     // that answer as any client's.
                     refusals.push(refusal);

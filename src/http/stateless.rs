@@ -201,14 +201,16 @@ impl Backends {
     }
 
     /// `initialize` and `notifications/initialized`, judged by the conversation's session
-    /// like any client's. The client capabilities are none: see the module docs.
+    /// like any client's. The client capabilities are sampling and elicitation, which the
+    /// gateway carries to its clients that declare them (see the module docs); not roots,
+    /// which a server asks for outside any request, where no client can be asked.
     async fn handshake(&self, conversation: &Conversation) -> Result<Value, String> {
         let id = self.gateway_id();
         let key = json_key(&id);
         let mut answer = conversation.expect_answer(key.clone(), false);
         let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
             "protocolVersion": BACKEND_VERSION,
-            "capabilities": {},
+            "capabilities": {"sampling": {}, "elicitation": {}},
             "clientInfo": {"name": "mcpwall (for stateless clients)",
                            "version": env!("CARGO_PKG_VERSION")},
         }});
@@ -711,8 +713,9 @@ pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
         json!({"jsonrpc": "2.0", "id": id, "result": {}})
     } else {
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!(
-            "{method} cannot reach this client: it speaks MCP 2026-07-28 through mcpwall, \
-             which carries no server-to-client requests")}})
+            "{method} cannot reach the client: it is a stateless client behind mcpwall, \
+             which carries such a request only in the middle of one request of a client \
+             that declared the capability")}})
     };
     serde_json::to_vec(&answer).ok()
 }

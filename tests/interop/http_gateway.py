@@ -402,6 +402,33 @@ async def modern_era(env: Env) -> None:
         r = call(dana, 6, "trigger-sampling-request", {"prompt": "say hi", "maxTokens": 5})
         check(answer_of(r)["id"] == 6, "a tool that asks for sampling gets an answer (the gateway refused the sampling)")
 
+        # A client that can sample is asked, the 2026-07-28 way: input_required, then its retry.
+        can_sample = {"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}}
+        r = call(dana, 8, "trigger-sampling-request", {"prompt": "say hi", "maxTokens": 5}, extra_meta=can_sample)
+        first = answer_of(r)
+        asked = first.get("result", {})
+        check(first["id"] == 8 and asked.get("resultType") == "input_required"
+              and asked["inputRequests"]["input-1"]["method"] == "sampling/createMessage",
+              "the server's sampling request comes back as input_required")
+        sample = {"role": "assistant", "model": "interop", "stopReason": "endTurn",
+                  "content": {"type": "text", "text": "hi from the client"}}
+        r = request(dana, 9, "tools/call", {"name": "trigger-sampling-request",
+                                            "arguments": {"prompt": "say hi", "maxTokens": 5},
+                                            "requestState": asked.get("requestState"),
+                                            "inputResponses": {"input-1": sample}},
+                    "trigger-sampling-request", extra_meta=can_sample)
+        done = answer_of(r)
+        check(done["id"] == 9 and done["result"]["resultType"] == "complete"
+              and "hi from the client" in json.dumps(done["result"]),
+              "the retry with the client's sample gets the tool's answer")
+        r = request(erin, 10, "tools/call", {"name": "trigger-sampling-request",
+                                             "arguments": {"prompt": "say hi", "maxTokens": 5},
+                                             "requestState": asked.get("requestState"),
+                                             "inputResponses": {"input-1": sample}},
+                    "trigger-sampling-request", extra_meta=can_sample)
+        check(r.status_code == 400 and r.json()["error"]["code"] == -32602,
+              "another identity cannot use that requestState")
+
         r = request(dana, 7, "no/such-method")
         check(r.status_code == 404 and r.json()["error"]["code"] == -32601 and r.json()["id"] == 7,
               "a method the server does not have: 404, -32601")
@@ -425,8 +452,9 @@ async def modern_era(env: Env) -> None:
     check(sum("dana-modern" in t for t in seen) == 1 and sum("erin echo" in t for t in seen) == 1
           and not any("dana-modern" in t and "erin echo" in t for t in seen),
           "dana's and ci-erin's requests went to different servers")
-    check(all("2026-07-28" not in t and "io.modelcontextprotocol" not in t for t in seen),
-          "the servers saw session-based requests only")
+    leaked = [line for t in seen for line in t.splitlines()
+              if "2026-07-28" in line or "io.modelcontextprotocol" in line]
+    check(not leaked, f"the servers saw session-based requests only {leaked[:2]}")
     check(sum('"get-env"' in t for t in modern_servers) == 1, "ci-erin's refused get-env never reached a server")
     events = audit_events(env)
     check(any(e["rule"] == "ci-no-env" and e.get("identity") == "ci-erin" for e in events),
