@@ -973,35 +973,11 @@ fn stateless_clients_are_served_per_identity_through_the_same_judging() {
 #[test]
 fn a_listen_stream_carries_the_change_notifications_it_opted_in_to() {
     let gw = Gateway::start("");
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {}});
-    let body = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-        "params": {"_meta": meta, "notifications": {"toolsListChanged": true, "promptsListChanged": true}}})
-    .to_string();
-    let mut stream = TcpStream::connect(&gw.addr).unwrap();
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    write!(
-        stream,
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\r\n{body}",
-        gw.addr,
-        body.len()
-    )
-    .unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut next_event = || -> Option<Value> {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap() == 0 {
-                return None;
-            }
-            if let Some(data) = line.trim_end().strip_prefix("data: ") {
-                return Some(serde_json::from_str(data).unwrap());
-            }
-        }
-    };
+    let mut next_event = open_listen(
+        &gw,
+        "sub-1",
+        json!({"toolsListChanged": true, "promptsListChanged": true}),
+    );
     let ack = next_event().expect("the acknowledgement");
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(
@@ -1062,7 +1038,7 @@ fn open_listen(gw: &Gateway, id: &str, notifications: Value) -> impl FnMut() -> 
         let mut line = String::new();
         loop {
             line.clear();
-            if reader.read_line(&mut line).ok()? == 0 {
+            if reader.read_line(&mut line).unwrap() == 0 {
                 return None;
             }
             if let Some(data) = line.trim_end().strip_prefix("data: ") {

@@ -333,14 +333,16 @@ fn a_servers_packs_and_environment_apply_to_that_server_only() {
     // The audit log names each rule as written, though the two programs number their
     // rules differently and only guarded's has the pack's.
     let audit = l.audit_with("\"id\":5,");
-    let rule_of = |id: u64| {
+    // A field of the inbound audit line of request `id`.
+    let field_of = |id: u64, field: &str| {
         audit
             .lines()
             .find(|line| line.contains(&format!("\"id\":{id},")) && line.contains("\"inbound\""))
-            .and_then(|line| line.split("\"rule\":\"").nth(1))
+            .and_then(|line| line.split(&format!("\"{field}\":\"")).nth(1))
             .and_then(|rest| rest.split('"').next())
             .map(str::to_string)
     };
+    let rule_of = |id: u64| field_of(id, "rule");
     assert_eq!(
         rule_of(3).as_deref(),
         Some("shell-block-privilege-escalation"),
@@ -351,14 +353,7 @@ fn a_servers_packs_and_environment_apply_to_that_server_only() {
     // The environment's values never reach the log.
     assert!(!audit.contains("hello from"), "{audit}");
     // Each line names the server that judged it, not the listener.
-    let server_of = |id: u64| {
-        audit
-            .lines()
-            .find(|line| line.contains(&format!("\"id\":{id},")) && line.contains("\"inbound\""))
-            .and_then(|line| line.split("\"server\":\"").nth(1))
-            .and_then(|rest| rest.split('"').next())
-            .map(str::to_string)
-    };
+    let server_of = |id: u64| field_of(id, "server");
     assert_eq!(server_of(4).as_deref(), Some("plain"), "{audit}");
     assert_eq!(server_of(5).as_deref(), Some("guarded"), "{audit}");
 }

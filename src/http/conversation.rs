@@ -389,16 +389,13 @@ impl Conversation {
     /// The call parked under `state`, taken out, if it is there and `fits` it (a retry
     /// of the same request).
     pub fn unpark(&self, state: &str, fits: impl FnOnce(&InputAsk) -> bool) -> Option<Parked> {
+        // A hashed lookup, as for session ids (`registry.rs`): the map's keys are hashed
+        // with random keys, so how long it takes tells nothing about a stored state.
         let mut routes = self.lock_routes();
-        let found = routes
-            .parked
-            .keys()
-            .find(|k| same_secret(k.as_bytes(), state.as_bytes()))?
-            .clone();
-        if !fits(&routes.parked[&found].ask) {
+        if !fits(&routes.parked.get(state)?.ask) {
             return None;
         }
-        routes.parked.remove(&found)
+        routes.parked.remove(state)
     }
 
     /// Parked calls older than `limit`, taken out (to be cancelled on the server).
@@ -983,11 +980,6 @@ fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
         .flatten()
         .and_then(|t| id_key(t.get().as_bytes()));
     (method, token)
-}
-
-/// Whether two secrets are equal, in time independent of where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are

@@ -914,19 +914,11 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Reply> {
         "error": {"code": code, "message": message},
     })
     .to_string();
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Reply::text(body))
-        .unwrap_or_else(|_| Response::new(Reply::empty()))
+    Reply::json(status, body)
 }
 
 fn json_answer(answer: super::modern::Answer) -> Response<Reply> {
-    Response::builder()
-        .status(answer.status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Reply::text(answer.body.to_string()))
-        .unwrap_or_else(|_| Response::new(Reply::empty()))
+    Reply::json(answer.status, answer.body.to_string())
 }
 
 fn is_json(headers: &hyper::HeaderMap) -> bool {

@@ -194,6 +194,15 @@ impl Reply {
     pub fn text(body: impl Into<Bytes>) -> Reply {
         Reply::Full(Some(body.into()))
     }
+
+    /// A whole `application/json` response with `status`.
+    pub fn json(status: hyper::StatusCode, body: impl Into<Bytes>) -> hyper::Response<Reply> {
+        hyper::Response::builder()
+            .status(status)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Reply::text(body))
+            .unwrap_or_else(|_| hyper::Response::new(Reply::empty()))
+    }
 }
 
 impl Body for Reply {

@@ -205,40 +205,25 @@ impl Backends {
     /// gateway carries to its clients that declare them (see the module docs); not roots,
     /// which a server asks for outside any request, where no client can be asked.
     async fn handshake(&self, conversation: &Conversation) -> Result<Value, String> {
-        let id = self.gateway_id();
-        let key = json_key(&id);
-        let mut answer = conversation.expect_answer(key.clone(), false);
-        let init = json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        let params = json!({
             "protocolVersion": BACKEND_VERSION,
             "capabilities": {"sampling": {}, "elicitation": {}},
             "clientInfo": {"name": "mcpwall (for stateless clients)",
                            "version": env!("CARGO_PKG_VERSION")},
-        }});
-        let init = init.to_string();
-        if conversation
-            .from_client(Line::Frame(init.as_bytes()))
+        });
+        let result = self
+            .request(conversation, "initialize", params)
             .await
-            .is_err()
-        {
-            return Err("the server ended before initialize".into());
-        }
-        let event = match tokio::time::timeout(HANDSHAKE, answer.rx.recv()).await {
-            Ok(Some(event)) => event,
-            Ok(None) => return Err("the server ended before answering initialize".into()),
-            Err(_) => {
-                conversation.forget_answer(&key);
-                return Err(format!(
+            .map_err(|failure| match failure {
+                Failure::Ended => "the server ended before initialize".to_string(),
+                Failure::Unanswered => "the server ended before answering initialize".to_string(),
+                Failure::TimedOut => format!(
                     "the server did not answer initialize within {} s",
                     HANDSHAKE.as_secs()
-                ));
-            }
-        };
-        let mut answer: Value = serde_json::from_slice(&event.data)
-            .map_err(|_| "the server's initialize answer is not JSON".to_string())?;
-        let result = match answer.get_mut("result") {
-            Some(r @ Value::Object(_)) => r.take(),
-            _ => return Err("the server refused initialize".into()),
-        };
+                ),
+                Failure::NotJson => "the server's initialize answer is not JSON".to_string(),
+                Failure::Refused => "the server refused initialize".to_string(),
+            })?;
         let done = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
         conversation
             .from_client(Line::Frame(done))
@@ -250,28 +235,45 @@ impl Backends {
     /// Subscribe the conversation to `uri` on the server (`resources/subscribe`, judged
     /// by its session as a client's): whether the server accepted it.
     async fn subscribe(&self, conversation: &Conversation, uri: &str) -> bool {
+        self.request(conversation, "resources/subscribe", json!({"uri": uri}))
+            .await
+            .is_ok()
+    }
+
+    /// A request of the gateway's own to the server, judged by the conversation's session
+    /// as a client's, and its `result`, awaited for at most [`HANDSHAKE`].
+    async fn request(
+        &self,
+        conversation: &Conversation,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Failure> {
         let id = self.gateway_id();
         let key = json_key(&id);
         let mut answer = conversation.expect_answer(key.clone(), false);
-        let request = json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe",
-            "params": {"uri": uri}})
-        .to_string();
+        let request =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
         if conversation
             .from_client(Line::Frame(request.as_bytes()))
             .await
             .is_err()
         {
             conversation.forget_answer(&key);
-            return false;
+            return Err(Failure::Ended);
         }
-        match tokio::time::timeout(HANDSHAKE, answer.rx.recv()).await {
-            Ok(Some(event)) => serde_json::from_slice::<Value>(&event.data)
-                .is_ok_and(|a| a.get("result").is_some_and(Value::is_object)),
-            Ok(None) => false,
+        let event = match tokio::time::timeout(HANDSHAKE, answer.rx.recv()).await {
+            Ok(Some(event)) => event,
+            Ok(None) => return Err(Failure::Unanswered),
             Err(_) => {
                 conversation.forget_answer(&key);
-                false
+                return Err(Failure::TimedOut);
             }
+        };
+        let mut answer: Value =
+            serde_json::from_slice(&event.data).map_err(|_| Failure::NotJson)?;
+        match answer.get_mut("result") {
+            Some(result @ Value::Object(_)) => Ok(result.take()),
+            _ => Err(Failure::Refused),
         }
     }
 
@@ -316,13 +318,8 @@ impl Backends {
             method,
             server_info: linked.init.get("serverInfo").cloned(),
         };
-        if conversation
-            .from_client(Line::Frame(line.as_bytes()))
-            .await
-            .is_err()
-        {
-            conversation.forget_answer(&key);
-            return gone(&back.client_id);
+        if let Err(gone) = forward(conversation, &key, line.as_bytes(), &back.client_id).await {
+            return gone;
         }
         self.respond(conversation, key, gateway_id, answer, back, reads_sse)
             .await
@@ -348,11 +345,7 @@ impl Backends {
         }) else {
             let body = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": -32602,
                 "message": "unknown or expired requestState, or not a retry of its request"}});
-            return Response::builder()
-                .status(StatusCode::BAD_REQUEST)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Reply::text(body.to_string()))
-                .unwrap_or_else(|_| Response::new(Reply::empty()));
+            return Reply::json(StatusCode::BAD_REQUEST, body.to_string());
         };
         let logs = request["params"]["_meta"]
             .get("io.modelcontextprotocol/logLevel")
@@ -380,13 +373,10 @@ impl Backends {
                 _ => json!({"jsonrpc": "2.0", "id": server_id, "error": {"code": -32600,
                     "message": "the client gave no answer to this request"}}),
             };
-            if conversation
-                .from_client(Line::Frame(answer.to_string().as_bytes()))
-                .await
-                .is_err()
+            let frame = answer.to_string();
+            if let Err(gone) = forward(conversation, &key, frame.as_bytes(), &back.client_id).await
             {
-                conversation.forget_answer(&key);
-                return gone(&back.client_id);
+                return gone;
             }
         }
         self.respond(conversation, key, gateway_id, answer, back, reads_sse)
@@ -433,15 +423,12 @@ impl Backends {
             let unknown = memchr::memmem::find(&data, b"-32601").is_some()
                 && serde_json::from_slice::<Value>(&data)
                     .is_ok_and(|a| a["error"]["code"] == -32601);
-            return Response::builder()
-                .status(if unknown {
-                    StatusCode::NOT_FOUND
-                } else {
-                    StatusCode::OK
-                })
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Reply::text(data))
-                .unwrap_or_else(|_| Response::new(Reply::empty()));
+            let status = if unknown {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::OK
+            };
+            return Reply::json(status, data);
         }
         let (tx, rx) = mpsc::channel(16);
         let _ = tx.try_send(sse_frame(&data));
@@ -496,11 +483,7 @@ pub async fn listen(
     if !reads_sse {
         let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message":
             "subscriptions/listen answers with an SSE stream: Accept must list text/event-stream"}});
-        return Response::builder()
-            .status(StatusCode::NOT_ACCEPTABLE)
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(Reply::text(body.to_string()))
-            .unwrap_or_else(|_| Response::new(Reply::empty()));
+        return Reply::json(StatusCode::NOT_ACCEPTABLE, body.to_string());
     }
     let asked = &request["params"]["notifications"];
     let offered = &linked.init["capabilities"];
@@ -734,14 +717,37 @@ fn sse_frame(data: &[u8]) -> Bytes {
 
 /// The conversation ended before the answer (its server died): the next request starts
 /// another.
+/// Hands `frame` to the conversation's session for the server. When the server has ended,
+/// the answer awaited under `key` is given up and the client's reply is [`gone`].
+async fn forward(
+    conversation: &Conversation,
+    key: &str,
+    frame: &[u8],
+    client_id: &Value,
+) -> Result<(), Response<Reply>> {
+    if conversation.from_client(Line::Frame(frame)).await.is_err() {
+        conversation.forget_answer(key);
+        return Err(gone(client_id));
+    }
+    Ok(())
+}
+
+/// Why a request of the gateway's own ([`Backends::request`]) got no result.
+enum Failure {
+    /// The server ended before the request reached it.
+    Ended,
+    /// The server ended before answering.
+    Unanswered,
+    TimedOut,
+    NotJson,
+    /// An error, or a result that is not an object.
+    Refused,
+}
+
 fn gone(client_id: &Value) -> Response<Reply> {
     let body = json!({"jsonrpc": "2.0", "id": client_id, "error": {"code": -32603,
         "message": "the MCP server behind the gateway ended; retry the request"}});
-    Response::builder()
-        .status(StatusCode::BAD_GATEWAY)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Reply::text(body.to_string()))
-        .unwrap_or_else(|_| Response::new(Reply::empty()))
+    Reply::json(StatusCode::BAD_GATEWAY, body.to_string())
 }
 
 #[cfg(test)]
