@@ -131,6 +131,7 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
                         program: program.into(),
                         args: args.iter().map(Into::into).collect(),
                         env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                        sandbox: None,
                     }),
                     std::iter::once(program.clone())
                         .chain(args.iter().cloned())
@@ -276,7 +277,16 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut built = Vec::with_capacity(fronts.len());
     let mut programs = Programs::default();
     let mut names = PolicyNames::default();
-    for front in fronts {
+    let mut sandbox_events = Vec::new();
+    for mut front in fronts {
+        // Every server a session starts runs in the sandbox of its own policy.
+        if let Backend::Command(spec) = &mut front.backend {
+            let own = front.policy.as_deref().unwrap_or(&policy);
+            spec.sandbox = crate::cli::common::sandbox_plan(own, &load_options, &chatter)?;
+            let mut event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
+            event.server = Some(front.name.as_str().into());
+            sandbox_events.push(event);
+        }
         let judges = Judges::build(
             front.policy.as_deref().unwrap_or(&policy),
             &identities,
@@ -301,6 +311,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         crate::cli::common::audit_config(&settings, &home, listener_name),
         Arc::new(names) as Arc<dyn Names>,
     );
+    audit.sender().send(&mut sandbox_events);
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread
     // runtime needs no locks contended across CPUs.
