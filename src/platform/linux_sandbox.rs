@@ -99,14 +99,19 @@ pub struct Entered {
     pub wrapper: Option<Vec<std::ffi::OsString>>,
 }
 
-/// Restrict the calling process as `plan` says. `parent` is mcpwall's pid: if it is gone
-/// already, the server is not started.
-pub fn enter_sandbox(plan: &Plan, parent: u32) -> io::Result<Entered> {
-    let mut entered = Entered::default();
+/// The calling process (which becomes the server) is killed when its parent, mcpwall,
+/// dies, even by SIGKILL. `parent` is mcpwall's pid: if it is gone already, fail.
+pub fn tie_to_parent(parent: u32) -> io::Result<()> {
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
     if rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(parent) {
         return Err(io::Error::other("mcpwall exited before the server started"));
     }
+    Ok(())
+}
+
+/// Restrict the calling process as `plan` says.
+pub fn enter_sandbox(plan: &Plan) -> io::Result<Entered> {
+    let mut entered = Entered::default();
     let wants_paths = !(plan.hidden.is_empty() && plan.read_only.is_empty());
     let wants_netns = plan.network == Network::None;
     let mut netns = false;

@@ -28,11 +28,11 @@ pub use windows::*;
 #[cfg(target_os = "linux")]
 mod linux_sandbox;
 #[cfg(target_os = "linux")]
-pub use linux_sandbox::{Entered, enter_sandbox, sandbox_support};
+pub use linux_sandbox::{Entered, enter_sandbox, sandbox_support, tie_to_parent};
 #[cfg(not(target_os = "linux"))]
 mod other_sandbox;
 #[cfg(not(target_os = "linux"))]
-pub use other_sandbox::{Entered, enter_sandbox, sandbox_support};
+pub use other_sandbox::{Entered, enter_sandbox, sandbox_support, tie_to_parent};
 
 /// The name a log line gives a stop request.
 pub fn signal_name(signal: i32) -> &'static str {

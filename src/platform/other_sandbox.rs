@@ -32,8 +32,13 @@ pub fn sandbox_support() -> Support {
 
 const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
 
+/// No parent-death signal here: on macOS the server's end of input is its only cue.
+pub fn tie_to_parent(_parent: u32) -> io::Result<()> {
+    Ok(())
+}
+
 /// macOS: the `sandbox-exec` wrapper for `plan`; elsewhere: only shortfalls.
-pub fn enter_sandbox(plan: &Plan, _parent: u32) -> io::Result<Entered> {
+pub fn enter_sandbox(plan: &Plan) -> io::Result<Entered> {
     let mut entered = Entered::default();
     if cfg!(target_os = "macos") && std::path::Path::new(SANDBOX_EXEC).exists() {
         entered.wrapper = Some(vec![

@@ -89,8 +89,12 @@ pub struct ServerProcess {
 /// and stderr inherited.
 pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
     let command = spec.program.to_string_lossy().into_owned();
+    // On Linux every server starts through the helper, which ties its life to mcpwall's
+    // (parent-death signal) and applies the sandbox, if any; elsewhere only a sandboxed
+    // one does (Windows: never).
+    let through_helper = cfg!(target_os = "linux") || (cfg!(unix) && spec.sandbox.is_some());
     let mut builder = match &spec.sandbox {
-        Some(plan) if cfg!(unix) => {
+        plan if through_helper => {
             // The helper would say it too, but only after it started: a missing command
             // keeps the error (and exit code 127) it has without the sandbox.
             if !platform::program_exists(&spec.program, &spec.env) {
@@ -98,7 +102,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
             }
             let mut b = Command::new(platform::own_executable());
             b.args(crate::sandbox::helper::command_line(
-                plan,
+                plan.as_deref(),
                 &spec.program,
                 &spec.args,
             ));

@@ -15,12 +15,16 @@ use super::Plan;
 /// puts a server's words after `--`, where this is never read.
 pub const ARG: &str = "__sandbox-exec";
 
-/// The helper's arguments for `plan`, in front of the server's command.
-pub fn command_line(plan: &Plan, program: &OsString, args: &[OsString]) -> Vec<OsString> {
+/// The plan argument of a server started without a sandbox.
+const NO_PLAN: &str = "off";
+
+/// The helper's arguments for `plan` (`None`: no sandbox, only the tie to mcpwall's
+/// life), in front of the server's command.
+pub fn command_line(plan: Option<&Plan>, program: &OsString, args: &[OsString]) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![
         ARG.into(),
         std::process::id().to_string().into(),
-        plan.to_arg().into(),
+        plan.map_or_else(|| NO_PLAN.into(), Plan::to_arg).into(),
         "--".into(),
         program.clone(),
     ];
@@ -38,7 +42,16 @@ pub fn main(args: &[OsString]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let entered = match crate::platform::enter_sandbox(&plan, parent) {
+    // The server dies with mcpwall, sandboxed or not: a server that ignores the end of
+    // its input must not outlive a killed proxy.
+    if let Err(e) = crate::platform::tie_to_parent(parent) {
+        eprintln!("mcpwall: error: cannot start the server: {e}");
+        return ExitCode::from(126);
+    }
+    let Some(plan) = plan else {
+        return exec(&command);
+    };
+    let entered = match crate::platform::enter_sandbox(&plan) {
         Ok(entered) => entered,
         Err(e) => {
             eprintln!("mcpwall: sandbox: cannot sandbox the server: {e}; it was not started");
@@ -60,7 +73,7 @@ pub fn main(args: &[OsString]) -> ExitCode {
     exec(&argv)
 }
 
-fn parse(args: &[OsString]) -> Result<(u32, Plan, Vec<OsString>), String> {
+fn parse(args: &[OsString]) -> Result<(u32, Option<Plan>, Vec<OsString>), String> {
     let [parent, plan, dashes, command @ ..] = args else {
         return Err("usage: mcpwall __sandbox-exec PARENT_PID PLAN -- PROGRAM [ARGS...]".into());
     };
@@ -69,7 +82,10 @@ fn parse(args: &[OsString]) -> Result<(u32, Plan, Vec<OsString>), String> {
         .and_then(|p| p.parse().ok())
         .ok_or("the parent pid is not a number")?;
     let plan = plan.to_str().ok_or("the plan is not UTF-8")?;
-    let plan: Plan = serde_json::from_str(plan).map_err(|e| format!("unreadable plan: {e}"))?;
+    let plan: Option<Plan> = match plan {
+        NO_PLAN => None,
+        json => Some(serde_json::from_str(json).map_err(|e| format!("unreadable plan: {e}"))?),
+    };
     if dashes != "--" || command.is_empty() {
         return Err("no server command after `--`".into());
     }
