@@ -53,14 +53,15 @@ fn explicit_policy(options: &[String]) -> Option<&str> {
 /// distinct policy is loaded once.
 #[derive(Default)]
 struct PolicyCheck {
-    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<(), String>>,
+    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<String, String>>,
 }
 
 impl PolicyCheck {
-    /// `Err(why)` when the server cannot start because of its policy.
-    fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<(), String> {
+    /// How the server will be sandboxed, in words; `Err(why)` when the server cannot start
+    /// because of its policy (or of a required sandbox this machine cannot apply).
+    fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<String, String> {
         let EntryState::Wrapped { options, .. } = &server.state else {
-            return Ok(());
+            return Ok(String::new());
         };
         let dir = server_dir(env, doc, server);
         let explicit = explicit_policy(options).map(|f| dir.join(f));
@@ -71,7 +72,11 @@ impl PolicyCheck {
     }
 }
 
-fn load_policy(env: &Env, explicit: Option<PathBuf>, project_dir: PathBuf) -> Result<(), String> {
+fn load_policy(
+    env: &Env,
+    explicit: Option<PathBuf>,
+    project_dir: PathBuf,
+) -> Result<String, String> {
     if let Some(file) = &explicit
         && !file.is_file()
     {
@@ -90,7 +95,33 @@ fn load_policy(env: &Env, explicit: Option<PathBuf>, project_dir: PathBuf) -> Re
     let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
     crate::program::Program::compile_with(&policy, &path_env)
         .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
-    Ok(())
+    sandbox_state(&policy, &opts)
+}
+
+/// A wrapped server's sandbox, in words, as it would start from `opts`' directory on this
+/// machine; `Err` when `required` and this machine cannot apply all of it.
+fn sandbox_state(
+    policy: &crate::config::Policy,
+    opts: &crate::config::LoadOptions,
+) -> Result<String, String> {
+    use crate::sandbox::{Place, Plan, Support};
+    let mut place = Place::here(&opts.home, &opts.project_dir);
+    place.state.extend(policy.settings.log_dir.iter().cloned());
+    let Some(plan) = Plan::resolve(&policy.sandbox, &place) else {
+        return Ok("sandbox: OFF".into());
+    };
+    let gaps = Support::probe().shortfalls(&plan);
+    match (gaps.is_empty(), plan.required) {
+        (true, _) => Ok(format!(
+            "sandbox: on{}",
+            if plan.required { " (required)" } else { "" }
+        )),
+        (false, false) => Ok(format!("sandbox: PARTIAL ({})", gaps.join("; "))),
+        (false, true) => Err(format!(
+            "its policy requires a sandbox and {}",
+            gaps.join("; ")
+        )),
+    }
 }
 
 /// The policy files a wrapped server runs under, most specific first.
@@ -148,7 +179,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         }
         for server in &doc.servers {
             total += 1;
-            let cannot = policies.verify(&ws.env, doc, server).err();
+            let verified = policies.verify(&ws.env, doc, server);
+            let cannot = verified.as_ref().err().cloned();
+            let sandbox = verified.unwrap_or_default();
             let line = match &server.state {
                 EntryState::Wrapped { command, args, .. } if cannot.is_some() => {
                     cannot_start += 1;
@@ -176,11 +209,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 EntryState::Wrapped { command, args, .. } => {
                     protected += 1;
                     format!(
-                        "{} {}  {}  policy: {}",
+                        "{} {}  {}  policy: {}; {}",
                         label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
-                        policy_files(&ws.env, doc, server).join(" + ")
+                        policy_files(&ws.env, doc, server).join(" + "),
+                        sandbox
                     )
                 }
                 EntryState::WrappedByOriginal {
@@ -218,6 +252,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             let _ = writeln!(out, "  {}", line.trim_end());
         }
     }
+    let _ = writeln!(
+        out,
+        "kernel sandbox: {}",
+        crate::sandbox::Support::probe().summary()
+    );
     let _ = writeln!(
         out,
         "{protected} of {total} server(s) protected in {} file(s){}",
@@ -329,6 +368,7 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
         &log_dir.unwrap_or_else(|| ws.env.mcpwall_dir().join("logs")),
         &ws.env,
     ));
+    checks.push(check_sandbox());
     checks.extend(check_client_files(&ws));
     checks.extend(check_servers(&ws, path_var.as_deref()));
     checks.extend(check_records(&ws));
@@ -358,6 +398,29 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The kernel sandbox works here: a hidden directory is really unreadable to a process
+/// started through the helper.
+fn check_sandbox() -> Check {
+    let support = crate::sandbox::Support::probe();
+    match crate::sandbox::self_test() {
+        Ok(()) => Check::ok(
+            "sandbox",
+            format!("{}; a hidden file was unreadable", support.summary()),
+        ),
+        Err(why) => Check::bad(
+            Status::Warn,
+            "sandbox",
+            format!("{}: {why}", support.summary()),
+            if cfg!(windows) {
+                "servers run unsandboxed on Windows: keep the default pack's rules on"
+            } else {
+                "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 \
+                 or, on Ubuntu, an AppArmor profile for mcpwall), or run on a kernel with Landlock"
+            },
+        ),
+    }
 }
 
 /// The policy loads and compiles; returns the configured log directory too.

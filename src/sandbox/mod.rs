@@ -378,6 +378,46 @@ impl Support {
     }
 }
 
+/// Check, end to end, that the sandbox works on this machine: a process started through
+/// the helper with a plan hiding a fresh directory cannot read the file inside it.
+pub fn self_test() -> Result<(), String> {
+    if cfg!(windows) {
+        return Err("no sandbox on Windows".into());
+    }
+    let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let hidden = dir.path().join("hidden");
+    std::fs::create_dir(&hidden).map_err(|e| e.to_string())?;
+    let marker = "mcpwall-sandbox-self-test";
+    std::fs::write(hidden.join("secret"), marker).map_err(|e| e.to_string())?;
+    let plan = Plan {
+        hidden: vec![hidden.clone()],
+        read_only: Vec::new(),
+        writable: None,
+        network: Network::All,
+        required: true,
+    };
+    let out = std::process::Command::new(crate::platform::own_executable())
+        .args(helper::command_line(
+            Some(&plan),
+            &"cat".into(),
+            &[hidden.join("secret").into_os_string()],
+        ))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start the helper: {e}"))?;
+    if String::from_utf8_lossy(&out.stdout).contains(marker) {
+        return Err("a hidden file was readable".into());
+    }
+    if out.status.code() == Some(126) {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(why
+            .trim()
+            .trim_start_matches("mcpwall: sandbox: ")
+            .to_string());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
