@@ -144,7 +144,8 @@ pub fn program_exists(
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if program.as_bytes().contains(&b'/') {
-        return executable(std::path::Path::new(program));
+        // One that is there but cannot run gets its own error from the helper's exec.
+        return std::path::Path::new(program).exists();
     }
     let path = env
         .iter()
