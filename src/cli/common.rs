@@ -337,7 +337,7 @@ pub fn warn_shadowed(
     let Ok(full) = crate::config::load(load_options) else {
         return;
     };
-    let env = crate::paths::PathEnv::new(&load_options.home, &load_options.project_dir);
+    let env = load_options.path_env();
     for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
         chatter.log(
             crate::proxy::LogLevel::Warn,

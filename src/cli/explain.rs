@@ -26,7 +26,6 @@ use crate::config::policy::{
 };
 use crate::config::{self, LoadOptions};
 use crate::mcp::REQUEST_METHODS;
-use crate::paths::PathEnv;
 use crate::program::{JUDGED_METHODS, Program};
 
 /// What a `servers:` entry is judged by, for `explain-policy`: its packs and the rules
@@ -176,7 +175,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Some(name) => load_pack(name, &opts)?,
         None => config::load(&opts)?,
     };
-    let env = PathEnv::new(&opts.home, &opts.project_dir);
+    let env = opts.path_env();
     let program = Program::compile_with(&policy, &env)?;
     let text = match args.format {
         Format::Text => {

@@ -9,7 +9,6 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
-use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::proxy::{self, Chatter, Grace, LogLevel, Options, ProxyError};
 
@@ -58,7 +57,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     )?;
     let started = std::time::Instant::now();
     let load_options = crate::cli::common::load_options(args.config.clone())?;
-    let (home, project_dir) = (load_options.home.clone(), load_options.project_dir.clone());
+    let home = load_options.home.clone();
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime
     // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency).
@@ -123,7 +122,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         let compiling = started.elapsed();
         // Paths in the policy resolve against the same HOME and project the loader used.
-        let program = match Program::compile_with(&policy, &PathEnv::new(&home, &project_dir)) {
+        let program = match Program::compile_with(&policy, &load_options.path_env()) {
             Ok(p) => Arc::new(p),
             Err(e) => {
                 server.abandon().await;

@@ -15,7 +15,6 @@ use crate::http::conversation::Backend;
 use crate::http::identities::{Judges, PolicyNames, Programs};
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
-use crate::paths::PathEnv;
 use crate::proxy::{Chatter, LogLevel};
 
 /// `serve` arguments.
@@ -243,7 +242,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let load_options = crate::cli::common::load_options(args.config.clone())?;
-    let project_dir = load_options.project_dir.clone();
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -295,7 +293,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 command: front.identity_command.clone(),
             },
             &home,
-            &PathEnv::new(&home, &project_dir),
+            &load_options.path_env(),
             &mut programs,
             &mut names,
         )

@@ -92,7 +92,7 @@ fn load_policy(
     };
     let policy = crate::config::load(&opts)
         .map_err(|e| format!("its policy does not load: {}", describe(&e, env)))?;
-    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    let path_env = opts.path_env();
     crate::program::Program::compile_with(&policy, &path_env)
         .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
     sandbox_state(&policy, &opts)
@@ -439,7 +439,7 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
             fix,
         )
     })?;
-    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    let path_env = opts.path_env();
     let program = crate::program::Program::compile_with(&policy, &path_env).map_err(|e| {
         Check::bad(
             Status::Fail,

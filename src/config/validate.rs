@@ -36,7 +36,10 @@ pub const DEFAULT_METHOD: &str = "tools/call";
 #[derive(Debug, Clone)]
 pub(crate) struct Vars {
     pub(crate) home: PathBuf,
+    /// `${PROJECT_DIR}` ([`crate::paths::NO_PROJECT`] when there is none).
     pub(crate) project_dir: PathBuf,
+    /// Where relative paths start.
+    pub(crate) cwd: PathBuf,
 }
 
 /// Decoding state for one file.
@@ -2040,7 +2043,7 @@ impl<'a> Decoder<'a> {
     fn expand(&mut self, s: &Spanned<String>) -> Option<PathBuf> {
         let path = PathBuf::from(self.expand_text(s)?);
         Some(if path.is_relative() {
-            self.vars.project_dir.join(path)
+            self.vars.cwd.join(path)
         } else {
             path
         })
