@@ -317,9 +317,11 @@ pub struct Support {
 }
 
 impl Support {
-    /// What this machine offers, read from the kernel without changing anything.
+    /// What this machine offers, read from the kernel without changing anything (once
+    /// per process: the answer does not change while mcpwall runs).
     pub fn probe() -> Support {
-        crate::platform::sandbox_support()
+        static SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
+        *SUPPORT.get_or_init(crate::platform::sandbox_support)
     }
 
     /// One line for `status`, `doctor` and warnings.
