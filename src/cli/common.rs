@@ -226,16 +226,33 @@ pub fn sandbox_plan(
     load_options: &crate::config::LoadOptions,
     chatter: &crate::proxy::Chatter,
 ) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
+    sandbox_plan_of(
+        &policy.sandbox,
+        policy.settings.log_dir.as_deref(),
+        load_options,
+        chatter,
+    )
+}
+
+/// [`sandbox_plan`] from a `sandbox:` section and the policy's `log_dir`.
+pub fn sandbox_plan_of(
+    sandbox: &crate::config::policy::SandboxPolicy,
+    log_dir: Option<&std::path::Path>,
+    load_options: &crate::config::LoadOptions,
+    chatter: &crate::proxy::Chatter,
+) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
     use crate::sandbox::{Place, Plan, Support};
     let mut place = Place::here(&load_options.home, &load_options.project_dir);
-    place.state.extend(policy.settings.log_dir.iter().cloned());
+    place
+        .state
+        .extend(log_dir.map(std::path::Path::to_path_buf));
     place.state.extend(
         load_options
             .explicit
             .iter()
             .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone())),
     );
-    let Some(plan) = Plan::resolve(&policy.sandbox, &place) else {
+    let Some(plan) = Plan::resolve(sandbox, &place) else {
         chatter.log(
             crate::proxy::LogLevel::Info,
             format_args!("sandbox: off (the policy says `sandbox: off`)"),

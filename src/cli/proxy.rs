@@ -71,12 +71,34 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         crate::platform::forward_stop_requests(tx)
             .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
-        // Loading validates everything a user can get wrong (YAML, keys, regexes, globs,
-        // their sizes), with file, line and column, and a policy that fails it never
-        // starts the server. The server starts after loading, because the sandbox it
-        // starts in is part of the policy.
-        let policy =
-            config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
+        // With no policy file anywhere the policy is the embedded default pack, which
+        // the test suite loads and compiles: the server starts, in the sandbox of the
+        // pack's `sandbox:` section (decoded alone, without the rules), while it loads.
+        // Otherwise loading validates everything a user can get wrong (YAML, keys,
+        // regexes, globs, their sizes), with file, line and column, and a policy that
+        // fails it never starts the server.
+        let mut early = None;
+        if load_options.is_zero_config()
+            && let Some(sandbox) = config::default_pack_sandbox(&load_options)
+        {
+            let quiet = Chatter {
+                level: args.log_level.unwrap_or(LogLevel::Warn),
+            };
+            let mut spec = spec.clone();
+            spec.sandbox =
+                crate::cli::common::sandbox_plan_of(&sandbox, None, &load_options, &quiet)?;
+            let started = proxy::start(&spec);
+            early = Some((sandbox, spec, started));
+        }
+        let policy = match config::load_without_pack_examples(&load_options) {
+            Ok(policy) => policy,
+            Err(e) => {
+                if let Some((_, _, Ok(server))) = early {
+                    server.abandon().await;
+                }
+                return Err(miette::Report::new(e));
+            }
+        };
         let loaded = started.elapsed();
         let settings = policy.settings.clone();
         let chatter = Chatter {
@@ -84,8 +106,23 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         crate::cli::common::warn_ignored(&policy, &chatter);
         crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
-        let mut spec = spec;
-        spec.sandbox = crate::cli::common::sandbox_plan(&policy, &load_options, &chatter)?;
+        // The server started early runs in the sandbox the loaded policy says, or it is
+        // replaced by one that does.
+        let (spec, early) = match early {
+            Some((sandbox, spec, server))
+                if sandbox == policy.sandbox && policy.settings.log_dir.is_none() =>
+            {
+                (spec, Some(server))
+            }
+            other => {
+                if let Some((_, _, Ok(server))) = other {
+                    server.abandon().await;
+                }
+                let mut spec = spec;
+                spec.sandbox = crate::cli::common::sandbox_plan(&policy, &load_options, &chatter)?;
+                (spec, None)
+            }
+        };
         let sandbox_event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
         let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
         // Pins are keyed by the server's name and its full command. A damaged pin file
@@ -99,7 +136,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             &home,
         ) {
             Ok(guard) => guard,
-            Err(e) => return Err(miette::miette!("{e}")),
+            Err(e) => {
+                if let Some(Ok(server)) = early {
+                    server.abandon().await;
+                }
+                return Err(miette::miette!("{e}"));
+            }
         };
         let options = Options {
             strict: args.strict,
@@ -116,7 +158,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         // policy compiles. Compiling can still fail on what loading does not check (all of
         // a class's regexes together over the size limit): the server, sent nothing, is
         // then killed.
-        let server = match proxy::start(&spec) {
+        let server = match early.unwrap_or_else(|| proxy::start(&spec)) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };

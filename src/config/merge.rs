@@ -672,6 +672,20 @@ impl Merger {
         })
     }
 
+    /// The `sandbox:` section of one trusted file, as the merge would make it alone.
+    pub(crate) fn sandbox_alone(layer: RawSandbox) -> SandboxPolicy {
+        let mut merger = Merger::new(
+            super::validate::Vars {
+                home: Default::default(),
+                project_dir: Default::default(),
+                cwd: Default::default(),
+            },
+            &[],
+        );
+        merger.sandboxes.push((layer, Restricted::No));
+        merger.merge_sandbox()
+    }
+
     /// The `sandbox:` sections, merged. Trusted files: the first to set a switch wins
     /// (the project before the user, a file before the packs it extends), and every deny
     /// and allow list adds up. A restricted file may only tighten: it can turn the

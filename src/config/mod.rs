@@ -97,6 +97,30 @@ impl LoadOptions {
     }
 }
 
+/// The `sandbox:` section of the built-in default pack alone: the sandbox of a server
+/// started with no policy file anywhere, decoded from the pack's prebuilt tree without
+/// its rules, so the proxy can start the server while the rest of the policy loads.
+/// `None` if the pack's tree is not at hand (then the caller loads the policy first).
+pub fn default_pack_sandbox(opts: &LoadOptions) -> Option<policy::SandboxPolicy> {
+    let text = crate::builtin::get(DEFAULT_PACK)?;
+    let root = yaml_tree::decode(text, crate::builtin::lean_tree(DEFAULT_PACK)?)?;
+    let model::Node::Map(entries) = &root.value else {
+        return None;
+    };
+    let (_, node) = entries
+        .iter()
+        .find(|(k, _)| k.value.key_text().as_deref() == Some("sandbox"))?;
+    let source = policy::Source {
+        name: format!("builtin:{DEFAULT_PACK}"),
+        kind: SourceKind::Builtin,
+        text: std::sync::Arc::from(text),
+    };
+    let vars = opts.vars();
+    let mut decoder = validate::Decoder::new(&source, policy::SourceId(0), &vars);
+    let raw = decoder.sandbox(node);
+    decoder.diags.is_empty().then(|| Merger::sandbox_alone(raw))
+}
+
 /// Load the effective policy per ARCHITECTURE decision 7:
 ///
 /// - `explicit` set: exactly that file, plus the packs it `extends`;

@@ -495,7 +495,7 @@ impl<'a> Decoder<'a> {
 
     /// `sandbox: on|off` or `sandbox: {enabled, required, confine_writes, network,
     /// deny_read, deny_write, allow_read, allow_write}`.
-    fn sandbox(&mut self, node: &YNode) -> RawSandbox {
+    pub(crate) fn sandbox(&mut self, node: &YNode) -> RawSandbox {
         let mut s = RawSandbox::default();
         // `sandbox: off` (YAML 1.2 reads `off` as a string; 1.1 writers mean a boolean).
         let switch = match &node.value {
