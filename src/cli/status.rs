@@ -116,7 +116,11 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
             files.push(clients::display_path(env, &file));
         }
     }
-    let user = env.mcpwall_dir().join("config.yml");
+    let user = if matches!(server.state, EntryState::WrappedByOriginal { .. }) {
+        env.mcpwall_dir().join(crate::config::SHARED_USER_FILE)
+    } else {
+        crate::config::user_file_in(&env.mcpwall_dir())
+    };
     if user.is_file() {
         files.push(clients::display_path(env, &user));
     }
@@ -124,6 +128,62 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
         files.push("built-in default pack".to_string());
     }
     files
+}
+
+/// Why a server the original mcpwall (Node) still wraps cannot start, and the fix: each
+/// policy file it reads there (its `-c` file, else the project's `.mcpwall.yml` and
+/// `~/.mcpwall/config.yml`), checked the way it loads them ([`crate::config::original`]).
+fn original_cannot_start(env: &Env, doc: &Doc, server: &Server) -> Option<(String, String)> {
+    let EntryState::WrappedByOriginal { options, .. } = &server.state else {
+        return None;
+    };
+    let dir = server_dir(env, doc, server);
+    let move_it = || format!("`mcpwall wrap {}` moves it to this mcpwall", server.name);
+    let files = match &options.config {
+        Some(file) => {
+            let path = dir.join(file);
+            if !path.is_file() {
+                return Some((
+                    format!(
+                        "its policy file {} (`-c`) does not exist",
+                        clients::display_path(env, &path)
+                    ),
+                    format!("create it, or {}", move_it()),
+                ));
+            }
+            vec![path]
+        }
+        None => vec![
+            dir.join(crate::config::PROJECT_FILE),
+            env.mcpwall_dir().join(crate::config::SHARED_USER_FILE),
+        ],
+    };
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Some(why) = crate::config::original::rejects(&text) else {
+            continue;
+        };
+        let shown = clients::display_path(env, &path);
+        let shared = options.config.is_none()
+            && path == env.mcpwall_dir().join(crate::config::SHARED_USER_FILE);
+        let own = env.mcpwall_dir().join(crate::config::OWN_USER_FILE);
+        let fix = if shared && !own.exists() {
+            format!(
+                "`mv {shown} {}` (this mcpwall reads that file first; the original then uses its built-in rules), or {}",
+                clients::display_path(env, &own),
+                move_it()
+            )
+        } else {
+            format!("make {shown} loadable by the original, or {}", move_it())
+        };
+        return Some((
+            format!("the original mcpwall (Node) cannot load {shown}: {why}"),
+            fix,
+        ));
+    }
+    None
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -135,7 +195,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let broken = report_broken(&ws, &mut out);
     let mut policies = PolicyCheck::default();
-    let (mut protected, mut total, mut cannot_start) = (0, 0, 0);
+    let (mut protected, mut total, mut cannot_start, mut unprotected) = (0, 0, 0, 0);
     for doc in &ws.docs {
         let _ = writeln!(
             out,
@@ -149,7 +209,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         for server in &doc.servers {
             total += 1;
             let cannot = policies.verify(&ws.env, doc, server).err();
+            let original_broken = original_cannot_start(&ws.env, doc, server);
             let line = match &server.state {
+                EntryState::WrappedByOriginal { command, args, .. }
+                    if original_broken.is_some() =>
+                {
+                    cannot_start += 1;
+                    let (why, fix) = original_broken.unwrap_or_default();
+                    format!(
+                        "{} {}  {}  cannot start: {why}  (fix: {fix})",
+                        label("BROKEN", sgr::RED),
+                        server_label(server),
+                        clients::command_line(command, args),
+                    )
+                }
                 EntryState::Wrapped { command, args, .. } if cannot.is_some() => {
                     cannot_start += 1;
                     let why = cannot.as_deref().unwrap_or_default();
@@ -191,22 +264,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 } => {
                     protected += 1;
                     format!(
-                        "{} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
+                        "{} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  ({})",
                         label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
                         original_options_summary(options),
                         policy_files(&ws.env, doc, server).join(" + "),
+                        options.migration_hint(&server.name)
+                    )
+                }
+                EntryState::Unwrapped { command, args } => {
+                    unprotected += 1;
+                    format!(
+                        "{} {}  {}  (run `mcpwall wrap {}`)",
+                        label("UNPROTECTED", sgr::RED),
+                        server_label(server),
+                        clients::command_line(command, args),
                         server.name
                     )
                 }
-                EntryState::Unwrapped { command, args } => format!(
-                    "{} {}  {}  (run `mcpwall wrap {}`)",
-                    label("UNPROTECTED", sgr::RED),
-                    server_label(server),
-                    clients::command_line(command, args),
-                    server.name
-                ),
                 EntryState::Skipped(why) => {
                     format!(
                         "{} {}  {why}",
@@ -228,7 +304,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             String::new()
         }
     );
-    Ok(if broken || cannot_start > 0 {
+    // Scripts check this: 1 while any server found is unprotected or cannot start.
+    Ok(if broken || cannot_start > 0 || unprotected > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -576,6 +653,16 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                     format!("not protected by mcpwall ({shown})"),
                     format!("mcpwall wrap {}", server.name),
                 )),
+                EntryState::WrappedByOriginal { .. }
+                    if let Some((why, fix)) = original_cannot_start(&ws.env, doc, server) =>
+                {
+                    checks.push(Check::bad(
+                        Status::Fail,
+                        name,
+                        format!("cannot start ({shown}): {why}"),
+                        fix,
+                    ));
+                }
                 EntryState::WrappedByOriginal { options, .. } => checks.push(Check::bad(
                     Status::Warn,
                     name,
@@ -583,17 +670,7 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                         "protected by the original mcpwall (Node), {} ({shown}); its log lines share ~/.mcpwall/logs with this mcpwall's, in files of their own",
                         original_options_summary(options)
                     ),
-                    if options.unknown.is_empty() {
-                        format!(
-                            "`mcpwall wrap {}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {}` moves it back)",
-                            server.name, server.name
-                        )
-                    } else {
-                        format!(
-                            "its options {} are not documented by the original; move it to this mcpwall by hand",
-                            options.unknown.join(" ")
-                        )
-                    },
+                    options.migration_hint(&server.name),
                 )),
                 EntryState::Skipped(why) => {
                     checks.push(Check::ok(name, format!("not wrapped: {why}")));

@@ -8,7 +8,8 @@
 //!
 //! The original mcpwall (Node, installed from npm) wraps servers as
 //! `npx [-y] mcpwall[@version] [options] -- CMD`, `mcpwall [options] -- CMD` (a global
-//! install), or `node …/mcpwall/dist/index.js [options] -- CMD`; such an entry is
+//! install), `node …/mcpwall/dist/index.js [options] -- CMD`, or that script run
+//! directly (a checkout's build, whose `#!` line runs node); such an entry is
 //! [`EntryState::WrappedByOriginal`]. A bare `mcpwall` command is the Node one only when it
 //! resolves to a Node script (the caller says, [`EntryState::classify`]).
 
@@ -109,6 +110,21 @@ impl OriginalOptions {
             i += 1;
         }
         out
+    }
+
+    /// What to do to move the entry `name` to this mcpwall, told the same by `status`,
+    /// `doctor`, `init` and `wrap`.
+    pub fn migration_hint(&self, name: &str) -> String {
+        if self.unknown.is_empty() {
+            format!(
+                "`mcpwall wrap {name}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {name}` moves it back)"
+            )
+        } else {
+            format!(
+                "options the original does not document ({}), so `mcpwall wrap` leaves it: take the original's wrapper off by hand (keep the server command), then run `mcpwall wrap {name}`",
+                self.unknown.join(" ")
+            )
+        }
     }
 
     /// How the options read to a person (`-c team.yml --strict`), or `no options`.
@@ -222,17 +238,13 @@ fn original_wrapper(
             flags + 1
         }
         "node" | "node.exe" => {
-            let script = args.first()?.replace('\\', "/");
-            let parts: Vec<&str> = script.rsplit('/').take(3).collect();
-            if !(parts.len() == 3
-                && parts[2] == "mcpwall"
-                && parts[1] == "dist"
-                && parts[0].ends_with(".js"))
-            {
+            if !is_original_script(args.first()?) {
                 return None;
             }
             1
         }
+        // The script run directly (its `#!` line runs node): a checkout's build.
+        _ if is_original_script(command) => 0,
         _ if is_mcpwall(command) && is_node_mcpwall(command) => 0,
         _ => return None,
     };
@@ -247,6 +259,17 @@ fn original_wrapper(
         command: inner.clone(),
         args: inner_args.to_vec(),
     })
+}
+
+/// Whether `path` is the original's entry script, `…/mcpwall/dist/<name>.js`, in an npm
+/// install (`node_modules/mcpwall`) or in a checkout built from its repository.
+fn is_original_script(path: &str) -> bool {
+    let script = path.replace('\\', "/");
+    let parts: Vec<&str> = script.rsplit('/').take(3).collect();
+    parts.len() == 3
+        && parts[2].eq_ignore_ascii_case("mcpwall")
+        && parts[1] == "dist"
+        && parts[0].ends_with(".js")
 }
 
 /// The options of the original mcpwall's wrapper that `command args` (a server line) is,
@@ -437,6 +460,18 @@ mod tests {
                 r#"{"command":"node","args":["/usr/lib/node_modules/mcpwall/dist/index.js","--config=/x.yml","--","srv"]}"#,
                 &["node", "/usr/lib/node_modules/mcpwall/dist/index.js"],
                 &["--config=/x.yml"],
+                false,
+            ),
+            (
+                r#"{"command":"node","args":["/home/me/src/mcpwall/dist/index.js","--","srv"]}"#,
+                &["node", "/home/me/src/mcpwall/dist/index.js"],
+                &[],
+                false,
+            ),
+            (
+                r#"{"command":"/home/me/src/mcpwall/dist/index.js","args":["-c","team.yml","--","srv"]}"#,
+                &["/home/me/src/mcpwall/dist/index.js"],
+                &["-c", "team.yml"],
                 false,
             ),
             (

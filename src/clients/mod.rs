@@ -659,8 +659,8 @@ fn plan_migrate_entry(
     if !options.unknown.is_empty() {
         return Ok((
             Outcome::Skipped(format!(
-                "behind the original mcpwall (Node) with options it does not document ({}): migrate it by hand",
-                options.unknown.join(" ")
+                "behind the original mcpwall (Node) with {}",
+                options.migration_hint(&server.name)
             )),
             Vec::new(),
             None,

@@ -53,7 +53,7 @@ pub(crate) fn parse(source: &Source, id: SourceId) -> Result<YNode, Box<PolicyDi
 }
 
 /// Stack for the parsing thread: far more than `max_depth` levels need.
-const PARSE_STACK: usize = 32 * 1024 * 1024;
+pub(super) const PARSE_STACK: usize = 32 * 1024 * 1024;
 
 fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> PolicyDiagnostic {
     use serde_saphyr::{Error, MessageFormatter};
