@@ -528,13 +528,22 @@ fn every_printed_action_and_identity_can_be_selected_and_counted() {
     for action in ["ask", "approved", "declined", "timed_out"] {
         let run = sandbox.run(&["log", "--dir", d, "--action", action], "");
         assert_eq!(run.code, 0, "--action {action}: {}", run.stderr);
-        assert_eq!(run.stdout.lines().count(), 1, "--action {action}: {}", run.stdout);
+        assert_eq!(
+            run.stdout.lines().count(),
+            1,
+            "--action {action}: {}",
+            run.stdout
+        );
     }
     let run = sandbox.run(&["log", "--dir", d, "--identity", "bob"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{}", run.stdout);
-    assert!(lines.iter().all(|l| l.contains("identity=bob")), "{}", run.stdout);
+    assert!(
+        lines.iter().all(|l| l.contains("identity=bob")),
+        "{}",
+        run.stdout
+    );
     assert!(lines.iter().all(|l| l.contains(" UTC ")), "{}", run.stdout);
     assert!(!run.stdout.contains('\u{202E}'), "{}", run.stdout);
     assert!(run.stdout.contains("read\\u{202e}elif"), "{}", run.stdout);
