@@ -159,7 +159,13 @@ fn load_into(opts: &LoadOptions, mut merger: Merger) -> Result<Policy, PolicyErr
     let mut untrusted_alone = false;
     match project {
         Ok(Some(text)) => {
-            let trusted = is_trusted(&opts.home, &project_path, text.as_bytes());
+            let trusted = match TrustStore::load(&opts.home) {
+                Ok(_) => is_trusted(&opts.home, &project_path, text.as_bytes()),
+                Err(e) => {
+                    merger.set_trust_problem(e.to_string());
+                    false
+                }
+            };
             untrusted_alone = !trusted && !matches!(user, Ok(Some(_)));
             merger.add_file(
                 FileInput {
