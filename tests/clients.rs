@@ -380,6 +380,53 @@ fn status_shows_what_is_protected() {
     assert_golden("status.stdout", sandbox.stdout(&out).as_bytes());
 }
 
+/// For scripts: `status` and `doctor` as one JSON document each, and `status` fails
+/// while any server is unprotected (it used to exit 0 with UNPROTECTED servers).
+#[test]
+fn status_and_doctor_report_as_json_and_status_fails_while_unprotected() {
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["status", "--format", "json"]);
+    assert_eq!(
+        code(&out),
+        1,
+        "unprotected servers: {}",
+        sandbox.stdout(&out)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", sandbox.stdout(&out)));
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(v["total"], servers.len() as u64, "{v}");
+    assert!(v["unprotected"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        servers
+            .iter()
+            .any(|s| s["state"] == "unprotected" && s["file"] == "~/.claude.json"),
+        "{v}"
+    );
+    assert!(!v["broken_files"].as_array().unwrap().is_empty(), "{v}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+    let out = sandbox.run_client(&["doctor", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    assert!(checks.iter().any(|c| c["name"] == "policy"), "{v}");
+    assert_eq!(
+        code(&out) == 1,
+        v["failed"].as_u64().unwrap() > 0,
+        "the exit status follows the failures: {v}"
+    );
+    // One plain server and nothing broken: 1 until it is wrapped, then 0.
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"notes\": {\"command\": \"sh\", \"args\": [\"-c\", \"cat\"]}}}\n",
+    );
+    let out = sandbox.run_client(&["status"]);
+    assert_eq!(code(&out), 1, "{}", sandbox.stdout(&out));
+    assert_eq!(code(&sandbox.run_client(&["wrap", "notes"])), 0);
+    let out = sandbox.run_client(&["status"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+}
+
 #[test]
 fn init_needs_yes_without_a_terminal() {
     let sandbox = sandbox_before();

@@ -368,3 +368,20 @@ mod tests {
         assert!(painted.ends_with(" same\n"));
     }
 }
+
+/// `--format` of the verbs that report to a person or to a script (`status`, `doctor`,
+/// `pins list`): `text`, or `json` (one document on stdout, stable keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Print `value` as one JSON document on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into())
+    );
+}

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
 
-use super::common::sgr;
+use super::common::{OutputFormat, sgr};
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
     self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
@@ -16,11 +16,19 @@ use crate::clients::{
 
 /// Arguments of `mcpwall status`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// `text`, or `json` for scripts: every file and server with its state and detail.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
 
 /// Arguments of `mcpwall doctor`.
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// `text`, or `json` for scripts: every check with its status, detail and fix.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
 
 /// The directory a client starts a server in, where the proxy looks for `.mcpwall.yml`:
 /// the project of a project file (or of a `~/.claude.json` local entry), else home.
@@ -187,13 +195,42 @@ fn original_cannot_start(env: &Env, doc: &Doc, server: &Server) -> Option<(Strin
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let Args {} = args;
+    let Args { format } = args;
+    let json = format == OutputFormat::Json;
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
-    let colour = super::common::colour_stdout();
+    let colour = super::common::colour_stdout() && !json;
     let label = |text: &str, code: &str| super::common::paint(colour, code, &format!("{text:<12}"));
-    let mut out = std::io::stdout().lock();
-    let broken = report_broken(&ws, &mut out);
+    // JSON: the text goes nowhere, and each server's row is kept instead.
+    let mut text: Box<dyn Write> = if json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let out = &mut text;
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    let broken_files: Vec<serde_json::Value> = ws
+        .broken
+        .iter()
+        .map(|b| {
+            let problem = match &b.problem {
+                Problem::Syntax(e) => format!(
+                    "{}:{}: not valid {}: {}",
+                    e.line,
+                    e.column,
+                    b.file.client.syntax(),
+                    e.message
+                ),
+                Problem::Io(e) => format!("cannot read it: {e}"),
+            };
+            serde_json::json!({
+                "file": ws.display_path(&b.file.path),
+                "client": b.file.client.id(),
+                "problem": problem,
+            })
+        })
+        .collect();
+    let broken = report_broken(&ws, out);
     let mut policies = PolicyCheck::default();
     let (mut protected, mut total, mut cannot_start, mut unprotected) = (0, 0, 0, 0);
     for doc in &ws.docs {
@@ -215,7 +252,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     if original_broken.is_some() =>
                 {
                     cannot_start += 1;
-                    let (why, fix) = original_broken.unwrap_or_default();
+                    let (why, fix) = original_broken.clone().unwrap_or_default();
                     format!(
                         "{} {}  {}  cannot start: {why}  (fix: {fix})",
                         label("BROKEN", sgr::RED),
@@ -292,6 +329,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 }
             };
             let _ = writeln!(out, "  {}", line.trim_end());
+            rows.push(serde_json::json!({
+                "file": ws.display_path(&doc.file.path),
+                "client": doc.file.client.id(),
+                "server": server.name,
+                "state": row_state(server, original_broken.is_some() || cannot.is_some()),
+                "line": strip_sgr(line.trim_end()),
+            }));
         }
     }
     let _ = writeln!(
@@ -304,12 +348,51 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             String::new()
         }
     );
+    drop(text);
+    if json {
+        super::common::print_json(&serde_json::json!({
+            "servers": rows,
+            "broken_files": broken_files,
+            "protected": protected,
+            "total": total,
+            "cannot_start": cannot_start,
+            "unprotected": unprotected,
+        }));
+    }
     // Scripts check this: 1 while any server found is unprotected or cannot start.
     Ok(if broken || cannot_start > 0 || unprotected > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A server's state for `status --format json`: `protected`, `protected_by_original`,
+/// `broken`, `unprotected` or `skipped`.
+fn row_state(server: &Server, cannot_start: bool) -> &'static str {
+    match &server.state {
+        _ if cannot_start => "broken",
+        EntryState::Wrapped { .. } => "protected",
+        EntryState::WrappedByOriginal { .. } => "protected_by_original",
+        EntryState::Unwrapped { .. } => "unprotected",
+        EntryState::Skipped(_) => "skipped",
+    }
+}
+
+/// `text` without the colour escapes `paint` added.
+fn strip_sgr(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match rest.find('m') {
+            Some(end) => rest = &rest[end + 1..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The original's options as `status` and `doctor` explain them.
@@ -387,7 +470,7 @@ impl Check {
 }
 
 pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
-    let DoctorArgs {} = args;
+    let DoctorArgs { format } = args;
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
     let path_var = std::env::var_os("PATH");
@@ -410,6 +493,36 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
     checks.extend(check_servers(&ws, path_var.as_deref()));
     checks.extend(check_records(&ws));
 
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    let code = if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if format == OutputFormat::Json {
+        let rows: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "name": c.name,
+                    "status": match c.status {
+                        Status::Ok => "ok",
+                        Status::Warn => "warn",
+                        Status::Fail => "fail",
+                    },
+                    "detail": c.detail,
+                    "fix": c.fix,
+                })
+            })
+            .collect();
+        super::common::print_json(&serde_json::json!({
+            "checks": rows,
+            "failed": failed,
+            "warnings": warned,
+        }));
+        return Ok(code);
+    }
     let colour = super::common::colour_stdout();
     let mut out = std::io::stdout().lock();
     for check in &checks {
@@ -423,18 +536,12 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
             let _ = writeln!(out, "      fix: {fix}");
         }
     }
-    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
-    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
     let _ = writeln!(
         out,
         "{} check(s): {failed} failed, {warned} warning(s)",
         checks.len()
     );
-    Ok(if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(code)
 }
 
 /// The policy loads and compiles; returns the configured log directory too.
