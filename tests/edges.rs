@@ -349,6 +349,35 @@ fn r24_trust_asks_on_a_terminal() {
     );
 }
 
+/// A bare `mcpwall` typed at a terminal prints the commands, not an error; started with
+/// no terminal (as a client would, by mistake) it still says what is missing.
+#[test]
+fn bare_mcpwall_on_a_terminal_prints_the_commands() {
+    let Some(script) = terminal_runner() else {
+        eprintln!("skipped: no `script` to give mcpwall a terminal");
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let run = in_terminal(&sandbox, &script, "", "");
+    assert!(
+        run.stdout.contains("explain-policy") && run.stdout.contains("doctor"),
+        "{}",
+        show(&run)
+    );
+    assert!(
+        !run.stdout.contains("no server command given"),
+        "{}",
+        show(&run)
+    );
+    let run = sandbox.go(&[]);
+    assert_eq!(run.code, 2, "{}", show(&run));
+    assert!(
+        run.stderr.contains("no server command given"),
+        "{}",
+        show(&run)
+    );
+}
+
 /// `script`, which runs a command on a pseudo-terminal.
 fn terminal_runner() -> Option<String> {
     ["/usr/bin/script", "/bin/script"]
