@@ -350,6 +350,14 @@ fn unknown_server_name_lists_the_known_ones() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no server named `nope`"), "{stderr}");
     assert!(stderr.contains("filesystem"), "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+    // A typo gets the name it meant; so does a client id.
+    let out = sandbox.run_client(&["wrap", "filesytem"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did you mean `filesystem`?"), "{stderr}");
+    let out = sandbox.run_client(&["wrap", "--client", "cursr", "filesystem"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did you mean `cursor`?"), "{stderr}");
 }
 
 #[cfg(unix)]
