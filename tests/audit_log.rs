@@ -547,6 +547,14 @@ fn every_printed_action_and_identity_can_be_selected_and_counted() {
     assert!(lines.iter().all(|l| l.contains(" UTC ")), "{}", run.stdout);
     assert!(!run.stdout.contains('\u{202E}'), "{}", run.stdout);
     assert!(run.stdout.contains("read\\u{202e}elif"), "{}", run.stdout);
+    // CLICOLOR_FORCE colours a pipe, as in every verb; NO_COLOR wins over it.
+    let mut forced = sandbox.command(&["log", "--dir", d]);
+    forced.env("CLICOLOR_FORCE", "1");
+    let run = sandbox.run_command(forced, "");
+    assert!(run.stdout.contains('\x1b'), "{}", run.stdout);
+    let mut both = sandbox.command(&["log", "--dir", d]);
+    both.env("CLICOLOR_FORCE", "1").env("NO_COLOR", "1");
+    assert!(!sandbox.run_command(both, "").stdout.contains('\x1b'));
     let run = sandbox.run(&["log", "--dir", d, "--summary", "--format", "json"], "");
     let summary: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(summary["by_identity"]["alice"], 2, "{summary}");

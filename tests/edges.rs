@@ -378,6 +378,23 @@ fn bare_mcpwall_on_a_terminal_prints_the_commands() {
     );
 }
 
+/// Run from a directory above the home, the user's files still read `~/…`.
+#[test]
+fn paths_under_home_show_as_tilde_from_a_directory_above_it() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"notes\": {\"command\": \"sh\", \"args\": [\"-c\", \"cat\"]}}}\n",
+    );
+    let status = sandbox.go_in(&sandbox.root(), &["status"]);
+    assert!(
+        status.stdout.contains("~/.claude.json"),
+        "{}",
+        show(&status)
+    );
+    assert!(!status.stdout.contains("./home/"), "{}", show(&status));
+}
+
 /// `script`, which runs a command on a pseudo-terminal.
 fn terminal_runner() -> Option<String> {
     ["/usr/bin/script", "/bin/script"]

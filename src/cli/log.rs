@@ -7,7 +7,7 @@
 //! verified.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -100,8 +100,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let dir = log_dir(&args.place)?;
     let now = time::now();
     let filter = Filter::new(&args, now)?;
-    let colour = std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = super::common::colour_stdout();
     let show = Show {
         format: args.format,
         colour,
