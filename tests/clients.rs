@@ -247,9 +247,7 @@ fn http_and_sse_entries_are_skipped_with_the_reason() {
     let out = sandbox.run_client(&["wrap", "sentry"]);
     let stdout = sandbox.stdout(&out);
     assert!(
-        stdout.contains(
-            "skipped          sentry: remote server (`url`): a stdio proxy cannot wrap it"
-        ),
+        stdout.contains("skipped          sentry: remote server (`url`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream https://"),
         "{stdout}"
     );
     let out = sandbox.run_client(&["wrap", "remote"]);

@@ -150,9 +150,10 @@ impl EntryState {
             return EntryState::Skipped("the entry is not an object".into());
         }
         for key in ["url", "serverUrl"] {
-            if entry.member(key).is_some() {
+            if let Some(url) = entry.member(key) {
+                let url = url.value.as_str().map_or("URL".into(), shown_url);
                 return EntryState::Skipped(format!(
-                    "remote server (`{key}`): a stdio proxy cannot wrap it"
+                    "remote server (`{key}`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {url}` (docs/http.md, bridge mode)"
                 ));
             }
         }
@@ -259,6 +260,19 @@ fn original_wrapper(
         command: inner.clone(),
         args: inner_args.to_vec(),
     })
+}
+
+/// A URL as printed in a hint: without credentials, query or fragment (where tokens
+/// travel), so the hint never puts one on a screen or in a terminal log.
+fn shown_url(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let url = &url[..cut];
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// Whether `path` is the original's entry script, `…/mcpwall/dist/<name>.js`, in an npm
@@ -435,6 +449,18 @@ mod tests {
             EntryState::Unwrapped { .. }
         ));
         assert!(is_mcpwall(r"C:\Tools\MCPWALL.EXE"));
+    }
+
+    #[test]
+    fn a_remote_entry_hint_shows_no_credentials() {
+        assert_eq!(
+            shown_url("https://u:p@h.example/mcp?key=x#f"),
+            "https://h.example/mcp"
+        );
+        assert_eq!(
+            shown_url("http://localhost:3001/sse"),
+            "http://localhost:3001/sse"
+        );
     }
 
     /// Issue 27: every documented form of the original's wrapper, with its options.
