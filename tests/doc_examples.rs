@@ -11,6 +11,8 @@
 //! by then the command line has been parsed. Synopses with placeholders (`<server>`,
 //! `[-c FILE]`) and the output lines shown with them (`mcpwall: serving …`) are not commands.
 
+#![cfg(unix)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

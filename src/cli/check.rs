@@ -702,7 +702,10 @@ impl<'p> Checker<'p> {
             .message
             .as_deref()
             .or(info.description.as_deref())
-            .unwrap_or("denied by policy");
+            .unwrap_or(match info.action {
+                crate::verdict::RuleAction::Ask => "held for your approval",
+                _ => "denied by policy",
+            });
         (info.name.as_str(), info.span, message)
     }
 
