@@ -82,6 +82,13 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
             Code::YamlSyntax,
             "a policy file holds one YAML document: remove the extra `---` section",
         ),
+        // A regex in double quotes: YAML reads `\.` or `\w` there as an escape it does
+        // not know. The parser names no variant for it, only the message.
+        _ if message.contains("unknown escape") => (
+            Code::YamlSyntax,
+            "inside double quotes YAML reads `\\` as the start of an escape: write a regex in \
+             single quotes ('\\.ssh/id_\\w+'), where a backslash stays a backslash",
+        ),
         _ => (
             Code::YamlSyntax,
             "fix the YAML syntax at this place (indentation, quotes, brackets)",
