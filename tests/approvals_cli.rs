@@ -43,7 +43,7 @@ fn a_call_whose_holder_is_gone_cannot_be_approved_and_leaves_the_queue() {
     let sandbox = Sandbox::new();
     let pending = sandbox.home().join(".mcpwall/pending");
     offer(&sandbox, "abcdef", dead_pid());
-    let run = sandbox.run(&["approve", "abcdef"], "");
+    let run = sandbox.run(&["approve", "--yes", "abcdef"], "");
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(!run.stdout.contains("Approved"), "{}", run.stdout);
     assert!(

@@ -21,6 +21,10 @@ pub struct Args {
     /// Refuse the call instead of approving it.
     #[arg(long, requires = "code")]
     pub deny: bool,
+    /// Decide without asking (for scripts you run). Without it, the decision is asked
+    /// for on a terminal and refused when there is none, as `pins approve` and `trust` do.
+    #[arg(long, short = 'y', requires = "code")]
+    pub yes: bool,
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -83,6 +87,24 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     show(&request, now);
+    let verb = if args.deny { "refuse" } else { "approve" };
+    if !args.yes {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(miette!(
+                help = "run it yourself in a terminal to review and confirm, or pass --yes in a script you run",
+                "not deciding: no terminal to confirm on, and --yes was not given"
+            ));
+        }
+        eprint!("{verb} call {}? [y/N] ", request.code);
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| miette!("cannot read the answer: {e}"))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            println!("Nothing decided; call {} is still waiting.", request.code);
+            return Ok(ExitCode::from(1));
+        }
+    }
     queue.record(&request, !args.deny).into_diagnostic()?;
     println!(
         "{} call {}.",
