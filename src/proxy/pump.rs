@@ -66,6 +66,9 @@ pub(crate) struct HeldDrain {
     flushed: tokio::sync::Notify,
     /// The server side's pump holds lines for the server it has not handed over yet.
     unsent: AtomicBool,
+    /// The client side's pump waits (its input ended): only then is `flushed` notified,
+    /// so a session in full flow pays no lock per flush.
+    waiting: AtomicBool,
 }
 
 /// How long, after the client's end of input, held lines may wait for the server to
@@ -85,13 +88,14 @@ impl Shared {
     /// Wait until no client line is held and every released one was handed to the
     /// server's writer, or `HELD_DRAIN` passes.
     async fn held_drained(&self) {
+        self.2.waiting.store(true, Ordering::SeqCst);
         let wait = async {
             loop {
                 let flushed = self.2.flushed.notified();
                 tokio::pin!(flushed);
                 // Registered before the check, so a notification in between is not lost.
                 flushed.as_mut().enable();
-                if !self.lock().holds_client_lines() && !self.2.unsent.load(Ordering::Acquire) {
+                if !self.lock().holds_client_lines() && !self.2.unsent.load(Ordering::SeqCst) {
                     return;
                 }
                 flushed.await;
@@ -103,8 +107,10 @@ impl Shared {
     /// The server side's pump handed over what it had for the server (`unsent`: some
     /// is still left in its buffer).
     fn server_lines_flushed(&self, unsent: bool) {
-        self.2.unsent.store(unsent, Ordering::Release);
-        self.2.flushed.notify_waiters();
+        self.2.unsent.store(unsent, Ordering::SeqCst);
+        if self.2.waiting.load(Ordering::SeqCst) {
+            self.2.flushed.notify_waiters();
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Session> {
@@ -412,7 +418,7 @@ impl Pump {
         };
         if self.from == Peer::Server && !self.out.to_server.is_empty() {
             // Released client lines may be among them: not handed over yet.
-            self.session.2.unsent.store(true, Ordering::Release);
+            self.session.2.unsent.store(true, Ordering::SeqCst);
         }
         for notice in self.out.notices.drain(..) {
             self.chatter
