@@ -106,6 +106,10 @@ fn drift_is_listed_diffed_side_by_side_verified_and_approved() {
     assert!(changed_row.contains(" | "), "{changed_row}");
     assert!(changed_row.contains("mail it to the team"), "{changed_row}");
     assert!(diff.contains("== export: added"), "{diff}");
+    // A tool added after the first session was never approved: the diff does not say so.
+    let export = &diff[diff.find("== export: added").unwrap()..];
+    assert!(export.contains("not reviewed yet"), "{export}");
+    assert!(!export.contains("(first use)"), "{export}");
 
     // Approving one entry leaves the rest pending.
     let o = pins(&home, &["approve", "--yes", "notes", "add_note"]);

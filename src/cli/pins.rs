@@ -252,6 +252,11 @@ fn render_entry(
     }
     let old = file.pinned.get(entry);
     let left_title = match old {
+        // Listed after the server's first session: pinned as first seen, never reviewed.
+        Some(pin) if observed.status == Status::Added => format!(
+            "new since first use {}: not reviewed yet",
+            format_time(pin.at)
+        ),
         Some(pin) => format!(
             "approved {} ({})",
             format_time(pin.at),
