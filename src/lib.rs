@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod redteam;
 pub mod regex_cost;
 pub mod regex_dialect;
+pub mod sandbox;
 pub mod secrets;
 pub mod session;
 pub(crate) mod shell;

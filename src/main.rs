@@ -54,6 +54,14 @@ enum Command {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The sandbox helper becomes the server: nothing else may run first (it must still be
+    // single-threaded to enter a user namespace).
+    if argv
+        .get(1)
+        .is_some_and(|a| a == mcpwall::sandbox::helper::ARG)
+    {
+        return mcpwall::sandbox::helper::main(&argv[2..]);
+    }
     // clap would say "unexpected argument"; a near miss of a verb or a server command
     // without its `--` deserves the line the user meant.
     let verbs: Vec<String> = Cli::command()

@@ -34,13 +34,21 @@ use std::path::{Path, PathBuf};
 
 mod users;
 
-/// HOME and PROJECT_DIR as a program resolves paths against them. Both are kept
-/// normalised (absolute, `/`-separated, no trailing `/` except for the root).
+/// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
+/// against them. All are kept normalised (absolute, `/`-separated, no trailing `/` except
+/// for the root).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathEnv {
     home: String,
     project_dir: String,
+    /// Where relative paths start: the working directory the server runs in.
+    cwd: String,
 }
+
+/// The project directory of a server that has no project (decision 16: one started in
+/// `/` or in the home directory): a path nothing a server opens is under, so nothing
+/// counts as inside the project.
+pub const NO_PROJECT: &str = "/nonexistent/mcpwall-no-project";
 
 impl PathEnv {
     /// Normalise `home` and `project_dir` (relative ones are taken against the
@@ -57,8 +65,24 @@ impl PathEnv {
         clean_into(&to_slash_string(project_dir), &base, &mut p);
         PathEnv {
             home: h,
+            cwd: p.clone(),
             project_dir: p,
         }
+    }
+
+    /// A server started in `cwd`: relative paths start there, and the project is `cwd`
+    /// unless that is the root or the home directory, where there is none
+    /// ([`crate::sandbox::project_roots`], the one resolver rules and sandbox share).
+    pub fn for_server(home: &Path, cwd: &Path) -> PathEnv {
+        let project = crate::sandbox::project_roots(home, cwd)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| PathBuf::from(NO_PROJECT));
+        let mut env = PathEnv::new(home, &project);
+        let mut c = String::new();
+        clean_into(&to_slash_string(cwd), &env.project_dir.clone(), &mut c);
+        env.cwd = c;
+        env
     }
 
     /// HOME from the environment (`USERPROFILE` on Windows) and the working directory.
@@ -77,6 +101,11 @@ impl PathEnv {
 
     pub fn project_dir(&self) -> &str {
         &self.project_dir
+    }
+
+    /// Where relative paths start.
+    pub fn cwd(&self) -> &str {
+        &self.cwd
     }
 }
 
@@ -202,9 +231,9 @@ pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &
         expanded.push('/');
         expanded.push_str(rest);
     } else {
-        return clean_into(value, &env.project_dir, out);
+        return clean_into(value, &env.cwd, out);
     }
-    clean_into(expanded, &env.project_dir, out);
+    clean_into(expanded, &env.cwd, out);
 }
 
 /// `value` up to its first NUL.

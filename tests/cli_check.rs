@@ -781,3 +781,55 @@ fn an_ask_is_reported_as_held_for_approval_not_as_denied() {
     assert!(!r.stdout.contains("denied by policy"), "{}", r.stdout);
     assert!(r.stdout.contains("held for your approval"), "{}", r.stdout);
 }
+
+/// Decision 16: a server started in the home directory or in `/` (as desktop clients start
+/// them) has no project, so nothing in the home directory counts as inside one.
+#[test]
+fn the_home_directory_and_the_root_are_no_project() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home()).unwrap();
+    let home = s.home().display().to_string();
+    let input = [
+        call(
+            1,
+            "run_command",
+            serde_json::json!({"command": "rm -rf ~/Documents"}),
+        ),
+        call(
+            2,
+            "write_file",
+            serde_json::json!({"path": format!("{home}/.claude.json"), "content": "{}"}),
+        ),
+        call(
+            3,
+            "write_file",
+            serde_json::json!({"path": format!("{home}/notes/todo.md"), "content": "x"}),
+        ),
+    ]
+    .join("\n");
+    for dir in [s.home().to_path_buf(), std::path::PathBuf::from("/")] {
+        let mut command = s.check_command(&["--format", "json"]);
+        command.current_dir(&dir);
+        let run = s.run_command(command, &input);
+        let verdicts: Vec<serde_json::Value> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(verdicts.len(), 3, "{}", run.stdout);
+        for v in &verdicts {
+            assert_eq!(v["verdict"], "deny", "from {}: {v}", dir.display());
+        }
+    }
+    // From a project inside the home directory, its own files are inside it.
+    let project = s.home().join("work");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut command = s.check_command(&[]);
+    command.current_dir(&project);
+    let inside = call(
+        4,
+        "write_file",
+        serde_json::json!({"path": format!("{}/todo.md", project.display()), "content": "x"}),
+    );
+    assert_eq!(s.run_command(command, &inside).code, 0);
+}

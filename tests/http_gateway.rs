@@ -41,6 +41,16 @@ impl Gateway {
     /// A gateway whose `tokens` identities were issued (`mcpwall token add`) before it
     /// started; their bearer tokens, in order.
     fn launch(settings: &str, rules: &str, tokens: &[&str]) -> (Gateway, Vec<String>) {
+        Gateway::launch_env(settings, rules, tokens, &[])
+    }
+
+    /// [`Gateway::launch`] with `server_env` added to the environment the servers inherit.
+    fn launch_env(
+        settings: &str,
+        rules: &str,
+        tokens: &[&str],
+        server_env: &[(&str, &str)],
+    ) -> (Gateway, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -87,6 +97,7 @@ outbound_rules:
             .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
             .env("HOME", &home)
             .env("FAKE_RECV_LOG", dir.path().join("received.jsonl"))
+            .envs(server_env.iter().copied())
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stderr(Stdio::piped())
@@ -354,6 +365,36 @@ fn a_plain_answer_is_json_and_a_denied_call_never_reaches_the_server() {
             .any(|l| l.contains("\"action\":\"deny\"") && l.contains("\"transport\":\"http\"")),
         "{audit}"
     );
+}
+
+/// Every server a session starts runs in the policy's sandbox: a computed path the rule
+/// does not recognise still cannot read the hidden key.
+#[test]
+fn each_sessions_server_runs_in_the_sandbox() {
+    // The fake server's `run_command` runs its command with bash.
+    let (gw, _) = Gateway::launch_env(
+        "sandbox: {enabled: true, deny_read: [~/.ssh]}",
+        "",
+        &[],
+        &[("FAKE_BASH_TOOL", "1")],
+    );
+    let key = format!("FAKEKEY{}", std::process::id());
+    std::fs::create_dir_all(gw.home().join(".ssh")).unwrap();
+    std::fs::write(gw.home().join(".ssh/id_rsa"), &key).unwrap();
+    let session = gw.initialize();
+    let r = gw.post(
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"d=.ss; cat ~/${d}h/id_rsa; echo done"}}}),
+        &[],
+    );
+    let answer: Value = serde_json::from_str(&r.body).unwrap();
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("done"), "the command ran: {answer}");
+    assert!(!text.contains(&key), "the hidden key was read: {answer}");
+    let audit = gw.audit_with(&["mcpwall:sandbox"]);
+    assert!(audit.contains("server sandboxed"), "{audit}");
 }
 
 #[test]

@@ -1311,7 +1311,18 @@ fn audit_events_have_the_documented_fields() {
     p.recv_json();
     p.close_stdin();
     assert_eq!(p.wait(), 0);
-    let events = p.audit();
+    let mut events = p.audit();
+    // The first line says how the server was sandboxed (here: the test policy has none).
+    let start = events.remove(0);
+    assert_eq!(start["method"], "mcpwall/sandbox", "{start}");
+    assert_eq!(start["rule"], "mcpwall:sandbox");
+    assert_eq!(start["action"], "log_only");
+    assert!(
+        start["message"]
+            .as_str()
+            .unwrap()
+            .contains("without a sandbox")
+    );
     assert_eq!(events.len(), 3, "{events:?}");
     let sessions: std::collections::HashSet<_> = events
         .iter()

@@ -9,7 +9,6 @@ use crate::bridge::{self, Options};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
-use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::proxy::Chatter;
 use crate::upstream::{self, Upstream};
@@ -18,7 +17,7 @@ use crate::upstream::{self, Upstream};
 pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
     let url = args.upstream.clone().unwrap_or_default();
     let load_options = crate::cli::common::load_options(args.config.clone())?;
-    let (home, project_dir) = (load_options.home.clone(), load_options.project_dir.clone());
+    let home = load_options.home.clone();
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -53,7 +52,7 @@ pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
         &home,
     )
     .map_err(|e| miette::miette!("{e}"))?;
-    let program = Program::compile_with(&policy, &PathEnv::new(&home, &project_dir))
+    let program = Program::compile_with(&policy, &load_options.path_env())
         .map(Arc::new)
         .map_err(miette::Report::new)?;
     let audit = Audit::start(

@@ -39,7 +39,6 @@ use crate::config;
 use crate::config::policy::LogLevel;
 use crate::config::policy::{Policy, Span};
 use crate::frame::{Frame, Limits, Message, MessageKind, Parsed};
-use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::secrets::{DetectorCache, Finding};
 use crate::session::preview;
@@ -116,7 +115,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Some(own) => Policy::clone(&own),
         None => policy,
     };
-    let env = PathEnv::new(&opts.home, &opts.project_dir);
+    let env = opts.path_env();
     let program = Arc::new(Program::compile_with(&policy, &env)?);
     // What the proxy says at start-up about this policy, said here too (on stderr, so the
     // verdicts on stdout stay as they are).

@@ -213,7 +213,98 @@ pub fn server_command(
         program: program.into(),
         args: args.iter().map(Into::into).collect(),
         env: Vec::new(),
+        sandbox: None,
     })
+}
+
+/// The sandbox a server started here runs in (`None`: `sandbox: off`), said once on
+/// stderr at info level and, where this system can enforce none or only part of it, as a
+/// warning. A `required` sandbox that this system cannot apply at all (Windows) stops the
+/// start here; on Linux and macOS the helper itself refuses when a part fails.
+pub fn sandbox_plan(
+    policy: &crate::config::policy::Policy,
+    load_options: &crate::config::LoadOptions,
+    chatter: &crate::proxy::Chatter,
+) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
+    use crate::sandbox::{Place, Plan, Support};
+    let mut place = Place::here(&load_options.home, &load_options.project_dir);
+    place.state.extend(policy.settings.log_dir.iter().cloned());
+    place.state.extend(
+        load_options
+            .explicit
+            .iter()
+            .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone())),
+    );
+    let Some(plan) = Plan::resolve(&policy.sandbox, &place) else {
+        chatter.log(
+            crate::proxy::LogLevel::Info,
+            format_args!("sandbox: off (the policy says `sandbox: off`)"),
+        );
+        return Ok(None);
+    };
+    let support = Support::probe();
+    let shortfalls = support.shortfalls(&plan);
+    if cfg!(windows) && !shortfalls.is_empty() {
+        if plan.required {
+            return Err(miette::miette!(
+                help = "run the server on Linux or macOS, or lift `sandbox.required` in your \
+                        policy to run it unsandboxed",
+                "the server was not started: `sandbox.required` is set and {}",
+                shortfalls.join("; ")
+            ));
+        }
+        chatter.log(
+            crate::proxy::LogLevel::Warn,
+            format_args!("sandbox: {}", shortfalls.join("; ")),
+        );
+    }
+    chatter.log(
+        crate::proxy::LogLevel::Info,
+        format_args!(
+            "sandbox: {}; {}",
+            support.summary(),
+            plan.describe(&load_options.home).join("; ")
+        ),
+    );
+    Ok(Some(std::sync::Arc::new(plan)))
+}
+
+/// The audit line that says how the server was sandboxed (or that it was not).
+pub fn sandbox_event(plan: Option<&crate::sandbox::Plan>) -> crate::session::AuditEvent {
+    use crate::session::event::{AuditEvent, Direction, RuleRef, Verdict};
+    let message = match plan {
+        None => "server started without a sandbox (`sandbox: off`)".to_string(),
+        Some(plan) => {
+            let support = crate::sandbox::Support::probe();
+            let shortfalls = support.shortfalls(plan);
+            format!(
+                "server sandboxed ({}): {} hidden, {} read-only, writes {}, network {}{}",
+                support.summary(),
+                plan.hidden.len(),
+                plan.read_only.len(),
+                if plan.writable.is_some() {
+                    "confined"
+                } else {
+                    "not confined"
+                },
+                match plan.network {
+                    crate::sandbox::Network::All => "all",
+                    crate::sandbox::Network::Loopback => "loopback",
+                    crate::sandbox::Network::None => "none",
+                },
+                if shortfalls.is_empty() {
+                    String::new()
+                } else {
+                    format!("; NOT enforced: {}", shortfalls.join("; "))
+                }
+            )
+        }
+    };
+    let mut event = AuditEvent::new(Direction::Inbound, Verdict::LogOnly);
+    event.method = Some("mcpwall/sandbox".into());
+    event.rule = Some(RuleRef::Builtin("mcpwall:sandbox"));
+    event.message = Some(message.into());
+    event
 }
 
 /// Warn about what an untrusted project file asked for and did not get; said at every
@@ -246,7 +337,7 @@ pub fn warn_shadowed(
     let Ok(full) = crate::config::load(load_options) else {
         return;
     };
-    let env = crate::paths::PathEnv::new(&load_options.home, &load_options.project_dir);
+    let env = load_options.path_env();
     for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
         chatter.log(
             crate::proxy::LogLevel::Warn,

@@ -26,7 +26,6 @@ use crate::config::policy::{
 };
 use crate::config::{self, LoadOptions};
 use crate::mcp::REQUEST_METHODS;
-use crate::paths::PathEnv;
 use crate::program::{JUDGED_METHODS, Program};
 
 /// What a `servers:` entry is judged by, for `explain-policy`: its packs and the rules
@@ -65,6 +64,49 @@ fn server_judged_by(policy: &config::Policy, server: &config::policy::ServerDef)
         ));
     }
     text
+}
+
+/// The `sandbox:` section as merged: switches, then each list with where its entries
+/// come from.
+fn sandbox_lines(policy: &Policy) -> Vec<String> {
+    let sb = &policy.sandbox;
+    if !sb.enabled {
+        return vec!["off: servers run with the user's full authority (`sandbox: off`)".into()];
+    }
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    let mut out = vec![
+        format!(
+            "on  required: {}  confine_writes: {}  network: {}",
+            yes_no(sb.required),
+            yes_no(sb.confine_writes),
+            sb.network.word()
+        ),
+        "always hidden: ~/.mcpwall (mcpwall's state), a log_dir and -c file elsewhere, the MCP \
+         clients' user configuration files; always read-only: their project files"
+            .into(),
+    ];
+    for (what, list) in [
+        ("deny_read (hidden)", &sb.deny_read),
+        ("deny_write (read-only)", &sb.deny_write),
+        ("allow_read (given back)", &sb.allow_read),
+        ("allow_write (given back)", &sb.allow_write),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        let mut by_source: Vec<(String, Vec<&str>)> = Vec::new();
+        for entry in list {
+            let source = policy.source(entry.span.source).name.clone();
+            match by_source.iter_mut().find(|(s, _)| *s == source) {
+                Some((_, paths)) => paths.push(&entry.value),
+                None => by_source.push((source, vec![&entry.value])),
+            }
+        }
+        for (source, paths) in by_source {
+            out.push(format!("{what} from {source}: {}", paths.join(", ")));
+        }
+    }
+    out
 }
 
 /// The settings `own` sets differently from `global`, as `key: value`.
@@ -133,13 +175,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Some(name) => load_pack(name, &opts)?,
         None => config::load(&opts)?,
     };
-    let env = PathEnv::new(&opts.home, &opts.project_dir);
+    let env = opts.path_env();
     let program = Program::compile_with(&policy, &env)?;
     let text = match args.format {
         Format::Text => {
             let shadows = crate::compile::shadow::shadowed_builtin_denies(&policy, &env);
             let mut text = render_text(&policy, &program, &shadows);
             if args.pack.is_none() {
+                text.push_str(&resolved_sandboxes(&policy, &opts));
                 text.push_str(&original_differences(&policy));
             }
             text
@@ -152,6 +195,50 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(miette::miette!("cannot write the policy: {e}")),
     }
+}
+
+/// The sandbox as a server started here would get it, resolved against this home and
+/// project, with what this machine's kernel can enforce; one per `servers:` entry with
+/// packs of its own.
+fn resolved_sandboxes(policy: &Policy, opts: &LoadOptions) -> String {
+    use crate::sandbox::{Place, Plan, Support};
+    let support = Support::probe();
+    let mut place = Place::here(&opts.home, &opts.project_dir);
+    place.state.extend(policy.settings.log_dir.iter().cloned());
+    place.state.extend(opts.explicit.iter().cloned());
+    let mut o = String::new();
+    let project = match place.projects.first() {
+        Some(p) => p.display().to_string(),
+        None => "none (the working directory is / or the home directory)".into(),
+    };
+    let _ = writeln!(
+        o,
+        "\nSandbox of a server started here (project: {project}):"
+    );
+    let _ = writeln!(o, "  kernel: {}", support.summary());
+    let show = |o: &mut String, plan: Option<Plan>| match plan {
+        None => {
+            let _ = writeln!(o, "  off");
+        }
+        Some(plan) => {
+            for line in plan.describe(&opts.home) {
+                let _ = writeln!(o, "  {line}");
+            }
+            for gap in support.shortfalls(&plan) {
+                let _ = writeln!(o, "  ! not enforced here: {gap}");
+            }
+        }
+    };
+    show(&mut o, Plan::resolve(&policy.sandbox, &place));
+    for server in &policy.servers {
+        if let Some(own) = &server.policy
+            && own.sandbox != policy.sandbox
+        {
+            let _ = writeln!(o, "  server `{}` (its own packs):", server.name.value);
+            show(&mut o, Plan::resolve(&own.sandbox, &place));
+        }
+    }
+    o
 }
 
 /// Load a built-in pack as a one-line policy that extends it, so the pack keeps its
@@ -258,6 +345,11 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
     let _ = writeln!(w, "\nSettings:");
     for (key, value) in settings_lines(&policy.settings) {
         let _ = writeln!(w, "  {key:<16} {value}");
+    }
+
+    let _ = writeln!(w, "\nSandbox (the kernel's part; docs/threat-model.md):");
+    for line in sandbox_lines(policy) {
+        let _ = writeln!(w, "  {line}");
     }
 
     let _ = writeln!(

@@ -9,7 +9,6 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
-use crate::paths::PathEnv;
 use crate::program::Program;
 use crate::proxy::{self, Chatter, Grace, LogLevel, Options, ProxyError};
 
@@ -58,7 +57,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     )?;
     let started = std::time::Instant::now();
     let load_options = crate::cli::common::load_options(args.config.clone())?;
-    let (home, project_dir) = (load_options.home.clone(), load_options.project_dir.clone());
+    let home = load_options.home.clone();
 
     // One thread: the pumps do little work per frame, and a single-threaded runtime
     // avoids cross-CPU wake-ups on every hop (they dominate round-trip latency).
@@ -72,19 +71,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         crate::platform::forward_stop_requests(tx)
             .map_err(|e| miette::miette!("cannot install signal handlers: {e}"))?;
-        // With no policy file anywhere the policy is the embedded default pack, which
-        // the test suite loads and compiles: the server starts while it loads. Otherwise
-        // loading validates everything a user can get wrong (YAML, keys, regexes, globs,
+        // Loading validates everything a user can get wrong (YAML, keys, regexes, globs,
         // their sizes), with file, line and column, and a policy that fails it never
-        // starts the server.
-        let early = load_options.is_zero_config().then(|| proxy::start(&spec));
-        let policy = match config::load_without_pack_examples(&load_options) {
-            Ok(policy) => policy,
-            Err(e) => {
-                abandon(early).await;
-                return Err(miette::Report::new(e));
-            }
-        };
+        // starts the server. The server starts after loading, because the sandbox it
+        // starts in is part of the policy.
+        let policy =
+            config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
         let loaded = started.elapsed();
         let settings = policy.settings.clone();
         let chatter = Chatter {
@@ -92,6 +84,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         crate::cli::common::warn_ignored(&policy, &chatter);
         crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
+        let mut spec = spec;
+        spec.sandbox = crate::cli::common::sandbox_plan(&policy, &load_options, &chatter)?;
+        let sandbox_event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
         let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
         // Pins are keyed by the server's name and its full command. A damaged pin file
         // stops the start (fail closed): re-trusting silently would defeat pinning.
@@ -104,10 +99,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             &home,
         ) {
             Ok(guard) => guard,
-            Err(e) => {
-                abandon(early).await;
-                return Err(miette::miette!("{e}"));
-            }
+            Err(e) => return Err(miette::miette!("{e}")),
         };
         let options = Options {
             strict: args.strict,
@@ -124,13 +116,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         // policy compiles. Compiling can still fail on what loading does not check (all of
         // a class's regexes together over the size limit): the server, sent nothing, is
         // then killed.
-        let server = match early.unwrap_or_else(|| proxy::start(&spec)) {
+        let server = match proxy::start(&spec) {
             Ok(s) => s,
             Err(e) => return Ok(Err(e)),
         };
         let compiling = started.elapsed();
         // Paths in the policy resolve against the same HOME and project the loader used.
-        let program = match Program::compile_with(&policy, &PathEnv::new(&home, &project_dir)) {
+        let program = match Program::compile_with(&policy, &load_options.path_env()) {
             Ok(p) => Arc::new(p),
             Err(e) => {
                 server.abandon().await;
@@ -150,6 +142,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             program.clone() as Arc<dyn Names>,
         );
         let sender = started_audit.sender();
+        sender.send(&mut vec![sandbox_event]);
         audit = Some(started_audit);
         Ok::<_, miette::Report>(proxy::run(server, program, sender, options, rx).await)
     })?;
@@ -168,12 +161,5 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             eprintln!("mcpwall: error: {e}");
             Ok(ExitCode::from(1))
         }
-    }
-}
-
-/// A server spawned before the start failed: kill it (it has been sent nothing).
-async fn abandon(early: Option<Result<proxy::Started, ProxyError>>) {
-    if let Some(Ok(server)) = early {
-        server.abandon().await;
     }
 }

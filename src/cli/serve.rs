@@ -15,7 +15,6 @@ use crate::http::conversation::Backend;
 use crate::http::identities::{Judges, PolicyNames, Programs};
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
-use crate::paths::PathEnv;
 use crate::proxy::{Chatter, LogLevel};
 
 /// `serve` arguments.
@@ -131,6 +130,7 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
                         program: program.into(),
                         args: args.iter().map(Into::into).collect(),
                         env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                        sandbox: None,
                     }),
                     std::iter::once(program.clone())
                         .chain(args.iter().cloned())
@@ -242,7 +242,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
     let load_options = crate::cli::common::load_options(args.config.clone())?;
-    let project_dir = load_options.project_dir.clone();
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -276,7 +275,16 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let mut built = Vec::with_capacity(fronts.len());
     let mut programs = Programs::default();
     let mut names = PolicyNames::default();
-    for front in fronts {
+    let mut sandbox_events = Vec::new();
+    for mut front in fronts {
+        // Every server a session starts runs in the sandbox of its own policy.
+        if let Backend::Command(spec) = &mut front.backend {
+            let own = front.policy.as_deref().unwrap_or(&policy);
+            spec.sandbox = crate::cli::common::sandbox_plan(own, &load_options, &chatter)?;
+            let mut event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
+            event.server = Some(front.name.as_str().into());
+            sandbox_events.push(event);
+        }
         let judges = Judges::build(
             front.policy.as_deref().unwrap_or(&policy),
             &identities,
@@ -285,7 +293,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 command: front.identity_command.clone(),
             },
             &home,
-            &PathEnv::new(&home, &project_dir),
+            &load_options.path_env(),
             &mut programs,
             &mut names,
         )
@@ -301,6 +309,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         crate::cli::common::audit_config(&settings, &home, listener_name),
         Arc::new(names) as Arc<dyn Names>,
     );
+    audit.sender().send(&mut sandbox_events);
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread
     // runtime needs no locks contended across CPUs.

@@ -61,14 +61,15 @@ fn explicit_policy(options: &[String]) -> Option<&str> {
 /// distinct policy is loaded once.
 #[derive(Default)]
 struct PolicyCheck {
-    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<(), String>>,
+    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<String, String>>,
 }
 
 impl PolicyCheck {
-    /// `Err(why)` when the server cannot start because of its policy.
-    fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<(), String> {
+    /// How the server will be sandboxed, in words; `Err(why)` when the server cannot start
+    /// because of its policy (or of a required sandbox this machine cannot apply).
+    fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<String, String> {
         let EntryState::Wrapped { options, .. } = &server.state else {
-            return Ok(());
+            return Ok(String::new());
         };
         let dir = server_dir(env, doc, server);
         let explicit = explicit_policy(options).map(|f| dir.join(f));
@@ -79,7 +80,11 @@ impl PolicyCheck {
     }
 }
 
-fn load_policy(env: &Env, explicit: Option<PathBuf>, project_dir: PathBuf) -> Result<(), String> {
+fn load_policy(
+    env: &Env,
+    explicit: Option<PathBuf>,
+    project_dir: PathBuf,
+) -> Result<String, String> {
     if let Some(file) = &explicit
         && !file.is_file()
     {
@@ -95,10 +100,36 @@ fn load_policy(env: &Env, explicit: Option<PathBuf>, project_dir: PathBuf) -> Re
     };
     let policy = crate::config::load(&opts)
         .map_err(|e| format!("its policy does not load: {}", describe(&e, env)))?;
-    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    let path_env = opts.path_env();
     crate::program::Program::compile_with(&policy, &path_env)
         .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
-    Ok(())
+    sandbox_state(&policy, &opts)
+}
+
+/// A wrapped server's sandbox, in words, as it would start from `opts`' directory on this
+/// machine; `Err` when `required` and this machine cannot apply all of it.
+fn sandbox_state(
+    policy: &crate::config::Policy,
+    opts: &crate::config::LoadOptions,
+) -> Result<String, String> {
+    use crate::sandbox::{Place, Plan, Support};
+    let mut place = Place::here(&opts.home, &opts.project_dir);
+    place.state.extend(policy.settings.log_dir.iter().cloned());
+    let Some(plan) = Plan::resolve(&policy.sandbox, &place) else {
+        return Ok("sandbox: OFF".into());
+    };
+    let gaps = Support::probe().shortfalls(&plan);
+    match (gaps.is_empty(), plan.required) {
+        (true, _) => Ok(format!(
+            "sandbox: on{}",
+            if plan.required { " (required)" } else { "" }
+        )),
+        (false, false) => Ok(format!("sandbox: PARTIAL ({})", gaps.join("; "))),
+        (false, true) => Err(format!(
+            "its policy requires a sandbox and {}",
+            gaps.join("; ")
+        )),
+    }
 }
 
 /// The policy files a wrapped server runs under, most specific first.
@@ -245,7 +276,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         }
         for server in &doc.servers {
             total += 1;
-            let cannot = policies.verify(&ws.env, doc, server).err();
+            let verified = policies.verify(&ws.env, doc, server);
+            let cannot = verified.as_ref().err().cloned();
+            let sandbox = verified.unwrap_or_default();
             let original_broken = original_cannot_start(&ws.env, doc, server);
             let line = match &server.state {
                 EntryState::WrappedByOriginal { command, args, .. }
@@ -286,11 +319,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 EntryState::Wrapped { command, args, .. } => {
                     protected += 1;
                     format!(
-                        "{} {}  {}  policy: {}",
+                        "{} {}  {}  policy: {}; {}",
                         label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
-                        policy_files(&ws.env, doc, server).join(" + ")
+                        policy_files(&ws.env, doc, server).join(" + "),
+                        sandbox
                     )
                 }
                 EntryState::WrappedByOriginal {
@@ -334,10 +368,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 "client": doc.file.client.id(),
                 "server": server.name,
                 "state": row_state(server, original_broken.is_some() || cannot.is_some()),
+                "sandbox": matches!(server.state, EntryState::Wrapped { .. })
+                    .then_some(&sandbox),
                 "line": strip_sgr(line.trim_end()),
             }));
         }
     }
+    let _ = writeln!(
+        out,
+        "kernel sandbox: {}",
+        crate::sandbox::Support::probe().summary()
+    );
     let _ = writeln!(
         out,
         "{protected} of {total} server(s) protected in {} file(s){}",
@@ -357,6 +398,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "total": total,
             "cannot_start": cannot_start,
             "unprotected": unprotected,
+            "kernel_sandbox": crate::sandbox::Support::probe().summary(),
         }));
     }
     // Scripts check this: 1 while any server found is unprotected or cannot start.
@@ -489,6 +531,7 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
         &log_dir.unwrap_or_else(|| ws.env.mcpwall_dir().join("logs")),
         &ws.env,
     ));
+    checks.push(check_sandbox());
     checks.extend(check_client_files(&ws));
     checks.extend(check_servers(&ws, path_var.as_deref()));
     checks.extend(check_records(&ws));
@@ -544,6 +587,29 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
     Ok(code)
 }
 
+/// The kernel sandbox works here: a hidden directory is really unreadable to a process
+/// started through the helper.
+fn check_sandbox() -> Check {
+    let support = crate::sandbox::Support::probe();
+    match crate::sandbox::self_test() {
+        Ok(()) => Check::ok(
+            "sandbox",
+            format!("{}; a hidden file was unreadable", support.summary()),
+        ),
+        Err(why) => Check::bad(
+            Status::Warn,
+            "sandbox",
+            format!("{}: {why}", support.summary()),
+            if cfg!(windows) {
+                "servers run unsandboxed on Windows: keep the default pack's rules on"
+            } else {
+                "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 \
+                 or, on Ubuntu, an AppArmor profile for mcpwall), or run on a kernel with Landlock"
+            },
+        ),
+    }
+}
+
 /// The policy loads and compiles; returns the configured log directory too.
 fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
     let opts = crate::config::LoadOptions {
@@ -560,7 +626,7 @@ fn check_policy(env: &Env) -> Result<(Check, Option<PathBuf>), Check> {
             fix,
         )
     })?;
-    let path_env = crate::paths::PathEnv::new(&opts.home, &opts.project_dir);
+    let path_env = opts.path_env();
     let program = crate::program::Program::compile_with(&policy, &path_env).map_err(|e| {
         Check::bad(
             Status::Fail,

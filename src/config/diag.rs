@@ -62,6 +62,10 @@ pub enum Code {
     Ignored,
     /// `disable` names a rule that no extended pack has.
     UnknownDisable,
+    /// A `sandbox:` path that cannot be resolved to one place (relative, a glob, `..`).
+    BadSandboxPath,
+    /// A `sandbox:` entry that would give a server mcpwall's own state.
+    ProtectedState,
 }
 
 impl Code {
@@ -91,6 +95,8 @@ impl Code {
             Code::Compile => "compile",
             Code::Ignored => "ignored",
             Code::UnknownDisable => "unknown_disable",
+            Code::BadSandboxPath => "bad_sandbox_path",
+            Code::ProtectedState => "protected_state",
         }
     }
 

@@ -25,10 +25,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::diag::{Code, PolicyDiagnostic};
-use super::model::{RawPolicy, RawSettings, parse};
+use super::model::{RawPolicy, RawSandbox, RawSettings, parse};
 use super::policy::{
-    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SecretPattern, ServerDef,
-    Settings, Source, SourceId, SourceKind, Span, Spanned,
+    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SandboxPolicy, SecretPattern,
+    ServerDef, Settings, Source, SourceId, SourceKind, Span, Spanned,
 };
 use super::validate::{Decoder, Vars, did_you_mean};
 
@@ -146,6 +146,8 @@ pub(crate) struct Merger {
     ignored_rules: Vec<(usize, (String, String))>,
     /// Settings in visit order, with whether each file was restricted.
     settings: Vec<(RawSettings, Restricted)>,
+    /// `sandbox:` sections in visit order, with whether each file was restricted.
+    sandboxes: Vec<(RawSandbox, Restricted)>,
     /// Outbound deny/redact rules of restricted inclusions, with their keys: they go after
     /// every trusted outbound rule (one a trusted inclusion also took is dropped).
     restricted_outbound: Vec<((String, String), OutboundRule)>,
@@ -177,6 +179,7 @@ impl Merger {
             taken: HashSet::new(),
             ignored_rules: Vec::new(),
             settings: Vec::new(),
+            sandboxes: Vec::new(),
             restricted_outbound: Vec::new(),
             restricted_asks: Vec::new(),
             pack_rules: HashMap::new(),
@@ -278,7 +281,9 @@ impl Merger {
             disabled_secrets,
             disable,
             servers,
+            sandbox,
         } = raw;
+        self.sandboxes.push((sandbox, restricted));
         self.take_servers(servers, restricted);
         let this_pack = stack
             .last()
@@ -631,6 +636,7 @@ impl Merger {
     /// Finish: settings, cross-file checks, and either the policy or every problem.
     fn finish_one(mut self) -> Result<Policy, super::PolicyError> {
         let settings = self.merge_settings();
+        let sandbox = self.merge_sandbox();
         // Restricted outbound rules after every trusted one; a rule a trusted inclusion of
         // the same pack also took applies there, in its trusted place.
         for (key, rule) in std::mem::take(&mut self.restricted_outbound) {
@@ -674,7 +680,72 @@ impl Merger {
             disabled_secrets: self.disabled_secrets,
             ignored: self.ignored,
             servers: self.servers,
+            sandbox,
         })
+    }
+
+    /// The `sandbox:` sections, merged. Trusted files: the first to set a switch wins
+    /// (the project before the user, a file before the packs it extends), and every deny
+    /// and allow list adds up. A restricted file may only tighten: it can turn the
+    /// sandbox, `required` and `confine_writes` on, make `network` stricter and add to
+    /// the deny lists; its `off`s and `allow_*` entries are ignored and listed.
+    fn merge_sandbox(&mut self) -> SandboxPolicy {
+        let layers = std::mem::take(&mut self.sandboxes);
+        let mut s = SandboxPolicy::default();
+        let (mut enabled, mut required, mut confine, mut network) = (None, None, None, None);
+        for (layer, r) in &layers {
+            s.deny_read.extend(layer.deny_read.iter().cloned());
+            s.deny_write.extend(layer.deny_write.iter().cloned());
+            if *r == Restricted::Yes {
+                for entry in layer.allow_read.iter().chain(&layer.allow_write) {
+                    self.ignore(
+                        entry.span,
+                        format!("`sandbox` exception `{}`", entry.value),
+                        UNTRUSTED_WHY,
+                    );
+                }
+                continue;
+            }
+            s.allow_read.extend(layer.allow_read.iter().cloned());
+            s.allow_write.extend(layer.allow_write.iter().cloned());
+            enabled = enabled.or(layer.enabled.map(|v| v.value));
+            required = required.or(layer.required.map(|v| v.value));
+            confine = confine.or(layer.confine_writes.map(|v| v.value));
+            network = network.or(layer.network.map(|v| v.value));
+        }
+        s.enabled = enabled.unwrap_or(false);
+        s.required = required.unwrap_or(false);
+        s.confine_writes = confine.unwrap_or(false);
+        s.network = network.unwrap_or_default();
+        for (layer, r) in &layers {
+            if *r == Restricted::No {
+                continue;
+            }
+            for (switch, value, what) in [
+                (&mut s.enabled, layer.enabled, "`sandbox: off`"),
+                (&mut s.required, layer.required, "`sandbox.required: false`"),
+                (
+                    &mut s.confine_writes,
+                    layer.confine_writes,
+                    "`sandbox.confine_writes: false`",
+                ),
+            ] {
+                match value {
+                    Some(v) if v.value => *switch = true,
+                    Some(_) if !*switch => {}
+                    Some(v) => self.ignore(v.span, what.into(), UNTRUSTED_WHY),
+                    None => {}
+                }
+            }
+            if let Some(v) = layer.network {
+                if v.value >= s.network {
+                    s.network = v.value;
+                } else {
+                    self.ignore(v.span, "a looser `sandbox.network`".into(), UNTRUSTED_WHY);
+                }
+            }
+        }
+        s
     }
 
     /// A restricted file's servers are ignored: an entry runs a command. A name a later

@@ -99,8 +99,24 @@ impl LoadOptions {
     fn vars(&self) -> Vars {
         Vars {
             home: self.home.clone(),
-            project_dir: self.project_dir.clone(),
+            project_dir: self.project_root(),
+            cwd: self.project_dir.clone(),
         }
+    }
+
+    /// What `${PROJECT_DIR}` means for a server started here: the working directory,
+    /// unless that is `/` or the home directory, which are no project
+    /// ([`crate::paths::NO_PROJECT`]).
+    pub fn project_root(&self) -> PathBuf {
+        crate::sandbox::project_roots(&self.home, &self.project_dir)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| PathBuf::from(crate::paths::NO_PROJECT))
+    }
+
+    /// How a server started here resolves paths (decision 16).
+    pub fn path_env(&self) -> crate::paths::PathEnv {
+        crate::paths::PathEnv::for_server(&self.home, &self.project_dir)
     }
 }
 

@@ -245,6 +245,21 @@ pub(crate) struct RawPolicy {
     pub(crate) disable: Vec<Spanned<String>>,
     /// `servers:`, in file order.
     pub(crate) servers: Vec<super::policy::ServerDef>,
+    /// `sandbox:`.
+    pub(crate) sandbox: RawSandbox,
+}
+
+/// One file's `sandbox:` section; `None` = not written.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RawSandbox {
+    pub(crate) enabled: Option<Spanned<bool>>,
+    pub(crate) required: Option<Spanned<bool>>,
+    pub(crate) confine_writes: Option<Spanned<bool>>,
+    pub(crate) network: Option<Spanned<super::policy::SandboxNetwork>>,
+    pub(crate) deny_read: Vec<Spanned<String>>,
+    pub(crate) deny_write: Vec<Spanned<String>>,
+    pub(crate) allow_read: Vec<Spanned<String>>,
+    pub(crate) allow_write: Vec<Spanned<String>>,
 }
 
 /// The settings one file sets; `None` = not written (another file or the default decides).

@@ -71,6 +71,55 @@ pub struct Policy {
     /// The named servers `mcpwall serve` fronts, each at `/mcp/NAME` (`servers:` of
     /// trusted files only: an entry runs a command).
     pub servers: Vec<ServerDef>,
+    /// `sandbox:`: the OS sandbox every server mcpwall starts runs in (decision 14).
+    pub sandbox: SandboxPolicy,
+}
+
+/// The merged `sandbox:` sections: what the kernel denies the servers mcpwall starts.
+///
+/// Paths are kept as written (`~/.ssh`, `${PROJECT_DIR}/.git/hooks`, `/etc/x`): they are
+/// resolved against the home and the project when a server starts ([`crate::sandbox`]),
+/// because whether there is a project at all is known only then.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SandboxPolicy {
+    /// Servers start sandboxed. Off unless a file (the default pack) turns it on.
+    pub enabled: bool,
+    /// A server that cannot be sandboxed (no kernel support) is not started.
+    pub required: bool,
+    /// Writes only under the project, the temporary directory and the package caches.
+    pub confine_writes: bool,
+    pub network: SandboxNetwork,
+    /// Paths the server may neither read nor write (contents hidden).
+    pub deny_read: Vec<Spanned<String>>,
+    /// Paths the server may read but not change, create, rename or delete.
+    pub deny_write: Vec<Spanned<String>>,
+    /// Protected paths a trusted file gives back to the server (reading).
+    pub allow_read: Vec<Spanned<String>>,
+    /// Protected paths a trusted file gives back to the server (writing; with
+    /// `confine_writes`, also extra writable places).
+    pub allow_write: Vec<Spanned<String>>,
+}
+
+/// What the sandboxed server may reach over the network. Declared loosest first, so a
+/// larger value is stricter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SandboxNetwork {
+    #[default]
+    All,
+    /// Only this machine (`localhost`).
+    Loopback,
+    /// No network at all.
+    None,
+}
+
+impl SandboxNetwork {
+    pub fn word(self) -> &'static str {
+        match self {
+            SandboxNetwork::All => "all",
+            SandboxNetwork::Loopback => "loopback",
+            SandboxNetwork::None => "none",
+        }
+    }
 }
 
 /// One entry of `servers:`.

@@ -9,13 +9,15 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::diag::{Code, PolicyDiagnostic};
-use super::model::{Lines, Node, RawPolicy, RawSettings, YNode, node_span, span_of_location};
+use super::model::{
+    Lines, Node, RawPolicy, RawSandbox, RawSettings, YNode, node_span, span_of_location,
+};
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule,
     PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction,
-    SecretPattern, ServerBackend, ServerDef, Source, SourceId, SourceKind, Span, Spanned,
-    UpstreamAuth,
+    SandboxNetwork, SecretPattern, ServerBackend, ServerDef, Source, SourceId, SourceKind, Span,
+    Spanned, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -34,7 +36,10 @@ pub const DEFAULT_METHOD: &str = "tools/call";
 #[derive(Debug, Clone)]
 pub(crate) struct Vars {
     pub(crate) home: PathBuf,
+    /// `${PROJECT_DIR}` ([`crate::paths::NO_PROJECT`] when there is none).
     pub(crate) project_dir: PathBuf,
+    /// Where relative paths start.
+    pub(crate) cwd: PathBuf,
 }
 
 /// Decoding state for one file.
@@ -79,6 +84,17 @@ const TOP_KEYS: &[&str] = &[
     "secrets",
     "disable",
     "servers",
+    "sandbox",
+];
+const SANDBOX_KEYS: &[&str] = &[
+    "enabled",
+    "required",
+    "confine_writes",
+    "network",
+    "deny_read",
+    "deny_write",
+    "allow_read",
+    "allow_write",
 ];
 const SERVER_KEYS: &[&str] = &[
     "command",
@@ -470,8 +486,141 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("servers") {
             self.servers(n, &mut raw);
         }
+        if let Some(n) = f.get("sandbox") {
+            raw.sandbox = self.sandbox(n);
+        }
         self.duplicate_names();
         raw
+    }
+
+    /// `sandbox: on|off` or `sandbox: {enabled, required, confine_writes, network,
+    /// deny_read, deny_write, allow_read, allow_write}`.
+    fn sandbox(&mut self, node: &YNode) -> RawSandbox {
+        let mut s = RawSandbox::default();
+        // `sandbox: off` (YAML 1.2 reads `off` as a string; 1.1 writers mean a boolean).
+        let switch = match &node.value {
+            Node::Bool(b) => Some(*b),
+            Node::Str(w) if w == "on" => Some(true),
+            Node::Str(w) if w == "off" => Some(false),
+            _ => None,
+        };
+        if let Some(b) = switch {
+            s.enabled = Some(Spanned {
+                value: b,
+                span: self.span(node),
+            });
+            return s;
+        }
+        if let Node::Str(_) = node.value {
+            self.report(
+                Code::UnknownValue,
+                "`sandbox` is `on`, `off` or a mapping",
+                self.span(node),
+                "not `on` or `off`",
+                "write `sandbox: on`, `sandbox: off`, or `sandbox: {required: true}`",
+            );
+            return s;
+        }
+        let Some(f) = self.fields(node, "`sandbox`", SANDBOX_KEYS) else {
+            return s;
+        };
+        if let Some(n) = f.get("enabled") {
+            s.enabled = self.bool(n, "`sandbox.enabled`");
+        }
+        if let Some(n) = f.get("required") {
+            s.required = self.bool(n, "`sandbox.required`");
+        }
+        if let Some(n) = f.get("confine_writes") {
+            s.confine_writes = self.bool(n, "`sandbox.confine_writes`");
+        }
+        if let Some(n) = f.get("network") {
+            s.network = self.word(
+                n,
+                "`sandbox.network`",
+                &[
+                    ("all", SandboxNetwork::All),
+                    ("loopback", SandboxNetwork::Loopback),
+                    ("none", SandboxNetwork::None),
+                ],
+            );
+        }
+        for (key, list) in [
+            ("deny_read", &mut s.deny_read),
+            ("deny_write", &mut s.deny_write),
+            ("allow_read", &mut s.allow_read),
+            ("allow_write", &mut s.allow_write),
+        ] {
+            if let Some(n) = f.get(key) {
+                let what = format!("`sandbox.{key}`");
+                for path in self.strings(n, &what) {
+                    if self.sandbox_path(&path, key.starts_with("allow")) {
+                        list.push(path);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// A sandbox path names one place: absolute, or under `~`, `${HOME}` or
+    /// `${PROJECT_DIR}`; no globs, no `..`. An `allow_*` entry never reaches mcpwall's
+    /// own state.
+    fn sandbox_path(&mut self, path: &Spanned<String>, allow: bool) -> bool {
+        let text = path.value.as_str();
+        let rest = ["~/", "${HOME}/", "${PROJECT_DIR}/"]
+            .iter()
+            .find_map(|p| text.strip_prefix(p))
+            .or_else(|| {
+                (text == "~" || text == "${HOME}" || text == "${PROJECT_DIR}").then_some("")
+            });
+        let absolute = text.starts_with('/');
+        let problem = if rest.is_none() && !absolute {
+            Some((
+                "a sandbox path must be absolute or start with `~/`, `${HOME}/` or `${PROJECT_DIR}/`",
+                "write where it is: `~/.config/x`, `${PROJECT_DIR}/.git/hooks` or `/etc/x`"
+                    .to_string(),
+            ))
+        } else if text.contains(['*', '?', '[', '{']) && !text.starts_with("${") {
+            Some((
+                "a sandbox path names one place: globs are not expanded",
+                "list each path; the kernel protects a directory with everything below it".into(),
+            ))
+        } else if text.split('/').any(|c| c == ".." || c == ".") {
+            Some((
+                "a sandbox path may not contain `.` or `..` components",
+                "write the path as it is, without `..`".into(),
+            ))
+        } else if text.matches("${").count() > usize::from(text.starts_with("${")) {
+            Some((
+                "only a leading `${HOME}` or `${PROJECT_DIR}` is expanded in a sandbox path",
+                "write the rest of the path literally".into(),
+            ))
+        } else {
+            None
+        };
+        if let Some((message, help)) = problem {
+            self.report(Code::BadSandboxPath, message, path.span, "here", help);
+            return false;
+        }
+        let home_rest = ["~/", "${HOME}/"]
+            .iter()
+            .find_map(|p| text.strip_prefix(p))
+            .or_else(|| (text == "~" || text == "${HOME}").then_some(""));
+        if allow
+            && let Some(rest) = home_rest
+            && (rest.is_empty() || rest == ".mcpwall" || rest.starts_with(".mcpwall/"))
+        {
+            self.report(
+                Code::ProtectedState,
+                format!("`{text}` would give the server mcpwall's own state"),
+                path.span,
+                "always protected",
+                "`~/.mcpwall` (configuration, trust, pins, approvals, audit log) is never \
+                 readable or writable by a server: name a narrower path",
+            );
+            return false;
+        }
+        true
     }
 
     /// `servers: {NAME: {command, args} | {url}}`: the servers `mcpwall serve` fronts.
@@ -1894,7 +2043,7 @@ impl<'a> Decoder<'a> {
     fn expand(&mut self, s: &Spanned<String>) -> Option<PathBuf> {
         let path = PathBuf::from(self.expand_text(s)?);
         Some(if path.is_relative() {
-            self.vars.project_dir.join(path)
+            self.vars.cwd.join(path)
         } else {
             path
         })

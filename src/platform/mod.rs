@@ -9,6 +9,7 @@
 //! | owner-only files and directories | modes 0600 / 0700 | a protected DACL granting the owner alone |
 //! | open without following a link | `O_NOFOLLOW` | not offered (links need privilege to create) |
 //! | replace a file atomically | `rename(2)`, `renameat2(RENAME_EXCHANGE)` | `MoveFileEx`, retried while the file is held open |
+//! | sandbox a server | Linux: namespaces, mounts, Landlock (`linux_sandbox`); macOS: `sandbox-exec` (`other_sandbox`) | none (`other_sandbox` says so) |
 //!
 //! The rest of the code base uses only what this module exports, under the same names on
 //! every system.
@@ -22,6 +23,16 @@ pub use unix::*;
 mod windows;
 #[cfg(windows)]
 pub use windows::*;
+
+// The sandbox every server starts in (`crate::sandbox`): the calls that apply a plan.
+#[cfg(target_os = "linux")]
+mod linux_sandbox;
+#[cfg(target_os = "linux")]
+pub use linux_sandbox::{Entered, enter_sandbox, sandbox_support, tie_to_parent};
+#[cfg(not(target_os = "linux"))]
+mod other_sandbox;
+#[cfg(not(target_os = "linux"))]
+pub use other_sandbox::{Entered, enter_sandbox, sandbox_support, tie_to_parent};
 
 /// The name a log line gives a stop request.
 pub fn signal_name(signal: i32) -> &'static str {

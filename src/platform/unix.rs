@@ -131,6 +131,41 @@ pub fn resolve_program(program: &std::ffi::OsStr) -> std::ffi::OsString {
     program.to_owned()
 }
 
+/// Whether `program` names an executable file, as `execvp` would look it up: a path with a
+/// slash as it is, a bare name in each directory of `PATH` (the server's own, when its
+/// environment sets one).
+pub fn program_exists(
+    program: &std::ffi::OsStr,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_bytes().contains(&b'/') {
+        // One that is there but cannot run gets its own error from the helper's exec.
+        return std::path::Path::new(program).exists();
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+}
+
+/// This program, to start the sandbox helper: `/proc/self/exe` on Linux, which stays
+/// valid when the binary is replaced on disk while mcpwall runs.
+pub fn own_executable() -> std::path::PathBuf {
+    if cfg!(target_os = "linux") {
+        return "/proc/self/exe".into();
+    }
+    std::env::current_exe().unwrap_or_else(|_| "mcpwall".into())
+}
+
 /// The signal that ended a process, if one did.
 pub fn exit_signal(status: ExitStatus) -> Option<i32> {
     std::os::unix::process::ExitStatusExt::signal(&status)

@@ -159,6 +159,20 @@ pub fn forward_stop_requests(tx: tokio::sync::mpsc::UnboundedSender<i32>) -> io:
 /// .CMD`), so the `npx.cmd` shim npm installs is found; std alone would try `npx.exe`
 /// only. A `.cmd`/`.bat` found this way is run by std through `cmd.exe`, with std's
 /// quoting of its arguments. Anything not found is returned as given (std then reports it).
+/// Servers are never started through the sandbox helper here (`other_sandbox`): the
+/// spawn itself reports a missing program.
+pub fn program_exists(
+    _program: &std::ffi::OsStr,
+    _env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> bool {
+    true
+}
+
+/// This program (unused on Windows, where there is no sandbox helper).
+pub fn own_executable() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| "mcpwall.exe".into())
+}
+
 pub fn resolve_program(program: &std::ffi::OsStr) -> std::ffi::OsString {
     find_program(
         program,

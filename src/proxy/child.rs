@@ -9,10 +9,12 @@
 use std::ffi::OsString;
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::platform::{self, ProcessTree};
+use crate::sandbox::Plan;
 
 /// What to run.
 #[derive(Clone)]
@@ -21,6 +23,10 @@ pub struct ChildSpec {
     pub args: Vec<OsString>,
     /// Added to (or replacing in) the environment the child inherits from mcpwall.
     pub env: Vec<(OsString, OsString)>,
+    /// The sandbox it runs in (`None`: `sandbox: off`). On Unix the server is started
+    /// through the sandbox helper ([`crate::sandbox::helper`]), which applies the plan to
+    /// itself and then becomes the server; on Windows it is started as it is.
+    pub sandbox: Option<Arc<Plan>>,
 }
 
 /// The environment's names only: its values may be secrets.
@@ -30,6 +36,7 @@ impl std::fmt::Debug for ChildSpec {
             .field("program", &self.program)
             .field("args", &self.args)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("sandbox", &self.sandbox.is_some())
             .finish()
     }
 }
@@ -82,9 +89,32 @@ pub struct ServerProcess {
 /// and stderr inherited.
 pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
     let command = spec.program.to_string_lossy().into_owned();
-    let mut builder = Command::new(platform::resolve_program(&spec.program));
+    // On Linux every server starts through the helper, which ties its life to mcpwall's
+    // (parent-death signal) and applies the sandbox, if any; elsewhere only a sandboxed
+    // one does (Windows: never).
+    let through_helper = cfg!(target_os = "linux") || (cfg!(unix) && spec.sandbox.is_some());
+    let mut builder = match &spec.sandbox {
+        plan if through_helper => {
+            // The helper would say it too, but only after it started: a missing command
+            // keeps the error (and exit code 127) it has without the sandbox.
+            if !platform::program_exists(&spec.program, &spec.env) {
+                return Err(SpawnError::NotFound { command });
+            }
+            let mut b = Command::new(platform::own_executable());
+            b.args(crate::sandbox::helper::command_line(
+                plan.as_deref(),
+                &spec.program,
+                &spec.args,
+            ));
+            b
+        }
+        _ => {
+            let mut b = Command::new(platform::resolve_program(&spec.program));
+            b.args(&spec.args);
+            b
+        }
+    };
     builder
-        .args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -324,9 +324,9 @@ impl PathCond {
             .as_ref()
             .filter(|p| !p.is_empty())
             .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
-        let prefilter_written = prefilter
-            .as_ref()
-            .is_some_and(|ac| !ac.is_match(env.home()) && !ac.is_match(env.project_dir()));
+        let prefilter_written = prefilter.as_ref().is_some_and(|ac| {
+            !ac.is_match(env.home()) && !ac.is_match(env.project_dir()) && !ac.is_match(env.cwd())
+        });
         Ok(PathCond {
             prefilter,
             prefilter_written,

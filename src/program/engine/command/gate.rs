@@ -282,11 +282,12 @@ impl Builder {
         }
         let home = env.home().to_ascii_lowercase();
         let project = env.project_dir().to_ascii_lowercase();
+        let cwd = env.cwd().to_ascii_lowercase();
         for p in &pieces {
             // Normalising a relative path or `~` adds these directories: a piece in them
             // proves nothing.
             let lower = p.to_ascii_lowercase();
-            if home.contains(&lower) || project.contains(&lower) {
+            if home.contains(&lower) || project.contains(&lower) || cwd.contains(&lower) {
                 return None;
             }
             need.lits.push(self.lit(p, Bound::None)?);
