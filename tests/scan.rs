@@ -195,6 +195,27 @@ fn default_pack_stops_every_applicable_attack_that_lands_at_baseline() {
     assert!(applicable >= 40);
     assert_eq!(report["summary"]["score"], 100);
     assert_eq!(report["summary"]["grade"], "A");
+    // Each attack that lands at baseline also ran through the sandbox alone: the kernel
+    // holds the file attacks by itself, not what only the rules can see.
+    let kernel = |id: &str| {
+        results
+            .iter()
+            .find(|r| r["attack_id"] == id)
+            .unwrap_or_else(|| panic!("no {id}"))["kernel"]
+            .clone()
+    };
+    if mcpwall::sandbox::Support::probe().paths {
+        for id in ["PT-001", "PT-006", "CR-002", "CR-013", "WR-001", "WR-002"] {
+            assert_eq!(kernel(id), "PASS", "{id}: the kernel alone holds it");
+        }
+        for id in ["CE-004", "LK-001", "SC-001", "PI-001"] {
+            assert_eq!(
+                kernel(id),
+                "VULNERABLE",
+                "{id} needs the rules or the guard"
+            );
+        }
+    }
     // STOPPED BY names the rule or the mechanism, as the audit log does.
     let stopped = |id: &str| {
         results

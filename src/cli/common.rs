@@ -242,6 +242,13 @@ pub fn sandbox_plan(
         );
         return Ok(None);
     };
+    // A mount covers what exists: mcpwall's state directory exists before the server
+    // starts, or the server could create it (and a policy or an approval in it) first.
+    let state = load_options.home.join(".mcpwall");
+    if !state.exists() {
+        let _ = crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true))
+            .create(&state);
+    }
     let support = Support::probe();
     let shortfalls = support.shortfalls(&plan);
     if cfg!(windows) && !shortfalls.is_empty() {

@@ -1162,6 +1162,7 @@ pub fn render_yaml(policy: &Policy) -> miette::Result<String> {
                 .map(|d| d.value.clone())
                 .collect(),
         },
+        sandbox: YamlSandbox::from(&policy.sandbox),
     };
     let body = serde_saphyr::to_string(&doc)
         .map_err(|e| miette::miette!("cannot write the policy as YAML: {e}"))?;
@@ -1179,6 +1180,41 @@ struct YamlPolicy {
     rules: Vec<YamlRule>,
     outbound_rules: Vec<YamlOutbound>,
     secrets: YamlSecrets,
+    sandbox: YamlSandbox,
+}
+
+/// `sandbox:` as merged; the lists only when not empty.
+#[derive(Serialize)]
+struct YamlSandbox {
+    enabled: bool,
+    required: bool,
+    confine_writes: bool,
+    network: &'static str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny_read: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny_write: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    allow_read: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    allow_write: Vec<String>,
+}
+
+impl From<&config::policy::SandboxPolicy> for YamlSandbox {
+    fn from(s: &config::policy::SandboxPolicy) -> Self {
+        let list =
+            |l: &[config::policy::Spanned<String>]| l.iter().map(|e| e.value.clone()).collect();
+        YamlSandbox {
+            enabled: s.enabled,
+            required: s.required,
+            confine_writes: s.confine_writes,
+            network: s.network.word(),
+            deny_read: list(&s.deny_read),
+            deny_write: list(&s.deny_write),
+            allow_read: list(&s.allow_read),
+            allow_write: list(&s.allow_write),
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -180,6 +180,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout.max(1)),
         only: args.only.clone(),
         proxy,
+        kernel_policy: None,
     };
     let show_progress = !args.no_progress && !args.quiet && std::io::stderr().is_terminal();
     let report = redteam::run(&opts, |done, total, id| {
@@ -263,6 +264,7 @@ fn run_gateway(args: &Args, url: &str) -> miette::Result<ExitCode> {
         timeout: target.timeout,
         only: args.only.clone(),
         proxy: None,
+        kernel_policy: None,
     };
     let mut report = redteam::Report::new(&opts, results);
     report.target = url.to_string();

@@ -180,6 +180,7 @@ fn result(a: &GatewayAttack, protected: Outcome) -> AttackResult {
         baseline: Outcome::NotApplicable,
         protected,
         stopped_by: None,
+        kernel: None,
         evidence: None,
         baseline_evidence: None,
         remediation: a.remediation.into(),

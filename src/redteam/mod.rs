@@ -44,6 +44,10 @@ pub struct ScanOptions {
     pub only: Vec<String>,
     /// Another stdio firewall to put in front of the server instead of this mcpwall.
     pub proxy: Option<Proxy>,
+    /// A policy of the scanned policy's `sandbox:` section alone (no rules), written by
+    /// [`run`] when that sandbox is on: each attack that lands at baseline is run through
+    /// it too, to tell whether the kernel alone holds it.
+    pub kernel_policy: Option<PathBuf>,
 }
 
 /// A stdio MCP firewall given as a command prefix (`npx -y mcpwall --`): the protected
@@ -136,6 +140,8 @@ fn probe_version(argv: &[String]) -> String {
 pub enum Side {
     Baseline,
     Protected,
+    /// Through mcpwall with the policy's sandbox and no rules.
+    KernelOnly,
 }
 
 /// What one session observed.
@@ -172,11 +178,15 @@ impl ScanOptions {
                 v.extend(server);
                 v
             }
-            Side::Protected => {
+            Side::Protected | Side::KernelOnly => {
+                let policy = match (side, &self.kernel_policy) {
+                    (Side::KernelOnly, Some(kernel)) => kernel,
+                    _ => &self.policy,
+                };
                 let mut v = vec![
                     self.exe.to_string_lossy().into_owned(),
                     "-c".into(),
-                    self.policy.to_string_lossy().into_owned(),
+                    policy.to_string_lossy().into_owned(),
                     "--server-name".into(),
                     "scan-target".into(),
                     "--grace-ms".into(),
@@ -242,6 +252,19 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
     let selected: Vec<&Attack> = attacks::ATTACKS.iter().collect();
     let total = selected.len();
     let settings = effective_settings(&opts.policy);
+    // The kernel's part on its own: the same sandbox, no rules (not for another proxy,
+    // whose sandbox, if any, is its own).
+    let kernel_dir = tempfile::tempdir().ok();
+    let mut opts = opts.clone();
+    if opts.proxy.is_none()
+        && let (Some(dir), Some(text)) = (&kernel_dir, kernel_only_policy(&opts.policy))
+    {
+        let file = dir.path().join("kernel-only.yml");
+        if std::fs::write(&file, text).is_ok() {
+            opts.kernel_policy = Some(file);
+        }
+    }
+    let opts = &opts;
     let mut results = Vec::with_capacity(total);
     for (i, attack) in selected.into_iter().enumerate() {
         let started = Instant::now();
@@ -283,6 +306,13 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
             } else {
                 let prot = observe(opts, attack, Side::Protected, &settings);
                 let mut r = AttackResult::new(attack, base.outcome, prot.outcome);
+                // Layered attacks test the policy files themselves, not what a server does.
+                if opts.kernel_policy.is_some()
+                    && base.outcome == Outcome::Vulnerable
+                    && !matches!(attack.delivery, Delivery::Layered { .. })
+                {
+                    r.kernel = Some(observe(opts, attack, Side::KernelOnly, &settings).outcome);
+                }
                 r.baseline_evidence = base.evidence;
                 r.evidence = prot.evidence;
                 r.stopped_by = match prot.outcome {
@@ -339,6 +369,40 @@ pub fn effective_settings(policy: &Path) -> Settings {
     })
     .map(|p| p.settings)
     .unwrap_or_default()
+}
+
+/// A policy of `policy`'s merged `sandbox:` section alone — no rules, and the tool guard
+/// off (only the strict frame parser, which is not a setting, stays) — or `None` when that
+/// sandbox is off (or the policy does not load: the protected runs then say why).
+fn kernel_only_policy(policy: &Path) -> Option<String> {
+    let dir = tempfile::tempdir().ok()?;
+    let loaded = crate::config::load(&crate::config::LoadOptions {
+        explicit: Some(policy.to_path_buf()),
+        home: dir.path().to_path_buf(),
+        project_dir: dir.path().to_path_buf(),
+    })
+    .ok()?;
+    let sb = &loaded.sandbox;
+    if !sb.enabled {
+        return None;
+    }
+    let list = |items: &[crate::config::policy::Spanned<String>]| {
+        let quoted: Vec<String> = items
+            .iter()
+            .map(|i| format!("'{}'", i.value.replace('\'', "''")))
+            .collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    Some(format!(
+        "version: 1\nsettings:\n  pinning: off\n  poison_scan: off\n  hide_denied_tools: false\nsandbox:\n  enabled: true\n  required: {}\n  confine_writes: {}\n  network: {}\n  deny_read: {}\n  deny_write: {}\n  allow_read: {}\n  allow_write: {}\n",
+        sb.required,
+        sb.confine_writes,
+        sb.network.word(),
+        list(&sb.deny_read),
+        list(&sb.deny_write),
+        list(&sb.allow_read),
+        list(&sb.allow_write),
+    ))
 }
 
 /// Why `attack` cannot be evaluated under `settings`, if it cannot.

@@ -42,6 +42,10 @@ pub struct AttackResult {
     pub baseline: Outcome,
     pub protected: Outcome,
     pub stopped_by: Option<String>,
+    /// The same attack through the policy's sandbox with no rules (only for attacks that
+    /// land at baseline, when the sandbox is on): `PASS` means the kernel alone holds it.
+    #[serde(default)]
+    pub kernel: Option<Outcome>,
     /// What the client received (raw) when the attack got through the protected run.
     pub evidence: Option<String>,
     pub baseline_evidence: Option<String>,
@@ -67,6 +71,7 @@ impl AttackResult {
             baseline,
             protected,
             stopped_by: None,
+            kernel: None,
             evidence: None,
             baseline_evidence: None,
             remediation: a.remediation.into(),
@@ -258,8 +263,9 @@ impl Report {
             "BASELINE",
             "PROTECTED",
             "STOPPED BY",
+            "KERNEL ALONE",
         ];
-        let rows: Vec<[String; 7]> = self
+        let rows: Vec<[String; 8]> = self
             .results
             .iter()
             .filter(|r| r.reason.as_deref() != Some(NOT_SELECTED))
@@ -272,6 +278,13 @@ impl Report {
                     r.baseline.as_str().to_string(),
                     r.protected.as_str().to_string(),
                     clean(r.stopped_by.as_deref().unwrap_or("-"), 40),
+                    match r.kernel {
+                        None => "-",
+                        Some(Outcome::Pass) => "held",
+                        Some(Outcome::Vulnerable) => "got through",
+                        Some(_) => "error",
+                    }
+                    .to_string(),
                 ]
             })
             .collect();
@@ -315,6 +328,17 @@ impl Report {
             time_col(&mut text, &cells, &format!("{} ms", r.duration_ms));
             out.push_str(text.trim_end());
             out.push('\n');
+        }
+        let kernel_runs = self.results.iter().filter(|r| r.kernel.is_some()).count();
+        if kernel_runs > 0 {
+            let held = self
+                .results
+                .iter()
+                .filter(|r| r.kernel == Some(Outcome::Pass))
+                .count();
+            out.push_str(&format!(
+                "\nKERNEL ALONE: with every rule and the tool guard lifted, the policy's sandbox (and the strict frame parser) held {held} of the {kernel_runs} attacks that land at baseline; the rest need the rules (arguments, tool semantics, what a result says; this target only pretends to run commands)\n"
+            ));
         }
         let vulnerable: Vec<&AttackResult> = self
             .results
@@ -431,6 +455,7 @@ mod tests {
             timeout: std::time::Duration::from_secs(1),
             only: vec![],
             proxy: None,
+            kernel_policy: None,
         }
     }
 

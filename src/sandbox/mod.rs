@@ -355,7 +355,8 @@ impl Support {
             );
             return out;
         }
-        if !self.paths && !(plan.hidden.is_empty() && plan.read_only.is_empty()) {
+        let protects_paths = !plan.hidden.is_empty() || !plan.read_only.is_empty();
+        if protects_paths && !self.paths {
             out.push(
                 "protected paths are not hidden or read-only (unprivileged user namespaces \
                  are unavailable)"
