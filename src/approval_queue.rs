@@ -172,6 +172,79 @@ impl ApprovalQueue {
     }
 }
 
+/// Why an offered call can no longer be decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// The mcpwall that held it is no longer running (killed, crashed): nothing is left
+    /// to forward or refuse it.
+    HolderGone,
+    /// Its time ran out: the holder refused it.
+    Expired,
+}
+
+impl Stale {
+    /// Why, for a person.
+    pub fn describe(self, request: &ApprovalRequest) -> String {
+        match self {
+            Stale::HolderGone => format!(
+                "the mcpwall that held it (pid {}) is no longer running, so the call can never run",
+                request.pid
+            ),
+            Stale::Expired => "its time ran out and it was refused".to_string(),
+        }
+    }
+}
+
+/// Whether `request` can still be decided at `now` (seconds since the epoch).
+pub fn staleness(request: &ApprovalRequest, now: u64) -> Option<Stale> {
+    if !holder_running(request.pid) {
+        Some(Stale::HolderGone)
+    } else if request.expires_unix < now {
+        Some(Stale::Expired)
+    } else {
+        None
+    }
+}
+
+/// Whether the process `pid` still exists (a signal-0 probe; one we may not signal
+/// exists too). A reused pid reads as running: the call is then shown until it
+/// expires, never approved into another process.
+fn holder_running(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return false;
+        };
+        match rustix::process::test_kill_process(pid) {
+            Ok(()) => true,
+            Err(e) => e != rustix::io::Errno::SRCH,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+impl ApprovalQueue {
+    /// Remove the files of every offered call that can no longer be decided (its holder
+    /// is gone, or it expired); returns those calls and why.
+    pub fn sweep(&self, now: u64) -> io::Result<Vec<(ApprovalRequest, Stale)>> {
+        let mut gone = Vec::new();
+        for (request, _) in self.list()? {
+            if let Some(why) = staleness(&request, now) {
+                self.withdraw(&request.code);
+                gone.push((request, why));
+            }
+        }
+        Ok(gone)
+    }
+}
+
 /// The HTTP transports' hand-over of one outbox: held calls are offered to `mcpwall approve`
 /// (the queue under `home` is opened on first use) and calls no longer held leave it. A
 /// failure is told to the human on stderr, never to the agent; the held call then times out.

@@ -26,7 +26,7 @@ enum Command {
     ExplainPolicy(cli::explain::Args),
     /// Trust the project's .mcpwall.yml so its allow rules apply.
     Trust(cli::trust::Args),
-    /// Find MCP client configs, write ~/.mcpwall/config.yml and wrap servers.
+    /// Find MCP client configs, write ~/.mcpwall/mcpwall.yml and wrap servers.
     Init(cli::init::Args),
     /// Wrap one server of a client config with mcpwall.
     Wrap(cli::wrap::Args),
@@ -71,6 +71,12 @@ fn main() -> ExitCode {
         .collect();
     if let Some(hint) = cli::common::misplaced_word(&argv, &verbs) {
         eprintln!("mcpwall: error: {hint}");
+        return ExitCode::from(2);
+    }
+    // A bare `mcpwall` typed at a terminal is someone asking what it does; a client
+    // starting it without a server command still gets the error (no terminal there).
+    if argv.len() == 1 && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        let _ = Cli::command().print_long_help();
         return ExitCode::from(2);
     }
     let cli = Cli::parse_from(argv);

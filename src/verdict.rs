@@ -136,6 +136,23 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict, so that a reader of the log (`mcpwall log --action`) accepts each
+    /// `action` the log can hold.
+    pub const ALL: [Verdict; 12] = [
+        Verdict::Allow,
+        Verdict::Deny,
+        Verdict::Pass,
+        Verdict::Redact,
+        Verdict::Block,
+        Verdict::LogOnly,
+        Verdict::Drop,
+        Verdict::Error,
+        Verdict::Ask,
+        Verdict::Approved,
+        Verdict::Declined,
+        Verdict::TimedOut,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "allow",

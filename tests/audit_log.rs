@@ -496,6 +496,71 @@ fn text_output_escapes_control_characters() {
     assert!(!run.stdout.contains('\u{1b}'));
 }
 
+/// What a script needs from the log: every action the log prints is a valid
+/// `--action`, identities are shown, filtered and counted, times say they are UTC, and a
+/// bidirectional override in a tool name is escaped (it would reorder the line).
+#[test]
+fn every_printed_action_and_identity_can_be_selected_and_counted() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.root().join("logs");
+    let audit = start(&dir, "srv");
+    let now = SystemTime::now();
+    let mut events = Vec::new();
+    for (i, (verdict, who)) in [
+        (Verdict::Ask, "alice"),
+        (Verdict::Approved, "alice"),
+        (Verdict::Declined, "bob"),
+        (Verdict::TimedOut, "bob"),
+        (Verdict::Allow, "bob"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut e = event(now, i as u64);
+        e.action = verdict;
+        e.identity = Some(who.into());
+        events.push(e);
+    }
+    events[4].tool = Some("read\u{202E}elif".into());
+    audit.sender().send(&mut events);
+    audit.finish(Duration::from_secs(10));
+    let d = dir.to_str().unwrap();
+    for action in ["ask", "approved", "declined", "timed_out"] {
+        let run = sandbox.run(&["log", "--dir", d, "--action", action], "");
+        assert_eq!(run.code, 0, "--action {action}: {}", run.stderr);
+        assert_eq!(
+            run.stdout.lines().count(),
+            1,
+            "--action {action}: {}",
+            run.stdout
+        );
+    }
+    let run = sandbox.run(&["log", "--dir", d, "--identity", "bob"], "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", run.stdout);
+    assert!(
+        lines.iter().all(|l| l.contains("identity=bob")),
+        "{}",
+        run.stdout
+    );
+    assert!(lines.iter().all(|l| l.contains(" UTC ")), "{}", run.stdout);
+    assert!(!run.stdout.contains('\u{202E}'), "{}", run.stdout);
+    assert!(run.stdout.contains("read\\u{202e}elif"), "{}", run.stdout);
+    // CLICOLOR_FORCE colours a pipe, as in every verb; NO_COLOR wins over it.
+    let mut forced = sandbox.command(&["log", "--dir", d]);
+    forced.env("CLICOLOR_FORCE", "1");
+    let run = sandbox.run_command(forced, "");
+    assert!(run.stdout.contains('\x1b'), "{}", run.stdout);
+    let mut both = sandbox.command(&["log", "--dir", d]);
+    both.env("CLICOLOR_FORCE", "1").env("NO_COLOR", "1");
+    assert!(!sandbox.run_command(both, "").stdout.contains('\x1b'));
+    let run = sandbox.run(&["log", "--dir", d, "--summary", "--format", "json"], "");
+    let summary: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(summary["by_identity"]["alice"], 2, "{summary}");
+    assert_eq!(summary["by_identity"]["bob"], 3, "{summary}");
+}
+
 #[test]
 fn follow_prints_new_events_and_moves_on_to_the_next_day_file() {
     let sandbox = Sandbox::new();

@@ -764,6 +764,24 @@ fn server_names_a_servers_entry_whose_packs_then_judge_too() {
     );
 }
 
+/// An `ask` rule without a message holds the call for approval: `check` says so, not
+/// "denied by policy", in text and in JSON.
+#[test]
+fn an_ask_is_reported_as_held_for_approval_not_as_denied() {
+    let s = Sandbox::new();
+    s.write(
+        "project/policy.yml",
+        "version: 1\nrules:\n  - name: ask-deploy\n    match: {tool: deploy}\n    action: ask\n",
+    );
+    let r = s.check(
+        &["-c", "policy.yml", "--format", "json"],
+        &call(1, "deploy", serde_json::json!({"env": "prod"})),
+    );
+    assert!(r.stdout.contains("ask-deploy"), "{}{}", r.stdout, r.stderr);
+    assert!(!r.stdout.contains("denied by policy"), "{}", r.stdout);
+    assert!(r.stdout.contains("held for your approval"), "{}", r.stdout);
+}
+
 /// Decision 16: a server started in the home directory or in `/` (as desktop clients start
 /// them) has no project, so nothing in the home directory counts as inside one.
 #[test]

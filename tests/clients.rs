@@ -247,9 +247,7 @@ fn http_and_sse_entries_are_skipped_with_the_reason() {
     let out = sandbox.run_client(&["wrap", "sentry"]);
     let stdout = sandbox.stdout(&out);
     assert!(
-        stdout.contains(
-            "skipped          sentry: remote server (`url`): a stdio proxy cannot wrap it"
-        ),
+        stdout.contains("skipped          sentry: remote server (`url`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream https://"),
         "{stdout}"
     );
     let out = sandbox.run_client(&["wrap", "remote"]);
@@ -350,6 +348,14 @@ fn unknown_server_name_lists_the_known_ones() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no server named `nope`"), "{stderr}");
     assert!(stderr.contains("filesystem"), "{stderr}");
+    assert!(!stderr.contains("did you mean"), "{stderr}");
+    // A typo gets the name it meant; so does a client id.
+    let out = sandbox.run_client(&["wrap", "filesytem"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did you mean `filesystem`?"), "{stderr}");
+    let out = sandbox.run_client(&["wrap", "--client", "cursr", "filesystem"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did you mean `cursor`?"), "{stderr}");
 }
 
 #[cfg(unix)]
@@ -387,6 +393,53 @@ fn status_shows_what_is_protected() {
         })
         .collect();
     assert_golden("status.stdout", stdout.as_bytes());
+}
+
+/// For scripts: `status` and `doctor` as one JSON document each, and `status` fails
+/// while any server is unprotected (it used to exit 0 with UNPROTECTED servers).
+#[test]
+fn status_and_doctor_report_as_json_and_status_fails_while_unprotected() {
+    let sandbox = sandbox_before();
+    let out = sandbox.run_client(&["status", "--format", "json"]);
+    assert_eq!(
+        code(&out),
+        1,
+        "unprotected servers: {}",
+        sandbox.stdout(&out)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", sandbox.stdout(&out)));
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(v["total"], servers.len() as u64, "{v}");
+    assert!(v["unprotected"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        servers
+            .iter()
+            .any(|s| s["state"] == "unprotected" && s["file"] == "~/.claude.json"),
+        "{v}"
+    );
+    assert!(!v["broken_files"].as_array().unwrap().is_empty(), "{v}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+    let out = sandbox.run_client(&["doctor", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    assert!(checks.iter().any(|c| c["name"] == "policy"), "{v}");
+    assert_eq!(
+        code(&out) == 1,
+        v["failed"].as_u64().unwrap() > 0,
+        "the exit status follows the failures: {v}"
+    );
+    // One plain server and nothing broken: 1 until it is wrapped, then 0.
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"notes\": {\"command\": \"sh\", \"args\": [\"-c\", \"cat\"]}}}\n",
+    );
+    let out = sandbox.run_client(&["status"]);
+    assert_eq!(code(&out), 1, "{}", sandbox.stdout(&out));
+    assert_eq!(code(&sandbox.run_client(&["wrap", "notes"])), 0);
+    let out = sandbox.run_client(&["status"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
 }
 
 #[test]
@@ -445,8 +498,12 @@ fn init_writes_the_config_and_wraps_everything() {
     );
     assert_golden_tree(&sandbox, "after");
     assert_eq!(
-        sandbox.read("home/.mcpwall/config.yml"),
+        sandbox.read("home/.mcpwall/mcpwall.yml"),
         mcpwall::cli::init::config_text(profile)
+    );
+    assert!(
+        !sandbox.home().join(".mcpwall/config.yml").exists(),
+        "the original's file is never written"
     );
     // A second run changes nothing.
     let tree = sandbox.tree();
@@ -461,10 +518,13 @@ fn init_keeps_an_existing_config_unless_forced() {
     let sandbox = sandbox_before();
     let profile = any_profile();
     let mine = "version: 1\nextends: [strict]\nrules: []\n";
-    sandbox.write("home/.mcpwall/config.yml", mine);
+    sandbox.write("home/.mcpwall/mcpwall.yml", mine);
+    // The original's own file, which it can load: left exactly as it is.
+    let theirs = "version: 1\nsettings:\n  log_dir: ~/.mcpwall/logs\n  log_level: info\n  default_action: allow\nrules: []\n";
+    sandbox.write("home/.mcpwall/config.yml", theirs);
     let out = sandbox.run_client(&["init", "--yes", "--profile", profile]);
     assert!(sandbox.stdout(&out).contains("kept your existing policy"));
-    assert_eq!(sandbox.read("home/.mcpwall/config.yml"), mine);
+    assert_eq!(sandbox.read("home/.mcpwall/mcpwall.yml"), mine);
     let out = sandbox.run_client(&["init", "--yes", "--force", "--profile", profile]);
     assert!(
         sandbox
@@ -472,9 +532,10 @@ fn init_keeps_an_existing_config_unless_forced() {
             .contains("backed up to ~/.mcpwall/backups/")
     );
     assert_eq!(
-        sandbox.read("home/.mcpwall/config.yml"),
+        sandbox.read("home/.mcpwall/mcpwall.yml"),
         mcpwall::cli::init::config_text(profile)
     );
+    assert_eq!(sandbox.read("home/.mcpwall/config.yml"), theirs);
     let backups = std::fs::read_dir(sandbox.home().join(".mcpwall/backups")).unwrap();
     let kept = backups
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -1113,7 +1174,7 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
     use std::io::Write;
     let sandbox = sandbox_before();
     let mine = "version: 1\nextends: [default]\n";
-    sandbox.write("home/.mcpwall/config.yml", mine);
+    sandbox.write("home/.mcpwall/mcpwall.yml", mine);
     let bin_dir = Path::new(MCPWALL).parent().unwrap();
     let mut child = Command::new("script")
         .args([
@@ -1164,7 +1225,7 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
             .contains("\"puppeteer\": {\"command\": \"npx\"")
     );
     assert_eq!(
-        sandbox.read("home/.mcpwall/config.yml"),
+        sandbox.read("home/.mcpwall/mcpwall.yml"),
         mcpwall::cli::init::config_text("local-dev")
     );
 }
@@ -1905,7 +1966,8 @@ fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
     let policy = sandbox.home().join("team.yml").display().to_string();
     sandbox.write(
         "home/team.yml",
-        "version: 1\nextends: [default]\nrules:\n  - name: no-forbidden\n    match:\n      tool: forbidden\n    action: deny\n    message: not here\n",
+        // Loadable by both: the original needs `settings` and ignores `extends`.
+        "version: 1\nextends: [default]\nsettings:\n  log_dir: ~/.mcpwall/logs\n  log_level: info\n  default_action: allow\nrules:\n  - name: no-forbidden\n    match:\n      tool: forbidden\n    action: deny\n    message: not here\n",
     );
     let files = vec![
         (
@@ -1955,6 +2017,99 @@ fn original_wrapped_sandbox() -> (Sandbox, Vec<(&'static str, String)>) {
         sandbox.write(rel, text);
     }
     (sandbox, files)
+}
+
+/// Servers the original mcpwall (Node) still wraps read `~/.mcpwall/config.yml` too:
+/// `init` never writes what the original cannot load there (its own settings go to
+/// `~/.mcpwall/mcpwall.yml`), so every entry `unwrap` gives back to the original starts
+/// again; a `config.yml` an earlier `init` wrote is shown as BROKEN by `status` and
+/// `doctor`, with the fix, and `init` moves it out of the original's way.
+#[test]
+fn servers_left_to_the_original_keep_a_policy_it_can_load() {
+    let (sandbox, files) = original_wrapped_sandbox();
+    let shared = "home/.mcpwall/config.yml";
+    let original_loads = |sandbox: &Sandbox| {
+        let path = sandbox.home().join(".mcpwall/config.yml");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => mcpwall::config::original::rejects(&text),
+            Err(_) => None,
+        }
+    };
+    let out = sandbox.run_client(&["init", "--yes"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert_eq!(original_loads(&sandbox), None, "init stranded the original");
+    assert!(sandbox.home().join(".mcpwall/mcpwall.yml").is_file());
+    // Every entry goes back to the original: each must start there.
+    let out = sandbox.run_client(&["unwrap", "--all"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    for (rel, text) in &files {
+        assert_eq!(&sandbox.read(rel), text, "{rel} not restored byte for byte");
+    }
+    let out = sandbox.run_client(&["status"]);
+    let stdout = sandbox.stdout(&out);
+    assert!(!stdout.contains("BROKEN"), "{stdout}");
+    assert_eq!(code(&out), 0, "{stdout}");
+
+    // What an earlier `init` wrote: the original refuses to start with it.
+    std::fs::remove_file(sandbox.home().join(".mcpwall/mcpwall.yml")).unwrap();
+    sandbox.write(
+        shared,
+        "version: 1\nextends: [profiles/local-dev, default]\n",
+    );
+    let out = sandbox.run_client(&["status"]);
+    let stdout = sandbox.stdout(&out);
+    // The four entries without `-c` read config.yml there.
+    assert_eq!(stdout.matches("BROKEN").count(), 4, "{stdout}");
+    assert!(
+        stdout.contains("the original mcpwall (Node) cannot load ~/.mcpwall/config.yml: settings: expected a mapping, found nothing"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`mv ~/.mcpwall/config.yml ~/.mcpwall/mcpwall.yml`"),
+        "{stdout}"
+    );
+    assert_eq!(
+        code(&out),
+        1,
+        "status must fail while a server cannot start"
+    );
+    let out = sandbox.run_client(&["doctor"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 1, "{stdout}");
+    assert!(
+        stdout.contains("FAIL") && stdout.contains("cannot load ~/.mcpwall/config.yml"),
+        "{stdout}"
+    );
+
+    // `init` moves it to this mcpwall's own file (kept as the user wrote it).
+    let out = sandbox.run_client(&["init", "--yes"]);
+    assert_eq!(code(&out), 0, "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox
+            .stdout(&out)
+            .contains("moved to ~/.mcpwall/mcpwall.yml"),
+        "{}",
+        sandbox.stdout(&out)
+    );
+    assert_eq!(original_loads(&sandbox), None);
+    assert_eq!(
+        sandbox.read("home/.mcpwall/mcpwall.yml"),
+        "version: 1\nextends: [profiles/local-dev, default]\n"
+    );
+    // Run again after the user edited it: kept, exit 0, and it says so.
+    sandbox.write(
+        "home/.mcpwall/mcpwall.yml",
+        "version: 1\nextends: [profiles/local-dev, default]\nsettings:\n  log_level: warn\n",
+    );
+    let out = sandbox.run_client(&["init", "--yes"]);
+    let stdout = sandbox.stdout(&out);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(stdout.contains("kept your existing policy"), "{stdout}");
+    assert!(
+        sandbox
+            .read("home/.mcpwall/mcpwall.yml")
+            .contains("log_level: warn")
+    );
 }
 
 /// The `legacy` entry of a client file, as `(command, args)`.

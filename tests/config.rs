@@ -1520,3 +1520,34 @@ servers:
     let again = server("again-default").policy.as_ref().unwrap();
     assert_eq!(names(again), global);
 }
+
+/// A trust store that cannot be read trusts nothing (fail closed), and what the project
+/// file then loses says that the store is the reason, and how to fix it: not merely
+/// "the project file is not trusted".
+#[test]
+fn an_unreadable_trust_store_is_named_as_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(home.join(".mcpwall")).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join(".mcpwall.yml"),
+        "version: 1\nrules:\n  - name: let-me\n    match: {tool: x}\n    action: allow\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".mcpwall/trusted.json"), "{not json").unwrap();
+    let policy = load(&LoadOptions {
+        explicit: None,
+        home: home.clone(),
+        project_dir: project.clone(),
+    })
+    .unwrap();
+    let why: Vec<&str> = policy.ignored.iter().map(|i| i.why.as_str()).collect();
+    assert!(!why.is_empty(), "the untrusted allow rule was not ignored");
+    assert!(
+        why.iter()
+            .all(|w| w.contains("trust store cannot be read") && w.contains("trusted.json")),
+        "{why:#?}"
+    );
+}

@@ -100,7 +100,7 @@ fn r24_wrap_all_then_status_and_unwrap_all_from_another_directory() {
 fn r24_dry_runs_say_would_and_show_what_the_real_run_does() {
     let sandbox = two_project_files();
     let mine = "version: 1\nextends: [default]\nrules: []\n";
-    sandbox.write("home/.mcpwall/config.yml", mine);
+    sandbox.write("home/.mcpwall/mcpwall.yml", mine);
 
     let dry = sandbox.go(&["init", "--yes", "--profile", "strict", "--dry-run"]);
     assert!(
@@ -118,11 +118,13 @@ fn r24_dry_runs_say_would_and_show_what_the_real_run_does() {
         "the real run keeps the existing file without --force, so the dry run shows no change to it:\n{}",
         show(&dry)
     );
+    // `--yes` takes what the run offers and keeps the user's edited policy: exit 0,
+    // and it says so (a script re-running `init --yes` must not fail).
     let real = sandbox.go(&["init", "--yes", "--profile", "strict"]);
-    assert_ne!(
-        real.code,
-        0,
-        "a refused write is a failure:\n{}",
+    assert_eq!(real.code, 0, "{}", show(&real));
+    assert!(
+        real.stdout.contains("kept your existing policy"),
+        "{}",
         show(&real)
     );
     assert_eq!(
@@ -132,8 +134,8 @@ fn r24_dry_runs_say_would_and_show_what_the_real_run_does() {
         show(&dry),
         show(&real)
     );
-    assert!(real.stderr.contains("--force"), "{}", show(&real));
-    assert_eq!(sandbox.read("home/.mcpwall/config.yml"), mine);
+    assert!(real.stdout.contains("--force"), "{}", show(&real));
+    assert_eq!(sandbox.read("home/.mcpwall/mcpwall.yml"), mine);
 
     // With --force the dry run shows the replacement, and the real run makes it.
     let dry = sandbox.go(&[
@@ -347,6 +349,52 @@ fn r24_trust_asks_on_a_terminal() {
     );
 }
 
+/// A bare `mcpwall` typed at a terminal prints the commands, not an error; started with
+/// no terminal (as a client would, by mistake) it still says what is missing.
+#[test]
+fn bare_mcpwall_on_a_terminal_prints_the_commands() {
+    let Some(script) = terminal_runner() else {
+        eprintln!("skipped: no `script` to give mcpwall a terminal");
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let run = in_terminal(&sandbox, &script, "", "");
+    assert!(
+        run.stdout.contains("explain-policy") && run.stdout.contains("doctor"),
+        "{}",
+        show(&run)
+    );
+    assert!(
+        !run.stdout.contains("no server command given"),
+        "{}",
+        show(&run)
+    );
+    let run = sandbox.go(&[]);
+    assert_eq!(run.code, 2, "{}", show(&run));
+    assert!(
+        run.stderr.contains("no server command given"),
+        "{}",
+        show(&run)
+    );
+}
+
+/// Run from a directory above the home, the user's files still read `~/…`.
+#[test]
+fn paths_under_home_show_as_tilde_from_a_directory_above_it() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "home/.claude.json",
+        "{\"mcpServers\": {\"notes\": {\"command\": \"sh\", \"args\": [\"-c\", \"cat\"]}}}\n",
+    );
+    let status = sandbox.go_in(&sandbox.root(), &["status"]);
+    assert!(
+        status.stdout.contains("~/.claude.json"),
+        "{}",
+        show(&status)
+    );
+    assert!(!status.stdout.contains("./home/"), "{}", show(&status));
+}
+
 /// `script`, which runs a command on a pseudo-terminal.
 fn terminal_runner() -> Option<String> {
     ["/usr/bin/script", "/bin/script"]
@@ -469,7 +517,7 @@ fn r24_state_dir_is_tightened_at_start_with_a_note() {
     assert!(run.stderr.contains("0700"), "{}", show(&run));
 
     let run = sandbox.go(&["init", "--yes"]);
-    assert_eq!(mode(&state.join("config.yml")), 0o600, "{}", show(&run));
+    assert_eq!(mode(&state.join("mcpwall.yml")), 0o600, "{}", show(&run));
 }
 
 #[test]

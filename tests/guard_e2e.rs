@@ -72,8 +72,8 @@ impl Env {
         all
     }
 
-    /// Start a session: `mcpwall --server-name notes [-c policy.yml] -- python3 server`.
-    fn start(&self) -> Session {
+    /// `mcpwall --server-name notes [-c policy.yml] -- python3 server`, all piped.
+    fn command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
         cmd.args(["--server-name", "notes"]);
         if self.project.path().join("policy.yml").exists() {
@@ -89,7 +89,38 @@ impl Env {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn mcpwall");
+        cmd
+    }
+
+    /// Run a session the way a script does: every line written at once, then stdin
+    /// closed; returns what mcpwall wrote, once it has exited (bounded).
+    fn piped(&self, lines: &[Value]) -> Vec<Value> {
+        let mut child = self.command().spawn().expect("spawn mcpwall");
+        let mut text = String::new();
+        for line in lines {
+            text += &format!("{line}\n");
+        }
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        drop(stdin);
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = rx
+            .recv_timeout(TIMEOUT)
+            .expect("mcpwall did not exit after its input ended")
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    /// Start an interactive session (the handshake done).
+    fn start(&self) -> Session {
+        let mut child = self.command().spawn().expect("spawn mcpwall");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -424,6 +455,45 @@ fn a_call_pipelined_behind_the_list_cannot_reach_a_drifted_tool() {
         "the drifted tool was called:\n{}",
         env.server_log()
     );
+}
+
+/// A script pipes every line and closes its side at once: the calls held behind the
+/// unanswered list reach the server, in order, before its stdin closes, and each is
+/// answered by the server (they used to come back as "the MCP server exited").
+#[test]
+fn calls_held_behind_the_list_are_delivered_when_the_input_ends() {
+    let env = Env::new();
+    env.set_spec(&spec_v1());
+    let mut lines = vec![
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+    ];
+    const CALLS: u64 = 20;
+    for id in 2..2 + CALLS {
+        lines.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "search_notes", "arguments": {"q": id.to_string()}}}));
+    }
+    let answers = env.piped(&lines);
+    for id in 2..2 + CALLS {
+        let answer = answers
+            .iter()
+            .find(|a| a["id"] == json!(id))
+            .unwrap_or_else(|| panic!("call {id} unanswered: {answers:#?}"));
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "called search_notes",
+            "call {id}: {answer}"
+        );
+    }
+    let got: Vec<String> = env
+        .server_log()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["method"] == "tools/call")
+        .map(|v| v["id"].to_string())
+        .collect();
+    let sent: Vec<String> = (2..2 + CALLS).map(|id| id.to_string()).collect();
+    assert_eq!(got, sent, "the server got the held calls out of order");
 }
 
 #[test]

@@ -106,6 +106,10 @@ fn drift_is_listed_diffed_side_by_side_verified_and_approved() {
     assert!(changed_row.contains(" | "), "{changed_row}");
     assert!(changed_row.contains("mail it to the team"), "{changed_row}");
     assert!(diff.contains("== export: added"), "{diff}");
+    // A tool added after the first session was never approved: the diff does not say so.
+    let export = &diff[diff.find("== export: added").unwrap()..];
+    assert!(export.contains("not reviewed yet"), "{export}");
+    assert!(!export.contains("(first use)"), "{export}");
 
     // Approving one entry leaves the rest pending.
     let o = pins(&home, &["approve", "--yes", "notes", "add_note"]);
@@ -200,11 +204,35 @@ fn reset_forgets_and_the_next_session_pins_afresh() {
     let mut v2 = tools_v1();
     v2[1]["annotations"] = json!({"destructiveHint": true});
     assert_eq!(session(home.home(), &v2), ["add_note"]);
+    // Forgetting pins is as weighty as approving them: no terminal, no --yes, no reset.
     let o = pins(&home, &["reset", "notes"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--yes"));
+    assert_eq!(
+        session(home.home(), &v2),
+        ["add_note"],
+        "reset without consent"
+    );
+    let o = pins(&home, &["reset", "-y", "notes"]);
     assert!(o.status.success());
     assert!(stdout(&o).contains("forgot the pins of notes"));
     assert_eq!(session(home.home(), &v2), ["add_note", "search"]);
     assert_eq!(pins(&home, &["verify"]).status.code(), Some(0));
+}
+
+#[test]
+fn list_as_json_names_every_server_and_what_is_pending() {
+    let home = Sandbox::new();
+    session(home.home(), &tools_v1());
+    session(home.home(), &tools_v1()[..1]);
+    let o = pins(&home, &["list", "--format", "json"]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let server = &v["servers"][0];
+    assert_eq!(server["name"], "notes", "{v}");
+    assert_eq!(server["pinned"], 2, "{v}");
+    assert_eq!(server["pending"]["search"], "removed", "{v}");
+    assert!(server["status"].as_str().unwrap().contains("DRIFT"), "{v}");
 }
 
 #[test]

@@ -627,7 +627,13 @@ fn a_call_an_ask_rule_holds_waits_for_mcpwall_approve() {
         !gw.received().contains("dep-1"),
         "nothing reaches the server before approval"
     );
-    assert!(approve(&[&code]).contains("Approved"));
+    // No terminal and no --yes: nothing is decided (an agent's shell has no terminal).
+    assert!(!approve(&[&code]).contains("Approved"));
+    assert!(
+        !gw.received().contains("dep-1"),
+        "a call was approved without a terminal or --yes"
+    );
+    assert!(approve(&["--yes", &code]).contains("Approved"));
     let r = waiting.join().unwrap();
     let answer: Value = serde_json::from_str(&r.body).unwrap();
     assert_eq!(answer["id"], "dep-1");

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use miette::{IntoDiagnostic, miette};
 
-use crate::approval_queue::{ApprovalQueue, ApprovalRequest, valid_code};
+use crate::approval_queue::{ApprovalQueue, ApprovalRequest, staleness, valid_code};
 
 /// Arguments of `mcpwall approve`.
 #[derive(Debug, clap::Args)]
@@ -21,6 +21,10 @@ pub struct Args {
     /// Refuse the call instead of approving it.
     #[arg(long, requires = "code")]
     pub deny: bool,
+    /// Decide without asking (for scripts you run). Without it, the decision is asked
+    /// for on a terminal and refused when there is none, as `pins approve` and `trust` do.
+    #[arg(long, short = 'y', requires = "code")]
+    pub yes: bool,
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
@@ -35,11 +39,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let Some(code) = args.code else {
+        // Calls nobody can decide any more leave the queue, each said once.
+        for (request, why) in queue.sweep(now).into_diagnostic()? {
+            println!(
+                "{}  server {}: removed from the queue: {}",
+                request.code,
+                request.server,
+                why.describe(&request)
+            );
+        }
         let waiting = queue.list().into_diagnostic()?;
-        let live: Vec<_> = waiting
-            .iter()
-            .filter(|(r, _)| r.expires_unix >= now)
-            .collect();
+        let live: Vec<_> = waiting.iter().collect();
         if live.is_empty() {
             println!("No call is waiting for approval.");
             return Ok(ExitCode::SUCCESS);
@@ -58,7 +68,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     let code = code.trim().to_ascii_lowercase();
     let request = valid_code(&code).then(|| queue.get(&code)).flatten();
-    let Some(request) = request.filter(|r| r.expires_unix >= now) else {
+    if let Some(request) = &request
+        && let Some(why) = staleness(request, now)
+    {
+        queue.withdraw(&request.code);
+        eprintln!(
+            "mcpwall: call {code} cannot be {}: {}; it was removed from the queue",
+            if args.deny { "refused" } else { "approved" },
+            why.describe(request)
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let Some(request) = request else {
         eprintln!(
             "mcpwall: no call is waiting under code {code:?} (it may have been decided, \
              cancelled or timed out); run `mcpwall approve` to list the waiting calls"
@@ -66,6 +87,24 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     show(&request, now);
+    let verb = if args.deny { "refuse" } else { "approve" };
+    if !args.yes {
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(miette!(
+                help = "run it yourself in a terminal to review and confirm, or pass --yes in a script you run",
+                "not deciding: no terminal to confirm on, and --yes was not given"
+            ));
+        }
+        eprint!("{verb} call {}? [y/N] ", request.code);
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| miette!("cannot read the answer: {e}"))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            println!("Nothing decided; call {} is still waiting.", request.code);
+            return Ok(ExitCode::from(1));
+        }
+    }
     queue.record(&request, !args.deny).into_diagnostic()?;
     println!(
         "{} call {}.",

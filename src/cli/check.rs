@@ -28,7 +28,7 @@
 //! frames the proxy would write to the server and to the client, so a response that answers
 //! no request earlier in the input is dropped there as the proxy would drop it.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
 
     let stdout = std::io::stdout();
-    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = super::common::colour_stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut checker = Checker::new(&policy, &program, &args, colour);
     let written = (|| -> std::io::Result<()> {
@@ -701,7 +701,10 @@ impl<'p> Checker<'p> {
             .message
             .as_deref()
             .or(info.description.as_deref())
-            .unwrap_or("denied by policy");
+            .unwrap_or(match info.action {
+                crate::verdict::RuleAction::Ask => "held for your approval",
+                _ => "denied by policy",
+            });
         (info.name.as_str(), info.span, message)
     }
 

@@ -483,3 +483,33 @@ mod tests {
         assert!(painted.ends_with(" same\n"));
     }
 }
+
+/// `--format` of the verbs that report to a person or to a script (`status`, `doctor`,
+/// `pins list`): `text`, or `json` (one document on stdout, stable keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Print `value` as one JSON document on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into())
+    );
+}
+
+/// The candidate a mistyped name most likely meant (`filesytem` → `filesystem`): at most
+/// one edit (a swap counts as one) per four characters, at least one. Short names are
+/// too alike for more: `nope` is not a typo of `notes`.
+pub fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
+    let allowed = (word.chars().count() / 4).max(1);
+    candidates
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c), *c))
+        .filter(|(edits, _)| *edits <= allowed)
+        .min_by_key(|(edits, _)| *edits)
+        .map(|(_, c)| c)
+}

@@ -1,5 +1,6 @@
-//! `mcpwall init`: find every MCP server, write `~/.mcpwall/config.yml` from a built-in
-//! profile, and wrap the servers the user picks.
+//! `mcpwall init`: find every MCP server, write `~/.mcpwall/mcpwall.yml` from a built-in
+//! profile, and wrap the servers the user picks. `~/.mcpwall/config.yml` belongs to the
+//! original mcpwall (Node) as well, so `init` never writes it (see [`write_config`]).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -12,13 +13,13 @@ use crate::clients::{self, EntryState, Env, Selection, Workspace, fsio};
 /// Arguments of `mcpwall init`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The built-in profile the new ~/.mcpwall/config.yml extends (local-dev, company-laptop, strict).
+    /// The built-in profile the new ~/.mcpwall/mcpwall.yml extends (local-dev, company-laptop, strict).
     #[arg(long, default_value = DEFAULT_PROFILE, value_name = "NAME")]
     pub profile: String,
     /// Wrap every server found without asking (needed when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Replace an existing ~/.mcpwall/config.yml without asking (a backup is kept), and
+    /// Replace an existing ~/.mcpwall/mcpwall.yml without asking (a backup is kept), and
     /// wrap servers in client files that are read-only or hard-linked.
     #[arg(long)]
     pub force: bool,
@@ -71,9 +72,11 @@ pub fn validate_profile(name: &str) -> miette::Result<&'static str> {
 pub fn config_text(profile: &str) -> String {
     format!(
         "# mcpwall user policy, written by `mcpwall init --profile {profile}`.\n\
-         # Rules you add under `rules:` are checked first; the built-in `{profile}` profile\n\
-         # and the default pack follow and are updated with mcpwall. Check the setup with\n\
-         # `mcpwall doctor`, the effective rules with `mcpwall explain-policy`.\n\
+         # Order: the deny rules of the built-in `{profile}` profile and default pack\n\
+         # (updated with mcpwall) are checked first, then the rules you add under\n\
+         # `rules:`, then the packs' allow rules: an allow of yours cannot lift a pack's\n\
+         # deny; `disable: [rule-name]` does. Check the setup with `mcpwall doctor`, the\n\
+         # effective rules and their order with `mcpwall explain-policy`.\n\
          version: 1\n\
          extends: [profiles/{profile}, default]\n"
     )
@@ -131,7 +134,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     Ok(if refused { ExitCode::from(1) } else { code })
 }
 
-/// What became of `~/.mcpwall/config.yml`.
+/// What became of `~/.mcpwall/mcpwall.yml`.
 enum ConfigOutcome {
     /// Written, already right, or (dry run) would be written.
     Done,
@@ -248,8 +251,11 @@ fn prompt(question: &str) -> miette::Result<String> {
     Ok(line)
 }
 
-/// Write `~/.mcpwall/config.yml`, asking before replacing a different existing file. A
-/// dry run decides exactly as the real run would and shows that decision.
+/// Write this mcpwall's own `~/.mcpwall/mcpwall.yml`, asking before replacing a different
+/// existing file. `~/.mcpwall/config.yml` is the original mcpwall's (Node) too: it is
+/// never written, and one the original cannot load (an earlier `init` wrote it) is moved
+/// to `mcpwall.yml`, so the servers the original still wraps start again. A dry run
+/// decides exactly as the real run would and shows that decision.
 fn write_config(
     ws: &Workspace,
     profile: &str,
@@ -258,14 +264,38 @@ fn write_config(
     out: &mut impl Write,
 ) -> miette::Result<ConfigOutcome> {
     let dir = ws.env.mcpwall_dir();
-    let path = dir.join("config.yml");
+    let path = dir.join(crate::config::OWN_USER_FILE);
+    let shared = dir.join(crate::config::SHARED_USER_FILE);
     let shown = ws.display_path(&path);
-    let wanted = config_text(profile);
-    let existing = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(miette!("cannot read {shown}: {e}")),
+    let shown_shared = ws.display_path(&shared);
+    let read = |path: &std::path::Path| match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(miette!("cannot read {}: {e}", ws.display_path(path))),
     };
+    let existing = read(&path)?;
+    if existing.is_none()
+        && let Some(text) = read(&shared)?
+        && let Some(why) = crate::config::original::rejects(&text)
+    {
+        // Written for this mcpwall (or broken for both): it moves to our own file.
+        if args.dry_run {
+            let _ = writeln!(
+                out,
+                "{shown_shared}: would be moved to {shown} (the original mcpwall cannot load it: {why})"
+            );
+            return Ok(ConfigOutcome::Done);
+        }
+        fsio::private_dir(&dir).into_diagnostic()?;
+        fsio::write_atomic(&path, None, &text).into_diagnostic()?;
+        std::fs::remove_file(&shared).into_diagnostic()?;
+        let _ = writeln!(
+            out,
+            "{shown_shared}: moved to {shown}: the original mcpwall (Node) could not load it ({why}); servers it wraps use its built-in rules again"
+        );
+        return Ok(ConfigOutcome::Done);
+    }
+    let wanted = config_text(profile);
     if existing.as_deref() == Some(wanted.as_str()) {
         let _ = writeln!(out, "{shown}: already extends the `{profile}` profile");
         return Ok(ConfigOutcome::Done);
@@ -277,23 +307,26 @@ fn write_config(
                 "{shown} exists and differs from the `{profile}` profile's file; it was not replaced (pass --force to replace it; a backup is kept)"
             )
         };
+        // `--yes` accepts what the run offers; an edited policy is the user's, kept.
+        let kept = if args.yes || interactive {
+            ConfigOutcome::Kept
+        } else {
+            ConfigOutcome::Refused(refusal())
+        };
         if args.dry_run {
             let _ = writeln!(
                 out,
                 "{shown}: would {} (it exists and differs; --force replaces it, keeping a backup)",
-                if interactive {
+                if interactive && !args.yes {
                     "ask before replacing it"
                 } else {
                     "keep your existing policy"
                 }
             );
-            return Ok(if interactive {
-                ConfigOutcome::Kept
-            } else {
-                ConfigOutcome::Refused(refusal())
-            });
+            return Ok(kept);
         }
         let replace = interactive
+            && !args.yes
             && matches!(
                 prompt(&format!(
                     "{shown} exists and differs; replace it (a backup is kept)? [y/N] "
@@ -308,11 +341,7 @@ fn write_config(
                 out,
                 "{shown}: kept your existing policy (pass --force to replace it with the `{profile}` profile; a backup is kept)"
             );
-            return Ok(if interactive {
-                ConfigOutcome::Kept
-            } else {
-                ConfigOutcome::Refused(refusal())
-            });
+            return Ok(kept);
         }
     }
     if args.dry_run {
@@ -327,6 +356,12 @@ fn write_config(
     fsio::private_dir(&dir).into_diagnostic()?;
     fsio::write_atomic(&path, existing.as_deref(), &wanted).into_diagnostic()?;
     let _ = writeln!(out, "{shown}: written, extends the `{profile}` profile");
+    if shared.exists() {
+        let _ = writeln!(
+            out,
+            "{shown_shared}: left as it is for the original mcpwall (Node); this mcpwall reads {shown} from now on (copy rules of yours from one to the other)"
+        );
+    }
     Ok(ConfigOutcome::Done)
 }
 

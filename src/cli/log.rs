@@ -7,7 +7,7 @@
 //! verified.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub struct Args {
     /// Keep printing events as they are written (on into the next day's file).
     #[arg(short = 'f', long, conflicts_with = "summary")]
     pub follow: bool,
-    /// Only these actions (comma-separated: allow, deny, redact, block, log_only, pass, drop, error).
+    /// Only these actions (comma-separated: allow, deny, pass, redact, block, log_only, drop, error, ask, approved, declined, timed_out).
     #[arg(long, value_delimiter = ',')]
     pub action: Vec<String>,
     /// Only events of servers whose name matches this glob.
@@ -42,6 +42,9 @@ pub struct Args {
     /// Only events of tools whose name matches this glob.
     #[arg(long)]
     pub tool: Option<String>,
+    /// Only events of clients whose identity (`mcpwall serve` token name) matches this glob.
+    #[arg(long)]
+    pub identity: Option<String>,
     /// Only events decided by rules whose name matches this glob (`mcpwall:*` for mcpwall's own reasons).
     #[arg(long)]
     pub rule: Option<String>,
@@ -97,8 +100,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let dir = log_dir(&args.place)?;
     let now = time::now();
     let filter = Filter::new(&args, now)?;
-    let colour = std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let colour = super::common::colour_stdout();
     let show = Show {
         format: args.format,
         colour,
@@ -145,6 +147,7 @@ struct Filter {
     actions: Vec<String>,
     server: Option<GlobMatcher>,
     tool: Option<GlobMatcher>,
+    identity: Option<GlobMatcher>,
     rule: Option<GlobMatcher>,
     since: Option<Micros>,
     until: Option<Micros>,
@@ -178,17 +181,21 @@ impl Filter {
                 })
                 .transpose()
         };
-        const ACTIONS: &[&str] = &[
-            "allow", "deny", "pass", "redact", "block", "log_only", "drop", "error",
-        ];
+        let actions_known: Vec<&str> = crate::verdict::Verdict::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect();
         let actions: Vec<String> = args
             .action
             .iter()
             .map(|a| a.trim().to_ascii_lowercase())
             .collect();
-        if let Some(bad) = actions.iter().find(|a| !ACTIONS.contains(&a.as_str())) {
+        if let Some(bad) = actions
+            .iter()
+            .find(|a| !actions_known.contains(&a.as_str()))
+        {
             return Err(miette::miette!(
-                help = format!("use one of {}", ACTIONS.join(", ")),
+                help = format!("use one of {}", actions_known.join(", ")),
                 "--action {bad:?} is not an action"
             ));
         }
@@ -196,6 +203,7 @@ impl Filter {
             actions,
             server: glob("server", &args.server)?,
             tool: glob("tool", &args.tool)?,
+            identity: glob("identity", &args.identity)?,
             rule: glob("rule", &args.rule)?,
             since: bound("since", &args.since)?,
             until: bound("until", &args.until)?,
@@ -219,6 +227,7 @@ impl Filter {
                 .is_some_and(|a| self.actions.iter().any(|x| x == a)))
             && glob(&self.server, "server")
             && glob(&self.tool, "tool")
+            && glob(&self.identity, "identity")
             && glob(&self.rule, "rule")
             && self.since.is_none_or(|s| e.ts.is_some_and(|t| t >= s))
             && self.until.is_none_or(|u| e.ts.is_some_and(|t| t < u))
@@ -337,8 +346,10 @@ fn text_line(e: &Entry, colour: bool) -> String {
     }
     let field = |key: &str| e.str(key).map(escape_controls);
     let ts = field("ts").unwrap_or_default();
-    // `2026-12-02T10:55:38.123456Z` → `2026-12-02 10:55:38`
-    let ts = ts.get(..19).map_or(ts.clone(), |t| t.replacen('T', " ", 1));
+    // `2026-12-02T10:55:38.123456Z` → `2026-12-02 10:55:38 UTC` (the log's times are UTC)
+    let ts = ts
+        .get(..19)
+        .map_or(ts.clone(), |t| format!("{} UTC", t.replacen('T', " ", 1)));
     let action = field("action").unwrap_or_else(|| "?".into());
     let ansi = match action.as_str() {
         "allow" | "pass" => "\x1b[32m",
@@ -358,6 +369,10 @@ fn text_line(e: &Entry, colour: bool) -> String {
             line.push(' ');
             line.push_str(&v);
         }
+    }
+    if let Some(who) = field("identity") {
+        line.push_str(" identity=");
+        line.push_str(&who);
     }
     if let Some(rule) = field("rule") {
         line.push_str("  ");
@@ -394,6 +409,8 @@ struct Summary {
     by_rule: BTreeMap<String, u64>,
     by_tool: BTreeMap<String, u64>,
     by_server: BTreeMap<String, u64>,
+    /// Per client identity (`mcpwall serve` tokens); events without one are not counted.
+    by_identity: BTreeMap<String, u64>,
     top_denials: Vec<Denial>,
 }
 
@@ -433,6 +450,9 @@ fn summarise(dir: &Path, filter: &Filter, format: Format) -> std::io::Result<()>
             get("server")
         };
         *s.by_server.entry(server.clone()).or_default() += 1;
+        if let Some(identity) = e.str("identity") {
+            *s.by_identity.entry(identity.to_string()).or_default() += 1;
+        }
         if matches!(e.str("action"), Some("deny" | "block")) {
             *denials
                 .entry((get("rule"), get("tool"), server))
@@ -468,7 +488,7 @@ fn summarise(dir: &Path, filter: &Filter, format: Format) -> std::io::Result<()>
     if let (Some(first), Some(last)) = (&s.first, &s.last) {
         writeln!(
             out,
-            "from {} to {}",
+            "from {} to {} (UTC)",
             escape_controls(first),
             escape_controls(last)
         )?;
@@ -485,6 +505,7 @@ fn summarise(dir: &Path, filter: &Filter, format: Format) -> std::io::Result<()>
         ("by rule", &s.by_rule),
         ("by tool", &s.by_tool),
         ("by server", &s.by_server),
+        ("by identity", &s.by_identity),
     ] {
         if counts.is_empty() {
             continue;

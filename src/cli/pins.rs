@@ -30,7 +30,11 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 pub enum PinsCommand {
     /// List pinned servers and what is pending for each.
-    List,
+    List {
+        /// `text`, or `json` for scripts: every server with its entries and their status.
+        #[arg(long, value_enum, default_value_t)]
+        format: super::common::OutputFormat,
+    },
     /// Show pending changes of a server side by side (approved | now), with poison findings.
     Diff {
         /// Server name (as in `list`), or its pin key.
@@ -44,7 +48,7 @@ pub enum PinsCommand {
         entries: Vec<String>,
         /// Approve without asking (for scripts). Without it, approval asks on a terminal
         /// and is refused when there is none.
-        #[arg(long)]
+        #[arg(long, short = 'y')]
         yes: bool,
         /// Let the agent see approved definitions that have poison findings. Without it, a
         /// poisoned definition is recorded as approved but stays withheld.
@@ -55,6 +59,10 @@ pub enum PinsCommand {
     Reset {
         /// Server name (as in `list`), or its pin key.
         server: String,
+        /// Forget without asking (for scripts). Without it, reset asks on a terminal and
+        /// is refused when there is none.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Exit 1 if any pinned server has drift or withheld poisoned entries (for CI).
     Verify,
@@ -65,7 +73,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let width = terminal_width();
     let mut out = String::new();
     let code = match args.command {
-        PinsCommand::List => list(&store, &mut out)?,
+        PinsCommand::List { format } => list(&store, format, &mut out)?,
         PinsCommand::Diff { server } => diff(&store, &server, width, &mut out)?,
         PinsCommand::Approve {
             server,
@@ -80,7 +88,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             };
             approve(&store, &server, &entries, how, &mut out)?
         }
-        PinsCommand::Reset { server } => reset(&store, &server, &mut out)?,
+        PinsCommand::Reset { server, yes } => reset(&store, &server, yes, &mut out)?,
         PinsCommand::Verify => verify(&store, &mut out)?,
     };
     print!("{out}");
@@ -129,8 +137,39 @@ fn summary(file: &PinFile) -> String {
     }
 }
 
-fn list(store: &PinStore, out: &mut String) -> miette::Result<ExitCode> {
+fn list(
+    store: &PinStore,
+    format: super::common::OutputFormat,
+    out: &mut String,
+) -> miette::Result<ExitCode> {
     let files = store.list().map_err(err)?;
+    if format == super::common::OutputFormat::Json {
+        let servers: Vec<serde_json::Value> = files
+            .iter()
+            .map(|(key, file)| {
+                let pending: serde_json::Map<String, serde_json::Value> = file
+                    .observed
+                    .iter()
+                    .map(|(entry, o)| (entry.to_string(), o.status.as_str().into()))
+                    .collect();
+                serde_json::json!({
+                    "key": key.to_string(),
+                    "name": file.server.name,
+                    "command": file.server.command,
+                    "pinned": file.pinned.len(),
+                    "first_seen_unix": file.first_seen,
+                    "status": summary(file),
+                    "pending": pending,
+                })
+            })
+            .collect();
+        out.push_str(
+            &serde_json::to_string_pretty(&serde_json::json!({ "servers": servers }))
+                .map_err(err)?,
+        );
+        out.push('\n');
+        return Ok(ExitCode::SUCCESS);
+    }
     if files.is_empty() {
         writeln!(
             out,
@@ -213,6 +252,11 @@ fn render_entry(
     }
     let old = file.pinned.get(entry);
     let left_title = match old {
+        // Listed after the server's first session: pinned as first seen, never reviewed.
+        Some(pin) if observed.status == Status::Added => format!(
+            "new since first use {}: not reviewed yet",
+            format_time(pin.at)
+        ),
         Some(pin) => format!(
             "approved {} ({})",
             format_time(pin.at),
@@ -492,8 +536,30 @@ fn approve(
     Ok(ExitCode::SUCCESS)
 }
 
-fn reset(store: &PinStore, server: &str, out: &mut String) -> miette::Result<ExitCode> {
+fn reset(store: &PinStore, server: &str, yes: bool, out: &mut String) -> miette::Result<ExitCode> {
     let (key, file) = store.find(server).map_err(err)?;
+    if !yes {
+        let question = format!(
+            "forget the {} pinned definition(s) of {} [{key}]? its next session trusts whatever it lists [y/N] ",
+            file.pinned.len(),
+            file.server.name
+        );
+        if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            return Err(miette!(
+                help = "run it yourself in a terminal to confirm, or pass --yes in a script",
+                "not resetting: no terminal to confirm on, and --yes was not given"
+            ));
+        }
+        eprint!("{question}");
+        let mut answer = String::new();
+        std::io::stdin()
+            .read_line(&mut answer)
+            .map_err(|e| miette!("cannot read the answer: {e}"))?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            writeln!(out, "not reset").ok();
+            return Ok(ExitCode::from(1));
+        }
+    }
     store.remove(&key).map_err(err)?;
     writeln!(
         out,

@@ -97,7 +97,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             if argv.is_empty() {
                 return Err(miette::miette!("--server-cmd is an empty list"));
             }
-            Some(argv)
+            let cwd = std::env::current_dir()
+                .map_err(|e| miette::miette!("cannot read the working directory: {e}"))?;
+            Some(anchor_to(&argv, &cwd))
         }
     };
     let exe = std::env::current_exe()
@@ -268,4 +270,54 @@ fn run_gateway(args: &Args, url: &str) -> miette::Result<ExitCode> {
     report.target = url.to_string();
     report.policy_digest = "n/a (the gateway's)".into();
     finish(args, &report)
+}
+
+/// The server runs in the scan's fake home, not where the user typed the command: a
+/// relative path in its argv (`["python","my_server.py"]`, `["./server"]`) that names a
+/// file here is made absolute, so it still names that file there.
+fn anchor_to(argv: &[String], cwd: &std::path::Path) -> Vec<String> {
+    argv.iter()
+        .enumerate()
+        .map(|(i, word)| {
+            let path = std::path::Path::new(word);
+            let names_a_file = !word.starts_with('-')
+                && path.is_relative()
+                && (i > 0 || word.contains('/'))
+                && cwd.join(path).exists();
+            if names_a_file {
+                cwd.join(path).display().to_string()
+            } else {
+                word.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_of_the_server_command_are_anchored_where_scan_was_run() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("my_server.py"), "").unwrap();
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        std::fs::write(dir.path().join("bin/srv"), "").unwrap();
+        let argv = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let at = |rel: &str| dir.path().join(rel).display().to_string();
+        assert_eq!(
+            anchor_to(
+                &argv(&["python", "my_server.py", "--port", "7"]),
+                dir.path()
+            ),
+            ["python", &at("my_server.py"), "--port", "7"]
+        );
+        assert_eq!(
+            anchor_to(&argv(&["./bin/srv", "missing.py"]), dir.path()),
+            [&at("./bin/srv"), "missing.py"]
+        );
+        // A program name found on PATH stays a name, even if a file shares it here.
+        std::fs::write(dir.path().join("python"), "").unwrap();
+        assert_eq!(anchor_to(&argv(&["python"]), dir.path()), ["python"]);
+    }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use miette::IntoDiagnostic;
 
-use super::common::sgr;
+use super::common::{OutputFormat, sgr};
 use super::wrap::{report_broken, server_label};
 use crate::clients::{
     self, Client, ConfigFile, Doc, EntryState, Env, Problem, Scope, Server, Workspace,
@@ -16,11 +16,19 @@ use crate::clients::{
 
 /// Arguments of `mcpwall status`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// `text`, or `json` for scripts: every file and server with its state and detail.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
 
 /// Arguments of `mcpwall doctor`.
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {}
+pub struct DoctorArgs {
+    /// `text`, or `json` for scripts: every check with its status, detail and fix.
+    #[arg(long, value_enum, default_value_t)]
+    pub format: OutputFormat,
+}
 
 /// The directory a client starts a server in, where the proxy looks for `.mcpwall.yml`:
 /// the project of a project file (or of a `~/.claude.json` local entry), else home.
@@ -147,7 +155,11 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
             files.push(clients::display_path(env, &file));
         }
     }
-    let user = env.mcpwall_dir().join("config.yml");
+    let user = if matches!(server.state, EntryState::WrappedByOriginal { .. }) {
+        env.mcpwall_dir().join(crate::config::SHARED_USER_FILE)
+    } else {
+        crate::config::user_file_in(&env.mcpwall_dir())
+    };
     if user.is_file() {
         files.push(clients::display_path(env, &user));
     }
@@ -157,16 +169,101 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
     files
 }
 
+/// Why a server the original mcpwall (Node) still wraps cannot start, and the fix: each
+/// policy file it reads there (its `-c` file, else the project's `.mcpwall.yml` and
+/// `~/.mcpwall/config.yml`), checked the way it loads them ([`crate::config::original`]).
+fn original_cannot_start(env: &Env, doc: &Doc, server: &Server) -> Option<(String, String)> {
+    let EntryState::WrappedByOriginal { options, .. } = &server.state else {
+        return None;
+    };
+    let dir = server_dir(env, doc, server);
+    let move_it = || format!("`mcpwall wrap {}` moves it to this mcpwall", server.name);
+    let files = match &options.config {
+        Some(file) => {
+            let path = dir.join(file);
+            if !path.is_file() {
+                return Some((
+                    format!(
+                        "its policy file {} (`-c`) does not exist",
+                        clients::display_path(env, &path)
+                    ),
+                    format!("create it, or {}", move_it()),
+                ));
+            }
+            vec![path]
+        }
+        None => vec![
+            dir.join(crate::config::PROJECT_FILE),
+            env.mcpwall_dir().join(crate::config::SHARED_USER_FILE),
+        ],
+    };
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Some(why) = crate::config::original::rejects(&text) else {
+            continue;
+        };
+        let shown = clients::display_path(env, &path);
+        let shared = options.config.is_none()
+            && path == env.mcpwall_dir().join(crate::config::SHARED_USER_FILE);
+        let own = env.mcpwall_dir().join(crate::config::OWN_USER_FILE);
+        let fix = if shared && !own.exists() {
+            format!(
+                "`mv {shown} {}` (this mcpwall reads that file first; the original then uses its built-in rules), or {}",
+                clients::display_path(env, &own),
+                move_it()
+            )
+        } else {
+            format!("make {shown} loadable by the original, or {}", move_it())
+        };
+        return Some((
+            format!("the original mcpwall (Node) cannot load {shown}: {why}"),
+            fix,
+        ));
+    }
+    None
+}
+
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    let Args {} = args;
+    let Args { format } = args;
+    let json = format == OutputFormat::Json;
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
-    let colour = super::common::colour_stdout();
+    let colour = super::common::colour_stdout() && !json;
     let label = |text: &str, code: &str| super::common::paint(colour, code, &format!("{text:<12}"));
-    let mut out = std::io::stdout().lock();
-    let broken = report_broken(&ws, &mut out);
+    // JSON: the text goes nowhere, and each server's row is kept instead.
+    let mut text: Box<dyn Write> = if json {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let out = &mut text;
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    let broken_files: Vec<serde_json::Value> = ws
+        .broken
+        .iter()
+        .map(|b| {
+            let problem = match &b.problem {
+                Problem::Syntax(e) => format!(
+                    "{}:{}: not valid {}: {}",
+                    e.line,
+                    e.column,
+                    b.file.client.syntax(),
+                    e.message
+                ),
+                Problem::Io(e) => format!("cannot read it: {e}"),
+            };
+            serde_json::json!({
+                "file": ws.display_path(&b.file.path),
+                "client": b.file.client.id(),
+                "problem": problem,
+            })
+        })
+        .collect();
+    let broken = report_broken(&ws, out);
     let mut policies = PolicyCheck::default();
-    let (mut protected, mut total, mut cannot_start) = (0, 0, 0);
+    let (mut protected, mut total, mut cannot_start, mut unprotected) = (0, 0, 0, 0);
     for doc in &ws.docs {
         let _ = writeln!(
             out,
@@ -182,7 +279,20 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             let verified = policies.verify(&ws.env, doc, server);
             let cannot = verified.as_ref().err().cloned();
             let sandbox = verified.unwrap_or_default();
+            let original_broken = original_cannot_start(&ws.env, doc, server);
             let line = match &server.state {
+                EntryState::WrappedByOriginal { command, args, .. }
+                    if original_broken.is_some() =>
+                {
+                    cannot_start += 1;
+                    let (why, fix) = original_broken.clone().unwrap_or_default();
+                    format!(
+                        "{} {}  {}  cannot start: {why}  (fix: {fix})",
+                        label("BROKEN", sgr::RED),
+                        server_label(server),
+                        clients::command_line(command, args),
+                    )
+                }
                 EntryState::Wrapped { command, args, .. } if cannot.is_some() => {
                     cannot_start += 1;
                     let why = cannot.as_deref().unwrap_or_default();
@@ -225,22 +335,25 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 } => {
                     protected += 1;
                     format!(
-                        "{} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  (run `mcpwall wrap {}` to move it to this mcpwall)",
+                        "{} {}  {}  protected by the original mcpwall (Node), {}; policy: {}  ({})",
                         label("protected", sgr::GREEN),
                         server_label(server),
                         clients::command_line(command, args),
                         original_options_summary(options),
                         policy_files(&ws.env, doc, server).join(" + "),
+                        options.migration_hint(&server.name)
+                    )
+                }
+                EntryState::Unwrapped { command, args } => {
+                    unprotected += 1;
+                    format!(
+                        "{} {}  {}  (run `mcpwall wrap {}`)",
+                        label("UNPROTECTED", sgr::RED),
+                        server_label(server),
+                        clients::command_line(command, args),
                         server.name
                     )
                 }
-                EntryState::Unwrapped { command, args } => format!(
-                    "{} {}  {}  (run `mcpwall wrap {}`)",
-                    label("UNPROTECTED", sgr::RED),
-                    server_label(server),
-                    clients::command_line(command, args),
-                    server.name
-                ),
                 EntryState::Skipped(why) => {
                     format!(
                         "{} {}  {why}",
@@ -250,6 +363,15 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 }
             };
             let _ = writeln!(out, "  {}", line.trim_end());
+            rows.push(serde_json::json!({
+                "file": ws.display_path(&doc.file.path),
+                "client": doc.file.client.id(),
+                "server": server.name,
+                "state": row_state(server, original_broken.is_some() || cannot.is_some()),
+                "sandbox": matches!(server.state, EntryState::Wrapped { .. })
+                    .then_some(&sandbox),
+                "line": strip_sgr(line.trim_end()),
+            }));
         }
     }
     let _ = writeln!(
@@ -267,11 +389,52 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             String::new()
         }
     );
-    Ok(if broken || cannot_start > 0 {
+    drop(text);
+    if json {
+        super::common::print_json(&serde_json::json!({
+            "servers": rows,
+            "broken_files": broken_files,
+            "protected": protected,
+            "total": total,
+            "cannot_start": cannot_start,
+            "unprotected": unprotected,
+            "kernel_sandbox": crate::sandbox::Support::probe().summary(),
+        }));
+    }
+    // Scripts check this: 1 while any server found is unprotected or cannot start.
+    Ok(if broken || cannot_start > 0 || unprotected > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A server's state for `status --format json`: `protected`, `protected_by_original`,
+/// `broken`, `unprotected` or `skipped`.
+fn row_state(server: &Server, cannot_start: bool) -> &'static str {
+    match &server.state {
+        _ if cannot_start => "broken",
+        EntryState::Wrapped { .. } => "protected",
+        EntryState::WrappedByOriginal { .. } => "protected_by_original",
+        EntryState::Unwrapped { .. } => "unprotected",
+        EntryState::Skipped(_) => "skipped",
+    }
+}
+
+/// `text` without the colour escapes `paint` added.
+fn strip_sgr(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match rest.find('m') {
+            Some(end) => rest = &rest[end + 1..],
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The original's options as `status` and `doctor` explain them.
@@ -349,7 +512,7 @@ impl Check {
 }
 
 pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
-    let DoctorArgs {} = args;
+    let DoctorArgs { format } = args;
     let env = Env::from_process().into_diagnostic()?;
     let ws = Workspace::load(env);
     let path_var = std::env::var_os("PATH");
@@ -373,6 +536,36 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
     checks.extend(check_servers(&ws, path_var.as_deref()));
     checks.extend(check_records(&ws));
 
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    let code = if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if format == OutputFormat::Json {
+        let rows: Vec<serde_json::Value> = checks
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "name": c.name,
+                    "status": match c.status {
+                        Status::Ok => "ok",
+                        Status::Warn => "warn",
+                        Status::Fail => "fail",
+                    },
+                    "detail": c.detail,
+                    "fix": c.fix,
+                })
+            })
+            .collect();
+        super::common::print_json(&serde_json::json!({
+            "checks": rows,
+            "failed": failed,
+            "warnings": warned,
+        }));
+        return Ok(code);
+    }
     let colour = super::common::colour_stdout();
     let mut out = std::io::stdout().lock();
     for check in &checks {
@@ -386,18 +579,12 @@ pub fn run_doctor(args: DoctorArgs) -> miette::Result<ExitCode> {
             let _ = writeln!(out, "      fix: {fix}");
         }
     }
-    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
-    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
     let _ = writeln!(
         out,
         "{} check(s): {failed} failed, {warned} warning(s)",
         checks.len()
     );
-    Ok(if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(code)
 }
 
 /// The kernel sandbox works here: a hidden directory is really unreadable to a process
@@ -639,6 +826,16 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                     format!("not protected by mcpwall ({shown})"),
                     format!("mcpwall wrap {}", server.name),
                 )),
+                EntryState::WrappedByOriginal { .. }
+                    if let Some((why, fix)) = original_cannot_start(&ws.env, doc, server) =>
+                {
+                    checks.push(Check::bad(
+                        Status::Fail,
+                        name,
+                        format!("cannot start ({shown}): {why}"),
+                        fix,
+                    ));
+                }
                 EntryState::WrappedByOriginal { options, .. } => checks.push(Check::bad(
                     Status::Warn,
                     name,
@@ -646,17 +843,7 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                         "protected by the original mcpwall (Node), {} ({shown}); its log lines share ~/.mcpwall/logs with this mcpwall's, in files of their own",
                         original_options_summary(options)
                     ),
-                    if options.unknown.is_empty() {
-                        format!(
-                            "`mcpwall wrap {}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {}` moves it back)",
-                            server.name, server.name
-                        )
-                    } else {
-                        format!(
-                            "its options {} are not documented by the original; move it to this mcpwall by hand",
-                            options.unknown.join(" ")
-                        )
-                    },
+                    options.migration_hint(&server.name),
                 )),
                 EntryState::Skipped(why) => {
                     checks.push(Check::ok(name, format!("not wrapped: {why}")));

@@ -95,7 +95,13 @@ pub struct UnwrapArgs {
 pub(crate) fn parse_client(id: &str) -> Result<Client, String> {
     Client::from_id(id).ok_or_else(|| {
         let valid: Vec<_> = Client::ALL.iter().map(|c| c.id()).collect();
-        format!("unknown client `{id}`; valid clients: {}", valid.join(", "))
+        let guess = super::common::did_you_mean(id, &valid)
+            .map(|g| format!("did you mean `{g}`? "))
+            .unwrap_or_default();
+        format!(
+            "unknown client `{id}`; {guess}valid clients: {}",
+            valid.join(", ")
+        )
     })
 }
 
@@ -294,8 +300,11 @@ fn no_such_server(ws: &Workspace, name: &str) -> miette::Report {
             "no server named `{name}`: {files} client config file(s) found, none lists a server"
         )
     } else {
+        let guess = super::common::did_you_mean(name, &known)
+            .map(|g| format!("did you mean `{g}`? "))
+            .unwrap_or_default();
         miette!(
-            help = format!("servers found: {}", known.join(", ")),
+            help = format!("{guess}servers found: {}", known.join(", ")),
             "no server named `{name}` in the {files} client config file(s) found"
         )
     }

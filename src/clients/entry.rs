@@ -8,7 +8,8 @@
 //!
 //! The original mcpwall (Node, installed from npm) wraps servers as
 //! `npx [-y] mcpwall[@version] [options] -- CMD`, `mcpwall [options] -- CMD` (a global
-//! install), or `node …/mcpwall/dist/index.js [options] -- CMD`; such an entry is
+//! install), `node …/mcpwall/dist/index.js [options] -- CMD`, or that script run
+//! directly (a checkout's build, whose `#!` line runs node); such an entry is
 //! [`EntryState::WrappedByOriginal`]. A bare `mcpwall` command is the Node one only when it
 //! resolves to a Node script (the caller says, [`EntryState::classify`]).
 
@@ -111,6 +112,21 @@ impl OriginalOptions {
         out
     }
 
+    /// What to do to move the entry `name` to this mcpwall, told the same by `status`,
+    /// `doctor`, `init` and `wrap`.
+    pub fn migration_hint(&self, name: &str) -> String {
+        if self.unknown.is_empty() {
+            format!(
+                "`mcpwall wrap {name}` moves it to this mcpwall in one edit (options kept; `mcpwall unwrap {name}` moves it back)"
+            )
+        } else {
+            format!(
+                "options the original does not document ({}), so `mcpwall wrap` leaves it: take the original's wrapper off by hand (keep the server command), then run `mcpwall wrap {name}`",
+                self.unknown.join(" ")
+            )
+        }
+    }
+
     /// How the options read to a person (`-c team.yml --strict`), or `no options`.
     pub fn describe(&self) -> String {
         if self.written.is_empty() {
@@ -134,9 +150,10 @@ impl EntryState {
             return EntryState::Skipped("the entry is not an object".into());
         }
         for key in ["url", "serverUrl"] {
-            if entry.member(key).is_some() {
+            if let Some(url) = entry.member(key) {
+                let url = url.value.as_str().map_or("URL".into(), shown_url);
                 return EntryState::Skipped(format!(
-                    "remote server (`{key}`): a stdio proxy cannot wrap it"
+                    "remote server (`{key}`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {url}` (docs/http.md, bridge mode)"
                 ));
             }
         }
@@ -222,17 +239,13 @@ fn original_wrapper(
             flags + 1
         }
         "node" | "node.exe" => {
-            let script = args.first()?.replace('\\', "/");
-            let parts: Vec<&str> = script.rsplit('/').take(3).collect();
-            if !(parts.len() == 3
-                && parts[2] == "mcpwall"
-                && parts[1] == "dist"
-                && parts[0].ends_with(".js"))
-            {
+            if !is_original_script(args.first()?) {
                 return None;
             }
             1
         }
+        // The script run directly (its `#!` line runs node): a checkout's build.
+        _ if is_original_script(command) => 0,
         _ if is_mcpwall(command) && is_node_mcpwall(command) => 0,
         _ => return None,
     };
@@ -247,6 +260,30 @@ fn original_wrapper(
         command: inner.clone(),
         args: inner_args.to_vec(),
     })
+}
+
+/// A URL as printed in a hint: without credentials, query or fragment (where tokens
+/// travel), so the hint never puts one on a screen or in a terminal log.
+fn shown_url(url: &str) -> String {
+    let cut = url.find(['?', '#']).unwrap_or(url.len());
+    let url = &url[..cut];
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Whether `path` is the original's entry script, `…/mcpwall/dist/<name>.js`, in an npm
+/// install (`node_modules/mcpwall`) or in a checkout built from its repository.
+fn is_original_script(path: &str) -> bool {
+    let script = path.replace('\\', "/");
+    let parts: Vec<&str> = script.rsplit('/').take(3).collect();
+    parts.len() == 3
+        && parts[2].eq_ignore_ascii_case("mcpwall")
+        && parts[1] == "dist"
+        && parts[0].ends_with(".js")
 }
 
 /// The options of the original mcpwall's wrapper that `command args` (a server line) is,
@@ -414,6 +451,18 @@ mod tests {
         assert!(is_mcpwall(r"C:\Tools\MCPWALL.EXE"));
     }
 
+    #[test]
+    fn a_remote_entry_hint_shows_no_credentials() {
+        assert_eq!(
+            shown_url("https://u:p@h.example/mcp?key=x#f"),
+            "https://h.example/mcp"
+        );
+        assert_eq!(
+            shown_url("http://localhost:3001/sse"),
+            "http://localhost:3001/sse"
+        );
+    }
+
     /// Issue 27: every documented form of the original's wrapper, with its options.
     #[test]
     fn r27_recognises_the_original_wrappers() {
@@ -437,6 +486,18 @@ mod tests {
                 r#"{"command":"node","args":["/usr/lib/node_modules/mcpwall/dist/index.js","--config=/x.yml","--","srv"]}"#,
                 &["node", "/usr/lib/node_modules/mcpwall/dist/index.js"],
                 &["--config=/x.yml"],
+                false,
+            ),
+            (
+                r#"{"command":"node","args":["/home/me/src/mcpwall/dist/index.js","--","srv"]}"#,
+                &["node", "/home/me/src/mcpwall/dist/index.js"],
+                &[],
+                false,
+            ),
+            (
+                r#"{"command":"/home/me/src/mcpwall/dist/index.js","args":["-c","team.yml","--","srv"]}"#,
+                &["/home/me/src/mcpwall/dist/index.js"],
+                &["-c", "team.yml"],
                 false,
             ),
             (

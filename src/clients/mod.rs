@@ -659,8 +659,8 @@ fn plan_migrate_entry(
     if !options.unknown.is_empty() {
         return Ok((
             Outcome::Skipped(format!(
-                "behind the original mcpwall (Node) with options it does not document ({}): migrate it by hand",
-                options.unknown.join(" ")
+                "behind the original mcpwall (Node) with {}",
+                options.migration_hint(&server.name)
             )),
             Vec::new(),
             None,
@@ -1015,14 +1015,20 @@ impl Workspace {
     }
 }
 
-/// Show a path with the home directory as `~` and the project directory as `.`.
+/// Show a path with the home directory as `~` and the project directory as `.`, by
+/// whichever of the two is the closer ancestor: run from a directory above the home
+/// (`/`, `/Users`), `~/.claude.json` stays `~/.claude.json`, not `./me/.claude.json`.
 pub fn display_path(env: &Env, path: &Path) -> String {
-    if let Ok(rest) = path.strip_prefix(&env.project_dir)
-        && env.project_dir != env.home
-    {
+    let in_home = path.strip_prefix(&env.home).ok();
+    let in_project = path
+        .strip_prefix(&env.project_dir)
+        .ok()
+        .filter(|_| env.project_dir != env.home)
+        .filter(|_| in_home.is_none() || env.project_dir.starts_with(&env.home));
+    if let Some(rest) = in_project {
         return Path::new(".").join(rest).display().to_string();
     }
-    if let Ok(rest) = path.strip_prefix(&env.home) {
+    if let Some(rest) = in_home {
         return Path::new("~").join(rest).display().to_string();
     }
     path.display().to_string()

@@ -22,11 +22,20 @@ pub struct Shadow {
     pub deny: String,
     /// The example (a JSON object `{method?, tool, arguments}`) the allow rule matches.
     pub example: String,
+    /// The example is the allow rule's own (a call it was written for, which the deny
+    /// rule decides first), not one of the deny rule's.
+    pub unreachable: bool,
 }
 
 impl Shadow {
     /// One line for `explain-policy`, `check` and stderr.
     pub fn message(&self) -> String {
+        if self.unreachable {
+            return format!(
+                "your allow rule {:?} ({}) can never decide the call it was written for ({}): the built-in rule {:?} denies it first, because extended packs' deny rules come before your rules; to lift it on purpose, add `disable: [{}]`",
+                self.allow, self.allow_at, self.example, self.deny, self.deny
+            );
+        }
         format!(
             "your allow rule {:?} ({}) matches what the built-in rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose, add `disable: [{}]`",
             self.allow, self.allow_at, self.deny, self.example, self.deny
@@ -107,11 +116,112 @@ pub fn shadowed_builtin_denies(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
                     allow_at: policy.location(allow.name.span),
                     deny: deny.name.value.clone(),
                     example: ex.to_string(),
+                    unreachable: false,
                 });
             }
         }
     }
+    let found = unreachable_allows(policy, env, &out);
+    out.extend(found);
     out.extend(shadowed_outbound(policy, env));
+    out
+}
+
+/// User allow rules that can never decide what they were written for: a call made from
+/// the rule itself (its `examples.match`, or its conditions when each is a literal glob,
+/// such as `path: {pattern: '~/.ssh/config'}`) is denied by a built-in rule first, since
+/// the packs' deny rules come before the user's. Pairs `found` already has are left out.
+fn unreachable_allows(policy: &Policy, env: &PathEnv, found: &[Shadow]) -> Vec<Shadow> {
+    let mut out: Vec<Shadow> = Vec::new();
+    let samples: Vec<(&crate::config::policy::Rule, Vec<serde_json::Value>)> = policy
+        .rules
+        .iter()
+        .filter(|r| {
+            r.action == Action::Allow && policy.source(r.span.source).kind != SourceKind::Builtin
+        })
+        .map(|r| (r, own_samples(r, env)))
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
+    // The whole policy is compiled again only when there is something to try (start-up
+    // of the proxy runs this).
+    if samples.is_empty() {
+        return out;
+    }
+    let Ok(program) = Program::compile_with(policy, env) else {
+        return out;
+    };
+    let mut scratch = program.scratch();
+    let builtin_deny = |name: &str| {
+        policy.rules.iter().any(|r| {
+            r.name.value == name
+                && r.action == Action::Deny
+                && policy.source(r.span.source).kind == SourceKind::Builtin
+        })
+    };
+    for (allow, samples) in samples {
+        for sample in samples {
+            let line = request_line(&sample);
+            let mut parsed = Parsed::new();
+            if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                continue;
+            }
+            let frame = Frame::new(line.as_bytes(), &parsed);
+            let Some(message) = frame.messages().first() else {
+                continue;
+            };
+            let Decision::DeniedBy(id) = program.evaluate_request(&frame, message, &mut scratch)
+            else {
+                continue;
+            };
+            let deny = program.rule(id).name.clone();
+            let known = |s: &Shadow| s.allow == allow.name.value && s.deny == deny;
+            if builtin_deny(&deny) && !found.iter().any(known) && !out.iter().any(known) {
+                out.push(Shadow {
+                    allow: allow.name.value.clone(),
+                    allow_at: policy.location(allow.name.span),
+                    deny,
+                    example: sample.to_string(),
+                    unreachable: true,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Calls an allow rule was written for: its `examples.match`, and, when every condition
+/// is a glob without wildcards, the call holding exactly those values.
+fn own_samples(rule: &crate::config::policy::Rule, env: &PathEnv) -> Vec<serde_json::Value> {
+    use crate::config::policy::{ArgSelector, Matcher};
+    let literal = |s: &str| !s.contains(['*', '?', '[', ']', '{', '}']);
+    let mut out: Vec<serde_json::Value> = rule
+        .examples
+        .should_match
+        .iter()
+        .map(|e| expand(e, env))
+        .collect();
+    let tool = match &rule.tool {
+        Some(t) if literal(&t.value) => t.value.clone(),
+        Some(_) => return out,
+        None => "read_file".to_string(),
+    };
+    if !literal(&rule.method.value) || rule.arguments.is_empty() {
+        return out;
+    }
+    let mut arguments = serde_json::Map::new();
+    for condition in &rule.arguments {
+        match (&condition.selector, &condition.matcher) {
+            (ArgSelector::Named(name), Matcher::Pattern(p)) if literal(&p.value) => {
+                arguments.insert(name.clone(), p.value.clone().into());
+            }
+            _ => return out,
+        }
+    }
+    out.push(serde_json::json!({
+        "method": rule.method.value,
+        "tool": tool,
+        "arguments": arguments,
+    }));
     out
 }
 
@@ -166,6 +276,7 @@ fn shadowed_outbound(policy: &Policy, env: &PathEnv) -> Vec<Shadow> {
                     allow_at: policy.location(allow.name.span),
                     deny: deny.name.value.clone(),
                     example: ex.to_string(),
+                    unreachable: false,
                 });
             }
         }

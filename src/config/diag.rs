@@ -141,7 +141,7 @@ impl Diagnostic for PolicyError {
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new(
-            "fix every problem listed below, then run `mcpwall check` again",
+            "fix every problem listed below, then run the same command again",
         ))
     }
 

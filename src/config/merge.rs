@@ -122,6 +122,9 @@ pub(crate) struct FileInput {
 /// Collects files, diagnostics and the merged parts.
 #[derive(Clone)]
 pub(crate) struct Merger {
+    /// Why the trust store could not be read, when that is why the project file counts
+    /// as untrusted: the reason given for what it ignores names the store.
+    trust_problem: Option<String>,
     vars: Vars,
     /// Where `extends` names are looked up (the embedded files; a fixed table in tests).
     packs: Packs,
@@ -181,6 +184,7 @@ impl Merger {
             restricted_asks: Vec::new(),
             pack_rules: HashMap::new(),
             disables: Vec::new(),
+            trust_problem: None,
             lean: false,
         }
     }
@@ -614,11 +618,19 @@ impl Merger {
     }
 
     fn ignore(&mut self, span: Span, what: String, why: &str) {
-        self.ignored.push(Ignored {
-            span,
-            what,
-            why: why.to_string(),
-        });
+        let why = match &self.trust_problem {
+            Some(problem) if why == UNTRUSTED_WHY => format!(
+                "the project file counts as untrusted because the trust store cannot be read: {problem}; only its tightening parts apply"
+            ),
+            _ => why.to_string(),
+        };
+        self.ignored.push(Ignored { span, what, why });
+    }
+
+    /// The trust store could not be read (`problem` says why and what to do): the
+    /// project file is untrusted for that reason, and what it ignores says so.
+    pub(crate) fn set_trust_problem(&mut self, problem: String) {
+        self.trust_problem = Some(problem);
     }
 
     /// Finish: settings, cross-file checks, and either the policy or every problem.

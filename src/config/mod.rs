@@ -28,6 +28,7 @@ pub mod checks;
 pub mod diag;
 mod merge;
 pub(crate) mod model;
+pub mod original;
 pub mod policy;
 pub mod trust;
 mod validate;
@@ -46,6 +47,26 @@ use validate::Vars;
 /// The built-in pack that applies when no configuration file exists.
 pub const DEFAULT_PACK: &str = "rules/default.yml";
 
+/// This mcpwall's own user policy, in `~/.mcpwall`. `init` writes its settings here, never
+/// into [`SHARED_USER_FILE`]: the original mcpwall (Node) reads that one too and refuses
+/// to start with keys it cannot load (`extends:` without `settings:`), which stranded
+/// every server it still wrapped.
+pub const OWN_USER_FILE: &str = "mcpwall.yml";
+/// The user policy the original mcpwall (Node) reads, `~/.mcpwall/config.yml`: read here
+/// as it is while this mcpwall has no file of its own.
+pub const SHARED_USER_FILE: &str = "config.yml";
+
+/// The user policy file in `mcpwall_dir`: [`OWN_USER_FILE`] when it exists, else
+/// [`SHARED_USER_FILE`].
+pub fn user_file_in(mcpwall_dir: &Path) -> PathBuf {
+    let own = mcpwall_dir.join(OWN_USER_FILE);
+    if own.exists() {
+        own
+    } else {
+        mcpwall_dir.join(SHARED_USER_FILE)
+    }
+}
+
 /// Where to look for policy files.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
@@ -58,9 +79,11 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// `~/.mcpwall/config.yml`.
+    /// The user's policy file: `~/.mcpwall/mcpwall.yml` (this mcpwall's own) when it
+    /// exists, else `~/.mcpwall/config.yml` (the file the original mcpwall reads too,
+    /// loaded as it is). See [`user_file_in`].
     pub fn user_file(&self) -> PathBuf {
-        self.home.join(".mcpwall").join("config.yml")
+        user_file_in(&self.home.join(".mcpwall"))
     }
 
     /// `<project>/.mcpwall.yml`.
@@ -176,7 +199,13 @@ fn load_into(opts: &LoadOptions, mut merger: Merger) -> Result<Policy, PolicyErr
     let mut untrusted_alone = false;
     match project {
         Ok(Some(text)) => {
-            let trusted = is_trusted(&opts.home, &project_path, text.as_bytes());
+            let trusted = match TrustStore::load(&opts.home) {
+                Ok(_) => is_trusted(&opts.home, &project_path, text.as_bytes()),
+                Err(e) => {
+                    merger.set_trust_problem(e.to_string());
+                    false
+                }
+            };
             untrusted_alone = !trusted && !matches!(user, Ok(Some(_)));
             merger.add_file(
                 FileInput {

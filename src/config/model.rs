@@ -53,7 +53,7 @@ pub(crate) fn parse(source: &Source, id: SourceId) -> Result<YNode, Box<PolicyDi
 }
 
 /// Stack for the parsing thread: far more than `max_depth` levels need.
-const PARSE_STACK: usize = 32 * 1024 * 1024;
+pub(super) const PARSE_STACK: usize = 32 * 1024 * 1024;
 
 fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> PolicyDiagnostic {
     use serde_saphyr::{Error, MessageFormatter};
@@ -81,6 +81,13 @@ fn yaml_error(source: &Source, id: SourceId, err: &serde_saphyr::Error) -> Polic
         Error::MultipleDocuments { .. } => (
             Code::YamlSyntax,
             "a policy file holds one YAML document: remove the extra `---` section",
+        ),
+        // A regex in double quotes: YAML reads `\.` or `\w` there as an escape it does
+        // not know. The parser names no variant for it, only the message.
+        _ if message.contains("unknown escape") => (
+            Code::YamlSyntax,
+            "inside double quotes YAML reads `\\` as the start of an escape: write a regex in \
+             single quotes ('\\.ssh/id_\\w+'), where a backslash stays a backslash",
         ),
         _ => (
             Code::YamlSyntax,

@@ -50,13 +50,67 @@ const OFF_LOOP_BYTES: usize = 2 * 1024 * 1024;
 
 /// The session both pumps feed. Both run on one current-thread runtime, so the lock is
 /// never contended; it is held for the judging of one line and never across an await.
-/// With it, whether a frame is being scanned off the loop (see [`Pump::scan_off_loop`]).
+/// With it, whether a frame is being scanned off the loop (see [`Pump::scan_off_loop`]),
+/// and how the server side's pump tells the client side's that held lines went out.
 #[derive(Clone)]
-pub(crate) struct Shared(Arc<Mutex<Session>>, Arc<AtomicBool>);
+pub(crate) struct Shared(Arc<Mutex<Session>>, Arc<AtomicBool>, Arc<HeldDrain>);
+
+/// Client lines held behind an unanswered list (session contract point 6) are released
+/// by the server side's pump, when the list's answer comes, into its weak sender to the
+/// server. At the client's end of input the client side's pump keeps its strong sender
+/// (so the server's stdin stays open) until none is held and the server side's pump has
+/// no released line left to hand over.
+#[derive(Default)]
+pub(crate) struct HeldDrain {
+    /// Notified whenever the server side's pump has handed its lines for the server over.
+    flushed: tokio::sync::Notify,
+    /// The server side's pump holds lines for the server it has not handed over yet.
+    unsent: AtomicBool,
+    /// The client side's pump waits (its input ended): only then is `flushed` notified,
+    /// so a session in full flow pays no lock per flush.
+    waiting: AtomicBool,
+}
+
+/// How long, after the client's end of input, held lines may wait for the server to
+/// answer the list they wait for before they are given up (and answered with an error):
+/// a server that never answers must not keep mcpwall running without a client.
+const HELD_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Shared {
     pub fn new(session: Session) -> Shared {
-        Shared(Arc::new(Mutex::new(session)), Arc::default())
+        Shared(
+            Arc::new(Mutex::new(session)),
+            Arc::default(),
+            Arc::default(),
+        )
+    }
+
+    /// Wait until no client line is held and every released one was handed to the
+    /// server's writer, or `HELD_DRAIN` passes.
+    async fn held_drained(&self) {
+        self.2.waiting.store(true, Ordering::SeqCst);
+        let wait = async {
+            loop {
+                let flushed = self.2.flushed.notified();
+                tokio::pin!(flushed);
+                // Registered before the check, so a notification in between is not lost.
+                flushed.as_mut().enable();
+                if !self.lock().holds_client_lines() && !self.2.unsent.load(Ordering::SeqCst) {
+                    return;
+                }
+                flushed.await;
+            }
+        };
+        let _ = tokio::time::timeout(HELD_DRAIN, wait).await;
+    }
+
+    /// The server side's pump handed over what it had for the server (`unsent`: some
+    /// is still left in its buffer).
+    fn server_lines_flushed(&self, unsent: bool) {
+        self.2.unsent.store(unsent, Ordering::SeqCst);
+        if self.2.waiting.load(Ordering::SeqCst) {
+            self.2.flushed.notify_waiters();
+        }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Session> {
@@ -305,6 +359,11 @@ impl Pump {
                 Ok(false) => {
                     while self.handle_line(&mut reader).await {}
                     self.flush().await;
+                    if self.from == Peer::Client {
+                        // Lines held behind a list go to the server before its stdin
+                        // closes (this pump's end drops the last strong sender).
+                        self.session.held_drained().await;
+                    }
                     return;
                 }
                 Err(e) => {
@@ -357,6 +416,10 @@ impl Pump {
                 }
             }
         };
+        if self.from == Peer::Server && !self.out.to_server.is_empty() {
+            // Released client lines may be among them: not handed over yet.
+            self.session.2.unsent.store(true, Ordering::SeqCst);
+        }
         for notice in self.out.notices.drain(..) {
             self.chatter
                 .log(notice.level, format_args!("{}", notice.text));
@@ -429,7 +492,15 @@ impl Pump {
         self.audit.send(&mut self.out.events);
         self.hand_over_asks();
         self.to_client.flush(&mut self.out.to_client).await;
+        self.flush_to_server().await;
+    }
+
+    async fn flush_to_server(&mut self) {
         self.to_server.flush(&mut self.out.to_server).await;
+        if self.from == Peer::Server {
+            self.session
+                .server_lines_flushed(!self.out.to_server.is_empty());
+        }
     }
 
     /// Mid-burst: audit events first, then only the sinks holding at least
@@ -449,7 +520,7 @@ impl Pump {
             self.to_client.flush(&mut self.out.to_client).await;
         }
         if s_full || stalled {
-            self.to_server.flush(&mut self.out.to_server).await;
+            self.flush_to_server().await;
         }
     }
 }

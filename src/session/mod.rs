@@ -398,6 +398,12 @@ impl Session {
         self.emit(out, Peer::Server, true, e, &[], &[]);
     }
 
+    /// Whether client lines are held until a list is answered (contract point 6): at
+    /// the client's end of input the transport keeps the server's stdin open for them.
+    pub fn holds_client_lines(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// The allocation that holds the server side's decoded text, emptied, for other
     /// use (a transport that keeps large lines in place reads into it next).
     pub fn take_server_text_buffer(&mut self) -> Vec<u8> {

@@ -126,18 +126,33 @@ pub fn mask_findings(text: &str, findings: &[Finding]) -> String {
 /// Control characters (newlines, terminal escapes) written as escapes, so a frame cannot
 /// rewrite the user's terminal or forge extra verdict lines.
 pub fn escape_controls(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(is_hostile) {
         return s.to_string();
     }
     s.chars()
         .map(|c| {
-            if c.is_control() {
+            if is_hostile(c) {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// A character a terminal must not get raw: a control character, or one that reorders or
+/// hides text (bidirectional overrides and isolates such as U+202E, zero-width
+/// characters, the byte-order mark), with which a name can read as another.
+fn is_hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
 }
 
 /// At most `max` characters, with `…` when cut.
