@@ -109,6 +109,8 @@ pub(crate) struct Gate {
     ac: Option<AhoCorasick>,
     bounds: Vec<Bound>,
     preds: Vec<PredGate>,
+    /// Literals that open every gate (interpreter names), as a bit set over literal ids.
+    opens: Vec<u64>,
 }
 
 /// What one string holds, computed once per string for all predicates.
@@ -308,7 +310,19 @@ impl Gate {
                     .collect::<Option<Vec<_>>>()
             })
             .collect();
+        // Interpreter code joins string literals the squeeze cannot (`'mcp' + 'wall'`,
+        // `"/.p" . "gpass"`): a string that names an interpreter is always parsed.
+        let mut interpreters = Vec::new();
+        for name in crate::shell::CODE_LITERAL_RUNNERS {
+            if let Some(i) = b.lit(name, Bound::Left) {
+                interpreters.push(i);
+            }
+        }
         let words = b.lits.len().div_ceil(64);
+        let mut opens = vec![0u64; words];
+        for i in interpreters {
+            opens[i as usize / 64] |= 1 << (i % 64);
+        }
         let mut preds = preds;
         for need in preds.iter_mut().flatten().flatten().flatten() {
             need.mask = vec![0; words];
@@ -333,6 +347,7 @@ impl Gate {
             ac,
             bounds: b.lits.iter().map(|(_, bound)| *bound).collect(),
             preds,
+            opens,
         }
     }
 
@@ -355,6 +370,12 @@ impl Gate {
             classes |= CLASS[usize::from(c)];
         }
         seen.bytes = classes as u8;
+        if classes & (PAREN as u16 | NEXT_BYTE) != 0 && nests_past_parser(raw) {
+            // The parser will stop short of the innermost levels, and a line it cannot
+            // read to its end meets every clause that admits an unknown command.
+            seen.open = true;
+            return;
+        }
         if classes & NEXT_BYTE != 0 {
             // A brace expansion needs a word character after `{` (bash: `{ a,b}` and `{}`
             // do not expand).
@@ -435,6 +456,7 @@ impl Gate {
             lits[id / 64] |= 1 << (id % 64);
         }
         seen.empty = seen.bytes == 0 && seen.dash == [0; 2] && lits.iter().all(|&w| w == 0);
+        seen.open = lits.iter().zip(&self.opens).any(|(a, b)| a & b != 0);
         seen.lits = lits;
     }
 
@@ -459,6 +481,25 @@ impl Gate {
             })
         })
     }
+}
+
+/// Whether `(`, `{` and backquotes nest, anywhere in `raw`, about as deep as the parser
+/// reads ([`crate::shell::MAX_DEPTH`]); quotes are not minded, so this errs towards yes.
+fn nests_past_parser(raw: &[u8]) -> bool {
+    let near = usize::from(crate::shell::MAX_DEPTH) - 4;
+    let (mut depth, mut backquoted) = (0usize, false);
+    for &c in raw {
+        match c {
+            b'(' | b'{' => depth += 1,
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            b'`' => backquoted = !backquoted,
+            _ => continue,
+        }
+        if depth + usize::from(backquoted) >= near {
+            return true;
+        }
+    }
+    false
 }
 
 /// A byte that continues a word around a command name: before it, a name is not a
