@@ -15,7 +15,7 @@
 //! be satisfiable, any clause of the predicate will do):
 //! - `name`: one of the names as a word of its own (a command basename: not preceded by a
 //!   letter, digit, `_`, `-` or `.`; an exact name not followed by a letter, digit, `_` or
-//!   `-`); with `unknown_name`, a glob character or `(` is enough;
+//!   `-`); with `unknown_name`, a glob or brace character, `(`, `{}` or `alias` is enough;
 //! - `flags`: a short flag's letter in a run after `-`, a long flag's `--` and first two
 //!   letters, a multi-letter short flag as written; `-r`/`--recursive` also by `find`
 //!   (a command run over find's tree counts as recursive);
@@ -25,7 +25,11 @@
 //! - `redirect`: `<` or `>`, and the redirect globs' pieces (or `~`, `%`, `..`, a glob or
 //!   brace character);
 //! - `input`: a downloader or decoder name; `after_download`: a downloader name;
-//!   `over_find`: `find`. `subcommand` and `words` add nothing (the name gates them).
+//!   `over_find`: `find`; `subcommand`: the first word of one of them, or `xargs` (which
+//!   supplies operands the line does not show); `words` adds nothing (the name gates it).
+//! - a line nested about as deep as the parser reads opens every gate (what it cannot
+//!   read meets every clause that admits an unknown command), and so does the name of an
+//!   interpreter whose string literals the parser joins (`'mcp' + 'wall'`).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
@@ -189,8 +193,24 @@ impl Builder {
             let mut need = Need::default();
             if self.names(&mut need, c.names.iter().map(String::as_str)) {
                 if c.unknown_name {
-                    need.bytes |= GLOB | PAREN;
+                    need.bytes |= GLOB | PAREN | BRACE;
+                    // `find … -exec {} …` runs each found file; an alias runs what the
+                    // line defined under another name.
+                    need.lits.extend(self.lit("{}", Bound::None));
+                    need.lits.extend(self.lit("alias", Bound::Both));
                 }
+                needs.push(need);
+            }
+        }
+        if !c.subcommands.is_empty() {
+            // A subcommand's first word as written, or `xargs`, whose operands are read
+            // from its input (a computed operand opens the gate as a `$` does).
+            let mut need = Need::default();
+            let firsts = c
+                .subcommands
+                .iter()
+                .filter_map(|s| s.first().map(String::as_str));
+            if self.names(&mut need, firsts.chain(["xargs"])) {
                 needs.push(need);
             }
         }
