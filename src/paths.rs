@@ -14,8 +14,9 @@
 //!    does not list, a directory beside HOME (`/home/user`): a home path either way,
 //!    never a relative one;
 //! 4. `\` becomes `/`;
-//! 5. a relative path is joined to PROJECT_DIR (a drive-letter path such as `C:/x`
-//!    counts as absolute);
+//! 5. a relative path is joined to PROJECT_DIR (on Windows a drive-letter path such as
+//!    `C:/x` counts as absolute; elsewhere `C:` is a directory name like any other, for
+//!    values and `not_under` roots alike);
 //! 6. `//` and `/./` are dropped and `..` removes the component before it (never climbing
 //!    above the root), the way the kernel walks a path: when that component exists and is
 //!    a symlink, `..` leaves the directory the link points to, not the one holding the
@@ -117,9 +118,12 @@ fn has_separator(b: &[u8]) -> bool {
     }
 }
 
-/// `C:` alone or followed by a separator.
+/// `C:` alone or followed by a separator, on Windows. Elsewhere `C:` is an ordinary
+/// directory name: a server opens `C:/../../x` relative to its working directory, so
+/// reading it as a drive path would let `..` climb out of the project unseen.
 fn has_drive_prefix(b: &[u8]) -> bool {
-    b.len() >= 2
+    cfg!(windows)
+        && b.len() >= 2
         && b[0].is_ascii_alphabetic()
         && b[1] == b':'
         && (b.len() == 2 || b[2] == b'/' || b[2] == b'\\')
@@ -588,11 +592,25 @@ mod tests {
     #[test]
     fn dotdot_never_climbs_above_the_root() {
         assert_eq!(norm("/../../etc/passwd"), "/etc/passwd");
-        assert_eq!(
-            norm("C:\\..\\Users\\u\\.ssh\\id_rsa"),
-            "C:/Users/u/.ssh/id_rsa"
-        );
+        if cfg!(windows) {
+            assert_eq!(
+                norm("C:\\..\\Users\\u\\.ssh\\id_rsa"),
+                "C:/Users/u/.ssh/id_rsa"
+            );
+        }
         assert_eq!(norm("/a/.."), "/");
+    }
+
+    #[test]
+    fn a_drive_letter_is_a_directory_name_off_windows() {
+        if cfg!(windows) {
+            return;
+        }
+        // A server opens `C:/..` relative to its working directory.
+        assert_eq!(norm("C:/../../etc/passwd"), "/etc/passwd");
+        assert_eq!(norm("C:\\x"), "/proj/C:/x");
+        assert_eq!(norm("D:/x"), "/proj/D:/x");
+        assert!(!is_path_shaped("C:"));
     }
 
     #[test]
@@ -602,7 +620,6 @@ mod tests {
             "a\\b",
             "~",
             ".env",
-            "C:",
             "c:\\x",
             "file:x",
             "$HOME",
