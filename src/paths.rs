@@ -310,6 +310,7 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                 // The kernel applies `..` to the directory it has reached, so a symlink
                 // before it is followed first.
                 if out.len() > root_len
+                    && out.len() <= PATH_MAX
                     && out.starts_with('/')
                     && let Some(resolved) = resolve_if_symlink(out)
                 {
@@ -330,6 +331,12 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
         }
     }
 }
+
+/// The longest path the kernel opens (Linux's `PATH_MAX`; macOS's is 1024, Windows'
+/// shorter still): a longer one names nothing on the file system, so it is resolved
+/// lexically, without a system call per component (which made long values cost time
+/// quadratic in their length).
+const PATH_MAX: usize = 4096;
 
 /// The real path of `path` when its last component is a symlink (`None` otherwise, or
 /// when it does not resolve).
@@ -452,7 +459,7 @@ fn has_symlink_below(path: &str, prefix: usize) -> bool {
         return cfg!(windows);
     }
     let mut end = prefix;
-    while end < path.len() {
+    while end < path.len().min(PATH_MAX) {
         let next = path[end + 1..]
             .find('/')
             .map_or(path.len(), |i| end + 1 + i);
@@ -472,7 +479,7 @@ pub fn resolve_existing_prefix(path: &str) -> Option<String> {
         return None;
     }
     let full = Path::new(path);
-    for ancestor in full.ancestors() {
+    for ancestor in full.ancestors().filter(|a| a.as_os_str().len() <= PATH_MAX) {
         if let Ok(real) = std::fs::canonicalize(ancestor) {
             let mut out = to_slash_string(&real);
             if cfg!(windows)
