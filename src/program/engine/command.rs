@@ -439,6 +439,19 @@ pub(crate) struct CommandScratch {
     bufs: PathBuffers,
     norm: String,
     alts: Vec<String>,
+    /// `: VALUE`, for a path-shaped glob judged as a shell operand.
+    operand_line: String,
+}
+
+impl CommandScratch {
+    /// Parse `value`, a path-shaped glob a file tool was given, as the operand of a
+    /// command that does nothing (`:`), so the clauses judge it by its expansions.
+    pub fn parse_operand(&mut self, value: &str) {
+        self.operand_line.clear();
+        self.operand_line.push_str(": ");
+        self.operand_line.push_str(value);
+        crate::shell::parse_into(&self.operand_line, &mut self.parsed);
+    }
 }
 
 impl CommandEngine {
