@@ -1328,6 +1328,25 @@ mod tests {
     }
 
     #[test]
+    fn computed_fragments_meet_as_wildcards() {
+        // A value from outside the line supplies letters within a component...
+        assert!(meets_str(&format!("/h/.ss{ANY}h/id_rsa"), "**/.ssh/**"));
+        assert!(meets_str(&format!("/h/.{ANY}"), "**/.ssh"));
+        // ...but neither the dots that make a name (`~/${d}wall` is `~/.mcpwall` only where
+        // the line sets `d=.mcp`, which it then expands) nor a `/`...
+        assert!(!meets_str(&format!("/h/{ANY}wall"), "**/.mcpwall"));
+        assert!(!meets_str(&format!("/p/x:{ANY}"), "**/*.kdbx"));
+        assert!(!meets_str(&format!("/p/a{ANY}"), "**/.ssh/**"));
+        // ...and as a whole component it is "some entry", not a spelling of each name.
+        assert!(!meets_str(&format!("/p/{ANY}"), "**/.ssh"));
+        assert!(!meets_str(&ANY.to_string(), "/"));
+        assert!(meets_str(&format!("{ANY}/id_rsa"), "**/id_rsa"));
+        // A value computed out of sight is any text, `/` and dots included.
+        assert!(meets_str(&ANY_HIDDEN.to_string(), "**/.ssh/**"));
+        assert!(meets_str(&format!("/h/{ANY_HIDDEN}/config"), "/h/.ssh/**"));
+    }
+
+    #[test]
     fn braces_expand() {
         let mut out = Vec::new();
         brace_expand("~/.ssh{,}/id_rs{a,}", &mut out, 64);
