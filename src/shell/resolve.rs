@@ -857,7 +857,7 @@ impl Parsed {
         depth: u8,
     ) {
         let awk = matches!(name, "awk" | "gawk" | "mawk" | "nawk");
-        if !awk && !(INTERPRETERS.contains(&name) || is_python(name)) {
+        if !(awk || INTERPRETERS.contains(&name) || is_python(name)) {
             return;
         }
         if depth + 1 >= super::MAX_DEPTH {
