@@ -582,7 +582,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             }
             let w = p.word(r.target);
             let t = p.lit(w);
-            normalize_into(t, env, bufs, norm);
+            normalize_word(t, env, bufs, norm);
             if set.is_match(t) || set.is_match(norm.as_str()) {
                 hit = true;
                 break;
@@ -760,7 +760,7 @@ fn literal_meets(
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
     }
-    normalize_into(lit, env, bufs, norm);
+    normalize_word(lit, env, bufs, norm);
     let norm = norm.as_str();
     if pc
         .ancestors
@@ -856,8 +856,25 @@ fn normalize_pattern(pat: &str, env: &PathEnv, bufs: &mut PathBuffers, norm: &mu
         norm.clear();
         norm.push_str(pat);
     } else {
-        normalize_into(pat, env, bufs, norm);
+        normalize_word(pat, env, bufs, norm);
     }
+}
+
+/// Normalise a shell word as a path: the parser writes `$HOME` as `${HOME}` wherever it
+/// stands, and the shell expands it there too (`C:/../../$HOME/docs`), not only first.
+fn normalize_word(word: &str, env: &PathEnv, bufs: &mut PathBuffers, norm: &mut String) {
+    if !word.get(1..).is_some_and(|rest| rest.contains("${HOME}")) {
+        normalize_into(word, env, bufs, norm);
+        return;
+    }
+    // Rare: a copy is fine. The leading one stays for the normaliser, which reads it as
+    // HOME (and knows a Windows HOME's spelling).
+    let (head, rest) = match word.strip_prefix("${HOME}") {
+        Some(rest) => ("${HOME}", rest),
+        None => ("", word),
+    };
+    let expanded = format!("{head}{}", rest.replace("${HOME}", env.home()));
+    normalize_into(&expanded, env, bufs, norm);
 }
 
 fn has_meta(s: &str) -> bool {
