@@ -334,7 +334,13 @@ impl Gate {
         // `"/.p" . "gpass"`): a string that names an interpreter is always parsed.
         let mut interpreters = Vec::new();
         for name in crate::shell::CODE_LITERAL_RUNNERS {
-            if let Some(i) = b.lit(name, Bound::Left) {
+            // As a command name of its own (`python3`, `python3.12` by its start), not
+            // inside a word (`node_modules`).
+            let bound = match *name {
+                "python" | "pypy" => Bound::Left,
+                _ => Bound::Both,
+            };
+            if let Some(i) = b.lit(name, bound) {
                 interpreters.push(i);
             }
         }
