@@ -145,6 +145,10 @@ pub struct Parsed {
     vars: Vec<(String, Value)>,
     /// Names the line defines as aliases: a command by that name runs something else.
     aliases: Vec<String>,
+    /// More variables than [`MAX_VARS`] were assigned: an unrecorded one is any text.
+    vars_overflow: bool,
+    /// More aliases than [`MAX_ALIASES`] were defined: any name may be one.
+    aliases_overflow: bool,
 }
 
 /// What a variable assigned in the command line may hold: the words assigned to it (its
@@ -237,6 +241,8 @@ impl Parsed {
         self.budget = 100_000;
         self.vars.clear();
         self.aliases.clear();
+        self.vars_overflow = false;
+        self.aliases_overflow = false;
     }
 
     /// A short description of what was understood, for `check` and error messages:
@@ -308,6 +314,11 @@ pub(crate) const POSITIONAL: &str = "@";
 
 /// More values than this for one variable and it stands for any text.
 const MAX_VALUES: usize = 16;
+/// Variables followed per line: looking one up is a scan, so the bound keeps a line of
+/// many assignments linear.
+const MAX_VARS: usize = 256;
+/// Aliases recorded per line, for the same reason.
+const MAX_ALIASES: usize = 64;
 
 impl Parsed {
     /// Record that `name` may hold the word `w` (its literal text and pattern).
@@ -356,6 +367,13 @@ impl Parsed {
     fn assign(&mut self, name: &str, lit: String, pat: String, flags: u8) {
         let i = match self.vars.iter().position(|(n, _)| n == name) {
             Some(i) => i,
+            None if self.vars.len() >= MAX_VARS => {
+                // Past the bound the line's variables are no longer followed, and every
+                // variable it did not record is any text (a line cannot hide one
+                // assignment behind a thousand others).
+                self.vars_overflow = true;
+                return;
+            }
             None => {
                 self.vars.push((name.to_string(), Value::default()));
                 self.vars.len() - 1
@@ -384,6 +402,13 @@ impl Parsed {
         flags: &mut u8,
     ) -> bool {
         let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) else {
+            if self.vars_overflow {
+                lit.push('$');
+                lit.push_str(name);
+                pat.push(ANY_HIDDEN);
+                *flags |= COMPUTED | DYNAMIC;
+                return true;
+            }
             return false;
         };
         match v.alts.as_slice() {
@@ -425,11 +450,16 @@ impl Parsed {
 
     /// Record an alias: a command by this name runs what the line cannot see.
     pub(crate) fn add_alias(&mut self, name: &str) {
-        self.aliases.push(name.to_string());
+        if self.aliases.len() < MAX_ALIASES {
+            self.aliases.push(name.to_string());
+        } else {
+            self.aliases_overflow = true;
+        }
     }
 
+    /// Whether `name` is an alias the line defined (past the bound, every name may be).
     pub(crate) fn is_alias(&self, name: &str) -> bool {
-        self.aliases.iter().any(|a| a == name)
+        self.aliases_overflow || self.aliases.iter().any(|a| a == name)
     }
 }
 

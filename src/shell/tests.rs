@@ -182,6 +182,19 @@ fn a_line_nested_past_the_limit_is_not_fully_read() {
 }
 
 #[test]
+fn many_assignments_cannot_hide_one() {
+    let mut src: String = (0..2000).map(|i| format!("v{i}=x; ")).collect();
+    src.push_str("F=~/.ssh/id_rsa; cat $F");
+    let mut p = Parsed::default();
+    let started = std::time::Instant::now();
+    parse_into(&src, &mut p);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let cat = p.commands().last().expect("cat");
+    let w = p.args(cat).next().expect("operand");
+    assert!(p.pattern(w).contains(ANY_HIDDEN), "{}", p.describe());
+}
+
+#[test]
 fn never_panics_on_garbage() {
     for src in [
         "(((((", "$(", "`", "'", "\"", "${", "<<", "a <<EOF", "case", "[[", "f()", "))))", "$'\\x",
