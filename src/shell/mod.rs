@@ -222,13 +222,22 @@ impl Parsed {
         if self.too_deep {
             Some("nested deeper than 24 levels")
         } else if self.budget == 0 {
-            Some("more than 100000 words")
+            Some("more words than the parser reads")
         } else {
             None
         }
     }
 
     fn clear(&mut self) {
+        // The arena lives as long as its scratch (a pump's, a session's): after one huge
+        // value it gives the memory back rather than hold it for every later one.
+        if self.words.capacity() > RETAINED_WORDS {
+            self.words = Vec::new();
+            self.argv = Vec::new();
+        }
+        if self.text.capacity() > RETAINED_WORDS * 16 {
+            self.text = String::new();
+        }
         self.text.clear();
         self.words.clear();
         self.argv.clear();
@@ -311,6 +320,16 @@ impl Parsed {
 
 /// The name under which `set -- …` records the positional parameters (`$1`, `$@`).
 pub(crate) const POSITIONAL: &str = "@";
+
+/// Words the arena keeps room for between parses.
+const RETAINED_WORDS: usize = 1 << 16;
+
+/// The word budget of a value of `len` bytes: more than such a value can hold (a word
+/// takes at least two bytes) up to 4 MiB, so ordinary text is always read to its end;
+/// at most 2 M words (some 60 MB of arena), past which a value is unreadable.
+pub(crate) fn word_budget(len: usize) -> u32 {
+    (len / 2 + 1).clamp(100_000, 2_000_000) as u32
+}
 
 /// More values than this for one variable and it stands for any text.
 const MAX_VALUES: usize = 16;

@@ -20,6 +20,7 @@ pub(super) struct Output {
 /// Parse `src` into `out` (cleared first). Never fails.
 pub(crate) fn parse_into(src: &str, out: &mut Parsed) {
     out.clear();
+    out.budget = super::word_budget(src.len());
     let mut p = P {
         src,
         b: src.as_bytes(),

@@ -182,6 +182,20 @@ fn a_line_nested_past_the_limit_is_not_fully_read() {
 }
 
 #[test]
+fn a_long_text_is_read_to_its_end() {
+    // A file's content sent to a write tool: 300 000 words, read whole, not "unreadable".
+    let text = "let x = a + b; // note\n".repeat(40_000);
+    let mut p = Parsed::default();
+    parse_into(&text, &mut p);
+    assert_eq!(p.unreadable(), None);
+    // Past the budget (more words than half the bytes allow, as operators are words),
+    // a value is unreadable.
+    let dense = "a ".repeat(2_100_000) + "; mcpwall trust";
+    parse_into(&dense, &mut p);
+    assert_eq!(p.unreadable(), Some("more words than the parser reads"));
+}
+
+#[test]
 fn many_assignments_cannot_hide_one() {
     let mut src: String = (0..2000).map(|i| format!("v{i}=x; ")).collect();
     src.push_str("F=~/.ssh/id_rsa; cat $F");
