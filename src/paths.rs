@@ -303,24 +303,39 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
         root_len = root_len_of(base);
         rest = path;
     }
+    // `out[..n]` names nothing on the file system (`None`: not known).
+    let mut missing: Option<usize> = None;
     for comp in rest.split(['/', '\\']) {
         match comp {
             "" | "." => {}
             ".." => {
                 // The kernel applies `..` to the directory it has reached, so a symlink
-                // before it is followed first.
-                if out.len() > root_len
+                // before it is followed first. Below a directory known not to exist
+                // nothing is a symlink: no look-up (`a/x/../b/x/../…` costs one).
+                let below_missing = missing.is_some_and(|n| out.len() >= n);
+                if !below_missing
+                    && out.len() > root_len
                     && out.len() <= PATH_MAX
                     && out.starts_with('/')
-                    && let Some(resolved) = resolve_if_symlink(out)
                 {
-                    out.clear();
-                    out.push_str(&resolved);
+                    match link_state(out) {
+                        LinkState::Symlink(resolved) => {
+                            out.clear();
+                            out.push_str(&resolved);
+                            missing = None;
+                        }
+                        LinkState::Missing => missing = Some(highest_missing(out, root_len)),
+                        LinkState::Other => {}
+                    }
                 }
                 let cut = out[root_len..]
                     .rfind('/')
                     .map_or(root_len, |i| root_len + i);
                 out.truncate(cut.max(root_len));
+                if missing.is_some_and(|n| out.len() < n) {
+                    // Above the missing directory: what follows is not known.
+                    missing = None;
+                }
             }
             _ => {
                 if !out.ends_with('/') {
@@ -338,14 +353,43 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
 /// quadratic in their length).
 const PATH_MAX: usize = 4096;
 
-/// The real path of `path` when its last component is a symlink (`None` otherwise, or
-/// when it does not resolve).
-fn resolve_if_symlink(path: &str) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.file_type().is_symlink() {
-        return None;
+/// What the last component of a path is, for `..`.
+enum LinkState {
+    /// A symlink, and the real path it resolves to.
+    Symlink(String),
+    /// Nothing by that name (nor, then, below it).
+    Missing,
+    /// Something else, or a symlink that does not resolve.
+    Other,
+}
+
+/// The length of the shortest prefix of `path` (which does not exist) that does not
+/// exist either: one look-up per missing ancestor, once, so the `..`s below it need none.
+fn highest_missing(path: &str, root_len: usize) -> usize {
+    let mut n = path.len();
+    while let Some(i) = path[root_len..n].rfind('/') {
+        let parent = root_len + i;
+        if parent <= root_len {
+            break;
+        }
+        match std::fs::symlink_metadata(&path[..parent]) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => n = parent,
+            _ => break,
+        }
     }
-    resolve_existing_prefix(path)
+    n
+}
+
+fn link_state(path: &str) -> LinkState {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => match resolve_existing_prefix(path) {
+            Some(resolved) => LinkState::Symlink(resolved),
+            None => LinkState::Other,
+        },
+        Ok(_) => LinkState::Other,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => LinkState::Missing,
+        Err(_) => LinkState::Other,
+    }
 }
 
 /// Whether `clean_into` would return `b` unchanged: an absolute `/` path with no `\\`,
