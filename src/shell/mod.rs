@@ -312,7 +312,10 @@ impl Parsed {
             }
         }
         if let Some(why) = self.unreadable() {
-            let _ = write!(out, " [not fully read: {why}]");
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let _ = write!(out, "[not fully read: {why}]");
         }
         out
     }
