@@ -14,8 +14,9 @@
 //!    does not list, a directory beside HOME (`/home/user`): a home path either way,
 //!    never a relative one;
 //! 4. `\` becomes `/`;
-//! 5. a relative path is joined to PROJECT_DIR (a drive-letter path such as `C:/x`
-//!    counts as absolute);
+//! 5. a relative path is joined to PROJECT_DIR (on Windows a drive-letter path such as
+//!    `C:/x` counts as absolute; elsewhere `C:` is a directory name like any other, for
+//!    values and `not_under` roots alike);
 //! 6. `//` and `/./` are dropped and `..` removes the component before it (never climbing
 //!    above the root), the way the kernel walks a path: when that component exists and is
 //!    a symlink, `..` leaves the directory the link points to, not the one holding the
@@ -146,9 +147,12 @@ fn has_separator(b: &[u8]) -> bool {
     }
 }
 
-/// `C:` alone or followed by a separator.
+/// `C:` alone or followed by a separator, on Windows. Elsewhere `C:` is an ordinary
+/// directory name: a server opens `C:/../../x` relative to its working directory, so
+/// reading it as a drive path would let `..` climb out of the project unseen.
 fn has_drive_prefix(b: &[u8]) -> bool {
-    b.len() >= 2
+    cfg!(windows)
+        && b.len() >= 2
         && b[0].is_ascii_alphabetic()
         && b[1] == b':'
         && (b.len() == 2 || b[2] == b'/' || b[2] == b'\\')
@@ -328,23 +332,39 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
         root_len = root_len_of(base);
         rest = path;
     }
+    // `out[..n]` names nothing on the file system (`None`: not known).
+    let mut missing: Option<usize> = None;
     for comp in rest.split(['/', '\\']) {
         match comp {
             "" | "." => {}
             ".." => {
                 // The kernel applies `..` to the directory it has reached, so a symlink
-                // before it is followed first.
-                if out.len() > root_len
+                // before it is followed first. Below a directory known not to exist
+                // nothing is a symlink: no look-up (`a/x/../b/x/../…` costs one).
+                let below_missing = missing.is_some_and(|n| out.len() >= n);
+                if !below_missing
+                    && out.len() > root_len
+                    && out.len() <= PATH_MAX
                     && out.starts_with('/')
-                    && let Some(resolved) = resolve_if_symlink(out)
                 {
-                    out.clear();
-                    out.push_str(&resolved);
+                    match link_state(out) {
+                        LinkState::Symlink(resolved) => {
+                            out.clear();
+                            out.push_str(&resolved);
+                            missing = None;
+                        }
+                        LinkState::Missing => missing = Some(highest_missing(out, root_len)),
+                        LinkState::Other => {}
+                    }
                 }
                 let cut = out[root_len..]
                     .rfind('/')
                     .map_or(root_len, |i| root_len + i);
                 out.truncate(cut.max(root_len));
+                if missing.is_some_and(|n| out.len() < n) {
+                    // Above the missing directory: what follows is not known.
+                    missing = None;
+                }
             }
             _ => {
                 if !out.ends_with('/') {
@@ -356,14 +376,49 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
     }
 }
 
-/// The real path of `path` when its last component is a symlink (`None` otherwise, or
-/// when it does not resolve).
-fn resolve_if_symlink(path: &str) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.file_type().is_symlink() {
-        return None;
+/// The longest path the kernel opens (Linux's `PATH_MAX`; macOS's is 1024, Windows'
+/// shorter still): a longer one names nothing on the file system, so it is resolved
+/// lexically, without a system call per component (which made long values cost time
+/// quadratic in their length).
+const PATH_MAX: usize = 4096;
+
+/// What the last component of a path is, for `..`.
+enum LinkState {
+    /// A symlink, and the real path it resolves to.
+    Symlink(String),
+    /// Nothing by that name (nor, then, below it).
+    Missing,
+    /// Something else, or a symlink that does not resolve.
+    Other,
+}
+
+/// The length of the shortest prefix of `path` (which does not exist) that does not
+/// exist either: one look-up per missing ancestor, once, so the `..`s below it need none.
+fn highest_missing(path: &str, root_len: usize) -> usize {
+    let mut n = path.len();
+    while let Some(i) = path[root_len..n].rfind('/') {
+        let parent = root_len + i;
+        if parent <= root_len {
+            break;
+        }
+        match std::fs::symlink_metadata(&path[..parent]) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => n = parent,
+            _ => break,
+        }
     }
-    resolve_existing_prefix(path)
+    n
+}
+
+fn link_state(path: &str) -> LinkState {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => match resolve_existing_prefix(path) {
+            Some(resolved) => LinkState::Symlink(resolved),
+            None => LinkState::Other,
+        },
+        Ok(_) => LinkState::Other,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => LinkState::Missing,
+        Err(_) => LinkState::Other,
+    }
 }
 
 /// Whether `clean_into` would return `b` unchanged: an absolute `/` path with no `\\`,
@@ -477,7 +532,7 @@ fn has_symlink_below(path: &str, prefix: usize) -> bool {
         return cfg!(windows);
     }
     let mut end = prefix;
-    while end < path.len() {
+    while end < path.len().min(PATH_MAX) {
         let next = path[end + 1..]
             .find('/')
             .map_or(path.len(), |i| end + 1 + i);
@@ -497,7 +552,7 @@ pub fn resolve_existing_prefix(path: &str) -> Option<String> {
         return None;
     }
     let full = Path::new(path);
-    for ancestor in full.ancestors() {
+    for ancestor in full.ancestors().filter(|a| a.as_os_str().len() <= PATH_MAX) {
         if let Ok(real) = std::fs::canonicalize(ancestor) {
             let mut out = to_slash_string(&real);
             if cfg!(windows)
@@ -617,11 +672,25 @@ mod tests {
     #[test]
     fn dotdot_never_climbs_above_the_root() {
         assert_eq!(norm("/../../etc/passwd"), "/etc/passwd");
-        assert_eq!(
-            norm("C:\\..\\Users\\u\\.ssh\\id_rsa"),
-            "C:/Users/u/.ssh/id_rsa"
-        );
+        if cfg!(windows) {
+            assert_eq!(
+                norm("C:\\..\\Users\\u\\.ssh\\id_rsa"),
+                "C:/Users/u/.ssh/id_rsa"
+            );
+        }
         assert_eq!(norm("/a/.."), "/");
+    }
+
+    #[test]
+    fn a_drive_letter_is_a_directory_name_off_windows() {
+        if cfg!(windows) {
+            return;
+        }
+        // A server opens `C:/..` relative to its working directory.
+        assert_eq!(norm("C:/../../etc/passwd"), "/etc/passwd");
+        assert_eq!(norm("C:\\x"), "/proj/C:/x");
+        assert_eq!(norm("D:/x"), "/proj/D:/x");
+        assert!(!is_path_shaped("C:"));
     }
 
     #[test]
@@ -631,7 +700,6 @@ mod tests {
             "a\\b",
             "~",
             ".env",
-            "C:",
             "c:\\x",
             "file:x",
             "$HOME",

@@ -833,3 +833,33 @@ fn the_home_directory_and_the_root_are_no_project() {
     );
     assert_eq!(s.run_command(command, &inside).code, 0);
 }
+
+#[test]
+fn a_command_line_nested_past_the_parser_limit_is_denied_as_not_fully_read() {
+    let s = Sandbox::new();
+    for command in [
+        format!("{} echo hi {}", "(".repeat(25), ")".repeat(25)),
+        format!("{} echo hi; {}", "{ ".repeat(25), "}; ".repeat(25)),
+        format!("{}echo hi{}", "$(".repeat(25), ")".repeat(25)),
+    ] {
+        let r = s.check(
+            &[],
+            &call(1, "run_command", serde_json::json!({"command": command})),
+        );
+        assert_eq!(r.code, 1, "{command}\n{}{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout
+                .contains("[not fully read: nested deeper than 24 levels]"),
+            "{}",
+            r.stdout
+        );
+        assert!(r.stdout.contains("was not fully read"), "{}", r.stdout);
+    }
+    // Read to its end, the same command is judged by what it runs.
+    let nested = format!("{} echo hi {}", "(".repeat(20), ")".repeat(20));
+    let r = s.check(
+        &[],
+        &call(1, "run_command", serde_json::json!({"command": nested})),
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}

@@ -1286,3 +1286,34 @@ fn scan_text_handles_invalid_utf8() {
         other => panic!("expected a redaction, got {other:?}"),
     }
 }
+
+/// Off Windows `C:` is a directory name: `C:/../..` climbs from the project directory, as
+/// the server opening it does, for a glob and for `not_under` alike (it was read as a
+/// drive root, so `C:/../../srv/private/x` passed a `/srv/private/**` rule).
+#[test]
+fn a_drive_letter_is_a_directory_name_off_windows() {
+    if cfg!(windows) {
+        return;
+    }
+    const CASES: &[RuleCase] = &[
+        inb(
+            "posix_drive_letter_climbs_to_a_glob",
+            r"rules: [{name: priv, match: {arguments: {path: {pattern: '/srv/private/**'}}}, action: deny}]",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"C:/../../../../../../../../../../srv/private/x"}}}"#,
+            "deny:priv",
+        ),
+        inb(
+            "posix_drive_letter_leaves_not_under",
+            r"rules: [{name: out, match: {arguments: {path: {not_under: '${PROJECT_DIR}'}}}, action: deny}]",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"C:/../../../../../../../../../../etc/x"}}}"#,
+            "deny:out",
+        ),
+        inb(
+            "posix_drive_letter_is_inside_the_project",
+            r"rules: [{name: out, match: {arguments: {path: {not_under: '${PROJECT_DIR}'}}}, action: deny}]",
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"C:/notes.txt"}}}"#,
+            "default:allow",
+        ),
+    ];
+    run(CASES);
+}

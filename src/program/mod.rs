@@ -765,10 +765,13 @@ impl Program {
                     s.deferred_paths.push((i as u32, path));
                 }
             }
+            // A path-shaped glob (`~/.s*/id*`, a file tool's `paths` entry) is expanded by
+            // the server or its glob library: judged as a shell operand, by its expansions.
+            let glob_operand = shaped && !crate::shell::worth_parsing(text) && has_glob_meta(text);
             if needs & COMMAND != 0
                 && tok.kind == TokenKind::String
                 && let Some(ce) = &inb.command
-                && crate::shell::worth_parsing(text)
+                && (glob_operand || crate::shell::worth_parsing(text))
             {
                 let mut parsed = false;
                 let mut scanned = false;
@@ -784,7 +787,11 @@ impl Program {
                         continue;
                     }
                     if !parsed {
-                        crate::shell::parse_into(text, &mut s.command.parsed);
+                        if glob_operand {
+                            s.command.parse_operand(text);
+                        } else {
+                            crate::shell::parse_into(text, &mut s.command.parsed);
+                        }
                         parsed = true;
                     }
                     if ce.holds(cp, &self.env, &mut s.command) {
@@ -1153,14 +1160,21 @@ impl Program {
                 _ => NO_SEL,
             };
             let text = frame.text(tok.text);
-            if !crate::shell::worth_parsing(text) {
+            let glob_operand = !crate::shell::worth_parsing(text)
+                && has_glob_meta(text)
+                && crate::paths::is_path_shaped(text);
+            if !glob_operand && !crate::shell::worth_parsing(text) {
                 continue;
             }
             for p in &preds {
                 if p.selector != ANY_SEL && p.selector != sel {
                     continue;
                 }
-                crate::shell::parse_into(text, &mut s.parsed);
+                if glob_operand {
+                    s.parse_operand(text);
+                } else {
+                    crate::shell::parse_into(text, &mut s.parsed);
+                }
                 if let Some(why) = ce.why(p, &self.env, &mut s) {
                     out.push(CommandExplanation {
                         understood: s.parsed.describe(),
@@ -1189,6 +1203,11 @@ impl Program {
                 .map_or("unknown", |r| r.name.as_str())
         }
     }
+}
+
+/// Whether a string holds a glob metacharacter (`*`, `?`, `[`).
+fn has_glob_meta(text: &str) -> bool {
+    text.bytes().any(|b| matches!(b, b'*' | b'?' | b'['))
 }
 
 /// Whether a path-shaped string among `msg`'s arguments holds a NUL. Only a JSON escape

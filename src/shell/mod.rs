@@ -29,7 +29,7 @@ mod parse;
 mod resolve;
 
 pub(crate) use parse::parse_into;
-pub(crate) use resolve::{DECODERS, DOWNLOADERS};
+pub(crate) use resolve::{CODE_LITERAL_RUNNERS, DECODERS, DOWNLOADERS};
 
 /// A word had an unquoted `*`, `?` or `[`: it is a glob the shell expands.
 pub const GLOB: u8 = 1;
@@ -40,6 +40,20 @@ pub const BRACE: u8 = 2;
 pub const DYNAMIC: u8 = 4;
 /// A word is an assignment `NAME=value` before the command name.
 pub const ASSIGN: u8 = 8;
+/// A word's pattern holds a computed fragment ([`ANY`] or [`ANY_HIDDEN`]): it is matched
+/// as a glob, the fragment standing for any text.
+pub const COMPUTED: u8 = 16;
+
+/// In a word's pattern, a fragment the shell computes from outside the command line (a
+/// variable the line never sets, `$1`, a command substitution's output): any text within
+/// one path component. As a whole component it stands for "some entry", as a bare `*`
+/// does, so `cat "$f"` names no particular protected file; inside a component
+/// (`~/.ss${x}h`, `~/${d}wall`) it reads any characters, dots included.
+pub const ANY: char = '\u{E000}';
+/// In a word's pattern, a fragment computed in a way that hides what it is (a variable
+/// set by `read`, `printf -v`, an array, a string operation; a substitution whose output
+/// is decoded): any text, anywhere, so `cat $p` meets every protected path.
+pub const ANY_HIDDEN: char = '\u{E001}';
 
 /// Content that came from the network (`curl`, `wget`, …).
 pub const DOWNLOADED: u8 = 1;
@@ -127,6 +141,22 @@ pub struct Parsed {
     pub too_deep: bool,
     /// Budget of words, so a pathological input stays linear.
     budget: u32,
+    /// Variables the line assigns, in order: what `$NAME` may expand to ([`Value`]).
+    vars: Vec<(String, Value)>,
+    /// Names the line defines as aliases: a command by that name runs something else.
+    aliases: Vec<String>,
+    /// More variables than [`MAX_VARS`] were assigned: an unrecorded one is any text.
+    vars_overflow: bool,
+    /// More aliases than [`MAX_ALIASES`] were defined: any name may be one.
+    aliases_overflow: bool,
+}
+
+/// What a variable assigned in the command line may hold: the words assigned to it (its
+/// literal and pattern forms and their flags); more than one for a loop variable or a
+/// variable assigned twice.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Value {
+    alts: Vec<(String, String, u8)>,
 }
 
 impl Parsed {
@@ -185,7 +215,29 @@ impl Parsed {
         &self.redirects[c.redirects.0 as usize..c.redirects.1 as usize]
     }
 
+    /// Why the command line could not be read to its end, if it could not: a parser
+    /// limit was reached, and what lies past it is unknown. An unreadable line meets
+    /// every clause that admits an unknown command (ARCHITECTURE decision 15).
+    pub fn unreadable(&self) -> Option<&'static str> {
+        if self.too_deep {
+            Some("nested deeper than 24 levels")
+        } else if self.budget == 0 {
+            Some("more words than the parser reads")
+        } else {
+            None
+        }
+    }
+
     fn clear(&mut self) {
+        // The arena lives as long as its scratch (a pump's, a session's): after one huge
+        // value it gives the memory back rather than hold it for every later one.
+        if self.words.capacity() > RETAINED_WORDS {
+            self.words = Vec::new();
+            self.argv = Vec::new();
+        }
+        if self.text.capacity() > RETAINED_WORDS * 16 {
+            self.text = String::new();
+        }
         self.text.clear();
         self.words.clear();
         self.argv.clear();
@@ -196,6 +248,10 @@ impl Parsed {
         self.seen_download = false;
         self.too_deep = false;
         self.budget = 100_000;
+        self.vars.clear();
+        self.aliases.clear();
+        self.vars_overflow = false;
+        self.aliases_overflow = false;
     }
 
     /// A short description of what was understood, for `check` and error messages:
@@ -221,7 +277,8 @@ impl Parsed {
                 first = false;
                 let lit = self.lit(w);
                 if w.flags & (GLOB | BRACE) != 0 {
-                    let _ = write!(out, "{}", self.pattern(w));
+                    let shown = self.pattern(w).replace([ANY, ANY_HIDDEN], "*");
+                    let _ = write!(out, "{shown}");
                 } else if lit.is_empty() || lit.contains([' ', '\t', '\n']) {
                     let _ = write!(out, "{lit:?}");
                 } else {
@@ -254,10 +311,177 @@ impl Parsed {
                 let _ = write!(out, " [{}]", notes.join(", "));
             }
         }
-        if self.too_deep {
-            out.push_str(" [nested too deep to read fully]");
+        if let Some(why) = self.unreadable() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let _ = write!(out, "[not fully read: {why}]");
         }
         out
+    }
+}
+
+/// The name under which `set -- …` records the positional parameters (`$1`, `$@`).
+pub(crate) const POSITIONAL: &str = "@";
+
+/// Words the arena keeps room for between parses.
+const RETAINED_WORDS: usize = 1 << 16;
+
+/// The word budget of a value of `len` bytes: more than such a value can hold (a word
+/// takes at least two bytes) up to 4 MiB, so ordinary text is always read to its end;
+/// at most 2 M words (some 60 MB of arena), past which a value is unreadable.
+pub(crate) fn word_budget(len: usize) -> u32 {
+    (len / 2 + 1).clamp(100_000, 2_000_000) as u32
+}
+
+/// More values than this for one variable and it stands for any text.
+const MAX_VALUES: usize = 16;
+/// Variables followed per line: looking one up is a scan, so the bound keeps a line of
+/// many assignments linear.
+const MAX_VARS: usize = 256;
+/// Aliases recorded per line, for the same reason.
+const MAX_ALIASES: usize = 64;
+
+impl Parsed {
+    /// Record that `name` may hold the word `w` (its literal text and pattern).
+    pub(crate) fn assign_word(&mut self, name: &str, w: &Word, skip: usize) {
+        let lit = self.lit(w).get(skip..).unwrap_or("").to_string();
+        let pat = if w.flags & (GLOB | BRACE | COMPUTED) != 0 {
+            self.pattern(w).get(skip..).unwrap_or("").to_string()
+        } else {
+            let mut pat = String::with_capacity(lit.len());
+            for c in lit.chars() {
+                if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | ',') {
+                    pat.push('[');
+                    pat.push(c);
+                    pat.push(']');
+                } else {
+                    pat.push(c);
+                }
+            }
+            pat
+        };
+        let flags = w.flags & (GLOB | BRACE | COMPUTED | DYNAMIC);
+        self.assign(name, lit, pat, flags);
+    }
+
+    /// Record that `name` holds something the parser does not follow (`read`,
+    /// `printf -v`, `+=`): any text.
+    pub(crate) fn assign_hidden(&mut self, name: &str) {
+        self.assign(
+            name,
+            format!("${name}"),
+            ANY_HIDDEN.to_string(),
+            COMPUTED | DYNAMIC,
+        );
+    }
+
+    /// Record that `name` holds a value from outside the line (`read` from a file).
+    pub(crate) fn assign_outside(&mut self, name: &str) {
+        self.assign(
+            name,
+            format!("${name}"),
+            ANY.to_string(),
+            COMPUTED | DYNAMIC,
+        );
+    }
+
+    fn assign(&mut self, name: &str, lit: String, pat: String, flags: u8) {
+        let i = match self.vars.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None if self.vars.len() >= MAX_VARS => {
+                // Past the bound the line's variables are no longer followed, and every
+                // variable it did not record is any text (a line cannot hide one
+                // assignment behind a thousand others).
+                self.vars_overflow = true;
+                return;
+            }
+            None => {
+                self.vars.push((name.to_string(), Value::default()));
+                self.vars.len() - 1
+            }
+        };
+        let v = &mut self.vars[i].1;
+        if v.alts.iter().any(|(_, p, _)| *p == pat) {
+            return;
+        }
+        if v.alts.len() >= MAX_VALUES {
+            v.alts.clear();
+            v.alts
+                .push((lit, ANY_HIDDEN.to_string(), COMPUTED | DYNAMIC));
+            return;
+        }
+        v.alts.push((lit, pat, flags));
+    }
+
+    /// Append what `$name` expands to, if the line assigns it: one value as itself, several
+    /// as a brace expansion of them. `false` when the line does not assign it.
+    pub(crate) fn splice(
+        &self,
+        name: &str,
+        lit: &mut String,
+        pat: &mut String,
+        flags: &mut u8,
+    ) -> bool {
+        let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) else {
+            if self.vars_overflow {
+                lit.push('$');
+                lit.push_str(name);
+                pat.push(ANY_HIDDEN);
+                *flags |= COMPUTED | DYNAMIC;
+                return true;
+            }
+            return false;
+        };
+        match v.alts.as_slice() {
+            [] => return false,
+            [(l, p, f)] => {
+                lit.push_str(l);
+                pat.push_str(p);
+                *flags |= f;
+            }
+            alts => {
+                lit.push_str(&alts[0].0);
+                pat.push('{');
+                for (i, (_, p, f)) in alts.iter().enumerate() {
+                    if i > 0 {
+                        pat.push(',');
+                    }
+                    pat.push_str(p);
+                    *flags |= f;
+                }
+                pat.push('}');
+                *flags |= BRACE;
+            }
+        }
+        true
+    }
+
+    /// The value of `name` when the line assigns it exactly one literal value.
+    pub(crate) fn literal_value(&self, name: &str) -> Option<&str> {
+        match self
+            .vars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.alts.as_slice())
+        {
+            Some([(lit, _, 0)]) => Some(lit.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Record an alias: a command by this name runs what the line cannot see.
+    pub(crate) fn add_alias(&mut self, name: &str) {
+        if self.aliases.len() < MAX_ALIASES {
+            self.aliases.push(name.to_string());
+        } else {
+            self.aliases_overflow = true;
+        }
+    }
+
+    /// Whether `name` is an alias the line defined (past the bound, every name may be).
+    pub(crate) fn is_alias(&self, name: &str) -> bool {
+        self.aliases_overflow || self.aliases.iter().any(|a| a == name)
     }
 }
 

@@ -1,7 +1,8 @@
 //! The lexer and recursive-descent parser: lists, pipelines, compound commands, words.
 
 use super::{
-    ASSIGN, BRACE, Command, DYNAMIC, GLOB, MAX_DEPTH, Parsed, Redirect, RedirectKind, Word,
+    ANY, ANY_HIDDEN, ASSIGN, BRACE, COMPUTED, Command, DECODED, DYNAMIC, GLOB, MAX_DEPTH, Parsed,
+    Redirect, RedirectKind, Word,
 };
 
 /// What a command (or a list) produces on stdout, as far as a rule cares.
@@ -11,11 +12,15 @@ pub(super) struct Output {
     pub flags: u8,
     /// `find`'s start paths (a range of `Parsed::argv`), for `xargs` downstream.
     pub paths: Option<(u32, u32)>,
+    /// A word whose text is what the command writes (`echo TEXT`, `cat <<EOF`): code,
+    /// when a shell reads it.
+    pub code: Option<u32>,
 }
 
 /// Parse `src` into `out` (cleared first). Never fails.
 pub(crate) fn parse_into(src: &str, out: &mut Parsed) {
     out.clear();
+    out.budget = super::word_budget(src.len());
     let mut p = P {
         src,
         b: src.as_bytes(),
@@ -47,7 +52,7 @@ impl Parsed {
         let a = self.text.len() as u32;
         self.text.push_str(lit);
         let b = self.text.len() as u32;
-        let (pa, pb) = if flags & (GLOB | BRACE) != 0 {
+        let (pa, pb) = if flags & (GLOB | BRACE | COMPUTED) != 0 {
             self.text.push_str(pat);
             (b, self.text.len() as u32)
         } else {
@@ -112,6 +117,80 @@ fn is_name_start(c: u8) -> bool {
 
 fn is_name_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The value of an array assignment's word: its elements are recorded one by one.
+pub(super) const ARRAY: &str = "(…)";
+
+/// A computed fragment: its text in the literal form, `any` in the pattern.
+fn computed(lit: &mut String, pat: &mut String, flags: &mut u8, raw: &str, any: char) {
+    lit.push_str(raw);
+    pat.push(any);
+    *flags |= DYNAMIC | COMPUTED;
+}
+
+/// A command substitution: its output is any text, hidden when it was decoded.
+fn substituted(lit: &mut String, pat: &mut String, flags: &mut u8, raw: &str, output: u8) {
+    let any = if output & DECODED != 0 {
+        ANY_HIDDEN
+    } else {
+        ANY
+    };
+    computed(lit, pat, flags, raw, any);
+}
+
+/// The result of a string operation (`%suffix`, `##prefix`, `/a/b`, `//a/b`, `:off:len`,
+/// `^^`, `,,`) on a literal value, when its pattern is literal too; `None` otherwise.
+fn string_op(value: &str, op: &str) -> Option<String> {
+    let literal = |p: &str| !p.contains(['*', '?', '[', '\\', '$', '`', '\'', '"']);
+    if let Some(rest) = op.strip_prefix('%') {
+        let suffix = rest.strip_prefix('%').unwrap_or(rest);
+        return literal(suffix).then(|| value.strip_suffix(suffix).unwrap_or(value).to_string());
+    }
+    if let Some(rest) = op.strip_prefix('#') {
+        let prefix = rest.strip_prefix('#').unwrap_or(rest);
+        return literal(prefix).then(|| value.strip_prefix(prefix).unwrap_or(value).to_string());
+    }
+    if let Some(rest) = op.strip_prefix('/') {
+        let (all, rest) = match rest.strip_prefix('/') {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let (from, to) = rest.split_once('/').unwrap_or((rest, ""));
+        if from.is_empty() || !literal(from) || !literal(to) {
+            return None;
+        }
+        return Some(if all {
+            value.replace(from, to)
+        } else {
+            value.replacen(from, to, 1)
+        });
+    }
+    if let Some(rest) = op.strip_prefix(':') {
+        let (off, len) = rest.split_once(':').unwrap_or((rest, ""));
+        let off: usize = off.trim().parse().ok()?;
+        let chars = value.chars().skip(off);
+        return Some(match len.trim() {
+            "" => chars.collect(),
+            l => chars.take(l.parse().ok()?).collect(),
+        });
+    }
+    match op {
+        "^^" | "^" => Some(value.to_uppercase()),
+        ",," | "," => Some(value.to_lowercase()),
+        _ => None,
+    }
+}
+
+/// The WORD of `${X:-WORD}`, `${X-WORD}`, `${X:=WORD}`, `${X=WORD}` (quotes removed), from
+/// what follows the name.
+fn default_word(rest: &str) -> Option<String> {
+    let word = rest
+        .strip_prefix(":-")
+        .or_else(|| rest.strip_prefix(":="))
+        .or_else(|| rest.strip_prefix('-'))
+        .or_else(|| rest.strip_prefix('='))?;
+    Some(word.chars().filter(|c| !matches!(c, '\'' | '"')).collect())
 }
 
 /// Push a literal character into the literal and pattern forms; a quoted glob
@@ -271,7 +350,7 @@ impl P<'_, '_> {
         self.skip_blanks();
         let mut fed = Output {
             flags: input,
-            paths: None,
+            ..Output::default()
         };
         let mut piped = false;
         loop {
@@ -307,11 +386,9 @@ impl P<'_, '_> {
                 return Output::default();
             };
             if c == b'(' {
-                if self.at(1) == Some(b'(') {
-                    // `(( arithmetic ))`: no command runs.
-                    self.skip_balanced(b'(', b')');
-                    return self.trailing_redirects(fed);
-                }
+                // `(( … ))` is arithmetic where it parses as such and nested subshells
+                // where it does not (bash tries both): read as subshells, arithmetic
+                // runs no command the rules are about.
                 self.i += 1;
                 let o = self.nested_list(b')', fed.flags);
                 if self.peek() == Some(b')') {
@@ -321,6 +398,7 @@ impl P<'_, '_> {
                 return Output {
                     flags: o.flags | r.flags,
                     paths: o.paths,
+                    code: None,
                 };
             }
             let word = self.plain_word();
@@ -452,6 +530,14 @@ impl P<'_, '_> {
             return;
         }
         let mark = self.out.stack.len();
+        // `for NAME in WORDS`: NAME takes each word in turn.
+        let name_len = self.plain_word().len();
+        let name = (name_len > 0
+            && self.b[self.i..self.i + name_len]
+                .iter()
+                .all(|&c| is_name_char(c)))
+        .then(|| self.src[self.i..self.i + name_len].to_string());
+        let mut values = false;
         while let Some(c) = self.peek() {
             if c == b'\n' || c == b';' || c == b'&' || c == b'|' || c == b')' {
                 break;
@@ -464,7 +550,13 @@ impl P<'_, '_> {
                 self.i += 1;
                 continue;
             }
-            self.word(false);
+            let at_in = self.plain_word() == "in";
+            let w = self.word(false);
+            if values && let Some(name) = &name {
+                let word = self.out.words[w as usize];
+                self.out.assign_word(name, &word, 0);
+            }
+            values |= at_in;
         }
         self.out.stack.truncate(mark);
     }
@@ -674,6 +766,7 @@ impl P<'_, '_> {
             Output {
                 flags: stdin,
                 paths: if piped { fed.paths } else { None },
+                code: if piped { fed.code } else { None },
             },
         );
         self.out.stack.truncate(mark_w);
@@ -695,7 +788,7 @@ impl P<'_, '_> {
             input: fed.flags,
             ..Command::default()
         };
-        self.out.resolve(cmd, fed.paths, self.depth)
+        self.out.resolve(cmd, fed, self.depth)
     }
 
     /// One redirection at the cursor; returns its kind and what its target feeds.
@@ -815,6 +908,7 @@ impl P<'_, '_> {
         let mut feed = 0u8;
         // `NAME=` / `NAME+=` at command start.
         if assign_ok && self.peek().is_some_and(is_name_start) {
+            let start_name = self.i;
             let mut j = self.i;
             while j < self.b.len() && is_name_char(self.b[j]) {
                 j += 1;
@@ -827,8 +921,29 @@ impl P<'_, '_> {
                 push_str_lit(&mut lit, &mut pat, &self.src[self.i..eq], false);
                 self.i = eq;
                 if self.peek() == Some(b'(') {
-                    // `arr=(a b c)`.
-                    self.skip_balanced(b'(', b')');
+                    // `arr=(a b c)`: `${arr[@]}` may be any of the elements.
+                    let name = self.src[start_name..j].to_string();
+                    self.i += 1;
+                    loop {
+                        while self.peek().is_some_and(|c| is_blank(c) || c == b'\n') {
+                            self.i += 1;
+                        }
+                        match self.peek() {
+                            None => break,
+                            Some(b')') => {
+                                self.i += 1;
+                                break;
+                            }
+                            Some(_) if self.out.budget == 0 => break,
+                            Some(_) => {
+                                let e = self.word(false);
+                                let element = self.out.words[e as usize];
+                                self.out.assign_word(&name, &element, 0);
+                            }
+                        }
+                    }
+                    lit.push_str(ARRAY);
+                    pat.push_str(ARRAY);
                 }
             }
         }
@@ -1019,8 +1134,7 @@ impl P<'_, '_> {
         let o = self.out.parse_nested(&code, self.depth + 1, 0);
         self.out.give_string(code);
         *feed |= o.flags;
-        *flags |= DYNAMIC;
-        push_str_lit(lit, pat, "$(…)", true);
+        substituted(lit, pat, flags, "$(…)", o.flags);
     }
 
     /// `$…` at the cursor: parameters, substitutions, arithmetic, `$'…'`.
@@ -1042,12 +1156,9 @@ impl P<'_, '_> {
                 self.double_quoted(lit, pat, flags, feed);
             }
             Some(b'(') if self.at(2) == Some(b'(') => {
-                let start = self.i;
                 self.i += 1;
                 self.skip_balanced(b'(', b')');
-                let _ = start;
-                *flags |= DYNAMIC;
-                push_str_lit(lit, pat, "$((…))", true);
+                substituted(lit, pat, flags, "$((…))", 0);
             }
             Some(b'(') => {
                 self.i += 2;
@@ -1056,14 +1167,12 @@ impl P<'_, '_> {
                     self.i += 1;
                 }
                 *feed |= o.flags;
-                *flags |= DYNAMIC;
-                push_str_lit(lit, pat, "$(…)", true);
+                substituted(lit, pat, flags, "$(…)", o.flags);
             }
             Some(b'[') => {
                 self.i += 1;
                 self.skip_balanced(b'[', b']');
-                *flags |= DYNAMIC;
-                push_str_lit(lit, pat, "$[…]", true);
+                substituted(lit, pat, flags, "$[…]", 0);
             }
             Some(b'{') => {
                 let start = self.i;
@@ -1093,14 +1202,63 @@ impl P<'_, '_> {
                         self.src.as_bytes()[name_start..self.i].get(name.len() + 1),
                         Some(b'+')
                     );
+                let raw = &self.src[start..self.i];
                 if name == "HOME" && plain {
                     push_str_lit(lit, pat, "${HOME}", false);
                 } else if name == "PWD" && plain {
                     push_str_lit(lit, pat, ".", false);
+                } else if !name.is_empty()
+                    && (op == Some(b'}') || (op == Some(b'[') && raw.ends_with("]}")))
+                {
+                    if !self.out.splice(name, lit, pat, flags) {
+                        computed(lit, pat, flags, raw, ANY);
+                    }
+                } else if !name.is_empty()
+                    && let Some(default) = default_word(
+                        raw.strip_suffix('}')
+                            .unwrap_or(raw)
+                            .get(2 + name.len()..)
+                            .unwrap_or(""),
+                    )
+                {
+                    // `${X:-WORD}`, `${X-WORD}`, `${X:=WORD}`: X's value or WORD.
+                    let mut value_lit = String::new();
+                    let mut value_pat = String::new();
+                    let mut value_flags = 0u8;
+                    if !self
+                        .out
+                        .splice(name, &mut value_lit, &mut value_pat, &mut value_flags)
+                    {
+                        computed(&mut value_lit, &mut value_pat, &mut value_flags, "", ANY);
+                    }
+                    lit.push_str(raw);
+                    pat.push('{');
+                    pat.push_str(&value_pat);
+                    pat.push(',');
+                    for ch in default.chars() {
+                        push_lit(&mut String::new(), pat, ch, ch != '~');
+                    }
+                    pat.push('}');
+                    *flags |= DYNAMIC | COMPUTED | BRACE | value_flags;
+                } else if raw.starts_with("${!") {
+                    // An indirection: the variable named by another's value.
+                    computed(lit, pat, flags, raw, ANY_HIDDEN);
+                } else if let Some(v) = self.out.literal_value(name).and_then(|v| {
+                    string_op(
+                        v,
+                        raw.strip_suffix('}').unwrap_or(raw).get(2 + name.len()..)?,
+                    )
+                }) {
+                    // `${x%suffix}`, `${x/a/b}`, `${x:0:3}` of a literal value: computed
+                    // here, as the shell will.
+                    lit.push_str(&v);
+                    for ch in v.chars() {
+                        push_lit(&mut String::new(), pat, ch, true);
+                    }
                 } else {
-                    *flags |= DYNAMIC;
-                    let raw = &self.src[start..self.i];
-                    push_str_lit(lit, pat, raw, true);
+                    // A length, or a pattern operation on a value not known literally:
+                    // some text the line does not spell.
+                    computed(lit, pat, flags, raw, ANY);
                 }
             }
             Some(c) if is_name_start(c) => {
@@ -1114,14 +1272,17 @@ impl P<'_, '_> {
                     push_str_lit(lit, pat, "${HOME}", false);
                 } else if name == "PWD" {
                     push_str_lit(lit, pat, ".", false);
-                } else {
-                    *flags |= DYNAMIC;
-                    push_str_lit(lit, pat, &self.src[start..self.i], true);
+                } else if !self.out.splice(name, lit, pat, flags) {
+                    computed(lit, pat, flags, &self.src[start..self.i], ANY);
                 }
             }
             Some(c) if c.is_ascii_digit() || b"@*#?$!-".contains(&c) => {
-                *flags |= DYNAMIC;
-                push_str_lit(lit, pat, &self.src[self.i..self.i + 2], true);
+                let raw = &self.src[self.i..self.i + 2];
+                if !(matches!(c, b'1'..=b'9' | b'@' | b'*')
+                    && self.out.splice(super::POSITIONAL, lit, pat, flags))
+                {
+                    computed(lit, pat, flags, raw, ANY);
+                }
                 self.i += 2;
             }
             _ => {

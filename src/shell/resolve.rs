@@ -4,7 +4,8 @@
 
 use super::parse::Output;
 use super::{
-    ASSIGN, Command, DECODED, DOWNLOADED, DYNAMIC, GLOB, Parsed, RedirectKind, command_basename,
+    ANY, ASSIGN, BRACE, COMPUTED, Command, DECODED, DOWNLOADED, DYNAMIC, GLOB, Parsed,
+    RedirectKind, command_basename,
 };
 
 /// Shells: `-c CODE` runs code, and with no script argument they run what stdin holds.
@@ -45,6 +46,28 @@ pub const INTERPRETERS: &[&str] = &[
     "tclsh",
     "iex",
     "invoke-expression",
+];
+
+/// Commands whose code's string literals [`Parsed`] reads as operands and commands
+/// (interpreter one-liners, awk programs): the gate in front of the parser opens for them.
+pub const CODE_LITERAL_RUNNERS: &[&str] = &[
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "php",
+    "deno",
+    "bun",
+    "lua",
+    "tclsh",
+    "Rscript",
+    "osascript",
+    "awk",
+    "gawk",
+    "mawk",
+    "nawk",
 ];
 
 /// Commands whose output is downloaded content.
@@ -103,18 +126,102 @@ pub fn runs_code(name: &str) -> bool {
     SHELLS.contains(&name) || INTERPRETERS.contains(&name) || is_python(name)
 }
 
+/// A word that names no command the parser can tell: computed, a glob or a brace
+/// expansion.
+const UNRESOLVED: u8 = DYNAMIC | GLOB | BRACE | COMPUTED;
+
+/// The string literals of interpreter code, in groups: literals joined by concatenation
+/// (`'mcp' + 'wall'`, `"mcp" "wall"`, `'a' . 'b'`) form one text, list elements
+/// (`['mcpwall', 'trust']`) one space-separated text; anything else starts a new group.
+fn code_literals(code: &str) -> Vec<String> {
+    let b = code.as_bytes();
+    let mut groups: Vec<String> = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut gap = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let q = b[i];
+        if matches!(q, b'\'' | b'"' | b'`') {
+            let mut lit = String::new();
+            i += 1;
+            while i < b.len() && b[i] != q {
+                if b[i] == b'\\' && i + 1 < b.len() {
+                    i += 1;
+                    match b[i] {
+                        b'x' if i + 2 < b.len() => {
+                            match u8::from_str_radix(code.get(i + 1..i + 3).unwrap_or(""), 16) {
+                                Ok(v) => {
+                                    lit.push(char::from(v));
+                                    i += 3;
+                                }
+                                Err(_) => {
+                                    lit.push('x');
+                                    i += 1;
+                                }
+                            }
+                            continue;
+                        }
+                        b'n' => lit.push('\n'),
+                        b't' => lit.push('\t'),
+                        _ => {}
+                    }
+                    if !matches!(b[i], b'n' | b't') {
+                        let ch = code[i..].chars().next().unwrap_or(' ');
+                        lit.push(ch);
+                        i += ch.len_utf8();
+                        continue;
+                    }
+                    i += 1;
+                    continue;
+                }
+                let ch = code[i..].chars().next().unwrap_or(' ');
+                lit.push(ch);
+                i += ch.len_utf8();
+            }
+            i += 1;
+            let joins = gap.trim().chars().all(|c| matches!(c, '+' | '.' | ','));
+            match cur.as_mut() {
+                Some(c) if joins => {
+                    if gap.contains(',') {
+                        c.push(' ');
+                    }
+                    c.push_str(&lit);
+                }
+                _ => {
+                    if let Some(c) = cur.take()
+                        && !c.trim().is_empty()
+                    {
+                        groups.push(c);
+                    }
+                    cur = Some(lit);
+                }
+            }
+            gap.clear();
+            continue;
+        }
+        let ch = code[i..].chars().next().unwrap_or(' ');
+        gap.push(ch);
+        i += ch.len_utf8();
+    }
+    if let Some(c) = cur
+        && !c.trim().is_empty()
+    {
+        groups.push(c);
+    }
+    groups.truncate(256);
+    groups
+}
+
 impl Parsed {
     /// Finish a command: find its name, parse the code it runs, record it (and the
     /// commands it runs for others); returns what it outputs.
-    pub(super) fn resolve(
-        &mut self,
-        mut cmd: Command,
-        fed_paths: Option<(u32, u32)>,
-        depth: u8,
-    ) -> Output {
+    pub(super) fn resolve(&mut self, mut cmd: Command, fed: Output, depth: u8) -> Output {
+        let fed_paths = fed.paths;
         let (a, b) = cmd.argv;
         let mut i = a;
         while i < b && self.word(self.argv[i as usize]).flags & ASSIGN != 0 {
+            let w = *self.word(self.argv[i as usize]);
+            self.note_assignment(&w);
             i += 1;
         }
         let mut code_feed = 0u8;
@@ -125,7 +232,7 @@ impl Parsed {
                 break;
             }
             let w = *self.word(self.argv[i as usize]);
-            if w.flags & (DYNAMIC | GLOB) != 0 {
+            if w.flags & UNRESOLVED != 0 {
                 break;
             }
             let mut name = self.take_string();
@@ -253,10 +360,10 @@ impl Parsed {
         let mut name = self.take_string();
         if i < b {
             let w = *self.word(self.argv[i as usize]);
-            if w.flags & (DYNAMIC | GLOB) != 0 {
+            name.push_str(command_basename(self.lit(&w)));
+            if w.flags & UNRESOLVED != 0 || self.is_alias(&name) {
                 cmd.name_unknown = true;
             }
-            name.push_str(command_basename(self.lit(&w)));
         }
         let args = (i + 1).min(b)..b;
         let arg = |p: &Parsed, j: u32| *p.word(p.argv[j as usize]);
@@ -433,8 +540,19 @@ impl Parsed {
             self.give_string(code);
             out.flags |= o.flags & DOWNLOADED;
         }
+        // A shell reading what `echo TEXT` or `cat <<EOF` writes reads TEXT as code.
+        let sources = name == "source" || name == ".";
+        if (is_shell || sources)
+            && reads_stdin_code
+            && let Some(k) = fed.code
+        {
+            let mut code = self.take_string();
+            code.push_str(self.lit(self.word(k)));
+            self.parse_nested(&code, depth + 1, 0);
+            self.give_string(code);
+        }
         // A shell reading a here-document or here-string reads it as code.
-        if is_shell && reads_stdin_code {
+        if (is_shell || sources) && reads_stdin_code {
             let (ra, rb) = cmd.redirects;
             for r in ra..rb {
                 let red = self.redirects[r as usize];
@@ -494,9 +612,354 @@ impl Parsed {
                 self.derived(j, b, fed_paths, depth, fed_paths.is_some());
             }
         }
+        // What a command writes, as text a shell downstream may read as code.
+        match name.as_str() {
+            "echo" | "printf" => {
+                out.code = args
+                    .clone()
+                    .map(|j| self.argv[j as usize])
+                    .find(|&w| !self.lit(self.word(w)).starts_with('-'));
+            }
+            "cat" => {
+                let (ra, rb) = cmd.redirects;
+                out.code = self.redirects[ra as usize..rb as usize]
+                    .iter()
+                    .find(|r| r.kind == RedirectKind::Here)
+                    .map(|r| r.target);
+            }
+            _ => {}
+        }
+        // The text `read` reads, where the line shows it: a here-string or here-document,
+        // or what `echo`/`cat <<EOF` writes into the pipe.
+        let (ra, rb) = cmd.redirects;
+        let text_in = self.redirects[ra as usize..rb as usize]
+            .iter()
+            .find(|r| r.kind == RedirectKind::Here)
+            .map(|r| r.target)
+            .or(fed.code);
+        self.note_builtin_assignments(&name, args.clone(), depth, text_in);
+        let mut codes = Vec::new();
+        self.code_in_options(&name, args.clone(), &mut codes);
+        for code in &codes {
+            self.parse_nested(code, depth + 1, 0);
+        }
+        if i < b {
+            self.interpreter_literals(&name, self.argv[i as usize], args.clone(), depth);
+        }
         let _ = pushed;
         self.give_string(name);
         out
+    }
+
+    /// `NAME=value` before a command: `$NAME` may hold the value from here on (a
+    /// `NAME+=…` or an array holds more than the parser follows).
+    fn note_assignment(&mut self, w: &super::Word) {
+        let lit = self.lit(w);
+        let Some(eq) = lit.find('=') else { return };
+        let (name, append) = match lit[..eq].strip_suffix('+') {
+            Some(n) => (n.to_string(), true),
+            None => (lit[..eq].to_string(), false),
+        };
+        if name.is_empty()
+            || !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_')
+            || lit[eq + 1..] == *super::parse::ARRAY
+        {
+            return;
+        }
+        if append {
+            self.assign_hidden(&name);
+        } else {
+            self.assign_word(&name, w, eq + 1);
+        }
+    }
+
+    /// Builtins that set variables (`declare`, `read`, `printf -v`, `set --`, …) and
+    /// aliases.
+    fn note_builtin_assignments(
+        &mut self,
+        name: &str,
+        args: std::ops::Range<u32>,
+        depth: u8,
+        text_in: Option<u32>,
+    ) {
+        let arg = |p: &Parsed, j: u32| *p.word(p.argv[j as usize]);
+        match name {
+            "declare" | "typeset" | "local" | "export" | "readonly" => {
+                for j in args {
+                    let w = arg(self, j);
+                    if !self.lit(&w).starts_with('-') {
+                        self.note_assignment(&w);
+                    }
+                }
+            }
+            "read" | "mapfile" | "readarray" | "getopts" | "printf" => {
+                let takes: &[&str] = match name {
+                    "read" => &["-p", "-d", "-n", "-N", "-t", "-u", "-i"],
+                    "mapfile" | "readarray" => &["-d", "-n", "-O", "-s", "-u", "-C", "-c"],
+                    _ => &[],
+                };
+                let mut names = Vec::new();
+                let mut j = args.start;
+                while j < args.end {
+                    let t = self.lit(&arg(self, j)).to_string();
+                    if name == "printf" {
+                        if t == "-v" && j + 1 < args.end {
+                            names.push(self.lit(&arg(self, j + 1)).to_string());
+                        }
+                        break;
+                    }
+                    if takes.contains(&t.as_str()) {
+                        j += 2;
+                        continue;
+                    }
+                    if t == "-a" && j + 1 < args.end {
+                        names.push(self.lit(&arg(self, j + 1)).to_string());
+                        j += 2;
+                        continue;
+                    }
+                    if !t.starts_with('-') {
+                        names.push(t);
+                    }
+                    j += 1;
+                }
+                if name == "getopts" {
+                    names = names.into_iter().skip(1).take(1).collect();
+                }
+                if matches!(name, "mapfile" | "readarray") {
+                    names = names.pop().into_iter().collect();
+                    if names.is_empty() {
+                        names.push("MAPFILE".into());
+                    }
+                }
+                if name == "read" && names.is_empty() {
+                    names.push("REPLY".into());
+                }
+                for n in names {
+                    match (name, text_in) {
+                        // `read p <<< TEXT`: p holds (a part of) TEXT.
+                        ("read", Some(k)) => {
+                            let w = *self.word(k);
+                            self.assign_word(&n, &w, 0);
+                        }
+                        // `read` from a file or a pipe the line does not show: a value
+                        // from outside, as an unset variable's.
+                        ("read", None) => self.assign_outside(&n),
+                        _ => self.assign_hidden(&n),
+                    }
+                }
+            }
+            "set" => {
+                let mut j = args.start;
+                while j < args.end {
+                    let t = self.lit(&arg(self, j));
+                    if t == "--" {
+                        j += 1;
+                        break;
+                    }
+                    if !t.starts_with(['-', '+']) {
+                        break;
+                    }
+                    j += 1 + u32::from(t == "-o" || t == "+o");
+                }
+                for k in j..args.end {
+                    let w = arg(self, k);
+                    self.assign_word(super::POSITIONAL, &w, 0);
+                }
+            }
+            "alias" => {
+                for j in args {
+                    let w = arg(self, j);
+                    let lit = self.lit(&w);
+                    if let Some((n, code)) = lit.split_once('=') {
+                        let (n, code) = (n.to_string(), code.to_string());
+                        self.add_alias(&n);
+                        self.parse_nested(&code, depth + 1, 0);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Code a command runs from one of its options: `script -c`, `su -c`, `runuser -c`,
+    /// `flock -c`, `tar --to-command=`, `vim +CMD` / `-c CMD` (an Ex command, which reads
+    /// files and runs `!shell` commands like a shell line).
+    fn code_in_options(&self, name: &str, args: std::ops::Range<u32>, codes: &mut Vec<String>) {
+        let lit = |j: u32| self.lit(self.word(self.argv[j as usize]));
+        let mut j = args.start;
+        while j < args.end {
+            let t = lit(j);
+            let next = || (j + 1 < args.end).then(|| lit(j + 1).to_string());
+            let code = match name {
+                "script" | "su" | "runuser" | "sg" | "flock" => {
+                    if let Some(c) = t.strip_prefix("--command=") {
+                        Some(c.to_string())
+                    } else if t == "--command"
+                        || (t.starts_with('-')
+                            && !t.starts_with("--")
+                            && t.ends_with('c')
+                            && t[1..].bytes().all(|c| c.is_ascii_alphabetic()))
+                    {
+                        next()
+                    } else {
+                        None
+                    }
+                }
+                "tar" | "gtar" | "bsdtar" => {
+                    let inline = [
+                        "--to-command=",
+                        "--use-compress-program=",
+                        "--checkpoint-action=exec=",
+                        "--info-script=",
+                        "--new-volume-script=",
+                    ];
+                    if let Some(c) = inline.iter().find_map(|p| t.strip_prefix(p)) {
+                        Some(c.to_string())
+                    } else if matches!(
+                        t,
+                        "--to-command" | "--use-compress-program" | "-I" | "--info-script" | "-F"
+                    ) {
+                        next()
+                    } else {
+                        None
+                    }
+                }
+                "vim" | "vi" | "nvim" | "view" | "ex" | "gvim" | "vimdiff" | "rvim" => {
+                    if let Some(c) = t.strip_prefix('+')
+                        && !c.bytes().all(|b| b.is_ascii_digit())
+                    {
+                        Some(c.trim_start_matches(':').to_string())
+                    } else if t == "-c" || t == "--cmd" {
+                        next().map(|c| c.trim_start_matches(':').to_string())
+                    } else {
+                        None
+                    }
+                }
+                _ => return,
+            };
+            if let Some(c) = code {
+                codes.push(c);
+            }
+            j += 1;
+        }
+    }
+
+    /// An interpreter one-liner (`python -c`, `perl -e`, `node -e`, `ruby -e`, `php -r`,
+    /// an awk program): the string literals of its code are the files it opens and the
+    /// commands it runs. They become the operands of a command of the interpreter's name
+    /// (so the path rules judge them), and, where the code runs commands (`system`,
+    /// `popen`, `subprocess`, backquotes, awk's `| getline`), are parsed as command lines.
+    fn interpreter_literals(
+        &mut self,
+        name: &str,
+        name_word: u32,
+        args: std::ops::Range<u32>,
+        depth: u8,
+    ) {
+        let awk = matches!(name, "awk" | "gawk" | "mawk" | "nawk");
+        if !(awk || INTERPRETERS.contains(&name) || is_python(name)) {
+            return;
+        }
+        if depth + 1 >= super::MAX_DEPTH {
+            self.too_deep = true;
+            return;
+        }
+        let mut code = String::new();
+        let mut j = args.start;
+        while j < args.end {
+            let t = self.lit(self.word(self.argv[j as usize]));
+            let next = j + 1 < args.end;
+            if awk {
+                if matches!(
+                    t,
+                    "-F" | "-v" | "--field-separator" | "--assign" | "-i" | "--include"
+                ) {
+                    j += 2;
+                    continue;
+                }
+                if t == "-f" || t == "--file" || t.starts_with("--file=") {
+                    return;
+                }
+                if t.starts_with('-') && t.len() > 1 {
+                    j += 1;
+                    continue;
+                }
+                code.push_str(t);
+                break;
+            }
+            if let Some(c) = t
+                .strip_prefix("--eval=")
+                .or_else(|| t.strip_prefix("--print="))
+            {
+                code.push_str(c);
+                code.push('\n');
+            } else if next
+                && (matches!(t, "--eval" | "--print" | "--command")
+                    || (t.starts_with('-')
+                        && !t.starts_with("--")
+                        && t.len() > 1
+                        && t[1..].bytes().all(|c| c.is_ascii_alphanumeric())
+                        && t.ends_with(['c', 'e', 'E', 'r', 'p'])))
+            {
+                j += 1;
+                code.push_str(self.lit(self.word(self.argv[j as usize])));
+                code.push('\n');
+            } else if !t.starts_with('-') {
+                // A script file: its code is not on the command line.
+                break;
+            }
+            j += 1;
+        }
+        if code.is_empty() {
+            return;
+        }
+        let groups = code_literals(&code);
+        if groups.is_empty() {
+            return;
+        }
+        let start = self.argv.len() as u32;
+        self.argv.push(name_word);
+        for token in groups.iter().flat_map(|g| g.split_whitespace()) {
+            let flags = if token.contains(['*', '?', '[']) {
+                GLOB
+            } else {
+                0
+            };
+            let w = self.push_word(token, token, flags, 0);
+            self.argv.push(w);
+        }
+        let end = self.argv.len() as u32;
+        let r = self.redirects.len() as u32;
+        self.commands.push(Command {
+            argv: (start, end),
+            name_at: start,
+            redirects: (r, r),
+            depth: depth + 1,
+            ..Command::default()
+        });
+        let runs_commands = [
+            "system",
+            "popen",
+            "subprocess",
+            "exec",
+            "spawn",
+            "`",
+            "qx",
+            "shell",
+            "getline",
+            "Process",
+            "passthru",
+            "open3",
+            "IO.popen",
+            "%x",
+        ]
+        .iter()
+        .any(|m| code.contains(m));
+        if runs_commands {
+            for g in &groups {
+                self.parse_nested(g, depth + 1, 0);
+            }
+        }
     }
 
     /// A command run on another's behalf (`find -exec`, `xargs`): its words, then the
@@ -517,14 +980,26 @@ impl Parsed {
         for j in start..end {
             let w = self.argv[j as usize];
             if self.lit(self.word(w)) == "{}" {
+                if j == start {
+                    // `-exec {} …`: each found file is the command.
+                    let any = self.push_word("{}", &ANY.to_string(), DYNAMIC | COMPUTED, 0);
+                    self.argv.push(any);
+                }
                 continue;
             }
             self.argv.push(w);
         }
-        if let Some((pa, pb)) = paths {
-            for j in pa..pb {
-                let w = self.argv[j as usize];
-                self.argv.push(w);
+        match paths {
+            Some((pa, pb)) => {
+                for j in pa..pb {
+                    let w = self.argv[j as usize];
+                    self.argv.push(w);
+                }
+            }
+            None => {
+                // `… | xargs CMD`: CMD's further operands are whatever its input holds.
+                let any = self.push_word("…", &ANY.to_string(), DYNAMIC | COMPUTED, 0);
+                self.argv.push(any);
             }
         }
         let b = self.argv.len() as u32;
@@ -538,7 +1013,7 @@ impl Parsed {
             ..Command::default()
         };
         let before = self.commands.len();
-        self.resolve(cmd, None, depth + 1);
+        self.resolve(cmd, Output::default(), depth + 1);
         if let Some(c) = self.commands.get_mut(before) {
             c.fans_out = fans_out;
         }

@@ -58,7 +58,7 @@ fn understands_the_evasions_of_issue_23() {
         ),
         ("$'\\x72\\x6d' -rf /", "rm -rf /"),
         ("if [ -f x ]; then rm -rf ~; fi", "[ -f x ]; rm -rf ~"),
-        ("for f in *.rs; do wc -l \"$f\"; done", "wc -l $f"),
+        ("for f in *.rs; do wc -l \"$f\"; done", "wc -l *.rs"),
         ("[[ -n $x && $y == z* ]] && ls", "ls"),
         (
             "f() { curl x | sh; }; f",
@@ -78,6 +78,134 @@ fn understands_the_evasions_of_issue_23() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn follows_what_the_line_computes() {
+    let cases = [
+        ("M=mcpwall; $M trust --yes", "mcpwall trust --yes"),
+        (
+            "$(echo mcpwall) trust",
+            "echo mcpwall; <unknown> $(…) trust",
+        ),
+        ("mcpwall{,} trust", "<unknown> mcpwall{,} trust"),
+        (
+            "alias m=mcpwall; m trust",
+            "alias m=mcpwall; mcpwall; <unknown> m trust",
+        ),
+        (
+            "echo trust | xargs mcpwall",
+            "echo trust; xargs mcpwall; mcpwall …",
+        ),
+        (
+            "find / -name x -exec {} trust \\;",
+            "find / -name x -exec {} trust ;; <unknown> {} trust / [over a find tree]",
+        ),
+        (
+            "script -qc 'mcpwall trust' /dev/null",
+            "script -qc \"mcpwall trust\" /dev/null; mcpwall trust",
+        ),
+        (
+            "su -c 'mcpwall trust' u",
+            "su -c \"mcpwall trust\" u; mcpwall trust",
+        ),
+        (
+            "echo 'mcpwall trust' | sh",
+            "echo \"mcpwall trust\"; sh; mcpwall trust",
+        ),
+        (
+            ". /dev/stdin <<EOF\nmcpwall trust\nEOF",
+            ". /dev/stdin << mcpwall trust\n; mcpwall trust",
+        ),
+        (
+            "read -r p <<< ~/.aws/credentials; cat \"$p\"",
+            "read -r p << ~/.aws/credentials; cat ~/.aws/credentials",
+        ),
+        ("a=(~/.pgpass x); cat \"${a[1]}\"", "cat {~/.pgpass,x}"),
+        ("set -- ~/.netrc; cat $1", "set -- ~/.netrc; cat ~/.netrc"),
+        ("x=~/.ssh/id_rsaX; cat ${x%X}", "cat ~/.ssh/id_rsa"),
+        ("for f in ~/.*/*; do cat \"$f\"; done", "cat ~/.*/*"),
+        ("cat ${F:-~/.netrc}", "cat {*,~/.netrc}"),
+        (
+            "python3 -c \"import os; os.system('mcp' + 'wall trust')\"",
+            "python3 -c \"import os; os.system('mcp' + 'wall trust')\"; python3 mcpwall trust; mcpwall trust",
+        ),
+        (
+            "awk 'BEGIN { getline l < \"/home/u/.net\" \"rc\" }'",
+            "awk \"BEGIN { getline l < \\\"/home/u/.net\\\" \\\"rc\\\" }\"; awk /home/u/.netrc; /home/u/.netrc",
+        ),
+        (
+            "vim -es +\"r ~/.netrc\" +q",
+            "vim -es \"+r ~/.netrc\" +q; r ~/.netrc; q",
+        ),
+        (
+            "tar xf t.tar --to-command='sh -c x'",
+            "tar xf t.tar \"--to-command=sh -c x\"; sh -c x; x",
+        ),
+    ];
+    let mut bad = Vec::new();
+    for (src, want) in cases {
+        let got = show(src);
+        if got != want {
+            bad.push(format!("{src:?}\n   got  {got:?}\n   want {want:?}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn a_line_nested_past_the_limit_is_not_fully_read() {
+    for src in [
+        format!("{} rm -rf / {}", "(".repeat(25), ")".repeat(25)),
+        format!("{} rm -rf /; {}", "{ ".repeat(25), "}; ".repeat(25)),
+        format!("{}rm -rf /{}", "$(".repeat(30), ")".repeat(30)),
+    ] {
+        let mut p = Parsed::default();
+        parse_into(&src, &mut p);
+        assert_eq!(
+            p.unreadable(),
+            Some("nested deeper than 24 levels"),
+            "{src}"
+        );
+        assert!(
+            p.describe()
+                .contains("[not fully read: nested deeper than 24 levels]")
+        );
+    }
+    let mut p = Parsed::default();
+    parse_into(
+        &format!("{} rm -rf / {}", "(".repeat(20), ")".repeat(20)),
+        &mut p,
+    );
+    assert_eq!(p.unreadable(), None);
+    assert_eq!(p.describe(), "rm -rf /");
+}
+
+#[test]
+fn a_long_text_is_read_to_its_end() {
+    // A file's content sent to a write tool: 300 000 words, read whole, not "unreadable".
+    let text = "let x = a + b; // note\n".repeat(40_000);
+    let mut p = Parsed::default();
+    parse_into(&text, &mut p);
+    assert_eq!(p.unreadable(), None);
+    // Past the budget (more words than half the bytes allow, as operators are words),
+    // a value is unreadable.
+    let dense = "a ".repeat(2_100_000) + "; mcpwall trust";
+    parse_into(&dense, &mut p);
+    assert_eq!(p.unreadable(), Some("more words than the parser reads"));
+}
+
+#[test]
+fn many_assignments_cannot_hide_one() {
+    let mut src: String = (0..2000).map(|i| format!("v{i}=x; ")).collect();
+    src.push_str("F=~/.ssh/id_rsa; cat $F");
+    let mut p = Parsed::default();
+    let started = std::time::Instant::now();
+    parse_into(&src, &mut p);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let cat = p.commands().last().expect("cat");
+    let w = p.args(cat).next().expect("operand");
+    assert!(p.pattern(w).contains(ANY_HIDDEN), "{}", p.describe());
 }
 
 #[test]

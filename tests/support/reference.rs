@@ -71,7 +71,9 @@ fn glob_matches(glob: &str, text: &str) -> bool {
 pub fn is_path_shaped(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
     let b = s.as_bytes();
-    let drive = b.len() >= 2
+    // A drive letter starts a path on Windows only; elsewhere `C:` is a directory name.
+    let drive = cfg!(windows)
+        && b.len() >= 2
         && b[0].is_ascii_alphabetic()
         && b[1] == b':'
         && (b.len() == 2 || b[2] == b'/' || b[2] == b'\\');
@@ -184,7 +186,8 @@ impl<'p> Reference<'p> {
         };
         p = p.replace('\\', "/");
         let b = p.as_bytes();
-        let drive = b.len() >= 2
+        let drive = cfg!(windows)
+            && b.len() >= 2
             && b[0].is_ascii_alphabetic()
             && b[1] == b':'
             && (b.len() == 2 || b[2] == b'/');

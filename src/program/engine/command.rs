@@ -18,7 +18,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::policy::{CommandClause, CommandPaths};
 use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
-use crate::shell::{BRACE, Command, GLOB, Parsed, RedirectKind, Word};
+use crate::shell::{ANY, ANY_HIDDEN, BRACE, COMPUTED, Command, GLOB, Parsed, RedirectKind, Word};
 
 mod gate;
 
@@ -354,6 +354,12 @@ impl PathCond {
 }
 
 impl Clause {
+    /// Whether the clause holds for a command whose name is unknown: it names none, or it
+    /// says `unknown_name: true`. Such a clause holds for a line that was not fully read.
+    fn admits_unknown(&self) -> bool {
+        self.unknown_name || self.names.is_none()
+    }
+
     /// A clause with no condition: it holds for every command.
     fn everything() -> Clause {
         Clause {
@@ -433,6 +439,19 @@ pub(crate) struct CommandScratch {
     bufs: PathBuffers,
     norm: String,
     alts: Vec<String>,
+    /// `: VALUE`, for a path-shaped glob judged as a shell operand.
+    operand_line: String,
+}
+
+impl CommandScratch {
+    /// Parse `value`, a path-shaped glob a file tool was given, as the operand of a
+    /// command that does nothing (`:`), so the clauses judge it by its expansions.
+    pub fn parse_operand(&mut self, value: &str) {
+        self.operand_line.clear();
+        self.operand_line.push_str(": ");
+        self.operand_line.push_str(value);
+        crate::shell::parse_into(&self.operand_line, &mut self.parsed);
+    }
 }
 
 impl CommandEngine {
@@ -451,6 +470,9 @@ impl CommandEngine {
 
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
     pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+        if s.parsed.unreadable().is_some() && p.clauses.get().iter().any(Clause::admits_unknown) {
+            return true;
+        }
         let commands = s.parsed.commands().len();
         for i in 0..commands {
             let c = s.parsed.commands()[i];
@@ -466,6 +488,21 @@ impl CommandEngine {
     /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
     /// for `check`.
     pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+        if let Some(reason) = s.parsed.unreadable()
+            && let Some((k, cl)) = p
+                .clauses
+                .get()
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.admits_unknown())
+        {
+            return Some(format!(
+                "the command line was not fully read ({reason}); what was not read could be \
+                 any command, which meets clause {}: {}",
+                k + 1,
+                cl.text
+            ));
+        }
         let commands = s.parsed.commands().len();
         for i in 0..commands {
             let c = s.parsed.commands()[i];
@@ -545,16 +582,16 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             }
             let w = p.word(r.target);
             let t = p.lit(w);
-            normalize_into(t, env, bufs, norm);
+            normalize_word(t, env, bufs, norm);
             if set.is_match(t) || set.is_match(norm.as_str()) {
                 hit = true;
                 break;
             }
-            if w.flags & (GLOB | BRACE) != 0 {
+            if w.flags & (GLOB | BRACE | COMPUTED) != 0 {
                 alts.clear();
                 brace_expand(p.pattern(w), alts, 64);
                 for a in alts.iter() {
-                    normalize_into(a, env, bufs, norm);
+                    normalize_pattern(a, env, bufs, norm);
                     let word = tokenize(norm, false);
                     if rc.patterns.iter().any(|t| meets(&word, &tokenize(t, true))) {
                         hit = true;
@@ -591,12 +628,19 @@ fn has_flag(cl: &Clause, c: &Command, p: &Parsed) -> bool {
             if t == "--" {
                 break;
             }
-            if flag_spelled(f, t) {
+            // An operand computed out of sight (`printf -v o`, `read`, decoded) may be
+            // any flag.
+            if flag_spelled(f, t) || (w.flags & COMPUTED != 0 && hidden(p, w)) {
                 return true;
             }
         }
     }
     false
+}
+
+/// Whether a computed word holds a fragment computed out of sight ([`ANY_HIDDEN`]).
+fn hidden(p: &Parsed, w: &Word) -> bool {
+    p.pattern(w).contains(ANY_HIDDEN)
 }
 
 /// Whether the operand `t` spells the flag `f`.
@@ -623,12 +667,19 @@ fn flag_spelled(f: &str, t: &str) -> bool {
     }
 }
 
+/// Whether the leading operands spell one of the clause's subcommands; a computed operand
+/// (`"$@"`, `$(…)`, what `xargs` reads) may be any word.
 fn has_subcommand(cl: &Clause, c: &Command, p: &Parsed) -> bool {
-    let positionals = || p.args(c).map(|w| p.lit(w)).filter(|t| !t.starts_with('-'));
+    let positionals = || {
+        p.args(c)
+            .map(|w| (p.lit(w), w.flags & COMPUTED != 0))
+            .filter(|(t, any)| *any || !t.starts_with('-'))
+    };
     cl.subcommands.iter().any(|seq| {
         (0..2).any(|at| {
             let mut ops = positionals().skip(at);
-            seq.iter().all(|want| ops.next().is_some_and(|t| t == want))
+            seq.iter()
+                .all(|want| ops.next().is_some_and(|(t, any)| any || t == want))
         })
     })
 }
@@ -645,7 +696,7 @@ fn path_word_meets(
     norm: &mut String,
     alts: &mut Vec<String>,
 ) -> bool {
-    let is_glob = w.flags & (GLOB | BRACE) != 0;
+    let is_glob = w.flags & (GLOB | BRACE | COMPUTED) != 0;
     if !is_glob {
         // The common case, without copies: the operand, then the value after `key=`.
         let lit = p.lit(w);
@@ -709,7 +760,7 @@ fn literal_meets(
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
     }
-    normalize_into(lit, env, bufs, norm);
+    normalize_word(lit, env, bufs, norm);
     let norm = norm.as_str();
     if pc
         .ancestors
@@ -739,7 +790,7 @@ fn glob_meets(
     if pat.starts_with('-') {
         return false;
     }
-    normalize_into(pat, env, bufs, norm);
+    normalize_pattern(pat, env, bufs, norm);
     let glob = norm.clone();
     // `dir/*` removes everything in `dir`: judge it as `dir` too.
     if let Some(dir) = glob.strip_suffix("/*")
@@ -777,7 +828,7 @@ fn glob_meets(
     }
     // Outside `not_under` unless every expansion stays inside: the literal directory
     // before the first metacharacter is under the root.
-    let fixed = match glob.find(['*', '?', '[']) {
+    let fixed = match glob.find(['*', '?', '[', ANY, ANY_HIDDEN]) {
         Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
         None => glob.as_str(),
     };
@@ -798,7 +849,38 @@ fn tail_agrees(word: &[Tok], pattern: &str) -> bool {
         .all(|same| same)
 }
 
+/// Normalise a glob operand as a path; one that starts with a computed fragment is
+/// anything already (absolute or relative), and is kept as written.
+fn normalize_pattern(pat: &str, env: &PathEnv, bufs: &mut PathBuffers, norm: &mut String) {
+    if pat.starts_with([ANY, ANY_HIDDEN]) {
+        norm.clear();
+        norm.push_str(pat);
+    } else {
+        normalize_word(pat, env, bufs, norm);
+    }
+}
+
+/// Normalise a shell word as a path: the parser writes `$HOME` as `${HOME}` wherever it
+/// stands, and the shell expands it there too (`C:/../../$HOME/docs`), not only first.
+fn normalize_word(word: &str, env: &PathEnv, bufs: &mut PathBuffers, norm: &mut String) {
+    if !word.get(1..).is_some_and(|rest| rest.contains("${HOME}")) {
+        normalize_into(word, env, bufs, norm);
+        return;
+    }
+    // Rare: a copy is fine. The leading one stays for the normaliser, which reads it as
+    // HOME (and knows a Windows HOME's spelling).
+    let (head, rest) = match word.strip_prefix("${HOME}") {
+        Some(rest) => ("${HOME}", rest),
+        None => ("", word),
+    };
+    let expanded = format!("{head}{}", rest.replace("${HOME}", env.home()));
+    normalize_into(&expanded, env, bufs, norm);
+}
+
 fn has_meta(s: &str) -> bool {
+    if s.contains([ANY, ANY_HIDDEN]) {
+        return true;
+    }
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -999,6 +1081,10 @@ enum Tok {
     Star {
         slash: bool,
         bare: bool,
+        /// A value from outside the line ([`ANY`]) inside a component: it may supply
+        /// letters of a protected name (`~/.ss${x}h`), not the dots that make one
+        /// (`x:$PATH` is not `x:.kdbx`).
+        nodot: bool,
     },
     Class {
         neg: bool,
@@ -1037,6 +1123,19 @@ fn tokenize(g: &str, policy: bool) -> Vec<Tok> {
                 out.push(Tok::Star {
                     slash,
                     bare: !policy && comp_start && comp_end,
+                    nodot: false,
+                });
+            }
+            // A computed fragment of a shell word: any text, `/` and dots included.
+            ANY | ANY_HIDDEN if !policy => {
+                let comp_start = i == 0 || cs[i - 1] == '/';
+                let comp_end = i + 1 == cs.len() || cs[i + 1] == '/';
+                // A value from outside the line stays within its component (a `/` in
+                // it would be a path the line did not write); a hidden one reads across.
+                out.push(Tok::Star {
+                    slash: cs[i] == ANY_HIDDEN,
+                    bare: cs[i] == ANY && comp_start && comp_end,
+                    nodot: cs[i] == ANY,
                 });
             }
             '?' => out.push(Tok::One {
@@ -1088,7 +1187,7 @@ fn reads(t: &Tok, c: char) -> bool {
     match t {
         Tok::Lit(x) => *x == c,
         Tok::One { nodot } => c != '/' && !(*nodot && c == '.'),
-        Tok::Star { slash, .. } => *slash || c != '/',
+        Tok::Star { slash, nodot, .. } => (*slash || c != '/') && !(*nodot && c == '.'),
         Tok::Class { neg, ranges, nodot } => {
             c != '/' && !(*nodot && c == '.') && class_has(*neg, ranges, c)
         }
@@ -1121,9 +1220,9 @@ fn chars_meet(a: &Tok, b: &Tok) -> bool {
 }
 
 /// Whether a star may read the character the other token reads.
-fn star_reads(slash: bool, t: &Tok) -> bool {
+fn star_reads(star: &Tok, t: &Tok) -> bool {
     match t {
-        Tok::Lit(c) => slash || *c != '/',
+        Tok::Lit(c) => reads(star, *c),
         _ => true,
     }
 }
@@ -1172,11 +1271,11 @@ fn meets_with(a: &[Tok], b: &[Tok], seen: &mut Vec<bool>, todo: &mut Vec<(usize,
             return true;
         }
         let sa = match a.get(i) {
-            Some(Tok::Star { slash, bare }) => Some((*slash, *bare)),
+            Some(t @ Tok::Star { bare, .. }) => Some((t, *bare)),
             _ => None,
         };
         let sb = match b.get(j) {
-            Some(Tok::Star { slash, .. }) => Some(*slash),
+            Some(t @ Tok::Star { .. }) => Some(t),
             _ => None,
         };
         // A star matches the empty string.
@@ -1189,17 +1288,17 @@ fn meets_with(a: &[Tok], b: &[Tok], seen: &mut Vec<bool>, todo: &mut Vec<(usize,
         match (sa, sb) {
             // Both stars read the same characters: no change of state.
             (Some(_), Some(_)) => {}
-            (Some((slash, bare)), None) => {
+            (Some((star, bare)), None) => {
                 if !bare
                     && let Some(t) = b.get(j)
-                    && star_reads(slash, t)
+                    && star_reads(star, t)
                 {
                     todo.push((i, j + 1));
                 }
             }
-            (None, Some(slash)) => {
+            (None, Some(star)) => {
                 if let Some(t) = a.get(i)
-                    && star_reads(slash, t)
+                    && star_reads(star, t)
                 {
                     todo.push((i + 1, j));
                 }
@@ -1243,6 +1342,25 @@ mod tests {
         assert!(!meets_str("/p/*.env", "**/.env"));
         assert!(meets_str("/home/u/.ssh/*", "**/.ssh/**"));
         assert!(meets_str("/proc/[s]elf/environ", "/proc/*/environ"));
+    }
+
+    #[test]
+    fn computed_fragments_meet_as_wildcards() {
+        // A value from outside the line supplies letters within a component...
+        assert!(meets_str(&format!("/h/.ss{ANY}h/id_rsa"), "**/.ssh/**"));
+        assert!(meets_str(&format!("/h/.{ANY}"), "**/.ssh"));
+        // ...but neither the dots that make a name (`~/${d}wall` is `~/.mcpwall` only where
+        // the line sets `d=.mcp`, which it then expands) nor a `/`...
+        assert!(!meets_str(&format!("/h/{ANY}wall"), "**/.mcpwall"));
+        assert!(!meets_str(&format!("/p/x:{ANY}"), "**/*.kdbx"));
+        assert!(!meets_str(&format!("/p/a{ANY}"), "**/.ssh/**"));
+        // ...and as a whole component it is "some entry", not a spelling of each name.
+        assert!(!meets_str(&format!("/p/{ANY}"), "**/.ssh"));
+        assert!(!meets_str(&ANY.to_string(), "/"));
+        assert!(meets_str(&format!("{ANY}/id_rsa"), "**/id_rsa"));
+        // A value computed out of sight is any text, `/` and dots included.
+        assert!(meets_str(&ANY_HIDDEN.to_string(), "**/.ssh/**"));
+        assert!(meets_str(&format!("/h/{ANY_HIDDEN}/config"), "/h/.ssh/**"));
     }
 
     #[test]

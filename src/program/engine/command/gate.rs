@@ -15,7 +15,7 @@
 //! be satisfiable, any clause of the predicate will do):
 //! - `name`: one of the names as a word of its own (a command basename: not preceded by a
 //!   letter, digit, `_`, `-` or `.`; an exact name not followed by a letter, digit, `_` or
-//!   `-`); with `unknown_name`, a glob character or `(` is enough;
+//!   `-`); with `unknown_name`, a glob or brace character, `(`, `{}` or `alias` is enough;
 //! - `flags`: a short flag's letter in a run after `-`, a long flag's `--` and first two
 //!   letters, a multi-letter short flag as written; `-r`/`--recursive` also by `find`
 //!   (a command run over find's tree counts as recursive);
@@ -25,7 +25,11 @@
 //! - `redirect`: `<` or `>`, and the redirect globs' pieces (or `~`, `%`, `..`, a glob or
 //!   brace character);
 //! - `input`: a downloader or decoder name; `after_download`: a downloader name;
-//!   `over_find`: `find`. `subcommand` and `words` add nothing (the name gates them).
+//!   `over_find`: `find`; `subcommand`: the first word of one of them, or `xargs` (which
+//!   supplies operands the line does not show); `words` adds nothing (the name gates it).
+//! - a line nested about as deep as the parser reads opens every gate (what it cannot
+//!   read meets every clause that admits an unknown command), and so does the name of an
+//!   interpreter whose string literals the parser joins (`'mcp' + 'wall'`).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
@@ -109,6 +113,8 @@ pub(crate) struct Gate {
     ac: Option<AhoCorasick>,
     bounds: Vec<Bound>,
     preds: Vec<PredGate>,
+    /// Literals that open every gate (interpreter names), as a bit set over literal ids.
+    opens: Vec<u64>,
 }
 
 /// What one string holds, computed once per string for all predicates.
@@ -187,8 +193,24 @@ impl Builder {
             let mut need = Need::default();
             if self.names(&mut need, c.names.iter().map(String::as_str)) {
                 if c.unknown_name {
-                    need.bytes |= GLOB | PAREN;
+                    need.bytes |= GLOB | PAREN | BRACE;
+                    // `find … -exec {} …` runs each found file; an alias runs what the
+                    // line defined under another name.
+                    need.lits.extend(self.lit("{}", Bound::None));
+                    need.lits.extend(self.lit("alias", Bound::Both));
                 }
+                needs.push(need);
+            }
+        }
+        if !c.subcommands.is_empty() {
+            // A subcommand's first word as written, or `xargs`, whose operands are read
+            // from its input (a computed operand opens the gate as a `$` does).
+            let mut need = Need::default();
+            let firsts = c
+                .subcommands
+                .iter()
+                .filter_map(|s| s.first().map(String::as_str));
+            if self.names(&mut need, firsts.chain(["xargs"])) {
                 needs.push(need);
             }
         }
@@ -309,7 +331,25 @@ impl Gate {
                     .collect::<Option<Vec<_>>>()
             })
             .collect();
+        // Interpreter code joins string literals the squeeze cannot (`'mcp' + 'wall'`,
+        // `"/.p" . "gpass"`): a string that names an interpreter is always parsed.
+        let mut interpreters = Vec::new();
+        for name in crate::shell::CODE_LITERAL_RUNNERS {
+            // As a command name of its own (`python3`, `python3.12` by its start), not
+            // inside a word (`node_modules`).
+            let bound = match *name {
+                "python" | "pypy" => Bound::Left,
+                _ => Bound::Both,
+            };
+            if let Some(i) = b.lit(name, bound) {
+                interpreters.push(i);
+            }
+        }
         let words = b.lits.len().div_ceil(64);
+        let mut opens = vec![0u64; words];
+        for i in interpreters {
+            opens[i as usize / 64] |= 1 << (i % 64);
+        }
         let mut preds = preds;
         for need in preds.iter_mut().flatten().flatten().flatten() {
             need.mask = vec![0; words];
@@ -334,6 +374,7 @@ impl Gate {
             ac,
             bounds: b.lits.iter().map(|(_, bound)| *bound).collect(),
             preds,
+            opens,
         }
     }
 
@@ -356,6 +397,12 @@ impl Gate {
             classes |= CLASS[usize::from(c)];
         }
         seen.bytes = classes as u8;
+        if classes & (PAREN as u16 | NEXT_BYTE) != 0 && nests_past_parser(raw) {
+            // The parser will stop short of the innermost levels, and a line it cannot
+            // read to its end meets every clause that admits an unknown command.
+            seen.open = true;
+            return;
+        }
         if classes & NEXT_BYTE != 0 {
             // A brace expansion needs a word character after `{` (bash: `{ a,b}` and `{}`
             // do not expand).
@@ -436,6 +483,7 @@ impl Gate {
             lits[id / 64] |= 1 << (id % 64);
         }
         seen.empty = seen.bytes == 0 && seen.dash == [0; 2] && lits.iter().all(|&w| w == 0);
+        seen.open = lits.iter().zip(&self.opens).any(|(a, b)| a & b != 0);
         seen.lits = lits;
     }
 
@@ -460,6 +508,25 @@ impl Gate {
             })
         })
     }
+}
+
+/// Whether `(`, `{` and backquotes nest, anywhere in `raw`, about as deep as the parser
+/// reads ([`crate::shell::MAX_DEPTH`]); quotes are not minded, so this errs towards yes.
+fn nests_past_parser(raw: &[u8]) -> bool {
+    let near = usize::from(crate::shell::MAX_DEPTH) - 4;
+    let (mut depth, mut backquoted) = (0usize, false);
+    for &c in raw {
+        match c {
+            b'(' | b'{' => depth += 1,
+            b')' | b'}' => depth = depth.saturating_sub(1),
+            b'`' => backquoted = !backquoted,
+            _ => continue,
+        }
+        if depth + usize::from(backquoted) >= near {
+            return true;
+        }
+    }
+    false
 }
 
 /// A byte that continues a word around a command name: before it, a name is not a
