@@ -197,7 +197,9 @@ async def remember(run: trust.Run) -> None:
 
 def approve_cli(run: trust.Run, *args: str) -> subprocess.CompletedProcess:
     env = {"HOME": str(run.home), "PATH": os.environ.get("PATH", "")}
-    return subprocess.run([run.mcpwall, "approve", *args], env=env, capture_output=True, text=True, timeout=20)
+    # Deciding without a terminal takes --yes (a script the user runs); listing does not.
+    decide = ["--yes"] if args else []
+    return subprocess.run([run.mcpwall, "approve", *decide, *args], env=env, capture_output=True, text=True, timeout=20)
 
 
 def wait_for_code(run: trust.Run) -> str:
