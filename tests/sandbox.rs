@@ -163,6 +163,19 @@ fn attacks(home: &Path) -> Vec<String> {
     out
 }
 
+/// `mcpwall -c policy.yml -- fake-server`, whose `run_command` runs its command in bash.
+fn proxy(h: &Home) -> std::process::Command {
+    let policy = h.env.root().join("policy.yml");
+    let mut command = h.env.command(&[
+        "-c".as_ref(),
+        policy.as_os_str(),
+        "--".as_ref(),
+        FAKE_SERVER.as_ref(),
+    ]);
+    command.env("FAKE_BASH_TOOL", "1");
+    command
+}
+
 /// One session: initialise, then every attack as a `run_command` call; the texts the
 /// client received, joined.
 fn run_attacks(h: &Home) -> String {
@@ -179,15 +192,7 @@ fn run_attacks(h: &Home) -> String {
         input.push_str(&call.to_string());
         input.push('\n');
     }
-    let policy = h.env.root().join("policy.yml");
-    let mut command = h.env.command(&[
-        "-c".as_ref(),
-        policy.as_os_str(),
-        "--".as_ref(),
-        FAKE_SERVER.as_ref(),
-    ]);
-    command.env("FAKE_BASH_TOOL", "1");
-    let run = h.env.run_command(command, &input);
+    let run = h.env.run_command(proxy(h), &input);
     let mut answered = 0;
     let mut texts = String::new();
     for line in run.stdout.lines() {
@@ -333,20 +338,13 @@ fn confined_writes_stay_in_the_project_and_the_temp_directory() {
         return;
     }
     let h = home("sandbox: {confine_writes: true}\n");
-    let policy = h.env.root().join("policy.yml");
     let input = [
         r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo x > ~/Documents/new.txt; echo y > made-here.txt; t=$(mktemp) && echo z > $t && cat $t && rm $t"}}}"#,
     ]
     .join("\n")
         + "\n";
-    let mut command = h.env.command(&[
-        "-c".as_ref(),
-        policy.as_os_str(),
-        "--".as_ref(),
-        FAKE_SERVER.as_ref(),
-    ]);
-    command.env("FAKE_BASH_TOOL", "1");
+    let mut command = proxy(&h);
     // The test's home lies in the system's temporary directory: the server's is its own.
     let temp = h.env.root().join("tmp");
     std::fs::create_dir(&temp).unwrap();
