@@ -118,12 +118,14 @@ impl Place {
 /// which hold everything, so that nothing would be outside the project. Then there is no
 /// project, and nothing counts as inside one.
 pub fn project_roots(home: &Path, cwd: &Path) -> Vec<PathBuf> {
-    let clean = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let dir = clean(cwd);
-    if dir.parent().is_none() || dir == clean(home) {
+    // Compared in their canonical forms (a link to the home is the home), returned as
+    // given: on Windows the canonical form is a `\\?\` path no rule is written against.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dir = canonical(cwd);
+    if dir.parent().is_none() || dir == canonical(home) {
         return Vec::new();
     }
-    vec![dir]
+    vec![std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf())]
 }
 
 /// The caches package managers write while starting a server (`npx`, `uvx`, `pip`,
