@@ -767,14 +767,18 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r"(?i-u:bearer)(?-u:\s)+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
         GENERIC,
     ),
+    // Three label shapes: an assignment (`password = …`, `"password": "…"`), an XML
+    // element's text (`<password>…</password>`) and a command-line flag
+    // (`--password …`, `--db-password …`, `-password …`; the match starts at the dashes,
+    // hence the offsets 1 to 3). `--password-stdin` names no value and is not a match.
     row_at(
         "generic-password",
         PASSWORD_KW,
-        (1, 1),
+        (1, 3),
         concat!(
-            r"(?i-u:passwd|password)",
+            r#"(?:-{1,2}(?i-u:passwd|password)(?-u:[ \t])+["'`]?|(?i-u:passwd|password)(?:"#,
             generic_assign!(),
-            r#"(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;]|$)"#
+            r#"|>))(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#
         ),
         Some(3.0),
     ),
@@ -799,6 +803,23 @@ pub(super) const BUILTINS: &[Builtin] = &[
             r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
         GENERIC,
+    ),
+    // A quoted value of a `*_key` name (`signing_key = "…"`, `ENCRYPTION_KEY: '…'`) that
+    // holds punctuation: the shape of generated keys (Django's `SECRET_KEY`, Rails'
+    // `secret_key_base` salts, HMAC keys), which the alphanumeric generic rows leave out.
+    // The value must hold one of `!#$%^*()+{}[]|;<>,~@`, which paths, URLs, UUIDs, hex
+    // ids and `cache_key = "user:42"` do not, and be random (entropy 4.0 needs 17
+    // distinct bytes). Not a `generic-` row: the required character makes its value a DFA
+    // walk, not a run, but the walk is short (128 bytes at most, and a value must open
+    // with a quote), so repeated labels stay cheap.
+    row(
+        "punctuated-secret-key",
+        &["_key", "_KEY", "-key", "_Key"],
+        concat!(
+            r#"[_-](?i-u:key)["'`]?(?-u:\s){0,4}(?::=|=>|:|=)(?-u:\s){0,4}["'`]"#,
+            r#"(?P<secret>[!-~&&[^"'`\\]]{0,127}[!#$%^*()+{}\[\]|;<>,~@][!-~&&[^"'`\\]]{0,127})["'`]"#
+        ),
+        Some(4.0),
     ),
     row_at(
         "generic-token",

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use super::canonical::Canon;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
-use super::canonical::Canon;
 use super::{Outbox, Peer, Session, synth};
 use crate::config::policy::LogLevel;
 use crate::frame::{Frame, Message};
@@ -179,7 +179,10 @@ fn call_arguments(frame: &Frame<'_>, msg: &Message) -> Option<Canon> {
 fn digest_text(frame: &Frame<'_>, msg: &Message, args: Option<&Canon>) -> String {
     match args {
         Some(a) => a.to_text(),
-        None => format!("\0{}", String::from_utf8_lossy(&frame.raw[msg.span.clone()])),
+        None => format!(
+            "\0{}",
+            String::from_utf8_lossy(&frame.raw[msg.span.clone()])
+        ),
     }
 }
 

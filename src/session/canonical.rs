@@ -452,7 +452,17 @@ mod tests {
 
     #[test]
     fn malformed_text_is_refused() {
-        for bad in ["01", "1.", "-", "1e", "[1,]", "{\"a\" 1}", "\"a", "nul", "1 2"] {
+        for bad in [
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "[1,]",
+            "{\"a\" 1}",
+            "\"a",
+            "nul",
+            "1 2",
+        ] {
             assert!(Canon::parse(bad.as_bytes()).is_err(), "{bad}");
         }
         let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);

@@ -125,6 +125,9 @@ fn sep(rng: &mut Rng) -> &'static str {
     rng.pick(&["=", ": ", " = ", "=\"", "\": \""])
 }
 
+/// A generated key's alphabet, mostly punctuation (Django's `SECRET_KEY` shape).
+const KEY_PUNCT: &str = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)[]{};:,.<>?~|";
+
 /// Every format the generator knows, by built-in detector name.
 pub const FORMATS: &[&str] = &[
     "private-key",
@@ -233,6 +236,7 @@ pub const FORMATS: &[&str] = &[
     "generic-password",
     "generic-secret",
     "generic-api-key",
+    "punctuated-secret-key",
     "generic-token",
 ];
 
@@ -733,13 +737,27 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 "\"password",
                 "smtpPassword",
                 "passwd",
+                "<password>",
+                "<Password>",
+                "--password",
+                "--db-password",
+                "-password",
             ]);
+            let value = password(r);
+            if let Some(element) = label.strip_prefix('<') {
+                return Fake {
+                    text: format!("{label}{value}</{element}"),
+                    secret: value,
+                };
+            }
             let s = if label.starts_with('"') {
                 "\": \""
+            } else if label.starts_with('-') {
+                r.pick(&[" ", "  ", " '", "="])
             } else {
                 sep(r)
             };
-            labelled(label, s, password(r))
+            labelled(label, s, value)
         }
         "generic-secret" => {
             let label = r.pick(&[
@@ -766,6 +784,32 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
             };
             let n = r.range(20, 64);
             labelled(label, s, r.alnum(n))
+        }
+        "punctuated-secret-key" => {
+            let label = r.pick(&[
+                "SECRET_KEY",
+                "signing_key",
+                "ENCRYPTION_KEY",
+                "\"hmac_key",
+                "master-key",
+            ]);
+            let (open, close) = if label.starts_with('"') {
+                ("\": \"", "\"")
+            } else {
+                *r.pick(&[
+                    &(" = '", "'"),
+                    &("=\"", "\""),
+                    &(": \"", "\""),
+                    &(" => '", "'"),
+                ])
+            };
+            let n = r.range(32, 60);
+            let mut value = r.chars(KEY_PUNCT, n);
+            value.push_str(r.pick(&["!", "#", "$", "%", "^", "*", "(", ")", "+", "@"]));
+            Fake {
+                text: format!("{label}{open}{value}{close}"),
+                secret: value,
+            }
         }
         "generic-token" => {
             let label = r.pick(&[
