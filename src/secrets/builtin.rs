@@ -137,6 +137,28 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r"PuTTY-User-Key-File-[23]: [\s\S]*?Private-MAC: [0-9a-fA-F]{20,}",
         None,
     ),
+    // A key's body with neither header nor footer, found by its structure: the start of
+    // its DER (or OpenSSH) encoding is fixed bytes, so its base64 is a fixed prefix.
+    // OpenSSH (`openssh-key-v1\0`, RSA and ed25519 alike); PKCS#1 RSA (`SEQUENCE`,
+    // version 0, `INTEGER` modulus: `IBAAKC` after six characters); PKCS#8 RSA
+    // (`rsaEncryption` OID); PKCS#8 EC (`ecPublicKey` OID after eleven characters); SEC1
+    // EC (P-256 and P-384 `ECPrivateKey`); PKCS#8 ed25519. The body runs over base64 lines
+    // (real or escaped line breaks) to its padding.
+    row_at(
+        "private-key-body",
+        &[
+            "b3BlbnNzaC1rZXktdjE",
+            "MHcCAQEEI",
+            "MIGkAgEBBD",
+            "MC4CAQAwBQYDK2VwBCIEI",
+            "IBAAKC",
+            "IBADANBgkqhkiG9w0",
+            "GByqGSM49AgE",
+        ],
+        (0, 11),
+        r"(?:b3BlbnNzaC1rZXktdjE|MHcCAQEEI|MIGkAgEBBD|MC4CAQAwBQYDK2VwBCIEI|MII[A-Za-z0-9+/]{3}IBAAKC|MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0|MIG[A-Za-z0-9+/]AgEAMB[A-Za-z0-9+/]GByqGSM49AgE)[A-Za-z0-9+/]{24,}(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{4,})*={0,2}",
+        RANDOM,
+    ),
     row(
         "age-secret-key",
         &["AGE-SECRET-KEY-1"],
@@ -144,10 +166,22 @@ pub(super) const BUILTINS: &[Builtin] = &[
         None,
     ),
     // ---- AWS -------------------------------------------------------------------------
+    // A secret access key with no label, right after its key id (`AKIA…,wJalr…` in a
+    // credentials CSV, `AKIA… wJalr…`, `id: AKIA…\nsecret…` on the next line): 40
+    // characters of base64 are a secret next to a key id. Listed before the key id's row
+    // so that the key id's finding does not hide the hit.
+    row(
+        "aws-secret-access-key-unlabelled",
+        &["AKIA", "ASIA"],
+        r#"\b(?:AKIA|ASIA)[A-Z0-9]{16}["']?(?:[ \t]*[,:;|=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        RANDOM,
+    ),
     row(
         "aws-access-key-id",
         &["AKIA", "ASIA", "ABIA", "ACCA"],
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        // Also written in groups of four (`AKIA-ABCD-EFGH-…`, with `-`, `_`, `.` or a
+        // space), as a key id is read out or pasted from a form.
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)(?:[A-Z0-9]{16}|(?:[-_. ][A-Z0-9]{4}){4})\b",
         RANDOM,
     ),
     row_at(

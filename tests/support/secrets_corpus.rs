@@ -133,8 +133,10 @@ pub const FORMATS: &[&str] = &[
     "private-key",
     "pgp-private-key-block",
     "putty-private-key",
+    "private-key-body",
     "gcp-service-account-key",
     "age-secret-key",
+    "aws-secret-access-key-unlabelled",
     "aws-access-key-id",
     "aws-secret-access-key",
     "gcp-api-key",
@@ -244,6 +246,39 @@ pub const FORMATS: &[&str] = &[
 pub fn fake(name: &str, rng: &mut Rng) -> Fake {
     let r = rng;
     match name {
+        "private-key-body" => {
+            // A body's fixed DER (or OpenSSH) prefix, random bytes after it, base64,
+            // wrapped or not: what `tail`, a secret manager or a config value holds.
+            let prefix = r.pick(&[
+                "6f70656e7373682d6b65792d763100000000046e6f6e65",
+                "308204a40201000282010100",
+                "308209290201000282020100",
+                "308204bd020100300d06092a864886f70d010101050004",
+                "308187020100301306072a8648ce3d020106082a8648ce3d030107046d306b0201010420",
+                "3081b6020100301006072a8648ce3d020106052b81040022",
+                "30770201010420",
+                "3081a40201010430",
+                "302e020100300506032b657004220420",
+            ]);
+            let mut der: Vec<u8> = (0..prefix.len() / 2)
+                .map(|i| u8::from_str_radix(&prefix[i * 2..i * 2 + 2], 16).unwrap())
+                .collect();
+            let n = r.range(40, 1200);
+            der.extend(r.bytes(n));
+            let flat = base64(&der, false);
+            let width = *r.pick(&[&0usize, &64, &70, &76]);
+            let body = if width == 0 {
+                flat
+            } else {
+                let eol = r.pick(&["\n", "\r\n", "\\n"]);
+                flat.as_bytes()
+                    .chunks(width)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(eol)
+            };
+            token(body)
+        }
         "private-key" => {
             let kind = r.pick(&["RSA ", "EC ", "DSA ", "OPENSSH ", "ENCRYPTED ", ""]);
             let eol = r.pick(&["\n", "\r\n", "\\n"]);
@@ -296,7 +331,24 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
         "age-secret-key" => token(format!("AGE-SECRET-KEY-1{}", r.chars(BECH32, 58))),
         "aws-access-key-id" => {
             let prefix = r.pick(&["AKIA", "ASIA", "ABIA", "ACCA"]);
-            token(format!("{prefix}{}", r.chars(B32, 16)))
+            let id = r.chars(B32, 16);
+            if r.below(3) == 0 {
+                // In groups of four, as read out or pasted from a form.
+                let sep = r.pick(&["-", " ", "_", "."]);
+                let groups: Vec<&str> = (0..4).map(|i| &id[i * 4..i * 4 + 4]).collect();
+                token(format!("{prefix}{sep}{}", groups.join(sep)))
+            } else {
+                token(format!("{prefix}{id}"))
+            }
+        }
+        "aws-secret-access-key-unlabelled" => {
+            let id = format!("{}{}", r.pick(&["AKIA", "ASIA"]), r.chars(B32, 16));
+            let sep = r.pick(&[",", " ", ":", "\n", " | ", "\t", "\",\""]);
+            let secret = r.chars(B64, 40);
+            Fake {
+                text: format!("{id}{sep}{secret}"),
+                secret,
+            }
         }
         "aws-secret-access-key" => {
             let label = r.pick(&[
@@ -1069,6 +1121,46 @@ pub fn negatives(seed: u64) -> Vec<(&'static str, String)> {
     }
     for _ in 0..200 {
         out.push(("near-miss-code", near_miss(r)));
+    }
+    // Public keys and certificates: base64 DER like a private key's body, but public.
+    for _ in 0..150 {
+        let prefix = r.pick(&[
+            // SubjectPublicKeyInfo, RSA 2048.
+            "30820122300d06092a864886f70d01010105000382010f003082010a0282010100",
+            // SubjectPublicKeyInfo, EC P-256.
+            "3059301306072a8648ce3d020106082a8648ce3d03010703420004",
+            // A certificate.
+            "30820377308202dfa003020102020900",
+            // An OpenSSH public key blob (`ssh-rsa`).
+            "000000077373682d727361000000030100010000010100",
+        ]);
+        let mut der: Vec<u8> = (0..prefix.len() / 2)
+            .map(|i| u8::from_str_radix(&prefix[i * 2..i * 2 + 2], 16).unwrap())
+            .collect();
+        let n = r.range(40, 400);
+        der.extend(r.bytes(n));
+        let b = base64(&der, false);
+        let s = match r.below(3) {
+            0 => format!("ssh-rsa {b} dev@laptop"),
+            1 => format!("\"publicKey\": \"{b}\""),
+            _ => b
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        out.push(("public-key", s));
+    }
+    // AWS-looking text that is no key id: documentation placeholders, ids of four-letter
+    // groups that are words.
+    for _ in 0..100 {
+        let s = match r.below(3) {
+            0 => "aws_access_key_id = AKIA-XXXX-XXXX-XXXX-XXXX".to_string(),
+            1 => format!("the AKIA prefix marks a long-term key; {}", lorem(r, 8)),
+            _ => format!("AKIA{} {}", "EXAMPLE".repeat(2).split_at(14).0, lorem(r, 6)),
+        };
+        out.push(("aws-placeholder", s));
     }
     out
 }
