@@ -588,3 +588,41 @@ fn label_shapes_leave_names_paths_and_flags_alone() {
         );
     }
 }
+
+/// A token disguised inside one string: an invisible character inside it, full-width
+/// letters, a Cyrillic look-alike in its prefix. The string is found whole; the same
+/// characters in ordinary text are not a finding.
+#[test]
+fn disguised_tokens_are_found_in_their_string() {
+    let detector = detector();
+    let mut rng = Rng::new(0xD15C);
+    let body = rng.alnum(36);
+    let aws = rng.chars(B32, 16);
+    let fullwidth: String = format!("ghp_{body}")
+        .chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap(),
+            other => other,
+        })
+        .collect();
+    for text in [
+        format!("token: ghp_{}\u{200B}{}", &body[..10], &body[10..]),
+        format!("token: gh\u{2060}p_{body}"),
+        format!("token: {fullwidth}"),
+        format!("id \u{0410}KIA{aws} ok"),
+        format!("key=ghp_{}\u{00AD}{} done", &body[..18], &body[18..]),
+    ] {
+        let found = find(&detector, &text);
+        assert_eq!(found.len(), 1, "{text:?}: {found:?}");
+        assert_eq!(found[0].range, 0..text.len(), "{text:?}");
+    }
+    for text in [
+        "Привет, мир: это обычный текст без секретов.",
+        "Καλημέρα κόσμε, τίποτα μυστικό εδώ.",
+        "naïve café déjà vu — ordinary text",
+        "zero\u{200B}width in prose is not a key",
+        "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ",
+    ] {
+        assert!(find(&detector, text).is_empty(), "{text:?}");
+    }
+}
