@@ -55,6 +55,8 @@ pub const HEX: &str = "0123456789abcdef";
 pub const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 pub const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
 pub const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const LOWERNUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
+const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 pub const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 pub const BECH32: &str = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L";
 
@@ -128,6 +130,50 @@ fn sep(rng: &mut Rng) -> &'static str {
 /// A generated key's alphabet, mostly punctuation (Django's `SECRET_KEY` shape).
 const KEY_PUNCT: &str = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)[]{};:,.<>?~|";
 
+/// Provider tokens that are a published prefix and a random body: (format, prefix,
+/// alphabet, length).
+const PREFIXED: &[(&str, &str, &str, usize)] = &[
+    ("gitlab-ci-build-token", "glcbt-", URLSAFE, 26),
+    ("gitlab-agent-token", "glagent-", URLSAFE, 50),
+    ("gitlab-oauth-app-secret", "gloas-", HEX, 64),
+    ("gitlab-feature-flag-token", "glffct-", URLSAFE, 20),
+    ("gitlab-scim-token", "glsoat-", URLSAFE, 20),
+    ("gitlab-incoming-mail-token", "glimt-", URLSAFE, 25),
+    ("databricks-token", "dapi", HEX, 32),
+    ("grafana-cloud-token", "glc_", B64, 80),
+    ("planetscale-token", "pscale_tkn_", URLSAFE, 43),
+    ("planetscale-password", "pscale_pw_", URLSAFE, 43),
+    ("planetscale-oauth-token", "pscale_oauth_", URLSAFE, 43),
+    ("supabase-access-token", "sbp_", HEX, 40),
+    ("supabase-secret-key", "sb_secret_", URLSAFE, 31),
+    ("flyio-token", "fo1_", URLSAFE, 43),
+    ("pulumi-access-token", "pul-", HEX, 40),
+    ("figma-pat", "figd_", URLSAFE, 40),
+    ("frameio-token", "fio-u-", URLSAFE, 64),
+    ("contentful-pat", "CFPAT-", URLSAFE, 43),
+    ("typeform-token", "tfp_", URLSAFE, 59),
+    ("adafruit-io-key", "aio_", ALNUM, 28),
+    ("prefect-api-key", "pnu_", ALNUM, 36),
+    ("readme-api-key", "rdme_", LOWERNUM, 70),
+    ("scalingo-token", "tk-us-", URLSAFE, 48),
+    ("sourcegraph-token", "sgp_", HEX, 40),
+    ("infracost-api-key", "ico-", ALNUM, 32),
+    ("clojars-token", "CLOJARS_", HEX, 60),
+    ("alibaba-access-key-id", "LTAI", ALNUM, 20),
+    ("tencent-secret-id", "AKID", ALNUM, 32),
+    ("openrouter-api-key", "sk-or-v1-", HEX, 64),
+    ("buildkite-token", "bkua_", HEX, 40),
+    ("jfrog-api-key", "AKCp", ALNUM, 69),
+    ("crates-io-token", "cio", ALNUM, 32),
+    ("honeycomb-ingest-key", "hcaik_", ALNUM, 58),
+    ("posthog-personal-api-key", "phx_", ALNUM, 43),
+    ("render-api-key", "rnd_", ALNUM, 32),
+    ("deno-deploy-token", "ddp_", ALNUM, 36),
+    ("neon-api-key", "napi_", ALNUM, 64),
+    ("huggingface-org-token", "api_org_", LETTERS, 34),
+    ("intercom-access-token", "dG9rOi", B64, 54),
+];
+
 /// Every format the generator knows, by built-in detector name.
 pub const FORMATS: &[&str] = &[
     "private-key",
@@ -135,6 +181,60 @@ pub const FORMATS: &[&str] = &[
     "putty-private-key",
     "private-key-body",
     "gcp-service-account-key",
+    "gitlab-ci-build-token",
+    "gitlab-agent-token",
+    "gitlab-oauth-app-secret",
+    "gitlab-feature-flag-token",
+    "gitlab-scim-token",
+    "gitlab-incoming-mail-token",
+    "databricks-token",
+    "grafana-cloud-token",
+    "grafana-service-account-token",
+    "planetscale-token",
+    "planetscale-password",
+    "planetscale-oauth-token",
+    "supabase-access-token",
+    "supabase-secret-key",
+    "flyio-token",
+    "pulumi-access-token",
+    "mapbox-secret-token",
+    "figma-pat",
+    "frameio-token",
+    "dynatrace-token",
+    "contentful-pat",
+    "typeform-token",
+    "brevo-api-key",
+    "adafruit-io-key",
+    "prefect-api-key",
+    "readme-api-key",
+    "scalingo-token",
+    "sourcegraph-token",
+    "tailscale-key",
+    "infracost-api-key",
+    "clojars-token",
+    "alibaba-access-key-id",
+    "tencent-secret-id",
+    "openrouter-api-key",
+    "langsmith-api-key",
+    "pinecone-api-key",
+    "circleci-pat",
+    "buildkite-token",
+    "jfrog-api-key",
+    "crates-io-token",
+    "honeycomb-ingest-key",
+    "posthog-personal-api-key",
+    "render-api-key",
+    "deno-deploy-token",
+    "neon-api-key",
+    "huggingface-org-token",
+    "shippo-api-token",
+    "easypost-api-key",
+    "flutterwave-secret-key",
+    "razorpay-key",
+    "duffel-api-token",
+    "sonarqube-token",
+    "firebase-fcm-server-key",
+    "intercom-access-token",
     "age-secret-key",
     "aws-secret-access-key-unlabelled",
     "aws-access-key-id",
@@ -879,7 +979,56 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
             let n = r.range(20, 64);
             labelled(label, s, r.chars(URLSAFE, n))
         }
-        other => panic!("no generator for format {other:?}"),
+        "grafana-service-account-token" => token(format!("glsa_{}_{}", r.alnum(32), r.hex(8))),
+        "mapbox-secret-token" => token(format!(
+            "sk.eyJ{}.{}",
+            r.chars(URLSAFE, 60),
+            r.chars(URLSAFE, 22)
+        )),
+        "dynatrace-token" => {
+            let up = format!("{UPPER}{DIGITS}");
+            token(format!("dt0c01.{}.{}", r.chars(&up, 24), r.chars(&up, 64)))
+        }
+        "brevo-api-key" => token(format!("xkeysib-{}-{}", r.hex(64), r.alnum(16))),
+        "tailscale-key" => token(format!(
+            "tskey-{}-{}-{}",
+            r.pick(&["api", "auth", "client"]),
+            r.alnum(12),
+            r.alnum(30)
+        )),
+        "langsmith-api-key" => token(format!(
+            "lsv2_{}_{}_{}",
+            r.pick(&["pt", "sk"]),
+            r.hex(32),
+            r.hex(10)
+        )),
+        "pinecone-api-key" => token(format!("pcsk_{}_{}", r.alnum(5), r.alnum(64))),
+        "circleci-pat" => token(format!("CCIPAT_{}_{}", r.alnum(22), r.hex(40))),
+        "shippo-api-token" => token(format!(
+            "shippo_{}_{}",
+            r.pick(&["live", "test"]),
+            r.hex(40)
+        )),
+        "easypost-api-key" => token(format!("EZ{}K{}", r.pick(&["A", "T"]), r.alnum(54))),
+        "flutterwave-secret-key" => {
+            token(format!("FLWSECK{}-{}-X", r.pick(&["", "_TEST"]), r.hex(32)))
+        }
+        "razorpay-key" => token(format!("rzp_{}_{}", r.pick(&["live", "test"]), r.alnum(14))),
+        "duffel-api-token" => token(format!(
+            "duffel_{}_{}",
+            r.pick(&["live", "test"]),
+            r.chars(URLSAFE, 43)
+        )),
+        "sonarqube-token" => token(format!("sq{}_{}", r.pick(&["u", "p", "a"]), r.hex(40))),
+        "firebase-fcm-server-key" => token(format!(
+            "AAAA{}:APA91b{}",
+            r.chars(URLSAFE, 7),
+            r.chars(URLSAFE, 134)
+        )),
+        other => match PREFIXED.iter().find(|p| p.0 == other) {
+            Some(&(_, prefix, alphabet, n)) => token(format!("{prefix}{}", r.chars(alphabet, n))),
+            None => panic!("no generator for format {other:?}"),
+        },
     }
 }
 
