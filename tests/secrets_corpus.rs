@@ -540,9 +540,9 @@ fn every_label_shape_is_found_by_its_row() {
                 format!("config:\n  {label}{value}{close}\n"),
             ] {
                 let found = find(&detector, &text);
-                let ok = found.iter().any(|f| {
-                    detector.name(f.detector) == format && &text[f.range.clone()] == value
-                });
+                let ok = found
+                    .iter()
+                    .any(|f| detector.name(f.detector) == format && text[f.range.clone()] == value);
                 if !ok {
                     let got: Vec<_> = found
                         .iter()
