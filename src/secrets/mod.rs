@@ -735,7 +735,8 @@ impl Detector {
         }
     }
 
-    /// Base64 runs, decoded and scanned (one level); a finding marks the whole run.
+    /// Base64 runs, decoded and scanned (one level), hex runs also as hex; a finding
+    /// marks the whole run.
     fn find_encoded(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
         if text.len() < encoded::MIN_RUN {
             return;
@@ -743,11 +744,25 @@ impl Detector {
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         encoded::for_each_run(text.as_bytes(), |run| {
-            encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
             inner.clear();
-            let mut inner_acc = Acc::new(&mut inner);
-            self.find_plain(&decoded, cache, &mut inner_acc);
-            inner_acc.finish();
+            // A run of hex digits is read as hex (a token written as hex); only one with a
+            // capital letter can also be base64 worth decoding (see `for_each_run`).
+            let hex = encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded);
+            if hex {
+                let mut inner_acc = Acc::new(&mut inner);
+                self.find_plain(&decoded, cache, &mut inner_acc);
+                inner_acc.finish();
+            }
+            let base64 = !hex
+                || text.as_bytes()[run.clone()]
+                    .iter()
+                    .any(u8::is_ascii_uppercase);
+            if inner.is_empty() && base64 {
+                encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
+                let mut inner_acc = Acc::new(&mut inner);
+                self.find_plain(&decoded, cache, &mut inner_acc);
+                inner_acc.finish();
+            }
             if let Some(first) = inner.first() {
                 acc.add(Finding {
                     detector: first.detector,

@@ -1582,6 +1582,15 @@ pub fn headless_key(r: &mut Rng) -> Fake {
 /// `blob` or a file read as media: the text holding it, and the range of the encoded
 /// run, all of which must be found (the whole run is redacted).
 pub fn encoded(fake: &Fake, r: &mut Rng) -> (String, std::ops::Range<usize>) {
+    if r.below(5) == 0 {
+        // Hex, as a dump or a byte-array printer writes it.
+        let hex: String = fake.text.bytes().map(|b| format!("{b:02x}")).collect();
+        let before = "payload (hex): ";
+        return (
+            format!("{before}{hex}\n"),
+            before.len()..before.len() + hex.len(),
+        );
+    }
     let (inner, _) = embed(fake, r);
     let mut blob = base64(inner.as_bytes(), false);
     if r.below(4) == 0 {
@@ -1616,6 +1625,10 @@ pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
             "base64 of ordinary text",
             base64(text.as_bytes(), r.below(2) == 0),
         ));
+    }
+    for (_, text) in negatives(seed ^ 0x4E58).into_iter().take(150) {
+        let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+        out.push(("hex of ordinary text", hex));
     }
     for _ in 0..100 {
         let n = r.range(18, 3000);
