@@ -189,6 +189,18 @@ pub(super) fn decode_into(text: &[u8], run: Range<usize>, out: &mut String) {
 pub(super) fn decode_hex_into(text: &[u8], run: Range<usize>, out: &mut String) -> bool {
     out.clear();
     let src = &text[run];
+    // Hex of a token is hex of printable ASCII and line breaks: every byte's high digit is
+    // 0 or 2 to 7. A hash or an id (a git SHA) fails this within its first bytes, and is
+    // not decoded.
+    let printable = src
+        .iter()
+        .filter(|b| !matches!(b, b'\n' | b'\r'))
+        .step_by(2)
+        .take(8)
+        .all(|b| *b == b'0' || (b'2'..=b'7').contains(b));
+    if !printable {
+        return false;
+    }
     let digits = src.iter().filter(|b| !matches!(b, b'\n' | b'\r')).count();
     if digits % 2 != 0
         || !src

@@ -753,10 +753,11 @@ impl Detector {
                 self.find_plain(&decoded, cache, &mut inner_acc);
                 inner_acc.finish();
             }
-            let base64 = !hex
-                || text.as_bytes()[run.clone()]
-                    .iter()
-                    .any(u8::is_ascii_uppercase);
+            // A run that `for_each_run` passed only for being hex digits (too few capital
+            // letters for base64 of anything) is not decoded as base64.
+            let src = &text.as_bytes()[run.clone()];
+            let upper = src.iter().filter(|b| b.is_ascii_uppercase()).count();
+            let base64 = upper * 8 >= src.len();
             if inner.is_empty() && base64 {
                 encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
                 let mut inner_acc = Acc::new(&mut inner);
