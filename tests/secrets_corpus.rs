@@ -471,7 +471,7 @@ fn every_label_shape_is_found_by_its_row() {
     use V::*;
     #[rustfmt::skip]
     let shapes: &[(&str, &str, V, &str)] = &[
-        // generic-password: assignments, XML element text, command-line flags.
+        // generic-password: assignments, XML element text; password-flag: flags.
         ("generic-password", "password=", Password, ""),
         ("generic-password", "PASSWORD: ", Password, ""),
         ("generic-password", "passwd = ", Password, ""),
@@ -481,9 +481,9 @@ fn every_label_shape_is_found_by_its_row() {
         ("generic-password", "<password>", Password, "</password>"),
         ("generic-password", "<Password>", Password, "</Password>"),
         ("generic-password", "<db:PASSWD>", Password, "</db:PASSWD>"),
-        ("generic-password", "mysql -u root --password ", Password, " -h db"),
-        ("generic-password", "psql --db-password '", Password, "'"),
-        ("generic-password", "tool -password ", Password, ""),
+        ("password-flag", "mysql -u root --password ", Password, " -h db"),
+        ("password-flag", "psql --db-password '", Password, "'"),
+        ("password-flag", "tool -password ", Password, ""),
         ("generic-password", "--password=", Password, ""),
         // generic-secret / generic-api-key / generic-token and their suffixes.
         ("generic-secret", "client_secret=", Alnum(32), ""),

@@ -414,12 +414,6 @@ pub(super) const BUILTINS: &[Builtin] = &[
         RANDOM,
     ),
     row(
-        "huggingface-org-token",
-        &["api_org_"],
-        r"\bapi_org_[A-Za-z]{34}",
-        RANDOM,
-    ),
-    row(
         "shippo-api-token",
         &["shippo_"],
         r"\bshippo_(?:live|test)_[a-f0-9]{40}",
@@ -1104,18 +1098,25 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r"(?i-u:bearer)(?-u:\s)+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
         GENERIC,
     ),
-    // Three label shapes: an assignment (`password = …`, `"password": "…"`), an XML
-    // element's text (`<password>…</password>`) and a command-line flag
-    // (`--password …`, `--db-password …`, `-password …`; the match starts at the dashes,
-    // hence the offsets 1 to 3). `--password-stdin` names no value and is not a match.
+    // A password given after a command-line flag (`--password …`, `--db-password …`,
+    // `-password …`; `--password-stdin` names no value). A row of its own, keyed on the
+    // dash, so a text of repeated `password=` labels pays nothing for it.
+    row(
+        "password-flag",
+        &["-password", "-Password", "-PASSWORD", "-passwd", "-PASSWD"],
+        r#"-(?i-u:passwd|password)(?-u:[ \t])+["'`]?(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%-][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#,
+        Some(3.0),
+    ),
+    // Two label shapes: an assignment (`password = …`, `"password": "…"`) and an XML
+    // element's text (`<password>…</password>`).
     row_at(
         "generic-password",
         PASSWORD_KW,
-        (1, 3),
+        (1, 1),
         concat!(
-            r#"(?:-{1,2}(?i-u:passwd|password)(?-u:[ \t])+["'`]?|(?i-u:passwd|password)(?:"#,
+            r"(?i-u:passwd|password)(?:",
             generic_assign!(),
-            r#"|>))(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#
+            r#"|>)(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#
         ),
         Some(3.0),
     ),

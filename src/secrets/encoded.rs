@@ -52,9 +52,18 @@ fn is_base64(b: u8) -> bool {
     DECODE[usize::from(b)] != NOT_BASE64
 }
 
-/// Calls `f(run)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
+/// How a run found by [`for_each_run`] is worth reading.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RunKind {
+    /// Enough capital letters to be base64 of something.
+    pub base64: bool,
+    /// Hex digits only.
+    pub hex: bool,
+}
+
+/// Calls `f(run, kind)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
 /// order; a run includes its `=` padding and the line breaks of wrapped base64.
-pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
+pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)) {
     let mut probe = MIN_RUN - 1;
     let mut done = 0;
     while probe < text.len() {
@@ -83,8 +92,12 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
         // of nearly every group of four is), of random bytes two fifths: a run with
         // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
         // not worth decoding. A run of hex digits only is kept: it may be hex of a token.
-        if chars >= MIN_RUN && (upper * 8 >= chars || hex == chars) {
-            f(start..end);
+        let kind = RunKind {
+            base64: upper * 8 >= chars,
+            hex: hex == chars,
+        };
+        if chars >= MIN_RUN && (kind.base64 || kind.hex) {
+            f(start..end, kind);
         }
         // The next run starts at `end` at the earliest (after padding, a base64
         // character may follow), so its last byte at the minimum length is probed.
@@ -285,7 +298,7 @@ mod tests {
 
     fn runs(text: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        for_each_run(text.as_bytes(), |r| out.push(&text[r]));
+        for_each_run(text.as_bytes(), |r, _| out.push(&text[r]));
         out
     }
 

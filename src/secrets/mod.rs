@@ -743,22 +743,16 @@ impl Detector {
         }
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
-        encoded::for_each_run(text.as_bytes(), |run| {
+        encoded::for_each_run(text.as_bytes(), |run, kind| {
             inner.clear();
-            // A run of hex digits is read as hex (a token written as hex); only one with a
-            // capital letter can also be base64 worth decoding (see `for_each_run`).
-            let hex = encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded);
-            if hex {
+            // A run of hex digits is read as hex (a token written as hex); one with too few
+            // capital letters for base64 of anything is not decoded as base64.
+            if kind.hex && encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded) {
                 let mut inner_acc = Acc::new(&mut inner);
                 self.find_plain(&decoded, cache, &mut inner_acc);
                 inner_acc.finish();
             }
-            // A run that `for_each_run` passed only for being hex digits (too few capital
-            // letters for base64 of anything) is not decoded as base64.
-            let src = &text.as_bytes()[run.clone()];
-            let upper = src.iter().filter(|b| b.is_ascii_uppercase()).count();
-            let base64 = upper * 8 >= src.len();
-            if inner.is_empty() && base64 {
+            if inner.is_empty() && kind.base64 {
                 encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
                 let mut inner_acc = Acc::new(&mut inner);
                 self.find_plain(&decoded, cache, &mut inner_acc);

@@ -56,7 +56,6 @@ pub const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 pub const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
 pub const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const LOWERNUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
-const LETTERS: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 pub const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 pub const BECH32: &str = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L";
 
@@ -170,7 +169,6 @@ const PREFIXED: &[(&str, &str, &str, usize)] = &[
     ("render-api-key", "rnd_", ALNUM, 32),
     ("deno-deploy-token", "ddp_", ALNUM, 36),
     ("neon-api-key", "napi_", ALNUM, 64),
-    ("huggingface-org-token", "api_org_", LETTERS, 34),
     ("intercom-access-token", "dG9rOi", B64, 54),
 ];
 
@@ -226,7 +224,6 @@ pub const FORMATS: &[&str] = &[
     "render-api-key",
     "deno-deploy-token",
     "neon-api-key",
-    "huggingface-org-token",
     "shippo-api-token",
     "easypost-api-key",
     "flutterwave-secret-key",
@@ -335,6 +332,7 @@ pub const FORMATS: &[&str] = &[
     "url-basic-auth",
     "http-authorization-header",
     "http-bearer-token",
+    "password-flag",
     "generic-password",
     "generic-secret",
     "generic-api-key",
@@ -891,9 +889,6 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 "passwd",
                 "<password>",
                 "<Password>",
-                "--password",
-                "--db-password",
-                "-password",
             ]);
             let value = password(r);
             if let Some(element) = label.strip_prefix('<') {
@@ -904,12 +899,21 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
             }
             let s = if label.starts_with('"') {
                 "\": \""
-            } else if label.starts_with('-') {
-                r.pick(&[" ", "  ", " '", "="])
             } else {
                 sep(r)
             };
             labelled(label, s, value)
+        }
+        "password-flag" => {
+            let flag = r.pick(&[
+                "--password",
+                "--db-password",
+                "-password",
+                "--PASSWORD",
+                "-passwd",
+            ]);
+            let s = r.pick(&[" ", "  ", " '", "\t"]);
+            labelled(flag, s, password(r))
         }
         "generic-secret" => {
             let label = r.pick(&[
