@@ -863,3 +863,118 @@ fn a_command_line_nested_past_the_parser_limit_is_denied_as_not_fully_read() {
     );
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
 }
+
+// ------------------------------------------------------------------ rule order
+
+/// A user's outbound deny behind the pack's `redact-secrets` never fires for a message
+/// both match (the pack's rule decides first). Not every message of the deny's is a
+/// secret, so it is not fully shadowed; `explain-policy` and `check` still warn, on
+/// samples made from the deny's own patterns, and say how to fix it.
+#[test]
+fn a_partly_shadowed_rule_is_warned_about_with_the_fix() {
+    let s = Sandbox::new();
+    std::fs::create_dir_all(s.home().join(".mcpwall")).unwrap();
+    std::fs::write(
+        s.home().join(".mcpwall/config.yml"),
+        "version: 1\nextends: [default]\noutbound_rules:\n  - name: withhold-keys\n    match:\n      response_contains_regex: ['AKIA[0-9A-Z]{16}', '-----BEGIN (RSA|OPENSSH|EC|DSA) PRIVATE KEY-----']\n    action: deny\n  - name: tidy-marker\n    match: {response_contains: [HARMLESS-MARKER]}\n    action: redact\n",
+    )
+    .unwrap();
+    let explain = s.run(&["explain-policy"], "");
+    let warning = explain
+        .stdout
+        .lines()
+        .find(|l| l.contains("\"withhold-keys\"") && l.contains("partly shadowed"))
+        .unwrap_or_else(|| panic!("no overlap warning:\n{}", explain.stdout));
+    assert!(warning.contains("\"redact-secrets\""), "{warning}");
+    assert!(warning.contains("disable: [redact-secrets]"), "{warning}");
+    assert!(warning.contains("AKIA[0-9A-Z]{16}"), "{warning}");
+    // A rule nothing earlier decides for is not warned about.
+    assert!(
+        !explain
+            .stdout
+            .lines()
+            .any(|l| l.contains("rule \"tidy-marker\"") && l.contains("partly shadowed")),
+        "{}",
+        explain.stdout
+    );
+
+    let r = s.check(&[], &result(1, "nothing to see"));
+    assert!(
+        r.stderr.contains("\"withhold-keys\"") && r.stderr.contains("partly shadowed"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Inbound too: a user's ask rule with examples, behind an earlier allow of the user's
+/// that catches some of those examples.
+#[test]
+fn an_inbound_rule_partly_shadowed_by_an_earlier_one_is_warned_about() {
+    let s = Sandbox::new();
+    std::fs::write(
+        s.project().join("policy.yml"),
+        "version: 1\nrules:\n  - name: reads\n    match: {tool: run, arguments: {cmd: {regex: '^git (status|push)'}}}\n    action: allow\n  - name: ask-push\n    match: {tool: run, arguments: {cmd: {regex: 'push'}}}\n    action: ask\n    examples:\n      match: [{tool: run, arguments: {cmd: 'git push origin main'}}, {tool: run, arguments: {cmd: 'hg push'}}]\n      no_match: [{tool: run, arguments: {cmd: 'ls'}}]\n",
+    )
+    .unwrap();
+    let explain = s.run(&["explain-policy", "-c", "policy.yml"], "");
+    assert!(
+        explain
+            .stdout
+            .lines()
+            .any(|l| l.contains("rule \"ask-push\"")
+                && l.contains("partly shadowed")
+                && l.contains("\"reads\"")
+                && l.contains("move it before")),
+        "{}{}",
+        explain.stdout,
+        explain.stderr
+    );
+}
+
+/// The three label shapes a held-out corpus caught regressing (a password as an XML
+/// element's text, a password after a `--password` flag, a punctuation-heavy value of a
+/// `*_key` name) are found in arguments (denied) and in results (redacted), and the
+/// value never reaches stdout.
+#[test]
+fn passwords_in_xml_flags_and_punctuated_keys_are_found_both_ways() {
+    let s = Sandbox::new();
+    let value = |n: usize| -> String {
+        let alphabet = b"ABCDEFGHJKMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789";
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D ^ n as u64;
+        (0..20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                alphabet[(x % alphabet.len() as u64) as usize] as char
+            })
+            .collect()
+    };
+    let shapes = [
+        format!("<password>{}</password>", value(1)),
+        format!("mysql -u app --password {} -h db", value(2)),
+        format!("SECRET_KEY = '{}!@#$%^&*(+){{}}|;<>'", value(3)),
+    ];
+    for (i, shape) in shapes.iter().enumerate() {
+        let secret = value(i + 1);
+        let input = [
+            call(1, "run", serde_json::json!({"cmd": shape})),
+            result(2, &format!("config follows\n{shape}\n")),
+        ]
+        .join("\n");
+        let r = s.check(&["--format", "json"], &input);
+        let lines: Vec<serde_json::Value> = r
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["verdict"], "deny", "{shape}: {}", r.stdout);
+        assert_eq!(
+            lines[0]["rule"], "block-secrets-in-arguments",
+            "{}",
+            r.stdout
+        );
+        assert_eq!(lines[1]["verdict"], "redact", "{shape}: {}", r.stdout);
+        assert!(!r.stdout.contains(&secret), "{}", r.stdout);
+    }
+}

@@ -63,7 +63,7 @@ fn benign_descriptions() -> Vec<(String, String)> {
         if let Some(instructions) = doc["instructions"].as_str() {
             out.insert((instructions.to_string(), format!("{server}: instructions")));
         }
-        for list in ["tools", "prompts", "resourceTemplates"] {
+        for list in ["tools", "prompts", "resources", "resourceTemplates"] {
             for item in doc[list].as_array().into_iter().flatten() {
                 let name = item["name"].as_str().unwrap_or("?");
                 collect_descriptions(item, &format!("{server}/{name}"), &mut out);

@@ -800,10 +800,17 @@ fn blocked_responses_are_replaced_for_the_same_id() {
         serde_json::to_string(result).unwrap(),
         serde_json::to_string(error).unwrap()
     ));
+    // The result answers `fake/hold`, not a tool call: a tool's error result would not
+    // fit its shape, so it becomes a JSON-RPC error (a blocked tools/call result stays a
+    // tool error result: `tool_matchers_use_the_call_a_response_answers`).
+    let r = p.recv_json();
+    assert_eq!(r["id"], 41);
+    assert!(r.get("result").is_none(), "{r}");
     assert_eq!(
-        p.recv_str(),
-        "{\"jsonrpc\":\"2.0\",\"id\":41,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"[BLOCKED BY MCPWALL] plans stay inside\"}],\"isError\":true}}\n"
+        r["error"]["message"],
+        "[BLOCKED BY MCPWALL] plans stay inside"
     );
+    assert_eq!(r["error"]["data"]["rule"], "block-plans");
     let e = p.recv_json();
     assert_eq!(e["id"], "e");
     assert_eq!(

@@ -11,7 +11,10 @@
 //!   call pipelined behind the list (`trust_server.py`);
 //! - `tests/interop/ask.py`: the same client against `action: ask` (issue 26): approved,
 //!   declined and unanswered elicitations, `remember: session`, and a client without
-//!   elicitation answered through `mcpwall approve` (`trust_server.py`'s shell mode).
+//!   elicitation answered through `mcpwall approve` (`trust_server.py`'s shell mode);
+//! - `tests/interop/injection.py`: the same client against `injection_server.py`, whose
+//!   prompts, completions, resources, results (cut across content items), sampling and
+//!   elicitation requests, log and progress notifications carry a prompt injection.
 //!
 //! `.ci/run` installs their dependencies (pinned) into `tests/interop/.venv` and
 //! `tests/interop/node_modules`. Without them each test is skipped with a loud message,
@@ -88,4 +91,9 @@ fn official_sdk_client_against_trust_bypasses_through_mcpwall() {
 #[test]
 fn official_sdk_client_answers_ask_rules_through_mcpwall() {
     run_interop_script("ask.py", &[]);
+}
+
+#[test]
+fn official_sdk_client_gets_no_injection_from_any_server_message_through_mcpwall() {
+    run_interop_script("injection.py", &[]);
 }

@@ -137,3 +137,41 @@ fn a_damaged_pin_file_stops_a_zero_config_start() {
     assert_eq!(code, Some(2), "stderr: {stderr}");
     assert!(stderr.contains("pin"), "stderr: {stderr}");
 }
+
+/// A user's outbound deny that the default pack's `redact-secrets` partly shadows is
+/// warned about when the proxy starts, with the fix, and the proxy still runs.
+#[test]
+fn a_partly_shadowed_rule_is_reported_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".mcpwall")).unwrap();
+    std::fs::write(
+        home.path().join(".mcpwall/config.yml"),
+        "version: 1\nextends: [default]\noutbound_rules:\n  - name: withhold-keys\n    match:\n      response_contains_regex: ['AKIA[0-9A-Z]{16}']\n    action: deny\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["--", "cat"])
+        .env("HOME", home.path())
+        .current_dir(project.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        .unwrap();
+    let out = wait_for_exit(child);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"withhold-keys\"")
+            && stderr.contains("partly shadowed")
+            && stderr.contains("disable: [redact-secrets]"),
+        "stderr: {stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"id\":1"));
+}

@@ -452,3 +452,177 @@ fn disabled_builtins_are_simply_left_out() {
     let text = format!("AKIA{}", rng.chars(B32, 16));
     assert!(find(&detector, &text).is_empty());
 }
+
+/// Every label shape the built-in labelled rows read, one row each (label, separator,
+/// value kind, closing text), so a refactor that drops a shape fails here by name. Each
+/// is found by its own row, with exactly the value as the secret. The values are
+/// generated at run time.
+#[test]
+fn every_label_shape_is_found_by_its_row() {
+    /// Which value a shape takes.
+    #[derive(Clone, Copy)]
+    enum V {
+        Password,
+        Alnum(usize),
+        Hex(usize),
+        Punct,
+        Uuid,
+    }
+    use V::*;
+    #[rustfmt::skip]
+    let shapes: &[(&str, &str, V, &str)] = &[
+        // generic-password: assignments, XML element text; password-flag: flags.
+        ("generic-password", "password=", Password, ""),
+        ("generic-password", "PASSWORD: ", Password, ""),
+        ("generic-password", "passwd = ", Password, ""),
+        ("generic-password", "\"password\": \"", Password, "\""),
+        ("generic-password", "db_password_hash := '", Password, "'"),
+        ("generic-password", "smtpPassword => ", Password, ""),
+        ("generic-password", "<password>", Password, "</password>"),
+        ("generic-password", "<Password>", Password, "</Password>"),
+        ("generic-password", "<db:PASSWD>", Password, "</db:PASSWD>"),
+        ("password-flag", "mysql -u root --password ", Password, " -h db"),
+        ("password-flag", "psql --db-password '", Password, "'"),
+        ("password-flag", "tool -password ", Password, ""),
+        ("generic-password", "--password=", Password, ""),
+        // generic-secret / generic-api-key / generic-token and their suffixes.
+        ("generic-secret", "client_secret=", Alnum(32), ""),
+        ("generic-secret", "\"secret_key\": \"", Alnum(32), "\""),
+        ("generic-secret", "SECRET_VALUE: ", Alnum(24), ""),
+        ("generic-api-key", "api_key=", Alnum(32), ""),
+        ("generic-api-key", "APIKEY: ", Alnum(32), ""),
+        ("generic-api-key", "x-api-key: ", Alnum(32), ""),
+        ("generic-api-key", "\"apiKey\": \"", Alnum(32), "\""),
+        ("generic-token", "access_token=", Alnum(40), ""),
+        ("generic-token", "\"refreshToken\": \"", Alnum(40), "\""),
+        ("generic-token", "TOKEN_VALUE: ", Alnum(32), ""),
+        // A quoted, punctuation-heavy value of a `*_key` name.
+        ("punctuated-secret-key", "SECRET_KEY = '", Punct, "'"),
+        ("punctuated-secret-key", "signing_key=\"", Punct, "\""),
+        ("punctuated-secret-key", "\"hmac_key\": \"", Punct, "\""),
+        ("punctuated-secret-key", "master-key: '", Punct, "'"),
+        ("punctuated-secret-key", "ENCRYPTION_KEY => \"", Punct, "\""),
+        // Vendor rows that need their vendor's name in the label.
+        ("twilio-auth-token", "TWILIO_AUTH_TOKEN=", Hex(32), ""),
+        ("cohere-api-key", "COHERE_API_KEY=", Alnum(40), ""),
+        ("heroku-api-key-labelled", "HEROKU_API_KEY=", Uuid, ""),
+        ("vercel-token", "VERCEL_TOKEN=", Alnum(24), ""),
+        ("cloudflare-global-api-key", "CLOUDFLARE_API_KEY=", Hex(37), ""),
+        ("datadog-api-key", "DD_API_KEY_DATADOG=", Hex(32), ""),
+        ("datadog-api-key", "datadog_app_key: ", Hex(40), ""),
+    ];
+    let detector = detector();
+    let mut rng = Rng::new(0x1ABE1);
+    let mut failures = Vec::new();
+    for &(format, label, kind, close) in shapes {
+        for _ in 0..8 {
+            let value = match kind {
+                Password => {
+                    let n = rng.range(12, 24);
+                    rng.chars(
+                        "ABCDEFGHJKMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789!*_~.",
+                        n,
+                    )
+                }
+                Alnum(n) => rng.alnum(n),
+                Hex(n) => rng.hex(n),
+                Punct => {
+                    let n = rng.range(36, 56);
+                    rng.chars(
+                        "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)[]{};:,.<>?~|",
+                        n,
+                    ) + "!"
+                }
+                Uuid => corpus::uuid(&mut rng),
+            };
+            for text in [
+                format!("{label}{value}{close}"),
+                format!("config:\n  {label}{value}{close}\n"),
+            ] {
+                let found = find(&detector, &text);
+                let ok = found
+                    .iter()
+                    .any(|f| detector.name(f.detector) == format && text[f.range.clone()] == value);
+                if !ok {
+                    let got: Vec<_> = found
+                        .iter()
+                        .map(|f| (detector.name(f.detector), &text[f.range.clone()]))
+                        .collect();
+                    failures.push(format!("{format}: {text:?} found {got:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} misses:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Look-alikes of the new label shapes that hold no secret.
+#[test]
+fn label_shapes_leave_names_paths_and_flags_alone() {
+    let detector = detector();
+    for text in [
+        "docker login --username ci --password-stdin < token.txt",
+        "--password-file /run/secrets/db",
+        "<input type=\"password\" name=\"password\">",
+        "<password></password>",
+        "cache_key = \"users/12345/profile?include=settings\"",
+        "sort_key: 'created_at:desc'",
+        "partition_key = \"2f1c8a9e-55b3-4c1e-9d2a-7b7e1f3c9a10\"",
+        "api_key = \"${env:OPENAI_API_KEY}\"",
+        "public_key = \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5\"",
+        "the password is stored in the vault",
+    ] {
+        let found = find(&detector, text);
+        assert!(
+            found.is_empty(),
+            "{text:?}: {:?}",
+            found
+                .iter()
+                .map(|f| (detector.name(f.detector), &text[f.range.clone()]))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// A token disguised inside one string: an invisible character inside it, full-width
+/// letters, a Cyrillic look-alike in its prefix. The string is found whole; the same
+/// characters in ordinary text are not a finding.
+#[test]
+fn disguised_tokens_are_found_in_their_string() {
+    let detector = detector();
+    let mut rng = Rng::new(0xD15C);
+    let body = rng.alnum(36);
+    let aws = rng.chars(B32, 16);
+    let fullwidth: String = format!("ghp_{body}")
+        .chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(c as u32 - 0x21 + 0xFF01).unwrap(),
+            other => other,
+        })
+        .collect();
+    for text in [
+        format!("token: ghp_{}\u{200B}{}", &body[..10], &body[10..]),
+        format!("token: gh\u{2060}p_{body}"),
+        format!("token: {fullwidth}"),
+        format!("id \u{0410}KIA{aws} ok"),
+        format!("key=ghp_{}\u{00AD}{} done", &body[..18], &body[18..]),
+    ] {
+        let found = find(&detector, &text);
+        assert_eq!(found.len(), 1, "{text:?}: {found:?}");
+        assert_eq!(found[0].range, 0..text.len(), "{text:?}");
+    }
+    for text in [
+        "Привет, мир: это обычный текст без секретов.",
+        "Καλημέρα κόσμε, τίποτα μυστικό εδώ.",
+        "naïve café déjà vu — ordinary text",
+        "zero\u{200B}width in prose is not a key",
+        "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ",
+    ] {
+        assert!(find(&detector, text).is_empty(), "{text:?}");
+    }
+}

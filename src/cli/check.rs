@@ -127,8 +127,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             ignored.why
         );
     }
-    for shadow in crate::compile::shadow::shadowed_builtin_denies(&policy, &env) {
-        eprintln!("mcpwall: warning: {}", shadow.message());
+    for warning in crate::compile::shadow::order_warnings(&policy, &env) {
+        eprintln!("mcpwall: warning: {warning}");
     }
 
     let texts = if args.input.is_empty() {

@@ -347,26 +347,22 @@ pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::pro
     }
 }
 
-/// Warns about user allow rules that match a built-in deny rule's examples. The proxies load
+/// Warns about user allow rules that match a built-in deny rule's examples, and about
+/// earlier rules that decide first for some of a later rule's messages. The proxies load
 /// the packs without their examples (start-up speed), so they are read again, only when a
-/// user rule could shadow one.
+/// user rule could shadow one; overlaps found on samples need no examples.
 pub fn warn_shadowed(
     policy: &crate::config::policy::Policy,
     load_options: &crate::config::LoadOptions,
     chatter: &crate::proxy::Chatter,
 ) {
-    if !crate::compile::shadow::may_shadow(policy) {
-        return;
-    }
-    let Ok(full) = crate::config::load(load_options) else {
-        return;
-    };
     let env = load_options.path_env();
-    for shadow in crate::compile::shadow::shadowed_builtin_denies(&full, &env) {
-        chatter.log(
-            crate::proxy::LogLevel::Warn,
-            format_args!("{}", shadow.message()),
-        );
+    let full = crate::compile::shadow::may_shadow(policy)
+        .then(|| crate::config::load(load_options).ok())
+        .flatten();
+    let warnings = crate::compile::shadow::order_warnings(full.as_ref().unwrap_or(policy), &env);
+    for warning in warnings {
+        chatter.log(crate::proxy::LogLevel::Warn, format_args!("{warning}"));
     }
 }
 

@@ -18,7 +18,6 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-use crate::compile::shadow::Shadow;
 use crate::config::policy::{
     Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, LogRetention,
     Matcher, OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction,
@@ -179,8 +178,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     let program = Program::compile_with(&policy, &env)?;
     let text = match args.format {
         Format::Text => {
-            let shadows = crate::compile::shadow::shadowed_builtin_denies(&policy, &env);
-            let mut text = render_text(&policy, &program, &shadows);
+            let mut order = crate::compile::shadow::shadowed_builtin_denies(&policy, &env)
+                .iter()
+                .map(crate::compile::shadow::Shadow::message)
+                .collect::<Vec<_>>();
+            order.extend(partial_overlaps(&policy, &env));
+            let mut text = render_text(&policy, &program, &order);
             if args.pack.is_none() {
                 text.push_str(&resolved_sandboxes(&policy, &opts));
                 text.push_str(&original_differences(&policy));
@@ -258,7 +261,7 @@ pub fn load_pack(name: &str, opts: &LoadOptions) -> miette::Result<Policy> {
 // Text
 
 /// The whole text report.
-pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> String {
+pub fn render_text(policy: &Policy, program: &Program, order_warnings: &[String]) -> String {
     let mut o = String::new();
     let w = &mut o;
     let _ = writeln!(w, "mcpwall effective policy\n");
@@ -279,7 +282,7 @@ pub fn render_text(policy: &Policy, program: &Program, shadows: &[Shadow]) -> St
 
     // The first screen: what needs attention (warnings first), what was ignored and why,
     // and how the layers were put in order; the full listing follows.
-    let mut all_warnings: Vec<String> = shadows.iter().map(Shadow::message).collect();
+    let mut all_warnings: Vec<String> = order_warnings.to_vec();
     all_warnings.extend(warnings(policy));
     let _ = writeln!(w, "\nWarnings ({}):", all_warnings.len());
     for warning in &all_warnings {
@@ -797,6 +800,23 @@ fn redact_marker_word(r: RedactMarker) -> &'static str {
 
 // ---------------------------------------------------------------------------------------
 // Warnings
+
+/// The partial overlaps ([`crate::compile::shadow::overlaps`]) that the full-shadowing
+/// warnings of [`warnings`] do not already name.
+fn partial_overlaps(policy: &Policy, env: &crate::paths::PathEnv) -> Vec<String> {
+    use crate::compile::shadow::Side;
+    crate::compile::shadow::overlaps(policy, env)
+        .into_iter()
+        .filter(|o| match o.side {
+            Side::Inbound => !inbound_covers(&policy.rules[o.earlier], &policy.rules[o.later]),
+            Side::Outbound => !outbound_covers(
+                &policy.outbound_rules[o.earlier],
+                &policy.outbound_rules[o.later],
+            ),
+        })
+        .map(|o| o.message().to_string())
+        .collect()
+}
 
 /// Every finding about rules that can never match or never decide, in rule order.
 pub fn warnings(policy: &Policy) -> Vec<String> {

@@ -44,7 +44,7 @@ pub enum PinsCommand {
     Approve {
         /// Server name (as in `list`), or its pin key.
         server: String,
-        /// Tool names; `prompt:NAME`, `resource-template:URI` or `@instructions` for the rest.
+        /// Tool names; `prompt:NAME`, `resource:URI`, `resource-template:URI` or `@instructions` for the rest.
         entries: Vec<String>,
         /// Approve without asking (for scripts). Without it, approval asks on a terminal
         /// and is refused when there is none.

@@ -30,6 +30,7 @@ use crate::program::{
 use crate::secrets::{Detector, DetectorSpec, builtin_specs};
 
 pub mod required;
+pub mod samples;
 pub mod shadow;
 
 const NONE: u32 = u32::MAX;

@@ -6,6 +6,8 @@
 //! their rule overlaps a built-in protection (and that lifting it takes `disable`).
 //! `explain-policy`, `check` and the proxy's start-up print these findings.
 
+use std::rc::Rc;
+
 use crate::config::policy::{Action, Policy, RuleAction, Settings, SourceKind};
 use crate::frame::{Frame, Limits, Parsed};
 use crate::paths::PathEnv;
@@ -342,4 +344,330 @@ fn expand(v: &serde_json::Value, env: &PathEnv) -> serde_json::Value {
         }
         other => other.clone(),
     }
+}
+
+/// Which rule list an [`Overlap`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Inbound,
+    Outbound,
+}
+
+/// An earlier rule that decides first for some of a later rule's messages (not
+/// necessarily all of them: full shadowing is `explain-policy`'s own warning), found on
+/// the later rule's examples and on samples made from its literals and regexes. At least
+/// one of the two rules is the user's: overlaps inside the built-in packs are by design.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlap {
+    pub side: Side,
+    /// Index of the earlier rule in its list.
+    pub earlier: usize,
+    /// Index of the later rule in its list.
+    pub later: usize,
+    message: String,
+}
+
+impl Overlap {
+    /// One line for `explain-policy`, `check` and stderr, with the fix.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Samples made per `response_contains_regex` of a rule.
+const SAMPLES_PER_REGEX: usize = 6;
+
+/// Every [`Overlap`] of `policy`, inbound then outbound, in rule order.
+pub fn overlaps(policy: &Policy, env: &PathEnv) -> Vec<Overlap> {
+    let mut out = Vec::new();
+    inbound_overlaps(policy, env, &mut out);
+    outbound_overlaps(policy, env, &mut out);
+    out
+}
+
+/// What a sample stands for, in a warning.
+enum Origin<'a> {
+    Example(&'a serde_json::Value),
+    Literal(&'a str),
+    Pattern(&'a str),
+}
+
+impl Origin<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Origin::Example(ex) => format!("its example {ex}"),
+            Origin::Literal(lit) => format!("a message containing {lit:?}"),
+            Origin::Pattern(re) => format!("a message matching its pattern {re:?}"),
+        }
+    }
+}
+
+fn is_builtin(policy: &Policy, span: crate::config::policy::Span) -> bool {
+    policy.source(span.source).kind == SourceKind::Builtin
+}
+
+/// The fix, said the same way for both directions.
+fn fix(earlier: &str, earlier_builtin: bool, later: &str) -> String {
+    if earlier_builtin {
+        format!(
+            "to let {later:?} decide there, add `disable: [{earlier}]` (and a rule of your own after {later:?} if you still want what {earlier:?} does), or give {later:?} a condition {earlier:?} does not share"
+        )
+    } else {
+        format!(
+            "to let {later:?} decide there, move it before {earlier:?}, or add an exception to {earlier:?} that leaves these messages out"
+        )
+    }
+}
+
+fn inbound_word(a: Action) -> &'static str {
+    match a {
+        Action::Allow => "allows",
+        Action::Deny => "denies",
+        Action::Ask => "asks about",
+    }
+}
+
+fn outbound_word(a: RuleAction) -> &'static str {
+    match a {
+        RuleAction::Allow => "passes",
+        RuleAction::Deny | RuleAction::Ask => "blocks",
+        RuleAction::Redact => "redacts",
+        RuleAction::LogOnly => "logs",
+    }
+}
+
+fn inbound_overlaps(policy: &Policy, env: &PathEnv, out: &mut Vec<Overlap>) {
+    let rules = &policy.rules;
+    let mut alone: Vec<Option<Option<Rc<Program>>>> = vec![None; rules.len()];
+    let mut program_of = |i: usize| -> Option<Rc<Program>> {
+        alone[i]
+            .get_or_insert_with(|| {
+                let mut p = policy.clone();
+                let mut rule = rules[i].clone();
+                rule.action = Action::Deny;
+                p.rules = vec![rule];
+                p.outbound_rules.clear();
+                p.settings = Settings::default();
+                Program::compile_with(&p, env).ok().map(Rc::new)
+            })
+            .clone()
+    };
+    for (j, later) in rules.iter().enumerate() {
+        if later.examples.should_match.is_empty() {
+            continue;
+        }
+        let later_builtin = is_builtin(policy, later.span);
+        if later_builtin && rules[..j].iter().all(|r| is_builtin(policy, r.span)) {
+            continue;
+        }
+        for (i, earlier) in rules[..j].iter().enumerate() {
+            let earlier_builtin = is_builtin(policy, earlier.span);
+            if (earlier_builtin && later_builtin) || earlier.action == later.action {
+                continue;
+            }
+            let Some(program) = program_of(i) else {
+                continue;
+            };
+            let mut scratch = program.scratch();
+            let hit = later.examples.should_match.iter().find(|ex| {
+                let line = request_line(&expand(ex, env));
+                let mut parsed = Parsed::new();
+                if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                    return false;
+                }
+                let frame = Frame::new(line.as_bytes(), &parsed);
+                frame.messages().first().is_some_and(|m| {
+                    program.evaluate_request(&frame, m, &mut scratch)
+                        == Decision::DeniedBy(RuleId(0))
+                })
+            });
+            if let Some(ex) = hit {
+                let (e, l) = (&earlier.name.value, &later.name.value);
+                out.push(Overlap {
+                    side: Side::Inbound,
+                    earlier: i,
+                    later: j,
+                    message: format!(
+                        "rule {l:?} ({}) is partly shadowed: the earlier rule {e:?} ({}) also matches {} and {} it first, so {l:?} never {} it; {}",
+                        policy.location(later.name.span),
+                        policy.location(earlier.name.span),
+                        Origin::Example(ex).describe(),
+                        inbound_word(earlier.action),
+                        inbound_word(later.action),
+                        fix(e, earlier_builtin, l)
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// The call a sample of `rule` answers: its method and tool when they name one, else a
+/// `tools/call` of no particular tool.
+fn sample_call(rule: &crate::config::policy::OutboundRule) -> (String, Option<String>) {
+    let plain = |g: &str| !g.contains(['*', '?', '[', '{', '!']);
+    let method = match rule.method.as_ref().map(|m| m.value.as_str()) {
+        Some(m) if plain(m) => m.to_string(),
+        Some(m) if m.starts_with('{') && m.ends_with('}') => m[1..m.len() - 1]
+            .split(',')
+            .next()
+            .filter(|first| plain(first))
+            .unwrap_or("tools/call")
+            .to_string(),
+        _ => "tools/call".to_string(),
+    };
+    let tool = rule
+        .tool
+        .as_ref()
+        .map(|t| t.value.as_str())
+        .filter(|t| plain(t))
+        .map(str::to_string);
+    (method, tool)
+}
+
+fn outbound_overlaps(policy: &Policy, env: &PathEnv, out: &mut Vec<Overlap>) {
+    let rules = &policy.outbound_rules;
+    let mut alone: Vec<Option<Option<Rc<Program>>>> = vec![None; rules.len()];
+    let mut program_of = |i: usize| -> Option<Rc<Program>> {
+        alone[i]
+            .get_or_insert_with(|| {
+                let mut p = policy.clone();
+                let mut rule = rules[i].clone();
+                rule.action = RuleAction::Deny;
+                rule.additive = false;
+                p.outbound_rules = vec![rule];
+                p.rules.clear();
+                p.settings = Settings::default();
+                Program::compile_with(&p, env).ok().map(Rc::new)
+            })
+            .clone()
+    };
+    for (j, later) in rules.iter().enumerate() {
+        // An untrusted file's rules run after whatever decided: nothing shadows them.
+        if later.additive {
+            continue;
+        }
+        let later_builtin = is_builtin(policy, later.span);
+        if later_builtin && rules[..j].iter().all(|r| is_builtin(policy, r.span)) {
+            continue;
+        }
+        let (method, tool) = sample_call(later);
+        // The later rule's own messages: examples, then made-up texts holding each of its
+        // literals and each of its patterns.
+        let mut samples: Vec<(String, Option<String>, String, Origin<'_>)> = Vec::new();
+        for ex in &later.examples.should_match {
+            if let Some((line, t, server)) = response_line(ex) {
+                samples.push((
+                    line,
+                    t.or_else(|| tool.clone()),
+                    server,
+                    Origin::Example(ex),
+                ));
+            }
+        }
+        let line_of = |text: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": format!("sample: {text} (end)")}]}})
+                .to_string()
+        };
+        for lit in &later.response_contains {
+            samples.push((
+                line_of(&lit.value),
+                tool.clone(),
+                "example-server".into(),
+                Origin::Literal(&lit.value),
+            ));
+        }
+        for (k, re) in later.response_contains_regex.iter().enumerate() {
+            let Ok(hir) = crate::regex_dialect::parse(&re.value) else {
+                continue;
+            };
+            for text in super::samples::samples(&hir, SAMPLES_PER_REGEX, 0x5A3D + k as u64) {
+                samples.push((
+                    line_of(&text),
+                    tool.clone(),
+                    "example-server".into(),
+                    Origin::Pattern(&re.value),
+                ));
+            }
+        }
+        if samples.is_empty() {
+            continue;
+        }
+        // Only samples the later rule really matches count.
+        let Some(own) = program_of(j) else {
+            continue;
+        };
+        let judge = |program: &Program, (line, tool, server): (&str, Option<&str>, &str)| {
+            let mut parsed = Parsed::new();
+            if parsed.parse(line.as_bytes(), &Limits::default()).is_err() {
+                return false;
+            }
+            let frame = Frame::new(line.as_bytes(), &parsed);
+            let Some(message) = frame.messages().first() else {
+                return false;
+            };
+            let call = CallInfo {
+                method: Some(&method),
+                tool,
+                server,
+            };
+            let mut scratch = program.scratch();
+            matches!(
+                program.scan_response(&frame, message, &call, &mut scratch),
+                Outcome::Block { rule } if rule == RuleId(0)
+            )
+        };
+        let mine: Vec<&(String, Option<String>, String, Origin<'_>)> = samples
+            .iter()
+            .filter(|(line, t, server, _)| judge(&own, (line, t.as_deref(), server)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        for (i, earlier) in rules[..j].iter().enumerate() {
+            let earlier_builtin = is_builtin(policy, earlier.span);
+            let same = earlier.action == later.action && later.action != RuleAction::Redact;
+            if (earlier_builtin && later_builtin) || same || earlier.action == RuleAction::LogOnly {
+                continue;
+            }
+            let Some(program) = program_of(i) else {
+                continue;
+            };
+            let hit = mine
+                .iter()
+                .find(|(line, t, server, _)| judge(&program, (line, t.as_deref(), server)));
+            if let Some((_, _, _, origin)) = hit {
+                let (e, l) = (&earlier.name.value, &later.name.value);
+                out.push(Overlap {
+                    side: Side::Outbound,
+                    earlier: i,
+                    later: j,
+                    message: format!(
+                        "rule {l:?} ({}) is partly shadowed: the earlier rule {e:?} ({}) also matches {} and {} it first, so {l:?} never {} it; {}",
+                        policy.location(later.name.span),
+                        policy.location(earlier.name.span),
+                        origin.describe(),
+                        outbound_word(earlier.action),
+                        outbound_word(later.action),
+                        fix(e, earlier_builtin, l)
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Every warning about rule order this module finds, as lines: user allow rules over
+/// built-in denies ([`shadowed_builtin_denies`]) and partial overlaps ([`overlaps`]).
+pub fn order_warnings(policy: &Policy, env: &PathEnv) -> Vec<String> {
+    let mut out: Vec<String> = shadowed_builtin_denies(policy, env)
+        .iter()
+        .map(Shadow::message)
+        .collect();
+    out.extend(
+        overlaps(policy, env)
+            .iter()
+            .map(|o| o.message().to_string()),
+    );
+    out
 }

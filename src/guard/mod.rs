@@ -2,10 +2,12 @@
 //! rug pulls), poisoned-description scanning and a per-session circuit breaker.
 //!
 //! The proxy owns one [`Guard`] per session (shared by both pumps as `Arc<Guard>`):
-//! - every server message that answers `initialize`, `tools/list`, `prompts/list` or
-//!   `resources/templates/list` goes through [`Guard::on_server_message`], which may
-//!   return rewritten bytes (withheld entries removed) and audit events;
-//! - every `tools/call` and `prompts/get` goes through [`Guard::check_request`] before
+//! - every server message that answers `initialize`, `tools/list`, `prompts/list`,
+//!   `resources/list` or `resources/templates/list` goes through
+//!   [`Guard::on_server_message`], which may return rewritten bytes (withheld entries
+//!   removed) and audit events;
+//! - every `tools/call`, `prompts/get` and `resources/read` goes through
+//!   [`Guard::check_request`] before
 //!   the policy forwards it, so withheld tools stay unreachable and a suspended session
 //!   stays suspended;
 //! - every denial or blocked response is reported with [`Guard::record_violation`].
@@ -412,8 +414,9 @@ impl Guard {
         inspection
     }
 
-    /// Judge a request before it is forwarded: `tools/call` of `name` (the tool) or
-    /// `prompts/get` of `name` (the prompt). `None` lets the policy decide.
+    /// Judge a request before it is forwarded: `tools/call` of `name` (the tool),
+    /// `prompts/get` of `name` (the prompt) or `resources/read` of `name` (the URI).
+    /// `None` lets the policy decide.
     pub fn check_request(&self, method: &str, name: Option<&str>) -> Option<Denial> {
         let is_call = method == "tools/call";
         if is_call && self.suspended.load(Ordering::Acquire) {
@@ -425,6 +428,7 @@ impl Guard {
         let key = match (method, name) {
             ("tools/call", Some(tool)) => EntryKey::tool(tool),
             ("prompts/get", Some(prompt)) => EntryKey::prompt(prompt),
+            ("resources/read", Some(uri)) => EntryKey::resource(uri),
             _ => return None,
         };
         let state = self.lock();
@@ -588,6 +592,7 @@ impl Guard {
         let entry_kind = match kind {
             ListKind::Tools => EntryKind::Tool,
             ListKind::Prompts => EntryKind::Prompt,
+            ListKind::Resources => EntryKind::Resource,
             ListKind::ResourceTemplates => EntryKind::ResourceTemplate,
         };
         let pinned_before = state.pins.pinned.len();
@@ -859,11 +864,13 @@ impl Guard {
     }
 }
 
-/// The pin key of a listed entry: a tool's or prompt's `name`, a template's `uriTemplate`.
+/// The pin key of a listed entry: a tool's or prompt's `name`, a resource's `uri`, a
+/// template's `uriTemplate`.
 fn entry_key(kind: ListKind, item: &Value) -> Option<EntryKey> {
     match kind {
         ListKind::Tools => item.get("name")?.as_str().map(EntryKey::tool),
         ListKind::Prompts => item.get("name")?.as_str().map(EntryKey::prompt),
+        ListKind::Resources => item.get("uri")?.as_str().map(EntryKey::resource),
         ListKind::ResourceTemplates => item
             .get("uriTemplate")?
             .as_str()

@@ -74,11 +74,12 @@ impl ServerIdentity {
 pub enum EntryKind {
     Tool,
     Prompt,
+    Resource,
     ResourceTemplate,
     Instructions,
 }
 
-/// The key of one pinned definition: the tool name as is, `prompt:NAME`,
+/// The key of one pinned definition: the tool name as is, `prompt:NAME`, `resource:URI`,
 /// `resource-template:URI-TEMPLATE`, or `@instructions`. Tool names cannot contain
 /// `:` or `@` (MCP restricts them to letters, digits, `_-./`), so keys never collide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,6 +94,10 @@ impl EntryKey {
 
     pub fn prompt(name: &str) -> EntryKey {
         EntryKey(format!("prompt:{name}"))
+    }
+
+    pub fn resource(uri: &str) -> EntryKey {
+        EntryKey(format!("resource:{uri}"))
     }
 
     pub fn resource_template(uri_template: &str) -> EntryKey {
@@ -113,6 +118,8 @@ impl EntryKey {
             EntryKind::Instructions
         } else if self.0.starts_with("prompt:") {
             EntryKind::Prompt
+        } else if self.0.starts_with("resource:") {
+            EntryKind::Resource
         } else if self.0.starts_with("resource-template:") {
             EntryKind::ResourceTemplate
         } else {

@@ -36,6 +36,7 @@ pub enum FilterError {
 pub enum ListKind {
     Tools,
     Prompts,
+    Resources,
     ResourceTemplates,
 }
 
@@ -45,6 +46,7 @@ impl ListKind {
         match method {
             "tools/list" => Some(ListKind::Tools),
             "prompts/list" => Some(ListKind::Prompts),
+            "resources/list" => Some(ListKind::Resources),
             "resources/templates/list" => Some(ListKind::ResourceTemplates),
             _ => None,
         }
@@ -55,6 +57,7 @@ impl ListKind {
         match self {
             ListKind::Tools => "tools",
             ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
             ListKind::ResourceTemplates => "resourceTemplates",
         }
     }

@@ -400,6 +400,10 @@ pub struct Scratch {
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
     literal_hits: Vec<Hit>,
+    /// The content texts of a message and their joined forms (see [`Texts::content`]).
+    content_ids: Vec<(u32, usize)>,
+    content_starts: Vec<usize>,
+    joined: String,
     logged: Vec<RuleId>,
     redactions: Vec<Redaction>,
     command: engine::command::CommandScratch,
@@ -429,6 +433,10 @@ pub const JUDGED_METHODS: [&str; 4] = [
 trait Texts {
     fn for_each(&self, f: &mut dyn FnMut(u32, &str));
     fn raw_range(&self, text: u32, decoded: Range<usize>) -> Range<usize>;
+    /// The ids of the message's content texts (the `text` values of its content items,
+    /// in order), with each one's text: what the model reads as one passage even when a
+    /// server cuts it into several items.
+    fn content(&self, _f: &mut dyn FnMut(u32, &str)) {}
 }
 
 struct FrameTexts<'f, 'a> {
@@ -459,6 +467,20 @@ impl Texts for FrameTexts<'_, '_> {
         let raw = crate::frame::redact::raw_range_from(self.frame, tok, decoded, &mut cursor);
         self.cursor.set((text, cursor));
         raw
+    }
+
+    fn content(&self, f: &mut dyn FnMut(u32, &str)) {
+        let tokens = self.frame.tokens();
+        let range = self.msg.tokens.clone();
+        for i in range.clone().skip(1) {
+            let (key, tok) = (&tokens[i - 1], &tokens[i]);
+            if tok.kind == TokenKind::String
+                && key.kind == TokenKind::Key
+                && self.frame.text(key.text) == "text"
+            {
+                f(i as u32, self.frame.text(tok.text));
+            }
+        }
     }
 }
 
@@ -538,6 +560,9 @@ impl Program {
             path_pool: Vec::new(),
             secret_hits: Vec::new(),
             literal_hits: Vec::new(),
+            content_ids: Vec::new(),
+            content_starts: Vec::new(),
+            joined: String::new(),
             logged: Vec::new(),
             redactions: Vec::new(),
             command: Default::default(),
@@ -985,6 +1010,10 @@ impl Program {
             });
         }
 
+        if needs & (LITERAL | REGEX) != 0 {
+            self.scan_joined_content(needs, texts, s);
+        }
+
         // The first trusted rule that decides ends the trusted rules; additive rules (an
         // untrusted file's, all after the trusted ones) still run and can only tighten:
         // a deny refuses whatever was decided, a redaction adds its spans.
@@ -1019,6 +1048,95 @@ impl Program {
                 redactions: &s.redactions,
             },
             _ => Outcome::Pass,
+        }
+    }
+
+    /// Literals and patterns over the content texts of one message joined, so a phrase
+    /// cut across two content items (`"Ignore previous"`, `"instructions and …"`) is read
+    /// as the model reads it. Joined twice, with nothing and with a space between items
+    /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a match that spans items counts
+    /// here (the rest was found per text); it marks every item it touches, whole, for a
+    /// redaction. A message with fewer than two content texts costs nothing.
+    fn scan_joined_content(&self, needs: engine::Needs, texts: &dyn Texts, s: &mut Scratch) {
+        use engine::{LITERAL, REGEX};
+        let out = &self.outbound;
+        s.content_ids.clear();
+        let mut total = 0;
+        texts.content(&mut |id, text| {
+            s.content_ids.push((id, text.len()));
+            total += text.len() + 1;
+        });
+        if s.content_ids.len() < 2 {
+            return;
+        }
+        for sep in ["", " "] {
+            s.joined.clear();
+            s.joined.reserve(total);
+            let starts = &mut s.content_starts;
+            starts.clear();
+            let mut spaced = false;
+            texts.content(&mut |_, text| {
+                // A space only where the items do not already meet at whitespace.
+                let bare = !s.joined.is_empty()
+                    && !s.joined.ends_with(|c: char| c.is_whitespace())
+                    && !text.starts_with(|c: char| c.is_whitespace());
+                if bare && !sep.is_empty() {
+                    s.joined.push_str(sep);
+                    spaced = true;
+                }
+                starts.push(s.joined.len());
+                s.joined.push_str(text);
+            });
+            if !sep.is_empty() && !spaced {
+                // The same text as the first pass.
+                continue;
+            }
+            let (ids, starts) = (&s.content_ids, &s.content_starts);
+            // The items a joined range touches, when it touches more than one.
+            let spanned = |start: usize, end: usize| -> Option<Range<usize>> {
+                let first = starts.partition_point(|&b| b <= start).saturating_sub(1);
+                let last = starts.partition_point(|&b| b < end).saturating_sub(1);
+                (last > first).then_some(first..last + 1)
+            };
+            let st = &mut s.state;
+            let joined = s.joined.as_str();
+            if needs & LITERAL != 0
+                && let Some(lit) = &out.literal
+            {
+                let hits = &mut s.literal_hits;
+                lit.for_each_match_with(joined, None, |pattern, start, end| {
+                    // A match over the whole text is a disguised one whose span is not
+                    // known: it counts when no single item holds it (checked per text).
+                    let items = if start == 0 && end == joined.len() {
+                        Some(0..ids.len())
+                    } else {
+                        spanned(start, end)
+                    };
+                    let Some(items) = items else { return };
+                    for &p in lit.map.get(pattern) {
+                        st.set(p);
+                    }
+                    for &(id, len) in &ids[items] {
+                        hits.push(Hit {
+                            text: id,
+                            start: 0,
+                            end: len as u32,
+                            what: pattern as u32,
+                        });
+                    }
+                });
+            }
+            if needs & REGEX != 0
+                && let Some(re) = &out.regex
+            {
+                let form = normalize_keeping_case(joined);
+                let mut set = |preds: &[u32]| {
+                    for &p in preds {
+                        st.set(p);
+                    }
+                };
+                re.for_each_match(&mut s.out_regex, &form, &mut set);
+            }
         }
     }
 

@@ -137,17 +137,348 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r"PuTTY-User-Key-File-[23]: [\s\S]*?Private-MAC: [0-9a-fA-F]{20,}",
         None,
     ),
+    // A key's body with neither header nor footer, found by its structure: the start of
+    // its DER (or OpenSSH) encoding is fixed bytes, so its base64 is a fixed prefix.
+    // OpenSSH (`openssh-key-v1\0`, RSA and ed25519 alike); PKCS#1 RSA (`SEQUENCE`,
+    // version 0, `INTEGER` modulus: `IBAAKC` after six characters); PKCS#8 RSA
+    // (`rsaEncryption` OID); PKCS#8 EC (`ecPublicKey` OID after eleven characters); SEC1
+    // EC (P-256 and P-384 `ECPrivateKey`); PKCS#8 ed25519. The body runs over base64 lines
+    // (real or escaped line breaks) to its padding.
+    row_at(
+        "private-key-body",
+        &[
+            "b3BlbnNzaC1rZXktdjE",
+            "MHcCAQEEI",
+            "MIGkAgEBBD",
+            "MC4CAQAwBQYDK2VwBCIEI",
+            "IBAAKC",
+            "IBADANBgkqhkiG9w0",
+            "GByqGSM49AgE",
+        ],
+        (0, 11),
+        r"(?:b3BlbnNzaC1rZXktdjE|MHcCAQEEI|MIGkAgEBBD|MC4CAQAwBQYDK2VwBCIEI|MII[A-Za-z0-9+/]{3}IBAAKC|MII[A-Za-z0-9+/]{3}IBADANBgkqhkiG9w0|MIG[A-Za-z0-9+/]AgEAMB[A-Za-z0-9+/]GByqGSM49AgE)[A-Za-z0-9+/]{24,}(?:(?:\r?\n|\\n)[A-Za-z0-9+/]{4,})*={0,2}",
+        RANDOM,
+    ),
     row(
         "age-secret-key",
         &["AGE-SECRET-KEY-1"],
         r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
         None,
     ),
+    // ---- Provider tokens with a published prefix (CI, registries, databases, clouds,
+    // AI and payment APIs); listed before the older rows so a longer prefix names its
+    // finding (`sk-or-v1-` before a generic `sk-`).
+    row(
+        "gitlab-ci-build-token",
+        &["glcbt-"],
+        r"\bglcbt-[A-Za-z0-9_-]{20,}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-agent-token",
+        &["glagent-"],
+        r"\bglagent-[A-Za-z0-9_-]{50}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-oauth-app-secret",
+        &["gloas-"],
+        r"\bgloas-[a-f0-9]{64}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-feature-flag-token",
+        &["glffct-"],
+        r"\bglffct-[A-Za-z0-9_-]{20}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-scim-token",
+        &["glsoat-"],
+        r"\bglsoat-[A-Za-z0-9_-]{20}",
+        RANDOM,
+    ),
+    row(
+        "gitlab-incoming-mail-token",
+        &["glimt-"],
+        r"\bglimt-[A-Za-z0-9_-]{25}",
+        RANDOM,
+    ),
+    row(
+        "databricks-token",
+        &["dapi"],
+        r"\bdapi[a-f0-9]{32}(?:-[0-9])?",
+        RANDOM,
+    ),
+    row(
+        "grafana-cloud-token",
+        &["glc_"],
+        r"\bglc_[A-Za-z0-9+/]{32,400}={0,2}",
+        RANDOM,
+    ),
+    row(
+        "grafana-service-account-token",
+        &["glsa_"],
+        r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+        RANDOM,
+    ),
+    row(
+        "planetscale-token",
+        &["pscale_tkn_"],
+        r"\bpscale_tkn_[A-Za-z0-9_.-]{43}",
+        RANDOM,
+    ),
+    row(
+        "planetscale-password",
+        &["pscale_pw_"],
+        r"\bpscale_pw_[A-Za-z0-9_.-]{43}",
+        RANDOM,
+    ),
+    row(
+        "planetscale-oauth-token",
+        &["pscale_oauth_"],
+        r"\bpscale_oauth_[A-Za-z0-9_.-]{32,64}",
+        RANDOM,
+    ),
+    row(
+        "supabase-access-token",
+        &["sbp_"],
+        r"\bsbp_[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row(
+        "supabase-secret-key",
+        &["sb_secret_"],
+        r"\bsb_secret_[A-Za-z0-9_-]{31,}",
+        RANDOM,
+    ),
+    row("flyio-token", &["fo1_"], r"\bfo1_[A-Za-z0-9_-]{43}", RANDOM),
+    row(
+        "pulumi-access-token",
+        &["pul-"],
+        r"\bpul-[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row(
+        "mapbox-secret-token",
+        &["sk.eyJ"],
+        r"\bsk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}",
+        RANDOM,
+    ),
+    row("figma-pat", &["figd_"], r"\bfigd_[A-Za-z0-9_-]{40}", RANDOM),
+    row(
+        "frameio-token",
+        &["fio-u-"],
+        r"\bfio-u-[A-Za-z0-9_=-]{64}",
+        RANDOM,
+    ),
+    row(
+        "dynatrace-token",
+        &["dt0c01."],
+        r"\bdt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}",
+        RANDOM,
+    ),
+    row(
+        "contentful-pat",
+        &["CFPAT-"],
+        r"\bCFPAT-[A-Za-z0-9_-]{43}",
+        RANDOM,
+    ),
+    row(
+        "typeform-token",
+        &["tfp_"],
+        r"\btfp_[A-Za-z0-9_.=-]{59}",
+        RANDOM,
+    ),
+    row(
+        "brevo-api-key",
+        &["xkeysib-"],
+        r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",
+        RANDOM,
+    ),
+    row(
+        "adafruit-io-key",
+        &["aio_"],
+        r"\baio_[A-Za-z0-9]{28}",
+        RANDOM,
+    ),
+    row(
+        "prefect-api-key",
+        &["pnu_"],
+        r"\bpnu_[A-Za-z0-9]{36}",
+        RANDOM,
+    ),
+    row("readme-api-key", &["rdme_"], r"\brdme_[a-z0-9]{70}", RANDOM),
+    row(
+        "scalingo-token",
+        &["tk-us-"],
+        r"\btk-us-[A-Za-z0-9_-]{48}",
+        RANDOM,
+    ),
+    row(
+        "sourcegraph-token",
+        &["sgp_"],
+        r"\bsgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row(
+        "tailscale-key",
+        &["tskey-"],
+        r"\btskey-(?:api|auth|client|webhook|scim)-[A-Za-z0-9]{10,}-[A-Za-z0-9]{20,}",
+        RANDOM,
+    ),
+    row(
+        "infracost-api-key",
+        &["ico-"],
+        r"\bico-[A-Za-z0-9]{32}",
+        RANDOM,
+    ),
+    row(
+        "clojars-token",
+        &["CLOJARS_"],
+        r"\bCLOJARS_[a-f0-9]{60}",
+        RANDOM,
+    ),
+    row(
+        "alibaba-access-key-id",
+        &["LTAI"],
+        r"\bLTAI[A-Za-z0-9]{20}",
+        RANDOM,
+    ),
+    row(
+        "tencent-secret-id",
+        &["AKID"],
+        r"\bAKID[A-Za-z0-9]{32}",
+        RANDOM,
+    ),
+    row(
+        "openrouter-api-key",
+        &["sk-or-v1-"],
+        r"\bsk-or-v1-[a-f0-9]{64}",
+        RANDOM,
+    ),
+    row(
+        "langsmith-api-key",
+        &["lsv2_"],
+        r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}",
+        RANDOM,
+    ),
+    row(
+        "pinecone-api-key",
+        &["pcsk_"],
+        r"\bpcsk_[A-Za-z0-9]{5,6}_[A-Za-z0-9]{60,70}",
+        RANDOM,
+    ),
+    row(
+        "circleci-pat",
+        &["CCIPAT_"],
+        r"\bCCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row(
+        "buildkite-token",
+        &["bkua_"],
+        r"\bbkua_[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row("jfrog-api-key", &["AKCp"], r"\bAKCp[A-Za-z0-9]{69}", RANDOM),
+    row("crates-io-token", &["cio"], r"\bcio[A-Za-z0-9]{32}", RANDOM),
+    row(
+        "honeycomb-ingest-key",
+        &["hcaik_"],
+        r"\bhcaik_[A-Za-z0-9]{58}",
+        RANDOM,
+    ),
+    row(
+        "posthog-personal-api-key",
+        &["phx_"],
+        r"\bphx_[A-Za-z0-9]{43}",
+        RANDOM,
+    ),
+    row(
+        "render-api-key",
+        &["rnd_"],
+        r"\brnd_[A-Za-z0-9]{32}",
+        RANDOM,
+    ),
+    row(
+        "deno-deploy-token",
+        &["ddp_"],
+        r"\bddp_[A-Za-z0-9]{36}",
+        RANDOM,
+    ),
+    row(
+        "neon-api-key",
+        &["napi_"],
+        r"\bnapi_[A-Za-z0-9]{64}",
+        RANDOM,
+    ),
+    row(
+        "shippo-api-token",
+        &["shippo_"],
+        r"\bshippo_(?:live|test)_[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row(
+        "easypost-api-key",
+        &["EZAK", "EZTK"],
+        r"\bEZ[AT]K[A-Za-z0-9]{54}",
+        RANDOM,
+    ),
+    row(
+        "flutterwave-secret-key",
+        &["FLWSECK"],
+        r"\bFLWSECK(?:_TEST)?-[a-f0-9]{32}-X",
+        RANDOM,
+    ),
+    row(
+        "razorpay-key",
+        &["rzp_"],
+        r"\brzp_(?:live|test)_[A-Za-z0-9]{14}",
+        RANDOM,
+    ),
+    row(
+        "duffel-api-token",
+        &["duffel_"],
+        r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}",
+        RANDOM,
+    ),
+    row(
+        "sonarqube-token",
+        &["squ_", "sqp_", "sqa_"],
+        r"\bsq[upa]_[a-f0-9]{40}",
+        RANDOM,
+    ),
+    row_at(
+        "firebase-fcm-server-key",
+        &["APA91b"],
+        (12, 12),
+        r"\bAAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{134}",
+        RANDOM,
+    ),
+    row(
+        "intercom-access-token",
+        &["dG9rOi"],
+        r"\bdG9rOi[A-Za-z0-9+/]{50,}={0,2}",
+        RANDOM,
+    ),
     // ---- AWS -------------------------------------------------------------------------
+    // A secret access key with no label, right after its key id (`AKIA…,wJalr…` in a
+    // credentials CSV, `AKIA… wJalr…`, `id: AKIA…\nsecret…` on the next line): 40
+    // characters of base64 are a secret next to a key id. Listed before the key id's row
+    // so that the key id's finding does not hide the hit.
+    row(
+        "aws-secret-access-key-unlabelled",
+        &["AKIA", "ASIA"],
+        r#"\b(?:AKIA|ASIA)[A-Z0-9]{16}["']?(?:[ \t]*[,:;|=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        RANDOM,
+    ),
     row(
         "aws-access-key-id",
         &["AKIA", "ASIA", "ABIA", "ACCA"],
-        r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        // Also written in groups of four (`AKIA-ABCD-EFGH-…`, with `-`, `_`, `.` or a
+        // space), as a key id is read out or pasted from a form.
+        r"\b(?:AKIA|ASIA|ABIA|ACCA)(?:[A-Z0-9]{16}|(?:[-_. ][A-Z0-9]{4}){4})\b",
         RANDOM,
     ),
     row_at(
@@ -767,14 +1098,25 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r"(?i-u:bearer)(?-u:\s)+(?P<secret>[A-Za-z0-9_.~+/-]{16,}={0,2})",
         GENERIC,
     ),
+    // A password given after a command-line flag (`--password …`, `--db-password …`,
+    // `-password …`; `--password-stdin` names no value). A row of its own, keyed on the
+    // dash, so a text of repeated `password=` labels pays nothing for it.
+    row(
+        "password-flag",
+        &["-password", "-Password", "-PASSWORD", "-passwd", "-PASSWD"],
+        r#"-(?i-u:passwd|password)(?-u:[ \t])+["'`]?(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%-][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#,
+        Some(3.0),
+    ),
+    // Two label shapes: an assignment (`password = …`, `"password": "…"`) and an XML
+    // element's text (`<password>…</password>`).
     row_at(
         "generic-password",
         PASSWORD_KW,
         (1, 1),
         concat!(
-            r"(?i-u:passwd|password)",
+            r"(?i-u:passwd|password)(?:",
             generic_assign!(),
-            r#"(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;]|$)"#
+            r#"|>)(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#
         ),
         Some(3.0),
     ),
@@ -799,6 +1141,70 @@ pub(super) const BUILTINS: &[Builtin] = &[
             r"(?P<secret>[A-Za-z0-9_+/=.~-]{16,})(?:[^A-Za-z0-9_+/=.~-]|$)"
         ),
         GENERIC,
+    ),
+    // A quoted value of a key name (`signing_key = "…"`, `ENCRYPTION_KEY: '…'`) that
+    // holds punctuation: the shape of generated keys (Django's `SECRET_KEY`, Rails'
+    // `secret_key_base` salts, HMAC keys), which the alphanumeric generic rows leave out.
+    // The value must hold one of `!#$%^*()+{}[]|;<>,~@`, which paths, URLs, UUIDs, hex
+    // ids and `cache_key = "user:42"` do not, and be random (entropy 4.0 needs 17
+    // distinct bytes). Not a `generic-` row: the required character makes its value a DFA
+    // walk, not a run. The names are listed (`secret_key`, `signing_key`, `hmac_key`, …)
+    // rather than any `_key`: a `_key` keyword made every `api_key:` of a repeated-label
+    // text a second hit, and that text ran at a quarter of its speed.
+    row_at(
+        "punctuated-secret-key",
+        &[
+            "ecret_key",
+            "ECRET_KEY",
+            "ecret-key",
+            "ECRET-KEY",
+            "igning_key",
+            "IGNING_KEY",
+            "igning-key",
+            "IGNING-KEY",
+            "ncryption_key",
+            "NCRYPTION_KEY",
+            "ncryption-key",
+            "NCRYPTION-KEY",
+            "aster_key",
+            "ASTER_KEY",
+            "aster-key",
+            "ASTER-KEY",
+            "mac_key",
+            "MAC_KEY",
+            "mac-key",
+            "MAC-KEY",
+            "ookie_key",
+            "OOKIE_KEY",
+            "ookie-key",
+            "OOKIE-KEY",
+            "ession_key",
+            "ESSION_KEY",
+            "ession-key",
+            "ESSION-KEY",
+            "wt_key",
+            "WT_KEY",
+            "wt-key",
+            "WT-KEY",
+            "pp_key",
+            "PP_KEY",
+            "pp-key",
+            "PP-KEY",
+            "rypt_key",
+            "RYPT_KEY",
+            "rypt-key",
+            "RYPT-KEY",
+            "ipher_key",
+            "IPHER_KEY",
+            "ipher-key",
+            "IPHER-KEY",
+        ],
+        (1, 1),
+        concat!(
+            r#"(?i-u:secret|signing|encryption|master|hmac|cookie|session|jwt|app|crypt|cipher)[_-](?i-u:key)["'`]?(?-u:\s){0,4}(?::=|=>|:|=)(?-u:\s){0,4}["'`]"#,
+            r#"(?P<secret>[!-~&&[^"'`\\]]{0,127}[!#$%^*()+{}\[\]|;<>,~@][!-~&&[^"'`\\]]{0,127})["'`]"#
+        ),
+        Some(4.0),
     ),
     row_at(
         "generic-token",

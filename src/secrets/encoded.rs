@@ -52,9 +52,18 @@ fn is_base64(b: u8) -> bool {
     DECODE[usize::from(b)] != NOT_BASE64
 }
 
-/// Calls `f(run)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
+/// How a run found by [`for_each_run`] is worth reading.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RunKind {
+    /// Enough capital letters to be base64 of something.
+    pub base64: bool,
+    /// Hex digits only.
+    pub hex: bool,
+}
+
+/// Calls `f(run, kind)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
 /// order; a run includes its `=` padding and the line breaks of wrapped base64.
-pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
+pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)) {
     let mut probe = MIN_RUN - 1;
     let mut done = 0;
     while probe < text.len() {
@@ -78,13 +87,17 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
             probe = end + MIN_RUN - 1;
             continue;
         }
-        let (end, chars, upper) = run_end(text, start);
+        let (end, chars, upper, hex) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
         // of nearly every group of four is), of random bytes two fifths: a run with
         // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
-        // not worth decoding.
-        if chars >= MIN_RUN && upper * 8 >= chars {
-            f(start..end);
+        // not worth decoding. A run of hex digits only is kept: it may be hex of a token.
+        let kind = RunKind {
+            base64: upper * 8 >= chars,
+            hex: hex == chars,
+        };
+        if chars >= MIN_RUN && (kind.base64 || kind.hex) {
+            f(start..end, kind);
         }
         // The next run starts at `end` at the earliest (after padding, a base64
         // character may follow), so its last byte at the minimum length is probed.
@@ -94,16 +107,18 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>)) {
 }
 
 /// The end of the run starting at `start` (after its padding), how many base64
-/// characters it holds, and how many of those are capital letters.
-fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
+/// characters it holds, how many of those are capital letters and how many hex digits.
+fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize) {
     let mut at = start;
     let mut chars = 0;
     let mut upper = 0;
+    let mut hex = 0;
     let mut line = 0;
     loop {
         let segment = at;
         while at < text.len() && is_base64(text[at]) {
             upper += usize::from(text[at].is_ascii_uppercase());
+            hex += usize::from(text[at].is_ascii_hexdigit());
             at += 1;
         }
         line += at - segment;
@@ -123,7 +138,7 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize, usize) {
             && text[next] == b'\n'
             && text.get(next + 1).is_some_and(|&b| is_base64(b));
         if !wrapped {
-            return (end, chars, upper);
+            return (end, chars, upper, hex);
         }
         at = next + 1;
         line = 0;
@@ -178,6 +193,52 @@ pub(super) fn decode_into(text: &[u8], run: Range<usize>, out: &mut String) {
     }
     // Every byte is ASCII.
     *out = String::from_utf8(bytes).unwrap_or_default();
+}
+
+/// Decodes `text[run]` as hex into `out` (cleared first) when the run is hex digits only
+/// (line breaks aside), an even number of them: a provider token written as hex (`ghp_…`
+/// is `6768705f…`). Bytes outside ASCII become spaces, as for base64. `false`, and `out`
+/// left empty, for any other run.
+pub(super) fn decode_hex_into(text: &[u8], run: Range<usize>, out: &mut String) -> bool {
+    out.clear();
+    let src = &text[run];
+    // Hex of a token is hex of printable ASCII and line breaks: every byte's high digit is
+    // 0 or 2 to 7. A hash or an id (a git SHA) fails this within its first bytes, and is
+    // not decoded.
+    let printable = src
+        .iter()
+        .filter(|b| !matches!(b, b'\n' | b'\r'))
+        .step_by(2)
+        .take(8)
+        .all(|b| *b == b'0' || (b'2'..=b'7').contains(b));
+    if !printable {
+        return false;
+    }
+    let digits = src.iter().filter(|b| !matches!(b, b'\n' | b'\r')).count();
+    if digits % 2 != 0
+        || !src
+            .iter()
+            .all(|b| b.is_ascii_hexdigit() || matches!(b, b'\n' | b'\r'))
+    {
+        return false;
+    }
+    let mut bytes = std::mem::take(out).into_bytes();
+    let mut high: Option<u8> = None;
+    for &b in src {
+        let Some(v) = (b as char).to_digit(16) else {
+            continue;
+        };
+        match high.take() {
+            None => high = Some(v as u8),
+            Some(h) => {
+                let byte = (h << 4) | v as u8;
+                bytes.push(if byte.is_ascii() { byte } else { b' ' });
+            }
+        }
+    }
+    // Every byte is ASCII.
+    *out = String::from_utf8(bytes).unwrap_or_default();
+    true
 }
 
 /// The range of a private key's body whose `-----END … PRIVATE KEY-----` line starts at
@@ -237,7 +298,7 @@ mod tests {
 
     fn runs(text: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        for_each_run(text.as_bytes(), |r| out.push(&text[r]));
+        for_each_run(text.as_bytes(), |r, _| out.push(&text[r]));
         out
     }
 

@@ -87,6 +87,29 @@ use prefilter::{Candidate, Keywords};
 /// Searches of one detector that read the rest of the text for nothing before one
 /// unanchored pass tries to refute all its later hits ([`Engine::none_from`]).
 const RUN_BEFORE_PASS: u32 = 16;
+/// Whether `text` holds a character that could disguise a token: an invisible one, a
+/// full-width form, or a Cyrillic or Greek letter touching an ASCII letter, digit, `_` or
+/// `-` (a look-alike inside a Latin token; prose in those scripts does not qualify).
+fn may_be_disguised(text: &str) -> bool {
+    let tokenish =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let mut prev: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii() {
+            let lookalike = matches!(c, '\u{0370}'..='\u{03FF}' | '\u{0400}'..='\u{04FF}');
+            if crate::text::normalize::is_invisible(c)
+                || matches!(c, '\u{FF01}'..='\u{FF5E}')
+                || (lookalike && (tokenish(prev) || tokenish(chars.peek().copied())))
+            {
+                return true;
+            }
+        }
+        prev = Some(c);
+    }
+    false
+}
+
 /// Largest `keyword_offset` accepted: each offset is one anchored search per hit.
 const MAX_KEYWORD_OFFSET: usize = 64;
 /// A literal prefix shorter than this is not a usable keyword.
@@ -594,7 +617,41 @@ impl Detector {
         let mut acc = Acc::new(out);
         self.find_plain(text, cache, &mut acc);
         self.find_encoded(text, cache, &mut acc);
+        if !text.is_ascii() {
+            self.find_disguised(text, cache, &mut acc);
+        }
         acc.finish();
+    }
+
+    /// Tokens disguised inside one string: an invisible character inside a token
+    /// (`ghp_ab\u{200B}cd…`), full-width letters or Cyrillic and Greek look-alikes mixed
+    /// into one (`ｇｈｐ_…`, `АKIA…`). The text is read as the model reads it (the crate's
+    /// normaliser: invisible characters removed, NFKC, look-alikes folded) and scanned
+    /// again; a secret only that form holds has no span in the text as written, so the
+    /// whole string is the finding. Only for non-ASCII text with such a character inside
+    /// or next to an ASCII word: other text (prose in any script) costs one pass over its
+    /// characters.
+    fn find_disguised(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        if !may_be_disguised(text) {
+            return;
+        }
+        let std::borrow::Cow::Owned(form) = crate::text::normalize::normalize_keeping_case(text)
+        else {
+            return;
+        };
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        inner.clear();
+        let mut inner_acc = Acc::new(&mut inner);
+        self.find_plain(&form, cache, &mut inner_acc);
+        inner_acc.finish();
+        let found_before = acc.count();
+        if inner.len() > found_before {
+            acc.add(Finding {
+                detector: inner[0].detector,
+                range: 0..text.len(),
+            });
+        }
+        cache.decoded_findings = inner;
     }
 
     /// The detectors over `text` as written, and key bodies without their header.
@@ -678,19 +735,29 @@ impl Detector {
         }
     }
 
-    /// Base64 runs, decoded and scanned (one level); a finding marks the whole run.
+    /// Base64 runs, decoded and scanned (one level), hex runs also as hex; a finding
+    /// marks the whole run.
     fn find_encoded(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
         if text.len() < encoded::MIN_RUN {
             return;
         }
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
-        encoded::for_each_run(text.as_bytes(), |run| {
-            encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
+        encoded::for_each_run(text.as_bytes(), |run, kind| {
             inner.clear();
-            let mut inner_acc = Acc::new(&mut inner);
-            self.find_plain(&decoded, cache, &mut inner_acc);
-            inner_acc.finish();
+            // A run of hex digits is read as hex (a token written as hex); one with too few
+            // capital letters for base64 of anything is not decoded as base64.
+            if kind.hex && encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded) {
+                let mut inner_acc = Acc::new(&mut inner);
+                self.find_plain(&decoded, cache, &mut inner_acc);
+                inner_acc.finish();
+            }
+            if inner.is_empty() && kind.base64 {
+                encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
+                let mut inner_acc = Acc::new(&mut inner);
+                self.find_plain(&decoded, cache, &mut inner_acc);
+                inner_acc.finish();
+            }
             if let Some(first) = inner.first() {
                 acc.add(Finding {
                     detector: first.detector,
@@ -912,6 +979,11 @@ impl<'a> Acc<'a> {
 
     fn last(&self) -> Option<&Finding> {
         self.out[self.base..].last()
+    }
+
+    /// Findings added so far.
+    fn count(&self) -> usize {
+        self.out.len() - self.base
     }
 
     fn add(&mut self, finding: Finding) {

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+use super::canonical::Canon;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::{Outbox, Peer, Session, synth};
@@ -120,9 +121,9 @@ pub(super) struct Approvals {
 }
 
 /// The digest an approval is bound to: SHA-256 over the server, the method, the tool
-/// and the canonical JSON of the arguments ([`canonical_json`]), as hex. Arguments that
-/// differ only in key order, escapes or the spelling of a number have the same digest;
-/// one byte of a value more or less does not.
+/// and the canonical JSON of the arguments ([`Canon::to_text`]), as hex. Arguments that
+/// differ only in key order, escapes or the spelling of one exact number have the same
+/// digest; one byte or one unit in the last digit of a value more or less does not.
 pub fn request_digest(server: &str, method: &str, tool: Option<&str>, arguments: &str) -> String {
     let mut h = Sha256::new();
     for part in [server, method, tool.unwrap_or(""), arguments] {
@@ -138,62 +139,6 @@ fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
-}
-
-/// One JSON text per value: object keys sorted (by their UTF-16-agnostic byte order),
-/// strings with the fewest escapes serde_json writes, integral numbers as integers
-/// (`1.0`, `1e0` and `1` are one number), no whitespace.
-pub fn canonical_json(v: &serde_json::Value) -> String {
-    let mut out = String::new();
-    write_canonical(v, &mut out);
-    out
-}
-
-fn write_canonical(v: &serde_json::Value, out: &mut String) {
-    use serde_json::Value;
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else if let Some(f) = n.as_f64() {
-                // Integral and exact in an i64: written as the integer it is.
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    let _ = write!(out, "{}", f as i64);
-                } else {
-                    out.push_str(&serde_json::to_string(n).unwrap_or_default());
-                }
-            }
-        }
-        Value::String(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&serde_json::to_string(k).unwrap_or_default());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-    }
 }
 
 /// A short code for the approver to type: 6 letters and digits without look-alikes,
@@ -216,15 +161,28 @@ fn short_code(digest: &str, n: u64) -> String {
         .collect()
 }
 
-/// The arguments of a call (`params.arguments` of `tools/call`, else `params`), parsed.
-fn call_arguments(frame: &Frame<'_>, msg: &Message) -> serde_json::Value {
-    let value: serde_json::Value =
-        serde_json::from_slice(&frame.raw[msg.span.clone()]).unwrap_or_default();
-    let params = value.get("params").cloned().unwrap_or_default();
+/// The arguments of a call (`params.arguments` of `tools/call`, else `params`), read
+/// exactly ([`Canon`]); `None` when the message cannot be read that way (nested deeper
+/// than the canonical reader goes), and then the digest covers the raw message.
+fn call_arguments(frame: &Frame<'_>, msg: &Message) -> Option<Canon> {
+    let value = Canon::parse(&frame.raw[msg.span.clone()]).ok()?;
+    let params = value.get("params").cloned().unwrap_or(Canon::Null);
     if frame.method(msg) == Some("tools/call") {
-        params.get("arguments").cloned().unwrap_or_default()
+        Some(params.get("arguments").cloned().unwrap_or(Canon::Null))
     } else {
-        params
+        Some(params)
+    }
+}
+
+/// The text an approval digest covers: the canonical arguments, or (unreadable) the raw
+/// message behind a NUL, which canonical JSON never holds, so the two cannot meet.
+fn digest_text(frame: &Frame<'_>, msg: &Message, args: Option<&Canon>) -> String {
+    match args {
+        Some(a) => a.to_text(),
+        None => format!(
+            "\0{}",
+            String::from_utf8_lossy(&frame.raw[msg.span.clone()])
+        ),
     }
 }
 
@@ -252,7 +210,7 @@ impl Session {
         let method = frame.method(msg).unwrap_or("");
         let tool = frame.tool(msg);
         let args = call_arguments(frame, msg);
-        let canonical = canonical_json(&args);
+        let canonical = digest_text(frame, msg, args.as_ref());
         let digest = request_digest(&self.server, method, tool, &canonical);
         let remember = match rule {
             RuleRef::Inbound(r) => self.program.rule(r).remember_session,
@@ -299,7 +257,7 @@ impl Session {
         }
         self.approvals.next += 1;
         let code = short_code(&digest, self.approvals.next);
-        let preview = self.preview(&args);
+        let preview = self.preview(args.as_ref(), &canonical);
         let rule_name = self.rule_name(rule).to_string();
         let timeout = Duration::from_secs(self.program.settings().ask_timeout_seconds);
         let started = Instant::now();
@@ -371,39 +329,19 @@ impl Session {
         });
     }
 
-    /// The masked, canonical arguments the approver is shown.
-    fn preview(&mut self, args: &serde_json::Value) -> String {
-        let mut args = args.clone();
-        self.mask_value(&mut args);
-        let text = canonical_json(&args);
+    /// The masked, canonical arguments the approver is shown: exactly the values the
+    /// digest covers (numbers as their exact decimal text), secrets masked.
+    fn preview(&mut self, args: Option<&Canon>, canonical: &str) -> String {
+        let text = match args {
+            Some(a) => a.to_text_mapped(&mut |s| self.masked(s)),
+            None => self.masked(canonical).into_owned(),
+        };
         if text.chars().count() <= PREVIEW_CHARS {
             return text;
         }
         let mut cut: String = text.chars().take(PREVIEW_CHARS).collect();
         cut.push_str(" … (cut)");
         cut
-    }
-
-    /// Every string (keys too) with what a detector flags replaced by the marker.
-    fn mask_value(&mut self, v: &mut serde_json::Value) {
-        use serde_json::Value;
-        match v {
-            Value::String(s) => {
-                if let std::borrow::Cow::Owned(m) = self.masked(s) {
-                    *s = m;
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|i| self.mask_value(i)),
-            Value::Object(map) => {
-                let old = std::mem::take(map);
-                for (k, mut v) in old {
-                    let k = self.masked(&k).into_owned();
-                    self.mask_value(&mut v);
-                    map.insert(k, v);
-                }
-            }
-            _ => {}
-        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -699,9 +637,12 @@ impl Session {
 mod tests {
     use super::*;
 
+    fn canonical_json(args: &str) -> String {
+        Canon::parse(args.as_bytes()).expect("parses").to_text()
+    }
+
     fn digest_of(args: &str) -> String {
-        let v: serde_json::Value = serde_json::from_str(args).unwrap();
-        request_digest("srv", "tools/call", Some("run"), &canonical_json(&v))
+        request_digest("srv", "tools/call", Some("run"), &canonical_json(args))
     }
 
     #[test]
@@ -726,18 +667,17 @@ mod tests {
         assert_ne!(a, digest_of(r#"{"cmd":"git push","force":true,"n":2}"#));
         assert_ne!(a, digest_of(r#"{"cmd":"git push","force":"true","n":1}"#));
         // The same arguments to another tool or server are another call.
-        let v: serde_json::Value =
-            serde_json::from_str(r#"{"cmd":"git push","force":true,"n":1}"#).unwrap();
-        let c = canonical_json(&v);
+        let c = canonical_json(r#"{"cmd":"git push","force":true,"n":1}"#);
         assert_ne!(a, request_digest("srv", "tools/call", Some("exec"), &c));
         assert_ne!(a, request_digest("other", "tools/call", Some("run"), &c));
     }
 
     #[test]
     fn canonical_json_sorts_nested_keys() {
-        let v: serde_json::Value =
-            serde_json::from_str(r#"{"b":[{"z":1,"a":"\/"}],"a":null}"#).unwrap();
-        assert_eq!(canonical_json(&v), r#"{"a":null,"b":[{"a":"/","z":1}]}"#);
+        assert_eq!(
+            canonical_json(r#"{"b":[{"z":1,"a":"\/"}],"a":null}"#),
+            r#"{"a":null,"b":[{"a":"/","z":1}]}"#
+        );
     }
 
     #[test]
@@ -877,6 +817,37 @@ mod session_tests {
         assert!(s.decide_approval(&offer.code, &offer.digest, true, &mut out));
         assert_eq!(text(&out.to_server), format!("{PUSH}\n"));
         assert_eq!(out.withdrawn, vec![offer.code.clone()]);
+    }
+
+    #[test]
+    fn a_remembered_approval_covers_only_the_exact_number_the_approver_saw() {
+        let policy = "version: 1\nsettings:\n  ask_timeout_seconds: 5\nrules:\n  - name: ask-pay\n    match:\n      tool: pay\n    action: ask\n    remember: session\n";
+        let call = |id: u32, amount: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"pay","arguments":{{"amount":{amount}}}}}}}"#
+            )
+        };
+        let mut s = session(policy);
+        let first = call(1, "1e20");
+        let out = client(&mut s, &first);
+        let [offer] = &out.approvals[..] else {
+            panic!("{:?}", out.approvals)
+        };
+        // The approver sees the integer the server will read, not a float's rendering.
+        assert_eq!(offer.arguments, r#"{"amount":100000000000000000000}"#);
+        let mut out = Outbox::default();
+        assert!(s.decide_approval(&offer.code, &offer.digest, true, &mut out));
+        assert_eq!(text(&out.to_server), format!("{first}\n"));
+        // The same value spelled out is the approved call ...
+        let same = call(2, "100000000000000000000");
+        let out = client(&mut s, &same);
+        assert_eq!(text(&out.to_server), format!("{same}\n"));
+        // ... one more is not, nor is a value a float would round to it.
+        for amount in ["100000000000000000001", "100000000000000000000.5", "-0"] {
+            let out = client(&mut s, &call(3, amount));
+            assert!(out.to_server.is_empty(), "{amount} ran unasked");
+            assert_eq!(out.approvals.len(), 1, "{amount}");
+        }
     }
 
     #[test]

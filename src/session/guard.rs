@@ -21,7 +21,13 @@ pub const RULE_SUSPENDED: &str = "mcpwall:session_suspended";
 pub fn inspects_answers_to(method: Option<&str>) -> bool {
     matches!(
         method,
-        Some("tools/list" | "prompts/list" | "resources/templates/list" | "initialize")
+        Some(
+            "tools/list"
+                | "prompts/list"
+                | "resources/list"
+                | "resources/templates/list"
+                | "initialize"
+        )
     )
 }
 
@@ -37,7 +43,8 @@ pub fn check_request(
     }
     let denial = match frame.method(msg)? {
         "tools/call" => guard.check_request("tools/call", frame.tool(msg)),
-        "prompts/get" => guard.check_request("prompts/get", param_name(frame, msg)),
+        "prompts/get" => guard.check_request("prompts/get", param(frame, msg, "name")),
+        "resources/read" => guard.check_request("resources/read", param(frame, msg, "uri")),
         _ => None,
     }?;
     let rule = match denial.kind {
@@ -47,12 +54,12 @@ pub fn check_request(
     Some((denial, rule))
 }
 
-/// `params.name` of a request (the prompt of `prompts/get`).
-fn param_name<'a>(frame: &Frame<'a>, msg: &Message) -> Option<&'a str> {
+/// `params.<name>` of a request (the prompt of `prompts/get`, the URI of `resources/read`).
+fn param<'a>(frame: &Frame<'a>, msg: &Message, name: &str) -> Option<&'a str> {
     let tokens = frame.tokens();
     for k in msg.args.clone() {
         let t = &tokens[k];
-        if t.kind == TokenKind::Key && t.arg == k as u32 && frame.text(t.text) == "name" {
+        if t.kind == TokenKind::Key && t.arg == k as u32 && frame.text(t.text) == name {
             let v = tokens.get(k + 1)?;
             return (v.kind == TokenKind::String).then(|| frame.text(v.text));
         }

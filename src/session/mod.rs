@@ -48,6 +48,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 pub mod approval;
+pub mod canonical;
 pub mod event;
 mod guard;
 pub mod ids;

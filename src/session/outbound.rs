@@ -459,7 +459,15 @@ impl Session {
                     None => Cow::Owned(format!("response blocked by rule {:?}", info.name)),
                 };
                 match (msg.kind, id) {
-                    (MessageKind::Result, Some(id)) => synth::block_result(dest, id, &message),
+                    // A tool's error result is what a client shows the model for a tool;
+                    // any other result (a prompt, a resource, a completion) has a shape
+                    // of its own, which an error result would break: a JSON-RPC error.
+                    (MessageKind::Result, Some(id)) if method == Some("tools/call") => {
+                        synth::block_result(dest, id, &message)
+                    }
+                    (MessageKind::Result, Some(id)) => {
+                        synth::block_error(dest, id, &message, &info.name)
+                    }
                     (MessageKind::Error, Some(id)) => {
                         synth::block_error(dest, id, &message, &info.name)
                     }

@@ -55,6 +55,7 @@ pub const HEX: &str = "0123456789abcdef";
 pub const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 pub const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
 pub const B64: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const LOWERNUM: &str = "abcdefghijklmnopqrstuvwxyz0123456789";
 pub const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 pub const BECH32: &str = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L";
 
@@ -125,13 +126,114 @@ fn sep(rng: &mut Rng) -> &'static str {
     rng.pick(&["=", ": ", " = ", "=\"", "\": \""])
 }
 
+/// A generated key's alphabet, mostly punctuation (Django's `SECRET_KEY` shape).
+const KEY_PUNCT: &str = "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)[]{};:,.<>?~|";
+
+/// Provider tokens that are a published prefix and a random body: (format, prefix,
+/// alphabet, length).
+const PREFIXED: &[(&str, &str, &str, usize)] = &[
+    ("gitlab-ci-build-token", "glcbt-", URLSAFE, 26),
+    ("gitlab-agent-token", "glagent-", URLSAFE, 50),
+    ("gitlab-oauth-app-secret", "gloas-", HEX, 64),
+    ("gitlab-feature-flag-token", "glffct-", URLSAFE, 20),
+    ("gitlab-scim-token", "glsoat-", URLSAFE, 20),
+    ("gitlab-incoming-mail-token", "glimt-", URLSAFE, 25),
+    ("databricks-token", "dapi", HEX, 32),
+    ("grafana-cloud-token", "glc_", B64, 80),
+    ("planetscale-token", "pscale_tkn_", URLSAFE, 43),
+    ("planetscale-password", "pscale_pw_", URLSAFE, 43),
+    ("planetscale-oauth-token", "pscale_oauth_", URLSAFE, 43),
+    ("supabase-access-token", "sbp_", HEX, 40),
+    ("supabase-secret-key", "sb_secret_", URLSAFE, 31),
+    ("flyio-token", "fo1_", URLSAFE, 43),
+    ("pulumi-access-token", "pul-", HEX, 40),
+    ("figma-pat", "figd_", URLSAFE, 40),
+    ("frameio-token", "fio-u-", URLSAFE, 64),
+    ("contentful-pat", "CFPAT-", URLSAFE, 43),
+    ("typeform-token", "tfp_", URLSAFE, 59),
+    ("adafruit-io-key", "aio_", ALNUM, 28),
+    ("prefect-api-key", "pnu_", ALNUM, 36),
+    ("readme-api-key", "rdme_", LOWERNUM, 70),
+    ("scalingo-token", "tk-us-", URLSAFE, 48),
+    ("sourcegraph-token", "sgp_", HEX, 40),
+    ("infracost-api-key", "ico-", ALNUM, 32),
+    ("clojars-token", "CLOJARS_", HEX, 60),
+    ("alibaba-access-key-id", "LTAI", ALNUM, 20),
+    ("tencent-secret-id", "AKID", ALNUM, 32),
+    ("openrouter-api-key", "sk-or-v1-", HEX, 64),
+    ("buildkite-token", "bkua_", HEX, 40),
+    ("jfrog-api-key", "AKCp", ALNUM, 69),
+    ("crates-io-token", "cio", ALNUM, 32),
+    ("honeycomb-ingest-key", "hcaik_", ALNUM, 58),
+    ("posthog-personal-api-key", "phx_", ALNUM, 43),
+    ("render-api-key", "rnd_", ALNUM, 32),
+    ("deno-deploy-token", "ddp_", ALNUM, 36),
+    ("neon-api-key", "napi_", ALNUM, 64),
+    ("intercom-access-token", "dG9rOi", B64, 54),
+];
+
 /// Every format the generator knows, by built-in detector name.
 pub const FORMATS: &[&str] = &[
     "private-key",
     "pgp-private-key-block",
     "putty-private-key",
+    "private-key-body",
     "gcp-service-account-key",
+    "gitlab-ci-build-token",
+    "gitlab-agent-token",
+    "gitlab-oauth-app-secret",
+    "gitlab-feature-flag-token",
+    "gitlab-scim-token",
+    "gitlab-incoming-mail-token",
+    "databricks-token",
+    "grafana-cloud-token",
+    "grafana-service-account-token",
+    "planetscale-token",
+    "planetscale-password",
+    "planetscale-oauth-token",
+    "supabase-access-token",
+    "supabase-secret-key",
+    "flyio-token",
+    "pulumi-access-token",
+    "mapbox-secret-token",
+    "figma-pat",
+    "frameio-token",
+    "dynatrace-token",
+    "contentful-pat",
+    "typeform-token",
+    "brevo-api-key",
+    "adafruit-io-key",
+    "prefect-api-key",
+    "readme-api-key",
+    "scalingo-token",
+    "sourcegraph-token",
+    "tailscale-key",
+    "infracost-api-key",
+    "clojars-token",
+    "alibaba-access-key-id",
+    "tencent-secret-id",
+    "openrouter-api-key",
+    "langsmith-api-key",
+    "pinecone-api-key",
+    "circleci-pat",
+    "buildkite-token",
+    "jfrog-api-key",
+    "crates-io-token",
+    "honeycomb-ingest-key",
+    "posthog-personal-api-key",
+    "render-api-key",
+    "deno-deploy-token",
+    "neon-api-key",
+    "shippo-api-token",
+    "easypost-api-key",
+    "flutterwave-secret-key",
+    "razorpay-key",
+    "duffel-api-token",
+    "sonarqube-token",
+    "firebase-fcm-server-key",
+    "intercom-access-token",
     "age-secret-key",
+    "aws-secret-access-key-unlabelled",
     "aws-access-key-id",
     "aws-secret-access-key",
     "gcp-api-key",
@@ -230,9 +332,11 @@ pub const FORMATS: &[&str] = &[
     "url-basic-auth",
     "http-authorization-header",
     "http-bearer-token",
+    "password-flag",
     "generic-password",
     "generic-secret",
     "generic-api-key",
+    "punctuated-secret-key",
     "generic-token",
 ];
 
@@ -240,6 +344,39 @@ pub const FORMATS: &[&str] = &[
 pub fn fake(name: &str, rng: &mut Rng) -> Fake {
     let r = rng;
     match name {
+        "private-key-body" => {
+            // A body's fixed DER (or OpenSSH) prefix, random bytes after it, base64,
+            // wrapped or not: what `tail`, a secret manager or a config value holds.
+            let prefix = r.pick(&[
+                "6f70656e7373682d6b65792d763100000000046e6f6e65",
+                "308204a40201000282010100",
+                "308209290201000282020100",
+                "308204bd020100300d06092a864886f70d010101050004",
+                "308187020100301306072a8648ce3d020106082a8648ce3d030107046d306b0201010420",
+                "3081b6020100301006072a8648ce3d020106052b81040022",
+                "30770201010420",
+                "3081a40201010430",
+                "302e020100300506032b657004220420",
+            ]);
+            let mut der: Vec<u8> = (0..prefix.len() / 2)
+                .map(|i| u8::from_str_radix(&prefix[i * 2..i * 2 + 2], 16).unwrap())
+                .collect();
+            let n = r.range(40, 1200);
+            der.extend(r.bytes(n));
+            let flat = base64(&der, false);
+            let width = *r.pick(&[&0usize, &64, &70, &76]);
+            let body = if width == 0 {
+                flat
+            } else {
+                let eol = r.pick(&["\n", "\r\n", "\\n"]);
+                flat.as_bytes()
+                    .chunks(width)
+                    .map(|c| std::str::from_utf8(c).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(eol)
+            };
+            token(body)
+        }
         "private-key" => {
             let kind = r.pick(&["RSA ", "EC ", "DSA ", "OPENSSH ", "ENCRYPTED ", ""]);
             let eol = r.pick(&["\n", "\r\n", "\\n"]);
@@ -292,7 +429,24 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
         "age-secret-key" => token(format!("AGE-SECRET-KEY-1{}", r.chars(BECH32, 58))),
         "aws-access-key-id" => {
             let prefix = r.pick(&["AKIA", "ASIA", "ABIA", "ACCA"]);
-            token(format!("{prefix}{}", r.chars(B32, 16)))
+            let id = r.chars(B32, 16);
+            if r.below(3) == 0 {
+                // In groups of four, as read out or pasted from a form.
+                let sep = r.pick(&["-", " ", "_", "."]);
+                let groups: Vec<&str> = (0..4).map(|i| &id[i * 4..i * 4 + 4]).collect();
+                token(format!("{prefix}{sep}{}", groups.join(sep)))
+            } else {
+                token(format!("{prefix}{id}"))
+            }
+        }
+        "aws-secret-access-key-unlabelled" => {
+            let id = format!("{}{}", r.pick(&["AKIA", "ASIA"]), r.chars(B32, 16));
+            let sep = r.pick(&[",", " ", ":", "\n", " | ", "\t", "\",\""]);
+            let secret = r.chars(B64, 40);
+            Fake {
+                text: format!("{id}{sep}{secret}"),
+                secret,
+            }
         }
         "aws-secret-access-key" => {
             let label = r.pick(&[
@@ -733,13 +887,33 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 "\"password",
                 "smtpPassword",
                 "passwd",
+                "<password>",
+                "<Password>",
             ]);
+            let value = password(r);
+            if let Some(element) = label.strip_prefix('<') {
+                return Fake {
+                    text: format!("{label}{value}</{element}"),
+                    secret: value,
+                };
+            }
             let s = if label.starts_with('"') {
                 "\": \""
             } else {
                 sep(r)
             };
-            labelled(label, s, password(r))
+            labelled(label, s, value)
+        }
+        "password-flag" => {
+            let flag = r.pick(&[
+                "--password",
+                "--db-password",
+                "-password",
+                "--PASSWORD",
+                "-passwd",
+            ]);
+            let s = r.pick(&[" ", "  ", " '", "\t"]);
+            labelled(flag, s, password(r))
         }
         "generic-secret" => {
             let label = r.pick(&[
@@ -767,6 +941,32 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
             let n = r.range(20, 64);
             labelled(label, s, r.alnum(n))
         }
+        "punctuated-secret-key" => {
+            let label = r.pick(&[
+                "SECRET_KEY",
+                "signing_key",
+                "ENCRYPTION_KEY",
+                "\"hmac_key",
+                "master-key",
+            ]);
+            let (open, close) = if label.starts_with('"') {
+                ("\": \"", "\"")
+            } else {
+                *r.pick(&[
+                    &(" = '", "'"),
+                    &("=\"", "\""),
+                    &(": \"", "\""),
+                    &(" => '", "'"),
+                ])
+            };
+            let n = r.range(32, 60);
+            let mut value = r.chars(KEY_PUNCT, n);
+            value.push_str(r.pick(&["!", "#", "$", "%", "^", "*", "(", ")", "+", "@"]));
+            Fake {
+                text: format!("{label}{open}{value}{close}"),
+                secret: value,
+            }
+        }
         "generic-token" => {
             let label = r.pick(&[
                 "auth_token",
@@ -783,7 +983,56 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
             let n = r.range(20, 64);
             labelled(label, s, r.chars(URLSAFE, n))
         }
-        other => panic!("no generator for format {other:?}"),
+        "grafana-service-account-token" => token(format!("glsa_{}_{}", r.alnum(32), r.hex(8))),
+        "mapbox-secret-token" => token(format!(
+            "sk.eyJ{}.{}",
+            r.chars(URLSAFE, 60),
+            r.chars(URLSAFE, 22)
+        )),
+        "dynatrace-token" => {
+            let up = format!("{UPPER}{DIGITS}");
+            token(format!("dt0c01.{}.{}", r.chars(&up, 24), r.chars(&up, 64)))
+        }
+        "brevo-api-key" => token(format!("xkeysib-{}-{}", r.hex(64), r.alnum(16))),
+        "tailscale-key" => token(format!(
+            "tskey-{}-{}-{}",
+            r.pick(&["api", "auth", "client"]),
+            r.alnum(12),
+            r.alnum(30)
+        )),
+        "langsmith-api-key" => token(format!(
+            "lsv2_{}_{}_{}",
+            r.pick(&["pt", "sk"]),
+            r.hex(32),
+            r.hex(10)
+        )),
+        "pinecone-api-key" => token(format!("pcsk_{}_{}", r.alnum(5), r.alnum(64))),
+        "circleci-pat" => token(format!("CCIPAT_{}_{}", r.alnum(22), r.hex(40))),
+        "shippo-api-token" => token(format!(
+            "shippo_{}_{}",
+            r.pick(&["live", "test"]),
+            r.hex(40)
+        )),
+        "easypost-api-key" => token(format!("EZ{}K{}", r.pick(&["A", "T"]), r.alnum(54))),
+        "flutterwave-secret-key" => {
+            token(format!("FLWSECK{}-{}-X", r.pick(&["", "_TEST"]), r.hex(32)))
+        }
+        "razorpay-key" => token(format!("rzp_{}_{}", r.pick(&["live", "test"]), r.alnum(14))),
+        "duffel-api-token" => token(format!(
+            "duffel_{}_{}",
+            r.pick(&["live", "test"]),
+            r.chars(URLSAFE, 43)
+        )),
+        "sonarqube-token" => token(format!("sq{}_{}", r.pick(&["u", "p", "a"]), r.hex(40))),
+        "firebase-fcm-server-key" => token(format!(
+            "AAAA{}:APA91b{}",
+            r.chars(URLSAFE, 7),
+            r.chars(URLSAFE, 134)
+        )),
+        other => match PREFIXED.iter().find(|p| p.0 == other) {
+            Some(&(_, prefix, alphabet, n)) => token(format!("{prefix}{}", r.chars(alphabet, n))),
+            None => panic!("no generator for format {other:?}"),
+        },
     }
 }
 
@@ -1025,6 +1274,46 @@ pub fn negatives(seed: u64) -> Vec<(&'static str, String)> {
     }
     for _ in 0..200 {
         out.push(("near-miss-code", near_miss(r)));
+    }
+    // Public keys and certificates: base64 DER like a private key's body, but public.
+    for _ in 0..150 {
+        let prefix = r.pick(&[
+            // SubjectPublicKeyInfo, RSA 2048.
+            "30820122300d06092a864886f70d01010105000382010f003082010a0282010100",
+            // SubjectPublicKeyInfo, EC P-256.
+            "3059301306072a8648ce3d020106082a8648ce3d03010703420004",
+            // A certificate.
+            "30820377308202dfa003020102020900",
+            // An OpenSSH public key blob (`ssh-rsa`).
+            "000000077373682d727361000000030100010000010100",
+        ]);
+        let mut der: Vec<u8> = (0..prefix.len() / 2)
+            .map(|i| u8::from_str_radix(&prefix[i * 2..i * 2 + 2], 16).unwrap())
+            .collect();
+        let n = r.range(40, 400);
+        der.extend(r.bytes(n));
+        let b = base64(&der, false);
+        let s = match r.below(3) {
+            0 => format!("ssh-rsa {b} dev@laptop"),
+            1 => format!("\"publicKey\": \"{b}\""),
+            _ => b
+                .as_bytes()
+                .chunks(64)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        out.push(("public-key", s));
+    }
+    // AWS-looking text that is no key id: documentation placeholders, ids of four-letter
+    // groups that are words.
+    for _ in 0..100 {
+        let s = match r.below(3) {
+            0 => "aws_access_key_id = AKIA-XXXX-XXXX-XXXX-XXXX".to_string(),
+            1 => format!("the AKIA prefix marks a long-term key; {}", lorem(r, 8)),
+            _ => format!("AKIA{} {}", "EXAMPLE".repeat(2).split_at(14).0, lorem(r, 6)),
+        };
+        out.push(("aws-placeholder", s));
     }
     out
 }
@@ -1297,6 +1586,15 @@ pub fn headless_key(r: &mut Rng) -> Fake {
 /// `blob` or a file read as media: the text holding it, and the range of the encoded
 /// run, all of which must be found (the whole run is redacted).
 pub fn encoded(fake: &Fake, r: &mut Rng) -> (String, std::ops::Range<usize>) {
+    if r.below(5) == 0 {
+        // Hex, as a dump or a byte-array printer writes it.
+        let hex: String = fake.text.bytes().map(|b| format!("{b:02x}")).collect();
+        let before = "payload (hex): ";
+        return (
+            format!("{before}{hex}\n"),
+            before.len()..before.len() + hex.len(),
+        );
+    }
     let (inner, _) = embed(fake, r);
     let mut blob = base64(inner.as_bytes(), false);
     if r.below(4) == 0 {
@@ -1331,6 +1629,10 @@ pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
             "base64 of ordinary text",
             base64(text.as_bytes(), r.below(2) == 0),
         ));
+    }
+    for (_, text) in negatives(seed ^ 0x4E58).into_iter().take(150) {
+        let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+        out.push(("hex of ordinary text", hex));
     }
     for _ in 0..100 {
         let n = r.range(18, 3000);
