@@ -266,9 +266,8 @@ pub fn sandbox_plan_of(
         let _ = crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true))
             .create(&state);
     }
-    let support = Support::probe();
-    let shortfalls = support.shortfalls(&plan);
-    if cfg!(windows) && !shortfalls.is_empty() {
+    if cfg!(windows) {
+        let shortfalls = Support::probe().shortfalls(&plan);
         if plan.required {
             return Err(miette::miette!(
                 help = "run the server on Linux or macOS, or lift `sandbox.required` in your \
@@ -282,14 +281,17 @@ pub fn sandbox_plan_of(
             format_args!("sandbox: {}", shortfalls.join("; ")),
         );
     }
-    chatter.log(
-        crate::proxy::LogLevel::Info,
-        format_args!(
-            "sandbox: {}; {}",
-            support.summary(),
-            plan.describe(&load_options.home).join("; ")
-        ),
-    );
+    // Said only when asked for: the server's start waits for this.
+    if chatter.level >= crate::proxy::LogLevel::Info {
+        chatter.log(
+            crate::proxy::LogLevel::Info,
+            format_args!(
+                "sandbox: {}; {}",
+                Support::probe().summary(),
+                plan.describe(&load_options.home).join("; ")
+            ),
+        );
+    }
     Ok(Some(std::sync::Arc::new(plan)))
 }
 

@@ -247,15 +247,20 @@ impl Merger {
         let source = self.sources[id.0 as usize].clone();
         // An embedded pack's tree was parsed at build time; it is used only if it was
         // parsed from exactly this text.
-        let prebuilt = (source.kind == SourceKind::Builtin)
+        let pack = (source.kind == SourceKind::Builtin)
             .then(|| source.name.strip_prefix("builtin:"))
-            .flatten()
-            .and_then(if self.lean {
+            .flatten();
+        let handed_over = pack
+            .filter(|p| self.lean && *p == super::DEFAULT_PACK)
+            .and_then(|_| super::take_decoded_default_pack(&source.text));
+        let prebuilt = handed_over.or_else(|| {
+            pack.and_then(if self.lean {
                 crate::builtin::lean_tree
             } else {
                 crate::builtin::tree
             })
-            .and_then(|blob| super::yaml_tree::decode(&source.text, blob));
+            .and_then(|blob| super::yaml_tree::decode(&source.text, blob))
+        });
         let parsed = match prebuilt {
             Some(root) => Ok(root),
             None => parse(&source, id),

@@ -127,6 +127,30 @@ impl LoadOptions {
 pub fn default_pack_sandbox(opts: &LoadOptions) -> Option<policy::SandboxPolicy> {
     let text = crate::builtin::get(DEFAULT_PACK)?;
     let root = yaml_tree::decode(text, crate::builtin::lean_tree(DEFAULT_PACK)?)?;
+    let sandbox = decode_sandbox(text, &root, opts);
+    // The load that follows takes this tree instead of decoding the pack again.
+    if let Ok(mut slot) = DECODED_DEFAULT_PACK.lock() {
+        *slot = Some(root);
+    }
+    sandbox
+}
+
+/// The default pack's lean tree, decoded by [`default_pack_sandbox`] and not yet taken by
+/// the load that follows it (the proxy's start without a policy file decodes the pack once).
+static DECODED_DEFAULT_PACK: std::sync::Mutex<Option<yaml_tree::YNode>> =
+    std::sync::Mutex::new(None);
+
+/// The tree [`default_pack_sandbox`] decoded, once, if it was decoded from `text`.
+fn take_decoded_default_pack(text: &str) -> Option<yaml_tree::YNode> {
+    let root = DECODED_DEFAULT_PACK.lock().ok()?.take()?;
+    (crate::builtin::get(DEFAULT_PACK) == Some(text)).then_some(root)
+}
+
+fn decode_sandbox(
+    text: &'static str,
+    root: &yaml_tree::YNode,
+    opts: &LoadOptions,
+) -> Option<policy::SandboxPolicy> {
     let model::Node::Map(entries) = &root.value else {
         return None;
     };
