@@ -100,7 +100,7 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
             if !platform::program_exists(&spec.program, &spec.env) {
                 return Err(SpawnError::NotFound { command });
             }
-            let mut b = Command::new(crate::sandbox::helper::program());
+            let mut b = Command::new(platform::own_executable());
             b.args(crate::sandbox::helper::command_line(
                 plan.as_deref(),
                 &spec.program,

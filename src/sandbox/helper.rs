@@ -12,27 +12,8 @@ use std::process::ExitCode;
 use super::Plan;
 
 /// The first argument that selects the helper. Not a verb users type: `mcpwall -- CMD`
-/// puts a server's words after `--`, where this is never read. It carries the version, so
-/// a `mcpwall-sandbox` of another version (a plan's form may differ) refuses instead of
-/// misreading the plan.
-pub const ARG: &str = concat!("__sandbox-exec@", env!("CARGO_PKG_VERSION"));
-
-/// The program that runs the helper: `mcpwall-sandbox` beside this mcpwall when it is
-/// installed there (small, so it starts fast), else mcpwall itself.
-pub fn program() -> std::path::PathBuf {
-    static PROGRAM: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PROGRAM
-        .get_or_init(|| {
-            std::env::current_exe()
-                .ok()
-                .map(|exe| {
-                    exe.with_file_name(format!("mcpwall-sandbox{}", std::env::consts::EXE_SUFFIX))
-                })
-                .filter(|sibling| sibling.is_file())
-                .unwrap_or_else(crate::platform::own_executable)
-        })
-        .clone()
-}
+/// puts a server's words after `--`, where this is never read.
+pub const ARG: &str = "__sandbox-exec";
 
 /// The plan argument of a server started without a sandbox.
 const NO_PLAN: &str = "off";

@@ -401,7 +401,7 @@ pub fn self_test() -> Result<(), String> {
         network: Network::All,
         required: true,
     };
-    let out = std::process::Command::new(helper::program())
+    let out = std::process::Command::new(crate::platform::own_executable())
         .args(helper::command_line(
             Some(&plan),
             &"cat".into(),
