@@ -175,6 +175,8 @@ fn cover(plan: &Plan) -> io::Result<()> {
         .chain(plan.read_only.iter().map(|p| (p, false)))
         .collect();
     ops.sort_by_key(|(p, _)| p.components().count());
+    // One path that cannot be covered does not leave the others uncovered.
+    let mut failed = Vec::new();
     for (path, hide) in ops {
         // A path that does not exist has nothing to cover (see docs/threat-model.md).
         let Ok(meta) = std::fs::metadata(path) else {
@@ -185,14 +187,20 @@ fn cover(plan: &Plan) -> io::Result<()> {
         } else {
             make_read_only(path)
         };
-        done.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        if let Err(e) = done {
+            failed.push(format!("{}: {e}", path.display()));
+        }
     }
     // A working directory inside a covered path would still reach what is under the
     // cover: enter it again, through the new mounts.
     if let Ok(cwd) = std::env::current_dir() {
         let _ = std::env::set_current_dir(cwd);
     }
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(io::Error::other(failed.join("; ")))
+    }
 }
 
 fn hide_path(path: &Path, dir: bool) -> io::Result<()> {
