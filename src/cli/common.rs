@@ -242,15 +242,11 @@ pub fn sandbox_plan_of(
     chatter: &crate::proxy::Chatter,
 ) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
     use crate::sandbox::{Place, Plan, Support};
-    let mut place = Place::here(&load_options.home, &load_options.project_dir);
-    place
-        .state
-        .extend(log_dir.map(std::path::Path::to_path_buf));
-    place.state.extend(
-        load_options
-            .explicit
-            .iter()
-            .map(|f| std::path::absolute(f).unwrap_or_else(|_| f.clone())),
+    let place = Place::for_server(
+        &load_options.home,
+        &load_options.project_dir,
+        log_dir,
+        load_options.explicit.as_deref(),
     );
     let Some(plan) = Plan::resolve(sandbox, &place) else {
         chatter.log(
@@ -313,11 +309,7 @@ pub fn sandbox_event(plan: Option<&crate::sandbox::Plan>) -> crate::session::Aud
                 } else {
                     "not confined"
                 },
-                match plan.network {
-                    crate::sandbox::Network::All => "all",
-                    crate::sandbox::Network::Loopback => "loopback",
-                    crate::sandbox::Network::None => "none",
-                },
+                plan.network.word(),
                 if shortfalls.is_empty() {
                     String::new()
                 } else {

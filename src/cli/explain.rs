@@ -206,9 +206,12 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 fn resolved_sandboxes(policy: &Policy, opts: &LoadOptions) -> String {
     use crate::sandbox::{Place, Plan, Support};
     let support = Support::probe();
-    let mut place = Place::here(&opts.home, &opts.project_dir);
-    place.state.extend(policy.settings.log_dir.iter().cloned());
-    place.state.extend(opts.explicit.iter().cloned());
+    let place = Place::for_server(
+        &opts.home,
+        &opts.project_dir,
+        policy.settings.log_dir.as_deref(),
+        opts.explicit.as_deref(),
+    );
     let mut o = String::new();
     let project = match place.projects.first() {
         Some(p) => p.display().to_string(),

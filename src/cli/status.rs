@@ -113,8 +113,12 @@ fn sandbox_state(
     opts: &crate::config::LoadOptions,
 ) -> Result<String, String> {
     use crate::sandbox::{Place, Plan, Support};
-    let mut place = Place::here(&opts.home, &opts.project_dir);
-    place.state.extend(policy.settings.log_dir.iter().cloned());
+    let place = Place::for_server(
+        &opts.home,
+        &opts.project_dir,
+        policy.settings.log_dir.as_deref(),
+        opts.explicit.as_deref(),
+    );
     let Some(plan) = Plan::resolve(&policy.sandbox, &place) else {
         return Ok("sandbox: OFF".into());
     };

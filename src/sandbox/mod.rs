@@ -48,6 +48,16 @@ pub enum Network {
     None,
 }
 
+impl Network {
+    pub fn word(self) -> &'static str {
+        match self {
+            Network::All => "all",
+            Network::Loopback => "loopback",
+            Network::None => "none",
+        }
+    }
+}
+
 impl From<SandboxNetwork> for Network {
     fn from(n: SandboxNetwork) -> Network {
         match n {
@@ -75,6 +85,22 @@ pub struct Place {
 }
 
 impl Place {
+    /// The place of a server started in `cwd` under a policy with this `log_dir` and, with
+    /// `-c`, this policy file: both are mcpwall's state, hidden like `~/.mcpwall`.
+    pub fn for_server(
+        home: &Path,
+        cwd: &Path,
+        log_dir: Option<&Path>,
+        policy_file: Option<&Path>,
+    ) -> Place {
+        let mut place = Place::here(home, cwd);
+        place.state.extend(log_dir.map(Path::to_path_buf));
+        place.state.extend(
+            policy_file.map(|f| std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf())),
+        );
+        place
+    }
+
     /// The place of a server started in the working directory `cwd` by this process.
     pub fn here(home: &Path, cwd: &Path) -> Place {
         let projects = project_roots(home, cwd);
