@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clients;
 pub mod compile;
 pub mod config;
+pub mod driver;
 pub mod frame;
 pub mod guard;
 pub mod http;

@@ -28,10 +28,11 @@ use tokio::sync::{Notify, mpsc};
 use super::identities::Judge;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
+use crate::driver::judging::{self, SharedSession};
 use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::proxy::codec::LineReader;
 use crate::proxy::{Chatter, LogLevel};
-use crate::session::{self, Line, Outbox, Session};
+use crate::session::{self, Line, Outbox, Peer, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
 
@@ -66,7 +67,9 @@ pub struct Conversation {
     pub identity: Option<Arc<str>>,
     /// The program and guard of that identity.
     judge: Arc<Judge>,
-    session: Mutex<Session>,
+    session: SharedSession,
+    /// The session's frame limits (fixed by its program).
+    limits: crate::frame::Limits,
     routes: Mutex<Routes>,
     to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     audit: AuditSender,
@@ -271,7 +274,8 @@ impl Conversation {
             id,
             identity,
             judge,
-            session: Mutex::new(session),
+            limits: session.limits(),
+            session: Arc::new(tokio::sync::Mutex::new(session)),
             routes: Mutex::new(Routes {
                 stateless,
                 ..Routes::default()
@@ -329,7 +333,7 @@ impl Conversation {
 
     /// The frame limits client messages are read with.
     pub fn limits(&self) -> crate::frame::Limits {
-        self.lock_session().limits()
+        self.limits
     }
 
     /// Whether a request with this id (canonical JSON text) is still unanswered.
@@ -418,8 +422,7 @@ impl Conversation {
         if self.is_ended() {
             return Err(Ended);
         }
-        let mut out = Outbox::default();
-        self.lock_session().from_client(line, &mut out);
+        let out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
         self.deliver(out).await;
         Ok(())
     }
@@ -517,7 +520,7 @@ impl Conversation {
             return None;
         }
         let mut answers = Outbox::default();
-        let mut session = self.lock_session();
+        let mut session = self.session.lock().await;
         for refusal in &refusals {
             session.from_client(Line::Frame(refusal), &mut answers);
         }
@@ -536,25 +539,21 @@ impl Conversation {
     /// Read the server's lines, judge each, and deliver what the session lets through.
     async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
         loop {
-            loop {
-                let mut out = Outbox::default();
-                {
-                    let Some(line) = reader.next_buffered() else {
-                        break;
-                    };
-                    self.lock_session().from_server(line, &mut out, false);
-                }
+            while let Some(line) = reader.next_buffered() {
+                let out =
+                    judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
                 self.deliver(out).await;
             }
             match reader.fill().await {
                 Ok(true) => {}
                 Ok(false) => {
                     // What is left is a last line without its newline (refused).
-                    let mut out = Outbox::default();
                     while let Some(line) = reader.next_buffered() {
-                        self.lock_session().from_server(line, &mut out, false);
+                        let out =
+                            judging::judge(&self.session, &self.judge.share, Peer::Server, line)
+                                .await;
+                        self.deliver(out).await;
                     }
-                    self.deliver(out).await;
                     return;
                 }
                 Err(e) => {
@@ -571,30 +570,19 @@ impl Conversation {
     /// Judge what the upstream sends, until the link ends or the upstream ends the session.
     async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) {
         while let Some(item) = rx.recv().await {
-            let mut out = Outbox::default();
-            let gone = {
-                let mut session = self.lock_session();
-                match &item {
-                    FromUpstream::Message(data) => {
-                        session.from_server(Line::Frame(data), &mut out, false);
-                        false
-                    }
-                    FromUpstream::TooLarge { len, head } => {
-                        let line = Line::TooLarge { len: *len, head };
-                        session.from_server(line, &mut out, false);
-                        false
-                    }
-                    FromUpstream::Unanswered { sent, why } => {
-                        session.unanswered(sent, why, &mut out);
-                        false
-                    }
-                    FromUpstream::Gone(_) => true,
+            let line = match &item {
+                FromUpstream::Message(data) => Line::Frame(data),
+                FromUpstream::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+                FromUpstream::Unanswered { sent, why } => {
+                    let mut out = Outbox::default();
+                    self.session.lock().await.unanswered(sent, why, &mut out);
+                    self.deliver(out).await;
+                    continue;
                 }
+                FromUpstream::Gone(_) => return,
             };
+            let out = judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
             self.deliver(out).await;
-            if gone {
-                return;
-            }
         }
     }
 
@@ -625,7 +613,7 @@ impl Conversation {
         }
         self.ended.store(true, Ordering::Release);
         let mut out = Outbox::default();
-        self.lock_session().server_gone(why, &mut out);
+        self.session.lock().await.server_gone(why, &mut out);
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -674,7 +662,7 @@ impl Conversation {
             Err(e) => format!("waiting for it failed: {e}"),
         };
         let mut out = Outbox::default();
-        self.lock_session().server_gone(&why, &mut out);
+        self.session.lock().await.server_gone(&why, &mut out);
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -691,12 +679,13 @@ impl Conversation {
     }
 
     /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
-    fn read_decisions(&self, out: &mut Outbox) {
+    async fn read_decisions(&self, out: &mut Outbox) {
+        let mut session = self.session.lock().await;
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let Some(queue) = queue.as_ref() else {
             return;
         };
-        queue.apply_decisions(&mut self.lock_session(), out);
+        queue.apply_decisions(&mut session, out);
     }
 
     /// Refuse calls held for approval (`action: ask`) when their time is up (the session
@@ -705,7 +694,7 @@ impl Conversation {
     async fn expire_approvals(self: Arc<Self>) {
         while !self.is_ended() {
             let (deadline, waiting) = {
-                let s = self.lock_session();
+                let s = self.session.lock().await;
                 (s.next_deadline(), !s.awaiting_cli().is_empty())
             };
             let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
@@ -714,8 +703,8 @@ impl Conversation {
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => {
                             let mut out = Outbox::default();
-                            self.read_decisions(&mut out);
-                            self.lock_session().expire(std::time::Instant::now(), &mut out);
+                            self.read_decisions(&mut out).await;
+                            self.session.lock().await.expire(std::time::Instant::now(), &mut out);
                             self.deliver(out).await;
                         }
                         () = self.deadline_changed.notified() => {}
@@ -724,10 +713,6 @@ impl Conversation {
                 None => self.deadline_changed.notified().await,
             }
         }
-    }
-
-    fn lock_session(&self) -> MutexGuard<'_, Session> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_routes(&self) -> MutexGuard<'_, Routes> {
