@@ -69,12 +69,9 @@ pub async fn judge(session: &SharedSession, share: &Share, from: Peer, line: Lin
         out
     })
     .await;
-    match judged {
-        Ok(out) => out,
-        // The judging thread panicked: the line was not judged, so nothing of it goes
-        // out; the session's tables are as the panic left them.
-        Err(_) => Outbox::default(),
-    }
+    // `Err`: the judging thread panicked. The line was not judged, so nothing of it goes
+    // out; the session's tables are as the panic left them.
+    judged.unwrap_or_default()
 }
 
 fn feed(session: &mut Session, from: Peer, line: Line<'_>, out: &mut Outbox) {
