@@ -978,3 +978,28 @@ fn passwords_in_xml_flags_and_punctuated_keys_are_found_both_ways() {
         assert!(!r.stdout.contains(&secret), "{}", r.stdout);
     }
 }
+
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_as_the_gateway_refuses_it() {
+    // Two calls with id 1 before either is answered: the second could not be told from
+    // the first by its answer, so it is refused (exit 1), whatever the rules say.
+    let s = Sandbox::new();
+    let input = [
+        call(1, "read_file", serde_json::json!({"path": "src/lib.rs"})),
+        call(1, "read_file", serde_json::json!({"path": "src/main.rs"})),
+        result(1, "pub fn f() {}"),
+    ]
+    .join("\n");
+    let r = s.check(&[], &input);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("mcpwall:duplicate_id"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("✓ ALLOW"))
+            .count(),
+        2,
+        "the first call and its answer pass: {}",
+        r.stdout
+    );
+}

@@ -1593,3 +1593,40 @@ fn the_circuit_breaker_counts_per_identity_across_its_sessions_and_transports() 
         "{audit}"
     );
 }
+
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_by_the_session_and_audited() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let call = |method: &str| json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": {}});
+    std::thread::scope(|s| {
+        let held = s.spawn(|| gw.post(Some(&session), &call("fake/hold"), &[]));
+        let deadline = Instant::now() + WAIT;
+        while !gw.received().contains("fake/hold") {
+            assert!(Instant::now() < deadline, "{}", gw.received());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let again = gw.post(Some(&session), &call("fake/release"), &[]);
+        assert_eq!(again.status, 409, "{}", again.body);
+        let refusal: Value = serde_json::from_str(&again.body).expect(&again.body);
+        // Under its own id it would read as the held call's answer.
+        assert_eq!(refusal["id"], Value::Null, "{refusal}");
+        assert!(
+            refusal["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("in flight")
+        );
+        assert!(
+            !gw.received().contains("fake/release"),
+            "the duplicate reached the server"
+        );
+        let audit = gw.audit_with(&["mcpwall:duplicate_id"]);
+        assert!(audit.contains("mcpwall:duplicate_id"), "{audit}");
+        // The held call is still the one its id belongs to; release it by another id.
+        let other = json!({"jsonrpc": "2.0", "id": 10, "method": "fake/release", "params": {}});
+        assert_eq!(gw.post(Some(&session), &other, &[]).status, 200);
+        let held = held.join().unwrap();
+        assert_eq!(held.status, 200, "{}", held.body);
+    });
+}

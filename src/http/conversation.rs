@@ -427,6 +427,23 @@ impl Conversation {
         Ok(())
     }
 
+    /// Judge a request whose answer could not be routed by its id (a request with that
+    /// id is in flight): what the session writes to the client comes back to the caller
+    /// (one line, without its newline) instead of going on a stream; the rest is
+    /// delivered as usual.
+    pub async fn judge_unrouted(&self, line: Line<'_>) -> Result<Bytes, Ended> {
+        if self.is_ended() {
+            return Err(Ended);
+        }
+        let mut out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
+        let mut to_client = std::mem::take(&mut out.to_client);
+        self.deliver(out).await;
+        if to_client.last() == Some(&b'\n') {
+            to_client.pop();
+        }
+        Ok(Bytes::from(to_client))
+    }
+
     /// A GET: attach to the session's GET stream (or, with `Last-Event-ID`, the stream
     /// it names), with the events it is owed first. `None`: no such stream.
     pub fn open_stream(

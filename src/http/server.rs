@@ -30,7 +30,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::conversation::Backend;
-use super::conversation::{Conversation, Opening, id_key};
+use super::conversation::{Conversation, Ended, Opening, id_key};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
@@ -563,11 +563,22 @@ impl Gateway {
         let answer = match &id {
             Some(key) if is_request => {
                 if conversation.is_in_flight(key) {
-                    return rpc_error(
-                        StatusCode::CONFLICT,
-                        -32600,
-                        "a request with this id is already in flight in this session",
-                    );
+                    // Its answer could not be told from the first one's: the session
+                    // refuses it (audited, as on every transport), and its refusal comes
+                    // back on this POST.
+                    return match conversation.judge_unrouted(line).await {
+                        Ok(refusal) if !refusal.is_empty() => Response::builder()
+                            .status(StatusCode::CONFLICT)
+                            .header(header::CONTENT_TYPE, "application/json")
+                            .body(Reply::text(refusal))
+                            .unwrap_or_else(|_| Response::new(Reply::empty())),
+                        Ok(_) => rpc_error(
+                            StatusCode::CONFLICT,
+                            -32600,
+                            "a request with this id is already in flight in this session",
+                        ),
+                        Err(Ended) => rpc_error(StatusCode::NOT_FOUND, -32001, "session not found"),
+                    };
                 }
                 Some((
                     key.clone(),

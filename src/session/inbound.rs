@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::pending::{self, Entry};
-use super::{Line, Outbox, Peer, Session, guard, synth};
+use super::{Line, Outbox, Peer, RULE_DUPLICATE_ID, Session, guard, synth};
 use crate::config::policy::LogLevel;
 use crate::frame::{Frame, FrameError, Message, MessageKind, Parsed, TokenKind};
 use crate::program::Program;
@@ -342,6 +342,19 @@ impl Session {
     /// The policy's verdict on one message, plus correlation, the rate limit and the
     /// guard.
     fn decide(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> Ruling {
+        // Ids are unique among a client's requests in flight (the specification says so,
+        // and an answer could not be told to the right one): a request reusing one is
+        // refused whatever the policy says, on every transport.
+        if msg.kind == MessageKind::Request
+            && let Some(id) = frame.id_raw(msg)
+            && (self.calls.contains(id) || self.holds_call(id))
+        {
+            return Ruling::refuse(
+                RuleRef::Builtin(RULE_DUPLICATE_ID),
+                "a request with this id is still in flight in this session; \
+                 request ids must be unique",
+            );
+        }
         let answers = match msg.kind {
             MessageKind::Result | MessageKind::Error => match self.answered_ask(frame, msg, out) {
                 Ok(entry) => Some(entry),
@@ -631,9 +644,12 @@ impl Session {
         let rule = d.rule.map(|r| self.rule_name(r));
         match msg.kind {
             MessageKind::Request => {
+                // A duplicate's refusal under its id would read as the answer to the
+                // request in flight with that id: it goes out with a null id.
+                let duplicate = d.rule == Some(RuleRef::Builtin(RULE_DUPLICATE_ID));
                 synth::error_response(
                     client,
-                    frame.id_raw(msg),
+                    frame.id_raw(msg).filter(|_| !duplicate),
                     synth::POLICY_DENIED,
                     &message,
                     rule,

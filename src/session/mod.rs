@@ -86,6 +86,9 @@ pub const MAX_PENDING: usize = 4096;
 const MAX_HELD_LINES: usize = 256;
 const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 
+/// The rule a request reusing the id of one still in flight is refused under.
+pub const RULE_DUPLICATE_ID: &str = "mcpwall:duplicate_id";
+
 /// The redaction marker (`settings.redact_marker: plain`).
 pub const REDACT_MARKER: &str = "[REDACTED BY MCPWALL]";
 
