@@ -49,6 +49,9 @@ use std::sync::Arc;
 
 pub mod approval;
 pub mod canonical;
+// Invariant oracle for the fuzz target and its replay: built only for tests.
+#[cfg(any(test, feature = "test-support"))]
+pub mod checks;
 pub mod event;
 mod guard;
 pub mod ids;
