@@ -1630,3 +1630,26 @@ fn a_request_reusing_an_id_in_flight_is_refused_by_the_session_and_audited() {
         assert_eq!(held.status, 200, "{}", held.body);
     });
 }
+
+#[test]
+fn a_batch_in_a_session_is_refused_by_the_session_and_audited() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    ]);
+    let r = gw.post(Some(&session), &batch, &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let answers: Value = serde_json::from_str(&r.body).expect(&r.body);
+    let answers = answers.as_array().expect("one error per request");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["id"], 1);
+    assert_eq!(answers[0]["error"]["data"]["rule"], "mcpwall:batch");
+    let audit = gw.audit_with(&["mcpwall:batch"]);
+    assert!(audit.contains("mcpwall:batch"), "{audit}");
+    assert!(
+        !gw.received().contains("tools/list"),
+        "the batch reached the server"
+    );
+}

@@ -267,6 +267,10 @@ impl Conversation {
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
+        if !legacy && transport == "http" {
+            // A POST carries one message and reads one answer.
+            session.carry_single_messages();
+        }
         if let Some(rate) = &judge.rate {
             session.share_rate_limit(rate.clone());
         }

@@ -521,7 +521,30 @@ impl Gateway {
             Body::Whole(b) => (&b[..], None),
             Body::TooLarge { len, head } => (&head[..], Some(*len)),
         };
-        if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let is_batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        if is_batch
+            && too_large.is_none()
+            && parts.headers.contains_key(SESSION_HEADER)
+            && let Ok(conversation) = self.session(&parts.headers, &identity, &parts.method)
+        {
+            // The session refuses it (audited, as every refusal); its answer comes back
+            // here, since a POST reads one message.
+            return match conversation.judge_unrouted(Line::Frame(text)).await {
+                Ok(refusal) if !refusal.is_empty() => Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Reply::text(refusal))
+                    .unwrap_or_else(|_| Response::new(Reply::empty())),
+                // Notifications only: refused, and nothing to answer them with.
+                Ok(_) => rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "bad request: one JSON-RPC message per POST; the batch was not forwarded",
+                ),
+                Err(Ended) => rpc_error(StatusCode::NOT_FOUND, -32001, "session not found"),
+            };
+        }
+        if is_batch {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
                 -32600,

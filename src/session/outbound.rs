@@ -491,6 +491,12 @@ impl Session {
             Verdict::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
             _ => true,
         };
+        if action != Verdict::Block
+            && msg.kind == MessageKind::Result
+            && entry.as_ref().is_some_and(|e| &*e.method == "initialize")
+        {
+            self.note_protocol(&frame.raw[msg.span.clone()], "/result/protocolVersion");
+        }
         // A server request the client will answer is filed, so that the answer can be
         // matched to it and judged as one of its method.
         // One that reuses the id of one the client has yet to answer is refused, as the
