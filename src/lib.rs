@@ -15,6 +15,7 @@ pub mod driver;
 pub mod frame;
 pub mod guard;
 pub mod http;
+pub mod io;
 mod matcher_id;
 pub mod mcp;
 pub mod paths;

@@ -9,8 +9,8 @@ use crate::bridge::{self, Options};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::io::Chatter;
 use crate::program::Program;
-use crate::proxy::Chatter;
 use crate::upstream::{self, Upstream};
 
 /// The bridge shares the proxy's arguments (`--upstream` instead of a command).

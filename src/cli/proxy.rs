@@ -9,8 +9,9 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::io::{Chatter, LogLevel};
 use crate::program::Program;
-use crate::proxy::{self, Chatter, Grace, LogLevel, Options, ProxyError};
+use crate::proxy::{self, Grace, Options, ProxyError};
 
 /// Proxy-mode arguments.
 #[derive(Debug, clap::Args)]

@@ -29,9 +29,9 @@ use super::identities::Judge;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
 use crate::driver::judging::{self, SharedSession};
-use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
-use crate::proxy::codec::LineReader;
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
+use crate::io::codec::LineReader;
+use crate::io::{Chatter, LogLevel};
 use crate::session::{self, Line, Outbox, Peer, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
@@ -679,7 +679,7 @@ impl Conversation {
         self.ended.store(true, Ordering::Release);
         self.lock_sender().take();
         let why = match status {
-            Ok(s) => crate::proxy::describe(s),
+            Ok(s) => crate::io::child::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
         };
         let mut out = Outbox::default();

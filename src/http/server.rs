@@ -36,8 +36,8 @@ use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
-use crate::proxy::codec::HEAD_BYTES;
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::codec::HEAD_BYTES;
+use crate::io::{Chatter, LogLevel};
 use crate::session::{self, Line};
 
 /// The one endpoint path.

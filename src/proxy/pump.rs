@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::AsyncRead;
 
 use super::Chatter;
-use super::codec::{Line, LineReader};
 use super::queue::{Queue, Splice, WeakQueue};
 use crate::audit::AuditSender;
+use crate::io::codec::{Line, LineReader};
 use crate::session::{Delivery, Outbox, Peer, Session};
 
 /// Hand a sink's bytes to its writer once it holds this much, even mid-burst, so the

@@ -26,7 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::Upstream;
 use super::sse::{Data, SseReader};
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::{Chatter, LogLevel};
 
 /// Lines waiting to be sent before the transport waits.
 const TO_UPSTREAM: usize = 64;
@@ -328,9 +328,9 @@ impl State {
                 data.extend_from_slice(
                     &chunk[..chunk
                         .len()
-                        .min(crate::proxy::codec::HEAD_BYTES.saturating_sub(data.len()))],
+                        .min(crate::io::codec::HEAD_BYTES.saturating_sub(data.len()))],
                 );
-                data.truncate(crate::proxy::codec::HEAD_BYTES);
+                data.truncate(crate::io::codec::HEAD_BYTES);
                 // The rest is not read: the connection closes with the body.
                 let item = too_large(len, data, waiting);
                 return self.send_out(item).await;
