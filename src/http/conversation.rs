@@ -32,6 +32,7 @@ use crate::driver::judging::{self, SharedSession};
 use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
+use crate::session::ids::route_key;
 use crate::session::{self, Line, Outbox, Peer, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
@@ -936,7 +937,7 @@ enum Kind {
 fn classify(line: &[u8]) -> Kind {
     let head = crate::frame::read_head(line);
     match head.id {
-        Some(id) if !head.method => match id_key(&line[id]) {
+        Some(id) if !head.method => match route_key(&line[id]) {
             Some(key) => Kind::Answer(key),
             None => Kind::Other,
         },
@@ -984,37 +985,8 @@ fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
     let token = (method.as_deref() == Some("notifications/progress"))
         .then(|| head.params?.token)
         .flatten()
-        .and_then(|t| id_key(t.get().as_bytes()));
+        .and_then(|t| route_key(t.get().as_bytes()));
     (method, token)
-}
-
-/// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are
-/// two), the key answers are routed by.
-pub fn id_key(raw: &[u8]) -> Option<String> {
-    if is_canonical_id(raw) {
-        // Already its canonical text (the usual id: a small integer or a plain string).
-        return std::str::from_utf8(raw).ok().map(str::to_owned);
-    }
-    let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
-    match value {
-        serde_json::Value::String(_) | serde_json::Value::Number(_) => {
-            serde_json::to_string(&value).ok()
-        }
-        _ => None,
-    }
-}
-
-/// An integer without sign, leading zero, fraction or exponent, or a string of printable
-/// ASCII without escapes: text that serde_json writes back unchanged.
-fn is_canonical_id(raw: &[u8]) -> bool {
-    match raw {
-        [b'0'] => true,
-        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
-        [b'"', inner @ .., b'"'] => inner
-            .iter()
-            .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'),
-        _ => false,
-    }
 }
 
 async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
@@ -1028,36 +1000,6 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_read_without_parsing_have_the_key_parsing_gives() {
-        let slow = |raw: &[u8]| {
-            let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
-            (value.is_string() || value.is_number()).then(|| value.to_string())
-        };
-        for raw in [
-            &b"0"[..],
-            b"7",
-            b"123456789012345678",
-            b"1234567890123456789012",
-            b"-3",
-            b"01",
-            b"1.0",
-            b"1e2",
-            br#""abc""#,
-            br#""a\u0062""#,
-            br#""a\"b""#,
-            br#""""#,
-            b"\"\xc3\xa9\"",
-            b"null",
-            b"[1]",
-            b"true",
-        ] {
-            assert_eq!(id_key(raw), slow(raw), "{}", String::from_utf8_lossy(raw));
-        }
-        assert_eq!(id_key(br#""a\u0062""#), id_key(br#""ab""#));
-        assert_ne!(id_key(b"2"), id_key(br#""2""#));
-    }
 
     #[test]
     fn an_answer_is_told_from_a_request_by_its_head() {

@@ -30,7 +30,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::conversation::Backend;
-use super::conversation::{Conversation, Ended, Opening, id_key};
+use super::conversation::{Conversation, Ended, Opening};
 use super::identities::Judges;
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
@@ -38,6 +38,7 @@ use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
 use crate::io::codec::HEAD_BYTES;
 use crate::io::{Chatter, LogLevel};
+use crate::session::ids::route_key;
 use crate::session::{self, Line};
 
 /// The one endpoint path.
@@ -552,7 +553,7 @@ impl Gateway {
             );
         }
         let head = crate::frame::read_head(text);
-        let id = head.id.clone().and_then(|r| id_key(&text[r]));
+        let id = head.id.clone().and_then(|r| route_key(&text[r]));
         let is_request = head.method && id.is_some();
         let line = match too_large {
             Some(len) => Line::TooLarge { len, head: text },

@@ -53,9 +53,10 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::conversation::{Conversation, InputAsk, Listener, id_key};
+use super::conversation::{Conversation, InputAsk, Listener};
 use super::sse::Reply;
 use crate::session::Line;
+use crate::session::ids::route_key;
 
 /// How long the server may take to answer the gateway's `initialize`.
 const HANDSHAKE: Duration = Duration::from_secs(30);
@@ -704,7 +705,7 @@ pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn json_key(id: &str) -> String {
-    id_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
+    route_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
 }
 
 fn sse_frame(data: &[u8]) -> Bytes {
