@@ -519,7 +519,7 @@ impl Conversation {
                     continue;
                 }
                 if self.stateless
-                    && let Some(refusal) = super::stateless::answer_server_request(line)
+                    && let Some(refusal) = super::modern::answer_server_request(line)
                 {
                     // A server request no stateless request can carry (see
                     // `stateless.rs`): the gateway answers it, and the session judges
@@ -815,7 +815,7 @@ impl Routes {
                 if !uri.as_ref().is_some_and(|u| l.uris.contains(u)) {
                     return true;
                 }
-                let kept = super::stateless::tagged(line, &l.id)
+                let kept = super::modern::tagged(line, &l.id)
                     .is_some_and(|frame| l.tx.try_send(frame).is_ok());
                 wanted |= kept;
                 kept
@@ -826,7 +826,7 @@ impl Routes {
             return;
         }
         if let Some(method) = method.as_deref()
-            && super::stateless::LISTENED
+            && super::modern::LISTENED
                 .iter()
                 .any(|(_, _, m)| *m == method)
         {
@@ -834,7 +834,7 @@ impl Routes {
             // client loses the stream rather than events in the middle of it.
             self.listeners.retain(|l| {
                 !l.methods.contains(&method)
-                    || super::stateless::tagged(line, &l.id)
+                    || super::modern::tagged(line, &l.id)
                         .is_some_and(|frame| l.tx.try_send(frame).is_ok())
             });
             return;
@@ -921,7 +921,7 @@ impl Routes {
         }
         // A subscription the server side ends is answered, then its stream closes.
         for l in self.listeners.drain(..) {
-            let _ = l.tx.try_send(super::stateless::listen_ended(&l.id));
+            let _ = l.tx.try_send(super::modern::listen_ended(&l.id));
         }
     }
 }
