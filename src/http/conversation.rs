@@ -826,9 +826,7 @@ impl Routes {
             return;
         }
         if let Some(method) = method.as_deref()
-            && super::modern::LISTENED
-                .iter()
-                .any(|(_, _, m)| *m == method)
+            && super::modern::LISTENED.iter().any(|(_, _, m)| *m == method)
         {
             // A listener that is not read (its queue full) or closed is dropped: its
             // client loses the stream rather than events in the middle of it.

@@ -33,7 +33,7 @@
 //! as any client's, and gets the parked call's answer. A state is used once; a call not
 //! retried within five minutes is cancelled on the server (at the identity's next
 //! request); 16 calls may be parked per identity. Other server requests, and these when no one request can take them, the
-//! gateway answers itself ([`answer_server_request`]): `-32601`, and `ping` an empty
+//! gateway answers itself ([`super::modern::answer_server_request`]): `-32601`, and `ping` an empty
 //! result.
 //!
 //! Change notifications that belong to no request go to the identity's
@@ -642,7 +642,6 @@ fn json_key(id: &str) -> String {
     route_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
 }
 
-
 /// The conversation ended before the answer (its server died): the next request starts
 /// another.
 /// Hands `frame` to the conversation's session for the server. When the server has ended,
@@ -681,6 +680,7 @@ fn gone(client_id: &Value) -> Response<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::modern::answer_server_request;
 
     #[test]
     fn a_modern_request_gets_the_gateways_id_and_token_and_they_are_put_back() {
