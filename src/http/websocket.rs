@@ -122,11 +122,16 @@ pub fn accept(
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {
                 // The write buffer holds at most one whole message beyond what the
-                // socket takes (an answer is never sent in part).
-                let config = WebSocketConfig::default()
+                // socket takes (an answer is never sent in part); tungstenite wants the
+                // bound above its buffering size.
+                let config = WebSocketConfig::default();
+                let max_write = max_message
+                    .max(config.write_buffer_size)
+                    .saturating_add(WRITE_SLACK);
+                let config = config
                     .max_message_size(Some(max_message))
                     .max_frame_size(Some(max_message))
-                    .max_write_buffer_size(max_message.saturating_add(WRITE_SLACK));
+                    .max_write_buffer_size(max_write);
                 let blocked = Arc::new(AtomicBool::new(false));
                 let io = Watched {
                     io: hyper_util::rt::TokioIo::new(upgraded),
