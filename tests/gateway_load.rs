@@ -259,8 +259,8 @@ fn half_open_connections_are_bounded_and_time_out() {
     let (f, held) = under_attack(&gw, &v, |stop| {
         let mut held = Vec::new();
         while !stop.load(Ordering::Acquire) {
-            // A request line and one header, then nothing: 100 more every 50 ms.
-            for _ in 0..100 {
+            // A request line and one header, then nothing: 50 more every 50 ms.
+            for _ in 0..50 {
                 if let Ok(mut c) = TcpStream::connect(&gw.addr) {
                     let _ = c.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n");
                     held.push(c);
@@ -283,7 +283,7 @@ fn half_open_connections_are_bounded_and_time_out() {
         "half-open connections: {} opened, {open} still open",
         held.len()
     );
-    assert!(held.len() > 1000, "the attack ran");
+    assert!(held.len() > 500, "the attack ran");
     assert!(
         open <= 256,
         "{open} half-open connections held (256 per peer at most)"

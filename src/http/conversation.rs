@@ -594,6 +594,9 @@ impl Conversation {
                     self.lock_session().from_server(line, &mut out, false);
                 }
                 self.deliver(out).await;
+                // A server writing as fast as it can does not keep the one thread from
+                // the other sessions.
+                tokio::task::yield_now().await;
             }
             match reader.fill().await {
                 Ok(true) => {}

@@ -194,6 +194,9 @@ async fn relay<S>(
                     if conversation.from_client(Line::Frame(&line)).await.is_err() {
                         return Some((CloseCode::Away, "the session has ended"));
                     }
+                    // One message at a time: a client sending as fast as it can does not
+                    // keep the gateway's one thread from the other sessions.
+                    tokio::task::yield_now().await;
                 }
                 Some(Ok(Message::Binary(_))) => {
                     chatter.log(
