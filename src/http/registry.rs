@@ -121,13 +121,6 @@ impl Registry {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sessions still running (ended ones are forgotten first).
-    pub fn open_count(&self) -> usize {
-        let mut sessions = self.lock();
-        sessions.retain(|_, (_, c)| !c.is_ended());
-        sessions.len()
-    }
-
     /// A session opened on the endpoint of `server`.
     pub fn insert(&self, server: &Arc<str>, conversation: Arc<Conversation>) {
         self.lock()
@@ -178,14 +171,6 @@ impl Registry {
             }
         }
         idle.len()
-    }
-
-    /// Sessions open now, per identity (for the log when a share is full).
-    pub fn held_by(&self, identity: Option<&str>) -> usize {
-        self.lock()
-            .values()
-            .filter(|(_, c)| !c.is_ended() && c.identity.as_deref() == identity)
-            .count()
     }
 
     /// Forget the session and end it.

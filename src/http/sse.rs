@@ -74,14 +74,10 @@ impl Budget {
     }
 
     /// Bytes the session keeps now.
-    pub fn used(&self) -> usize {
+    #[cfg(test)]
+    fn used(&self) -> usize {
         self.used.load(Ordering::Acquire)
     }
-}
-
-/// Bytes every session keeps for resumption now.
-pub fn total_kept() -> usize {
-    TOTAL_KEPT.load(Ordering::Acquire)
 }
 
 /// One message on a stream.
