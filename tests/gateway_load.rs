@@ -415,6 +415,94 @@ fn a_slow_websocket_reader_gets_every_answer() {
 }
 
 #[test]
+fn a_slow_legacy_sse_reader_gets_every_answer() {
+    let _turn = turn();
+    let gw = Serve::launch("", &["victim", "mallory"]);
+    let v = victim(&gw);
+    const CALLS: usize = 150;
+    let (f, (answers, posted)) = under_attack(&gw, &v, |_| {
+        let (mut sse, endpoint) = open_legacy(&gw, &gw.tokens[1]);
+        let auth = format!("Bearer {}", gw.tokens[1]);
+        let post = |body: String| {
+            gw.send(
+                "POST",
+                &endpoint,
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Authorization", &auth),
+                ],
+                body.as_bytes(),
+            )
+            .status
+        };
+        assert_eq!(post(gateway::initialize().to_string()), 202);
+        let text = "t".repeat(64 * 1024);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| {
+                (1..=CALLS as u64)
+                    .take_while(|id| post(call(*id, &text)) == 202)
+                    .count()
+            });
+            // Read nothing while the calls go out, then everything.
+            std::thread::sleep(Duration::from_millis(3000));
+            sse.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut seen = Vec::new();
+            let mut buf = vec![0u8; 256 * 1024];
+            let needle = b",\"result\":";
+            let mut answers = 0;
+            while answers < CALLS + 1 {
+                match sse.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+                answers = seen.windows(needle.len()).filter(|w| w == needle).count();
+            }
+            (answers, writer.join().unwrap())
+        })
+    });
+    assert_eq!(posted, CALLS, "a POST was refused: the session was cut off");
+    assert_eq!(answers, CALLS + 1, "a slow reader lost answers");
+    // The slow-reader class's fairness is measured on the WebSocket (above); here 64 KiB
+    // calls are judged on the gateway's one thread, which is the huge-call class's.
+    eprintln!(
+        "slow legacy SSE reader: victim p99 {:.1} ms, gateway VmHWM {} KiB",
+        f.p99().as_secs_f64() * 1e3,
+        f.peak.hwm_kib
+    );
+    assert!(f.failures.is_empty(), "{:?}", f.failures);
+    assert!(f.peak.hwm_kib < MAX_HWM_KIB);
+}
+
+/// `GET /sse` with `token`: the stream, after its `endpoint` event, and that endpoint.
+fn open_legacy(gw: &Serve, token: &str) -> (TcpStream, String) {
+    let mut sse = gw.connect();
+    sse.write_all(
+        format!(
+            "GET /sse HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {token}\r\n\r\n",
+            gw.addr
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        assert_eq!(
+            sse.read(&mut byte).unwrap(),
+            1,
+            "the stream ended before its endpoint event"
+        );
+        seen.push(byte[0]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(at) = text.find("data: /message")
+            && text[at..].contains('\n')
+        {
+            return (sse, text[at + 6..].lines().next().unwrap().to_string());
+        }
+    }
+}
+
+#[test]
 fn a_dead_servers_legacy_stream_ends() {
     let _turn = turn();
     let gw = Serve::launch("", &["victim"]);
