@@ -803,6 +803,20 @@ fn untrusted_project_only_tightens() {
 }
 
 #[test]
+fn the_gateways_limits_come_from_trusted_files_only() {
+    let env = Env::new();
+    env.user("version: 1\nsettings:\n  gateway: {sessions_per_identity: 8}\n");
+    env.project("version: 1\nsettings:\n  gateway: {max_sessions: 1, sessions_per_identity: 1}\n");
+    let p = env.load();
+    assert_eq!(p.settings.gateway.sessions_per_identity, 8);
+    assert_eq!(p.settings.gateway.max_sessions, 256, "the default stays");
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert!(ignored.contains(&"`gateway`"), "{ignored:?}");
+    env.trust();
+    assert_eq!(env.load().settings.gateway.max_sessions, 1);
+}
+
+#[test]
 fn ignored_parts_become_warnings_pointing_at_the_project_file() {
     let env = Env::new();
     env.user(USER);

@@ -19,9 +19,9 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 
 use crate::config::policy::{
-    Action, ArgSelector, BackupSettings, BreakerAction, Examples, LogArgs, LogLevel, LogRetention,
-    Matcher, OutboundRule, PinningMode, PoisonScanMode, Policy, RedactMarker, Rule, RuleAction,
-    Settings, SourceKind, Span,
+    Action, ArgSelector, BackupSettings, BreakerAction, Examples, GatewaySettings, LogArgs,
+    LogLevel, LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode, Policy,
+    RedactMarker, Rule, RuleAction, Settings, SourceKind, Span,
 };
 use crate::config::{self, LoadOptions};
 use crate::mcp::REQUEST_METHODS;
@@ -1265,6 +1265,18 @@ struct YamlSettings {
     backups: Option<YamlBackups>,
     #[serde(skip_serializing_if = "Option::is_none")]
     log_retention: Option<YamlRetention>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway: Option<YamlGateway>,
+}
+
+#[derive(Serialize)]
+struct YamlGateway {
+    max_sessions: u32,
+    sessions_per_identity: u32,
+    session_idle_seconds: u32,
+    max_connections: u32,
+    connections_per_peer: u32,
+    header_timeout_seconds: u32,
 }
 
 #[derive(Serialize)]
@@ -1334,6 +1346,14 @@ impl From<&Settings> for YamlSettings {
             log_retention: (s.log_retention != LogRetention::default()).then_some(YamlRetention {
                 max_days: s.log_retention.max_days,
                 max_mb: s.log_retention.max_mb,
+            }),
+            gateway: (s.gateway != GatewaySettings::default()).then_some(YamlGateway {
+                max_sessions: s.gateway.max_sessions,
+                sessions_per_identity: s.gateway.sessions_per_identity,
+                session_idle_seconds: s.gateway.session_idle_seconds,
+                max_connections: s.gateway.max_connections,
+                connections_per_peer: s.gateway.connections_per_peer,
+                header_timeout_seconds: s.gateway.header_timeout_seconds,
             }),
         }
     }

@@ -327,7 +327,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
         let require_token = !tokens.is_empty() || !loopback || args.client_ca.is_some();
         let tokens = Arc::new(LiveTokens::new(tokens_path, tokens));
-        let sessions = Arc::new(crate::http::registry::Registry::default());
+        let sessions = Arc::new(crate::http::registry::Registry::new(settings.gateway));
         let gateways: Vec<Arc<Gateway>> = built
             .into_iter()
             .map(|(front, judges)| {
@@ -373,7 +373,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 );
             }
         }
-        server::serve(listener, gateways, tls, shutdown_signal()).await;
+        server::serve(listener, gateways, tls, settings.gateway, shutdown_signal()).await;
         Ok::<_, miette::Report>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -1003,6 +1003,9 @@ impl Merger {
         if let Some(v) = set.ask_timeout_seconds {
             s.ask_timeout_seconds = v.value;
         }
+        if let Some(v) = set.gateway {
+            s.gateway = v.value;
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -1020,6 +1023,11 @@ impl Merger {
         if let Some(v) = &layer.backups {
             // Fewer or shorter-lived backups would delete the user's copies of their files.
             self.ignore(v.span, "`backups`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.gateway {
+            // The gateway's capacity is the operator's: a repository could otherwise
+            // shrink it to nothing for everyone served.
+            self.ignore(v.span, "`gateway`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = &layer.log_retention {
             // A shorter retention would delete the audit trail.
@@ -1151,4 +1159,5 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.backups, &from.backups);
     f(&mut into.log_retention, &from.log_retention);
     f(&mut into.ask_timeout_seconds, &from.ask_timeout_seconds);
+    f(&mut into.gateway, &from.gateway);
 }

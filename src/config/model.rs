@@ -11,9 +11,9 @@ use std::path::PathBuf;
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::policy::{
-    Action, BackupSettings, CircuitBreakerSettings, LogArgs, LogLevel, LogRetention, OutboundRule,
-    PinningMode, PoisonScanMode, RateLimit, RedactMarker, Rule, SecretPattern, Source, SourceId,
-    Span, Spanned,
+    Action, BackupSettings, CircuitBreakerSettings, GatewaySettings, LogArgs, LogLevel,
+    LogRetention, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker, Rule,
+    SecretPattern, Source, SourceId, Span, Spanned,
 };
 
 pub(crate) use super::yaml_tree::{Loc, Node, YNode};
@@ -279,4 +279,5 @@ pub(crate) struct RawSettings {
     pub(crate) backups: Option<Spanned<BackupSettings>>,
     pub(crate) log_retention: Option<Spanned<LogRetention>>,
     pub(crate) ask_timeout_seconds: Option<Spanned<u64>>,
+    pub(crate) gateway: Option<Spanned<GatewaySettings>>,
 }

@@ -334,6 +334,41 @@ impl Default for BackupSettings {
     }
 }
 
+/// `settings.gateway`: how much of `mcpwall serve` one client may take. Only a trusted
+/// file sets it (these bound the operator's machine, not the agent's reach).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Sessions open at once on a listener (every transport, every server); past it,
+    /// `initialize` ends an idle session first, or gets 503.
+    pub max_sessions: u32,
+    /// Sessions one identity may hold at once (a token's name; without tokens every
+    /// client is one identity and the share is `max_sessions`).
+    pub sessions_per_identity: u32,
+    /// A session without a request or a stream being read for this long is ended.
+    pub session_idle_seconds: u32,
+    /// Plain connections open at once (a WebSocket leaves the count once upgraded: it
+    /// is a session).
+    pub max_connections: u32,
+    /// Connections open at once from one peer address.
+    pub connections_per_peer: u32,
+    /// A request's headers must arrive within this many seconds of the connection
+    /// opening or of the previous answer (the keep-alive idle time).
+    pub header_timeout_seconds: u32,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        GatewaySettings {
+            max_sessions: 256,
+            sessions_per_identity: 64,
+            session_idle_seconds: 30 * 60,
+            max_connections: 512,
+            connections_per_peer: 256,
+            header_timeout_seconds: 10,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -357,6 +392,8 @@ pub struct Settings {
     /// How long a call an `ask` rule holds waits for the human's answer before it is
     /// refused (fail closed).
     pub ask_timeout_seconds: u64,
+    /// `mcpwall serve`'s shares and limits.
+    pub gateway: GatewaySettings,
 }
 
 impl Default for Settings {
@@ -376,6 +413,7 @@ impl Default for Settings {
             backups: BackupSettings::default(),
             log_retention: LogRetention::default(),
             ask_timeout_seconds: 120,
+            gateway: GatewaySettings::default(),
         }
     }
 }

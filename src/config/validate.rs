@@ -14,10 +14,10 @@ use super::model::{
 };
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
-    CommandClause, CommandPaths, Examples, LogArgs, LogLevel, LogRetention, Matcher, OutboundRule,
-    PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction,
-    SandboxNetwork, SecretPattern, ServerBackend, ServerDef, Source, SourceId, SourceKind, Span,
-    Spanned, UpstreamAuth,
+    CommandClause, CommandPaths, Examples, GatewaySettings, LogArgs, LogLevel, LogRetention,
+    Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule,
+    RuleAction, SandboxNetwork, SecretPattern, ServerBackend, ServerDef, Source, SourceId,
+    SourceKind, Span, Spanned, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -122,6 +122,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "backups",
     "log_retention",
     "ask_timeout_seconds",
+    "gateway",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -174,6 +175,14 @@ const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
 const RETENTION_KEYS: &[&str] = &["max_days", "max_mb"];
+const GATEWAY_KEYS: &[&str] = &[
+    "max_sessions",
+    "sessions_per_identity",
+    "session_idle_seconds",
+    "max_connections",
+    "connections_per_peer",
+    "header_timeout_seconds",
+];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -1016,7 +1025,67 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("log_retention") {
             s.log_retention = self.log_retention(n);
         }
+        if let Some(n) = f.get("gateway") {
+            s.gateway = self.gateway(n);
+        }
         s
+    }
+
+    /// `gateway: {max_sessions: 256, sessions_per_identity: 64, …}`; a key left out keeps
+    /// its default. A share larger than the whole is a mistake, not a request for it.
+    fn gateway(&mut self, node: &YNode) -> Option<Spanned<GatewaySettings>> {
+        let f = self.fields(node, "`gateway`", GATEWAY_KEYS)?;
+        let mut value = GatewaySettings::default();
+        let ok = self.positive_u32s(
+            &f,
+            "gateway",
+            [
+                ("max_sessions", &mut value.max_sessions),
+                ("sessions_per_identity", &mut value.sessions_per_identity),
+                ("session_idle_seconds", &mut value.session_idle_seconds),
+                ("max_connections", &mut value.max_connections),
+                ("connections_per_peer", &mut value.connections_per_peer),
+                ("header_timeout_seconds", &mut value.header_timeout_seconds),
+            ],
+        );
+        if !ok {
+            return None;
+        }
+        let mut fits = true;
+        for (part, whole, part_key, whole_key) in [
+            (
+                value.sessions_per_identity,
+                value.max_sessions,
+                "sessions_per_identity",
+                "max_sessions",
+            ),
+            (
+                value.connections_per_peer,
+                value.max_connections,
+                "connections_per_peer",
+                "max_connections",
+            ),
+        ] {
+            if part > whole {
+                let at = f
+                    .get(part_key)
+                    .map_or_else(|| self.span(node), |n| self.span(n));
+                self.report(
+                    Code::BadThreshold,
+                    format!(
+                        "`gateway.{part_key}` ({part}) is more than `gateway.{whole_key}` ({whole})"
+                    ),
+                    at,
+                    "larger than the whole",
+                    format!("set `{part_key}` to at most {whole}, or raise `{whole_key}`"),
+                );
+                fits = false;
+            }
+        }
+        fits.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
     }
 
     /// `backups: {keep: 10, max_age_days: 30}`; a key left out keeps its default.

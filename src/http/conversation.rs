@@ -53,6 +53,9 @@ const TO_SERVER_QUEUE: usize = 64;
 const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// How often the decision files of calls waiting for `mcpwall approve` are read.
 const APPROVAL_POLL: Duration = Duration::from_millis(200);
+/// How long a legacy or WebSocket client may leave its messages unread before its
+/// session is ended.
+const STALLED_READER: Duration = Duration::from_secs(60);
 /// Finished request streams kept for a late `Last-Event-ID` resumption.
 const KEEP_FINISHED: usize = 32;
 
@@ -111,6 +114,8 @@ struct Routes {
     sse_posts: Vec<u64>,
     /// The stream for messages no request stream takes (read by GET).
     get: Option<u64>,
+    /// What this session's streams keep for resumption, bounded (`sse.rs`).
+    replay: Arc<super::sse::Budget>,
     finished: VecDeque<u64>,
     /// A stateless conversation's progress tokens (canonical JSON text) → the stream of
     /// the request that named it: each request's progress goes on its own response.
@@ -325,6 +330,16 @@ impl Conversation {
             && routes.listeners.iter().all(|l| l.tx.is_closed())
     }
 
+    /// Since when the session has been neither used nor read: its last request, when no
+    /// stream of it is being read; `None` while one is.
+    pub fn idle_since(&self) -> Option<std::time::Instant> {
+        let last = *self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        let routes = self.lock_routes();
+        let reading = routes.streams.values().any(Stream::is_live)
+            || routes.listeners.iter().any(|l| !l.tx.is_closed());
+        (!reading).then_some(last)
+    }
+
     /// Add a `subscriptions/listen` stream; `false` when the conversation has ended.
     pub fn listen(&self, listener: Listener) -> bool {
         let mut routes = self.lock_routes();
@@ -375,6 +390,14 @@ impl Conversation {
             routes.sse_posts.push(stream);
         }
         Answer { stream, rx }
+    }
+
+    /// The answer on `stream` went out as a whole `application/json` body: a client
+    /// reading JSON cannot resume, so nothing of the stream is kept.
+    pub fn delivered_whole(&self, stream: u64) {
+        let mut routes = self.lock_routes();
+        routes.streams.remove(&stream);
+        routes.finished.retain(|s| *s != stream);
     }
 
     /// A POST whose request turned out not to be one the session answers (it was a
@@ -509,6 +532,7 @@ impl Conversation {
             }
         }
         let mut refusals = Vec::new();
+        let mut paced = Vec::new();
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
             for line in out.to_client.split(|b| *b == b'\n') {
@@ -530,13 +554,14 @@ impl Conversation {
                 if self.legacy {
                     let stream = routes.get_stream();
                     if let Some(s) = routes.streams.get_mut(&stream) {
-                        s.push(Bytes::copy_from_slice(line), false);
+                        paced.extend(s.pace(Bytes::copy_from_slice(line)));
                     }
                 } else {
                     routes.route(line);
                 }
             }
         }
+        self.send_paced(paced).await;
         let unwanted = std::mem::take(&mut self.lock_routes().unwanted);
         if refusals.is_empty() && unwanted.is_empty() {
             return None;
@@ -558,6 +583,30 @@ impl Conversation {
         Some(answers)
     }
 
+    /// Hand a legacy or WebSocket connection its messages, waiting for room: while its
+    /// client does not read, the server's output and the client's next requests wait
+    /// here (back-pressure), and nothing is lost. A connection that takes nothing for
+    /// [`STALLED_READER`] is closed, and told why on stderr.
+    async fn send_paced(&self, paced: Vec<(mpsc::Sender<Event>, Event)>) {
+        for (tx, event) in paced {
+            match tokio::time::timeout(STALLED_READER, tx.send(event)).await {
+                Ok(_) => {}
+                Err(_) => {
+                    self.chatter.log(
+                        LogLevel::Info,
+                        format_args!(
+                            "session {}: its client read nothing for {} s; closing its stream",
+                            self.id,
+                            STALLED_READER.as_secs()
+                        ),
+                    );
+                    self.end();
+                    return;
+                }
+            }
+        }
+    }
+
     /// Read the server's lines, judge each, and deliver what the session lets through.
     async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
         loop {
@@ -565,6 +614,9 @@ impl Conversation {
                 let out =
                     judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
                 self.deliver(out).await;
+                // A server writing as fast as it can does not keep the one thread from
+                // the other sessions.
+                tokio::task::yield_now().await;
             }
             match reader.fill().await {
                 Ok(true) => {}
@@ -750,7 +802,8 @@ impl Routes {
     fn new_stream(&mut self) -> u64 {
         self.next_stream += 1;
         let id = self.next_stream;
-        self.streams.insert(id, Stream::new(id));
+        self.streams
+            .insert(id, Stream::new(id, self.replay.clone()));
         id
     }
 

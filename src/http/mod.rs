@@ -7,7 +7,8 @@
 //! | file | job |
 //! | --- | --- |
 //! | `server.rs` | HTTP: routing `/mcp[/NAME]` to a server's gateway, origin and token checks, POST/GET/DELETE |
-//! | `registry.rs` | the live sessions by id, whose they are, and the server each was opened on |
+//! | `connections.rs` | the open connections, bounded in all and per peer; accept back-off |
+//! | `registry.rs` | the live sessions by id, whose they are, the server each was opened on, each identity's share |
 //! | `conversation.rs` | one session: its server process, its `Session`, routing answers to requests |
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
 //! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
@@ -17,6 +18,7 @@
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 //! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
 
+pub mod connections;
 pub mod conversation;
 pub mod identities;
 pub mod modern;

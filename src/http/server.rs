@@ -22,6 +22,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -29,10 +30,11 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::connections::{Backoff, Busy, Connections, Slot};
 use super::conversation::Backend;
 use super::conversation::{Conversation, Ended, Opening};
 use super::identities::Judges;
-use super::registry::{Lookup, Registry};
+use super::registry::{Full, Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
@@ -51,11 +53,6 @@ pub const LEGACY_MESSAGE: &str = "/message";
 /// The session-based protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation)
 /// this gateway speaks; the stateless ones are `modern::MODERN_VERSIONS`.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-/// Sessions open at once before `initialize` is refused with 503.
-pub const MAX_SESSIONS: usize = 256;
-/// A session without a request or a stream being read for this long is ended (its
-/// server stopped): a client that vanished without DELETE does not hold a process.
-pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -119,46 +116,85 @@ pub fn route<'g>(gateways: &'g [Arc<Gateway>], path: &str) -> Option<(&'g Arc<Ga
 }
 
 /// Serve `listener` until `shutdown` completes; then end every session. `gateways`
-/// share one session registry. With `tls`, every connection is HTTPS.
+/// share one session registry. With `tls`, every connection is HTTPS. `limits` bound
+/// the connections (`connections.rs`).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     gateways: Vec<Arc<Gateway>>,
     tls: Option<super::tls::Tls>,
+    limits: crate::config::policy::GatewaySettings,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let gateways: Arc<[Arc<Gateway>]> = gateways.into();
     let Some(gateway) = gateways.first().cloned() else {
         return;
     };
+    let connections = Connections::new(limits.max_connections, limits.connections_per_peer);
+    let header_timeout = Duration::from_secs(u64::from(limits.header_timeout_seconds));
+    let mut backoff = Backoff::default();
     tokio::pin!(shutdown);
-    let mut reaper = tokio::time::interval(std::time::Duration::from_secs(60));
+    let reap_every = gateway.sessions.idle_limit().min(Duration::from_secs(60));
+    let mut reaper = tokio::time::interval(reap_every);
     loop {
         tokio::select! {
             _ = reaper.tick() => {
-                let ended = gateway.sessions.end_idle(SESSION_IDLE);
+                // A client that vanished without DELETE does not hold a process for long.
+                let ended = gateway.sessions.end_idle(gateway.sessions.idle_limit());
                 if ended > 0 {
                     gateway.chatter.log(LogLevel::Info, format_args!("ended {ended} idle session(s)"));
                 }
             }
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // Out of descriptors (EMFILE) or another transient failure: free
+                        // an idle connection and wait, rather than spin on the error.
+                        let wait = backoff.failed();
+                        if backoff.is_first() {
+                            gateway.chatter.log(
+                                LogLevel::Warn,
+                                format_args!("accepting a connection failed: {e}; backing off"),
+                            );
+                        }
+                        connections.shed_one();
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                };
+                backoff.succeeded();
+                let Some(ticket) = connections.admit(peer.ip()) else {
+                    // Every connection of that scope is busy: this one is closed unread.
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
                 let gateways = gateways.clone();
                 let tls = tls.clone();
                 tokio::spawn(async move {
-                    match tls {
-                        None => serve_connection(stream, gateways, None).await,
-                        #[cfg(feature = "tls")]
-                        Some(tls) => {
-                            // A failed handshake (no TLS, a certificate the CA did not
-                            // issue) ends the connection: nothing was read from it.
-                            if let Ok((stream, cert)) = tls.accept(stream).await {
-                                serve_connection(stream, gateways, cert).await;
+                    let slot = ticket.slot.clone();
+                    let serving = async {
+                        match tls {
+                            None => serve_connection(stream, gateways, None, &slot, header_timeout).await,
+                            #[cfg(feature = "tls")]
+                            Some(tls) => {
+                                // A failed handshake (no TLS, a certificate the CA did not
+                                // issue) ends the connection: nothing was read from it. The
+                                // handshake has the header time to finish.
+                                if let Ok(Ok((stream, cert))) =
+                                    tokio::time::timeout(header_timeout, tls.accept(stream)).await
+                                {
+                                    serve_connection(stream, gateways, cert, &slot, header_timeout).await;
+                                }
                             }
+                            #[cfg(not(feature = "tls"))]
+                            Some(_) => {}
                         }
-                        #[cfg(not(feature = "tls"))]
-                        Some(_) => {}
+                    };
+                    tokio::select! {
+                        () = serving => {}
+                        () = slot.closed() => {}
                     }
+                    drop(ticket);
                 });
             }
             () = &mut shutdown => break,
@@ -170,37 +206,72 @@ pub async fn serve(
             if c.is_ended() {
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
 
 /// HTTP/1.1 on one connection; each request carries the connection's verified client
-/// certificate, if any, in its extensions.
+/// certificate, if any, in its extensions, and keeps `slot` busy until its answer is
+/// written. Headers must come within `header_timeout` of the connection's start or of the
+/// previous answer's end (hyper restarts the timer for each request head it waits for).
 async fn serve_connection<S>(
     io: S,
     gateways: Arc<[Arc<Gateway>]>,
     cert: Option<super::tls::ClientCertificate>,
+    slot: &Arc<Slot>,
+    header_timeout: Duration,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let cert = cert.map(Arc::new);
+    let slot = slot.clone();
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let gateways = gateways.clone();
+        let busy = slot.begin();
         if let Some(cert) = &cert {
             req.extensions_mut().insert(cert.clone());
         }
         async move {
-            let Some((gateway, endpoint)) = route(&gateways, req.uri().path()) else {
-                return Ok::<_, Infallible>(not_found(&gateways));
+            let response = match route(&gateways, req.uri().path()) {
+                None => not_found(&gateways),
+                Some((gateway, endpoint)) => gateway.handle(req, endpoint).await,
             };
-            Ok::<_, Infallible>(gateway.handle(req, endpoint).await)
+            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
         }
     });
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
         .with_upgrades()
         .await;
+}
+
+/// A response body that keeps its connection counted busy until it is written or dropped.
+struct Tracked {
+    body: Reply,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 impl Gateway {
@@ -629,6 +700,7 @@ impl Gateway {
             return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
         };
         let response = if first.last && reads_json {
+            conversation.delivered_whole(answer.stream);
             Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "application/json")
@@ -657,11 +729,25 @@ impl Gateway {
         stateless: bool,
         transport: &'static str,
     ) -> Result<Arc<Conversation>, Refusal> {
-        if self.sessions.open_count() >= MAX_SESSIONS {
+        if let Err(full) = self.sessions.admit(identity.as_deref()) {
+            let (log, answer) = match full {
+                Full::Share { share } => (
+                    format!(
+                        "{} holds its share of sessions ({share}), none idle; a new one refused",
+                        identity.as_deref().unwrap_or("(no identity)")
+                    ),
+                    "too many sessions open for this identity; end one (DELETE) and retry",
+                ),
+                Full::Listener { max } => (
+                    format!("the gateway holds {max} sessions, none idle; a new one refused"),
+                    "too many sessions open on this gateway; end one (DELETE) and retry",
+                ),
+            };
+            self.chatter.log(LogLevel::Info, format_args!("{log}"));
             return Err(Box::new(rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 -32000,
-                "too many sessions open on this gateway; end one (DELETE) and retry",
+                answer,
             )));
         }
         let id = new_session_id().map_err(|e| {

@@ -2,15 +2,21 @@
 //! resumption, bounded), its live connection, and the response body that writes it.
 //!
 //! Every message goes on exactly one stream of its session (the specification forbids
-//! sending one on two). A stream keeps its last [`KEEP_EVENTS`] events (at most
-//! [`KEEP_BYTES`]); a client that reconnects with `Last-Event-ID: <stream>-<seq>` gets
-//! the events after `seq` still kept, then the stream goes on live. The live connection
-//! is fed through a bounded channel: a client that stops reading loses the connection,
-//! not the events, and can resume.
+//! sending one on two). A stream keeps its last [`KEEP_EVENTS`] events for resumption,
+//! within three byte bounds: [`KEEP_BYTES`] per stream, [`SESSION_KEEP_BYTES`] per session
+//! and [`TOTAL_KEEP_BYTES`] for the whole process; a stream makes room by letting its own
+//! oldest events go, and an event that still does not fit (larger than a stream may keep,
+//! or the session's or the process's share is taken by other streams) is delivered live
+//! but not kept. A client that reconnects with `Last-Event-ID: <stream>-<seq>` gets the
+//! events after `seq` still kept, then the stream goes on live. The live connection is
+//! fed through a bounded channel: a client that stops reading loses the connection, not
+//! the events it can still resume.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -20,9 +26,59 @@ use tokio::sync::mpsc;
 /// Events kept per stream for resumption.
 pub const KEEP_EVENTS: usize = 256;
 /// Bytes of events kept per stream for resumption.
-pub const KEEP_BYTES: usize = 8 * 1024 * 1024;
+pub const KEEP_BYTES: usize = 1024 * 1024;
+/// Bytes of events kept for resumption by all the streams of one session.
+pub const SESSION_KEEP_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of events kept for resumption by every session of the process.
+pub const TOTAL_KEEP_BYTES: usize = 32 * 1024 * 1024;
 /// Events queued for a live connection before it is dropped (it can resume).
 const LIVE_QUEUE: usize = 64;
+
+/// What every session keeps for resumption, together.
+static TOTAL_KEPT: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes a session's streams keep for resumption; counted into the process's total too.
+#[derive(Debug, Default)]
+pub struct Budget {
+    used: AtomicUsize,
+}
+
+impl Budget {
+    /// Take `n` bytes from the session's and the process's bounds, or nothing.
+    fn take(&self, n: usize) -> bool {
+        let fits = |limit: usize| move |used: usize| used.checked_add(n).filter(|u| *u <= limit);
+        if self
+            .used
+            .fetch_update(
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                fits(SESSION_KEEP_BYTES),
+            )
+            .is_err()
+        {
+            return false;
+        }
+        if TOTAL_KEPT
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, fits(TOTAL_KEEP_BYTES))
+            .is_err()
+        {
+            self.used.fetch_sub(n, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    fn give(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+        TOTAL_KEPT.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Bytes the session keeps now.
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+}
 
 /// One message on a stream.
 #[derive(Debug, Clone)]
@@ -46,12 +102,21 @@ pub struct Stream {
     /// the events after it.
     delivered: u64,
     finished: bool,
+    /// The session's bound on what its streams keep.
+    budget: Arc<Budget>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.budget.give(self.kept_bytes);
+    }
 }
 
 impl Stream {
-    pub fn new(id: u64) -> Stream {
+    pub fn new(id: u64, budget: Arc<Budget>) -> Stream {
         Stream {
             id,
+            budget,
             kept: VecDeque::new(),
             kept_bytes: 0,
             next_seq: 1,
@@ -95,14 +160,7 @@ impl Stream {
             last,
         };
         self.next_seq += 1;
-        self.kept_bytes += event.data.len();
-        self.kept.push_back(event.clone());
-        while self.kept.len() > KEEP_EVENTS || self.kept_bytes > KEEP_BYTES {
-            match self.kept.pop_front() {
-                Some(old) => self.kept_bytes -= old.data.len(),
-                None => break,
-            }
-        }
+        self.keep(&event);
         let seq = event.seq;
         if let Some(tx) = &self.live {
             if tx.try_send(event).is_ok() {
@@ -115,6 +173,53 @@ impl Stream {
         if last {
             self.finished = true;
             self.live = None;
+        }
+    }
+
+    /// A message for a stream nothing resumes (legacy SSE, WebSocket: the session ends
+    /// with its connection): with a connection reading, the event and the sender to await
+    /// room on, so that a slow reader slows its server and its own requests down instead
+    /// of losing messages; without one, kept for the connection to come.
+    pub fn pace(&mut self, data: Bytes) -> Option<(mpsc::Sender<Event>, Event)> {
+        let tx = self.live.as_ref().filter(|tx| !tx.is_closed()).cloned();
+        let Some(tx) = tx else {
+            self.push(data, false);
+            return None;
+        };
+        let event = Event {
+            seq: self.next_seq,
+            data,
+            last: false,
+        };
+        self.next_seq += 1;
+        self.delivered = event.seq;
+        Some((tx, event))
+    }
+
+    /// Keep `event` for resumption if it fits the bounds (see the module docs), letting
+    /// this stream's oldest events go to make room.
+    fn keep(&mut self, event: &Event) {
+        let len = event.data.len();
+        if len > KEEP_BYTES {
+            return;
+        }
+        while self.kept.len() >= KEEP_EVENTS || self.kept_bytes + len > KEEP_BYTES {
+            self.drop_oldest();
+        }
+        while !self.budget.take(len) {
+            if self.kept.is_empty() {
+                return;
+            }
+            self.drop_oldest();
+        }
+        self.kept_bytes += len;
+        self.kept.push_back(event.clone());
+    }
+
+    fn drop_oldest(&mut self) {
+        if let Some(old) = self.kept.pop_front() {
+            self.kept_bytes -= old.data.len();
+            self.budget.give(old.data.len());
         }
     }
 
@@ -273,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_stream_keeps_a_bounded_tail_and_replays_after_an_id() {
-        let mut s = Stream::new(7);
+        let mut s = Stream::new(7, Arc::default());
         for i in 0..(KEEP_EVENTS + 10) {
             s.push(Bytes::from(format!("{{\"n\":{i}}}")), false);
         }
@@ -297,12 +402,37 @@ mod tests {
 
     #[test]
     fn a_connection_that_stops_reading_is_dropped_but_its_events_are_kept() {
-        let mut s = Stream::new(1);
+        let mut s = Stream::new(1, Arc::default());
         let _rx = s.attach();
         for _ in 0..(LIVE_QUEUE + 1) {
             s.push(Bytes::from_static(b"{}"), false);
         }
         assert!(!s.is_live());
         assert_eq!(s.replay_after(0).len(), LIVE_QUEUE + 1);
+    }
+
+    #[test]
+    fn what_is_kept_stays_within_the_stream_and_session_bounds() {
+        let budget = Arc::new(Budget::default());
+        let big = Bytes::from(vec![b'x'; KEEP_BYTES / 2 + 1]);
+        let mut one = Stream::new(1, budget.clone());
+        let mut others: Vec<Stream> = (2..12).map(|i| Stream::new(i, budget.clone())).collect();
+        // Too large for any stream: delivered, never kept.
+        one.push(Bytes::from(vec![b'x'; KEEP_BYTES + 1]), false);
+        assert!(one.replay_after(0).is_empty());
+        // A stream keeps what fits its own bound, letting its oldest go.
+        one.push(big.clone(), false);
+        one.push(big.clone(), false);
+        assert_eq!(one.replay_after(0).len(), 1);
+        for s in &mut others {
+            s.push(big.clone(), false);
+        }
+        assert!(budget.used() <= SESSION_KEEP_BYTES);
+        let kept: usize = others.iter().map(|s| s.replay_after(0).len()).sum();
+        assert_eq!(kept + 1, SESSION_KEEP_BYTES / big.len());
+        // Streams that go give their bytes back.
+        drop(others);
+        drop(one);
+        assert_eq!(budget.used(), 0);
     }
 }

@@ -15,7 +15,10 @@
 //! codec answers pings. Closing the socket ends the session and its server, which gets the
 //! same grace period as on DELETE.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
@@ -35,6 +38,13 @@ use crate::session::Line;
 pub const PATH: &str = "/ws";
 /// The subprotocol MCP's WebSocket clients request.
 pub const SUBPROTOCOL: &str = "mcp";
+/// How long the close frame may take to go out.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// Room in a socket's write buffer beyond one whole message (pongs, a close frame).
+const WRITE_SLACK: usize = 64 * 1024;
+/// Pings a client may send while the socket cannot take our writes (it is not reading);
+/// one more closes it with 1008.
+const MAX_UNREAD_PONGS: usize = 64;
 
 /// What an upgrade request asks for, once its headers are found to be a WebSocket
 /// handshake: the `Sec-WebSocket-Accept` value and whether to confirm `mcp`.
@@ -111,16 +121,24 @@ pub fn accept(
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {
-                let config = WebSocketConfig::default()
+                // The write buffer holds at most one whole message beyond what the
+                // socket takes (an answer is never sent in part); tungstenite wants the
+                // bound above its buffering size.
+                let config = WebSocketConfig::default();
+                let max_write = max_message
+                    .max(config.write_buffer_size)
+                    .saturating_add(WRITE_SLACK);
+                let config = config
                     .max_message_size(Some(max_message))
-                    .max_frame_size(Some(max_message));
-                let socket = WebSocketStream::from_raw_socket(
-                    hyper_util::rt::TokioIo::new(upgraded),
-                    Role::Server,
-                    Some(config),
-                )
-                .await;
-                relay(socket, &conversation, chatter).await;
+                    .max_frame_size(Some(max_message))
+                    .max_write_buffer_size(max_write);
+                let blocked = Arc::new(AtomicBool::new(false));
+                let io = Watched {
+                    io: hyper_util::rt::TokioIo::new(upgraded),
+                    blocked: blocked.clone(),
+                };
+                let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+                relay(socket, &conversation, &blocked, chatter).await;
             }
             Err(e) => chatter.log(
                 LogLevel::Info,
@@ -134,10 +152,16 @@ pub fn accept(
 
 /// Move messages both ways until the client closes, the server's side ends, or a message
 /// is refused whole. The two directions progress independently: a client message waiting
-/// for room on the server's stdin never stops the server's messages from going out (the
-/// session's stream drops a connection that falls 64 messages behind).
-async fn relay<S>(socket: WebSocketStream<S>, conversation: &Conversation, chatter: Chatter)
-where
+/// for room on the server's stdin never stops the server's messages from going out. A
+/// client that reads slowly is paced, not cut off: while 64 messages wait for it, the
+/// session waits to hand it more, so its server's output and its own next messages wait
+/// too (`Conversation::send_paced`).
+async fn relay<S>(
+    socket: WebSocketStream<S>,
+    conversation: &Conversation,
+    blocked: &AtomicBool,
+    chatter: Chatter,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let Some((_, replay, mut rx)) = conversation.open_stream(None) else {
@@ -154,6 +178,7 @@ where
         Ok::<_, ()>(())
     };
     let incoming = async {
+        let mut unread_pongs = 0usize;
         loop {
             match source.next().await {
                 Some(Ok(Message::Text(text))) => {
@@ -169,6 +194,9 @@ where
                     if conversation.from_client(Line::Frame(&line)).await.is_err() {
                         return Some((CloseCode::Away, "the session has ended"));
                     }
+                    // One message at a time: a client sending as fast as it can does not
+                    // keep the gateway's one thread from the other sessions.
+                    tokio::task::yield_now().await;
                 }
                 Some(Ok(Message::Binary(_))) => {
                     chatter.log(
@@ -180,8 +208,30 @@ where
                         "binary messages are not accepted: send JSON-RPC as text",
                     ));
                 }
-                // The codec answers pings itself; pongs and raw frames need nothing.
-                Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                // The codec answers pings itself, but a pong waits in the write buffer
+                // while the client does not read: pings sent meanwhile grow it, so a
+                // client that keeps pinging without reading is closed.
+                Some(Ok(Message::Ping(_))) => {
+                    if blocked.load(Ordering::Acquire) {
+                        unread_pongs += 1;
+                        if unread_pongs > MAX_UNREAD_PONGS {
+                            chatter.log(
+                                LogLevel::Info,
+                                format_args!(
+                                    "WebSocket: pings sent while not reading our answers; closing"
+                                ),
+                            );
+                            return Some((
+                                CloseCode::Policy,
+                                "pings sent while not reading: read the answers",
+                            ));
+                        }
+                    } else {
+                        unread_pongs = 0;
+                    }
+                }
+                // Pongs and raw frames need nothing.
+                Some(Ok(Message::Pong(_) | Message::Frame(_))) => {}
                 Some(Ok(Message::Close(_))) | None => return None,
                 Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
                     // The session records the refusal (audit, stderr) as it does for an
@@ -210,15 +260,19 @@ where
         }),
         close = incoming => close,
     };
-    if let Some((code, reason)) = close {
-        let _ = sink
-            .send(Message::Close(Some(CloseFrame {
-                code,
-                reason: reason.into(),
-            })))
-            .await;
-    }
-    let _ = sink.close().await;
+    // A client that does not read never takes the close frame: it gets a moment.
+    let closing = async {
+        if let Some((code, reason)) = close {
+            let _ = sink
+                .send(Message::Close(Some(CloseFrame {
+                    code,
+                    reason: reason.into(),
+                })))
+                .await;
+        }
+        let _ = sink.close().await;
+    };
+    let _ = tokio::time::timeout(CLOSE_GRACE, closing).await;
 }
 
 /// One message the session let through, as a text message. The session forwards only
@@ -234,4 +288,42 @@ where
         return Ok(());
     };
     sink.send(Message::Text(text)).await.map_err(|_| ())
+}
+
+/// The upgraded connection, noting whether the last write found the socket full (the
+/// client is not reading).
+struct Watched<S> {
+    io: S,
+    blocked: Arc<AtomicBool>,
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.blocked.store(polled.is_pending(), Ordering::Release);
+        polled
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
