@@ -535,7 +535,7 @@ impl Conversation {
         let mut paced = Vec::new();
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
-            for line in out.to_client.split(|b| *b == b'\n') {
+            for line in lines(&out.to_client) {
                 if line.is_empty() {
                     continue;
                 }
@@ -1038,6 +1038,19 @@ fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
         .flatten()
         .and_then(|t| route_key(t.get().as_bytes()));
     (method, token)
+}
+
+/// The lines of what the session wrote (each ends in `\n`), found with memchr: an answer
+/// of many megabytes is split on the I/O thread.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', bytes)
+        .map(move |end| {
+            let line = &bytes[start..end];
+            start = end + 1;
+            line
+        })
+        .filter(|line| !line.is_empty())
 }
 
 async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
