@@ -358,3 +358,74 @@ fn an_unknown_path_is_answered_after_the_host_and_token_checks_and_names_no_path
         assert!(!r.body.contains(path), "{}", r.body);
     }
 }
+
+#[test]
+fn a_malformed_body_whose_id_is_readable_gets_its_error_and_frees_the_id() {
+    let gw = Gateway::serve(Home::new(), "");
+    let session = gw.initialize(&[]);
+    let broken = br#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"echo","arguments":{"text":"cut"#;
+    let r = gw.post(Some(&session), broken, &[]);
+    let answer = r.json();
+    assert_eq!(answer["id"], 41, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    // The id is not wedged in flight: the same id is usable again at once.
+    let call = json!({"jsonrpc":"2.0","id":41,"method":"tools/list"});
+    let r = gw.post(Some(&session), call.to_string().as_bytes(), &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["id"], 41);
+    assert!(!gw.home.received().contains("cut"));
+}
+
+#[test]
+fn bodies_that_are_not_utf8_json_text_get_400() {
+    let gw = Gateway::serve(Home::new(), "");
+    let session = gw.initialize(&[]);
+    let call = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"NOT-UTF8-SENT"}}}).to_string();
+    let utf16 = |bom: &[u8]| {
+        let mut b = bom.to_vec();
+        b.extend(call.encode_utf16().flat_map(u16::to_le_bytes));
+        b
+    };
+    let mut with_bom = b"\xEF\xBB\xBF".to_vec();
+    with_bom.extend_from_slice(call.as_bytes());
+    let mut latin1 = call.clone().into_bytes();
+    latin1.extend_from_slice(b" \xE9");
+    for (what, body) in [
+        ("a UTF-8 byte-order mark", with_bom),
+        ("UTF-16 with its mark", utf16(b"\xFF\xFE")),
+        ("UTF-16 without a mark", utf16(b"")),
+        ("a byte that is not UTF-8", latin1),
+    ] {
+        let r = gw.post(Some(&session), &body, &[]);
+        assert_eq!(r.status, 400, "{what}: {}", r.body);
+        assert_eq!(r.json()["error"]["code"], -32700, "{what}");
+    }
+    assert!(!gw.home.received().contains("NOT-UTF8-SENT"));
+}
+
+#[test]
+fn each_http_session_has_its_own_audit_session_id() {
+    let gw = Gateway::serve(Home::new(), "");
+    let forbidden = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"forbidden","arguments":{}}});
+    let ids = [gw.initialize(&[]), gw.initialize(&[])];
+    for id in &ids {
+        let r = gw.post(Some(id), forbidden.to_string().as_bytes(), &[]);
+        assert!(r.json().get("error").is_some(), "{}", r.body);
+    }
+    let mut ws = gw.websocket(&[]).unwrap();
+    ws_call(&mut ws, &initialize_msg()).unwrap();
+    ws_call(&mut ws, &forbidden).unwrap();
+    let audit = gw.audit_with(&["\"transport\":\"websocket\"", "deny-forbidden"]);
+    let sessions: std::collections::BTreeSet<String> = audit
+        .lines()
+        .filter(|l| l.contains("deny-forbidden"))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session"].to_string())
+        .collect();
+    assert_eq!(sessions.len(), 3, "{audit}");
+    for id in &ids {
+        assert!(
+            !audit.contains(id.as_str()),
+            "the audit log holds a session id"
+        );
+    }
+}

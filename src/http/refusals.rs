@@ -11,6 +11,8 @@ use std::sync::Mutex;
 
 /// Longest text of a request field (method, path, header value) in a log line, in chars.
 pub const FIELD_CHARS: usize = 48;
+/// Longest reason in a log line, in chars.
+pub const REASON_CHARS: usize = 256;
 /// Distinct (peer, reason) pairs tracked in one period; refusals past them are counted
 /// under "other" (bounds memory when many addresses are refused).
 const MAX_KEYS: usize = 1024;
@@ -80,9 +82,15 @@ impl Refusals {
 /// `text` as it may appear in a log line: at most [`FIELD_CHARS`] characters, control
 /// characters and quotes escaped, with the original length when it was cut.
 pub fn bounded(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(FIELD_CHARS + 16));
+    bounded_to(text, FIELD_CHARS)
+}
+
+/// [`bounded`] to `max` characters (a reason the gateway composed of names it checked
+/// may be longer than a request field).
+pub fn bounded_to(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max + 16));
     for (i, c) in text.chars().enumerate() {
-        if i == FIELD_CHARS {
+        if i == max {
             let _ = write!(out, "…[{} bytes]", text.len());
             break;
         }

@@ -32,7 +32,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::conversation::Backend;
 use super::conversation::{Conversation, Opening, id_key};
 use super::identities::Judges;
-use super::refusals::{Refusals, bounded};
+use super::refusals::{REASON_CHARS, Refusals, bounded, bounded_to};
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{Change, Gate, LiveTokens, new_session_id};
@@ -434,7 +434,7 @@ impl Gateway {
         method: &Method,
         peer: Option<std::net::IpAddr>,
     ) {
-        let why = bounded(why);
+        let why = bounded_to(why, REASON_CHARS);
         let key = match &identity {
             Some(name) => format!("{rule} {name}: {why}"),
             None => format!("{rule}: {why}"),
@@ -561,6 +561,7 @@ impl Gateway {
         let max = self.judges.any_program().settings().max_frame_bytes;
         let body = match read_body(body, max).await {
             Ok(Body::Whole(b)) => b,
+            Ok(Body::NotUtf8) => return not_utf8(),
             _ => {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
@@ -644,6 +645,7 @@ impl Gateway {
         let (text, too_large) = match &body {
             Body::Whole(b) => (&b[..], None),
             Body::TooLarge { len, head } => (&head[..], Some(*len)),
+            Body::NotUtf8 => return not_utf8(),
         };
         if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
             return rpc_error(
@@ -879,6 +881,7 @@ impl Gateway {
         let line = match &body {
             Body::Whole(b) => Line::Frame(b),
             Body::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+            Body::NotUtf8 => return not_utf8(),
         };
         if conversation.from_client(line).await.is_err() {
             return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
@@ -953,6 +956,35 @@ enum Body {
         len: usize,
         head: Vec<u8>,
     },
+    /// Not JSON text as the protocol sends it: UTF-8 without a byte-order mark (a BOM, or
+    /// UTF-16 with its NUL bytes, would otherwise pass as an unanswerable notification).
+    NotUtf8,
+}
+
+/// Whether `bytes` (a whole body, or the first bytes of one) can be JSON text in UTF-8:
+/// no byte-order mark (UTF-8's or UTF-16's), no NUL, valid UTF-8 (a cut last character
+/// is allowed when only the head was kept).
+fn is_utf8_json_text(bytes: &[u8], whole: bool) -> bool {
+    if bytes.starts_with(b"\xEF\xBB\xBF")
+        || bytes.starts_with(b"\xFE\xFF")
+        || bytes.starts_with(b"\xFF\xFE")
+        || memchr::memchr(0, bytes).is_some()
+    {
+        return false;
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(_) => true,
+        Err(e) => !whole && e.error_len().is_none(),
+    }
+}
+
+/// 400 for a body that is not UTF-8 JSON text.
+fn not_utf8() -> Response<Reply> {
+    rpc_error(
+        StatusCode::BAD_REQUEST,
+        -32700,
+        "parse error: the body must be JSON text in UTF-8, without a byte-order mark",
+    )
 }
 
 /// Read a request body up to `max` bytes; past that, keep its first bytes and count the
@@ -983,7 +1015,12 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error>
     }
     if len > max {
         whole.truncate(HEAD_BYTES);
+        if !is_utf8_json_text(&whole, false) {
+            return Ok(Body::NotUtf8);
+        }
         Ok(Body::TooLarge { len, head: whole })
+    } else if !is_utf8_json_text(&whole, true) {
+        Ok(Body::NotUtf8)
     } else {
         Ok(Body::Whole(whole))
     }

@@ -59,7 +59,7 @@ impl Home {
         std::fs::write(
             &policy,
             format!(
-                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules: []\n",
+                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules:\n  - name: deny-forbidden\n    match: {{tool: forbidden}}\n    action: deny\n",
                 self.dir.path().join("logs").display()
             ),
         )
