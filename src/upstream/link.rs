@@ -38,9 +38,13 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 const RESUMES: usize = 3;
 /// Consecutive failures of the GET stream before it is given up.
 const GET_FAILURES: usize = 5;
-/// Longest wait between reconnections, whatever `retry:` the server asks for.
+/// Shortest wait before a reconnection, whatever `retry:` the server asks for: a server
+/// answering `retry: 0` and closing at once must not make the link reconnect in a loop.
+const MIN_RETRY: Duration = Duration::from_secs(1);
+/// Longest first wait, whatever `retry:` the server asks for.
 const MAX_RETRY: Duration = Duration::from_secs(5);
-const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+/// Longest wait after many reconnections in a row that brought nothing.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -216,12 +220,13 @@ impl State {
                 self.read_stream(response.into_body(), &mut reader, &mut waiting, initialize)
                     .await;
                 let mut resumes = 0;
+                let mut backoff = Backoff::default();
                 while !waiting.is_empty() && resumes < RESUMES {
                     let Some(last) = reader.last_id().map(str::to_string) else {
                         break;
                     };
                     resumes += 1;
-                    tokio::time::sleep(retry_delay(&reader)).await;
+                    tokio::time::sleep(backoff.next(&reader)).await;
                     if let Some(body) = self.resume(&last).await {
                         self.read_stream(body, &mut reader, &mut waiting, initialize)
                             .await;
@@ -277,15 +282,16 @@ impl State {
         (response.status().is_success() && is_sse(&response)).then(|| response.into_body())
     }
 
-    /// Read SSE events until the stream ends, handing each on.
+    /// Read SSE events until the stream ends, handing each on; how many there were.
     async fn read_stream(
         &self,
         mut body: Incoming,
         reader: &mut SseReader,
         waiting: &mut HashSet<String>,
         initialize: bool,
-    ) {
+    ) -> usize {
         let mut events = Vec::new();
+        let mut count = 0;
         loop {
             let chunk = match body.frame().await {
                 Some(Ok(frame)) => match frame.into_data() {
@@ -297,11 +303,12 @@ impl State {
                         LogLevel::Info,
                         format_args!("upstream stream broke off: {e}"),
                     );
-                    return;
+                    return count;
                 }
-                None => return,
+                None => return count,
             };
             reader.feed(&chunk, &mut |e| events.push(e));
+            count += events.len();
             for event in events.drain(..) {
                 let item = match event.data {
                     Data::Whole(data) => self.message(data, waiting, initialize),
@@ -367,10 +374,12 @@ impl State {
     }
 
     /// The session's GET stream: what the server sends outside any request. Reconnects
-    /// (with `Last-Event-ID`) until it fails [`GET_FAILURES`] times in a row.
+    /// (with `Last-Event-ID`) until it fails [`GET_FAILURES`] times in a row, waiting
+    /// longer after each reconnection that brought no event ([`Backoff`]).
     async fn listen(self: Arc<Self>) {
         let mut reader = SseReader::new(self.max_frame);
         let mut failures = 0;
+        let mut backoff = Backoff::default();
         let mut no_answers = HashSet::new();
         loop {
             let mut headers = self.headers(ACCEPT_SSE);
@@ -390,8 +399,12 @@ impl State {
                 }
                 Ok(r) if r.status().is_success() && is_sse(&r) => {
                     failures = 0;
-                    self.read_stream(r.into_body(), &mut reader, &mut no_answers, false)
+                    let events = self
+                        .read_stream(r.into_body(), &mut reader, &mut no_answers, false)
                         .await;
+                    if events > 0 {
+                        backoff = Backoff::default();
+                    }
                 }
                 Ok(r) => {
                     failures += 1;
@@ -415,16 +428,46 @@ impl State {
                 );
                 return;
             }
-            tokio::time::sleep(retry_delay(&reader)).await;
+            tokio::time::sleep(backoff.next(&reader)).await;
         }
     }
 }
 
-fn retry_delay(reader: &SseReader) -> Duration {
-    reader
-        .retry_ms()
-        .map_or(DEFAULT_RETRY, Duration::from_millis)
-        .min(MAX_RETRY)
+/// The waits between reconnections of one stream: the server's `retry:` kept between
+/// [`MIN_RETRY`] and [`MAX_RETRY`], doubled after each reconnection in a row up to
+/// [`MAX_BACKOFF`], plus up to half again at random so that many links dropped at once do
+/// not come back at once.
+#[derive(Debug, Default)]
+struct Backoff {
+    /// Reconnections in a row so far.
+    attempts: u32,
+}
+
+impl Backoff {
+    fn next(&mut self, reader: &SseReader) -> Duration {
+        let asked = reader
+            .retry_ms()
+            .map_or(MIN_RETRY, Duration::from_millis)
+            .clamp(MIN_RETRY, MAX_RETRY);
+        let wait = asked
+            .saturating_mul(1 << self.attempts.min(16))
+            .min(MAX_BACKOFF);
+        self.attempts = self.attempts.saturating_add(1);
+        wait + wait.mul_f64(jitter() / 2.0)
+    }
+}
+
+/// A number in `[0, 1)`, different in each call and process (not for secrets).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn content_type(response: &Response<Incoming>) -> Option<&str> {
@@ -546,6 +589,24 @@ fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnections_wait_at_least_the_floor_and_back_off_to_a_cap() {
+        let mut reader = SseReader::new(1024);
+        reader.feed(b"retry: 0\n\n", &mut |_| {});
+        let mut backoff = Backoff::default();
+        let waits: Vec<Duration> = (0..10).map(|_| backoff.next(&reader)).collect();
+        assert!(
+            waits[0] >= MIN_RETRY && waits[0] < MIN_RETRY * 2,
+            "{waits:?}"
+        );
+        assert!(waits[3] >= MIN_RETRY * 8, "{waits:?}");
+        assert!(
+            waits.iter().all(|w| *w <= MAX_BACKOFF.mul_f64(1.5)),
+            "{waits:?}"
+        );
+        assert!(waits[9] >= MAX_BACKOFF, "{waits:?}");
+    }
 
     #[test]
     fn line_breaks_become_spaces_only_outside_strings() {
