@@ -429,3 +429,66 @@ fn each_http_session_has_its_own_audit_session_id() {
         );
     }
 }
+
+#[test]
+fn the_bridge_falls_back_to_a_legacy_http_sse_upstream() {
+    let gw = Gateway::serve(Home::new(), "");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    let policy = dir.path().join("policy.yml");
+    std::fs::write(
+        &policy,
+        format!(
+            "version: 1\nsettings:\n  log_dir: \"{}\"\nrules:\n  - name: deny-forbidden\n    match: {{tool: forbidden}}\n    action: deny\n",
+            dir.path().join("logs").display()
+        ),
+    )
+    .unwrap();
+    let mut bridge = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .arg("-c")
+        .arg(&policy)
+        .args(["--upstream", &format!("http://{}/sse", gw.addr)])
+        .env("HOME", dir.path().join("home"))
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let mut stdout = BufReader::new(bridge.stdout.take().unwrap());
+    let mut next = move || {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the bridge closed stdout"
+        );
+        serde_json::from_str::<serde_json::Value>(&line).unwrap()
+    };
+    writeln!(stdin, "{}", initialize_msg()).unwrap();
+    let init = next();
+    assert_eq!(init["id"], 0, "{init}");
+    assert!(init.get("result").is_some(), "{init}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+    )
+    .unwrap();
+    let echo = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"through legacy"}}});
+    writeln!(stdin, "{echo}").unwrap();
+    let answer = next();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer.to_string().contains("through legacy"), "{answer}");
+    // Still judged by the bridge's own policy.
+    let forbidden = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forbidden","arguments":{}}});
+    writeln!(stdin, "{forbidden}").unwrap();
+    assert!(next().get("error").is_some());
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bridge.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the bridge did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gw.home.received().contains("through legacy"));
+}
