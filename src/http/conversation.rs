@@ -302,6 +302,9 @@ impl Conversation {
 
     /// End the session: the server's stdin closes, then it is stopped.
     pub fn end(&self) {
+        // From now on nothing more reaches the server (a revoked identity's next
+        // message included), even before the supervisor wakes.
+        self.lock_sender().take();
         self.end.notify_one();
     }
 
