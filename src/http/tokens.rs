@@ -165,7 +165,9 @@ impl LiveTokens {
     /// The file at `path` as `serve` read it at start (`None`: there was none).
     /// `always_required`: a token is required even while none exists.
     pub fn new(path: PathBuf, tokens: Option<Tokens>, always_required: bool) -> LiveTokens {
-        let stamp = stamp(&path);
+        // No stamp yet: the first look reads the file again, so a change made between
+        // `serve` reading it and this point is not missed.
+        let stamp = None;
         let store = match tokens {
             Some(t) => Store::Issued(t),
             None => Store::Absent,
