@@ -252,9 +252,9 @@ pub fn hand_over(
     queue: &mut Option<ApprovalQueue>,
     home: Option<&Path>,
     out: &mut crate::session::Outbox,
-    chatter: &crate::proxy::Chatter,
+    chatter: &crate::io::Chatter,
 ) {
-    use crate::proxy::LogLevel;
+    use crate::io::LogLevel;
     if queue.is_none()
         && !out.approvals.is_empty()
         && let Some(home) = home

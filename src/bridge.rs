@@ -18,9 +18,9 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::approval_queue::ApprovalQueue;
 use crate::audit::AuditSender;
+use crate::io::codec::LineReader;
+use crate::io::{Chatter, LogLevel, stdio};
 use crate::program::Program;
-use crate::proxy::codec::LineReader;
-use crate::proxy::{Chatter, LogLevel, stdio};
 use crate::session::{self, Line, Outbox, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};

@@ -52,6 +52,28 @@ pub struct PathEnv {
 pub const NO_PROJECT: &str = "/nonexistent/mcpwall-no-project";
 
 impl PathEnv {
+    /// A glob over argument values may start with `~/`, `$HOME`, `${HOME}` or
+    /// `${PROJECT_DIR}`: the prefix becomes the (glob-escaped) directory, so it meets the
+    /// normal form of path-shaped values (ARCHITECTURE decision 9).
+    pub fn expand_glob_prefix(&self, glob: &str) -> String {
+        let prefixes: [(&str, &str); 5] = [
+            ("${PROJECT_DIR}", self.project_dir()),
+            ("$PROJECT_DIR", self.project_dir()),
+            ("${HOME}", self.home()),
+            ("$HOME", self.home()),
+            ("~", self.home()),
+        ];
+        for (var, dir) in prefixes {
+            if let Some(rest) = glob.strip_prefix(var)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                let dir = dir.strip_suffix('/').unwrap_or(dir);
+                return format!("{}{rest}", globset::escape(dir));
+            }
+        }
+        glob.to_string()
+    }
+
     /// Normalise `home` and `project_dir` (relative ones are taken against the
     /// process's working directory, which is the only thing they can mean).
     pub fn new(home: &Path, project_dir: &Path) -> PathEnv {
@@ -73,9 +95,9 @@ impl PathEnv {
 
     /// A server started in `cwd`: relative paths start there, and the project is `cwd`
     /// unless that is the root or the home directory, where there is none
-    /// ([`crate::sandbox::project_roots`], the one resolver rules and sandbox share).
+    /// ([`project_roots`], the one resolver rules and sandbox share).
     pub fn for_server(home: &Path, cwd: &Path) -> PathEnv {
-        let project = crate::sandbox::project_roots(home, cwd)
+        let project = project_roots(home, cwd)
             .into_iter()
             .next()
             .unwrap_or_else(|| PathBuf::from(NO_PROJECT));
@@ -571,6 +593,21 @@ pub fn resolve_existing_prefix(path: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The project, defined once (decision 16): the working directory, unless it is the root
+/// of the file system or the home directory, which desktop clients start servers in and
+/// which hold everything, so that nothing would be outside the project. Then there is no
+/// project, and nothing counts as inside one.
+pub fn project_roots(home: &Path, cwd: &Path) -> Vec<PathBuf> {
+    // Compared in their canonical forms (a link to the home is the home), returned as
+    // given: on Windows the canonical form is a `\\?\` path no rule is written against.
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dir = canonical(cwd);
+    if dir.parent().is_none() || dir == canonical(home) {
+        return Vec::new();
+    }
+    vec![std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf())]
 }
 
 #[cfg(test)]

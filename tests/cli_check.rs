@@ -978,3 +978,60 @@ fn passwords_in_xml_flags_and_punctuated_keys_are_found_both_ways() {
         assert!(!r.stdout.contains(&secret), "{}", r.stdout);
     }
 }
+
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_as_the_gateway_refuses_it() {
+    // Two calls with id 1 before either is answered: the second could not be told from
+    // the first by its answer, so it is refused (exit 1), whatever the rules say.
+    let s = Sandbox::new();
+    let input = [
+        call(1, "read_file", serde_json::json!({"path": "src/lib.rs"})),
+        call(1, "read_file", serde_json::json!({"path": "src/main.rs"})),
+        result(1, "pub fn f() {}"),
+    ]
+    .join("\n");
+    let r = s.check(&[], &input);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("mcpwall:duplicate_id"), "{}", r.stdout);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("✓ ALLOW"))
+            .count(),
+        2,
+        "the first call and its answer pass: {}",
+        r.stdout
+    );
+}
+
+#[test]
+fn batches_are_refused_from_the_protocol_revision_that_dropped_them() {
+    let s = Sandbox::new();
+    let initialize = |version: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string()
+    };
+    let batch = format!(
+        "[{},{}]",
+        call(1, "read_file", serde_json::json!({"path": "src/lib.rs"})),
+        call(2, "read_file", serde_json::json!({"path": "src/main.rs"}))
+    );
+    // 2025-03-26 still had batches: judged member by member, allowed.
+    let r = s.check(&[], &[initialize("2025-03-26"), batch.clone()].join("\n"));
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // From 2025-06-18 on, a batch is not a message of the protocol: refused and reported.
+    let r = s.check(&[], &[initialize("2025-11-25"), batch].join("\n"));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("mcpwall:batch"), "{}", r.stdout);
+    // Two requests of one batch with one id: refused whatever the revision.
+    let twins = format!(
+        "[{},{}]",
+        call(1, "read_file", serde_json::json!({"path": "src/lib.rs"})),
+        call(1, "read_file", serde_json::json!({"path": "src/main.rs"}))
+    );
+    let r = s.check(&[], &[initialize("2025-03-26"), twins].join("\n"));
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("mcpwall:duplicate_id"), "{}", r.stdout);
+}

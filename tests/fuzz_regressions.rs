@@ -58,3 +58,71 @@ fn redact_regressions() {
         checks::check_redact(frame, &picks, marker);
     });
 }
+
+#[test]
+fn session_regressions() {
+    replay("session", mcpwall::session::checks::check_session);
+}
+
+/// The session's fuzz target, run on stable for a few seconds: its kept corpus
+/// (`tests/fuzz/corpus/session/`, grown by `cargo fuzz run --fuzz-dir tests/fuzz session`)
+/// replayed, then random scripts and random mutations of the corpus. Without coverage
+/// guidance this finds less than libFuzzer does, but it runs on every CI run. A failure
+/// prints the seed and the input; `MCPWALL_FUZZ_SECONDS` sets the time (default 5).
+#[test]
+fn session_scripts_keep_the_contract() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus/session");
+    let corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for input in &corpus {
+        run_one(input, 0);
+    }
+    let seconds: u64 = std::env::var("MCPWALL_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let mut runs = 0u64;
+    while std::time::Instant::now() < deadline {
+        let mut input = match corpus.len() {
+            0 => Vec::new(),
+            n => corpus[(next() % n as u64) as usize].clone(),
+        };
+        if input.is_empty() || next() % 4 == 0 {
+            input = (0..(next() % 200)).map(|_| next() as u8).collect();
+        } else {
+            for _ in 0..1 + next() % 8 {
+                let at = (next() % input.len() as u64) as usize;
+                input[at] = next() as u8;
+            }
+        }
+        run_one(&input, seed);
+        runs += 1;
+    }
+    eprintln!("{runs} random session scripts (seed {seed})");
+}
+
+fn run_one(input: &[u8], seed: u64) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| {
+        mcpwall::session::checks::check_session(input)
+    })) {
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        panic!("seed {seed}, input {input:?}:\n{message}");
+    }
+}

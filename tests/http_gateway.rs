@@ -1593,3 +1593,63 @@ fn the_circuit_breaker_counts_per_identity_across_its_sessions_and_transports() 
         "{audit}"
     );
 }
+
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_by_the_session_and_audited() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let call = |method: &str| json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": {}});
+    std::thread::scope(|s| {
+        let held = s.spawn(|| gw.post(Some(&session), &call("fake/hold"), &[]));
+        let deadline = Instant::now() + WAIT;
+        while !gw.received().contains("fake/hold") {
+            assert!(Instant::now() < deadline, "{}", gw.received());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let again = gw.post(Some(&session), &call("fake/release"), &[]);
+        assert_eq!(again.status, 409, "{}", again.body);
+        let refusal: Value = serde_json::from_str(&again.body).expect(&again.body);
+        // Under its own id it would read as the held call's answer.
+        assert_eq!(refusal["id"], Value::Null, "{refusal}");
+        assert!(
+            refusal["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("in flight")
+        );
+        assert!(
+            !gw.received().contains("fake/release"),
+            "the duplicate reached the server"
+        );
+        let audit = gw.audit_with(&["mcpwall:duplicate_id"]);
+        assert!(audit.contains("mcpwall:duplicate_id"), "{audit}");
+        // The held call is still the one its id belongs to; release it by another id.
+        let other = json!({"jsonrpc": "2.0", "id": 10, "method": "fake/release", "params": {}});
+        assert_eq!(gw.post(Some(&session), &other, &[]).status, 200);
+        let held = held.join().unwrap();
+        assert_eq!(held.status, 200, "{}", held.body);
+    });
+}
+
+#[test]
+fn a_batch_in_a_session_is_refused_by_the_session_and_audited() {
+    let gw = Gateway::start("");
+    let session = gw.initialize();
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    ]);
+    let r = gw.post(Some(&session), &batch, &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let answers: Value = serde_json::from_str(&r.body).expect(&r.body);
+    let answers = answers.as_array().expect("one error per request");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["id"], 1);
+    assert_eq!(answers[0]["error"]["data"]["rule"], "mcpwall:batch");
+    let audit = gw.audit_with(&["mcpwall:batch"]);
+    assert!(audit.contains("mcpwall:batch"), "{audit}");
+    assert!(
+        !gw.received().contains("tools/list"),
+        "the batch reached the server"
+    );
+}

@@ -185,12 +185,12 @@ fn quote(word: &str) -> String {
 }
 
 /// `--log-level`: error, warn, info or debug.
-pub fn parse_level(s: &str) -> Result<crate::proxy::LogLevel, String> {
+pub fn parse_level(s: &str) -> Result<crate::io::LogLevel, String> {
     match s.to_ascii_lowercase().as_str() {
-        "error" => Ok(crate::proxy::LogLevel::Error),
-        "warn" | "warning" => Ok(crate::proxy::LogLevel::Warn),
-        "info" => Ok(crate::proxy::LogLevel::Info),
-        "debug" => Ok(crate::proxy::LogLevel::Debug),
+        "error" => Ok(crate::io::LogLevel::Error),
+        "warn" | "warning" => Ok(crate::io::LogLevel::Warn),
+        "info" => Ok(crate::io::LogLevel::Info),
+        "debug" => Ok(crate::io::LogLevel::Debug),
         _ => Err(format!(
             "unknown log level {s:?}; use error, warn, info or debug"
         )),
@@ -202,14 +202,14 @@ pub fn parse_level(s: &str) -> Result<crate::proxy::LogLevel, String> {
 pub fn server_command(
     command: &[String],
     example: &str,
-) -> miette::Result<crate::proxy::ChildSpec> {
+) -> miette::Result<crate::io::child::ChildSpec> {
     let Some((program, args)) = command.split_first() else {
         return Err(miette::miette!(
             help = format!("put the server command after `--`, e.g. `{example}`"),
             "no server command given"
         ));
     };
-    Ok(crate::proxy::ChildSpec {
+    Ok(crate::io::child::ChildSpec {
         program: program.into(),
         args: args.iter().map(Into::into).collect(),
         env: Vec::new(),
@@ -224,7 +224,7 @@ pub fn server_command(
 pub fn sandbox_plan(
     policy: &crate::config::policy::Policy,
     load_options: &crate::config::LoadOptions,
-    chatter: &crate::proxy::Chatter,
+    chatter: &crate::io::Chatter,
 ) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
     sandbox_plan_of(
         &policy.sandbox,
@@ -239,7 +239,7 @@ pub fn sandbox_plan_of(
     sandbox: &crate::config::policy::SandboxPolicy,
     log_dir: Option<&std::path::Path>,
     load_options: &crate::config::LoadOptions,
-    chatter: &crate::proxy::Chatter,
+    chatter: &crate::io::Chatter,
 ) -> miette::Result<Option<std::sync::Arc<crate::sandbox::Plan>>> {
     use crate::sandbox::{Place, Plan, Support};
     let place = Place::for_server(
@@ -250,7 +250,7 @@ pub fn sandbox_plan_of(
     );
     let Some(plan) = Plan::resolve(sandbox, &place) else {
         chatter.log(
-            crate::proxy::LogLevel::Info,
+            crate::io::LogLevel::Info,
             format_args!("sandbox: off (the policy says `sandbox: off`)"),
         );
         return Ok(None);
@@ -273,14 +273,14 @@ pub fn sandbox_plan_of(
             ));
         }
         chatter.log(
-            crate::proxy::LogLevel::Warn,
+            crate::io::LogLevel::Warn,
             format_args!("sandbox: {}", shortfalls.join("; ")),
         );
     }
     // Said only when asked for: the server's start waits for this.
-    if chatter.level >= crate::proxy::LogLevel::Info {
+    if chatter.level >= crate::io::LogLevel::Info {
         chatter.log(
-            crate::proxy::LogLevel::Info,
+            crate::io::LogLevel::Info,
             format_args!(
                 "sandbox: {}; {}",
                 Support::probe().summary(),
@@ -327,10 +327,10 @@ pub fn sandbox_event(plan: Option<&crate::sandbox::Plan>) -> crate::session::Aud
 
 /// Warn about what an untrusted project file asked for and did not get; said at every
 /// start, since the user may expect it to apply (`mcpwall trust` makes it apply).
-pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::proxy::Chatter) {
+pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::io::Chatter) {
     for ignored in &policy.ignored {
         chatter.log(
-            crate::proxy::LogLevel::Warn,
+            crate::io::LogLevel::Warn,
             format_args!(
                 "{} at {} is ignored: {}",
                 ignored.what,
@@ -348,7 +348,7 @@ pub fn warn_ignored(policy: &crate::config::policy::Policy, chatter: &crate::pro
 pub fn warn_shadowed(
     policy: &crate::config::policy::Policy,
     load_options: &crate::config::LoadOptions,
-    chatter: &crate::proxy::Chatter,
+    chatter: &crate::io::Chatter,
 ) {
     let env = load_options.path_env();
     let full = crate::compile::shadow::may_shadow(policy)
@@ -356,7 +356,7 @@ pub fn warn_shadowed(
         .flatten();
     let warnings = crate::compile::shadow::order_warnings(full.as_ref().unwrap_or(policy), &env);
     for warning in warnings {
-        chatter.log(crate::proxy::LogLevel::Warn, format_args!("{warning}"));
+        chatter.log(crate::io::LogLevel::Warn, format_args!("{warning}"));
     }
 }
 

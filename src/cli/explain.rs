@@ -750,7 +750,7 @@ fn matcher_parts(m: &Matcher) -> (&'static str, String, &'static str) {
         Matcher::Secrets => ("secrets", "true".to_string(), "secret detectors"),
         Matcher::Command(c) => (
             "command",
-            crate::compile::describe_clauses(&c.value),
+            crate::config::policy::describe_clauses(&c.value),
             "shell command parser",
         ),
     }

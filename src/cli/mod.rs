@@ -1,7 +1,6 @@
 //! One verb per file. Each exposes `Args` (clap) and `run(args) -> Result<ExitCode, miette::Report>`.
 
 pub mod approve;
-pub mod bridge;
 pub mod check;
 pub mod common;
 pub mod compare;

@@ -15,7 +15,7 @@ use crate::http::conversation::Backend;
 use crate::http::identities::{Judges, PolicyNames, Programs};
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::{Chatter, LogLevel};
 
 /// `serve` arguments.
 #[derive(Debug, clap::Args)]
@@ -126,7 +126,7 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
             let name = def.name.value.clone();
             let (backend, identity_command) = match &def.backend {
                 ServerBackend::Command { program, args, env } => (
-                    Backend::Command(crate::proxy::child::ChildSpec {
+                    Backend::Command(crate::io::child::ChildSpec {
                         program: program.into(),
                         args: args.iter().map(Into::into).collect(),
                         env: env.iter().map(|(k, v)| (k.into(), v.into())).collect(),

@@ -312,7 +312,7 @@ fn compile_inbound(
                     )
                 }
                 Matcher::Pattern(g) => {
-                    let expanded = expand_glob_prefix(&g.value, env);
+                    let expanded = env.expand_glob_prefix(&g.value);
                     let (p, _) = intern(InKey::Glob(sel, expanded.clone()), sel);
                     globs.add(&expanded, p, g.span);
                     (
@@ -376,7 +376,10 @@ fn compile_inbound(
                     (
                         COMMAND,
                         p,
-                        format!("{sel_name}: command {}", describe_clauses(&clauses.value)),
+                        format!(
+                            "{sel_name}: command {}",
+                            crate::config::policy::describe_clauses(&clauses.value)
+                        ),
                         Engine::Command,
                     )
                 }
@@ -451,82 +454,6 @@ fn compile_inbound(
         })
     })();
     (inbound, infos)
-}
-
-/// A `command` matcher in one line, for `explain-policy` and `check`.
-pub(crate) fn describe_clauses(clauses: &[crate::config::policy::CommandClause]) -> String {
-    let mut parts = Vec::new();
-    for c in clauses {
-        let mut p = Vec::new();
-        if !c.names.is_empty() {
-            p.push(format!("name {}", c.names.join("|")));
-        }
-        if c.unknown_name {
-            p.push("unknown_name".to_string());
-        }
-        if !c.flags.is_empty() {
-            p.push(format!("flags {}", c.flags.join("|")));
-        }
-        if !c.subcommands.is_empty() {
-            let subs: Vec<String> = c.subcommands.iter().map(|s| s.join(" ")).collect();
-            p.push(format!("subcommand {}", subs.join("|")));
-        }
-        if let Some(paths) = &c.paths {
-            let mut q = Vec::new();
-            if !paths.patterns.is_empty() {
-                q.push(format!("pattern {}", paths.patterns.join("|")));
-            }
-            for r in &paths.not_under {
-                q.push(format!("not_under {}", r.display()));
-            }
-            for r in &paths.ancestors_of {
-                q.push(format!("ancestors_of {}", r.display()));
-            }
-            p.push(format!("paths ({})", q.join(", ")));
-        }
-        if !c.redirects.is_empty() {
-            p.push(format!("redirect {}", c.redirects.join("|")));
-        }
-        if !c.words.is_empty() {
-            p.push(format!("words {}", c.words.join("|")));
-        }
-        if c.input & crate::shell::DOWNLOADED != 0 {
-            p.push("input downloaded".to_string());
-        }
-        if c.input & crate::shell::DECODED != 0 {
-            p.push("input decoded".to_string());
-        }
-        if c.after_download {
-            p.push("after_download".to_string());
-        }
-        if c.over_find {
-            p.push("over_find".to_string());
-        }
-        parts.push(format!("{{{}}}", p.join(", ")));
-    }
-    parts.join(" or ")
-}
-
-/// A glob over argument values may start with `~/`, `$HOME`, `${HOME}` or
-/// `${PROJECT_DIR}`: the prefix becomes the (glob-escaped) directory, so it meets the
-/// normal form of path-shaped values (ARCHITECTURE decision 9).
-pub(crate) fn expand_glob_prefix(glob: &str, env: &PathEnv) -> String {
-    let prefixes: [(&str, &str); 5] = [
-        ("${PROJECT_DIR}", env.project_dir()),
-        ("$PROJECT_DIR", env.project_dir()),
-        ("${HOME}", env.home()),
-        ("$HOME", env.home()),
-        ("~", env.home()),
-    ];
-    for (var, dir) in prefixes {
-        if let Some(rest) = glob.strip_prefix(var)
-            && (rest.is_empty() || rest.starts_with('/'))
-        {
-            let dir = dir.strip_suffix('/').unwrap_or(dir);
-            return format!("{}{rest}", globset::escape(dir));
-        }
-    }
-    glob.to_string()
 }
 
 /// `Ok(None)` when there is nothing to build; `Err(())` when building failed (and a

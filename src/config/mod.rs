@@ -108,7 +108,7 @@ impl LoadOptions {
     /// unless that is `/` or the home directory, which are no project
     /// ([`crate::paths::NO_PROJECT`]).
     pub fn project_root(&self) -> PathBuf {
-        crate::sandbox::project_roots(&self.home, &self.project_dir)
+        crate::paths::project_roots(&self.home, &self.project_dir)
             .into_iter()
             .next()
             .unwrap_or_else(|| PathBuf::from(crate::paths::NO_PROJECT))

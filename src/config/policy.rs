@@ -594,3 +594,57 @@ impl Policy {
         )
     }
 }
+
+/// A `command` matcher in one line, for `explain-policy` and `check`.
+pub fn describe_clauses(clauses: &[CommandClause]) -> String {
+    let mut parts = Vec::new();
+    for c in clauses {
+        let mut p = Vec::new();
+        if !c.names.is_empty() {
+            p.push(format!("name {}", c.names.join("|")));
+        }
+        if c.unknown_name {
+            p.push("unknown_name".to_string());
+        }
+        if !c.flags.is_empty() {
+            p.push(format!("flags {}", c.flags.join("|")));
+        }
+        if !c.subcommands.is_empty() {
+            let subs: Vec<String> = c.subcommands.iter().map(|s| s.join(" ")).collect();
+            p.push(format!("subcommand {}", subs.join("|")));
+        }
+        if let Some(paths) = &c.paths {
+            let mut q = Vec::new();
+            if !paths.patterns.is_empty() {
+                q.push(format!("pattern {}", paths.patterns.join("|")));
+            }
+            for r in &paths.not_under {
+                q.push(format!("not_under {}", r.display()));
+            }
+            for r in &paths.ancestors_of {
+                q.push(format!("ancestors_of {}", r.display()));
+            }
+            p.push(format!("paths ({})", q.join(", ")));
+        }
+        if !c.redirects.is_empty() {
+            p.push(format!("redirect {}", c.redirects.join("|")));
+        }
+        if !c.words.is_empty() {
+            p.push(format!("words {}", c.words.join("|")));
+        }
+        if c.input & crate::shell::DOWNLOADED != 0 {
+            p.push("input downloaded".to_string());
+        }
+        if c.input & crate::shell::DECODED != 0 {
+            p.push("input decoded".to_string());
+        }
+        if c.after_download {
+            p.push("after_download".to_string());
+        }
+        if c.over_find {
+            p.push("over_find".to_string());
+        }
+        parts.push(format!("{{{}}}", p.join(", ")));
+    }
+    parts.join(" or ")
+}

@@ -28,10 +28,12 @@ use tokio::sync::{Notify, mpsc};
 use super::identities::Judge;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
-use crate::proxy::child::{self, ChildSpec, ServerProcess, SpawnError};
-use crate::proxy::codec::LineReader;
-use crate::proxy::{Chatter, LogLevel};
-use crate::session::{self, Line, Outbox, Session};
+use crate::driver::judging::{self, SharedSession};
+use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
+use crate::io::codec::LineReader;
+use crate::io::{Chatter, LogLevel};
+use crate::session::ids::route_key;
+use crate::session::{self, Line, Outbox, Peer, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
 
@@ -68,7 +70,9 @@ pub struct Conversation {
     pub identity: Option<Arc<str>>,
     /// The program and guard of that identity.
     judge: Arc<Judge>,
-    session: Mutex<Session>,
+    session: SharedSession,
+    /// The session's frame limits (fixed by its program).
+    limits: crate::frame::Limits,
     routes: Mutex<Routes>,
     to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     audit: AuditSender,
@@ -266,6 +270,10 @@ impl Conversation {
             home,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
+        if !legacy && transport == "http" {
+            // A POST carries one message and reads one answer.
+            session.carry_single_messages();
+        }
         if let Some(rate) = &judge.rate {
             session.share_rate_limit(rate.clone());
         }
@@ -274,7 +282,8 @@ impl Conversation {
             id,
             identity,
             judge,
-            session: Mutex::new(session),
+            limits: session.limits(),
+            session: Arc::new(tokio::sync::Mutex::new(session)),
             routes: Mutex::new(Routes {
                 stateless,
                 ..Routes::default()
@@ -335,7 +344,7 @@ impl Conversation {
 
     /// The frame limits client messages are read with.
     pub fn limits(&self) -> crate::frame::Limits {
-        self.lock_session().limits()
+        self.limits
     }
 
     /// Whether a request with this id (canonical JSON text) is still unanswered.
@@ -424,10 +433,26 @@ impl Conversation {
         if self.is_ended() {
             return Err(Ended);
         }
-        let mut out = Outbox::default();
-        self.lock_session().from_client(line, &mut out);
+        let out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
         self.deliver(out).await;
         Ok(())
+    }
+
+    /// Judge a request whose answer could not be routed by its id (a request with that
+    /// id is in flight): what the session writes to the client comes back to the caller
+    /// (one line, without its newline) instead of going on a stream; the rest is
+    /// delivered as usual.
+    pub async fn judge_unrouted(&self, line: Line<'_>) -> Result<Bytes, Ended> {
+        if self.is_ended() {
+            return Err(Ended);
+        }
+        let mut out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
+        let mut to_client = std::mem::take(&mut out.to_client);
+        self.deliver(out).await;
+        if to_client.last() == Some(&b'\n') {
+            to_client.pop();
+        }
+        Ok(Bytes::from(to_client))
     }
 
     /// A GET: attach to the session's GET stream (or, with `Last-Event-ID`, the stream
@@ -501,7 +526,7 @@ impl Conversation {
                     continue;
                 }
                 if self.stateless
-                    && let Some(refusal) = super::stateless::answer_server_request(line)
+                    && let Some(refusal) = super::modern::answer_server_request(line)
                 {
                     // A server request no stateless request can carry (see
                     // `stateless.rs`): the gateway answers it, and the session judges
@@ -524,7 +549,7 @@ impl Conversation {
             return None;
         }
         let mut answers = Outbox::default();
-        let mut session = self.lock_session();
+        let mut session = self.session.lock().await;
         for refusal in &refusals {
             session.from_client(Line::Frame(refusal), &mut answers);
         }
@@ -543,25 +568,21 @@ impl Conversation {
     /// Read the server's lines, judge each, and deliver what the session lets through.
     async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
         loop {
-            loop {
-                let mut out = Outbox::default();
-                {
-                    let Some(line) = reader.next_buffered() else {
-                        break;
-                    };
-                    self.lock_session().from_server(line, &mut out, false);
-                }
+            while let Some(line) = reader.next_buffered() {
+                let out =
+                    judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
                 self.deliver(out).await;
             }
             match reader.fill().await {
                 Ok(true) => {}
                 Ok(false) => {
                     // What is left is a last line without its newline (refused).
-                    let mut out = Outbox::default();
                     while let Some(line) = reader.next_buffered() {
-                        self.lock_session().from_server(line, &mut out, false);
+                        let out =
+                            judging::judge(&self.session, &self.judge.share, Peer::Server, line)
+                                .await;
+                        self.deliver(out).await;
                     }
-                    self.deliver(out).await;
                     return;
                 }
                 Err(e) => {
@@ -578,30 +599,19 @@ impl Conversation {
     /// Judge what the upstream sends, until the link ends or the upstream ends the session.
     async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) {
         while let Some(item) = rx.recv().await {
-            let mut out = Outbox::default();
-            let gone = {
-                let mut session = self.lock_session();
-                match &item {
-                    FromUpstream::Message(data) => {
-                        session.from_server(Line::Frame(data), &mut out, false);
-                        false
-                    }
-                    FromUpstream::TooLarge { len, head } => {
-                        let line = Line::TooLarge { len: *len, head };
-                        session.from_server(line, &mut out, false);
-                        false
-                    }
-                    FromUpstream::Unanswered { sent, why } => {
-                        session.unanswered(sent, why, &mut out);
-                        false
-                    }
-                    FromUpstream::Gone(_) => true,
+            let line = match &item {
+                FromUpstream::Message(data) => Line::Frame(data),
+                FromUpstream::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+                FromUpstream::Unanswered { sent, why } => {
+                    let mut out = Outbox::default();
+                    self.session.lock().await.unanswered(sent, why, &mut out);
+                    self.deliver(out).await;
+                    continue;
                 }
+                FromUpstream::Gone(_) => return,
             };
+            let out = judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
             self.deliver(out).await;
-            if gone {
-                return;
-            }
         }
     }
 
@@ -632,7 +642,7 @@ impl Conversation {
         }
         self.ended.store(true, Ordering::Release);
         let mut out = Outbox::default();
-        self.lock_session().server_gone(why, &mut out);
+        self.session.lock().await.server_gone(why, &mut out);
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -677,11 +687,11 @@ impl Conversation {
         self.ended.store(true, Ordering::Release);
         self.lock_sender().take();
         let why = match status {
-            Ok(s) => crate::proxy::describe(s),
+            Ok(s) => crate::io::child::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
         };
         let mut out = Outbox::default();
-        self.lock_session().server_gone(&why, &mut out);
+        self.session.lock().await.server_gone(&why, &mut out);
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -698,12 +708,13 @@ impl Conversation {
     }
 
     /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
-    fn read_decisions(&self, out: &mut Outbox) {
+    async fn read_decisions(&self, out: &mut Outbox) {
+        let mut session = self.session.lock().await;
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         let Some(queue) = queue.as_ref() else {
             return;
         };
-        queue.apply_decisions(&mut self.lock_session(), out);
+        queue.apply_decisions(&mut session, out);
     }
 
     /// Refuse calls held for approval (`action: ask`) when their time is up (the session
@@ -712,7 +723,7 @@ impl Conversation {
     async fn expire_approvals(self: Arc<Self>) {
         while !self.is_ended() {
             let (deadline, waiting) = {
-                let s = self.lock_session();
+                let s = self.session.lock().await;
                 (s.next_deadline(), !s.awaiting_cli().is_empty())
             };
             let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
@@ -721,8 +732,8 @@ impl Conversation {
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => {
                             let mut out = Outbox::default();
-                            self.read_decisions(&mut out);
-                            self.lock_session().expire(std::time::Instant::now(), &mut out);
+                            self.read_decisions(&mut out).await;
+                            self.session.lock().await.expire(std::time::Instant::now(), &mut out);
                             self.deliver(out).await;
                         }
                         () = self.deadline_changed.notified() => {}
@@ -731,10 +742,6 @@ impl Conversation {
                 None => self.deadline_changed.notified().await,
             }
         }
-    }
-
-    fn lock_session(&self) -> MutexGuard<'_, Session> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_routes(&self) -> MutexGuard<'_, Routes> {
@@ -815,7 +822,7 @@ impl Routes {
                 if !uri.as_ref().is_some_and(|u| l.uris.contains(u)) {
                     return true;
                 }
-                let kept = super::stateless::tagged(line, &l.id)
+                let kept = super::modern::tagged(line, &l.id)
                     .is_some_and(|frame| l.tx.try_send(frame).is_ok());
                 wanted |= kept;
                 kept
@@ -826,15 +833,13 @@ impl Routes {
             return;
         }
         if let Some(method) = method.as_deref()
-            && super::stateless::LISTENED
-                .iter()
-                .any(|(_, _, m)| *m == method)
+            && super::modern::LISTENED.iter().any(|(_, _, m)| *m == method)
         {
             // A listener that is not read (its queue full) or closed is dropped: its
             // client loses the stream rather than events in the middle of it.
             self.listeners.retain(|l| {
                 !l.methods.contains(&method)
-                    || super::stateless::tagged(line, &l.id)
+                    || super::modern::tagged(line, &l.id)
                         .is_some_and(|frame| l.tx.try_send(frame).is_ok())
             });
             return;
@@ -921,7 +926,7 @@ impl Routes {
         }
         // A subscription the server side ends is answered, then its stream closes.
         for l in self.listeners.drain(..) {
-            let _ = l.tx.try_send(super::stateless::listen_ended(&l.id));
+            let _ = l.tx.try_send(super::modern::listen_ended(&l.id));
         }
     }
 }
@@ -937,7 +942,7 @@ enum Kind {
 fn classify(line: &[u8]) -> Kind {
     let head = crate::frame::read_head(line);
     match head.id {
-        Some(id) if !head.method => match id_key(&line[id]) {
+        Some(id) if !head.method => match route_key(&line[id]) {
             Some(key) => Kind::Answer(key),
             None => Kind::Other,
         },
@@ -985,37 +990,8 @@ fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
     let token = (method.as_deref() == Some("notifications/progress"))
         .then(|| head.params?.token)
         .flatten()
-        .and_then(|t| id_key(t.get().as_bytes()));
+        .and_then(|t| route_key(t.get().as_bytes()));
     (method, token)
-}
-
-/// An id's canonical JSON text (`"a\u0062"` and `"ab"` are one id; `2` and `"2"` are
-/// two), the key answers are routed by.
-pub fn id_key(raw: &[u8]) -> Option<String> {
-    if is_canonical_id(raw) {
-        // Already its canonical text (the usual id: a small integer or a plain string).
-        return std::str::from_utf8(raw).ok().map(str::to_owned);
-    }
-    let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
-    match value {
-        serde_json::Value::String(_) | serde_json::Value::Number(_) => {
-            serde_json::to_string(&value).ok()
-        }
-        _ => None,
-    }
-}
-
-/// An integer without sign, leading zero, fraction or exponent, or a string of printable
-/// ASCII without escapes: text that serde_json writes back unchanged.
-fn is_canonical_id(raw: &[u8]) -> bool {
-    match raw {
-        [b'0'] => true,
-        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
-        [b'"', inner @ .., b'"'] => inner
-            .iter()
-            .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'),
-        _ => false,
-    }
 }
 
 async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Receiver<Vec<u8>>) {
@@ -1029,36 +1005,6 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ids_read_without_parsing_have_the_key_parsing_gives() {
-        let slow = |raw: &[u8]| {
-            let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
-            (value.is_string() || value.is_number()).then(|| value.to_string())
-        };
-        for raw in [
-            &b"0"[..],
-            b"7",
-            b"123456789012345678",
-            b"1234567890123456789012",
-            b"-3",
-            b"01",
-            b"1.0",
-            b"1e2",
-            br#""abc""#,
-            br#""a\u0062""#,
-            br#""a\"b""#,
-            br#""""#,
-            b"\"\xc3\xa9\"",
-            b"null",
-            b"[1]",
-            b"true",
-        ] {
-            assert_eq!(id_key(raw), slow(raw), "{}", String::from_utf8_lossy(raw));
-        }
-        assert_eq!(id_key(br#""a\u0062""#), id_key(br#""ab""#));
-        assert_ne!(id_key(b"2"), id_key(br#""2""#));
-    }
 
     #[test]
     fn an_answer_is_told_from_a_request_by_its_head() {

@@ -28,6 +28,8 @@ pub struct Judge {
     pub guard: Option<Arc<Guard>>,
     /// `settings.rate_limit`, counted across all of this identity's sessions.
     pub rate: Option<crate::session::SharedRateLimit>,
+    /// Its turn at judging a large line off the I/O thread, shared by all its sessions.
+    pub share: crate::driver::judging::Share,
     /// This program's ids → the listener's [`PolicyNames`] ids.
     ids: NameIds,
 }
@@ -142,6 +144,7 @@ impl Judges {
                 program,
                 rate,
                 guard: Some(Arc::new(guard)),
+                share: Default::default(),
             };
             by_identity.insert(identity.clone(), Arc::new(judge));
         }

@@ -16,6 +16,7 @@
 //! `initialize` on the same endpoint: both eras are negotiated on one listener.
 
 use base64::Engine;
+use bytes::Bytes;
 use hyper::HeaderMap;
 use serde_json::{Value, json};
 
@@ -195,6 +196,82 @@ fn decode_value(value: &str) -> Option<String> {
         }
         None => Some(value.to_string()),
     }
+}
+
+/// The list changes a `subscriptions/listen` may opt in to: its filter field, the server
+/// capability that must offer `listChanged`, the notification.
+pub const LISTENED: &[(&str, &str, &str)] = &[
+    (
+        "toolsListChanged",
+        "tools",
+        "notifications/tools/list_changed",
+    ),
+    (
+        "promptsListChanged",
+        "prompts",
+        "notifications/prompts/list_changed",
+    ),
+    (
+        "resourcesListChanged",
+        "resources",
+        "notifications/resources/list_changed",
+    ),
+];
+
+/// A change notification for the subscription `id`, as an SSE event.
+pub fn tagged(line: &[u8], id: &Value) -> Option<Bytes> {
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let params = message
+        .as_object_mut()?
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    let meta = params
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta.as_object_mut()?
+        .insert("io.modelcontextprotocol/subscriptionId".into(), id.clone());
+    Some(sse_frame(&serde_json::to_vec(&message).ok()?))
+}
+
+/// The result that ends the subscription `id` when its conversation ends.
+pub fn listen_ended(id: &Value) -> Bytes {
+    let end = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
+    sse_frame(end.to_string().as_bytes())
+}
+
+/// The gateway's answer to a request of the server's, for a conversation whose client
+/// speaks the stateless revision (see the module docs); `None` for other messages.
+pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    let (id, method) = (head.id?, head.method?);
+    let id: Value = serde_json::from_str(id.get()).ok()?;
+    let answer = if method == "ping" {
+        json!({"jsonrpc": "2.0", "id": id, "result": {}})
+    } else {
+        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!(
+            "{method} cannot reach the client: it is a stateless client behind mcpwall, \
+             which carries such a request only in the middle of one request of a client \
+             that declared the capability")}})
+    };
+    serde_json::to_vec(&answer).ok()
+}
+
+/// One message as an SSE event.
+pub(super) fn sse_frame(data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -30,15 +30,16 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::conversation::Backend;
-use super::conversation::{Conversation, Opening, id_key};
+use super::conversation::{Conversation, Ended, Opening};
 use super::identities::Judges;
 use super::refusals::{REASON_CHARS, Refusals, bounded, bounded_to};
 use super::registry::{Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
 use super::tokens::{Change, Gate, LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
-use crate::proxy::codec::HEAD_BYTES;
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::codec::HEAD_BYTES;
+use crate::io::{Chatter, LogLevel};
+use crate::session::ids::route_key;
 use crate::session::{self, Line};
 
 /// The one endpoint path.
@@ -647,7 +648,30 @@ impl Gateway {
             Body::TooLarge { len, head } => (&head[..], Some(*len)),
             Body::NotUtf8 => return not_utf8(),
         };
-        if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        let is_batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        if is_batch
+            && too_large.is_none()
+            && parts.headers.contains_key(SESSION_HEADER)
+            && let Ok(conversation) = self.session(&parts.headers, &identity, &parts.method)
+        {
+            // The session refuses it (audited, as every refusal); its answer comes back
+            // here, since a POST reads one message.
+            return match conversation.judge_unrouted(Line::Frame(text)).await {
+                Ok(refusal) if !refusal.is_empty() => Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Reply::text(refusal))
+                    .unwrap_or_else(|_| Response::new(Reply::empty())),
+                // Notifications only: refused, and nothing to answer them with.
+                Ok(_) => rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    "bad request: one JSON-RPC message per POST; the batch was not forwarded",
+                ),
+                Err(Ended) => rpc_error(StatusCode::NOT_FOUND, -32001, "session not found"),
+            };
+        }
+        if is_batch {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
                 -32600,
@@ -655,7 +679,7 @@ impl Gateway {
             );
         }
         let head = crate::frame::read_head(text);
-        let id = head.id.clone().and_then(|r| id_key(&text[r]));
+        let id = head.id.clone().and_then(|r| route_key(&text[r]));
         let is_request = head.method && id.is_some();
         let line = match too_large {
             Some(len) => Line::TooLarge { len, head: text },
@@ -689,11 +713,22 @@ impl Gateway {
         let answer = match &id {
             Some(key) if is_request => {
                 if conversation.is_in_flight(key) {
-                    return rpc_error(
-                        StatusCode::CONFLICT,
-                        -32600,
-                        "a request with this id is already in flight in this session",
-                    );
+                    // Its answer could not be told from the first one's: the session
+                    // refuses it (audited, as on every transport), and its refusal comes
+                    // back on this POST.
+                    return match conversation.judge_unrouted(line).await {
+                        Ok(refusal) if !refusal.is_empty() => Response::builder()
+                            .status(StatusCode::CONFLICT)
+                            .header(header::CONTENT_TYPE, "application/json")
+                            .body(Reply::text(refusal))
+                            .unwrap_or_else(|_| Response::new(Reply::empty())),
+                        Ok(_) => rpc_error(
+                            StatusCode::CONFLICT,
+                            -32600,
+                            "a request with this id is already in flight in this session",
+                        ),
+                        Err(Ended) => rpc_error(StatusCode::NOT_FOUND, -32001, "session not found"),
+                    };
                 }
                 Some((
                     key.clone(),

@@ -33,7 +33,7 @@
 //! as any client's, and gets the parked call's answer. A state is used once; a call not
 //! retried within five minutes is cancelled on the server (at the identity's next
 //! request); 16 calls may be parked per identity. Other server requests, and these when no one request can take them, the
-//! gateway answers itself ([`answer_server_request`]): `-32601`, and `ping` an empty
+//! gateway answers itself ([`super::modern::answer_server_request`]): `-32601`, and `ping` an empty
 //! result.
 //!
 //! Change notifications that belong to no request go to the identity's
@@ -53,9 +53,11 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::conversation::{Conversation, InputAsk, Listener, id_key};
+use super::conversation::{Conversation, InputAsk, Listener};
+use super::modern::{LISTENED, sse_frame};
 use super::sse::Reply;
 use crate::session::Line;
+use crate::session::ids::route_key;
 
 /// How long the server may take to answer the gateway's `initialize`.
 const HANDSHAKE: Duration = Duration::from_secs(30);
@@ -68,26 +70,6 @@ const CACHEABLE: &[&str] = &[
     "resources/list",
     "resources/read",
     "resources/templates/list",
-];
-
-/// The list changes a `subscriptions/listen` may opt in to: its filter field, the server
-/// capability that must offer `listChanged`, the notification.
-pub const LISTENED: &[(&str, &str, &str)] = &[
-    (
-        "toolsListChanged",
-        "tools",
-        "notifications/tools/list_changed",
-    ),
-    (
-        "promptsListChanged",
-        "prompts",
-        "notifications/prompts/list_changed",
-    ),
-    (
-        "resourcesListChanged",
-        "resources",
-        "notifications/resources/list_changed",
-    ),
 ];
 
 /// How long a call answered `input_required` waits for the client's retry before it is
@@ -538,29 +520,6 @@ fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<Reply> {
         .unwrap_or_else(|_| Response::new(Reply::empty()))
 }
 
-/// A change notification for the subscription `id`, as an SSE event.
-pub fn tagged(line: &[u8], id: &Value) -> Option<Bytes> {
-    let mut message: Value = serde_json::from_slice(line).ok()?;
-    let params = message
-        .as_object_mut()?
-        .entry("params")
-        .or_insert_with(|| json!({}));
-    let meta = params
-        .as_object_mut()?
-        .entry("_meta")
-        .or_insert_with(|| json!({}));
-    meta.as_object_mut()?
-        .insert("io.modelcontextprotocol/subscriptionId".into(), id.clone());
-    Some(sse_frame(&serde_json::to_vec(&message).ok()?))
-}
-
-/// The result that ends the subscription `id` when its conversation ends.
-pub fn listen_ended(id: &Value) -> Bytes {
-    let end = json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
-        "_meta": {"io.modelcontextprotocol/subscriptionId": id}}});
-    sse_frame(end.to_string().as_bytes())
-}
-
 /// Cancels a forwarded request when dropped armed: its client went away before the
 /// answer. Closing the response is the cancellation in the 2026-07-28 revision; the server
 /// hears it the session-based way, judged by the session like any client message.
@@ -679,40 +638,8 @@ impl Back {
     }
 }
 
-/// The gateway's answer to a request of the server's, for a conversation whose client
-/// speaks the stateless revision (see the module docs); `None` for other messages.
-pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        id: Option<&'a serde_json::value::RawValue>,
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    let head: Head<'_> = serde_json::from_slice(line).ok()?;
-    let (id, method) = (head.id?, head.method?);
-    let id: Value = serde_json::from_str(id.get()).ok()?;
-    let answer = if method == "ping" {
-        json!({"jsonrpc": "2.0", "id": id, "result": {}})
-    } else {
-        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!(
-            "{method} cannot reach the client: it is a stateless client behind mcpwall, \
-             which carries such a request only in the middle of one request of a client \
-             that declared the capability")}})
-    };
-    serde_json::to_vec(&answer).ok()
-}
-
 fn json_key(id: &str) -> String {
-    id_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
-}
-
-fn sse_frame(data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(data.len() + 24);
-    out.extend_from_slice(b"event: message\ndata: ");
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
+    route_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
 }
 
 /// The conversation ended before the answer (its server died): the next request starts
@@ -753,6 +680,7 @@ fn gone(client_id: &Value) -> Response<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::modern::answer_server_request;
 
     #[test]
     fn a_modern_request_gets_the_gateways_id_and_token_and_they_are_put_back() {

@@ -28,7 +28,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::CapacityE
 
 use super::conversation::Conversation;
 use super::sse::Reply;
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::{Chatter, LogLevel};
 use crate::session::Line;
 
 /// The endpoint path.

@@ -29,7 +29,7 @@ use landlock::{
 };
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
-use crate::sandbox::{Network, Plan, Support};
+use super::sandbox_plan::{Network, Plan, Support};
 
 /// The newest Landlock ABI this code asks for; the crate downgrades it to the kernel's.
 const WANTED: ABI = ABI::V6;

@@ -24,9 +24,12 @@ mod windows;
 #[cfg(windows)]
 pub use windows::*;
 
-// The sandbox every server starts in (`crate::sandbox`): the calls that apply a plan.
+// The sandbox every server starts in (`crate::sandbox`): what a plan is, the Seatbelt
+// profile it becomes on macOS, and the calls that apply it.
 #[cfg(target_os = "linux")]
 mod linux_sandbox;
+pub mod sandbox_plan;
+pub mod seatbelt;
 #[cfg(target_os = "linux")]
 pub use linux_sandbox::{Entered, enter_sandbox, sandbox_support, tie_to_parent};
 #[cfg(not(target_os = "linux"))]

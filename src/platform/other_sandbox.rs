@@ -1,6 +1,6 @@
 //! macOS and Windows: applying a [`Plan`] before the server starts.
 //!
-//! macOS: the plan becomes a Seatbelt profile ([`crate::sandbox::seatbelt`]) and the server
+//! macOS: the plan becomes a Seatbelt profile ([`super::seatbelt`]) and the server
 //! is started through `/usr/bin/sandbox-exec -p PROFILE`, which applies it before `exec`.
 //! Windows: nothing is applied; every caller is told so (`shortfalls`), and a plan that
 //! is `required` refuses to start.
@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::io;
 
-use crate::sandbox::{Plan, Support};
+use super::sandbox_plan::{Plan, Support};
 
 /// What the helper did; `shortfalls` says what of the plan it could not do.
 #[derive(Debug, Default)]
@@ -44,7 +44,7 @@ pub fn enter_sandbox(plan: &Plan) -> io::Result<Entered> {
         entered.wrapper = Some(vec![
             SANDBOX_EXEC.into(),
             "-p".into(),
-            crate::sandbox::seatbelt::profile(plan).into(),
+            super::seatbelt::profile(plan).into(),
         ]);
     } else {
         entered.shortfalls.push(

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Chatter;
-use super::pump::{Shared, Sink};
+use super::pump::{AskNote, Shared, Sink};
 use crate::approval_queue::ApprovalQueue;
 use crate::audit::AuditSender;
 use crate::config::policy::LogLevel;
@@ -20,27 +20,6 @@ use crate::session::{ApprovalRequest, Outbox};
 
 /// How often the decision files of calls waiting for `mcpwall approve` are read.
 const POLL: Duration = Duration::from_millis(200);
-
-/// What a pump hands over after a session call that held or released calls.
-#[derive(Debug, Default)]
-pub(crate) struct AskNote {
-    pub publish: Vec<ApprovalRequest>,
-    pub withdraw: Vec<String>,
-}
-
-impl AskNote {
-    /// Take what `out` holds for this task, if anything (`None`: nothing changed).
-    pub fn take(out: &mut Outbox) -> Option<AskNote> {
-        if !out.asked && out.approvals.is_empty() && out.withdrawn.is_empty() {
-            return None;
-        }
-        out.asked = false;
-        Some(AskNote {
-            publish: std::mem::take(&mut out.approvals),
-            withdraw: std::mem::take(&mut out.withdrawn),
-        })
-    }
-}
 
 /// Everything the task needs.
 pub(crate) struct Approvals {

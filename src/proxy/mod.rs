@@ -19,19 +19,18 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 mod approvals;
-pub mod child;
-pub mod codec;
 mod pump;
 pub mod queue;
 pub mod shutdown;
-pub mod stdio;
 
 use crate::audit::AuditSender;
-pub use crate::config::policy::LogLevel;
+use crate::io::child::{self, describe};
+pub use crate::io::child::{ChildSpec, SpawnError};
+use crate::io::codec::LineReader;
+use crate::io::stdio;
+pub use crate::io::{Chatter, LogLevel};
 use crate::program::Program;
 use crate::session::{self, Outbox, Peer, Session};
-pub use child::{ChildSpec, SpawnError};
-use codec::LineReader;
 use pump::{BufPool, Pump, Shared, Sink};
 pub use shutdown::Grace;
 
@@ -61,26 +60,6 @@ async fn drained(outbound: &mut JoinHandle<()>, session: &Shared) -> bool {
 const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
 /// How long the last output to the client may take before we give up on it.
 const CLIENT_DRAIN: Duration = Duration::from_secs(5);
-
-/// mcpwall's own stderr messages, filtered by `--log-level`. Never audit events.
-#[derive(Debug, Clone, Copy)]
-pub struct Chatter {
-    pub level: LogLevel,
-}
-
-impl Chatter {
-    pub fn log(&self, level: LogLevel, args: std::fmt::Arguments<'_>) {
-        if level <= self.level {
-            let tag = match level {
-                LogLevel::Error => "error",
-                LogLevel::Warn => "warning",
-                LogLevel::Info => "info",
-                LogLevel::Debug => "debug",
-            };
-            eprintln!("mcpwall: {tag}: {args}");
-        }
-    }
-}
 
 /// Proxy options from the command line.
 #[derive(Debug, Clone)]
@@ -355,13 +334,4 @@ pub async fn run(
         );
     }
     Ok(child::exit_code(status))
-}
-
-/// A server's exit status for a person: its code, or the signal that ended it.
-pub(crate) fn describe(status: std::process::ExitStatus) -> String {
-    match (status.code(), crate::platform::exit_signal(status)) {
-        (Some(c), _) => format!("exit code {c}"),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown status".to_string(),
-    }
 }

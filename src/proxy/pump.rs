@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::AsyncRead;
 
 use super::Chatter;
-use super::codec::{Line, LineReader};
 use super::queue::{Queue, Splice, WeakQueue};
 use crate::audit::AuditSender;
-use crate::session::{Delivery, Outbox, Peer, Session};
+use crate::io::codec::{Line, LineReader};
+use crate::session::{ApprovalRequest, Delivery, Outbox, Peer, Session};
 
 /// Hand a sink's bytes to its writer once it holds this much, even mid-burst, so the
 /// peer starts on the first frames of a pipelined burst while the rest are judged.
@@ -295,7 +295,7 @@ pub(crate) struct Pump {
     chatter: Chatter,
     /// Where calls held for approval are handed over (their timer and the pending
     /// queue).
-    asks: Option<tokio::sync::mpsc::UnboundedSender<super::approvals::AskNote>>,
+    asks: Option<tokio::sync::mpsc::UnboundedSender<AskNote>>,
 }
 
 impl Pump {
@@ -324,16 +324,13 @@ impl Pump {
     }
 
     /// Hand calls held for approval to `asks` (see [`super::approvals`]).
-    pub fn with_asks(
-        mut self,
-        asks: tokio::sync::mpsc::UnboundedSender<super::approvals::AskNote>,
-    ) -> Pump {
+    pub fn with_asks(mut self, asks: tokio::sync::mpsc::UnboundedSender<AskNote>) -> Pump {
         self.asks = Some(asks);
         self
     }
 
     fn hand_over_asks(&mut self) {
-        if let Some(note) = super::approvals::AskNote::take(&mut self.out)
+        if let Some(note) = AskNote::take(&mut self.out)
             && let Some(asks) = &self.asks
         {
             let _ = asks.send(note);
@@ -522,6 +519,28 @@ impl Pump {
         if s_full || stalled {
             self.flush_to_server().await;
         }
+    }
+}
+
+/// What a pump hands the approval task (`approvals.rs`) after a session call that held
+/// or released calls.
+#[derive(Debug, Default)]
+pub(crate) struct AskNote {
+    pub publish: Vec<ApprovalRequest>,
+    pub withdraw: Vec<String>,
+}
+
+impl AskNote {
+    /// Take what `out` holds for this task, if anything (`None`: nothing changed).
+    pub fn take(out: &mut Outbox) -> Option<AskNote> {
+        if !out.asked && out.approvals.is_empty() && out.withdrawn.is_empty() {
+            return None;
+        }
+        out.asked = false;
+        Some(AskNote {
+            publish: std::mem::take(&mut out.approvals),
+            withdraw: std::mem::take(&mut out.withdrawn),
+        })
     }
 }
 

@@ -119,7 +119,7 @@ fn exec(argv: &[OsString]) -> ExitCode {
 
 #[cfg(not(unix))]
 fn exec(_argv: &[OsString]) -> ExitCode {
-    // Never reached: on Windows servers are started directly (`proxy::child`).
+    // Never reached: on Windows servers are started directly (`io::child`).
     eprintln!("mcpwall: sandbox: the helper is not used on this system");
     ExitCode::from(2)
 }

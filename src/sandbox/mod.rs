@@ -16,37 +16,13 @@
 //! | Windows | not sandboxed: `status`, `doctor` and the start-up say so; `required: true` refuses to start |
 
 pub mod helper;
-pub mod seatbelt;
+
+pub use crate::platform::sandbox_plan::{Network, Plan, Support};
+pub use crate::platform::seatbelt;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::policy::{SandboxNetwork, SandboxPolicy};
-
-/// What the sandbox denies one server, as absolute paths. Built by [`Plan::resolve`],
-/// handed to the helper as JSON on its command line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Plan {
-    /// Neither readable nor writable: the contents are hidden.
-    pub hidden: Vec<PathBuf>,
-    /// Readable, but not writable, creatable, renamable or removable.
-    pub read_only: Vec<PathBuf>,
-    /// `Some`: writes only beneath these (`confine_writes`).
-    pub writable: Option<Vec<PathBuf>>,
-    pub network: Network,
-    /// Refuse to start the server when any part of the plan cannot be enforced.
-    pub required: bool,
-}
-
-/// `sandbox.network`, as the helper reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    All,
-    Loopback,
-    None,
-}
 
 impl Network {
     pub fn word(self) -> &'static str {
@@ -72,7 +48,7 @@ impl From<SandboxNetwork> for Network {
 #[derive(Debug, Clone)]
 pub struct Place {
     pub home: PathBuf,
-    /// The project roots ([`project_roots`]); empty: there is no project.
+    /// The project roots ([`crate::paths::project_roots`]); empty: there is no project.
     pub projects: Vec<PathBuf>,
     /// The temporary directory servers write to (`$TMPDIR` or `/tmp`).
     pub temp: PathBuf,
@@ -103,7 +79,7 @@ impl Place {
 
     /// The place of a server started in the working directory `cwd` by this process.
     pub fn here(home: &Path, cwd: &Path) -> Place {
-        let projects = project_roots(home, cwd);
+        let projects = crate::paths::project_roots(home, cwd);
         let project_dir = projects
             .first()
             .cloned()
@@ -137,21 +113,6 @@ impl Place {
             client_files,
         }
     }
-}
-
-/// The project, defined once (decision 16): the working directory, unless it is the root
-/// of the file system or the home directory, which desktop clients start servers in and
-/// which hold everything, so that nothing would be outside the project. Then there is no
-/// project, and nothing counts as inside one.
-pub fn project_roots(home: &Path, cwd: &Path) -> Vec<PathBuf> {
-    // Compared in their canonical forms (a link to the home is the home), returned as
-    // given: on Windows the canonical form is a `\\?\` path no rule is written against.
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let dir = canonical(cwd);
-    if dir.parent().is_none() || dir == canonical(home) {
-        return Vec::new();
-    }
-    vec![std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf())]
 }
 
 /// The caches package managers write while starting a server (`npx`, `uvx`, `pip`,
@@ -325,23 +286,6 @@ pub fn tilde(path: &Path, home: &Path) -> String {
         Ok(rest) => format!("~/{}", rest.display()),
         Err(_) => path.display().to_string(),
     }
-}
-
-/// What this machine's kernel offers the sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Support {
-    /// Paths can be hidden and made read-only (Linux: unprivileged user and mount
-    /// namespaces; macOS: Seatbelt).
-    pub paths: bool,
-    /// Writes can be confined (Linux: Landlock; macOS: Seatbelt).
-    pub confine: bool,
-    /// `network: none` (Linux: a network namespace; macOS: Seatbelt).
-    pub network_none: bool,
-    /// `network: loopback` (macOS only: Linux has no per-address filter without
-    /// privileges).
-    pub network_loopback: bool,
-    /// The Landlock ABI version (Linux), 0 without Landlock.
-    pub landlock_abi: u8,
 }
 
 impl Support {
@@ -549,11 +493,11 @@ mod tests {
     fn the_root_and_the_home_are_not_projects() {
         let home = tempfile::tempdir().unwrap();
         let home = home.path().canonicalize().unwrap();
-        assert!(project_roots(&home, Path::new("/")).is_empty());
-        assert!(project_roots(&home, &home).is_empty());
+        assert!(crate::paths::project_roots(&home, Path::new("/")).is_empty());
+        assert!(crate::paths::project_roots(&home, &home).is_empty());
         let p = home.join("p");
         std::fs::create_dir(&p).unwrap();
-        assert_eq!(project_roots(&home, &p), vec![p]);
+        assert_eq!(crate::paths::project_roots(&home, &p), vec![p]);
     }
 
     #[test]

@@ -401,6 +401,15 @@ impl Session {
         out.to_client.extend_from_slice(b"}\n");
     }
 
+    /// Whether a call with this request id is held for a human's approval.
+    pub(super) fn holds_call(&self, request_id: &[u8]) -> bool {
+        let key = IdText::key_of(request_id);
+        self.approvals
+            .held
+            .iter()
+            .any(|h| IdText::key_of(h.request_id.as_bytes()) == key)
+    }
+
     /// Whether a client response with this id answers one of mcpwall's own questions.
     pub(super) fn answers_elicitation(&self, id: &[u8]) -> bool {
         let key = IdText::key_of(id);
@@ -843,8 +852,8 @@ mod session_tests {
         let out = client(&mut s, &same);
         assert_eq!(text(&out.to_server), format!("{same}\n"));
         // ... one more is not, nor is a value a float would round to it.
-        for amount in ["100000000000000000001", "100000000000000000000.5", "-0"] {
-            let out = client(&mut s, &call(3, amount));
+        for (id, amount) in (3..).zip(["100000000000000000001", "100000000000000000000.5", "-0"]) {
+            let out = client(&mut s, &call(id, amount));
             assert!(out.to_server.is_empty(), "{amount} ran unasked");
             assert_eq!(out.approvals.len(), 1, "{amount}");
         }

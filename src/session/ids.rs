@@ -56,6 +56,24 @@ impl IdText {
     }
 }
 
+/// The key of a string or number id as text ([`IdText::key_of`]), for transports that
+/// route answers by id (the gateway, the upstream link); `None` for any other JSON value
+/// (`null`, an object, a boolean), which no request has. One key for the whole program:
+/// a transport that canonicalised ids its own way would route an answer the session
+/// matched elsewhere.
+pub fn route_key(raw: &[u8]) -> Option<String> {
+    let is_number = |b: &u8| b.is_ascii_digit() || *b == b'-';
+    let scalar = match raw.first() {
+        Some(b'"') => serde_json::from_slice::<String>(raw).is_ok(),
+        Some(b) if is_number(b) => serde_json::from_slice::<serde_json::Number>(raw).is_ok(),
+        _ => false,
+    };
+    if !scalar {
+        return None;
+    }
+    String::from_utf8(IdText::key_of(raw).as_bytes().to_vec()).ok()
+}
+
 /// Hashes the id's text alone, not the unused tail of the inline array (equal ids have
 /// equal text, whichever variant holds them).
 impl std::hash::Hash for IdText {
@@ -107,6 +125,24 @@ pub fn numeric_value(raw: &[u8]) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn route_keys_are_the_session_keys_of_strings_and_numbers() {
+        assert_eq!(route_key(br#""a\u0062""#), route_key(br#""ab""#));
+        assert_eq!(route_key(br#""ab""#).as_deref(), Some(r#""ab""#));
+        assert_ne!(route_key(b"2"), route_key(br#""2""#));
+        // `2.0` is not `2` (a lax match the session refuses), so not the same key.
+        assert_ne!(route_key(b"2.0"), route_key(b"2"));
+        for not_an_id in [&b"null"[..], b"[1]", b"true", b"{}", b"", b"\"x", b"01x"] {
+            assert_eq!(
+                route_key(not_an_id),
+                None,
+                "{}",
+                String::from_utf8_lossy(not_an_id)
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
 use super::pending::{self, Entry};
-use super::{Line, Outbox, Peer, Session, guard, synth};
+use super::{Line, Outbox, Peer, RULE_BATCH, RULE_DUPLICATE_ID, Session, guard, synth};
 use crate::config::policy::LogLevel;
 use crate::frame::{Frame, FrameError, Message, MessageKind, Parsed, TokenKind};
 use crate::program::Program;
@@ -345,6 +345,19 @@ impl Session {
     /// The policy's verdict on one message, plus correlation, the rate limit and the
     /// guard.
     fn decide(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> Ruling {
+        // Ids are unique among a client's requests in flight (the specification says so,
+        // and an answer could not be told to the right one): a request reusing one is
+        // refused whatever the policy says, on every transport.
+        if msg.kind == MessageKind::Request
+            && let Some(id) = frame.id_raw(msg)
+            && (self.calls.contains(id) || self.holds_call(id))
+        {
+            return Ruling::refuse(
+                RuleRef::Builtin(RULE_DUPLICATE_ID),
+                "a request with this id is still in flight in this session; \
+                 request ids must be unique",
+            );
+        }
         let answers = match msg.kind {
             MessageKind::Result | MessageKind::Error => match self.answered_ask(frame, msg, out) {
                 Ok(entry) => Some(entry),
@@ -516,6 +529,9 @@ impl Session {
             }
             if d.allow {
                 self.note_cancel(frame, msg);
+                if msg.kind == MessageKind::Request && frame.method(msg) == Some("initialize") {
+                    self.note_protocol(&frame.raw[msg.span.clone()], "/params/protocolVersion");
+                }
                 out.to_server.extend_from_slice(frame.raw);
                 out.to_server.push(b'\n');
             } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
@@ -541,6 +557,26 @@ impl Session {
                 );
             }
             batch.push(d);
+        }
+        // Refused whole, whatever its members: where batches are not part of the
+        // protocol, and where two of its requests share an id (their answers could not
+        // be told apart).
+        let refused = match self.batch_refusal() {
+            Some(why) => Some((RULE_BATCH, why)),
+            None => has_duplicate_request_ids(frame, messages).then(|| {
+                (
+                    RULE_DUPLICATE_ID,
+                    "two requests in this batch share an id; request ids must be unique"
+                        .to_string(),
+                )
+            }),
+        };
+        if let Some((rule, why)) = refused {
+            for d in batch.iter_mut() {
+                let answers = d.answers.take();
+                *d = Ruling::refuse(RuleRef::Builtin(rule), why.clone());
+                d.answers = answers;
+            }
         }
         let mut all_allowed = batch.iter().all(|d| d.allow);
         if all_allowed {
@@ -634,9 +670,12 @@ impl Session {
         let rule = d.rule.map(|r| self.rule_name(r));
         match msg.kind {
             MessageKind::Request => {
+                // A duplicate's refusal under its id would read as the answer to the
+                // request in flight with that id: it goes out with a null id.
+                let duplicate = d.rule == Some(RuleRef::Builtin(RULE_DUPLICATE_ID));
                 synth::error_response(
                     client,
-                    frame.id_raw(msg),
+                    frame.id_raw(msg).filter(|_| !duplicate),
                     synth::POLICY_DENIED,
                     &message,
                     rule,
@@ -853,4 +892,19 @@ fn logged_args(
     }
     walk(&mut args, program.detector(), cache, findings);
     Some(args.to_string().into())
+}
+
+/// Whether two requests of a batch share an id (compared as JSON values).
+fn has_duplicate_request_ids(frame: &Frame<'_>, messages: &[Message]) -> bool {
+    let mut seen = Vec::new();
+    for msg in messages.iter().filter(|m| m.kind == MessageKind::Request) {
+        if let Some(id) = frame.id_raw(msg) {
+            let key = IdText::key_of(id);
+            if seen.contains(&key) {
+                return true;
+            }
+            seen.push(key);
+        }
+    }
+    false
 }

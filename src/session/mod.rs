@@ -49,6 +49,9 @@ use std::sync::Arc;
 
 pub mod approval;
 pub mod canonical;
+// Invariant oracle for the fuzz target and its replay: built only for tests.
+#[cfg(any(test, feature = "test-support"))]
+pub mod checks;
 pub mod event;
 mod guard;
 pub mod ids;
@@ -85,6 +88,15 @@ pub const MAX_PENDING: usize = 4096;
 /// before new ones are refused.
 const MAX_HELD_LINES: usize = 256;
 const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
+
+/// The rule a request reusing the id of one still in flight is refused under.
+pub const RULE_DUPLICATE_ID: &str = "mcpwall:duplicate_id";
+
+/// The rule a batch is refused under where batches are not part of the protocol.
+pub const RULE_BATCH: &str = "mcpwall:batch";
+
+/// The first protocol revision without JSON-RPC batches.
+const NO_BATCHES_SINCE: &str = "2025-06-18";
 
 /// The redaction marker (`settings.redact_marker: plain`).
 pub const REDACT_MARKER: &str = "[REDACTED BY MCPWALL]";
@@ -225,6 +237,12 @@ pub struct Session {
     approvals: approval::Approvals,
     /// Scratch for masking secrets in the names of audit events, made on first use.
     masking: Option<(crate::secrets::DetectorCache, Vec<crate::secrets::Finding>)>,
+    /// The protocol revision: the one the client asked for in `initialize`, then the
+    /// one the server answered with. Decides whether batches are refused.
+    protocol: Option<Box<str>>,
+    /// The transport carries one message per request (Streamable HTTP): every batch is
+    /// refused.
+    single_messages: bool,
 }
 
 /// The reusable state for judging what the client sends.
@@ -281,6 +299,8 @@ impl Session {
             held_bytes: 0,
             approvals: approval::Approvals::default(),
             masking: None,
+            protocol: None,
+            single_messages: false,
             program,
         }
     }
@@ -291,6 +311,42 @@ impl Session {
     pub fn share_rate_limit(&mut self, rate: SharedRateLimit) {
         if self.rate.is_some() {
             self.rate = Some(rate);
+        }
+    }
+
+    /// The transport carries one message per request (Streamable HTTP's POST): batches
+    /// are refused whatever the protocol revision, audited as any refusal.
+    pub fn carry_single_messages(&mut self) {
+        self.single_messages = true;
+    }
+
+    /// Why a batch is refused in this session, if it is: the transport, or a protocol
+    /// revision that has no batches.
+    fn batch_refusal(&self) -> Option<String> {
+        if self.single_messages {
+            return Some(
+                "batches are not carried on this transport (one JSON-RPC message per \
+                 request); send each message on its own"
+                    .to_string(),
+            );
+        }
+        let protocol = self.protocol.as_deref()?;
+        (protocol >= NO_BATCHES_SINCE).then(|| {
+            format!(
+                "batches are not part of MCP protocol revision {protocol}; send each \
+                 message on its own"
+            )
+        })
+    }
+
+    /// Note the protocol revision a message names (`initialize`'s
+    /// `params.protocolVersion`, or its answer's `result.protocolVersion`).
+    fn note_protocol(&mut self, message: &[u8], pointer: &str) {
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(message) else {
+            return;
+        };
+        if let Some(version) = value.pointer(pointer).and_then(|v| v.as_str()) {
+            self.protocol = Some(version.into());
         }
     }
 

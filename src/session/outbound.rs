@@ -176,9 +176,12 @@ impl Session {
         e.id = id.map(IdText::new);
         match id {
             Some(id) if seen.method => {
+                // Under an id the client has yet to answer, the refusal would read as the
+                // client's answer: it goes with a null id.
+                let duplicate = self.asks.contains(id);
                 synth::error_response(
                     &mut out.to_server,
-                    Some(id),
+                    Some(id).filter(|_| !duplicate),
                     synth::POLICY_DENIED,
                     &why.message,
                     Some(why.rule),
@@ -488,28 +491,51 @@ impl Session {
             Verdict::Block => matches!(msg.kind, MessageKind::Result | MessageKind::Error),
             _ => true,
         };
+        if action != Verdict::Block
+            && msg.kind == MessageKind::Result
+            && entry.as_ref().is_some_and(|e| &*e.method == "initialize")
+        {
+            self.note_protocol(&frame.raw[msg.span.clone()], "/result/protocolVersion");
+        }
         // A server request the client will answer is filed, so that the answer can be
         // matched to it and judged as one of its method.
+        // One that reuses the id of one the client has yet to answer is refused, as the
+        // client's own are (`inbound.rs`): the client's answer could not be told apart.
         if msg.kind == MessageKind::Request
             && action != Verdict::Block
             && let (Some(id), Some(m)) = (id, frame.method(msg))
-            && let Err(full) = self.asks.insert(id, m, None, Instant::now(), true)
         {
-            dest.truncate(mark);
-            if let Some(delivery) = in_place {
-                *delivery = Delivery::Written;
+            let refusal = if self.asks.contains(id) {
+                Some((
+                    None,
+                    "a request with this id is still in flight in this session; \
+                     request ids must be unique"
+                        .to_string(),
+                    super::RULE_DUPLICATE_ID,
+                ))
+            } else {
+                match self.asks.insert(id, m, None, Instant::now(), true) {
+                    Ok(_) => None,
+                    Err(full) => Some((Some(id), full.to_string(), "mcpwall:pending_full")),
+                }
+            };
+            if let Some((error_id, message, refused_by)) = refusal {
+                dest.truncate(mark);
+                if let Some(delivery) = in_place {
+                    *delivery = Delivery::Written;
+                }
+                synth::error_response(
+                    &mut out.to_server,
+                    error_id,
+                    synth::POLICY_DENIED,
+                    &message,
+                    Some(refused_by),
+                );
+                out.to_server.push(b'\n');
+                action = Verdict::Block;
+                rule = Some(RuleRef::Builtin(refused_by));
+                wrote = false;
             }
-            synth::error_response(
-                &mut out.to_server,
-                Some(id),
-                synth::POLICY_DENIED,
-                &full.to_string(),
-                Some("mcpwall:pending_full"),
-            );
-            out.to_server.push(b'\n');
-            action = Verdict::Block;
-            rule = Some(RuleRef::Builtin("mcpwall:pending_full"));
-            wrote = false;
         }
         if let Some(guard) = self.guard.clone()
             && (action == Verdict::Block || guard::inspects_answers_to(method))

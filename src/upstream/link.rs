@@ -32,7 +32,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::Upstream;
 use super::sse::{Data, SseReader};
-use crate::proxy::{Chatter, LogLevel};
+use crate::io::{Chatter, LogLevel};
 
 /// Lines waiting to be sent before the transport waits.
 const TO_UPSTREAM: usize = 64;
@@ -506,9 +506,9 @@ impl State {
                 data.extend_from_slice(
                     &chunk[..chunk
                         .len()
-                        .min(crate::proxy::codec::HEAD_BYTES.saturating_sub(data.len()))],
+                        .min(crate::io::codec::HEAD_BYTES.saturating_sub(data.len()))],
                 );
-                data.truncate(crate::proxy::codec::HEAD_BYTES);
+                data.truncate(crate::io::codec::HEAD_BYTES);
                 // The rest is not read: the connection closes with the body.
                 let item = too_large(len, data, waiting);
                 return self.send_out(item).await;
@@ -659,7 +659,7 @@ fn too_large(len: usize, head: Vec<u8>, waiting: &mut HashSet<String>) -> FromUp
     let seen = crate::frame::read_head(&head);
     if let Some(key) = seen
         .id
-        .and_then(|r| crate::http::conversation::id_key(&head[r]))
+        .and_then(|r| crate::session::ids::route_key(&head[r]))
     {
         waiting.remove(&key);
     }
@@ -702,7 +702,7 @@ fn request_ids(line: &[u8]) -> HashSet<String> {
         // One message (the session has parsed it whole): its head is enough.
         let head = crate::frame::read_head(line);
         return (head.method)
-            .then(|| crate::http::conversation::id_key(&line[head.id?]))
+            .then(|| crate::session::ids::route_key(&line[head.id?]))
             .flatten()
             .into_iter()
             .collect();
@@ -711,7 +711,7 @@ fn request_ids(line: &[u8]) -> HashSet<String> {
     heads
         .into_iter()
         .filter(|h| h.method.is_some())
-        .filter_map(|h| crate::http::conversation::id_key(h.id?.get().as_bytes()))
+        .filter_map(|h| crate::session::ids::route_key(h.id?.get().as_bytes()))
         .collect()
 }
 
@@ -730,7 +730,7 @@ fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
             return None;
         }
         return Some(Answered {
-            key: crate::http::conversation::id_key(&data[head.id?])?,
+            key: crate::session::ids::route_key(&data[head.id?])?,
             protocol: None,
         });
     }
@@ -752,7 +752,7 @@ fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
         return None;
     }
     Some(Answered {
-        key: crate::http::conversation::id_key(a.id?.get().as_bytes())?,
+        key: crate::session::ids::route_key(a.id?.get().as_bytes())?,
         protocol: a.result.and_then(|r| r.protocol_version),
     })
 }

@@ -7,7 +7,7 @@
 //! [`Data::TooLarge`], so the session refuses it whole instead of forwarding a part.
 
 /// First bytes of an oversize event kept, as the stdio reader keeps of a line.
-const HEAD_BYTES: usize = crate::proxy::codec::HEAD_BYTES;
+const HEAD_BYTES: usize = crate::io::codec::HEAD_BYTES;
 /// Longest field name and separator kept of a line (`data: `, `id: `, `retry: `).
 const FIELD_SLACK: usize = 16;
 /// Longest `id:` or `event:` value kept (longer ones are ignored, as garbage).

@@ -256,7 +256,7 @@ fn glob_set(
     let mut b = GlobSetBuilder::new();
     for g in globs {
         let g = match env {
-            Some(env) => crate::compile::expand_glob_prefix(g, env),
+            Some(env) => env.expand_glob_prefix(g),
             None => g.clone(),
         };
         // `*` stays within one path component, `**` crosses them (as in .gitignore).
@@ -279,7 +279,7 @@ fn patterns_of(globs: &[String], env: &PathEnv) -> Box<[Box<str>]> {
     let mut patterns = Vec::new();
     let mut alts = Vec::new();
     for g in globs {
-        let g = crate::compile::expand_glob_prefix(g, env);
+        let g = env.expand_glob_prefix(g);
         alts.clear();
         brace_expand(&g, &mut alts, 256);
         patterns.extend(alts.iter().map(|a| Box::<str>::from(a.as_str())));
@@ -300,7 +300,7 @@ impl PathCond {
         let expanded: Vec<String> = p
             .patterns
             .iter()
-            .map(|g| crate::compile::expand_glob_prefix(g, env))
+            .map(|g| env.expand_glob_prefix(g))
             .collect();
         let patterns = patterns_of(&p.patterns, env);
         let mut ancestors = Vec::new();
@@ -407,7 +407,7 @@ impl Clause {
         paths: Option<OnReach<CommandPaths, PathCond>>,
         redirects: Option<OnReach<Box<[String]>, RedirectCond>>,
     ) -> Result<Clause, ClauseFailure> {
-        let mut text = crate::compile::describe_clauses(std::slice::from_ref(c));
+        let mut text = crate::config::policy::describe_clauses(std::slice::from_ref(c));
         if text.chars().count() > 160 {
             text = text.chars().take(157).collect::<String>() + "...}";
         }

@@ -1,5 +1,7 @@
 //! `mcpwall [OPTIONS] -- CMD [ARGS...]`: run a server behind the policy.
 
+mod bridge;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,8 +11,9 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::io::{Chatter, LogLevel};
 use crate::program::Program;
-use crate::proxy::{self, Chatter, Grace, LogLevel, Options, ProxyError};
+use crate::proxy::{self, Grace, Options, ProxyError};
 
 /// Proxy-mode arguments.
 #[derive(Debug, clap::Args)]
@@ -49,7 +52,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     if args.upstream.is_some() {
-        return crate::cli::bridge::run(args);
+        return bridge::run(args);
     }
     let spec = crate::cli::common::server_command(
         &args.command,

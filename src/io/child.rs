@@ -204,3 +204,12 @@ pub fn exit_code(status: ExitStatus) -> u8 {
         (None, None) => 1,
     }
 }
+
+/// A server's exit status for a person: its code, or the signal that ended it.
+pub(crate) fn describe(status: std::process::ExitStatus) -> String {
+    match (status.code(), crate::platform::exit_signal(status)) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown status".to_string(),
+    }
+}

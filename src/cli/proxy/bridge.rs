@@ -9,12 +9,12 @@ use crate::bridge::{self, Options};
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
+use crate::io::Chatter;
 use crate::program::Program;
-use crate::proxy::Chatter;
 use crate::upstream::{self, Upstream};
 
 /// The bridge shares the proxy's arguments (`--upstream` instead of a command).
-pub fn run(args: super::proxy::Args) -> miette::Result<ExitCode> {
+pub fn run(args: super::Args) -> miette::Result<ExitCode> {
     let url = args.upstream.clone().unwrap_or_default();
     let load_options = crate::cli::common::load_options(args.config.clone())?;
     let home = load_options.home.clone();

@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{Network, Plan};
+use super::sandbox_plan::{Network, Plan};
 
 /// The SBPL text for `plan`.
 pub fn profile(plan: &Plan) -> String {
