@@ -241,6 +241,18 @@ impl Sandbox {
         env: &[(&str, &str)],
         lines: &[Value],
     ) -> (Vec<Value>, String) {
+        self.bridge_held(url, extra, env, lines, Duration::ZERO)
+    }
+
+    /// [`Sandbox::bridge`] with its input kept open for `hold` after the lines.
+    fn bridge_held(
+        &self,
+        url: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        lines: &[Value],
+        hold: Duration,
+    ) -> (Vec<Value>, String) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
         cmd.arg("-c")
             .arg(self.path("policy.yml"))
@@ -262,6 +274,7 @@ impl Sandbox {
         for line in lines {
             writeln!(stdin, "{line}").unwrap();
         }
+        std::thread::sleep(hold);
         drop(stdin);
         let started = Instant::now();
         while child.try_wait().unwrap().is_none() {
@@ -574,4 +587,39 @@ fn official_sdk_client_through_the_bridge_to_server_everything() {
         status.success(),
         "bridge.py checks failed: {status:?} (see output above)"
     );
+}
+
+/// A Streamable HTTP upstream whose GET stream says `retry: 0` and closes at once; the
+/// rest as [`mcp_server`].
+fn impatient_server() -> Handler {
+    let inner = mcp_server(0);
+    Arc::new(move |seen: &Seen| match seen.method.as_str() {
+        "GET" => reply(
+            StatusCode::OK,
+            &[("content-type", "text/event-stream")],
+            "retry: 0\n\n",
+        ),
+        _ => inner(seen),
+    })
+}
+
+#[test]
+fn a_server_asking_retry_0_is_reconnected_to_with_a_floor_and_back_off() {
+    let sandbox = Sandbox::new("");
+    let upstream = Upstream::start(impatient_server(), None);
+    let (frames, stderr) = sandbox.bridge_held(
+        &upstream.url("http"),
+        &[],
+        &[],
+        &[initialize(), initialized()],
+        Duration::from_secs(4),
+    );
+    assert_eq!(
+        answer(&frames, 1)["result"]["serverInfo"]["name"],
+        "scripted",
+        "{stderr}"
+    );
+    let gets = upstream.seen().iter().filter(|s| s.method == "GET").count();
+    // At least 1 s, then 2 s, 4 s (each plus up to half again): 3 GETs in 4 s at most.
+    assert!((1..=3).contains(&gets), "{gets} GETs in 4 s");
 }

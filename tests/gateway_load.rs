@@ -7,7 +7,7 @@
 //! gateway at a time), so each one's figures are its own. Linux: memory and CPU time are
 //! read from `/proc`. Needs `--features test-support`.
 
-#[path = "support/gateway.rs"]
+#[path = "support/serve_load.rs"]
 mod gateway;
 
 use std::io::{Read, Write};

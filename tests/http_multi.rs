@@ -251,11 +251,12 @@ fn each_named_server_has_its_endpoint_process_name_and_sessions() {
         "{audit}"
     );
 
-    // No server at `/mcp` itself, nor at an unknown name: 404 naming the endpoints.
+    // No server at `/mcp` itself, nor at an unknown name: 404, naming no endpoint (a
+    // caller learns nothing of the listener's paths).
     for path in ["/mcp", "/mcp/gamma", "/mcp/alpha/x"] {
         let (status, _, body) = l.post(path, None, &call(5, "nowhere"));
         assert_eq!(status, 404, "{path}: {body}");
-        assert!(body.contains("/mcp/alpha, /mcp/beta"), "{body}");
+        assert!(!body.contains("/mcp/alpha"), "{body}");
     }
 
     // Legacy HTTP+SSE: the endpoint event names the server's own message path.

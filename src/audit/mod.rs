@@ -19,7 +19,7 @@
 //! | key | type | meaning |
 //! | --- | --- | --- |
 //! | `ts` | string | RFC 3339 UTC time of the decision, microseconds |
-//! | `session` | string | one id per proxy run |
+//! | `session` | string | one id per proxy run; under `mcpwall serve`, one per HTTP session, socket or identity's stateless conversation (derived from its session id, never the id itself) |
 //! | `server` | string | `--server-name` or the server command's basename; under `mcpwall serve` with several servers, the named server that judged |
 //! | `direction` | string | `inbound` (client → server) or `outbound` (server → client) |
 //! | `id` | JSON | the message's id exactly as sent, or `null` |
@@ -625,7 +625,13 @@ impl EventFormat {
         out.push_str("{\"ts\":\"");
         self.timestamp(out, e.ts);
         out.push('"');
-        out.push_str(&self.session);
+        match &e.session {
+            Some(id) => {
+                out.push_str(",\"session\":");
+                json_str(out, id);
+            }
+            None => out.push_str(&self.session),
+        }
         match &e.server {
             Some(name) => {
                 out.push_str(",\"server\":");
@@ -814,6 +820,17 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
     // each time: about 250 instructions per timestamp or duration, the largest part of
     // formatting an event).
     out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+}
+
+/// The audit `session` of a conversation known by the secret `id` (an `Mcp-Session-Id`):
+/// 16 hex digits of its SHA-256, so the log tells sessions apart without holding an id
+/// that would let its reader use the session.
+pub fn derived_session_id(id: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    format!("{:016x}", u64::from_be_bytes(first))
 }
 
 /// A process-unique session id: 16 hex digits from the std's per-process random keys,

@@ -212,7 +212,16 @@ fn upstream_token(
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
-    let tokens = Tokens::load(&tokens_path).map_err(|e| miette::miette!("{e}"))?;
+    // A token file that exists must be a usable store: read as "no tokens" it would let
+    // any local client in and stop `identity:` rules from applying.
+    let issued = Tokens::read(&tokens_path).map_err(|e| {
+        miette::miette!(
+            code = "mcpwall::serve::token_file",
+            help = "`mcpwall serve` starts only once the token file is whole and yours alone, or gone (then no token is required on loopback)",
+            "{e}"
+        )
+    })?;
+    let tokens = issued.clone().unwrap_or_default();
     let loopback = args.listen.ip().is_loopback();
     if !loopback && !args.allow_remote {
         return Err(miette::miette!(
@@ -326,8 +335,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             .local_addr()
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
         let require_token = !tokens.is_empty() || !loopback || args.client_ca.is_some();
-        let tokens = Arc::new(LiveTokens::new(tokens_path, tokens));
+        let tokens = Arc::new(LiveTokens::new(
+            tokens_path,
+            issued,
+            !loopback || args.client_ca.is_some(),
+        ));
         let sessions = Arc::new(crate::http::registry::Registry::new(settings.gateway));
+        let refusals = Arc::new(crate::http::refusals::Refusals::default());
         let gateways: Vec<Arc<Gateway>> = built
             .into_iter()
             .map(|(front, judges)| {
@@ -338,8 +352,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     mount: front.mount,
                     audit: audit.sender(),
                     chatter,
-                    require_token,
                     tokens: tokens.clone(),
+                    refusals: refusals.clone(),
                     listen: local,
                     allowed_origins: args.allow_origins.clone(),
                     sessions: sessions.clone(),

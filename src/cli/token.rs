@@ -32,7 +32,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             // The token on stdout alone, so `$(mcpwall token add ci)` captures it.
             println!("{token}");
             eprintln!(
-                "mcpwall: token for {name:?} issued; it is shown only now. Clients send it as `Authorization: Bearer <token>`; a running `mcpwall serve` accepts it after a restart (identities are compiled at start)."
+                "mcpwall: token for {name:?} issued; it is shown only now. Clients send it as `Authorization: Bearer <token>`; a running `mcpwall serve` requires a token from now on, and serves {name:?} after a restart (identities are compiled at start)."
             );
         }
         Action::List => {
@@ -44,7 +44,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         Action::Remove { name } => {
             Tokens::remove(&path, &name).map_err(fail)?;
             eprintln!(
-                "mcpwall: token of {name:?} removed; a running `mcpwall serve` refuses it from its next request on"
+                "mcpwall: token of {name:?} removed; a running `mcpwall serve` ends {name:?}'s open sessions and refuses the token from now on"
             );
         }
     }

@@ -67,6 +67,8 @@ pub struct Ended;
 pub struct Conversation {
     /// The `Mcp-Session-Id`.
     pub id: String,
+    /// The audit log's `session` for this conversation's events.
+    audit_session: Arc<str>,
     /// The identity that opened the session; only it may use it.
     pub identity: Option<Arc<str>>,
     /// The program and guard of that identity.
@@ -281,6 +283,7 @@ impl Conversation {
             session.share_rate_limit(rate.clone());
         }
         Arc::new(Conversation {
+            audit_session: crate::audit::derived_session_id(&id).into(),
             id,
             identity,
             judge,
@@ -313,6 +316,9 @@ impl Conversation {
 
     /// End the session: the server's stdin closes, then it is stopped.
     pub fn end(&self) {
+        // From now on nothing more reaches the server (a revoked identity's next
+        // message included), even before the supervisor wakes.
+        self.lock_sender().take();
         self.end.notify_one();
     }
 
@@ -515,6 +521,7 @@ impl Conversation {
         if !out.events.is_empty() {
             for e in &mut out.events {
                 e.identity = self.identity.clone();
+                e.session = Some(self.audit_session.clone());
                 e.transport = Some(self.transport);
                 e.server.clone_from(&self.server);
                 self.judge.audit_event(e);

@@ -11,7 +11,8 @@
 //! | `registry.rs` | the live sessions by id, whose they are, the server each was opened on, each identity's share |
 //! | `conversation.rs` | one session: its server process, its `Session`, routing answers to requests |
 //! | `sse.rs` | SSE streams: ids, the bounded resumption buffer, the response body |
-//! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`) |
+//! | `tokens.rs` | bearer tokens and identities (`~/.mcpwall/tokens`), re-read when it changes |
+//! | `refusals.rs` | HTTP refusals counted and summarised for the audit log, logged fields bounded |
 //! | `identities.rs` | each (server, identity)'s program and tool guard (rules matching `identity`, a server's own packs) |
 //! | `tls.rs` | HTTPS, and the names of a verified client certificate (`--client-ca`) |
 //! | `websocket.rs` | the WebSocket endpoint: the upgrade, one socket = one session |
@@ -22,6 +23,7 @@ pub mod connections;
 pub mod conversation;
 pub mod identities;
 pub mod modern;
+pub mod refusals;
 pub mod registry;
 pub mod server;
 pub mod sse;

@@ -180,6 +180,22 @@ impl Registry {
         Some(c)
     }
 
+    /// End every session `identity` opened (`None`: those of clients without a token), on
+    /// every server and transport: its token was revoked. Returns how many.
+    pub fn end_identity(&self, identity: Option<&str>) -> usize {
+        let mut sessions = self.lock();
+        let mut ended = 0;
+        sessions.retain(|_, (_, c)| {
+            if c.identity.as_deref() != identity {
+                return true;
+            }
+            c.end();
+            ended += 1;
+            false
+        });
+        ended
+    }
+
     /// End every session (shutdown); returns them so the caller can wait.
     pub fn end_all(&self) -> Vec<Arc<Conversation>> {
         let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();

@@ -34,9 +34,10 @@ use super::connections::{Backoff, Busy, Connections, Slot};
 use super::conversation::Backend;
 use super::conversation::{Conversation, Ended, Opening};
 use super::identities::Judges;
+use super::refusals::{REASON_CHARS, Refusals, bounded, bounded_to};
 use super::registry::{Full, Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
-use super::tokens::{LiveTokens, new_session_id};
+use super::tokens::{Change, Gate, LiveTokens, new_session_id};
 use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
 use crate::io::codec::HEAD_BYTES;
 use crate::io::{Chatter, LogLevel};
@@ -53,6 +54,16 @@ pub const LEGACY_MESSAGE: &str = "/message";
 /// The session-based protocol revisions whose Streamable HTTP (or HTTP+SSE negotiation)
 /// this gateway speaks; the stateless ones are `modern::MODERN_VERSIONS`.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// How often the listener looks at the token file between requests, so a revoked
+/// identity's WebSocket and SSE streams end though it sends nothing.
+pub const TOKEN_WATCH: std::time::Duration = std::time::Duration::from_millis(250);
+/// How often the refusals not logged one by one are summarised in the audit log.
+pub const REFUSAL_SUMMARY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The client's address, in each request's extensions.
+#[derive(Debug, Clone, Copy)]
+struct Peer(std::net::IpAddr);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -72,10 +83,10 @@ pub struct Gateway {
     pub mount: Option<Arc<str>>,
     pub audit: AuditSender,
     pub chatter: Chatter,
+    /// The token file, checked on every request and every [`TOKEN_WATCH`].
     pub tokens: Arc<LiveTokens>,
-    /// Every request needs a valid bearer token (tokens exist, or the address is not
-    /// loopback).
-    pub require_token: bool,
+    /// HTTP refusals counted for the audit log's summaries; shared by the listener.
+    pub refusals: Arc<Refusals>,
     /// The listening address.
     pub listen: SocketAddr,
     /// Origins allowed besides loopback ones (`--allow-origin`), e.g. `https://app.example`.
@@ -135,8 +146,14 @@ pub async fn serve(
     tokio::pin!(shutdown);
     let reap_every = gateway.sessions.idle_limit().min(Duration::from_secs(60));
     let mut reaper = tokio::time::interval(reap_every);
+    let mut summary = tokio::time::interval(REFUSAL_SUMMARY);
+    summary.tick().await;
+    let mut watch = tokio::time::interval(TOKEN_WATCH);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = watch.tick() => gateway.watch_tokens(),
+            _ = summary.tick() => gateway.summarise_refusals(),
             _ = reaper.tick() => {
                 // A client that vanished without DELETE does not hold a process for long.
                 let ended = gateway.sessions.end_idle(gateway.sessions.idle_limit());
@@ -167,6 +184,7 @@ pub async fn serve(
                     // Every connection of that scope is busy: this one is closed unread.
                     continue;
                 };
+                let peer = Peer(peer.ip());
                 let _ = stream.set_nodelay(true);
                 let gateways = gateways.clone();
                 let tls = tls.clone();
@@ -174,7 +192,7 @@ pub async fn serve(
                     let slot = ticket.slot.clone();
                     let serving = async {
                         match tls {
-                            None => serve_connection(stream, gateways, None, &slot, header_timeout).await,
+                            None => serve_connection(stream, gateways, None, &slot, header_timeout, peer).await,
                             #[cfg(feature = "tls")]
                             Some(tls) => {
                                 // A failed handshake (no TLS, a certificate the CA did not
@@ -183,7 +201,7 @@ pub async fn serve(
                                 if let Ok(Ok((stream, cert))) =
                                     tokio::time::timeout(header_timeout, tls.accept(stream)).await
                                 {
-                                    serve_connection(stream, gateways, cert, &slot, header_timeout).await;
+                                    serve_connection(stream, gateways, cert, &slot, header_timeout, peer).await;
                                 }
                             }
                             #[cfg(not(feature = "tls"))]
@@ -200,6 +218,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         }
     }
+    gateway.summarise_refusals();
     let ending = gateway.sessions.end_all();
     for c in ending {
         for _ in 0..60 {
@@ -221,6 +240,7 @@ async fn serve_connection<S>(
     cert: Option<super::tls::ClientCertificate>,
     slot: &Arc<Slot>,
     header_timeout: Duration,
+    peer: Peer,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -232,9 +252,21 @@ async fn serve_connection<S>(
         if let Some(cert) = &cert {
             req.extensions_mut().insert(cert.clone());
         }
+        req.extensions_mut().insert(peer);
         async move {
             let response = match route(&gateways, req.uri().path()) {
-                None => not_found(&gateways),
+                // Host and token first: a caller who may not use the gateway learns
+                // nothing about it, not even which paths exist.
+                None => {
+                    let gateway = &gateways[0];
+                    if let Some(refusal) = gateway.check_origin(&req) {
+                        refusal
+                    } else if let Err(refusal) = gateway.authenticate(&req) {
+                        *refusal
+                    } else {
+                        plain(StatusCode::NOT_FOUND, "not found\n")
+                    }
+                }
                 Some((gateway, endpoint)) => gateway.handle(req, endpoint).await,
             };
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
@@ -366,10 +398,24 @@ impl Gateway {
     /// The identity of the bearer token or of the connection's client certificate,
     /// `None` when neither is required. Both may be presented only for the same identity.
     fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
-        let cert = req.extensions().get::<Arc<super::tls::ClientCertificate>>();
-        if !self.require_token {
-            return Ok(None);
+        let peer = req.extensions().get::<Peer>().map(|p| p.0);
+        // One `stat` of the token file: a change since the last request (or watch tick)
+        // is read and its revocations applied before this request is let in.
+        self.watch_tokens();
+        match self.tokens.gate() {
+            Gate::Open => return Ok(None),
+            Gate::Required => {}
+            Gate::Unusable(why) => {
+                let why = format!("the token file is unusable: {why}");
+                self.audit_refusal("mcpwall:token_file", &why, None, req.method(), peer);
+                return Err(Box::new(rpc_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    -32000,
+                    "service unavailable: the gateway cannot check credentials until its operator fixes it",
+                )));
+            }
         }
+        let cert = req.extensions().get::<Arc<super::tls::ClientCertificate>>();
         let presented = req
             .headers()
             .get(header::AUTHORIZATION)
@@ -390,7 +436,7 @@ impl Gateway {
             (None, Some(Err(why))) => why,
             (None, None) => "no bearer token",
         };
-        self.audit_refusal("mcpwall:unauthenticated", why, None, req.method());
+        self.audit_refusal("mcpwall:unauthenticated", why, None, req.method(), peer);
         let mut r = rpc_error(
             StatusCode::UNAUTHORIZED,
             -32600,
@@ -401,23 +447,91 @@ impl Gateway {
         Err(Box::new(r))
     }
 
-    /// An HTTP-level refusal in the audit log (nothing of it reached a session).
+    /// Look at the token file and act on what changed: the sessions of a revoked
+    /// identity end at once (on every server and transport: their streams close, their
+    /// next message is refused), and so do those of clients without a token once the
+    /// first token is issued or the file becomes unusable.
+    pub fn watch_tokens(&self) {
+        let Change {
+            revoked,
+            closed,
+            unusable,
+        } = self.tokens.refresh();
+        if let Some(why) = unusable {
+            self.chatter.log(
+                LogLevel::Error,
+                format_args!("{why}; every request is refused until it is fixed"),
+            );
+            self.audit_gateway_event(
+                "mcpwall:token_file",
+                format!(
+                    "the token file is unusable, every request is refused until it is fixed: {why}"
+                ),
+                None,
+            );
+        }
+        for name in revoked {
+            let ended = self.sessions.end_identity(Some(&name));
+            let text = format!("the token of {name} is gone: {ended} open session(s) ended");
+            self.chatter.log(LogLevel::Info, format_args!("{text}"));
+            self.audit_gateway_event("mcpwall:token_revoked", text, Some(name));
+        }
+        if closed {
+            let ended = self.sessions.end_identity(None);
+            let text = format!(
+                "a token is now required (the token file appeared or changed): {ended} session(s) without a token ended"
+            );
+            self.chatter.log(LogLevel::Info, format_args!("{text}"));
+            self.audit_gateway_event("mcpwall:token_required", text, None);
+        }
+    }
+
+    /// An event of the gateway itself (no client message) in the audit log.
+    fn audit_gateway_event(&self, rule: &'static str, text: String, identity: Option<Arc<str>>) {
+        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(text.into());
+        e.identity = identity;
+        e.transport = Some("http");
+        e.server = self.mount.as_ref().map(|_| self.server_name.clone());
+        self.audit.send(&mut vec![e]);
+    }
+
+    /// An HTTP-level refusal in the audit log (nothing of it reached a session): the first
+    /// of its (peer, reason) in a [`REFUSAL_SUMMARY`] period in full, the others counted
+    /// for the period's summary line.
     fn audit_refusal(
         &self,
         rule: &'static str,
         why: &str,
         identity: Option<Arc<str>>,
         method: &Method,
+        peer: Option<std::net::IpAddr>,
     ) {
-        let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
-        e.rule = Some(RuleRef::Builtin(rule));
-        e.message = Some(format!("HTTP {method} refused: {why}").into());
-        e.identity = identity;
-        e.transport = Some("http");
-        e.server = self.mount.as_ref().map(|_| self.server_name.clone());
-        self.audit.send(&mut vec![e]);
-        self.chatter
-            .log(LogLevel::Info, format_args!("HTTP {method} refused: {why}"));
+        let why = bounded_to(why, REASON_CHARS);
+        let key = match &identity {
+            Some(name) => format!("{rule} {name}: {why}"),
+            None => format!("{rule}: {why}"),
+        };
+        if !self.refusals.note(peer, &key) {
+            return;
+        }
+        let method = bounded(method.as_str());
+        let peer = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+        let text = format!(
+            "HTTP {method} from {peer} refused: {why} (further refusals like it are counted in a summary every {} s)",
+            REFUSAL_SUMMARY.as_secs()
+        );
+        self.chatter.log(LogLevel::Info, format_args!("{text}"));
+        self.audit_gateway_event(rule, text, identity);
+    }
+
+    /// The summary line of the refusals not logged one by one, if there were any.
+    fn summarise_refusals(&self) {
+        if let Some(text) = self.refusals.summary() {
+            self.chatter.log(LogLevel::Info, format_args!("{text}"));
+            self.audit_gateway_event("mcpwall:refusals", text, None);
+        }
     }
 
     /// The session a request names, if its identity may use it.
@@ -461,7 +575,13 @@ impl Gateway {
                     "a session of server {server} used on the endpoint of {}",
                     self.server_name
                 );
-                self.audit_refusal("mcpwall:session_server", &why, identity.clone(), method);
+                self.audit_refusal(
+                    "mcpwall:session_server",
+                    &why,
+                    identity.clone(),
+                    method,
+                    None,
+                );
                 Err(Box::new(rpc_error(
                     StatusCode::NOT_FOUND,
                     -32001,
@@ -474,7 +594,13 @@ impl Gateway {
                     owner.as_deref().unwrap_or("(no identity)"),
                     identity.as_deref().unwrap_or("(no identity)")
                 );
-                self.audit_refusal("mcpwall:session_identity", &why, identity.clone(), method);
+                self.audit_refusal(
+                    "mcpwall:session_identity",
+                    &why,
+                    identity.clone(),
+                    method,
+                    None,
+                );
                 Err(Box::new(rpc_error(
                     StatusCode::NOT_FOUND,
                     -32001,
@@ -509,6 +635,7 @@ impl Gateway {
         let max = self.judges.any_program().settings().max_frame_bytes;
         let body = match read_body(body, max).await {
             Ok(Body::Whole(b)) => b,
+            Ok(Body::NotUtf8) => return not_utf8(),
             _ => {
                 return rpc_error(
                     StatusCode::BAD_REQUEST,
@@ -592,6 +719,7 @@ impl Gateway {
         let (text, too_large) = match &body {
             Body::Whole(b) => (&b[..], None),
             Body::TooLarge { len, head } => (&head[..], Some(*len)),
+            Body::NotUtf8 => return not_utf8(),
         };
         let is_batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
         if is_batch
@@ -876,6 +1004,7 @@ impl Gateway {
         let line = match &body {
             Body::Whole(b) => Line::Frame(b),
             Body::TooLarge { len, head } => Line::TooLarge { len: *len, head },
+            Body::NotUtf8 => return not_utf8(),
         };
         if conversation.from_client(line).await.is_err() {
             return rpc_error(StatusCode::NOT_FOUND, -32001, "session not found");
@@ -950,6 +1079,35 @@ enum Body {
         len: usize,
         head: Vec<u8>,
     },
+    /// Not JSON text as the protocol sends it: UTF-8 without a byte-order mark (a BOM, or
+    /// UTF-16 with its NUL bytes, would otherwise pass as an unanswerable notification).
+    NotUtf8,
+}
+
+/// Whether `bytes` (a whole body, or the first bytes of one) can be JSON text in UTF-8:
+/// no byte-order mark (UTF-8's or UTF-16's), no NUL, valid UTF-8 (a cut last character
+/// is allowed when only the head was kept).
+fn is_utf8_json_text(bytes: &[u8], whole: bool) -> bool {
+    if bytes.starts_with(b"\xEF\xBB\xBF")
+        || bytes.starts_with(b"\xFE\xFF")
+        || bytes.starts_with(b"\xFF\xFE")
+        || memchr::memchr(0, bytes).is_some()
+    {
+        return false;
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(_) => true,
+        Err(e) => !whole && e.error_len().is_none(),
+    }
+}
+
+/// 400 for a body that is not UTF-8 JSON text.
+fn not_utf8() -> Response<Reply> {
+    rpc_error(
+        StatusCode::BAD_REQUEST,
+        -32700,
+        "parse error: the body must be JSON text in UTF-8, without a byte-order mark",
+    )
 }
 
 /// Read a request body up to `max` bytes; past that, keep its first bytes and count the
@@ -981,7 +1139,12 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error>
     }
     if len > max {
         whole.truncate(HEAD_BYTES);
+        if !is_utf8_json_text(&whole, false) {
+            return Ok(Body::NotUtf8);
+        }
         Ok(Body::TooLarge { len, head: whole })
+    } else if !is_utf8_json_text(&whole, true) {
+        Ok(Body::NotUtf8)
     } else {
         Ok(Body::Whole(whole))
     }
@@ -1003,21 +1166,6 @@ fn origin_is_loopback(origin: &str) -> bool {
         return false;
     };
     matches!(scheme, "http" | "https") && !rest.contains('/') && is_loopback_host(rest)
-}
-
-/// A path no gateway of the listener serves: the answer names the ones it does.
-fn not_found(gateways: &[Arc<Gateway>]) -> Response<Reply> {
-    let endpoints: Vec<String> = gateways.iter().map(|g| g.path(ENDPOINT)).collect();
-    let text = format!(
-        "not found: the MCP endpoint{} {} (legacy HTTP+SSE: /sse, WebSocket: /ws, with the same suffix)\n",
-        if endpoints.len() == 1 { " is" } else { "s are" },
-        endpoints.join(", ")
-    );
-    Response::builder()
-        .status(StatusCode::NOT_FOUND)
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .body(Reply::text(text))
-        .unwrap_or_else(|_| Response::new(Reply::empty()))
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<Reply> {

@@ -41,6 +41,20 @@ pub enum TokenError {
         "the token file {} is writable by other users (mode {mode:o}); run `chmod 600 {}` and check its lines", .path.display(), .path.display()
     )]
     OpenToOthers { path: PathBuf, mode: u32 },
+    #[error(
+        "the token file {} belongs to another user (uid {owner}); a line in it would be an identity they chose: check its lines, then `mcpwall token add` as yourself rewrites it", .path.display()
+    )]
+    NotOwned { path: PathBuf, owner: u32 },
+    #[error("the token file {} is not a regular file; remove it (`rm`) and issue tokens again", .path.display())]
+    NotAFile { path: PathBuf },
+    #[error(
+        "the token file {} exists but holds no token (empty, or cut short); remove it if no token should exist (then any local client may connect), or issue one with `mcpwall token add NAME`", .path.display()
+    )]
+    NoEntries { path: PathBuf },
+    #[error(
+        "the token file {} ends in the middle of a line (cut short?); issue the lost tokens again with `mcpwall token add NAME`, or fix its last line", .path.display()
+    )]
+    Truncated { path: PathBuf },
     #[error("line {line} of the token file {} is not `NAME SHA256-HEX`; fix or remove it", .path.display())]
     Malformed { path: PathBuf, line: usize },
     #[error(
@@ -61,41 +75,178 @@ pub struct Tokens {
     entries: Vec<(String, [u8; 32])>,
 }
 
-/// The token file as `mcpwall serve` sees it: read again whenever it changes, so a
-/// `mcpwall token remove` takes effect at the next request. A file that can no longer be
-/// read (or is open to others) accepts no token until fixed: fail closed.
+/// The token file as `mcpwall serve` sees it, checked against the file on every request
+/// (one `stat`) and by the listener's watch tick, and read again when it changed: a
+/// `mcpwall token remove` takes effect at once, and so does the first `mcpwall token add`
+/// on a gateway that started without tokens. A file that can no longer be read as a
+/// whole, owner-only store refuses everyone until fixed: fail closed.
 #[derive(Debug)]
 pub struct LiveTokens {
     path: PathBuf,
-    state: std::sync::Mutex<(Tokens, Option<std::time::SystemTime>)>,
+    /// A token is required whatever the file holds (a non-loopback listener, `--client-ca`).
+    always_required: bool,
+    state: std::sync::Mutex<LiveState>,
+}
+
+#[derive(Debug)]
+struct LiveState {
+    stamp: Option<Stamp>,
+    store: Store,
+    /// Tokens existed at some point of this gateway's life: from then on a token is
+    /// required, also once the file is gone (its deletion does not reopen the gateway).
+    required: bool,
+}
+
+/// What the token file holds now.
+#[derive(Debug, Clone)]
+enum Store {
+    /// No file: no token was issued.
+    Absent,
+    Issued(Tokens),
+    /// The file exists but is not a usable store: why.
+    Unusable(Arc<str>),
+}
+
+/// Whether the gateway lets a request in without a token right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// No token was ever issued and none is required: any local client may connect.
+    Open,
+    /// Every request needs a valid token or client certificate.
+    Required,
+    /// The token file is unusable: every request is refused, for this reason.
+    Unusable(Arc<str>),
+}
+
+/// What changed in the token file since it was last looked at: whose sessions end now.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// Identities whose token is gone (removed, or the file became unusable).
+    pub revoked: Vec<Arc<str>>,
+    /// Clients without a token may no longer connect (the first token was issued, or the
+    /// file became unusable): their sessions end too.
+    pub closed: bool,
+    /// The file just became unusable: why (to be told on stderr and in the audit log).
+    pub unusable: Option<Arc<str>>,
+}
+
+/// What identifies one version of the file cheaply: a `token add/remove` replaces it (a
+/// new inode), an edit changes its size or times, a `chmod`/`chown` its change time, mode
+/// and owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    unix: (u64, u64, i64, i64, u32, u32),
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        #[cfg(unix)]
+        unix: {
+            use std::os::unix::fs::MetadataExt;
+            (
+                meta.dev(),
+                meta.ino(),
+                meta.ctime(),
+                meta.ctime_nsec(),
+                meta.mode(),
+                meta.uid(),
+            )
+        },
+    })
 }
 
 impl LiveTokens {
-    pub fn new(path: PathBuf, tokens: Tokens) -> LiveTokens {
-        let stamp = modified(&path);
+    /// The file at `path` as `serve` read it at start (`None`: there was none).
+    /// `always_required`: a token is required even while none exists.
+    pub fn new(path: PathBuf, tokens: Option<Tokens>, always_required: bool) -> LiveTokens {
+        // No stamp yet: the first look reads the file again, so a change made between
+        // `serve` reading it and this point is not missed.
+        let stamp = None;
+        let store = match tokens {
+            Some(t) => Store::Issued(t),
+            None => Store::Absent,
+        };
         LiveTokens {
             path,
-            state: std::sync::Mutex::new((tokens, stamp)),
+            always_required,
+            state: std::sync::Mutex::new(LiveState {
+                required: always_required || matches!(store, Store::Issued(_)),
+                stamp,
+                store,
+            }),
         }
     }
 
-    /// The token file as it is now.
-    fn current(&self) -> std::sync::MutexGuard<'_, (Tokens, Option<std::time::SystemTime>)> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let stamp = modified(&self.path);
-        if stamp != state.1 {
-            let tokens = Tokens::load(&self.path).unwrap_or_else(|e| {
-                eprintln!("mcpwall: error: {e}; no token is accepted until it is fixed");
-                Tokens::default()
-            });
-            *state = (tokens, stamp);
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Look at the file (one `stat`); read it again if it changed, and say what that
+    /// revoked. Cheap when nothing changed.
+    pub fn refresh(&self) -> Change {
+        let now = stamp(&self.path);
+        let mut state = self.lock();
+        if now == state.stamp {
+            return Change::default();
         }
-        state
+        let store = match Tokens::read(&self.path) {
+            Ok(Some(tokens)) => Store::Issued(tokens),
+            Ok(None) => Store::Absent,
+            Err(e) => Store::Unusable(Arc::from(e.to_string())),
+        };
+        // The stamp read before the file: a change made while reading it is seen next time.
+        state.stamp = now;
+        let mut change = Change::default();
+        let old_names: Vec<&str> = match &state.store {
+            Store::Issued(t) => t.names().collect(),
+            _ => Vec::new(),
+        };
+        change.revoked = match &store {
+            Store::Issued(new) => old_names
+                .iter()
+                .filter(|n| !new.names().any(|m| m == **n))
+                .map(|n| Arc::from(*n))
+                .collect(),
+            _ => old_names.iter().map(|n| Arc::from(*n)).collect(),
+        };
+        let was_open = !state.required && !matches!(state.store, Store::Unusable(_));
+        match &store {
+            Store::Issued(_) => state.required = true,
+            Store::Unusable(why) => {
+                if !matches!(&state.store, Store::Unusable(old) if old == why) {
+                    change.unusable = Some(why.clone());
+                }
+            }
+            Store::Absent => {}
+        }
+        let open_now = !state.required && matches!(store, Store::Absent);
+        change.closed = was_open && !open_now;
+        state.store = store;
+        change
+    }
+
+    /// Who may come in now.
+    pub fn gate(&self) -> Gate {
+        let state = self.lock();
+        match &state.store {
+            Store::Unusable(why) => Gate::Unusable(why.clone()),
+            _ if state.required || self.always_required => Gate::Required,
+            _ => Gate::Open,
+        }
     }
 
     /// The identity a presented token belongs to now.
     pub fn identify(&self, token: &str) -> Option<Arc<str>> {
-        self.current().0.identify(token).map(Arc::from)
+        match &self.lock().store {
+            Store::Issued(tokens) => tokens.identify(token).map(Arc::from),
+            _ => None,
+        }
     }
 
     /// The identity a verified client certificate stands for: the one identity of the
@@ -103,10 +254,13 @@ impl LiveTokens {
     /// identity was removed (`mcpwall token remove`) is refused from the next request on,
     /// as its token is. `Err`: why it stands for none.
     pub fn identify_certificate(&self, names: &[String]) -> Result<Arc<str>, &'static str> {
-        let state = self.current();
+        let state = self.lock();
+        let Store::Issued(tokens) = &state.store else {
+            return Err("the client certificate names no identity of the token file");
+        };
         let mut found: Option<&str> = None;
         for name in names {
-            if let Some(identity) = state.0.names().find(|n| n == name) {
+            if let Some(identity) = tokens.names().find(|n| n == name) {
                 if found.is_some_and(|f| f != identity) {
                     return Err("the client certificate names more than one identity");
                 }
@@ -119,29 +273,53 @@ impl LiveTokens {
     }
 }
 
-fn modified(path: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
 /// `~/.mcpwall/tokens`.
 pub fn default_path(home: &Path) -> PathBuf {
     home.join(".mcpwall").join("tokens")
 }
 
 impl Tokens {
-    /// Read the token file; a missing file holds no token.
-    pub fn load(path: &Path) -> Result<Tokens, TokenError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Tokens::default()),
-            Err(source) => {
-                return Err(TokenError::Read {
-                    path: path.into(),
-                    source,
-                });
+    /// Read the token file as `mcpwall serve` does: `None` when there is no file; an
+    /// error unless it is a complete store (at least one well-formed line, ending in a
+    /// newline) that only its owner, the user, can write.
+    pub fn read(path: &Path) -> Result<Option<Tokens>, TokenError> {
+        match Tokens::read_lenient(path)? {
+            None => Ok(None),
+            Some((tokens, _)) if tokens.is_empty() => {
+                Err(TokenError::NoEntries { path: path.into() })
             }
+            Some((_, false)) => Err(TokenError::Truncated { path: path.into() }),
+            Some((tokens, true)) => Ok(Some(tokens)),
+        }
+    }
+
+    /// Read the token file for `mcpwall token`: a missing file, or one holding no token,
+    /// is an empty store (the commands that repair it write it whole).
+    pub fn load(path: &Path) -> Result<Tokens, TokenError> {
+        Ok(Tokens::read_lenient(path)?.map_or_else(Tokens::default, |(t, _)| t))
+    }
+
+    /// The file's tokens and whether it ends with a newline; `None`: no file. Refuses a
+    /// file others can write or that is not the user's, and a malformed line.
+    fn read_lenient(path: &Path) -> Result<Option<(Tokens, bool)>, TokenError> {
+        let read_err = |source| TokenError::Read {
+            path: path.into(),
+            source,
         };
-        check_mode(path)?;
+        let mut file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(read_err(source)),
+        };
+        // The checks and the read are of the same open file, not of a name that could
+        // be swapped in between.
+        let meta = file.metadata().map_err(read_err)?;
+        if !meta.is_file() {
+            return Err(TokenError::NotAFile { path: path.into() });
+        }
+        check_owner(path, &meta)?;
+        let mut text = String::new();
+        io::Read::read_to_string(&mut file, &mut text).map_err(read_err)?;
         let mut entries = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -159,7 +337,7 @@ impl Tokens {
             }
             entries.push((name.to_string(), hash));
         }
-        Ok(Tokens { entries })
+        Ok(Some((Tokens { entries }, text.ends_with('\n'))))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -195,6 +373,7 @@ impl Tokens {
         if !valid_name(name) {
             return Err(TokenError::BadName { name: name.into() });
         }
+        let _lock = Writing::lock(path)?;
         let mut tokens = Tokens::load(path)?;
         if tokens.names().any(|n| n == name) {
             return Err(TokenError::Exists { name: name.into() });
@@ -211,6 +390,7 @@ impl Tokens {
 
     /// Remove `name`'s token from `path`.
     pub fn remove(path: &Path, name: &str) -> Result<(), TokenError> {
+        let _lock = Writing::lock(path)?;
         let mut tokens = Tokens::load(path)?;
         let before = tokens.entries.len();
         tokens.entries.retain(|(n, _)| n != name);
@@ -227,6 +407,14 @@ impl Tokens {
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(write_err)?;
+        if self.entries.is_empty() {
+            // "No token issued" is the absence of the file, never an empty one: a file
+            // without tokens is what a damaged store looks like, and `serve` refuses it.
+            return match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(write_err(e)),
+                _ => crate::platform::fsync_dir(dir).map_err(write_err),
+            };
+        }
         let mut text = String::from(
             "# mcpwall bearer tokens: NAME SHA256-of-token (mcpwall token add/remove)\n",
         );
@@ -237,10 +425,41 @@ impl Tokens {
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
         io::Write::write_all(&mut tmp, text.as_bytes()).map_err(write_err)?;
         tmp.as_file().sync_all().map_err(write_err)?;
+        // A reader (a running `serve`) sees the old file or the new one, never a part.
         tmp.persist(path).map_err(|e| write_err(e.error))?;
+        crate::platform::fsync_dir(dir).map_err(write_err)?;
         // On Windows the owner-only ACL (mode 0600 is already set on Unix).
         crate::platform::restrict_to_owner(path).map_err(write_err)?;
         Ok(())
+    }
+}
+
+/// Held while `token add/remove` reads, changes and writes the file: two at once would
+/// otherwise each write their own version and one change would be lost.
+struct Writing {
+    _file: std::fs::File,
+}
+
+impl Writing {
+    fn lock(path: &Path) -> Result<Writing, TokenError> {
+        let write_err = |source| TokenError::Write {
+            path: path.into(),
+            source,
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+        let mut lock_path = path.as_os_str().to_owned();
+        lock_path.push(".lock");
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).write(true).truncate(false);
+        crate::platform::owner_only_file(&mut options);
+        let file = options.open(&lock_path).map_err(write_err)?;
+        match crate::platform::lock_exclusive(&file) {
+            Err(e) if !crate::platform::lock_unsupported(&e) => return Err(write_err(e)),
+            _ => {}
+        }
+        // Released when the file is closed.
+        Ok(Writing { _file: file })
     }
 }
 
@@ -279,21 +498,23 @@ fn parse_hash(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Only the user may write the file: a line someone else added would be an identity they
+/// hold.
 #[cfg(unix)]
-fn check_mode(path: &Path) -> Result<(), TokenError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|source| TokenError::Read {
-            path: path.into(),
-            source,
-        })?
-        .permissions()
-        .mode()
-        & 0o777;
+fn check_owner(path: &Path, meta: &std::fs::Metadata) -> Result<(), TokenError> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode() & 0o777;
     if mode & 0o022 != 0 {
         return Err(TokenError::OpenToOthers {
             path: path.into(),
             mode,
+        });
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(TokenError::NotOwned {
+            path: path.into(),
+            owner: meta.uid(),
         });
     }
     Ok(())
@@ -302,7 +523,7 @@ fn check_mode(path: &Path) -> Result<(), TokenError> {
 /// Windows: the file is written with an owner-only ACL; reading ACLs back is not checked
 /// here (Wine, where the lib tests run in CI, does not keep them).
 #[cfg(not(unix))]
-fn check_mode(_path: &Path) -> Result<(), TokenError> {
+fn check_owner(_path: &Path, _meta: &std::fs::Metadata) -> Result<(), TokenError> {
     Ok(())
 }
 
@@ -347,6 +568,62 @@ mod tests {
             Tokens::add(&path, "a b"),
             Err(TokenError::BadName { .. })
         ));
+    }
+
+    #[test]
+    fn serve_reads_only_a_whole_store_and_no_file_as_no_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        assert!(Tokens::read(&path).unwrap().is_none());
+        Tokens::add(&path, "dev").unwrap();
+        let whole = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Tokens::read(&path).unwrap().unwrap().names().count(), 1);
+        let header = whole.lines().next().unwrap();
+        for (text, want) in [
+            (String::new(), "holds no token"),
+            (format!("{header}\n"), "holds no token"),
+            (whole.trim_end().to_string(), "middle of a line"),
+            (whole[..whole.len() - 5].to_string(), "line 2"),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let e = Tokens::read(&path).unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+            // `token add` repairs a file without tokens; it never overwrites a bad line.
+            assert_eq!(Tokens::load(&path).is_ok(), !want.starts_with("line"));
+        }
+        // Removing the last token removes the file: "no tokens" is only its absence.
+        std::fs::write(&path, &whole).unwrap();
+        Tokens::remove(&path, "dev").unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_live_store_reports_revocations_and_closing_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        let live = LiveTokens::new(path.clone(), None, false);
+        assert_eq!(live.gate(), Gate::Open);
+        let token = Tokens::add(&path, "dev").unwrap();
+        let change = live.refresh();
+        assert!(change.closed && change.revoked.is_empty(), "{change:?}");
+        assert_eq!(live.gate(), Gate::Required);
+        assert_eq!(live.identify(&token).as_deref(), Some("dev"));
+        assert_eq!(live.refresh(), Change::default());
+        Tokens::add(&path, "ci").unwrap();
+        assert_eq!(live.refresh(), Change::default());
+        Tokens::remove(&path, "dev").unwrap();
+        let change = live.refresh();
+        assert_eq!(change.revoked, [Arc::from("dev")]);
+        assert!(!change.closed);
+        assert_eq!(live.identify(&token), None);
+        // Gone: still closed, nobody identified.
+        Tokens::remove(&path, "ci").unwrap();
+        assert_eq!(live.refresh().revoked, [Arc::from("ci")]);
+        assert_eq!(live.gate(), Gate::Required);
+        std::fs::write(&path, "").unwrap();
+        let change = live.refresh();
+        assert!(change.unusable.is_some(), "{change:?}");
+        assert!(matches!(live.gate(), Gate::Unusable(_)));
     }
 
     #[cfg(unix)]

@@ -64,6 +64,10 @@ pub struct AuditEvent {
     /// The server that judged it, when one listener serves several (`mcpwall serve` with
     /// a `servers:` list); `None`: the log's own server name.
     pub server: Option<Arc<str>>,
+    /// The audit `session` of the conversation it belongs to, when one process serves
+    /// many (`mcpwall serve`: one per HTTP session or socket); `None`: the log's own (one
+    /// per proxy run).
+    pub session: Option<Arc<str>>,
 }
 
 impl AuditEvent {
@@ -85,6 +89,7 @@ impl AuditEvent {
             identity: None,
             transport: None,
             server: None,
+            session: None,
         }
     }
 }

@@ -157,10 +157,13 @@ impl Session {
                                     _ => None,
                                 };
                                 if ids.answers.is_empty() {
-                                    // A request's id is the one the parser read, if any
-                                    // (none for broken JSON).
+                                    // A request's id is the one the parser read, else the
+                                    // one its head shows (broken JSON after a whole `id`):
+                                    // a readable id always gets its error, so a transport
+                                    // waiting for that id's answer is not left waiting.
+                                    let id = parsed_id.or_else(|| ids.requests.first().copied());
                                     Readable {
-                                        requests: parsed_id.into_iter().collect(),
+                                        requests: id.into_iter().collect(),
                                         ..Readable::default()
                                     }
                                 } else {

@@ -11,6 +11,12 @@
 //! ([`FromUpstream::Unanswered`]): the session gives those their error. When the
 //! transport drops its sender, in-flight requests get a short grace, then the session is
 //! ended with `DELETE`.
+//!
+//! An upstream that refuses the `initialize` POST with 404 or 405 may speak the legacy
+//! HTTP+SSE transport (2024-11-05): as the specification's backwards-compatibility
+//! section says, the link then opens `GET` on the same URL, takes the stream's first
+//! `endpoint` event as where to POST (only on the URL's own origin: the headers and token
+//! go there), POSTs every line there, and reads every answer from that one stream.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -38,15 +44,31 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 const RESUMES: usize = 3;
 /// Consecutive failures of the GET stream before it is given up.
 const GET_FAILURES: usize = 5;
-/// Longest wait between reconnections, whatever `retry:` the server asks for.
+/// Shortest wait before a reconnection, whatever `retry:` the server asks for: a server
+/// answering `retry: 0` and closing at once must not make the link reconnect in a loop.
+const MIN_RETRY: Duration = Duration::from_secs(1);
+/// Longest first wait, whatever `retry:` the server asks for.
 const MAX_RETRY: Duration = Duration::from_secs(5);
-const DEFAULT_RETRY: Duration = Duration::from_millis(500);
+/// Longest wait after many reconnections in a row that brought nothing.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
 const ACCEPT_SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
+
+/// How long the legacy transport's stream may take to name its endpoint.
+const LEGACY_ENDPOINT_WAIT: Duration = Duration::from_secs(10);
+
+/// What became of a POST.
+enum Posted {
+    /// Answered, or its requests were given their error.
+    Done,
+    /// The `initialize` POST was refused with this 404 or 405: maybe a legacy HTTP+SSE
+    /// server (nothing was handed on yet).
+    NotStreamable(StatusCode),
+}
 
 /// What the link hands the transport, in the order the server sent it.
 #[derive(Debug)]
@@ -73,6 +95,9 @@ pub struct Link {
 
 struct State {
     upstream: Arc<Upstream>,
+    /// The legacy HTTP+SSE transport's message endpoint, once the upstream was found to
+    /// speak only that.
+    legacy: Mutex<Option<hyper::Uri>>,
     session_id: Mutex<Option<HeaderValue>>,
     protocol: Mutex<Option<HeaderValue>>,
     out: mpsc::Sender<FromUpstream>,
@@ -87,6 +112,7 @@ impl Link {
         let (out, from_upstream) = mpsc::channel(FROM_UPSTREAM);
         let state = Arc::new(State {
             upstream,
+            legacy: Mutex::new(None),
             session_id: Mutex::new(None),
             protocol: Mutex::new(None),
             out,
@@ -108,9 +134,34 @@ async fn run(state: Arc<State>, mut rx: mpsc::Receiver<Vec<u8>>) {
     while let Some(bytes) = rx.recv().await {
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let line = line.to_vec();
-            if crate::mcp::is_initialize(&line) {
+            if crate::mcp::is_initialize(&line) && state.legacy_endpoint().is_none() {
                 // Alone and awaited: every later request needs the session id it brings.
-                state.clone().post(line, true).await;
+                match state.clone().post(line.clone(), true).await {
+                    Posted::Done => {}
+                    Posted::NotStreamable(status) if listening.is_none() => {
+                        match state.clone().open_legacy().await {
+                            Ok(stream) => {
+                                listening = Some(stream);
+                                // Now to the legacy endpoint; its answer comes on the stream.
+                                state.clone().post(line, false).await;
+                            }
+                            Err(why) => {
+                                state.chatter.log(
+                                    LogLevel::Warn,
+                                    format_args!(
+                                        "upstream answered the initialize POST with HTTP {status}, and is no legacy HTTP+SSE server either: {why}"
+                                    ),
+                                );
+                                let why = format!("the upstream server answered HTTP {status}");
+                                state.unanswered(line, why).await;
+                            }
+                        }
+                    }
+                    Posted::NotStreamable(status) => {
+                        let why = format!("the upstream server answered HTTP {status}");
+                        state.unanswered(line, why).await;
+                    }
+                }
                 if listening.is_none() && state.session_id().is_some() {
                     listening = Some(tokio::spawn(state.clone().listen()));
                 }
@@ -140,6 +191,107 @@ async fn run(state: Arc<State>, mut rx: mpsc::Receiver<Vec<u8>>) {
 }
 
 impl State {
+    fn legacy_endpoint(&self) -> Option<hyper::Uri> {
+        self.legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The legacy HTTP+SSE transport: `GET` the URL, wait for the `endpoint` event (on
+    /// the URL's origin), then read every later event of the stream as a message on a
+    /// task of its own, which ends the link when the stream ends.
+    async fn open_legacy(self: Arc<Self>) -> Result<JoinHandle<()>, String> {
+        let response = self
+            .upstream
+            .send(Method::GET, &[(header::ACCEPT, ACCEPT_SSE)], Bytes::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() || !is_sse(&response) {
+            return Err(format!(
+                "its GET answered HTTP {} without an SSE stream",
+                response.status()
+            ));
+        }
+        let mut body = response.into_body();
+        let mut reader = SseReader::new(self.max_frame);
+        let mut early = Vec::new();
+        let endpoint = loop {
+            let chunk = match tokio::time::timeout(LEGACY_ENDPOINT_WAIT, body.frame()).await {
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+                Ok(_) => return Err("its SSE stream ended before an `endpoint` event".into()),
+                Err(_) => return Err("its SSE stream sent no `endpoint` event in time".into()),
+            };
+            let mut found = None;
+            reader.feed(&chunk, &mut |e| {
+                if found.is_none() && e.endpoint {
+                    found = Some(e);
+                } else if found.is_some() && !e.endpoint {
+                    early.push(e);
+                }
+            });
+            if let Some(event) = found {
+                let Data::Whole(data) = event.data else {
+                    return Err("its `endpoint` event is too large".into());
+                };
+                let text = String::from_utf8_lossy(&data).trim().to_string();
+                break self.upstream.same_origin(&text).ok_or_else(|| {
+                    format!(
+                        "its `endpoint` event names {:?}, not a URL on its own origin (the headers and token would go there)",
+                        text.chars().take(200).collect::<String>()
+                    )
+                })?;
+            }
+        };
+        self.chatter.log(
+            LogLevel::Info,
+            format_args!("upstream speaks the legacy HTTP+SSE transport (2024-11-05); messages go to {endpoint}"),
+        );
+        *self.legacy.lock().unwrap_or_else(|e| e.into_inner()) = Some(endpoint);
+        let state = self.clone();
+        Ok(tokio::spawn(async move {
+            let mut none = HashSet::new();
+            for event in early {
+                let item = match event.data {
+                    Data::Whole(data) => state.message(data, &mut none, false),
+                    Data::TooLarge { len, head } => too_large(len, head, &mut none),
+                };
+                state.send_out(item).await;
+            }
+            state.read_stream(body, &mut reader, &mut none, false).await;
+            let why = "the upstream closed its HTTP+SSE stream".to_string();
+            state.send_out(FromUpstream::Gone(why)).await;
+        }))
+    }
+
+    /// POST one line to the legacy transport's endpoint: its answers come on the stream.
+    async fn post_legacy(&self, endpoint: hyper::Uri, line: Bytes) {
+        let headers = [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )];
+        match self
+            .upstream
+            .send_to(endpoint, Method::POST, &headers, line.clone())
+            .await
+        {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => {
+                let why = self.refused(r.status());
+                self.unanswered(line.to_vec(), why).await;
+            }
+            Err(e) => {
+                self.chatter
+                    .log(LogLevel::Warn, format_args!("upstream: {e}"));
+                let why = "the request to the upstream server failed".to_string();
+                self.unanswered(line.to_vec(), why).await;
+            }
+        }
+    }
+
     fn session_id(&self) -> Option<HeaderValue> {
         self.session_id
             .lock()
@@ -174,7 +326,11 @@ impl State {
     }
 
     /// POST one line (`initialize`: whether it is that request) and hand on what comes back.
-    async fn post(self: Arc<Self>, line: Vec<u8>, initialize: bool) {
+    async fn post(self: Arc<Self>, line: Vec<u8>, initialize: bool) -> Posted {
+        if let Some(endpoint) = self.legacy_endpoint() {
+            self.post_legacy(endpoint, Bytes::from(line)).await;
+            return Posted::Done;
+        }
         let mut waiting = request_ids(&line);
         // Shared with the request's body, not copied: kept for the error if it fails.
         let line = Bytes::from(line);
@@ -195,13 +351,25 @@ impl State {
                 self.chatter
                     .log(LogLevel::Warn, format_args!("upstream: {e}"));
                 let why = "the request to the upstream server failed".to_string();
-                return self.unanswered(line.to_vec(), why).await;
+                self.unanswered(line.to_vec(), why).await;
+                return Posted::Done;
             }
         };
         let status = response.status();
+        if initialize
+            && self.session_id().is_none()
+            && matches!(
+                status,
+                StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+            )
+        {
+            // Maybe a legacy HTTP+SSE server: the caller tries that.
+            return Posted::NotStreamable(status);
+        }
         if !status.is_success() {
             let why = self.refused(status);
-            return self.unanswered(line.to_vec(), why).await;
+            self.unanswered(line.to_vec(), why).await;
+            return Posted::Done;
         }
         if initialize
             && let Some(id) = response.headers().get(MCP_SESSION_ID)
@@ -216,12 +384,13 @@ impl State {
                 self.read_stream(response.into_body(), &mut reader, &mut waiting, initialize)
                     .await;
                 let mut resumes = 0;
+                let mut backoff = Backoff::default();
                 while !waiting.is_empty() && resumes < RESUMES {
                     let Some(last) = reader.last_id().map(str::to_string) else {
                         break;
                     };
                     resumes += 1;
-                    tokio::time::sleep(retry_delay(&reader)).await;
+                    tokio::time::sleep(backoff.next(&reader)).await;
                     if let Some(body) = self.resume(&last).await {
                         self.read_stream(body, &mut reader, &mut waiting, initialize)
                             .await;
@@ -234,7 +403,8 @@ impl State {
             }
             _ => {
                 let why = "the upstream answered with neither JSON nor an SSE stream".to_string();
-                return self.unanswered(line.to_vec(), why).await;
+                self.unanswered(line.to_vec(), why).await;
+                return Posted::Done;
             }
         }
         if !waiting.is_empty() {
@@ -245,6 +415,7 @@ impl State {
             };
             self.unanswered(line.to_vec(), why.to_string()).await;
         }
+        Posted::Done
     }
 
     /// The error for a request the upstream refused with `status`, and a hint on stderr.
@@ -277,15 +448,16 @@ impl State {
         (response.status().is_success() && is_sse(&response)).then(|| response.into_body())
     }
 
-    /// Read SSE events until the stream ends, handing each on.
+    /// Read SSE events until the stream ends, handing each on; how many there were.
     async fn read_stream(
         &self,
         mut body: Incoming,
         reader: &mut SseReader,
         waiting: &mut HashSet<String>,
         initialize: bool,
-    ) {
+    ) -> usize {
         let mut events = Vec::new();
+        let mut count = 0;
         loop {
             let chunk = match body.frame().await {
                 Some(Ok(frame)) => match frame.into_data() {
@@ -297,11 +469,17 @@ impl State {
                         LogLevel::Info,
                         format_args!("upstream stream broke off: {e}"),
                     );
-                    return;
+                    return count;
                 }
-                None => return,
+                None => return count,
             };
-            reader.feed(&chunk, &mut |e| events.push(e));
+            // `endpoint` events belong to the legacy transport's opening only.
+            reader.feed(&chunk, &mut |e| {
+                if !e.endpoint {
+                    events.push(e);
+                }
+            });
+            count += events.len();
             for event in events.drain(..) {
                 let item = match event.data {
                     Data::Whole(data) => self.message(data, waiting, initialize),
@@ -367,10 +545,12 @@ impl State {
     }
 
     /// The session's GET stream: what the server sends outside any request. Reconnects
-    /// (with `Last-Event-ID`) until it fails [`GET_FAILURES`] times in a row.
+    /// (with `Last-Event-ID`) until it fails [`GET_FAILURES`] times in a row, waiting
+    /// longer after each reconnection that brought no event ([`Backoff`]).
     async fn listen(self: Arc<Self>) {
         let mut reader = SseReader::new(self.max_frame);
         let mut failures = 0;
+        let mut backoff = Backoff::default();
         let mut no_answers = HashSet::new();
         loop {
             let mut headers = self.headers(ACCEPT_SSE);
@@ -390,8 +570,12 @@ impl State {
                 }
                 Ok(r) if r.status().is_success() && is_sse(&r) => {
                     failures = 0;
-                    self.read_stream(r.into_body(), &mut reader, &mut no_answers, false)
+                    let events = self
+                        .read_stream(r.into_body(), &mut reader, &mut no_answers, false)
                         .await;
+                    if events > 0 {
+                        backoff = Backoff::default();
+                    }
                 }
                 Ok(r) => {
                     failures += 1;
@@ -415,16 +599,46 @@ impl State {
                 );
                 return;
             }
-            tokio::time::sleep(retry_delay(&reader)).await;
+            tokio::time::sleep(backoff.next(&reader)).await;
         }
     }
 }
 
-fn retry_delay(reader: &SseReader) -> Duration {
-    reader
-        .retry_ms()
-        .map_or(DEFAULT_RETRY, Duration::from_millis)
-        .min(MAX_RETRY)
+/// The waits between reconnections of one stream: the server's `retry:` kept between
+/// [`MIN_RETRY`] and [`MAX_RETRY`], doubled after each reconnection in a row up to
+/// [`MAX_BACKOFF`], plus up to half again at random so that many links dropped at once do
+/// not come back at once.
+#[derive(Debug, Default)]
+struct Backoff {
+    /// Reconnections in a row so far.
+    attempts: u32,
+}
+
+impl Backoff {
+    fn next(&mut self, reader: &SseReader) -> Duration {
+        let asked = reader
+            .retry_ms()
+            .map_or(MIN_RETRY, Duration::from_millis)
+            .clamp(MIN_RETRY, MAX_RETRY);
+        let wait = asked
+            .saturating_mul(1 << self.attempts.min(16))
+            .min(MAX_BACKOFF);
+        self.attempts = self.attempts.saturating_add(1);
+        wait + wait.mul_f64(jitter() / 2.0)
+    }
+}
+
+/// A number in `[0, 1)`, different in each call and process (not for secrets).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn content_type(response: &Response<Incoming>) -> Option<&str> {
@@ -546,6 +760,24 @@ fn answer_of(data: &[u8], initialize: bool) -> Option<Answered> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnections_wait_at_least_the_floor_and_back_off_to_a_cap() {
+        let mut reader = SseReader::new(1024);
+        reader.feed(b"retry: 0\n\n", &mut |_| {});
+        let mut backoff = Backoff::default();
+        let waits: Vec<Duration> = (0..10).map(|_| backoff.next(&reader)).collect();
+        assert!(
+            waits[0] >= MIN_RETRY && waits[0] < MIN_RETRY * 2,
+            "{waits:?}"
+        );
+        assert!(waits[3] >= MIN_RETRY * 8, "{waits:?}");
+        assert!(
+            waits.iter().all(|w| *w <= MAX_BACKOFF.mul_f64(1.5)),
+            "{waits:?}"
+        );
+        assert!(waits[9] >= MAX_BACKOFF, "{waits:?}");
+    }
 
     #[test]
     fn line_breaks_become_spaces_only_outside_strings() {

@@ -211,7 +211,25 @@ impl Upstream {
         extra: &[(HeaderName, HeaderValue)],
         body: Bytes,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let mut uri = self.endpoint.clone();
+        self.send_to(self.endpoint.clone(), method, extra, body)
+            .await
+    }
+
+    /// `location` (absolute, or a path) resolved against the endpoint, if it is on the
+    /// endpoint's origin: the only place the configured headers and token may go.
+    pub fn same_origin(&self, location: &str) -> Option<Uri> {
+        let uri = resolve(&self.endpoint, location)?;
+        (Origin::of(&uri).as_ref() == Some(&self.origin)).then_some(uri)
+    }
+
+    /// [`Upstream::send`] to `uri`, a URL [`Upstream::same_origin`] gave.
+    pub async fn send_to(
+        &self,
+        mut uri: Uri,
+        method: Method,
+        extra: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         for _ in 0..=MAX_REDIRECTS {
             let mut request = Request::builder().method(method.clone()).uri(path_of(&uri));
             let headers = request.headers_mut().expect("a fresh builder has headers");

@@ -22,10 +22,13 @@ pub enum Data {
     TooLarge { len: usize, head: Vec<u8> },
 }
 
-/// One dispatched event of type `message` (the only type MCP sends) with data.
+/// One dispatched event with data: of type `message` (what MCP sends), or `endpoint`
+/// (the legacy HTTP+SSE transport's first event: where to POST).
 #[derive(Debug, PartialEq, Eq)]
 pub struct Event {
     pub data: Data,
+    /// An `endpoint` event, not a message.
+    pub endpoint: bool,
 }
 
 /// The parser's state between chunks. See the module docs.
@@ -183,7 +186,8 @@ impl SseReader {
         let data = std::mem::take(&mut self.data);
         // Events of another type carry nothing MCP defines; empty data (a stream's
         // priming event, which only sets the id) carries nothing to judge.
-        if event_type.is_some_and(|t| t != b"message") || len == 0 {
+        let endpoint = event_type.as_deref() == Some(b"endpoint");
+        if event_type.is_some_and(|t| t != b"message" && !endpoint) || len == 0 {
             return;
         }
         let data = if len > self.max_data {
@@ -191,7 +195,7 @@ impl SseReader {
         } else {
             Data::Whole(data)
         };
-        emit(Event { data });
+        emit(Event { data, endpoint });
     }
 }
 
@@ -211,6 +215,7 @@ mod tests {
     fn whole(s: &str) -> Event {
         Event {
             data: Data::Whole(s.as_bytes().to_vec()),
+            endpoint: false,
         }
     }
 
@@ -234,8 +239,15 @@ mod tests {
 
     #[test]
     fn other_event_types_are_not_messages() {
-        let (out, _) = events(1024, &[b"event: endpoint\ndata: /x\n\ndata: m\n\n"]);
-        assert_eq!(out, vec![whole("m")]);
+        let (out, _) = events(
+            1024,
+            &[b"event: other\ndata: /x\n\nevent: endpoint\ndata: /m?s=1\n\ndata: m\n\n"],
+        );
+        let endpoint = Event {
+            data: Data::Whole(b"/m?s=1".to_vec()),
+            endpoint: true,
+        };
+        assert_eq!(out, vec![endpoint, whole("m")]);
     }
 
     #[test]

@@ -1,76 +1,146 @@
-//! A real `mcpwall serve` process in front of `mcpwall-fake-server`, on loopback, with a
-//! temporary HOME, its tokens issued before it starts; raw HTTP/1.1 and WebSocket
-//! exchanges with it, and what the kernel says about its memory and CPU time.
+//! A real `mcpwall serve` on loopback for integration tests: a temporary HOME (its token
+//! file issued by the real `mcpwall token`), the fake server behind it, raw HTTP/1.1
+//! exchanges, WebSocket sockets, the audit log and the gateway's stderr. Include with
+//! `#[path = "support/gateway.rs"] mod gateway;` (needs `--features test-support`).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
-pub const WAIT: Duration = Duration::from_secs(30);
+pub const WAIT: Duration = Duration::from_secs(60);
 
-pub struct Serve {
-    pub child: Child,
-    pub addr: String,
+pub type Socket = tungstenite::WebSocket<TcpStream>;
+
+/// A temporary HOME and log directory, before or after a gateway runs in them.
+pub struct Home {
     pub dir: tempfile::TempDir,
-    /// The bearer tokens of the identities asked for, in order.
-    pub tokens: Vec<String>,
 }
 
-impl Serve {
-    /// `settings` is YAML indented under `settings:`.
-    pub fn launch(settings: &str, identities: &[&str]) -> Serve {
-        Serve::launch_limited(settings, identities, None)
+impl Home {
+    pub fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        Home { dir }
     }
 
-    /// [`Serve::launch`] with the process's descriptor limit set to `nofile`.
-    pub fn launch_limited(settings: &str, identities: &[&str], nofile: Option<u32>) -> Serve {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let tokens = identities
-            .iter()
-            .map(|name| {
-                let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
-                    .args(["token", "add", name])
-                    .env("HOME", &home)
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "token add {name}");
-                String::from_utf8(out.stdout).unwrap().trim().to_string()
-            })
-            .collect();
-        let policy = dir.path().join("policy.yml");
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn tokens_file(&self) -> PathBuf {
+        self.home().join(".mcpwall").join("tokens")
+    }
+
+    /// `mcpwall token ARGS` in this HOME; its stdout (the token, for `add`).
+    pub fn token(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .arg("token")
+            .args(args)
+            .env("HOME", self.home())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "token {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn policy(&self, settings: &str) -> PathBuf {
+        let policy = self.dir.path().join("policy.yml");
         std::fs::write(
             &policy,
             format!(
-                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules:\n  - name: block-ssh\n    match:\n      method: \"*\"\n      arguments:\n        _any_value: {{regex: '\\.ssh'}}\n    action: deny\noutbound_rules:\n  - name: redact-secrets\n    match: {{secrets: true}}\n    action: redact\n",
-                dir.path().join("logs").display()
+                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules:\n  - name: deny-forbidden\n    match: {{tool: forbidden}}\n    action: deny\n",
+                self.dir.path().join("logs").display()
             ),
         )
         .unwrap();
-        let mut command = match nofile {
-            None => Command::new(env!("CARGO_BIN_EXE_mcpwall")),
-            Some(n) => {
-                let mut c = Command::new("sh");
-                c.args([
-                    "-c",
-                    &format!("ulimit -n {n} && exec \"$0\" \"$@\""),
-                    env!("CARGO_BIN_EXE_mcpwall"),
-                ]);
-                c
-            }
-        };
-        let mut child = command
-            .args(["serve", "--listen", "127.0.0.1:0", "-c"])
-            .arg(&policy)
+        policy
+    }
+
+    fn command(&self, settings: &str, extra: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "-c"])
+            .arg(self.policy(settings))
+            .args(extra)
             .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
-            .env("HOME", &home)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
+            .env("HOME", self.home())
+            .env("FAKE_RECV_LOG", self.dir.path().join("received.jsonl"))
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `mcpwall serve` that is expected to refuse to start: its exit code and stderr.
+    pub fn serve_fails(&self) -> (Option<i32>, String) {
+        let mut child = self
+            .command("", &[])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                return (status.code(), err);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("mcpwall serve started on a token file it should refuse");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Everything in the audit log directory.
+    pub fn audit(&self) -> String {
+        let mut text = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("logs")) {
+            for e in entries {
+                text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap_or_default());
+            }
+        }
+        text
+    }
+
+    pub fn received(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("received.jsonl")).unwrap_or_default()
+    }
+}
+
+/// A running `mcpwall serve`.
+pub struct Gateway {
+    pub child: Child,
+    pub addr: String,
+    pub home: Home,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Gateway {
+    /// Serve from `home` (tokens issued there before, or none) with `settings` lines.
+    pub fn serve(home: Home, settings: &str) -> Gateway {
+        Gateway::serve_with(home, settings, &[])
+    }
+
+    /// [`Gateway::serve`] with extra `serve` arguments.
+    pub fn serve_with(home: Home, settings: &str, extra: &[&str]) -> Gateway {
+        let mut child = home
+            .command(settings, extra)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -82,137 +152,48 @@ impl Serve {
                 stderr.read_line(&mut line).unwrap() > 0,
                 "mcpwall serve exited"
             );
-            if let Some(rest) = line.split("serving http://").nth(1) {
+            if let Some(rest) = line.split("http://").nth(1) {
                 break rest.split('/').next().unwrap().to_string();
             }
         };
+        let kept = Arc::new(Mutex::new(String::new()));
+        let sink = kept.clone();
         std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = stderr.read_to_string(&mut rest);
-            eprint!("{rest}");
+            let mut line = String::new();
+            while stderr.read_line(&mut line).unwrap_or(0) > 0 {
+                eprint!("{line}");
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
         });
-        Serve {
+        Gateway {
             child,
             addr,
-            dir,
-            tokens,
+            home,
+            stderr: kept,
         }
     }
 
-    /// Resident memory now and at its highest, in KiB (`/proc/PID/status`).
-    pub fn memory(&self) -> Memory {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .unwrap_or(0)
-        };
-        Memory {
-            rss_kib: field("VmRSS:"),
-            hwm_kib: field("VmHWM:"),
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The audit log once a line holds every one of `needles` (the writer lingers).
+    pub fn audit_with(&self, needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = self.home.audit();
+            if text.lines().any(|l| needles.iter().all(|n| l.contains(n)))
+                || Instant::now() > deadline
+            {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// CPU time used so far, user and system, in clock ticks (`/proc/PID/stat`).
-    pub fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // After the command name in parentheses: state is field 3; utime, stime 14, 15.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
-    }
-
-    /// The server processes `serve` has running.
-    pub fn servers(&self) -> usize {
-        let mut n = 0;
-        let tasks = format!("/proc/{}/task", self.child.id());
-        for t in std::fs::read_dir(tasks).unwrap() {
-            let text =
-                std::fs::read_to_string(t.unwrap().path().join("children")).unwrap_or_default();
-            n += text.split_whitespace().count();
-        }
-        n
-    }
-
-    pub fn connect(&self) -> TcpStream {
-        let stream = TcpStream::connect(&self.addr).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        stream
-    }
-
-    /// One HTTP/1.1 exchange on a fresh connection; the whole response.
-    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
-        let mut stream = self.connect();
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        stream.write_all(req.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        Reply::parse(&raw)
-    }
-
-    /// A POST to `/mcp` with `token`, on `session` if given.
-    pub fn post(&self, token: &str, session: Option<&str>, body: &[u8]) -> Reply {
-        let auth = format!("Bearer {token}");
-        let mut headers = vec![
-            ("Accept", "application/json, text/event-stream"),
-            ("Content-Type", "application/json"),
-            ("Authorization", auth.as_str()),
-        ];
-        if let Some(s) = session {
-            headers.push(("Mcp-Session-Id", s));
-        }
-        self.send("POST", "/mcp", &headers, body)
-    }
-
-    /// `initialize` for `token`: the reply (200 with a session id, or a refusal).
-    pub fn open(&self, token: &str) -> Reply {
-        self.post(token, None, initialize().to_string().as_bytes())
-    }
-
-    /// A new session of `token`'s; panics unless it opens.
-    pub fn session(&self, token: &str) -> String {
-        let r = self.open(token);
-        assert_eq!(r.status, 200, "initialize: {}", r.body);
-        r.header("mcp-session-id").unwrap().to_string()
-    }
-
-    /// A WebSocket upgrade with `token` on a raw connection; the stream after the 101.
-    pub fn websocket(&self, token: &str) -> TcpStream {
-        let mut stream = self.connect();
-        let req = format!(
-            "GET /ws HTTP/1.1\r\nHost: {}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: mcp\r\nAuthorization: Bearer {token}\r\n\r\n",
-            self.addr
-        );
-        stream.write_all(req.as_bytes()).unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            assert_eq!(
-                stream.read(&mut byte).unwrap(),
-                1,
-                "upgrade answer cut short"
-            );
-            head.push(byte[0]);
-        }
-        let head = String::from_utf8_lossy(&head);
-        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-        stream
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
+    /// Stop the gateway (SIGTERM) and wait for it.
+    pub fn stop(&mut self) {
         let _ = Command::new("kill")
             .arg(self.child.id().to_string())
             .status();
@@ -222,16 +203,126 @@ impl Drop for Serve {
         }
         let _ = self.child.kill();
     }
+
+    /// One HTTP/1.1 exchange on a fresh connection to `path`; the whole response.
+    pub fn send_to(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Reply {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        stream
+            .write_all(&request(&self.addr, method, path, headers, body, true))
+            .unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        Reply::parse(&raw)
+    }
+
+    pub fn post(&self, session: Option<&str>, body: &[u8], extra: &[(&str, &str)]) -> Reply {
+        let mut headers = vec![
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+        ];
+        if let Some(s) = session {
+            headers.push(("Mcp-Session-Id", s));
+        }
+        headers.extend_from_slice(extra);
+        self.send_to("POST", "/mcp", &headers, body)
+    }
+
+    /// `initialize` over Streamable HTTP with `extra` headers; the session id.
+    pub fn initialize(&self, extra: &[(&str, &str)]) -> String {
+        let r = self.post(None, initialize_msg().to_string().as_bytes(), extra);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.header("mcp-session-id")
+            .expect("a session id")
+            .to_string()
+    }
+
+    /// Open `/ws` with `headers`; `Err(status)` when the upgrade is refused.
+    pub fn websocket(&self, headers: &[(&str, &str)]) -> Result<Socket, u16> {
+        let stream = TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut req = format!("ws://{}/ws", self.addr)
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", "mcp".parse().unwrap());
+        for (k, v) in headers {
+            let name = tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            req.headers_mut().insert(name, v.parse().unwrap());
+        }
+        match tungstenite::client(req, stream) {
+            Ok((socket, _)) => Ok(socket),
+            Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+                Err(r.status().as_u16())
+            }
+            Err(e) => panic!("WebSocket handshake: {e}"),
+        }
+    }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Memory {
-    pub rss_kib: u64,
-    pub hwm_kib: u64,
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
-pub fn initialize() -> Value {
+/// The bytes of one HTTP/1.1 request (`Host` added unless given).
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    close: bool,
+) -> Vec<u8> {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if close {
+        req.push_str("Connection: close\r\n");
+    }
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+pub fn initialize_msg() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})
+}
+
+/// Send one JSON-RPC message and read text messages until the answer to it;
+/// `Err` with what ended the socket instead.
+pub fn ws_call(socket: &mut Socket, msg: &Value) -> Result<Value, String> {
+    socket
+        .send(Message::text(msg.to_string()))
+        .map_err(|e| e.to_string())?;
+    loop {
+        match socket.read() {
+            Ok(Message::Text(t)) => {
+                let v: Value = serde_json::from_str(t.as_str()).unwrap();
+                if v.get("id") == msg.get("id") && v.get("method").is_none() {
+                    return Ok(v);
+                }
+            }
+            Ok(Message::Close(c)) => return Err(format!("closed: {c:?}")),
+            Ok(_) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 pub struct Reply {
@@ -253,10 +344,10 @@ impl Reply {
             .unwrap()
             .parse()
             .unwrap();
-        let headers: Vec<(String, String)> = lines
+        let headers = lines
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
+            .collect::<Vec<_>>();
         let chunked = headers
             .iter()
             .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
@@ -278,6 +369,19 @@ impl Reply {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The body as JSON (the data of the first SSE event for a stream).
+    pub fn json(&self) -> Value {
+        if self.header("content-type") == Some("text/event-stream") {
+            let data = self
+                .body
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .expect("an SSE event");
+            return serde_json::from_str(data).unwrap();
+        }
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -285,6 +389,7 @@ fn dechunk(mut body: &str) -> String {
     while let Some((size, rest)) = body.split_once("\r\n") {
         let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
         if n == 0 || rest.len() < n + 2 {
+            out.push_str(&rest[..n.min(rest.len())]);
             break;
         }
         out.push_str(&rest[..n]);
@@ -293,104 +398,9 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
-/// WebSocket opcodes a test sends or reads.
-pub const WS_TEXT: u8 = 0x1;
-pub const WS_CLOSE: u8 = 0x8;
-pub const WS_PING: u8 = 0x9;
-pub const WS_PONG: u8 = 0xa;
-
-/// One client frame (masked, as RFC 6455 requires of clients; the zero mask leaves the
-/// payload as it is).
-pub fn ws_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = vec![0x80 | opcode];
-    match payload.len() {
-        n if n < 126 => out.push(0x80 | n as u8),
-        n if n <= 0xffff => {
-            out.push(0x80 | 126);
-            out.extend_from_slice(&(n as u16).to_be_bytes());
-        }
-        n => {
-            out.push(0x80 | 127);
-            out.extend_from_slice(&(n as u64).to_be_bytes());
-        }
-    }
-    out.extend_from_slice(&[0, 0, 0, 0]);
-    out.extend_from_slice(payload);
-    out
-}
-
-/// Read one server frame: its opcode and payload; `None` at the end of the connection.
-pub fn ws_read(stream: &mut impl Read) -> Option<(u8, Vec<u8>)> {
-    let mut head = [0u8; 2];
-    stream.read_exact(&mut head).ok()?;
-    let len = match head[1] & 0x7f {
-        126 => {
-            let mut b = [0u8; 2];
-            stream.read_exact(&mut b).ok()?;
-            u16::from_be_bytes(b) as usize
-        }
-        127 => {
-            let mut b = [0u8; 8];
-            stream.read_exact(&mut b).ok()?;
-            u64::from_be_bytes(b) as usize
-        }
-        n => n as usize,
-    };
-    let mut payload = vec![0u8; len];
-    stream.read_exact(&mut payload).ok()?;
-    Some((head[0] & 0x0f, payload))
-}
-
-/// Latencies of calls, and what the gateway's memory was meanwhile.
-#[derive(Debug, Default)]
-pub struct Fairness {
-    pub latencies: Vec<Duration>,
-    pub failures: Vec<String>,
-    pub peak: Memory,
-}
-
-impl Fairness {
-    pub fn p99(&self) -> Duration {
-        let mut sorted = self.latencies.clone();
-        sorted.sort();
-        let at = (sorted.len() * 99).div_ceil(100).saturating_sub(1);
-        sorted.get(at).copied().unwrap_or_default()
-    }
-
-    pub fn max(&self) -> Duration {
-        self.latencies.iter().max().copied().unwrap_or_default()
-    }
-}
-
-/// A victim's small calls on `session`, one every `every`, for `run`: each call's time
-/// (a fresh connection each, as a client after a pause makes), and the gateway's memory
-/// sampled between them.
-pub fn victim_calls(
-    gw: &Serve,
-    token: &str,
-    session: &str,
-    run: Duration,
-    every: Duration,
-) -> Fairness {
-    let mut out = Fairness::default();
-    let end = Instant::now() + run;
-    let mut n = 0u64;
-    while Instant::now() < end {
-        n += 1;
-        let body = json!({"jsonrpc":"2.0","id":n,"method":"tools/call",
-            "params":{"name":"echo","arguments":{"text":"hello"}}})
-        .to_string();
-        let started = Instant::now();
-        let r = gw.post(token, Some(session), body.as_bytes());
-        let took = started.elapsed();
-        if r.status != 200 || !r.body.contains("hello") {
-            out.failures.push(format!("{}: {}", r.status, r.body));
-        }
-        out.latencies.push(took);
-        let m = gw.memory();
-        out.peak.rss_kib = out.peak.rss_kib.max(m.rss_kib);
-        out.peak.hwm_kib = out.peak.hwm_kib.max(m.hwm_kib);
-        std::thread::sleep(every.saturating_sub(took));
-    }
-    out
+/// Set `path`'s mode (Unix permission bits).
+#[cfg(unix)]
+pub fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
