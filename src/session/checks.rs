@@ -228,7 +228,20 @@ pub fn check_session(data: &[u8]) {
 impl Model {
     fn client_sent(&mut self, line: &str) {
         let _ = writeln!(self.log, "client  {line}");
-        if serde_json::from_str::<Value>(line).is_err() || has_duplicate_id(line) {
+        if has_duplicate_id(line) || serde_json::from_str::<Value>(line).is_err() {
+            // Not a message, but its id may be readable: a request under an id not in
+            // flight gets its error under that id.
+            if let Some(id) = line
+                .split(r#""id":"#)
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|id| serde_json::from_str::<Value>(id).ok())
+                .and_then(|id| canonical(&id))
+                && line.contains(r#""method""#)
+                && !self.client_open.contains(&id)
+            {
+                self.client_cancelled.insert(id);
+            }
             return;
         }
         self.from_client.insert(line.as_bytes().to_vec());

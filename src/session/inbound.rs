@@ -161,7 +161,12 @@ impl Session {
                                     // one its head shows (broken JSON after a whole `id`):
                                     // a readable id always gets its error, so a transport
                                     // waiting for that id's answer is not left waiting.
-                                    let id = parsed_id.or_else(|| ids.requests.first().copied());
+                                    // Not under the id of a request in flight, though: there
+                                    // it would read as that request's answer.
+                                    let id =
+                                        parsed_id.or_else(|| ids.requests.first().copied()).filter(
+                                            |id| !self.calls.contains(id) && !self.holds_call(id),
+                                        );
                                     Readable {
                                         requests: id.into_iter().collect(),
                                         ..Readable::default()
