@@ -31,8 +31,8 @@ use windows_sys::Win32::System::JobObjects::{
     QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
-    CREATE_NEW_PROCESS_GROUP, GetCurrentProcess, GetExitCodeProcess, OpenProcess,
-    OpenProcessToken, PROCESS_QUERY_LIMITED_INFORMATION,
+    CREATE_NEW_PROCESS_GROUP, GetCurrentProcess, GetExitCodeProcess, OpenProcess, OpenProcessToken,
+    PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
 // Windows has no signals. These numbers name the stop requests the proxy makes, with
