@@ -15,6 +15,63 @@ pub fn colour_stdout() -> bool {
     set("CLICOLOR_FORCE") || std::io::stdout().is_terminal()
 }
 
+/// Whether stderr gets colour: as [`colour_stdout`], for stderr.
+pub fn colour_stderr() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    if set("NO_COLOR") {
+        return false;
+    }
+    set("CLICOLOR_FORCE") || std::io::stderr().is_terminal()
+}
+
+/// How every verb reports a failure, in clap's voice so a usage error and a failed run
+/// read alike: `error: WHAT`, then `  hint: WHAT TO DO` lines. A policy error's problems,
+/// which point into files, follow as miette draws them (file, line, the text marked).
+/// `tag` goes before `error:`: `mcpwall: ` in proxy mode, where the server's own stderr
+/// shares the stream (the proxy's run-time errors say `mcpwall: error:` too), else empty.
+pub fn error_text(report: &miette::Report, tag: &str, colour: bool) -> String {
+    use miette::Diagnostic;
+    use std::fmt::Write as _;
+    let diag: &dyn Diagnostic = report.as_ref();
+    let mut out = format!("{tag}{} {diag}\n", paint(colour, sgr::RED, "error:"));
+    // The causes a plain error wraps (`cannot read X: permission denied`).
+    let mut cause = std::error::Error::source(report.as_ref() as &dyn std::error::Error);
+    while let Some(c) = cause {
+        let _ = writeln!(out, "  cause: {c}");
+        cause = c.source();
+    }
+    if let Some(help) = diag.help() {
+        for line in help.to_string().lines() {
+            let _ = writeln!(out, "  {} {line}", paint(colour, sgr::CYAN, "hint:"));
+        }
+    }
+    let theme = if colour {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(80);
+    let mut drawn = |d: &dyn Diagnostic| {
+        let mut text = String::new();
+        if handler.render_report(&mut text, d).is_ok() {
+            out.push('\n');
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+    };
+    // The error itself points into a file: draw it (the message is repeated there, with
+    // the marked text).
+    if diag.labels().is_some_and(|mut l| l.next().is_some()) {
+        drawn(diag);
+    }
+    if let Some(related) = diag.related() {
+        for d in related {
+            drawn(d);
+        }
+    }
+    out
+}
+
 /// SGR codes used by the verbs.
 pub mod sgr {
     pub const GREEN: &str = "32";
@@ -115,8 +172,8 @@ const VALUE_OPTIONS: &[&str] = &[
 
 /// The message for a command line whose first word is not a verb and not after `--`:
 /// a near miss of a verb (`stauts`), or a server command missing its `--` (`npx foo`).
-/// `None` when the line is fine for clap to parse.
-pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<String> {
+/// `None` when the line is fine for clap to parse; else the error and the hint.
+pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<(String, String)> {
     let words: Vec<String> = argv
         .iter()
         .skip(1)
@@ -157,14 +214,21 @@ pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<String> {
         return Some(match near {
             // A lone word is a mistyped verb; with more words it may be a server command
             // (`docker run …` is one edit from `doctor`): offer both.
-            Some(verb) if command.len() == 1 => format!(
-                "unknown command `{word}`; did you mean `mcpwall {verb}`? (`mcpwall --help` lists the commands)"
+            Some(verb) if command.len() == 1 => (
+                format!("unknown command `{word}`"),
+                format!("did you mean `mcpwall {verb}`? (`mcpwall --help` lists the commands)"),
             ),
-            Some(verb) => format!(
-                "unknown command `{word}`; did you mean `mcpwall {verb}`, or `{behind}` to run a server behind mcpwall?"
+            Some(verb) => (
+                format!("unknown command `{word}`"),
+                format!(
+                    "did you mean `mcpwall {verb}`, or `{behind}` to run a server behind mcpwall?"
+                ),
             ),
-            None => format!(
-                "`{word}` is not a mcpwall command; to run a server behind mcpwall, put its command after `--`: did you mean `{behind}`?"
+            None => (
+                format!("`{word}` is not a mcpwall command"),
+                format!(
+                    "to run a server behind mcpwall, put its command after `--`: did you mean `{behind}`?"
+                ),
             ),
         });
     }
@@ -447,7 +511,7 @@ mod tests {
 
     #[test]
     fn near_misses_and_missing_double_dash() {
-        let hint = |w: &[&str]| misplaced_word(&argv(w), &verbs());
+        let hint = |w: &[&str]| misplaced_word(&argv(w), &verbs()).map(|(_, hint)| hint);
         assert!(hint(&["stauts"]).unwrap().contains("`mcpwall status`"));
         assert!(hint(&["wrpa", "x"]).unwrap().contains("`mcpwall wrap`"));
         let docker = hint(&["docker", "run", "img"]).unwrap();

@@ -109,7 +109,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     // A refused replacement is a failure the user must see (and a dry run ends the same
     // way the real run would); the servers are still wrapped, under the policy kept.
     if let ConfigOutcome::Refused(why) = &config {
-        eprintln!("mcpwall: error: {why}");
+        eprintln!("error: {why}");
     }
     let refused = matches!(config, ConfigOutcome::Refused(_));
     let code = if chosen.is_empty() {
