@@ -72,6 +72,108 @@ pub fn error_text(report: &miette::Report, tag: &str, colour: bool) -> String {
     out
 }
 
+/// Launchers that fetch and run a package (`npx -y @scope/pkg`): the words before the
+/// package, and their options that take a value.
+const LAUNCHERS: &[(&[&str], &[&str])] = &[
+    (&["npx"], &["-p", "--package", "-c", "--call"]),
+    (&["pnpx"], &["-p", "--package"]),
+    (&["bunx"], &["-p", "--package"]),
+    (&["npm", "exec"], &["-p", "--package", "-c", "--call"]),
+    (&["pnpm", "dlx"], &["-p", "--package"]),
+    (&["yarn", "dlx"], &["-p", "--package"]),
+    (&["uvx"], &["--from", "--with", "--python", "-p"]),
+    (
+        &["uv", "tool", "run"],
+        &["--from", "--with", "--python", "-p"],
+    ),
+    (&["pipx", "run"], &["--spec", "--python"]),
+];
+
+/// The name a server started as `command` runs under when none is given: the package a
+/// launcher runs (`npx -y @modelcontextprotocol/server-filesystem@1.2 /proj` is
+/// `server-filesystem`, `uvx mcp-server-fetch` is `mcp-server-fetch`), else the program's
+/// file name. Pins recorded under the program's name (what mcpwall called such a server
+/// before) move to the new one, so they still apply; failing that, the start is refused
+/// rather than the server pinned afresh.
+pub fn server_name(command: &[String], home: &Path) -> miette::Result<String> {
+    use crate::guard::pins::{PinStore, ServerIdentity};
+    let Some(program) = command.first() else {
+        return Ok(String::new());
+    };
+    let legacy = Path::new(program)
+        .file_name()
+        .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
+    let Some(name) = launched_package(command) else {
+        return Ok(legacy);
+    };
+    let identity = |name: &str| ServerIdentity {
+        name: name.to_string(),
+        command: command.to_vec(),
+    };
+    PinStore::under_home(home)
+        .migrate(&identity(&legacy), &identity(&name))
+        .map_err(|e| {
+            miette::miette!(
+                help = "fix the file (or remove it with `mcpwall pins reset`), or keep the old \
+                        name with `--server-name {legacy}`",
+                "this server is now named \"{name}\" (after its package), and its pins recorded \
+                 as \"{legacy}\" could not be moved: {e}"
+            )
+        })?;
+    Ok(name)
+}
+
+/// The package a launcher command runs, unscoped and without its version.
+fn launched_package(command: &[String]) -> Option<String> {
+    let stem = |w: &str| {
+        let base = w
+            .rsplit(['/', '\\'])
+            .next()
+            .unwrap_or(w)
+            .to_ascii_lowercase();
+        for ext in [".exe", ".cmd", ".bat", ".ps1"] {
+            if let Some(s) = base.strip_suffix(ext) {
+                return s.to_string();
+            }
+        }
+        base
+    };
+    let (words, valued) = LAUNCHERS.iter().find(|(words, _)| {
+        command.len() > words.len()
+            && stem(&command[0]) == words[0]
+            && command[1..words.len()]
+                .iter()
+                .zip(&words[1..])
+                .all(|(c, w)| c == w)
+    })?;
+    let mut rest = command[words.len()..].iter();
+    let operand = loop {
+        let word = rest.next()?;
+        if word == "--" {
+            break rest.next()?;
+        }
+        if word.starts_with('-') {
+            if valued.contains(&word.as_str()) {
+                rest.next();
+            }
+            continue;
+        }
+        break word;
+    };
+    let spec = operand.strip_prefix("npm:").unwrap_or(operand);
+    // `@scope/pkg@1.2`, `pkg@latest`, `pkg==1.0` (uvx): the name, without the version.
+    let unversioned = match spec.strip_prefix('@') {
+        Some(scoped) => scoped.split('@').next().unwrap_or(scoped),
+        None => spec.split(['@', '=']).next().unwrap_or(spec),
+    };
+    let name = unversioned.rsplit('/').next().unwrap_or(unversioned);
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    plain.then(|| name.to_string())
+}
+
 /// SGR codes used by the verbs.
 pub mod sgr {
     pub const GREEN: &str = "32";
@@ -525,6 +627,43 @@ mod tests {
         assert_eq!(hint(&["--", "npx", "foo"]), None);
         assert_eq!(hint(&["--strict", "--", "npx"]), None);
         assert_eq!(hint(&["--version"]), None);
+    }
+
+    #[test]
+    fn a_launched_package_names_its_server() {
+        let name =
+            |w: &[&str]| launched_package(&w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            name(&[
+                "npx",
+                "-y",
+                "@modelcontextprotocol/server-filesystem@1.2",
+                "/proj"
+            ]),
+            Some("server-filesystem".into())
+        );
+        assert_eq!(
+            name(&["/usr/bin/npx", "--yes", "mcp-remote"]),
+            Some("mcp-remote".into())
+        );
+        assert_eq!(name(&["NPX.CMD", "-y", "pkg@latest"]), Some("pkg".into()));
+        assert_eq!(
+            name(&["npx", "-p", "@a/tools", "--", "b-cli"]),
+            Some("b-cli".into())
+        );
+        assert_eq!(
+            name(&["uvx", "mcp-server-fetch==1.0"]),
+            Some("mcp-server-fetch".into())
+        );
+        assert_eq!(name(&["pnpm", "dlx", "@x/y"]), Some("y".into()));
+        assert_eq!(
+            name(&["uvx", "--from", "git+https://x/y", "tool"]),
+            Some("tool".into())
+        );
+        assert_eq!(name(&["npx", "-y"]), None);
+        assert_eq!(name(&["npx"]), None);
+        assert_eq!(name(&["python", "server.py"]), None);
+        assert_eq!(name(&["pnpm", "install"]), None);
     }
 
     #[test]
