@@ -44,7 +44,7 @@ pub(crate) enum Restricted {
     /// trusted outbound rule), extra secret patterns (their regexes on a smaller budget; one
     /// named like a built-in detector, which would replace it, is ignored), and
     /// settings that tighten. Allow rules (inbound and outbound), the file's own outbound
-    /// `log_only` rules, `disable`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `log_only` rules, `disable`, `exceptions`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
     /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
     /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,

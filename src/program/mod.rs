@@ -197,6 +197,8 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// message's arguments:
 /// 1. the lowest-numbered rule (YAML order) whose conditions all hold decides
 ///    (`allow` or `deny`); a rule that names no method applies to `tools/call` only;
+///    a rule one of whose `exceptions` also holds is passed over for this message, and
+///    the next such rule decides ([`Scratch::excepted`] says which were);
 /// 2. otherwise `default_action` decides, for the methods that act on the world:
 ///    `tools/call`, `resources/read`, `prompts/get`, `completion/complete`;
 /// 3. otherwise (protocol plumbing: `initialize`, `ping`, `*/list`, notifications,
