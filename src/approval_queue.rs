@@ -197,36 +197,14 @@ impl Stale {
 
 /// Whether `request` can still be decided at `now` (seconds since the epoch).
 pub fn staleness(request: &ApprovalRequest, now: u64) -> Option<Stale> {
-    if !holder_running(request.pid) {
+    // A reused pid reads as running: the call is then shown until it expires, never
+    // approved into another process.
+    if !crate::platform::process_exists(request.pid) {
         Some(Stale::HolderGone)
     } else if request.expires_unix < now {
         Some(Stale::Expired)
     } else {
         None
-    }
-}
-
-/// Whether the process `pid` still exists (a signal-0 probe; one we may not signal
-/// exists too). A reused pid reads as running: the call is then shown until it
-/// expires, never approved into another process.
-fn holder_running(pid: u32) -> bool {
-    #[cfg(unix)]
-    {
-        let Some(pid) = i32::try_from(pid)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        else {
-            return false;
-        };
-        match rustix::process::test_kill_process(pid) {
-            Ok(()) => true,
-            Err(e) => e != rustix::io::Errno::SRCH,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        true
     }
 }
 

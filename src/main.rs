@@ -69,8 +69,15 @@ fn main() -> ExitCode {
         .map(|c| c.get_name().to_string())
         .chain(["help".to_string()])
         .collect();
-    if let Some(hint) = cli::common::misplaced_word(&argv, &verbs) {
-        eprintln!("mcpwall: error: {hint}");
+    if let Some((error, hint)) = cli::common::misplaced_word(&argv, &verbs) {
+        eprint!(
+            "{}",
+            cli::common::error_text(
+                &miette::miette!(help = hint, "{error}"),
+                "",
+                cli::common::colour_stderr()
+            )
+        );
         return ExitCode::from(2);
     }
     // A bare `mcpwall` typed at a terminal is someone asking what it does; a client
@@ -81,6 +88,11 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse_from(argv);
     cli::common::tighten_state_dirs();
+    let tag = if cli.command.is_none() {
+        "mcpwall: "
+    } else {
+        ""
+    };
     let result = match cli.command {
         Some(Command::Check(a)) => cli::check::run(a),
         Some(Command::ExplainPolicy(a)) => cli::explain::run(a),
@@ -102,7 +114,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(report) => {
-            eprintln!("{report:?}");
+            eprint!(
+                "{}",
+                cli::common::error_text(&report, tag, cli::common::colour_stderr())
+            );
             ExitCode::from(2)
         }
     }

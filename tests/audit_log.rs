@@ -496,6 +496,37 @@ fn text_output_escapes_control_characters() {
     assert!(!run.stdout.contains('\u{1b}'));
 }
 
+/// The text log answers "what was blocked?" with the denial's masked shape, and says
+/// which exception let an allowed call past a rule.
+#[test]
+fn text_output_shows_a_denials_shape_and_an_allows_exception() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.root().join("logs");
+    let audit = start(&dir, "srv");
+    let mut deny = event(SystemTime::now(), 2);
+    deny.request = Some("path: ~/.…[3]/i…[5] (a path, 13 chars)".into());
+    let mut allow = event(SystemTime::now(), 0);
+    allow.message = Some(
+        "rule \"block-ssh-keys\" lifted by exception \"block-ssh-keys#1\" at ~/.mcpwall/mcpwall.yml:7:7"
+            .into(),
+    );
+    audit.sender().send(&mut vec![deny, allow]);
+    audit.finish(Duration::from_secs(10));
+    let run = sandbox.run(&["log", "--dir", dir.to_str().unwrap()], "");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(
+        lines[0].ends_with("[path: ~/.…[3]/i…[5] (a path, 13 chars)]"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("lifted by exception \"block-ssh-keys#1\""),
+        "{}",
+        lines[1]
+    );
+}
+
 /// What a script needs from the log: every action the log prints is a valid
 /// `--action`, identities are shown, filtered and counted, times say they are UTC, and a
 /// bidirectional override in a tool name is escaped (it would reorder the line).

@@ -802,6 +802,30 @@ fn untrusted_project_only_tightens() {
     assert!(p.ignored.iter().all(|i| i.why.contains("mcpwall trust")));
 }
 
+/// An exception loosens: an untrusted project file's is listed as ignored and never
+/// reaches the policy; once the file is trusted, it applies.
+#[test]
+fn an_untrusted_project_files_exception_is_ignored_until_trusted() {
+    let env = Env::new();
+    env.user(USER);
+    env.project(
+        "version: 1\nextends: [default]\nexceptions:\n  block-ssh-keys:\n    - match: {tool: read_file}\n",
+    );
+    let p = env.load();
+    assert_eq!(p.sources[0].kind, SourceKind::ProjectUntrusted);
+    assert!(p.exceptions.is_empty(), "{:?}", p.exceptions);
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert!(
+        ignored.contains(&"exception to rule `block-ssh-keys`"),
+        "{ignored:?}"
+    );
+    env.trust();
+    let p = env.load();
+    assert_eq!(p.exceptions.len(), 1);
+    assert_eq!(p.exceptions[0].rule.value, "block-ssh-keys");
+    assert_eq!(p.exceptions[0].conditions.name.value, "block-ssh-keys#1");
+}
+
 #[test]
 fn the_gateways_limits_come_from_trusted_files_only() {
     let env = Env::new();

@@ -45,8 +45,24 @@ impl GoldenSandbox for Sandbox {
         let mut command = self.command(args);
         command.env("NO_COLOR", "1");
         let run = self.run_command(command, stdin);
-        (run.code, self.scrub(&run.stdout), self.scrub(&run.stderr))
+        (
+            run.code,
+            scrub_kernel(&self.scrub(&run.stdout)),
+            self.scrub(&run.stderr),
+        )
     }
+}
+
+/// What the kernel offers (namespaces, the Landlock ABI) is this machine's, so the sandbox
+/// section's `kernel:` line is scrubbed the way the status golden scrubs its kernel line;
+/// the rest of the resolved sandbox is the policy's and stays in the snapshot.
+fn scrub_kernel(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| match line.strip_prefix("  kernel: ") {
+            Some(_) => "  kernel: (this machine's kernel)\n",
+            None => line,
+        })
+        .collect()
 }
 
 fn transcript(code: i32, stdout: &str, stderr: &str) -> String {

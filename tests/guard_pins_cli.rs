@@ -247,3 +247,63 @@ fn unknown_server_and_entry_are_errors_with_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to approve"));
 }
+
+/// A server started through a launcher (`npx -y @scope/pkg`) is named after its package,
+/// not `npx`; the pins an earlier mcpwall recorded under `npx` move to the new name and
+/// still apply.
+#[cfg(unix)]
+#[test]
+fn a_launched_server_is_named_after_its_package_and_keeps_its_pins() {
+    let home = Sandbox::new();
+    let command: Vec<String> = ["npx", "-y", "@acme/notes-mcp@1.2.0"]
+        .map(String::from)
+        .to_vec();
+    let old = ServerIdentity {
+        name: "npx".into(),
+        command: command.clone(),
+    };
+    let guard = Guard::new(
+        GuardConfig::default(),
+        DenyIndex::none(),
+        old.clone(),
+        PinStore::under_home(home.home()),
+    )
+    .unwrap();
+    let raw =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools_v1()}}))
+            .unwrap();
+    guard.on_server_message(Some("tools/list"), &raw);
+    drop(guard);
+    // A stand-in `npx` that exits at once: the name is settled before the server runs.
+    let bin = home.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let npx = bin.join("npx");
+    std::fs::write(&npx, "#!/bin/sh\nexit 0\n").unwrap();
+    let mut perms = std::fs::metadata(&npx).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&npx, perms).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut run = home.command(&["--"]);
+    run.args(&command).env("PATH", path);
+    let out = run.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = pins(&home, &["list", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let servers = v["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 1, "{v}");
+    assert_eq!(servers[0]["name"], "notes-mcp", "{v}");
+    assert_eq!(servers[0]["pinned"], 2, "the pins moved with the name: {v}");
+    let store = PinStore::under_home(home.home());
+    assert!(
+        store.load(&old.key()).unwrap().is_none(),
+        "the old file is gone"
+    );
+}

@@ -73,7 +73,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     {
         queue.withdraw(&request.code);
         eprintln!(
-            "mcpwall: call {code} cannot be {}: {}; it was removed from the queue",
+            "error: call {code} cannot be {}: {}; it was removed from the queue",
             if args.deny { "refused" } else { "approved" },
             why.describe(request)
         );
@@ -81,8 +81,8 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     }
     let Some(request) = request else {
         eprintln!(
-            "mcpwall: no call is waiting under code {code:?} (it may have been decided, \
-             cancelled or timed out); run `mcpwall approve` to list the waiting calls"
+            "error: no call is waiting under code {code:?} (it may have been decided, \
+             cancelled or timed out)\n  hint: run `mcpwall approve` to list the waiting calls"
         );
         return Ok(ExitCode::from(1));
     };

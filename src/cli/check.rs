@@ -600,9 +600,12 @@ impl<'p> Checker<'p> {
             Some(RuleRef::Inbound(r)) => {
                 let (name, span, message) = self.inbound_rule(r);
                 // The session's own explanation (a batch refused for another member's
-                // sake) before the rule's.
-                let message = (kind != Kind::Allow)
-                    .then(|| e.message.as_deref().unwrap_or(message).to_string());
+                // sake) before the rule's; on an allow, only the session's (a pack rule
+                // an exception lifted).
+                let message = match kind {
+                    Kind::Allow => e.message.as_deref().map(str::to_string),
+                    _ => Some(e.message.as_deref().unwrap_or(message).to_string()),
+                };
                 (Some((name, span)), None, message)
             }
             Some(RuleRef::Outbound(r)) => {
@@ -610,7 +613,9 @@ impl<'p> Checker<'p> {
                 (Some((name, span)), None, Some(message.to_string()))
             }
             // An allowed call names no rule when no rule decided.
-            Some(RuleRef::Builtin(_)) | None if kind == Kind::Allow => (None, None, None),
+            Some(RuleRef::Builtin(_)) | None if kind == Kind::Allow => {
+                (None, None, e.message.as_deref().map(str::to_string))
+            }
             Some(RuleRef::Builtin(name @ "mcpwall:default_action")) => (
                 None,
                 Some(name.to_string()),
@@ -833,7 +838,11 @@ impl<'p> Checker<'p> {
                         out,
                         "  Held: waits for a human's approval; refused without one"
                     )?,
-                    Kind::Allow => {}
+                    Kind::Allow => {
+                        if let Some(message) = &r.message {
+                            writeln!(out, "  Excepted: {message}")?
+                        }
+                    }
                 }
                 for name in &r.logged {
                     writeln!(out, "  Logged: {name}")?;

@@ -15,6 +15,165 @@ pub fn colour_stdout() -> bool {
     set("CLICOLOR_FORCE") || std::io::stdout().is_terminal()
 }
 
+/// Whether stderr gets colour: as [`colour_stdout`], for stderr.
+pub fn colour_stderr() -> bool {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0");
+    if set("NO_COLOR") {
+        return false;
+    }
+    set("CLICOLOR_FORCE") || std::io::stderr().is_terminal()
+}
+
+/// How every verb reports a failure, in clap's voice so a usage error and a failed run
+/// read alike: `error: WHAT`, then `  hint: WHAT TO DO` lines. A policy error's problems,
+/// which point into files, follow as miette draws them (file, line, the text marked).
+/// `tag` goes before `error:`: `mcpwall: ` in proxy mode, where the server's own stderr
+/// shares the stream (the proxy's run-time errors say `mcpwall: error:` too), else empty.
+pub fn error_text(report: &miette::Report, tag: &str, colour: bool) -> String {
+    use miette::Diagnostic;
+    use std::fmt::Write as _;
+    let diag: &dyn Diagnostic = report.as_ref();
+    let mut out = format!("{tag}{} {diag}\n", paint(colour, sgr::RED, "error:"));
+    // The causes a plain error wraps (`cannot read X: permission denied`).
+    let mut cause = std::error::Error::source(report.as_ref() as &dyn std::error::Error);
+    while let Some(c) = cause {
+        let _ = writeln!(out, "  cause: {c}");
+        cause = c.source();
+    }
+    if let Some(help) = diag.help() {
+        for line in help.to_string().lines() {
+            let _ = writeln!(out, "  {} {line}", paint(colour, sgr::CYAN, "hint:"));
+        }
+    }
+    let theme = if colour {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(80);
+    let mut drawn = |d: &dyn Diagnostic| {
+        let mut text = String::new();
+        if handler.render_report(&mut text, d).is_ok() {
+            out.push('\n');
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+    };
+    // The error itself points into a file: draw it (the message is repeated there, with
+    // the marked text).
+    if diag.labels().is_some_and(|mut l| l.next().is_some()) {
+        drawn(diag);
+    }
+    if let Some(related) = diag.related() {
+        for d in related {
+            drawn(d);
+        }
+    }
+    out
+}
+
+/// Launchers that fetch and run a package (`npx -y @scope/pkg`): the words before the
+/// package, and their options that take a value.
+const LAUNCHERS: &[(&[&str], &[&str])] = &[
+    (&["npx"], &["-p", "--package", "-c", "--call"]),
+    (&["pnpx"], &["-p", "--package"]),
+    (&["bunx"], &["-p", "--package"]),
+    (&["npm", "exec"], &["-p", "--package", "-c", "--call"]),
+    (&["pnpm", "dlx"], &["-p", "--package"]),
+    (&["yarn", "dlx"], &["-p", "--package"]),
+    (&["uvx"], &["--from", "--with", "--python", "-p"]),
+    (
+        &["uv", "tool", "run"],
+        &["--from", "--with", "--python", "-p"],
+    ),
+    (&["pipx", "run"], &["--spec", "--python"]),
+];
+
+/// The name a server started as `command` runs under when none is given: the package a
+/// launcher runs (`npx -y @modelcontextprotocol/server-filesystem@1.2 /proj` is
+/// `server-filesystem`, `uvx mcp-server-fetch` is `mcp-server-fetch`), else the program's
+/// file name. Pins recorded under the program's name (what mcpwall called such a server
+/// before) move to the new one, so they still apply; failing that, the start is refused
+/// rather than the server pinned afresh.
+pub fn server_name(command: &[String], home: &Path) -> miette::Result<String> {
+    use crate::guard::pins::{PinStore, ServerIdentity};
+    let Some(program) = command.first() else {
+        return Ok(String::new());
+    };
+    let legacy = Path::new(program)
+        .file_name()
+        .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
+    let Some(name) = launched_package(command) else {
+        return Ok(legacy);
+    };
+    let identity = |name: &str| ServerIdentity {
+        name: name.to_string(),
+        command: command.to_vec(),
+    };
+    PinStore::under_home(home)
+        .migrate(&identity(&legacy), &identity(&name))
+        .map_err(|e| {
+            miette::miette!(
+                help = "fix the file (or remove it with `mcpwall pins reset`), or keep the old \
+                        name with `--server-name {legacy}`",
+                "this server is now named \"{name}\" (after its package), and its pins recorded \
+                 as \"{legacy}\" could not be moved: {e}"
+            )
+        })?;
+    Ok(name)
+}
+
+/// The package a launcher command runs, unscoped and without its version.
+fn launched_package(command: &[String]) -> Option<String> {
+    let stem = |w: &str| {
+        let base = w
+            .rsplit(['/', '\\'])
+            .next()
+            .unwrap_or(w)
+            .to_ascii_lowercase();
+        for ext in [".exe", ".cmd", ".bat", ".ps1"] {
+            if let Some(s) = base.strip_suffix(ext) {
+                return s.to_string();
+            }
+        }
+        base
+    };
+    let (words, valued) = LAUNCHERS.iter().find(|(words, _)| {
+        command.len() > words.len()
+            && stem(&command[0]) == words[0]
+            && command[1..words.len()]
+                .iter()
+                .zip(&words[1..])
+                .all(|(c, w)| c == w)
+    })?;
+    let mut rest = command[words.len()..].iter();
+    let operand = loop {
+        let word = rest.next()?;
+        if word == "--" {
+            break rest.next()?;
+        }
+        if word.starts_with('-') {
+            if valued.contains(&word.as_str()) {
+                rest.next();
+            }
+            continue;
+        }
+        break word;
+    };
+    let spec = operand.strip_prefix("npm:").unwrap_or(operand);
+    // `@scope/pkg@1.2`, `pkg@latest`, `pkg==1.0` (uvx): the name, without the version.
+    let unversioned = match spec.strip_prefix('@') {
+        Some(scoped) => scoped.split('@').next().unwrap_or(scoped),
+        None => spec.split(['@', '=']).next().unwrap_or(spec),
+    };
+    let name = unversioned.rsplit('/').next().unwrap_or(unversioned);
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    plain.then(|| name.to_string())
+}
+
 /// SGR codes used by the verbs.
 pub mod sgr {
     pub const GREEN: &str = "32";
@@ -115,8 +274,8 @@ const VALUE_OPTIONS: &[&str] = &[
 
 /// The message for a command line whose first word is not a verb and not after `--`:
 /// a near miss of a verb (`stauts`), or a server command missing its `--` (`npx foo`).
-/// `None` when the line is fine for clap to parse.
-pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<String> {
+/// `None` when the line is fine for clap to parse; else the error and the hint.
+pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<(String, String)> {
     let words: Vec<String> = argv
         .iter()
         .skip(1)
@@ -157,14 +316,21 @@ pub fn misplaced_word(argv: &[OsString], verbs: &[String]) -> Option<String> {
         return Some(match near {
             // A lone word is a mistyped verb; with more words it may be a server command
             // (`docker run …` is one edit from `doctor`): offer both.
-            Some(verb) if command.len() == 1 => format!(
-                "unknown command `{word}`; did you mean `mcpwall {verb}`? (`mcpwall --help` lists the commands)"
+            Some(verb) if command.len() == 1 => (
+                format!("unknown command `{word}`"),
+                format!("did you mean `mcpwall {verb}`? (`mcpwall --help` lists the commands)"),
             ),
-            Some(verb) => format!(
-                "unknown command `{word}`; did you mean `mcpwall {verb}`, or `{behind}` to run a server behind mcpwall?"
+            Some(verb) => (
+                format!("unknown command `{word}`"),
+                format!(
+                    "did you mean `mcpwall {verb}`, or `{behind}` to run a server behind mcpwall?"
+                ),
             ),
-            None => format!(
-                "`{word}` is not a mcpwall command; to run a server behind mcpwall, put its command after `--`: did you mean `{behind}`?"
+            None => (
+                format!("`{word}` is not a mcpwall command"),
+                format!(
+                    "to run a server behind mcpwall, put its command after `--`: did you mean `{behind}`?"
+                ),
             ),
         });
     }
@@ -447,7 +613,7 @@ mod tests {
 
     #[test]
     fn near_misses_and_missing_double_dash() {
-        let hint = |w: &[&str]| misplaced_word(&argv(w), &verbs());
+        let hint = |w: &[&str]| misplaced_word(&argv(w), &verbs()).map(|(_, hint)| hint);
         assert!(hint(&["stauts"]).unwrap().contains("`mcpwall status`"));
         assert!(hint(&["wrpa", "x"]).unwrap().contains("`mcpwall wrap`"));
         let docker = hint(&["docker", "run", "img"]).unwrap();
@@ -461,6 +627,43 @@ mod tests {
         assert_eq!(hint(&["--", "npx", "foo"]), None);
         assert_eq!(hint(&["--strict", "--", "npx"]), None);
         assert_eq!(hint(&["--version"]), None);
+    }
+
+    #[test]
+    fn a_launched_package_names_its_server() {
+        let name =
+            |w: &[&str]| launched_package(&w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            name(&[
+                "npx",
+                "-y",
+                "@modelcontextprotocol/server-filesystem@1.2",
+                "/proj"
+            ]),
+            Some("server-filesystem".into())
+        );
+        assert_eq!(
+            name(&["/usr/bin/npx", "--yes", "mcp-remote"]),
+            Some("mcp-remote".into())
+        );
+        assert_eq!(name(&["NPX.CMD", "-y", "pkg@latest"]), Some("pkg".into()));
+        assert_eq!(
+            name(&["npx", "-p", "@a/tools", "--", "b-cli"]),
+            Some("b-cli".into())
+        );
+        assert_eq!(
+            name(&["uvx", "mcp-server-fetch==1.0"]),
+            Some("mcp-server-fetch".into())
+        );
+        assert_eq!(name(&["pnpm", "dlx", "@x/y"]), Some("y".into()));
+        assert_eq!(
+            name(&["uvx", "--from", "git+https://x/y", "tool"]),
+            Some("tool".into())
+        );
+        assert_eq!(name(&["npx", "-y"]), None);
+        assert_eq!(name(&["npx"]), None);
+        assert_eq!(name(&["python", "server.py"]), None);
+        assert_eq!(name(&["pnpm", "install"]), None);
     }
 
     #[test]

@@ -486,7 +486,7 @@ pub const ORIGINAL_DIFFERENCES: &[(&str, &str)] = &[
 /// lists, runs of consecutive rules from the same file with the same action.
 fn layering_lines(policy: &Policy) -> Vec<String> {
     let mut out = vec![
-        "extended packs' deny rules come before the file's own rules, their allow rules after; `disable: [name]` lifts one"
+        "extended packs' deny rules come before the file's own rules, their allow rules after; `disable: [name]` lifts one; `exceptions: {name: [{match: ..}]}` lifts one for the cases it names only"
             .to_string(),
     ];
     if policy
@@ -639,6 +639,31 @@ fn write_inbound_rule(w: &mut String, policy: &Policy, i: usize, rule: &Rule) {
         let selector = selector_name(&cond.selector);
         let (kind, value, engine) = matcher_parts(&cond.matcher);
         let _ = writeln!(w, "       {selector:<12} {kind} {value}   [{engine}]");
+    }
+    for e in policy
+        .exceptions
+        .iter()
+        .filter(|e| e.rule.value == rule.name.value)
+    {
+        let c = &e.conditions;
+        let _ = writeln!(
+            w,
+            "       except       {}  {}: this rule does not apply when all of these hold",
+            c.name.value,
+            location(policy, c.span)
+        );
+        let _ = writeln!(w, "         method     {}", c.method.value);
+        if let Some(tool) = &c.tool {
+            let _ = writeln!(w, "         tool       {}", tool.value);
+        }
+        for cond in &c.arguments {
+            let selector = selector_name(&cond.selector);
+            let (kind, value, engine) = matcher_parts(&cond.matcher);
+            let _ = writeln!(w, "         {selector:<10} {kind} {value}   [{engine}]");
+        }
+        if let Some(why) = &c.why {
+            let _ = writeln!(w, "         why: {why}");
+        }
     }
     write_docs(
         w,
@@ -1164,6 +1189,7 @@ pub fn render_yaml(policy: &Policy) -> miette::Result<String> {
         version: 1,
         settings: YamlSettings::from(&policy.settings),
         rules: policy.rules.iter().map(YamlRule::from).collect(),
+        exceptions: yaml_exceptions(policy),
         outbound_rules: policy
             .outbound_rules
             .iter()
@@ -1196,11 +1222,30 @@ pub fn render_yaml(policy: &Policy) -> miette::Result<String> {
     ))
 }
 
+/// `exceptions:` grouped by rule, in the order the rules are first excepted.
+fn yaml_exceptions(policy: &Policy) -> YamlExceptions {
+    let mut groups: Vec<(String, Vec<YamlException>)> = Vec::new();
+    for e in &policy.exceptions {
+        let rule = YamlRule::from(&e.conditions);
+        let entry = YamlException {
+            matches: rule.matches,
+            why: rule.why,
+        };
+        match groups.iter_mut().find(|(name, _)| *name == e.rule.value) {
+            Some((_, list)) => list.push(entry),
+            None => groups.push((e.rule.value.clone(), vec![entry])),
+        }
+    }
+    YamlExceptions(groups)
+}
+
 #[derive(Serialize)]
 struct YamlPolicy {
     version: u32,
     settings: YamlSettings,
     rules: Vec<YamlRule>,
+    #[serde(skip_serializing_if = "YamlExceptions::is_empty")]
+    exceptions: YamlExceptions,
     outbound_rules: Vec<YamlOutbound>,
     secrets: YamlSecrets,
     sandbox: YamlSandbox,
@@ -1384,6 +1429,33 @@ struct YamlInMatch {
     identity: Option<String>,
     #[serde(skip_serializing_if = "YamlArguments::is_empty")]
     arguments: YamlArguments,
+}
+
+/// `exceptions: {rule: [..]}` in order (a map that keeps it).
+struct YamlExceptions(Vec<(String, Vec<YamlException>)>);
+
+impl YamlExceptions {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for YamlExceptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct YamlException {
+    #[serde(rename = "match")]
+    matches: YamlInMatch,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
 }
 
 /// Argument conditions grouped by argument, in the order first written.

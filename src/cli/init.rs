@@ -75,8 +75,9 @@ pub fn config_text(profile: &str) -> String {
          # Order: the deny rules of the built-in `{profile}` profile and default pack\n\
          # (updated with mcpwall) are checked first, then the rules you add under\n\
          # `rules:`, then the packs' allow rules: an allow of yours cannot lift a pack's\n\
-         # deny; `disable: [rule-name]` does. Check the setup with `mcpwall doctor`, the\n\
-         # effective rules and their order with `mcpwall explain-policy`.\n\
+         # deny. `exceptions: {{rule-name: [{{match: ..}}]}}` lifts one for the calls it\n\
+         # matches, `disable: [rule-name]` entirely. Check the setup with `mcpwall doctor`,\n\
+         # the effective rules and their order with `mcpwall explain-policy`.\n\
          version: 1\n\
          extends: [profiles/{profile}, default]\n"
     )
@@ -108,7 +109,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     // A refused replacement is a failure the user must see (and a dry run ends the same
     // way the real run would); the servers are still wrapped, under the policy kept.
     if let ConfigOutcome::Refused(why) = &config {
-        eprintln!("mcpwall: error: {why}");
+        eprintln!("error: {why}");
     }
     let refused = matches!(config, ConfigOutcome::Refused(_));
     let code = if chosen.is_empty() {

@@ -378,9 +378,8 @@ fn text_line(e: &Entry, colour: bool) -> String {
         line.push_str("  ");
         line.push_str(&paint("\x1b[36m", &rule));
     }
-    if !matches!(action.as_str(), "allow" | "pass")
-        && let Some(m) = field("message")
-    {
+    // An allow carries a message only when an exception lifted a rule for it.
+    if let Some(m) = field("message") {
         line.push_str("  ");
         line.push_str(&m);
     }

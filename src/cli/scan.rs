@@ -182,6 +182,21 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         proxy,
         kernel_policy: None,
     };
+    if let Err((side, why)) = redteam::preflight(&opts) {
+        return Err(match side {
+            redteam::Side::Baseline => miette::miette!(
+                help = "run the command yourself to see it start; the scan runs it with HOME set to a \
+                        fake home and the working directory inside it (relative paths that name a \
+                        file here were made absolute), so it cannot read files under your real HOME",
+                "the server to scan did not start, so no attack can run: {why}"
+            ),
+            _ => miette::miette!(
+                help = "the server starts on its own; check the policy with `mcpwall check -c FILE` \
+                        (or the --proxy prefix) and run the scan again",
+                "the server did not start behind the firewall, so no attack can run: {why}"
+            ),
+        });
+    }
     let show_progress = !args.no_progress && !args.quiet && std::io::stderr().is_terminal();
     let report = redteam::run(&opts, |done, total, id| {
         if show_progress {

@@ -103,7 +103,13 @@ fn command_line_front(args: &Args) -> miette::Result<Front> {
                 &args.command,
                 "mcpwall serve -- npx -y @modelcontextprotocol/server-everything",
             )?;
-            let name = spec.basename();
+            let name = match &args.server_name {
+                Some(name) => name.clone(),
+                None => crate::cli::common::server_name(
+                    &args.command,
+                    &crate::cli::common::home_dir()?,
+                )?,
+            };
             (Backend::Command(spec), name, args.command.clone())
         }
     };

@@ -140,6 +140,7 @@ pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
     let detector = build_detector(policy, &mut diags);
     let (inbound, rules) = compile_inbound(policy, env, &mut diags);
     let (outbound, outbound_rules) = compile_outbound(policy, &mut diags);
+    let exceptions = compile_exceptions(policy, env, &mut diags);
     match (detector, inbound, outbound) {
         (Some(detector), Some(inbound), Some(outbound)) if diags.list.is_empty() => Ok(Program {
             settings: policy.settings.clone(),
@@ -149,11 +150,69 @@ pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
             detector,
             rules,
             outbound_rules,
+            exceptions,
         }),
         _ => Err(PolicyError {
             diagnostics: diags.list,
         }),
     }
+}
+
+/// The policy's `exceptions`, one small program per excepted rule: its exceptions as
+/// deny rules in file order under `default_action: allow`, so a `DeniedBy(i)` from it says
+/// exception `i` holds. Messages pay for it only when an excepted rule has matched.
+fn compile_exceptions(
+    policy: &Policy,
+    env: &PathEnv,
+    diags: &mut Diags<'_>,
+) -> Box<[crate::program::Excepted]> {
+    let mut by_rule: Vec<(u32, Policy)> = Vec::new();
+    for exception in &policy.exceptions {
+        // A rule left out of this program (it names another identity) takes its
+        // exceptions with it.
+        let Some(rule) = policy
+            .rules
+            .iter()
+            .position(|r| r.name.value == exception.rule.value)
+        else {
+            continue;
+        };
+        let rule = rule as u32;
+        let mut conditions = exception.conditions.clone();
+        conditions.action = Action::Deny;
+        match by_rule.iter_mut().find(|(r, _)| *r == rule) {
+            Some((_, p)) => p.rules.push(conditions),
+            None => by_rule.push((
+                rule,
+                Policy {
+                    sources: policy.sources.clone(),
+                    settings: crate::config::policy::Settings {
+                        default_action: Action::Allow,
+                        ..policy.settings.clone()
+                    },
+                    rules: vec![conditions],
+                    outbound_rules: Vec::new(),
+                    secret_patterns: policy.secret_patterns.clone(),
+                    disabled_secrets: policy.disabled_secrets.clone(),
+                    ignored: Vec::new(),
+                    exceptions: Vec::new(),
+                    servers: Vec::new(),
+                    sandbox: Default::default(),
+                },
+            )),
+        }
+    }
+    let mut out = Vec::with_capacity(by_rule.len());
+    for (rule, sub) in by_rule {
+        match compile(&sub, env) {
+            Ok(program) => out.push(crate::program::Excepted {
+                rule,
+                program: Box::new(program),
+            }),
+            Err(err) => diags.list.extend(err.diagnostics),
+        }
+    }
+    out.into_boxed_slice()
 }
 
 fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<secret::SecretEngine> {

@@ -34,13 +34,13 @@ impl Shadow {
     pub fn message(&self) -> String {
         if self.unreachable {
             return format!(
-                "your allow rule {:?} ({}) can never decide the call it was written for ({}): the built-in rule {:?} denies it first, because extended packs' deny rules come before your rules; to lift it on purpose, add `disable: [{}]`",
-                self.allow, self.allow_at, self.example, self.deny, self.deny
+                "your allow rule {:?} ({}) can never decide the call it was written for ({}): the built-in rule {:?} denies it first, because extended packs' deny rules come before your rules; to let such calls through, add `exceptions: {{{}: [{{match: ..}}]}}` with your rule's `match` (only that rule is lifted, only for those calls), or lift the whole rule with `disable: [{}]`",
+                self.allow, self.allow_at, self.example, self.deny, self.deny, self.deny
             );
         }
         format!(
-            "your allow rule {:?} ({}) matches what the built-in rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose, add `disable: [{}]`",
-            self.allow, self.allow_at, self.deny, self.example, self.deny
+            "your allow rule {:?} ({}) matches what the built-in rule {:?} exists to stop (its example {}); the built-in rule still applies, because extended packs' deny rules come first; to lift it on purpose for some calls, add `exceptions: {{{}: [{{match: ..}}]}}`, or for all, `disable: [{}]`",
+            self.allow, self.allow_at, self.deny, self.example, self.deny, self.deny
         )
     }
 }

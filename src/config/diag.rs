@@ -62,6 +62,8 @@ pub enum Code {
     Ignored,
     /// `disable` names a rule that no extended pack has.
     UnknownDisable,
+    /// `exceptions` names a rule that is not an inbound deny or ask rule of an extended pack.
+    UnknownException,
     /// A `sandbox:` path that cannot be resolved to one place (relative, a glob, `..`).
     BadSandboxPath,
     /// A `sandbox:` entry that would give a server mcpwall's own state.
@@ -95,6 +97,7 @@ impl Code {
             Code::Compile => "compile",
             Code::Ignored => "ignored",
             Code::UnknownDisable => "unknown_disable",
+            Code::UnknownException => "unknown_exception",
             Code::BadSandboxPath => "bad_sandbox_path",
             Code::ProtectedState => "protected_state",
         }

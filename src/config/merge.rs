@@ -27,8 +27,8 @@ use std::sync::Arc;
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{RawPolicy, RawSandbox, RawSettings, parse};
 use super::policy::{
-    Action, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SandboxPolicy, SecretPattern,
-    ServerDef, Settings, Source, SourceId, SourceKind, Span, Spanned,
+    Action, Exception, Ignored, LogArgs, OutboundRule, Policy, Rule, RuleAction, SandboxPolicy,
+    SecretPattern, ServerDef, Settings, Source, SourceId, SourceKind, Span, Spanned,
 };
 use super::validate::{Decoder, Vars, did_you_mean};
 
@@ -44,7 +44,7 @@ pub(crate) enum Restricted {
     /// trusted outbound rule), extra secret patterns (their regexes on a smaller budget; one
     /// named like a built-in detector, which would replace it, is ignored), and
     /// settings that tighten. Allow rules (inbound and outbound), the file's own outbound
-    /// `log_only` rules, `disable`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
+    /// `log_only` rules, `disable`, `exceptions`, `secrets.disable`, `default_action: allow`, a larger `max_frame_bytes`, a looser
     /// `rate_limit`, `circuit_breaker`, `pinning` or `poison_scan`, `hide_denied_tools: false`,
     /// `log_dir`, `log_args: full` and a quieter `log_level` are ignored.
     Yes,
@@ -158,6 +158,8 @@ pub(crate) struct Merger {
     pack_rules: HashMap<&'static str, (Vec<String>, Vec<&'static str>)>,
     /// `disable` entries of trusted files, with the packs each file extends.
     disables: Vec<(Spanned<String>, Vec<&'static str>)>,
+    /// `exceptions` entries of trusted files, with the packs each file extends.
+    exceptions: Vec<(Exception, Vec<&'static str>)>,
     /// Leave out the embedded packs' `examples` (see [`Merger::without_pack_examples`]).
     lean: bool,
 }
@@ -184,6 +186,7 @@ impl Merger {
             restricted_asks: Vec::new(),
             pack_rules: HashMap::new(),
             disables: Vec::new(),
+            exceptions: Vec::new(),
             trust_problem: None,
             lean: false,
         }
@@ -285,6 +288,7 @@ impl Merger {
             secret_patterns,
             disabled_secrets,
             disable,
+            exceptions,
             servers,
             sandbox,
         } = raw;
@@ -390,6 +394,18 @@ impl Merger {
                 );
             } else {
                 self.disables.push((name, extended.clone()));
+            }
+        }
+        // An exception loosens: an untrusted file's is listed, never applied.
+        for exception in exceptions {
+            if restricted == Restricted::Yes {
+                self.ignore(
+                    exception.conditions.span,
+                    format!("exception to rule `{}`", exception.rule.value),
+                    UNTRUSTED_WHY,
+                );
+            } else {
+                self.exceptions.push((exception, extended.clone()));
             }
         }
         // Layering: the packs' denies, the file's own rules, the packs' allows.
@@ -651,6 +667,7 @@ impl Merger {
         }
         self.place_restricted_asks(settings.default_action);
         self.apply_disables();
+        let exceptions = self.check_exceptions();
         self.check_duplicates();
         let applied: HashSet<usize> = self
             .ignored_rules
@@ -684,6 +701,7 @@ impl Merger {
             secret_patterns: self.secret_patterns,
             disabled_secrets: self.disabled_secrets,
             ignored: self.ignored,
+            exceptions,
             servers: self.servers,
             sandbox,
         })
@@ -825,24 +843,108 @@ impl Merger {
         self.rules.splice(at..at, placed);
     }
 
+    /// Every rule of the packs `extended` reaches, transitively.
+    fn pack_rule_names(&self, extended: &[&'static str]) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut todo = extended.to_vec();
+        let mut seen: HashSet<&'static str> = HashSet::new();
+        while let Some(p) = todo.pop() {
+            if !seen.insert(p) {
+                continue;
+            }
+            if let Some((rules, sub)) = self.pack_rules.get(p) {
+                names.extend(rules.iter().cloned());
+                todo.extend(sub.iter().copied());
+            }
+        }
+        names
+    }
+
+    /// Check each exception names an inbound deny or ask rule still in the policy (one
+    /// lifted by `disable` is gone), and keep those that do.
+    fn check_exceptions(&mut self) -> Vec<Exception> {
+        let mut kept = Vec::new();
+        for (exception, extended) in std::mem::take(&mut self.exceptions) {
+            let name = &exception.rule;
+            let source = self.sources[name.span.source.0 as usize].clone();
+            let problem = match self.rules.iter().find(|r| r.name.value == name.value) {
+                Some(rule) if rule.action == Action::Allow => Some((
+                    format!("`exceptions` names `{}`, an allow rule", name.value),
+                    "an allow rule needs no exception".to_string(),
+                    "exceptions narrow the rules that deny or ask; remove this entry".to_string(),
+                )),
+                Some(_) => None,
+                None if self
+                    .outbound_rules
+                    .iter()
+                    .any(|r| r.name.value == name.value) =>
+                {
+                    Some((
+                        format!("`exceptions` names `{}`, an outbound rule", name.value),
+                        "exceptions apply to inbound rules".to_string(),
+                        "to let a server message through an outbound rule, add an outbound \
+                     `allow` rule before it, or lift it with `disable`"
+                            .to_string(),
+                    ))
+                }
+                None => {
+                    let lifted = self.ignored.iter().any(|i| {
+                        i.what == format!("built-in rule `{}`", name.value)
+                            && i.why.starts_with("lifted by `disable`")
+                    });
+                    let mut names = self.pack_rule_names(&extended);
+                    names.extend(self.rules.iter().map(|r| r.name.value.clone()));
+                    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                    let (label, help) = if lifted {
+                        (
+                            "this rule is lifted by `disable`, so it needs no exception"
+                                .to_string(),
+                            "remove the exception, or take the rule out of `disable` to keep \
+                             it with this exception",
+                        )
+                    } else {
+                        (
+                            match did_you_mean(&name.value, &refs) {
+                                Some(near) => format!("did you mean `{near}`?"),
+                                None => "no inbound rule by this name".to_string(),
+                            },
+                            "name an inbound rule of this policy, usually one of the packs \
+                             this file extends; `mcpwall explain-policy` lists them",
+                        )
+                    };
+                    Some((
+                        format!(
+                            "`exceptions` names `{}`, which is not a rule of this policy",
+                            name.value
+                        ),
+                        label,
+                        help.to_string(),
+                    ))
+                }
+            };
+            match problem {
+                Some((message, label, help)) => self.diags.push(
+                    PolicyDiagnostic::at(
+                        Code::UnknownException,
+                        message,
+                        &source,
+                        name.span,
+                        label,
+                    )
+                    .with_help(help),
+                ),
+                None => kept.push(exception),
+            }
+        }
+        kept
+    }
+
     /// Lift the pack rules named in `disable`, after checking each name is a rule of a pack
     /// its file extends.
     fn apply_disables(&mut self) {
         let mut lifted: Vec<Spanned<String>> = Vec::new();
         for (name, extended) in std::mem::take(&mut self.disables) {
-            // Every rule of the packs this file reaches, transitively.
-            let mut names: Vec<String> = Vec::new();
-            let mut todo = extended.clone();
-            let mut seen: HashSet<&'static str> = HashSet::new();
-            while let Some(p) = todo.pop() {
-                if !seen.insert(p) {
-                    continue;
-                }
-                if let Some((rules, sub)) = self.pack_rules.get(p) {
-                    names.extend(rules.iter().cloned());
-                    todo.extend(sub.iter().copied());
-                }
-            }
+            let names = self.pack_rule_names(&extended);
             if names.contains(&name.value) {
                 lifted.push(name);
                 continue;

@@ -243,6 +243,9 @@ pub(crate) struct RawPolicy {
     pub(crate) disabled_secrets: Vec<Spanned<String>>,
     /// `disable: [rule-name]`: rules of the extended packs this file lifts.
     pub(crate) disable: Vec<Spanned<String>>,
+    /// `exceptions: {rule-name: [{match: ..}]}`: narrow cases in which a rule of the
+    /// extended packs does not apply.
+    pub(crate) exceptions: Vec<super::policy::Exception>,
     /// `servers:`, in file order.
     pub(crate) servers: Vec<super::policy::ServerDef>,
     /// `sandbox:`.

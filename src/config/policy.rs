@@ -68,6 +68,9 @@ pub struct Policy {
     pub disabled_secrets: Vec<Spanned<String>>,
     /// Parts of the sources that were loaded but not applied, and why.
     pub ignored: Vec<Ignored>,
+    /// `exceptions:` of trusted files: narrow cases in which one built-in inbound rule
+    /// does not apply, in file order.
+    pub exceptions: Vec<Exception>,
     /// The named servers `mcpwall serve` fronts, each at `/mcp/NAME` (`servers:` of
     /// trusted files only: an entry runs a command).
     pub servers: Vec<ServerDef>,
@@ -431,6 +434,7 @@ impl Policy {
     /// one compiled program per identity judges exactly as an identity predicate would,
     /// at no cost per message.
     pub fn for_identity(&self, identity: Option<&str>) -> Policy {
+        // Exceptions name no identity (refused when loaded): they follow their rule.
         let mut policy = self.clone();
         policy.rules.retain(|rule| applies_to(rule, identity));
         for rule in &mut policy.rules {
@@ -604,6 +608,19 @@ pub struct SecretPattern {
     pub name: Spanned<String>,
     pub regex: Spanned<String>,
     pub entropy_threshold: Option<f64>,
+}
+
+/// One entry of `exceptions: {RULE: [..]}`: a case in which the built-in inbound rule
+/// `RULE` does not apply. Only that rule is lifted, only for messages the entry's
+/// conditions match: every other rule still judges them, in its place.
+#[derive(Debug, Clone)]
+pub struct Exception {
+    /// The pack rule it narrows (validated against the packs its file extends).
+    pub rule: Spanned<String>,
+    /// Its conditions, held as a rule: `name` is `RULE#N` (N counts this rule's exceptions
+    /// from 1, in file order), `action` is meaningless, and `method` defaults to `*` (the
+    /// excepted rule already says which methods it judges).
+    pub conditions: Rule,
 }
 
 /// A part of a source that was loaded but does not apply.

@@ -14,10 +14,10 @@ use super::model::{
 };
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
-    CommandClause, CommandPaths, Examples, GatewaySettings, LogArgs, LogLevel, LogRetention,
-    Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker, Remember, Rule,
-    RuleAction, SandboxNetwork, SecretPattern, ServerBackend, ServerDef, Source, SourceId,
-    SourceKind, Span, Spanned, UpstreamAuth,
+    CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
+    LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker,
+    Remember, Rule, RuleAction, SandboxNetwork, SecretPattern, ServerBackend, ServerDef, Source,
+    SourceId, SourceKind, Span, Spanned, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -83,6 +83,7 @@ const TOP_KEYS: &[&str] = &[
     "outbound_rules",
     "secrets",
     "disable",
+    "exceptions",
     "servers",
     "sandbox",
 ];
@@ -145,6 +146,10 @@ const INBOUND_RULE_KEYS: &[&str] = &[
     "examples",
 ];
 const MATCH_KEYS: &[&str] = &["method", "tool", "identity", "arguments"];
+/// An exception's keys, and the conditions its `match` may hold: no `identity` (an
+/// exception follows its rule to every client the rule judges).
+const EXCEPTION_KEYS: &[&str] = &["match", "why"];
+const EXCEPTION_MATCH_KEYS: &[&str] = &["method", "tool", "arguments"];
 const MATCHER_KEYS: &[&str] = &["regex", "pattern", "not_under", "secrets", "command"];
 const COMMAND_KEYS: &[&str] = &[
     "name",
@@ -471,6 +476,9 @@ impl<'a> Decoder<'a> {
         }
         if let Some(n) = f.get("disable") {
             raw.disable = self.strings(n, "`disable`");
+        }
+        if let Some(n) = f.get("exceptions") {
+            raw.exceptions = self.exceptions(n);
         }
         if let Some(n) = f.get("settings") {
             raw.settings = self.settings(n);
@@ -1309,38 +1317,8 @@ impl<'a> Decoder<'a> {
         let mut arguments = Vec::new();
         let mut match_ok = true;
         match (f.get("match"), &name) {
-            (Some(m), _) => match self.fields(m, "`match`", MATCH_KEYS) {
-                Some(mf) if mf.is_empty() => {
-                    match_ok = false;
-                    self.report(
-                        Code::EmptyMatch,
-                        "`match` has no conditions, so the rule would judge every call",
-                        self.head_span(m),
-                        "empty `match`",
-                        "add `tool:` or `arguments:`; to judge every tool write `tool: \"*\"`, \
-                         or set `settings.default_action` instead",
-                    );
-                }
-                Some(mf) => {
-                    if let Some(n) = mf.get("method") {
-                        method = self.glob(n, "in `method`");
-                        match_ok &= method.is_some();
-                    }
-                    if let Some(n) = mf.get("tool") {
-                        tool = self.glob(n, "in `tool`");
-                        match_ok &= tool.is_some();
-                    }
-                    if let Some(n) = mf.get("identity") {
-                        identity = self.glob(n, "in `identity`");
-                        match_ok &= identity.is_some();
-                    }
-                    if let Some(n) = mf.get("arguments") {
-                        match self.arguments(n) {
-                            Some(a) => arguments = a,
-                            None => match_ok = false,
-                        }
-                    }
-                }
+            (Some(m), _) => match self.match_clause(m, MATCH_KEYS) {
+                Some(c) => (method, tool, identity, arguments) = c,
                 None => match_ok = false,
             },
             (None, Some(name)) => {
@@ -1371,6 +1349,128 @@ impl<'a> Decoder<'a> {
             examples,
             span,
         })
+    }
+
+    /// A rule's or an exception's `match:` (keys from `allowed`): method, tool, identity
+    /// and argument conditions; `None` (reported) when anything is wrong or it is empty.
+    #[allow(clippy::type_complexity)]
+    fn match_clause(
+        &mut self,
+        m: &YNode,
+        allowed: &[&str],
+    ) -> Option<(
+        Option<Spanned<String>>,
+        Option<Spanned<String>>,
+        Option<Spanned<String>>,
+        Vec<ArgCondition>,
+    )> {
+        let mf = self.fields(m, "`match`", allowed)?;
+        if mf.is_empty() {
+            self.report(
+                Code::EmptyMatch,
+                "`match` has no conditions, so the rule would judge every call",
+                self.head_span(m),
+                "empty `match`",
+                "add `tool:` or `arguments:`; to judge every tool write `tool: \"*\"`, \
+                 or set `settings.default_action` instead",
+            );
+            return None;
+        }
+        let mut ok = true;
+        let mut glob = |this: &mut Self, key: &str| {
+            let n = mf.get(key)?;
+            let g = this.glob(n, &format!("in `{key}`"));
+            ok &= g.is_some();
+            g
+        };
+        let method = glob(self, "method");
+        let tool = glob(self, "tool");
+        let identity = glob(self, "identity");
+        let mut arguments = Vec::new();
+        if let Some(n) = mf.get("arguments") {
+            match self.arguments(n) {
+                Some(a) => arguments = a,
+                None => ok = false,
+            }
+        }
+        ok.then_some((method, tool, identity, arguments))
+    }
+
+    /// `exceptions: {RULE: [{match: {..}, why: ".."}, ..]}`: each entry a narrow case in
+    /// which the pack rule `RULE` does not apply. Whether `RULE` exists is checked when the
+    /// packs are merged; here only the shape.
+    fn exceptions(&mut self, node: &YNode) -> Vec<Exception> {
+        let Node::Map(entries) = &node.value else {
+            self.wrong_type(
+                node,
+                "`exceptions`",
+                "a mapping of rule names to lists of exceptions",
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, v) in entries {
+            let Some(rule) = self.string(k, "a rule name in `exceptions`") else {
+                continue;
+            };
+            let items = match &v.value {
+                Node::Seq(items) => items.as_slice(),
+                _ => {
+                    self.wrong_type(
+                        v,
+                        &format!("`exceptions.{}`", rule.value),
+                        "a list of `{match: ..}` entries",
+                    );
+                    continue;
+                }
+            };
+            for (i, item) in items.iter().enumerate() {
+                let Some(f) = self.fields(item, "an exception", EXCEPTION_KEYS) else {
+                    continue;
+                };
+                let why = self.opt_text(&f, "why");
+                let Some(m) = f.get("match") else {
+                    self.report(
+                        Code::MissingKey,
+                        format!("an exception to `{}` has no `match`", rule.value),
+                        self.head_span(item),
+                        "this exception has no `match`",
+                        "add the case it covers under `match:`, e.g. `match: {tool: write_file, \
+                         arguments: {path: {pattern: \"README.md\"}}}`",
+                    );
+                    continue;
+                };
+                let Some((method, tool, _, arguments)) = self.match_clause(m, EXCEPTION_MATCH_KEYS)
+                else {
+                    continue;
+                };
+                let span = self.span(item);
+                out.push(Exception {
+                    rule: rule.clone(),
+                    conditions: Rule {
+                        name: Spanned {
+                            value: format!("{}#{}", rule.value, i + 1),
+                            span,
+                        },
+                        description: None,
+                        why,
+                        method: method.unwrap_or_else(|| Spanned {
+                            value: "*".to_string(),
+                            span: self.head_span(m),
+                        }),
+                        tool,
+                        identity: None,
+                        arguments,
+                        action: Action::Allow,
+                        remember: None,
+                        message: None,
+                        examples: Examples::default(),
+                        span,
+                    },
+                });
+            }
+        }
+        out
     }
 
     /// `remember: session` (only beside `action: ask`): an approval holds for identical

@@ -470,6 +470,24 @@ impl PinStore {
         result.map_err(write_err)
     }
 
+    /// Move the pins recorded for `from` to `to` (the same server under a new name), unless
+    /// `to` already has pins. Returns whether a file moved. A server renamed without this
+    /// would be pinned afresh on its next start, and a definition changed meanwhile would
+    /// be trusted as new.
+    pub fn migrate(&self, from: &ServerIdentity, to: &ServerIdentity) -> Result<bool, PinError> {
+        let (old, new) = (from.key(), to.key());
+        if old == new || self.load(&new)?.is_some() {
+            return Ok(false);
+        }
+        let Some(mut file) = self.load(&old)? else {
+            return Ok(false);
+        };
+        file.server = to.clone();
+        self.save(&new, &file)?;
+        self.remove(&old)?;
+        Ok(true)
+    }
+
     /// Delete the pin file for `key`; the next session pins the server afresh.
     /// Returns whether there was one.
     pub fn remove(&self, key: &str) -> Result<bool, PinError> {

@@ -9,6 +9,7 @@
 //! | owner-only files and directories | modes 0600 / 0700 | a protected DACL granting the owner alone |
 //! | open without following a link | `O_NOFOLLOW` | not offered (links need privilege to create) |
 //! | replace a file atomically | `rename(2)`, `renameat2(RENAME_EXCHANGE)` | `MoveFileEx`, retried while the file is held open |
+//! | is a process still running | signal 0 (`ESRCH` = gone) | `OpenProcess` + `GetExitCodeProcess` |
 //! | sandbox a server | Linux: namespaces, mounts, Landlock (`linux_sandbox`); macOS: `sandbox-exec` (`other_sandbox`) | none (`other_sandbox` says so) |
 //!
 //! The rest of the code base uses only what this module exports, under the same names on

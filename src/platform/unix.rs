@@ -25,6 +25,18 @@ pub fn group_exists(group: i32) -> bool {
     Pid::from_raw(group).is_some_and(|pid| rustix::process::test_kill_process_group(pid).is_ok())
 }
 
+/// Whether process `pid` still exists: a signal-0 probe, where a process we may not
+/// signal (`EPERM`) exists too. A reused pid reads as running.
+pub fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
 /// Whether `fd` is a pipe or a socket (not a file or a terminal).
 pub fn is_pipe_or_socket(fd: BorrowedFd<'_>) -> bool {
     rustix::fs::fstat(fd).is_ok_and(|st| {
@@ -337,6 +349,18 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
+
+    /// A live process exists; one that exited and was reaped does not (the holder check
+    /// behind `mcpwall approve`).
+    #[test]
+    fn a_reaped_process_no_longer_exists() {
+        assert!(process_exists(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!process_exists(pid));
+        assert!(!process_exists(0), "0 is not a process");
+    }
 
     /// A signal reaches every member of the group, and the group is then gone.
     #[test]

@@ -31,7 +31,8 @@ use windows_sys::Win32::System::JobObjects::{
     QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
-    CREATE_NEW_PROCESS_GROUP, GetCurrentProcess, OpenProcessToken,
+    CREATE_NEW_PROCESS_GROUP, GetCurrentProcess, GetExitCodeProcess, OpenProcess, OpenProcessToken,
+    PROCESS_QUERY_LIMITED_INFORMATION,
 };
 
 // Windows has no signals. These numbers name the stop requests the proxy makes, with
@@ -649,6 +650,25 @@ pub fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
     Ok(false)
 }
 
+/// Whether process `pid` is still running. A process we may not open (access denied)
+/// exists; one that has exited but whose handle someone still holds does not. A reused
+/// pid reads as running.
+pub fn process_exists(pid: u32) -> bool {
+    // The exit code `GetExitCodeProcess` reports for a process that has not exited.
+    const STILL_ACTIVE: u32 = 259;
+    // SAFETY: OpenProcess takes no pointers; a null result is handled below.
+    let raw = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if raw.is_null() {
+        return io::Error::last_os_error().raw_os_error() == Some(ERROR_ACCESS_DENIED as i32);
+    }
+    // SAFETY: a fresh handle that nothing else owns; OwnedHandle closes it.
+    let process = unsafe { OwnedHandle::from_raw_handle(raw) };
+    let mut code = 0u32;
+    // SAFETY: a valid process handle and a pointer to a u32.
+    let ok = unsafe { GetExitCodeProcess(process.as_raw_handle() as HANDLE, &mut code) };
+    ok == 0 || code == STILL_ACTIVE
+}
+
 fn check(ok: windows_sys::core::BOOL) -> io::Result<()> {
     if ok == 0 {
         Err(io::Error::last_os_error())
@@ -660,6 +680,21 @@ fn check(ok: windows_sys::core::BOOL) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A live process exists; one that has exited does not (the holder check behind
+    /// `mcpwall approve`).
+    #[test]
+    fn an_exited_process_no_longer_exists() {
+        assert!(process_exists(std::process::id()));
+        let mut child = std::process::Command::new("cmd.exe")
+            .args(["/c", "exit 0"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        drop(child);
+        assert!(!process_exists(pid));
+    }
 
     /// Ending the Job ends the server and what it started, and the Job is then empty.
     #[test]

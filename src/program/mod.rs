@@ -197,6 +197,8 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// message's arguments:
 /// 1. the lowest-numbered rule (YAML order) whose conditions all hold decides
 ///    (`allow` or `deny`); a rule that names no method applies to `tools/call` only;
+///    a rule one of whose `exceptions` also holds is passed over for this message, and
+///    the next such rule decides ([`Scratch::excepted`] says which were);
 /// 2. otherwise `default_action` decides, for the methods that act on the world:
 ///    `tools/call`, `resources/read`, `prompts/get`, `completion/complete`;
 /// 3. otherwise (protocol plumbing: `initialize`, `ping`, `*/list`, notifications,
@@ -261,12 +263,22 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// that evaluates makes its own [`Scratch`] with [`Program::scratch`].
 pub struct Program {
     pub(crate) settings: Settings,
+    /// The `exceptions` of excepted inbound rules, one small program per rule.
+    pub(crate) exceptions: Box<[Excepted]>,
     pub(crate) env: PathEnv,
     pub(crate) inbound: Inbound,
     pub(crate) outbound: Outbound,
     pub(crate) detector: engine::secret::SecretEngine,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) outbound_rules: Vec<RuleInfo>,
+}
+
+/// An inbound rule with `exceptions`: a program holding them as deny rules (in file
+/// order, `default_action: allow`), so its `DeniedBy(i)` says exception `i` holds.
+pub(crate) struct Excepted {
+    /// The excepted rule's index.
+    pub rule: u32,
+    pub program: Box<Program>,
 }
 
 impl std::fmt::Debug for Program {
@@ -300,6 +312,8 @@ struct RuleState {
     counts: Vec<u32>,
     touched: Vec<u32>,
     best: u32,
+    /// Rules an exception lifted for this message: never candidates.
+    skip: Vec<u32>,
 }
 
 impl RuleState {
@@ -339,7 +353,9 @@ impl RuleState {
 
     #[inline]
     fn candidate(&mut self, rule: u32) {
-        self.best = self.best.min(rule);
+        if rule < self.best && !self.skip.contains(&rule) {
+            self.best = rule;
+        }
     }
 
     /// Mark an argument predicate satisfied and advance the rules that need it.
@@ -407,12 +423,22 @@ pub struct Scratch {
     logged: Vec<RuleId>,
     redactions: Vec<Redaction>,
     command: engine::command::CommandScratch,
+    /// One per [`Program::exceptions`] entry, in the same order.
+    exceptions: Vec<Scratch>,
+    /// `(rule, exception)` lifted in the last inbound evaluation.
+    excepted: Vec<(RuleId, RuleId)>,
 }
 
 impl Scratch {
     /// The `log_only` outbound rules that matched in the last scan, in rule order.
     pub fn logged(&self) -> &[RuleId] {
         &self.logged
+    }
+
+    /// The rules an `exceptions` entry lifted in the last inbound evaluation, each with
+    /// the exception ([`Program::exception`]); usually empty.
+    pub fn excepted(&self) -> &[(RuleId, RuleId)] {
+        &self.excepted
     }
 
     /// The spans of the last scan that decided `Outcome::Redact`.
@@ -566,6 +592,12 @@ impl Program {
             logged: Vec::new(),
             redactions: Vec::new(),
             command: Default::default(),
+            exceptions: self
+                .exceptions
+                .iter()
+                .map(|e| e.program.scratch())
+                .collect(),
+            excepted: Vec::new(),
         }
     }
 
@@ -604,6 +636,65 @@ impl Program {
         method: Option<&str>,
         scratch: &mut Scratch,
     ) -> Decision {
+        scratch.state.skip.clear();
+        scratch.excepted.clear();
+        let mut best = self.first_match(frame, msg, method, scratch);
+        // An excepted rule matched: when one of its exceptions holds, it is lifted for
+        // this message and the pass runs again without it (rare: exceptions are few and
+        // narrow, and only a message the rule would have decided pays).
+        while best != NONE
+            && let Some(k) = self.exceptions.iter().position(|e| e.rule == best)
+        {
+            let sub = &self.exceptions[k].program;
+            match sub.evaluate_as(frame, msg, method, &mut scratch.exceptions[k]) {
+                Decision::DeniedBy(exception) => {
+                    scratch.excepted.push((RuleId(best), exception));
+                    scratch.state.skip.push(best);
+                    best = self.first_match(frame, msg, method, scratch);
+                }
+                _ => break,
+            }
+        }
+        // The state is shared with the outbound scan, whose rule numbers differ.
+        scratch.state.skip.clear();
+        let inb = &self.inbound;
+        let decision = if best != NONE {
+            let rule = &inb.rules[best as usize];
+            if rule.allow {
+                Decision::AllowedBy(RuleId(best))
+            } else if rule.ask {
+                Decision::AskedBy(RuleId(best))
+            } else {
+                Decision::DeniedBy(RuleId(best))
+            }
+        } else if method.is_some_and(|m| JUDGED_METHODS.contains(&m)) {
+            match self.settings.default_action {
+                Action::Ask => Decision::DefaultAsk,
+                a => Decision::Default {
+                    allow: a == Action::Allow,
+                },
+            }
+        } else {
+            Decision::Plumbing
+        };
+        // A call a human could approve is checked like one allowed outright.
+        let may_run = decision.is_allowed()
+            || matches!(decision, Decision::AskedBy(_) | Decision::DefaultAsk);
+        if may_run && has_nul_in_path(frame, msg) {
+            return Decision::NulInPath;
+        }
+        decision
+    }
+
+    /// One pass of every engine over the message: the first rule (YAML order, not in
+    /// `skip`) whose conditions all hold, or `NONE`.
+    fn first_match(
+        &self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        method: Option<&str>,
+        scratch: &mut Scratch,
+    ) -> u32 {
         let inb = &self.inbound;
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
@@ -637,34 +728,7 @@ impl Program {
             self.scan_arguments(frame, msg, scratch);
             self.scan_names(frame, msg, scratch);
         }
-
-        let best = scratch.state.best;
-        let decision = if best != NONE {
-            let rule = &inb.rules[best as usize];
-            if rule.allow {
-                Decision::AllowedBy(RuleId(best))
-            } else if rule.ask {
-                Decision::AskedBy(RuleId(best))
-            } else {
-                Decision::DeniedBy(RuleId(best))
-            }
-        } else if method.is_some_and(|m| JUDGED_METHODS.contains(&m)) {
-            match self.settings.default_action {
-                Action::Ask => Decision::DefaultAsk,
-                a => Decision::Default {
-                    allow: a == Action::Allow,
-                },
-            }
-        } else {
-            Decision::Plumbing
-        };
-        // A call a human could approve is checked like one allowed outright.
-        let may_run = decision.is_allowed()
-            || matches!(decision, Decision::AskedBy(_) | Decision::DefaultAsk);
-        if may_run && has_nul_in_path(frame, msg) {
-            return Decision::NulInPath;
-        }
-        decision
+        scratch.state.best
     }
 
     /// Judge the `not_under` checks the pass collected, each only when a rule needing it
@@ -1238,6 +1302,21 @@ impl Program {
 
     pub fn rule(&self, id: RuleId) -> &RuleInfo {
         &self.rules[id.0 as usize]
+    }
+
+    /// The `exceptions` of inbound rule `rule`, in file order (empty for most rules): each
+    /// one's `name` is `RULE#N`, its `location` where it is written, its `conditions`
+    /// what it matches.
+    pub fn exceptions_of(&self, rule: RuleId) -> &[RuleInfo] {
+        self.exceptions
+            .iter()
+            .find(|e| e.rule == rule.0)
+            .map_or(&[], |e| &e.program.rules)
+    }
+
+    /// Exception `exception` of inbound rule `rule` (as [`Scratch::excepted`] gives them).
+    pub fn exception(&self, rule: RuleId, exception: RuleId) -> &RuleInfo {
+        &self.exceptions_of(rule)[exception.0 as usize]
     }
 
     /// How the argument values of `msg` that a `command` condition of the inbound rule

@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -16,21 +17,36 @@ pub enum ClientError {
         program: String,
         source: std::io::Error,
     },
-    #[error("no answer from the server within {0:?}")]
-    Timeout(Duration),
-    #[error("the server closed its output")]
-    Closed,
-    #[error("cannot write to the server: {0}")]
-    Write(std::io::Error),
-    #[error("handshake failed: {0}")]
-    Handshake(String),
+    #[error("no answer from the server within {:?}{}", .0, said(.1))]
+    Timeout(Duration, String),
+    #[error("the server closed its output{}", said(.0))]
+    Closed(String),
+    #[error("cannot write to the server: {}{}", .0, said(.1))]
+    Write(std::io::Error, String),
+    #[error("handshake failed: {}{}", .0, said(.1))]
+    Handshake(String, String),
 }
+
+/// What the server wrote on stderr, for an error message: where it says why it failed.
+fn said(stderr: &str) -> String {
+    let text = stderr.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = text.lines().map(|l| super::report::clean(l, 200)).collect();
+    format!("; its stderr ends:\n    {}", shown.join("\n    "))
+}
+
+/// The most of a server's stderr kept: its last lines say why it failed.
+const STDERR_KEPT: usize = 2048;
 
 /// One running session.
 pub struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// The tail of the server's stderr (at most [`STDERR_KEPT`] bytes).
+    stderr: Arc<Mutex<Vec<u8>>>,
     timeout: Duration,
     next_id: u64,
 }
@@ -55,12 +71,28 @@ impl Session {
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|source| ClientError::Spawn {
                 program: program.clone(),
                 source,
             })?;
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let tail = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let mut kept = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.extend_from_slice(&buf[..n]);
+                    let over = kept.len().saturating_sub(STDERR_KEPT);
+                    kept.drain(..over);
+                }
+            });
+        }
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = channel();
         std::thread::spawn(move || {
@@ -76,6 +108,7 @@ impl Session {
             child,
             stdin,
             lines: rx,
+            stderr,
             timeout,
             next_id: 1,
         })
@@ -105,7 +138,7 @@ impl Session {
         let result = init
             .get("result")
             .cloned()
-            .ok_or_else(|| ClientError::Handshake(init.to_string()))?;
+            .ok_or_else(|| ClientError::Handshake(init.to_string(), self.stderr_tail()))?;
         self.send_raw(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
         Ok(result)
     }
@@ -154,21 +187,39 @@ impl Session {
     }
 
     fn send_raw(&mut self, raw: &str) -> Result<(), ClientError> {
-        let stdin = self.stdin.as_mut().ok_or(ClientError::Closed)?;
-        stdin
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err(ClientError::Closed(String::new()));
+        };
+        let written = stdin
             .write_all(raw.as_bytes())
-            .map_err(ClientError::Write)?;
-        stdin.write_all(b"\n").map_err(ClientError::Write)?;
-        stdin.flush().map_err(ClientError::Write)
+            .and_then(|()| stdin.write_all(b"\n"))
+            .and_then(|()| stdin.flush());
+        written.map_err(|e| {
+            // A server that exited: its last words may still be on their way.
+            std::thread::sleep(Duration::from_millis(50));
+            ClientError::Write(e, self.stderr_tail())
+        })
     }
 
     fn recv(&self, deadline: Instant) -> Result<String, ClientError> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.lines.recv_timeout(left) {
             Ok(l) => Ok(l),
-            Err(RecvTimeoutError::Timeout) => Err(ClientError::Timeout(self.timeout)),
-            Err(RecvTimeoutError::Disconnected) => Err(ClientError::Closed),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(ClientError::Timeout(self.timeout, self.stderr_tail()))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // The child's last words may still be on their way through the pipe.
+                std::thread::sleep(Duration::from_millis(50));
+                Err(ClientError::Closed(self.stderr_tail()))
+            }
         }
+    }
+
+    /// What the server has written on stderr so far (its last [`STDERR_KEPT`] bytes).
+    pub fn stderr_tail(&self) -> String {
+        let kept = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&kept).into_owned()
     }
 
     /// Close stdin, give the child a moment, then kill it.

@@ -247,6 +247,24 @@ fn layer(
     Ok(())
 }
 
+/// Start the server once as the baseline runs start it, then once behind the firewall as
+/// the protected runs do, and complete each handshake. A server that cannot start fails
+/// every attack the same way (86 times, for a relative path that does not resolve in the
+/// fake home), so the scan stops here and says why, with the server's stderr.
+pub fn preflight(opts: &ScanOptions) -> Result<(), (Side, String)> {
+    for side in [Side::Baseline, Side::Protected] {
+        let home = FakeHome::create(opts.seed)
+            .map_err(|e| (side, format!("cannot create the fake home: {e}")))?;
+        let argv = opts.argv(side, home.path());
+        let mut session = Session::spawn(&argv, home.path(), &home.project(), opts.timeout)
+            .map_err(|e| (side, e.to_string()))?;
+        let shook = session.handshake().map_err(|e| (side, e.to_string()));
+        session.close();
+        shook?;
+    }
+    Ok(())
+}
+
 /// Run every selected attack; `progress` is called after each with (done, total, id).
 pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> Report {
     let selected: Vec<&Attack> = attacks::ATTACKS.iter().collect();
@@ -299,7 +317,8 @@ pub fn run(opts: &ScanOptions, mut progress: impl FnMut(usize, usize, &str)) -> 
                 let mut r =
                     AttackResult::new(attack, Outcome::NotApplicable, Outcome::NotApplicable);
                 r.note = Some(format!(
-                    "the target has no {} tool",
+                    "{}{} tool",
+                    report::NO_TOOL,
                     attack.tool.unwrap_or("")
                 ));
                 r
@@ -570,7 +589,7 @@ fn session(
                 // A server (or firewall) that stops reading and closes its input on the
                 // oversized frame refused it: the attack's outcome is judged on what
                 // arrived (nothing) and on the fake home, and the report says why.
-                Err(ClientError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                Err(ClientError::Write(e, _)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                     refused = Some(
                         "the server closed its input on the oversized frame (broken pipe): the frame was refused, not delivered"
                             .to_string(),

@@ -90,6 +90,10 @@ pub struct Summary {
     pub vulnerable: usize,
     pub error: usize,
     pub not_applicable: usize,
+    /// Attacks NOT_APPLICABLE because the target lacks the tool they use: evidence the
+    /// scan could not gather. When they outnumber the attacks judged, there is no grade.
+    #[serde(default)]
+    pub untestable: usize,
     pub skipped: usize,
     /// Ids of the attacks SKIPPED because the policy lacks the setting they test.
     #[serde(default)]
@@ -122,6 +126,9 @@ pub struct Report {
     pub summary: Summary,
     pub results: Vec<AttackResult>,
 }
+
+/// How the note of an attack the target offers no tool for begins.
+pub const NO_TOOL: &str = "the target has no ";
 
 pub fn grade(score: u32) -> &'static str {
     match score {
@@ -168,6 +175,20 @@ impl Report {
         }
         let complete = error == 0;
         let score = (complete && all > 0).then(|| (got * 100 + all / 2) / all);
+        let judged = results
+            .iter()
+            .filter(|r| matches!(r.protected, Outcome::Pass | Outcome::Vulnerable))
+            .count();
+        let untestable = results
+            .iter()
+            .filter(|r| {
+                r.protected == Outcome::NotApplicable
+                    && r.note.as_deref().is_some_and(|n| n.starts_with(NO_TOOL))
+            })
+            .count();
+        // A grade stands for the policy only when most of what could be tested was: one
+        // PASS beside 94 attacks the server offers no tool for is not an A.
+        let graded = untestable <= judged;
         Report {
             schema_version: SCHEMA_VERSION,
             scanner: "mcpwall".into(),
@@ -187,6 +208,7 @@ impl Report {
                 vulnerable: count(Outcome::Vulnerable),
                 error,
                 not_applicable: count(Outcome::NotApplicable),
+                untestable,
                 skipped: count(Outcome::Skipped),
                 skipped_by_policy: results
                     .iter()
@@ -199,15 +221,19 @@ impl Report {
                     .count(),
                 complete,
                 score,
-                grade: score.map(|s| grade(s).to_string()),
+                grade: score.filter(|_| graded).map(|s| grade(s).to_string()),
             },
             results,
         }
     }
 
-    /// Whether any VULNERABLE result is at or above `level`, or the scan is incomplete.
+    /// Whether any VULNERABLE result is at or above `level`, or the scan is incomplete,
+    /// or a gate was asked for (`level`) and the scan could not grade the policy.
     pub fn gate_met(&self, level: Option<Severity>) -> bool {
         if !self.summary.complete {
+            return true;
+        }
+        if level.is_some() && self.summary.score.is_some() && self.summary.grade.is_none() {
             return true;
         }
         level.is_some_and(|l| {
@@ -221,6 +247,11 @@ impl Report {
         let s = &self.summary;
         let score = match (s.score, &s.grade) {
             (Some(n), Some(g)) => format!("score {n}/100 (grade {g})"),
+            (Some(n), None) => format!(
+                "NOT GRADED (score {n}/100 over {} attacks; {} need a tool the target lacks)",
+                s.pass + s.vulnerable,
+                s.untestable
+            ),
             _ => "INCOMPLETE (errors; no score)".into(),
         };
         let skipped = if s.skipped_by_policy.is_empty() {
@@ -394,6 +425,13 @@ impl Report {
         out.push('\n');
         out.push_str(&self.summary_line());
         out.push('\n');
+        if self.summary.score.is_some() && self.summary.grade.is_none() {
+            out.push_str(
+                "hint: most attacks need a tool this server does not offer (read_file, \
+                 execute_command, fetch_url, ...); the score covers the rest only. Grade the \
+                 policy itself with the built-in target: `mcpwall scan -c FILE`\n",
+            );
+        }
         out
     }
 }
@@ -491,6 +529,35 @@ mod tests {
         assert!(report.summary_line().starts_with("INCOMPLETE"));
         let complete = Report::new(&options(), results(false));
         assert!(complete.summary.complete && complete.summary.grade.is_some());
+    }
+
+    /// One PASS beside attacks the server offers no tool for is no grade: the summary says
+    /// so, and a gate fails on it.
+    #[test]
+    fn a_scan_where_most_attacks_need_a_missing_tool_is_not_graded() {
+        let mut results = results(false);
+        for r in results.iter_mut().skip(1) {
+            r.baseline = Outcome::NotApplicable;
+            r.protected = Outcome::NotApplicable;
+            r.note = Some(format!("{NO_TOOL}execute_command tool"));
+        }
+        let report = Report::new(&options(), results);
+        assert_eq!(report.summary.score, Some(100));
+        assert_eq!(report.summary.grade, None);
+        assert!(
+            report
+                .summary_line()
+                .starts_with("NOT GRADED (score 100/100 over 1 attacks; 3 need"),
+            "{}",
+            report.summary_line()
+        );
+        assert!(!report.gate_met(None));
+        assert!(report.gate_met(Severity::parse("low")));
+        assert!(
+            report
+                .render_text(false)
+                .contains("hint: most attacks need a tool")
+        );
     }
 
     #[test]

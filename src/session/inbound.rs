@@ -67,6 +67,27 @@ fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
     }
 }
 
+/// What the audit says of an allowed message that a pack rule would have decided but for
+/// its exception: which rule, which exception, where it is written.
+fn excepted_note(
+    program: &Program,
+    excepted: &[(crate::verdict::RuleId, crate::verdict::RuleId)],
+) -> String {
+    let parts: Vec<String> = excepted
+        .iter()
+        .map(|&(rule, exception)| {
+            let e = program.exception(rule, exception);
+            format!(
+                "rule {:?} lifted by exception {:?} at {}",
+                program.rule(rule).name,
+                e.name,
+                e.location
+            )
+        })
+        .collect();
+    parts.join("; ")
+}
+
 /// The ids that could be read of a refused line's messages (each from its first bytes).
 #[derive(Debug, Default)]
 struct Readable<'a> {
@@ -447,6 +468,15 @@ impl Session {
             },
         };
         d.answers = answers;
+        // A pack rule lifted by an exception: the audit names the exception that let
+        // the message through (exceptions are rare, so this allocation is too).
+        if d.allow && !self.client.scratch.excepted().is_empty() {
+            d.message = Some(Cow::Owned(excepted_note(
+                &self.program,
+                self.client.scratch.excepted(),
+            )));
+            d.audited = true;
+        }
         if (d.allow || d.ask)
             && msg.kind == MessageKind::Request
             && frame.method(msg) == Some("tools/call")

@@ -127,7 +127,18 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             }
         };
         let sandbox_event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
-        let server_name = args.server_name.clone().unwrap_or_else(|| spec.basename());
+        let server_name = match &args.server_name {
+            Some(name) => name.clone(),
+            None => match crate::cli::common::server_name(&args.command, &home) {
+                Ok(name) => name,
+                Err(e) => {
+                    if let Some(Ok(server)) = early {
+                        server.abandon().await;
+                    }
+                    return Err(e);
+                }
+            },
+        };
         // Pins are keyed by the server's name and its full command. A damaged pin file
         // stops the start (fail closed): re-trusting silently would defeat pinning.
         let guard = match Guard::from_policy(
