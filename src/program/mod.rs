@@ -584,6 +584,32 @@ impl Program {
         self.detector.detector()
     }
 
+    /// Whether the inbound rules refuse a `resources/read` of `uri` (a deny rule, a NUL
+    /// in its path, or `default_action: deny`), judged exactly as the client's request
+    /// would be. A URI that cannot be judged counts as refused.
+    pub fn denies_resource_read(&self, uri: &str, scratch: &mut Scratch) -> bool {
+        let line = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "resources/read", "params": {"uri": uri}
+        })
+        .to_string();
+        let limits = crate::frame::Limits {
+            max_frame_bytes: line.len() + 1,
+            ..crate::frame::Limits::default()
+        };
+        let mut parsed = crate::frame::Parsed::new();
+        if parsed.parse(line.as_bytes(), &limits).is_err() {
+            return true;
+        }
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        let Some(msg) = frame.messages().first() else {
+            return true;
+        };
+        matches!(
+            self.evaluate_request(&frame, msg, scratch),
+            Decision::DeniedBy(_) | Decision::NulInPath | Decision::Default { allow: false }
+        )
+    }
+
     /// Judge one inbound message of `frame`.
     pub fn evaluate_request(
         &self,

@@ -247,3 +247,57 @@ fn a_frame_scanned_off_the_session_is_judged_as_in_line() {
         assert_eq!(judged[0], judged[1], "{tool}: {text}");
     }
 }
+
+/// A resource the policy would refuse to read is hidden from `resources/list`, as a
+/// denied tool is hidden from `tools/list`, and reading it anyway is denied.
+#[test]
+fn resources_the_policy_denies_are_hidden_and_unreadable() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = load_str("t.yml", "version: 1\nextends: [default]\n", &opts).expect("loads");
+    let server = crate::guard::pins::ServerIdentity {
+        name: "files".into(),
+        command: vec!["files-server".into()],
+    };
+    let guard = crate::guard::Guard::from_policy(&policy, server, home.path()).expect("guard");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    let mut options = Options::quiet("files");
+    options.guard = Some(Arc::new(guard));
+    let mut s = Session::new(program, options);
+
+    let (_, to_server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#,
+    );
+    assert_eq!(to_server, pairs(&[("1", "(none)")]));
+    let listing = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"resources": [
+        {"uri": "file:///home/u/.ssh/id_ed25519", "name": "id_ed25519"},
+        {"uri": "file:///home/u/p/README.md", "name": "README.md"},
+        {"uri": "file:///home/u/.aws/credentials", "name": "credentials"},
+    ], "nextCursor": "2"}})
+    .to_string();
+    let mut out = Outbox::default();
+    s.from_server(Line::Frame(listing.as_bytes()), &mut out, false);
+    let shown: serde_json::Value =
+        serde_json::from_slice(out.to_client.trim_ascii_end()).expect("one JSON line");
+    let uris: Vec<&str> = shown["result"]["resources"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| r["uri"].as_str().expect("uri"))
+        .collect();
+    assert_eq!(uris, vec!["file:///home/u/p/README.md"]);
+    assert_eq!(shown["result"]["nextCursor"], "2", "pagination survives");
+
+    let (to_client, to_server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///home/u/.ssh/id_ed25519"}}"#,
+    );
+    assert_eq!(to_server, pairs(&[]));
+    assert_eq!(to_client.len(), 1);
+    assert_ne!(to_client[0].1, "(none)", "refused by a rule: {to_client:?}");
+}
