@@ -1007,3 +1007,23 @@ fn a_token_split_by_a_line_break_or_percent_encoded_is_redacted() {
         assert!(!r.stdout.contains(tail) && !r.stderr.contains(tail));
     }
 }
+
+/// `check --direction outbound`: a redact rule's match cut across two content items of
+/// one result is redacted (it used to pass with nothing cut).
+#[test]
+fn a_redaction_across_two_content_items_is_reported_by_check() {
+    let s = Sandbox::new();
+    s.write(
+        "project/codes.yml",
+        "version: 1\noutbound_rules:\n  - name: redact-codes\n    match: {response_contains_regex: ['CODE-[0-9]{8}']}\n    action: redact\n",
+    );
+    let frame = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [
+        {"type": "text", "text": "your code is CODE-1234"},
+        {"type": "text", "text": "5678, thanks"},
+    ]}})
+    .to_string();
+    let r = s.check(&["-c", "codes.yml", "--direction", "outbound"], &frame);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with("~ REDACT"), "{}", r.stdout);
+    assert!(r.stdout.contains("redact-codes ×2"), "{}", r.stdout);
+}

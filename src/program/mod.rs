@@ -155,6 +155,14 @@ pub(crate) struct OutRule {
     pub additive: bool,
 }
 
+impl OutRule {
+    /// Whether the rule matches on content (secrets, literals, patterns), whose spans a
+    /// redaction cuts out.
+    pub fn has_content(&self) -> bool {
+        self.secrets || self.contains != NONE || self.regex != NONE
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub n_preds: usize,
@@ -1056,11 +1064,19 @@ impl Program {
                 (RuleAction::LogOnly, _) => s.logged.push(id),
                 // Outbound rules never ask (refused at load); were one to, block.
                 (RuleAction::Deny | RuleAction::Ask, _) => return Outcome::Block { rule: id },
+                // A redaction that finds nothing to cut (a match only the joined,
+                // normalised text holds) would forward what the rule matched: block.
                 (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
-                    self.collect_redactions(id, rule, texts, s);
+                    if self.collect_redactions(id, rule, texts, s) == 0 && rule.has_content() {
+                        return Outcome::Block { rule: id };
+                    }
                     decided = Some((id, RuleAction::Redact));
                 }
-                (RuleAction::Redact, Some(_)) => self.collect_redactions(id, rule, texts, s),
+                (RuleAction::Redact, Some(_)) => {
+                    if self.collect_redactions(id, rule, texts, s) == 0 && rule.has_content() {
+                        return Outcome::Block { rule: id };
+                    }
+                }
                 (RuleAction::Allow, None) => decided = Some((id, RuleAction::Allow)),
                 (RuleAction::Allow, Some(_)) => {}
             }
@@ -1086,44 +1102,22 @@ impl Program {
     fn scan_joined_content(&self, needs: engine::Needs, texts: &dyn Texts, s: &mut Scratch) {
         use engine::{LITERAL, REGEX};
         let out = &self.outbound;
-        s.content_ids.clear();
-        let mut total = 0;
-        texts.content(&mut |id, text| {
-            s.content_ids.push((id, text.len()));
-            total += text.len() + 1;
-        });
-        if s.content_ids.len() < 2 {
-            return;
-        }
         for sep in ["", " "] {
-            s.joined.clear();
-            s.joined.reserve(total);
-            let starts = &mut s.content_starts;
-            starts.clear();
-            let mut spaced = false;
-            texts.content(&mut |_, text| {
-                // A space only where the items do not already meet at whitespace.
-                let bare = !s.joined.is_empty()
-                    && !s.joined.ends_with(|c: char| c.is_whitespace())
-                    && !text.starts_with(|c: char| c.is_whitespace());
-                if bare && !sep.is_empty() {
-                    s.joined.push_str(sep);
-                    spaced = true;
+            if !join_content(
+                texts,
+                sep,
+                &mut s.joined,
+                &mut s.content_ids,
+                &mut s.content_starts,
+            ) {
+                // Fewer than two items (nothing to join), or the spaced text is the
+                // first pass's again.
+                if s.content_ids.len() < 2 {
+                    return;
                 }
-                starts.push(s.joined.len());
-                s.joined.push_str(text);
-            });
-            if !sep.is_empty() && !spaced {
-                // The same text as the first pass.
                 continue;
             }
             let (ids, starts) = (&s.content_ids, &s.content_starts);
-            // The items a joined range touches, when it touches more than one.
-            let spanned = |start: usize, end: usize| -> Option<Range<usize>> {
-                let first = starts.partition_point(|&b| b <= start).saturating_sub(1);
-                let last = starts.partition_point(|&b| b < end).saturating_sub(1);
-                (last > first).then_some(first..last + 1)
-            };
             let st = &mut s.state;
             let joined = s.joined.as_str();
             if needs & LITERAL != 0
@@ -1132,23 +1126,34 @@ impl Program {
                 let hits = &mut s.literal_hits;
                 lit.for_each_match_with(joined, None, |pattern, start, end| {
                     // A match over the whole text is a disguised one whose span is not
-                    // known: it counts when no single item holds it (checked per text).
-                    let items = if start == 0 && end == joined.len() {
-                        Some(0..ids.len())
+                    // known: it counts when no single item holds it (checked per text),
+                    // and marks every item whole.
+                    let whole = start == 0 && end == joined.len();
+                    let before = hits.len();
+                    if whole {
+                        for &(id, len) in ids.iter() {
+                            hits.push(Hit {
+                                text: id,
+                                start: 0,
+                                end: len as u32,
+                                what: pattern as u32,
+                            });
+                        }
                     } else {
-                        spanned(start, end)
-                    };
-                    let Some(items) = items else { return };
-                    for &p in lit.map.get(pattern) {
-                        st.set(p);
-                    }
-                    for &(id, len) in &ids[items] {
-                        hits.push(Hit {
-                            text: id,
-                            start: 0,
-                            end: len as u32,
-                            what: pattern as u32,
+                        // Exactly the phrase's bytes in each item it spans.
+                        item_segments(ids, starts, start, end, |id, r| {
+                            hits.push(Hit {
+                                text: id,
+                                start: r.start as u32,
+                                end: r.end as u32,
+                                what: pattern as u32,
+                            });
                         });
+                    }
+                    if hits.len() > before {
+                        for &p in lit.map.get(pattern) {
+                            st.set(p);
+                        }
                     }
                 });
             }
@@ -1167,10 +1172,19 @@ impl Program {
     }
 
     /// Everything the redact rule `id` found, as sorted, merged raw ranges.
-    fn collect_redactions(&self, id: RuleId, rule: &OutRule, texts: &dyn Texts, s: &mut Scratch) {
+    /// Returns how many spans the rule found: none, for a rule whose content condition
+    /// matched, means what matched cannot be cut out (the caller blocks the message).
+    fn collect_redactions(
+        &self,
+        id: RuleId,
+        rule: &OutRule,
+        texts: &dyn Texts,
+        s: &mut Scratch,
+    ) -> usize {
         let out = &self.outbound;
         let rule_label = self.detector.specs().len() as u32 + id.0;
         let red = &mut s.redactions;
+        let before = red.len();
         if rule.secrets {
             for h in &s.secret_hits {
                 red.push(Redaction {
@@ -1228,8 +1242,39 @@ impl Program {
                     }
                 }
             });
+            // A match across content items (`CODE-1234` + `5678`): exactly its bytes in
+            // each item it spans. One the joined text holds only once normalised has no
+            // span; then nothing is found here, and the message is blocked.
+            for sep in ["", " "] {
+                if !join_content(
+                    texts,
+                    sep,
+                    &mut s.joined,
+                    &mut s.content_ids,
+                    &mut s.content_starts,
+                ) {
+                    if s.content_ids.len() < 2 {
+                        break;
+                    }
+                    continue;
+                }
+                let (ids, starts) = (&s.content_ids, &s.content_starts);
+                for finder in &finders {
+                    for m in finder.find_iter(s.joined.as_str()) {
+                        item_segments(ids, starts, m.start(), m.end(), |tid, r| {
+                            red.push(Redaction {
+                                raw: texts.raw_range(tid, r),
+                                rule: id,
+                                label: rule_label,
+                            });
+                        });
+                    }
+                }
+            }
         }
+        let found = red.len() - before;
         merge_redactions(red);
+        found
     }
 
     /// Counts of redactions per label name, sorted by name (for audit events).
@@ -1367,6 +1412,62 @@ fn has_nul_in_path(frame: &Frame<'_>, msg: &Message) -> bool {
                 crate::paths::has_nul(text) && crate::paths::is_path_shaped(text)
             }
     })
+}
+
+/// Fills `joined` with the content texts of one message joined by `sep` (only where two
+/// items do not already meet at whitespace), `ids` with each item's text id and length,
+/// and `starts` with where each begins in `joined`. `false` when the message has fewer
+/// than two content texts, or when `sep` was never inserted (the text is the one joined
+/// with nothing).
+fn join_content(
+    texts: &dyn Texts,
+    sep: &str,
+    joined: &mut String,
+    ids: &mut Vec<(u32, usize)>,
+    starts: &mut Vec<usize>,
+) -> bool {
+    joined.clear();
+    ids.clear();
+    starts.clear();
+    let mut spaced = false;
+    texts.content(&mut |id, text| {
+        let bare = !joined.is_empty()
+            && !joined.ends_with(|c: char| c.is_whitespace())
+            && !text.starts_with(|c: char| c.is_whitespace());
+        if bare && !sep.is_empty() {
+            joined.push_str(sep);
+            spaced = true;
+        }
+        ids.push((id, text.len()));
+        starts.push(joined.len());
+        joined.push_str(text);
+    });
+    ids.len() >= 2 && (sep.is_empty() || spaced)
+}
+
+/// The part of `joined[start..end]` in each content item it touches, as (item text id,
+/// range in that item), when it touches more than one; nothing otherwise (a match inside
+/// one item was found in that item's own text).
+fn item_segments(
+    ids: &[(u32, usize)],
+    starts: &[usize],
+    start: usize,
+    end: usize,
+    mut f: impl FnMut(u32, Range<usize>),
+) {
+    let first = starts.partition_point(|&b| b <= start).saturating_sub(1);
+    let last = starts.partition_point(|&b| b < end).saturating_sub(1);
+    if last <= first {
+        return;
+    }
+    for i in first..=last {
+        let (id, len) = ids[i];
+        let from = start.max(starts[i]) - starts[i];
+        let to = end.min(starts[i] + len).saturating_sub(starts[i]);
+        if from < to {
+            f(id, from..to);
+        }
+    }
 }
 
 /// Sort by start and merge overlapping or touching ranges (the first label wins).
