@@ -1096,9 +1096,11 @@ impl Program {
     /// Literals and patterns over the content texts of one message joined, so a phrase
     /// cut across two content items (`"Ignore previous"`, `"instructions and …"`) is read
     /// as the model reads it. Joined twice, with nothing and with a space between items
-    /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a match that spans items counts
-    /// here (the rest was found per text); it marks every item it touches, whole, for a
-    /// redaction. A message with fewer than two content texts costs nothing.
+    /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a
+    /// match that spans items counts here (the rest was found per text); a redaction cuts
+    /// exactly its bytes in each item it touches (`collect_redactions` finds a pattern's
+    /// the same way, and blocks the message when a match has no span it can cut). A
+    /// message with fewer than two content texts costs nothing.
     fn scan_joined_content(&self, needs: engine::Needs, texts: &dyn Texts, s: &mut Scratch) {
         use engine::{LITERAL, REGEX};
         let out = &self.outbound;
