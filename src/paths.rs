@@ -178,6 +178,28 @@ fn home_var_prefix(s: &str) -> Option<usize> {
     (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\')).then_some(len)
 }
 
+/// Argument names whose value a file tool opens as a path, even a bare file name
+/// (`{"path": "notes.txt"}`): such values are judged with their symlinks resolved too.
+const PATH_ARGUMENTS: &[&str] = &[
+    "path",
+    "paths",
+    "file",
+    "files",
+    "file_path",
+    "filepath",
+    "filename",
+    "source",
+    "destination",
+    "target",
+    "directory",
+    "dir",
+];
+
+/// Whether an argument of this name holds a path a server opens ([`PATH_ARGUMENTS`]).
+pub fn is_path_argument(name: &str) -> bool {
+    PATH_ARGUMENTS.contains(&name)
+}
+
 /// Reusable buffers for [`normalize_into`].
 #[derive(Debug, Default)]
 pub struct PathBuffers {
@@ -523,6 +545,20 @@ impl Root {
             None => false,
         }
     }
+}
+
+/// The clean absolute `path` with its symlinks resolved, when one of its existing
+/// components is a symlink and the resolved path differs; `None` otherwise (no link, or
+/// nothing of it exists, or it cannot be resolved: a dangling link, a loop, a directory
+/// that cannot be read), so that a caller judges the path as written.
+///
+/// Cost: one `lstat` per component until one does not exist; `canonicalize` of the
+/// longest existing ancestor only when a symlink was seen.
+pub fn resolve_links(path: &str) -> Option<String> {
+    if !path.starts_with('/') || !has_symlink_below(path, 0) {
+        return None;
+    }
+    resolve_existing_prefix(path).filter(|resolved| resolved != path)
 }
 
 /// Whether some existing component of `path` after byte `prefix` is a symlink.

@@ -405,6 +405,9 @@ pub struct Scratch {
     /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
     /// after the pass; spent strings go back to the pool.
     deferred_paths: Vec<(u32, String)>,
+    /// Path-shaped values (their normal form, with their selector) to judge again with
+    /// their symlinks resolved, after the pass.
+    deferred_links: Vec<(u32, String)>,
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
     literal_hits: Vec<Hit>,
@@ -565,6 +568,7 @@ impl Program {
             path_bufs: PathBuffers::default(),
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
+            deferred_links: Vec::new(),
             path_pool: Vec::new(),
             secret_hits: Vec::new(),
             literal_hits: Vec::new(),
@@ -736,19 +740,20 @@ impl Program {
         let tokens = frame.tokens();
         let mut cur_arg = Token::NO_ARG;
         let mut cur_sel = NO_SEL;
+        let mut path_arg = false;
         for i in msg.args.clone() {
             let tok = &tokens[i];
             let is_key = tok.kind == TokenKind::Key;
             if tok.arg != cur_arg {
                 cur_arg = tok.arg;
-                cur_sel = match tokens.get(tok.arg as usize) {
-                    Some(key) if tok.arg != Token::NO_ARG => inb
-                        .arg_names
-                        .get(frame.text(key.text))
-                        .copied()
-                        .unwrap_or(NO_SEL),
-                    _ => NO_SEL,
-                };
+                let key = tokens
+                    .get(tok.arg as usize)
+                    .filter(|_| tok.arg != Token::NO_ARG)
+                    .map(|key| frame.text(key.text));
+                cur_sel = key
+                    .and_then(|k| inb.arg_names.get(k).copied())
+                    .unwrap_or(NO_SEL);
+                path_arg = key.is_some_and(crate::paths::is_path_argument);
             }
             // Named selectors read scalars only; keys are seen by `_any_value` alone.
             let sel = if is_key { NO_SEL } else { cur_sel };
@@ -806,6 +811,22 @@ impl Program {
                         }
                     });
                 }
+            }
+            // The path as the kernel opens it, symlinks followed (`notes.txt ->
+            // ~/.pgpass`): judged by the same patterns after the pass, when it differs.
+            // A bare name counts when its argument names a path (`{"path": "notes.txt"}`).
+            if needs & (REGEX | GLOB) != 0
+                && tok.kind == TokenKind::String
+                && (shaped || path_arg && !text.is_empty())
+            {
+                let mut path = s.path_pool.pop().unwrap_or_default();
+                if has_norm {
+                    path.clear();
+                    path.push_str(&s.norm);
+                } else {
+                    crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
+                }
+                s.deferred_links.push((sel, path));
             }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
@@ -872,6 +893,51 @@ impl Program {
             }
         }
         self.resolve_deferred_not_under(s);
+        self.resolve_deferred_links(s);
+    }
+
+    /// Judge each path-shaped value collected by the pass again with its symlinks
+    /// resolved (component by component, `crate::paths::resolve_links`), by the regex and
+    /// glob rules: `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst
+    /// verdict of the two spellings wins. A path that cannot be resolved (dangling, a
+    /// loop, no permission) was judged as written. Skipped when a deny rule has already
+    /// decided: nothing found now could make the verdict worse.
+    fn resolve_deferred_links(&self, s: &mut Scratch) {
+        let inb = &self.inbound;
+        let mut deferred = std::mem::take(&mut s.deferred_links);
+        for (sel, path) in deferred.drain(..) {
+            let best = s.state.best;
+            let denied = best != NONE && {
+                let rule = &inb.rules[best as usize];
+                !rule.allow && !rule.ask
+            };
+            if !denied && let Some(resolved) = crate::paths::resolve_links(&path) {
+                let applies = |p: u32| {
+                    let ps = inb.pred_selector[p as usize];
+                    ps == ANY_SEL || ps == sel
+                };
+                if let Some(re) = &inb.regex {
+                    re.for_each_match(&mut s.in_regex, &resolved, |preds| {
+                        for &p in preds {
+                            if applies(p) {
+                                s.state.satisfy(inb, p);
+                            }
+                        }
+                    });
+                }
+                if let Some(globs) = &inb.glob {
+                    globs.for_each_match(&mut s.in_globs, &resolved, |preds| {
+                        for &p in preds {
+                            if applies(p) {
+                                s.state.satisfy(inb, p);
+                            }
+                        }
+                    });
+                }
+            }
+            s.path_pool.push(path);
+        }
+        s.deferred_links = deferred;
     }
 
     /// `_any_value: {secrets: true}` judges the message's method, tool name and string
