@@ -389,6 +389,15 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                 }
             }
             _ => {
+                // Windows opens `.ssh.` and `id_rsa ` as `.ssh` and `id_rsa`.
+                let comp = if cfg!(windows) {
+                    windows_name(comp)
+                } else {
+                    comp
+                };
+                if comp.is_empty() {
+                    continue;
+                }
                 if !out.ends_with('/') {
                     out.push('/');
                 }
@@ -554,11 +563,68 @@ impl Root {
 ///
 /// Cost: one `lstat` per component until one does not exist; `canonicalize` of the
 /// longest existing ancestor only when a symlink was seen.
-pub fn resolve_links(path: &str) -> Option<String> {
-    if !path.starts_with('/') || !has_symlink_below(path, 0) {
-        return None;
+pub fn resolve_links(path: &str) -> Resolution {
+    if cfg!(windows) {
+        return resolve_short_names(path);
     }
-    resolve_existing_prefix(path).filter(|resolved| resolved != path)
+    if !path.starts_with('/') || !has_symlink_below(path, 0) {
+        return Resolution::Unchanged;
+    }
+    match resolve_existing_prefix(path) {
+        Some(resolved) if resolved != path => Resolution::Resolved(resolved),
+        _ => Resolution::Unchanged,
+    }
+}
+
+/// What [`resolve_links`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Nothing to resolve, or it could not be (judged as written).
+    Unchanged,
+    /// The path the file system opens, which differs from the one written.
+    Resolved(String),
+    /// The path names something by a spelling only the file system can expand, and it
+    /// could not be (a Windows short name below what exists): unreadable, refused.
+    Unknown,
+}
+
+/// On Windows, a path with an 8.3 short name (`C:/Users/u/SSH~1/ID_ED2~1`) as the long
+/// path the file system opens (`canonicalize` expands short names of what exists).
+/// A short name below what exists cannot be expanded: [`Resolution::Unknown`].
+fn resolve_short_names(path: &str) -> Resolution {
+    if !path.split('/').any(is_short_name) {
+        return Resolution::Unchanged;
+    }
+    match resolve_existing_prefix(path) {
+        Some(long) if !long.split('/').any(is_short_name) => Resolution::Resolved(long),
+        _ => Resolution::Unknown,
+    }
+}
+
+/// Whether a path component is spelled as an 8.3 short name: one to six characters, `~`,
+/// a digit string, and an optional extension of one to three characters (`PROGRA~1`,
+/// `SSH~1`, `ID_ED2~1.PUB`). Windows opens such a name as the long name it stands for.
+pub fn is_short_name(component: &str) -> bool {
+    let (base, ext) = match component.rsplit_once('.') {
+        Some((base, ext)) => (base, Some(ext)),
+        None => (component, None),
+    };
+    let Some((stem, number)) = base.rsplit_once('~') else {
+        return false;
+    };
+    !stem.is_empty()
+        && stem.len() + 1 + number.len() <= 8
+        && !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && !stem.contains(['~', '.', ' '])
+        && ext.is_none_or(|e| (1..=3).contains(&e.len()) && !e.contains(['~', ' ']))
+}
+
+/// The name Windows opens for a path component: it drops trailing dots and spaces, so
+/// `.ssh.` opens `.ssh` and `id_rsa. ` opens `id_rsa`; a component of dots and spaces
+/// only (`...`) is dropped like `.`. `.` and `..` are left to the caller.
+pub fn windows_name(component: &str) -> &str {
+    component.trim_end_matches(['.', ' '])
 }
 
 /// Whether some existing component of `path` after byte `prefix` is a symlink.
@@ -727,6 +793,46 @@ mod tests {
         assert_eq!(norm("C:\\x"), "/proj/C:/x");
         assert_eq!(norm("D:/x"), "/proj/D:/x");
         assert!(!is_path_shaped("C:"));
+    }
+
+    #[test]
+    fn windows_spellings_are_recognised() {
+        for yes in ["PROGRA~1", "SSH~1", "ID_ED2~1", "ID_ED2~1.PUB", "MCPWAL~1", "A~12345"] {
+            assert!(is_short_name(yes), "{yes}");
+        }
+        for no in ["~", "~1", "file~", "a~b", "LONGNAME~1", ".ssh", "x~1.long", "~user", "a~1.b~"] {
+            assert!(!is_short_name(no), "{no}");
+        }
+        assert_eq!(windows_name(".ssh."), ".ssh");
+        assert_eq!(windows_name("id_rsa. ."), "id_rsa");
+        assert_eq!(windows_name("..."), "");
+        assert_eq!(windows_name("a.b"), "a.b");
+    }
+
+    /// On Windows, a short name below what exists cannot be expanded: unknown, refused.
+    #[cfg(windows)]
+    #[test]
+    fn a_short_name_that_cannot_be_expanded_is_unknown() {
+        assert_eq!(
+            resolve_links("C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1"),
+            Resolution::Unknown
+        );
+        assert_eq!(
+            resolve_links("C:/nonexistent-mcpwall-test/ssh/id_ed25519"),
+            Resolution::Unchanged
+        );
+    }
+
+    /// On Windows, trailing dots and spaces are dropped from every component, as the
+    /// file system does; elsewhere they are part of the name.
+    #[test]
+    fn trailing_dots_and_spaces_follow_the_platform() {
+        if cfg!(windows) {
+            assert_eq!(norm("C:/Users/u/.ssh./id_rsa."), "C:/Users/u/.ssh/id_rsa");
+            assert_eq!(norm("C:/Users/u/.aws. /credentials "), "C:/Users/u/.aws/credentials");
+        } else {
+            assert_eq!(norm("/home/u/.ssh./id_rsa."), "/home/u/.ssh./id_rsa.");
+        }
     }
 
     #[test]

@@ -408,6 +408,9 @@ pub struct Scratch {
     /// Path-shaped values (their normal form, with their selector) to judge again with
     /// their symlinks resolved, after the pass.
     deferred_links: Vec<(u32, String)>,
+    /// A path argument names something only the file system could expand, and it could
+    /// not (a Windows short name below what exists): refused unless a rule denies first.
+    unreadable_path: bool,
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
     literal_hits: Vec<Hit>,
@@ -569,6 +572,7 @@ impl Program {
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
             deferred_links: Vec::new(),
+            unreadable_path: false,
             path_pool: Vec::new(),
             secret_hits: Vec::new(),
             literal_hits: Vec::new(),
@@ -618,7 +622,10 @@ impl Program {
         };
         matches!(
             self.evaluate_request(&frame, msg, scratch),
-            Decision::DeniedBy(_) | Decision::NulInPath | Decision::Default { allow: false }
+            Decision::DeniedBy(_)
+                | Decision::NulInPath
+                | Decision::UnreadablePath
+                | Decision::Default { allow: false }
         )
     }
 
@@ -643,6 +650,7 @@ impl Program {
         scratch: &mut Scratch,
     ) -> Decision {
         let inb = &self.inbound;
+        scratch.unreadable_path = false;
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
 
@@ -701,6 +709,9 @@ impl Program {
             || matches!(decision, Decision::AskedBy(_) | Decision::DefaultAsk);
         if may_run && has_nul_in_path(frame, msg) {
             return Decision::NulInPath;
+        }
+        if may_run && scratch.unreadable_path {
+            return Decision::UnreadablePath;
         }
         decision
     }
@@ -911,7 +922,15 @@ impl Program {
                 let rule = &inb.rules[best as usize];
                 !rule.allow && !rule.ask
             };
-            if !denied && let Some(resolved) = crate::paths::resolve_links(&path) {
+            let resolved = if denied {
+                crate::paths::Resolution::Unchanged
+            } else {
+                crate::paths::resolve_links(&path)
+            };
+            if resolved == crate::paths::Resolution::Unknown {
+                s.unreadable_path = true;
+            }
+            if let crate::paths::Resolution::Resolved(resolved) = resolved {
                 let applies = |p: u32| {
                     let ps = inb.pred_selector[p as usize];
                     ps == ANY_SEL || ps == sel
