@@ -1087,3 +1087,35 @@ fn symlinks_into_protected_places_are_judged_as_their_targets() {
         assert_eq!(v["verdict"], *want, "{path}: {v}");
     }
 }
+
+/// A file's content given to a write tool is read for what it says (a script written now
+/// may run later), but it is data, not a command run now: nesting past the parser's limit
+/// (a 25-deep Lisp form) does not make it "any command", and it is not denied under a
+/// credential rule's name. The same text as a command is still unreadable, and denied.
+#[test]
+fn deeply_nested_file_content_is_data_not_an_unreadable_command() {
+    let s = Sandbox::project_inside_home();
+    let lisp = format!("{}defun f () 1{}", "(".repeat(25), ")".repeat(25));
+    let groups = format!("{} echo hi; {}", "{ ".repeat(25), "}; ".repeat(25));
+    let input = [
+        call(1, "write_file", serde_json::json!({"path": "src/deep.lisp", "content": lisp})),
+        call(2, "edit_file", serde_json::json!({"path": "src/deep.sh", "edits": [{"oldText": "x", "newText": groups}]})),
+        // What the parser reads of a write's content is still judged.
+        call(3, "write_file", serde_json::json!({"path": "notes.md", "content": format!("cat ~/.ssh/id_rsa; {lisp}")})),
+        call(4, "run_command", serde_json::json!({"command": lisp})),
+    ]
+    .join("\n");
+    let r = s.check(&["--format", "json"], &input);
+    let v: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 4, "{}{}", r.stdout, r.stderr);
+    assert_eq!(v[0]["verdict"], "allow", "{}", v[0]);
+    assert_eq!(v[1]["verdict"], "allow", "{}", v[1]);
+    assert_eq!(v[2]["verdict"], "deny", "{}", v[2]);
+    assert_eq!(v[3]["verdict"], "deny", "{}", v[3]);
+    let r = s.check(&[], &call(4, "run_command", serde_json::json!({"command": lisp})));
+    assert!(r.stdout.contains("was not fully read"), "{}", r.stdout);
+}

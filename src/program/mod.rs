@@ -752,6 +752,10 @@ impl Program {
         let mut cur_arg = Token::NO_ARG;
         let mut cur_sel = NO_SEL;
         let mut path_arg = false;
+        let mut content_arg = false;
+        // Known once some argument is a write's content: whether a path argument sits
+        // beside it (a file write's shape, `path` + `content`/`edits`/`diff`).
+        let mut writes_file: Option<bool> = None;
         for i in msg.args.clone() {
             let tok = &tokens[i];
             let is_key = tok.kind == TokenKind::Key;
@@ -765,6 +769,8 @@ impl Program {
                     .and_then(|k| inb.arg_names.get(k).copied())
                     .unwrap_or(NO_SEL);
                 path_arg = key.is_some_and(crate::paths::is_path_argument);
+                content_arg = key.is_some_and(is_write_content_argument)
+                    && *writes_file.get_or_insert_with(|| has_path_argument(frame, msg));
             }
             // Named selectors read scalars only; keys are seen by `_any_value` alone.
             let sel = if is_key { NO_SEL } else { cur_sel };
@@ -866,6 +872,7 @@ impl Program {
             {
                 let mut parsed = false;
                 let mut scanned = false;
+                s.command.data_only = content_arg;
                 for (k, cp) in ce.preds.iter().enumerate() {
                     if s.state.is_set(cp.pred) || !applies(cp.pred) {
                         continue;
@@ -1427,14 +1434,17 @@ impl Program {
             if tok.kind != TokenKind::String {
                 continue;
             }
-            let sel = match tokens.get(tok.arg as usize) {
-                Some(key) if tok.arg != Token::NO_ARG => inb
-                    .arg_names
-                    .get(frame.text(key.text))
-                    .copied()
-                    .unwrap_or(NO_SEL),
-                _ => NO_SEL,
-            };
+            let key = tokens
+                .get(tok.arg as usize)
+                .filter(|_| tok.arg != Token::NO_ARG)
+                .map(|key| frame.text(key.text));
+            let sel = key
+                .and_then(|k| inb.arg_names.get(k).copied())
+                .unwrap_or(NO_SEL);
+            // As judged: a write's content is read, but a parser limit there is not
+            // "any command" (`scan_arguments`).
+            s.data_only =
+                key.is_some_and(is_write_content_argument) && has_path_argument(frame, msg);
             let text = frame.text(tok.text);
             let glob_operand = !crate::shell::worth_parsing(text)
                 && has_glob_meta(text)
@@ -1479,6 +1489,42 @@ impl Program {
                 .map_or("unknown", |r| r.name.as_str())
         }
     }
+}
+
+/// Argument names that carry a file's content to a write tool (`write_file`'s `content`,
+/// an edit's `new_string`, a patch's `diff`).
+const WRITE_CONTENT_ARGUMENTS: &[&str] = &[
+    "content",
+    "contents",
+    "file_text",
+    "text",
+    "new_string",
+    "old_string",
+    "new_str",
+    "old_str",
+    "newText",
+    "oldText",
+    "new_text",
+    "old_text",
+    "edits",
+    "diff",
+    "patch",
+    "insert_text",
+];
+
+fn is_write_content_argument(name: &str) -> bool {
+    WRITE_CONTENT_ARGUMENTS.contains(&name)
+}
+
+/// Whether one of `msg`'s top-level arguments names a path (`path`, `file_path`, …).
+fn has_path_argument(frame: &Frame<'_>, msg: &Message) -> bool {
+    let tokens = frame.tokens();
+    msg.args.clone().any(|k| {
+        let t = &tokens[k];
+        t.kind == TokenKind::Key
+            && t.arg == k as u32
+            && crate::paths::is_path_argument(frame.text(t.text))
+    })
 }
 
 /// Whether a string holds a glob metacharacter (`*`, `?`, `[`).
