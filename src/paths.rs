@@ -576,6 +576,12 @@ pub fn resolve_links(path: &str) -> Resolution {
     }
 }
 
+/// Whether `value` could be one path a server opens: not empty, no line break, no
+/// longer than the kernel opens. Others are not looked up on the file system.
+pub fn may_name_a_file(value: &str) -> bool {
+    !value.is_empty() && value.len() <= PATH_MAX && memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_none()
+}
+
 /// What [`resolve_links`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {

@@ -831,10 +831,13 @@ impl Program {
             }
             // The path as the kernel opens it, symlinks followed (`notes.txt ->
             // ~/.pgpass`): judged by the same patterns after the pass, when it differs.
-            // A bare name counts when its argument names a path (`{"path": "notes.txt"}`).
+            // A bare name counts when its argument names a path (`{"path": "notes.txt"}`);
+            // a file's content, or text no kernel would open as one path (a line break,
+            // longer than PATH_MAX), costs no look-up.
             if needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
-                && (shaped || path_arg && !text.is_empty())
+                && (path_arg || shaped && !content_arg)
+                && crate::paths::may_name_a_file(text)
             {
                 let mut path = s.path_pool.pop().unwrap_or_default();
                 if has_norm {
