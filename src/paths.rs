@@ -579,7 +579,9 @@ pub fn resolve_links(path: &str) -> Resolution {
 /// Whether `value` could be one path a server opens: not empty, no line break, no
 /// longer than the kernel opens. Others are not looked up on the file system.
 pub fn may_name_a_file(value: &str) -> bool {
-    !value.is_empty() && value.len() <= PATH_MAX && memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_none()
+    !value.is_empty()
+        && value.len() <= PATH_MAX
+        && memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_none()
 }
 
 /// What [`resolve_links`] found.
@@ -803,10 +805,27 @@ mod tests {
 
     #[test]
     fn windows_spellings_are_recognised() {
-        for yes in ["PROGRA~1", "SSH~1", "ID_ED2~1", "ID_ED2~1.PUB", "MCPWAL~1", "A~12345"] {
+        for yes in [
+            "PROGRA~1",
+            "SSH~1",
+            "ID_ED2~1",
+            "ID_ED2~1.PUB",
+            "MCPWAL~1",
+            "A~12345",
+        ] {
             assert!(is_short_name(yes), "{yes}");
         }
-        for no in ["~", "~1", "file~", "a~b", "LONGNAME~1", ".ssh", "x~1.long", "~user", "a~1.b~"] {
+        for no in [
+            "~",
+            "~1",
+            "file~",
+            "a~b",
+            "LONGNAME~1",
+            ".ssh",
+            "x~1.long",
+            "~user",
+            "a~1.b~",
+        ] {
             assert!(!is_short_name(no), "{no}");
         }
         assert_eq!(windows_name(".ssh."), ".ssh");
@@ -835,7 +854,10 @@ mod tests {
     fn trailing_dots_and_spaces_follow_the_platform() {
         if cfg!(windows) {
             assert_eq!(norm("C:/Users/u/.ssh./id_rsa."), "C:/Users/u/.ssh/id_rsa");
-            assert_eq!(norm("C:/Users/u/.aws. /credentials "), "C:/Users/u/.aws/credentials");
+            assert_eq!(
+                norm("C:/Users/u/.aws. /credentials "),
+                "C:/Users/u/.aws/credentials"
+            );
         } else {
             assert_eq!(norm("/home/u/.ssh./id_rsa."), "/home/u/.ssh./id_rsa.");
         }

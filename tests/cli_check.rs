@@ -1116,6 +1116,9 @@ fn deeply_nested_file_content_is_data_not_an_unreadable_command() {
     assert_eq!(v[1]["verdict"], "allow", "{}", v[1]);
     assert_eq!(v[2]["verdict"], "deny", "{}", v[2]);
     assert_eq!(v[3]["verdict"], "deny", "{}", v[3]);
-    let r = s.check(&[], &call(4, "run_command", serde_json::json!({"command": lisp})));
+    let r = s.check(
+        &[],
+        &call(4, "run_command", serde_json::json!({"command": lisp})),
+    );
     assert!(r.stdout.contains("was not fully read"), "{}", r.stdout);
 }

@@ -144,7 +144,10 @@ fn recall_and_false_positive_rate() {
             }
         }
     }
-    assert!(split_rows >= FORMATS.len() * 2, "only {split_rows} split rows");
+    assert!(
+        split_rows >= FORMATS.len() * 2,
+        "only {split_rows} split rows"
+    );
 
     // Negative corpus: ordinary text that must not be flagged, also base64-encoded.
     let mut negatives = negatives(0xC0FFEE);
@@ -684,7 +687,13 @@ fn split_and_percent_encoded_tokens_are_found_exactly() {
     let escaped: String = token
         .bytes()
         .enumerate()
-        .map(|(i, b)| if i % 3 == 0 { format!("%{b:02x}") } else { char::from(b).to_string() })
+        .map(|(i, b)| {
+            if i % 3 == 0 {
+                format!("%{b:02x}")
+            } else {
+                char::from(b).to_string()
+            }
+        })
         .collect();
     let text = format!("curl 'https://api.example.test/repos?access={escaped}&per_page=5'");
     let found = find(&detector, &text);

@@ -75,8 +75,11 @@ impl Derived {
 
     fn push(&mut self, byte: u8, from: Range<usize>) {
         // ASCII only: the derived text must stay UTF-8, and credentials are ASCII.
-        self.text
-            .push(if byte.is_ascii() { char::from(byte) } else { ' ' });
+        self.text.push(if byte.is_ascii() {
+            char::from(byte)
+        } else {
+            ' '
+        });
         self.origin.push(from.start);
         self.origin_end.push(from.end);
     }
@@ -208,8 +211,8 @@ fn close_chain(
             last.1 |= LAST;
         }
     }
-    let window = chain.start.saturating_sub(CONTEXT_BEFORE)
-        ..(chain.end + CONTEXT_AFTER).min(text.len());
+    let window =
+        chain.start.saturating_sub(CONTEXT_BEFORE)..(chain.end + CONTEXT_AFTER).min(text.len());
     match region {
         Some((r, m)) if window.start <= r.end => {
             r.end = r.end.max(window.end);
@@ -236,7 +239,11 @@ fn emit_variants(
     out: &mut Derived,
     f: &mut impl FnMut(&Derived),
 ) {
-    let variants: &[u8] = if multi { &[0, FIRST, LAST, FIRST | LAST] } else { &[0] };
+    let variants: &[u8] = if multi {
+        &[0, FIRST, LAST, FIRST | LAST]
+    } else {
+        &[0]
+    };
     for &keep in variants {
         emit(text, region.clone(), breaks, keep, out, f);
     }
@@ -281,7 +288,8 @@ fn emit(
 /// escapes decoded (bytes outside ASCII become spaces).
 pub(super) fn for_each_percent_decoded(text: &str, out: &mut Derived, mut f: impl FnMut(&Derived)) {
     let b = text.as_bytes();
-    let is_url_byte = |c: u8| c.is_ascii_graphic() && !matches!(c, b'"' | b'\'' | b'<' | b'>' | b'`');
+    let is_url_byte =
+        |c: u8| c.is_ascii_graphic() && !matches!(c, b'"' | b'\'' | b'<' | b'>' | b'`');
     let escape_at = |i: usize| {
         b[i] == b'%'
             && b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
@@ -335,7 +343,11 @@ mod tests {
         let w = "abcdefghij";
         for brk in ["\n", "\r\n", "\\n", "\\r\\n"] {
             let text = format!("key: {w}{brk}{w}{brk}{w} end");
-            assert_eq!(rejoined(&text), vec![format!("key: {w}{w}{w} end")], "{brk:?}");
+            assert_eq!(
+                rejoined(&text),
+                vec![format!("key: {w}{w}{w} end")],
+                "{brk:?}"
+            );
         }
         assert!(rejoined("the quick brown\nfox jumps over\nthe lazy dog").is_empty());
         assert!(rejoined("no breaks at all, just text").is_empty());

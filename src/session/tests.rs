@@ -346,9 +346,18 @@ fn a_redaction_spanning_two_content_items_cuts_exactly_its_bytes_in_each() {
         .map(|c| c["text"].as_str().expect("text"))
         .collect();
     assert_eq!(texts.len(), 2, "{got}");
-    assert!(texts[0].starts_with("your code is ") && !texts[0].contains("1234"), "{texts:?}");
-    assert!(texts[1].ends_with(", thanks") && !texts[1].contains("5678"), "{texts:?}");
-    assert_ne!(texts[0], "your code is ", "a marker stands for the cut: {texts:?}");
+    assert!(
+        texts[0].starts_with("your code is ") && !texts[0].contains("1234"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].ends_with(", thanks") && !texts[1].contains("5678"),
+        "{texts:?}"
+    );
+    assert_ne!(
+        texts[0], "your code is ",
+        "a marker stands for the cut: {texts:?}"
+    );
 }
 
 /// A match only the joined and normalised text holds (a zero-width space at the cut) has
@@ -358,7 +367,9 @@ fn a_redaction_with_no_span_to_cut_blocks_the_message() {
     let mut s = session_with(REDACT_CODES);
     let got = answer_with_items(&mut s, &["your code is CODE-1234", "\u{200B}5678, thanks"]);
     assert_eq!(got["result"]["isError"], true, "{got}");
-    let text = got["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = got["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(text.starts_with("[BLOCKED BY MCPWALL]"), "{got}");
     assert!(!got.to_string().contains("5678"), "{got}");
 }

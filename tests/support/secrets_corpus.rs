@@ -1659,7 +1659,10 @@ pub fn split_by_break(fake: &Fake, r: &mut Rng) -> Option<Fake> {
     let secret = &fake.secret;
     let mut best = 0..0;
     let mut start = None;
-    for (i, c) in secret.char_indices().chain(std::iter::once((secret.len(), ' '))) {
+    for (i, c) in secret
+        .char_indices()
+        .chain(std::iter::once((secret.len(), ' ')))
+    {
         match (is_token_char(c), start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
@@ -1688,7 +1691,11 @@ pub fn split_by_break(fake: &Fake, r: &mut Rng) -> Option<Fake> {
 /// `None` for a secret with whitespace or a backslash in it (a key block): nobody passes
 /// those in a URL.
 pub fn percent_encoded(fake: &Fake, r: &mut Rng) -> Option<(String, std::ops::Range<usize>)> {
-    if fake.secret.bytes().any(|b| b.is_ascii_whitespace() || b == b'\\') {
+    if fake
+        .secret
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b == b'\\')
+    {
         return None;
     }
     let mut encode = |s: &str, force_one: bool| {
@@ -1708,11 +1715,17 @@ pub fn percent_encoded(fake: &Fake, r: &mut Rng) -> Option<(String, std::ops::Ra
         }
         escaped
     };
-    let at = fake.text.find(&fake.secret).expect("secret is part of the text");
+    let at = fake
+        .text
+        .find(&fake.secret)
+        .expect("secret is part of the text");
     let head = encode(&fake.text[..at], false);
     let secret = encode(&fake.secret, true);
     let tail = encode(&fake.text[at + fake.secret.len()..], false);
-    let before = format!("GET https://api.example.test/v{}/items?q={head}", r.range(1, 3));
+    let before = format!(
+        "GET https://api.example.test/v{}/items?q={head}",
+        r.range(1, 3)
+    );
     let text = format!("{before}{secret}{tail} HTTP/1.1");
     Some((text, before.len()..before.len() + secret.len()))
 }
@@ -1743,14 +1756,22 @@ pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
         let at = r.range(1, snake.len() - 1);
         out.push((
             "identifier split by a break",
-            format!("let {}\n{} = compute_{}();", &snake[..at], &snake[at..], uuid(r).replace('-', "_")),
+            format!(
+                "let {}\n{} = compute_{}();",
+                &snake[..at],
+                &snake[at..],
+                uuid(r).replace('-', "_")
+            ),
         ));
     }
     for _ in 0..200 {
         let lines: Vec<String> = (0..r.range(2, 8))
             .map(|_| format!("\"{}\": \"{}\"", lorem(r, 1), lorem(r, 2)))
             .collect();
-        out.push(("stringified JSON", format!("{{\\n  {}\\n}}", lines.join(",\\n  "))));
+        out.push((
+            "stringified JSON",
+            format!("{{\\n  {}\\n}}", lines.join(",\\n  ")),
+        ));
     }
     for _ in 0..200 {
         let n = r.range(2, 8);
@@ -1764,15 +1785,25 @@ pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
             .collect();
         let s = match r.below(3) {
             0 => format!("https://www.example.test/search?q={q}&lang=en"),
-            1 => format!("file:///home/dev/My%20Documents/{}%20{}.txt", lorem(r, 1), r.range(1, 99)),
-            _ => format!("GET /api/v2/items?filter={q}&sort=-created_at&id={} 200", uuid(r)),
+            1 => format!(
+                "file:///home/dev/My%20Documents/{}%20{}.txt",
+                lorem(r, 1),
+                r.range(1, 99)
+            ),
+            _ => format!(
+                "GET /api/v2/items?filter={q}&sort=-created_at&id={} 200",
+                uuid(r)
+            ),
         };
         out.push(("URL with escapes", s));
     }
     for _ in 0..100 {
         let sha = r.hex(40);
         let (a, b) = sha.split_at(r.range(8, 32));
-        out.push(("hash split by a break", format!("commit {a}\n{b}\nAuthor: Dev")));
+        out.push((
+            "hash split by a break",
+            format!("commit {a}\n{b}\nAuthor: Dev"),
+        ));
     }
     out
 }
