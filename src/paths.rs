@@ -205,6 +205,21 @@ pub fn is_path_argument(name: &str) -> bool {
 pub struct PathBuffers {
     expanded: String,
     decoded: Vec<u8>,
+    /// Directories found not to exist while judging the current message: a `..` below
+    /// one needs no look-up. Without it a value of many words like
+    /// `/home/u/.sshx/id_rsa.pubx/../.envx` cost four `lstat`s per word, most of the
+    /// time of judging it (docs/performance.md).
+    missing: Vec<String>,
+}
+
+/// At most this many missing directories are remembered per message.
+const MISSING_REMEMBERED: usize = 32;
+
+impl PathBuffers {
+    /// Forget what the file system looked like: called for each new message.
+    pub fn forget(&mut self) {
+        self.missing.clear();
+    }
 }
 
 /// Write the normal form of `value` (see the module docs) into `out`.
@@ -257,9 +272,9 @@ pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &
         expanded.push('/');
         expanded.push_str(rest);
     } else {
-        return clean_into(value, &env.cwd, out);
+        return clean_into_with(value, &env.cwd, out, &mut bufs.missing);
     }
-    clean_into(expanded, &env.cwd, out);
+    clean_into_with(expanded, &env.cwd, out, &mut bufs.missing);
 }
 
 /// `value` up to its first NUL.
@@ -325,6 +340,12 @@ fn hex(c: u8) -> Option<u8> {
 /// Lexically clean `path` (with `\` read as `/`) into `out`; a relative path is
 /// joined to `base`, which must already be clean and absolute.
 fn clean_into(path: &str, base: &str, out: &mut String) {
+    clean_into_with(path, base, out, &mut Vec::new());
+}
+
+/// [`clean_into`], skipping the look-up below a directory in `missing` and adding the
+/// missing directories it finds.
+fn clean_into_with(path: &str, base: &str, out: &mut String, missing: &mut Vec<String>) {
     out.clear();
     let b = path.as_bytes();
     if is_clean_absolute(b) {
@@ -332,11 +353,11 @@ fn clean_into(path: &str, base: &str, out: &mut String) {
         out.push_str(path);
         return;
     }
-    clean_components(path, base, out);
+    clean_components(path, base, out, missing);
 }
 
 /// [`clean_into`] component by component; `out` is empty.
-fn clean_components(path: &str, base: &str, out: &mut String) {
+fn clean_components(path: &str, base: &str, out: &mut String, known_missing: &mut Vec<String>) {
     let b = path.as_bytes();
     let root_len;
     let rest: &str;
@@ -363,7 +384,8 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                 // The kernel applies `..` to the directory it has reached, so a symlink
                 // before it is followed first. Below a directory known not to exist
                 // nothing is a symlink: no look-up (`a/x/../b/x/../…` costs one).
-                let below_missing = missing.is_some_and(|n| out.len() >= n);
+                let below_missing = missing.is_some_and(|n| out.len() >= n)
+                    || known_missing.iter().any(|m| is_under(out, m));
                 if !below_missing
                     && out.len() > root_len
                     && out.len() <= PATH_MAX
@@ -375,7 +397,13 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                             out.push_str(&resolved);
                             missing = None;
                         }
-                        LinkState::Missing => missing = Some(highest_missing(out, root_len)),
+                        LinkState::Missing => {
+                            let n = highest_missing(out, root_len);
+                            if known_missing.len() < MISSING_REMEMBERED {
+                                known_missing.push(out[..n].to_string());
+                            }
+                            missing = Some(n);
+                        }
                         LinkState::Other => {}
                     }
                 }
@@ -701,7 +729,7 @@ mod tests {
                 path.push_str(alphabet[(state >> (8 + 3 * k)) as usize % alphabet.len()]);
             }
             let mut walked = String::new();
-            super::clean_components(&path, "/base", &mut walked);
+            super::clean_components(&path, "/base", &mut walked, &mut Vec::new());
             if super::is_clean_absolute(path.as_bytes()) {
                 claimed += 1;
                 assert_eq!(walked, path, "{path:?}");

@@ -651,6 +651,8 @@ impl Program {
     ) -> Decision {
         let inb = &self.inbound;
         scratch.unreadable_path = false;
+        scratch.path_bufs.forget();
+        scratch.command.forget_file_system();
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
 

@@ -448,6 +448,12 @@ pub(crate) struct CommandScratch {
 }
 
 impl CommandScratch {
+    /// Forget what the file system looked like ([`PathBuffers::forget`]): called for
+    /// each new message.
+    pub fn forget_file_system(&mut self) {
+        self.bufs.forget();
+    }
+
     /// Parse `value`, a path-shaped glob a file tool was given, as the operand of a
     /// command that does nothing (`:`), so the clauses judge it by its expansions.
     pub fn parse_operand(&mut self, value: &str) {
