@@ -200,11 +200,48 @@ fn home_var_prefix(s: &str) -> Option<usize> {
     (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\')).then_some(len)
 }
 
+/// Argument names whose value a file tool opens as a path, even a bare file name
+/// (`{"path": "notes.txt"}`): such values are judged with their symlinks resolved too.
+const PATH_ARGUMENTS: &[&str] = &[
+    "path",
+    "paths",
+    "file",
+    "files",
+    "file_path",
+    "filepath",
+    "filename",
+    "source",
+    "destination",
+    "target",
+    "directory",
+    "dir",
+];
+
+/// Whether an argument of this name holds a path a server opens ([`PATH_ARGUMENTS`]).
+pub fn is_path_argument(name: &str) -> bool {
+    PATH_ARGUMENTS.contains(&name)
+}
+
 /// Reusable buffers for [`normalize_into`].
 #[derive(Debug, Default)]
 pub struct PathBuffers {
     expanded: String,
     decoded: Vec<u8>,
+    /// Directories found not to exist while judging the current message: a `..` below
+    /// one needs no look-up. Without it a value of many words like
+    /// `/home/u/.sshx/id_rsa.pubx/../.envx` cost four `lstat`s per word, most of the
+    /// time of judging it (docs/performance.md).
+    missing: Vec<String>,
+}
+
+/// At most this many missing directories are remembered per message.
+const MISSING_REMEMBERED: usize = 32;
+
+impl PathBuffers {
+    /// Forget what the file system looked like: called for each new message.
+    pub fn forget(&mut self) {
+        self.missing.clear();
+    }
 }
 
 /// Write the normal form of `value` (see the module docs) into `out`.
@@ -257,9 +294,9 @@ pub fn normalize_into(value: &str, env: &PathEnv, bufs: &mut PathBuffers, out: &
         expanded.push('/');
         expanded.push_str(rest);
     } else {
-        return clean_into(value, &env.cwd, out);
+        return clean_into_with(value, &env.cwd, out, &mut bufs.missing);
     }
-    clean_into(expanded, &env.cwd, out);
+    clean_into_with(expanded, &env.cwd, out, &mut bufs.missing);
 }
 
 /// `value` up to its first NUL.
@@ -325,6 +362,12 @@ fn hex(c: u8) -> Option<u8> {
 /// Lexically clean `path` (with `\` read as `/`) into `out`; a relative path is
 /// joined to `base`, which must already be clean and absolute.
 fn clean_into(path: &str, base: &str, out: &mut String) {
+    clean_into_with(path, base, out, &mut Vec::new());
+}
+
+/// [`clean_into`], skipping the look-up below a directory in `missing` and adding the
+/// missing directories it finds.
+fn clean_into_with(path: &str, base: &str, out: &mut String, missing: &mut Vec<String>) {
     out.clear();
     let b = path.as_bytes();
     if is_clean_absolute(b) {
@@ -332,11 +375,11 @@ fn clean_into(path: &str, base: &str, out: &mut String) {
         out.push_str(path);
         return;
     }
-    clean_components(path, base, out);
+    clean_components(path, base, out, missing);
 }
 
 /// [`clean_into`] component by component; `out` is empty.
-fn clean_components(path: &str, base: &str, out: &mut String) {
+fn clean_components(path: &str, base: &str, out: &mut String, known_missing: &mut Vec<String>) {
     let b = path.as_bytes();
     let root_len;
     let rest: &str;
@@ -363,7 +406,8 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                 // The kernel applies `..` to the directory it has reached, so a symlink
                 // before it is followed first. Below a directory known not to exist
                 // nothing is a symlink: no look-up (`a/x/../b/x/../…` costs one).
-                let below_missing = missing.is_some_and(|n| out.len() >= n);
+                let below_missing = missing.is_some_and(|n| out.len() >= n)
+                    || known_missing.iter().any(|m| is_under(out, m));
                 if !below_missing
                     && out.len() > root_len
                     && out.len() <= PATH_MAX
@@ -375,7 +419,13 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                             out.push_str(&resolved);
                             missing = None;
                         }
-                        LinkState::Missing => missing = Some(highest_missing(out, root_len)),
+                        LinkState::Missing => {
+                            let n = highest_missing(out, root_len);
+                            if known_missing.len() < MISSING_REMEMBERED {
+                                known_missing.push(out[..n].to_string());
+                            }
+                            missing = Some(n);
+                        }
                         LinkState::Other => {}
                     }
                 }
@@ -389,6 +439,15 @@ fn clean_components(path: &str, base: &str, out: &mut String) {
                 }
             }
             _ => {
+                // Windows opens `.ssh.` and `id_rsa ` as `.ssh` and `id_rsa`.
+                let comp = if cfg!(windows) {
+                    windows_name(comp)
+                } else {
+                    comp
+                };
+                if comp.is_empty() {
+                    continue;
+                }
                 if !out.ends_with('/') {
                     out.push('/');
                 }
@@ -547,6 +606,85 @@ impl Root {
     }
 }
 
+/// The clean absolute `path` with its symlinks resolved, when one of its existing
+/// components is a symlink and the resolved path differs; `None` otherwise (no link, or
+/// nothing of it exists, or it cannot be resolved: a dangling link, a loop, a directory
+/// that cannot be read), so that a caller judges the path as written.
+///
+/// Cost: one `lstat` per component until one does not exist; `canonicalize` of the
+/// longest existing ancestor only when a symlink was seen.
+pub fn resolve_links(path: &str) -> Resolution {
+    if cfg!(windows) {
+        return resolve_short_names(path);
+    }
+    if !path.starts_with('/') || !has_symlink_below(path, 0) {
+        return Resolution::Unchanged;
+    }
+    match resolve_existing_prefix(path) {
+        Some(resolved) if resolved != path => Resolution::Resolved(resolved),
+        _ => Resolution::Unchanged,
+    }
+}
+
+/// Whether `value` could be one path a server opens: not empty, no line break, no
+/// longer than the kernel opens. Others are not looked up on the file system.
+pub fn may_name_a_file(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= PATH_MAX
+        && memchr::memchr2(b'\n', b'\r', value.as_bytes()).is_none()
+}
+
+/// What [`resolve_links`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Nothing to resolve, or it could not be (judged as written).
+    Unchanged,
+    /// The path the file system opens, which differs from the one written.
+    Resolved(String),
+    /// The path names something by a spelling only the file system can expand, and it
+    /// could not be (a Windows short name below what exists): unreadable, refused.
+    Unknown,
+}
+
+/// On Windows, a path with an 8.3 short name (`C:/Users/u/SSH~1/ID_ED2~1`) as the long
+/// path the file system opens (`canonicalize` expands short names of what exists).
+/// A short name below what exists cannot be expanded: [`Resolution::Unknown`].
+fn resolve_short_names(path: &str) -> Resolution {
+    if !path.split('/').any(is_short_name) {
+        return Resolution::Unchanged;
+    }
+    match resolve_existing_prefix(path) {
+        Some(long) if !long.split('/').any(is_short_name) => Resolution::Resolved(long),
+        _ => Resolution::Unknown,
+    }
+}
+
+/// Whether a path component is spelled as an 8.3 short name: one to six characters, `~`,
+/// a digit string, and an optional extension of one to three characters (`PROGRA~1`,
+/// `SSH~1`, `ID_ED2~1.PUB`). Windows opens such a name as the long name it stands for.
+pub fn is_short_name(component: &str) -> bool {
+    let (base, ext) = match component.rsplit_once('.') {
+        Some((base, ext)) => (base, Some(ext)),
+        None => (component, None),
+    };
+    let Some((stem, number)) = base.rsplit_once('~') else {
+        return false;
+    };
+    !stem.is_empty()
+        && stem.len() + 1 + number.len() <= 8
+        && !number.is_empty()
+        && number.bytes().all(|b| b.is_ascii_digit())
+        && !stem.contains(['~', '.', ' '])
+        && ext.is_none_or(|e| (1..=3).contains(&e.len()) && !e.contains(['~', ' ']))
+}
+
+/// The name Windows opens for a path component: it drops trailing dots and spaces, so
+/// `.ssh.` opens `.ssh` and `id_rsa. ` opens `id_rsa`; a component of dots and spaces
+/// only (`...`) is dropped like `.`. `.` and `..` are left to the caller.
+pub fn windows_name(component: &str) -> &str {
+    component.trim_end_matches(['.', ' '])
+}
+
 /// Whether some existing component of `path` after byte `prefix` is a symlink.
 fn has_symlink_below(path: &str, prefix: usize) -> bool {
     if !path.starts_with('/') {
@@ -628,7 +766,7 @@ mod tests {
                 path.push_str(alphabet[(state >> (8 + 3 * k)) as usize % alphabet.len()]);
             }
             let mut walked = String::new();
-            super::clean_components(&path, "/base", &mut walked);
+            super::clean_components(&path, "/base", &mut walked, &mut Vec::new());
             if super::is_clean_absolute(path.as_bytes()) {
                 claimed += 1;
                 assert_eq!(walked, path, "{path:?}");
@@ -728,6 +866,66 @@ mod tests {
         assert_eq!(norm("C:\\x"), "/proj/C:/x");
         assert_eq!(norm("D:/x"), "/proj/D:/x");
         assert!(!is_path_shaped("C:"));
+    }
+
+    #[test]
+    fn windows_spellings_are_recognised() {
+        for yes in [
+            "PROGRA~1",
+            "SSH~1",
+            "ID_ED2~1",
+            "ID_ED2~1.PUB",
+            "MCPWAL~1",
+            "A~12345",
+        ] {
+            assert!(is_short_name(yes), "{yes}");
+        }
+        for no in [
+            "~",
+            "~1",
+            "file~",
+            "a~b",
+            "LONGNAME~1",
+            ".ssh",
+            "x~1.long",
+            "~user",
+            "a~1.b~",
+        ] {
+            assert!(!is_short_name(no), "{no}");
+        }
+        assert_eq!(windows_name(".ssh."), ".ssh");
+        assert_eq!(windows_name("id_rsa. ."), "id_rsa");
+        assert_eq!(windows_name("..."), "");
+        assert_eq!(windows_name("a.b"), "a.b");
+    }
+
+    /// On Windows, a short name below what exists cannot be expanded: unknown, refused.
+    #[cfg(windows)]
+    #[test]
+    fn a_short_name_that_cannot_be_expanded_is_unknown() {
+        assert_eq!(
+            resolve_links("C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1"),
+            Resolution::Unknown
+        );
+        assert_eq!(
+            resolve_links("C:/nonexistent-mcpwall-test/ssh/id_ed25519"),
+            Resolution::Unchanged
+        );
+    }
+
+    /// On Windows, trailing dots and spaces are dropped from every component, as the
+    /// file system does; elsewhere they are part of the name.
+    #[test]
+    fn trailing_dots_and_spaces_follow_the_platform() {
+        if cfg!(windows) {
+            assert_eq!(norm("C:/Users/u/.ssh./id_rsa."), "C:/Users/u/.ssh/id_rsa");
+            assert_eq!(
+                norm("C:/Users/u/.aws. /credentials "),
+                "C:/Users/u/.aws/credentials"
+            );
+        } else {
+            assert_eq!(norm("/home/u/.ssh./id_rsa."), "/home/u/.ssh./id_rsa.");
+        }
     }
 
     #[test]

@@ -56,6 +56,10 @@ pub enum Decision {
     /// No rule denied, but a path-shaped argument holds a NUL: a server may open only
     /// the part before it, which is what the rules judged, so the message is refused.
     NulInPath,
+    /// No rule denied, but a path argument names a file by a spelling only the file
+    /// system can expand (a Windows 8.3 short name, `SSH~1`), and it could not be: what
+    /// it opens is unknown, so the message is refused.
+    UnreadablePath,
 }
 
 impl Decision {
@@ -65,6 +69,7 @@ impl Decision {
             // Not (yet) allowed: a transport that does not hold calls refuses them.
             Decision::DeniedBy(_)
             | Decision::NulInPath
+            | Decision::UnreadablePath
             | Decision::AskedBy(_)
             | Decision::DefaultAsk => false,
             Decision::Default { allow } => *allow,

@@ -1035,3 +1035,147 @@ fn batches_are_refused_from_the_protocol_revision_that_dropped_them() {
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("mcpwall:duplicate_id"), "{}", r.stdout);
 }
+
+/// A token broken by a line break (a JSON `\n` or `\r\n` escape in the frame, or `\n`
+/// written out in text that is itself JSON) or written with `%XX` escapes is still a
+/// secret in a server's result.
+#[test]
+fn a_token_split_by_a_line_break_or_percent_encoded_is_redacted() {
+    let s = Sandbox::new();
+    let secret = fakes::fake("github-token").expect("fake");
+    let (head, tail) = secret.split_at(14);
+    let escaped: String = secret
+        .bytes()
+        .map(|b| match b {
+            b'_' | b'a'..=b'f' => format!("%{b:02X}"),
+            _ => char::from(b).to_string(),
+        })
+        .collect();
+    for text in [
+        format!("token: {head}\n{tail}\nend"),
+        format!("token: {head}\r\n{tail} end"),
+        format!("{{\"token\": \"{head}\\n{tail}\"}}"),
+        format!("GET /api?access_token={escaped}&page=2"),
+    ] {
+        let r = s.check(&["--tool", "read_file"], &result(1, &text));
+        assert_eq!(r.code, 1, "{text:?}\n{}{}", r.stdout, r.stderr);
+        assert!(r.stdout.starts_with("~ REDACT"), "{text:?}\n{}", r.stdout);
+        assert!(r.stdout.contains("github-token"), "{}", r.stdout);
+        assert!(!r.stdout.contains(tail) && !r.stderr.contains(tail));
+    }
+}
+
+/// `check --direction outbound`: a redact rule's match cut across two content items of
+/// one result is redacted (it used to pass with nothing cut).
+#[test]
+fn a_redaction_across_two_content_items_is_reported_by_check() {
+    let s = Sandbox::new();
+    s.write(
+        "project/codes.yml",
+        "version: 1\noutbound_rules:\n  - name: redact-codes\n    match: {response_contains_regex: ['CODE-[0-9]{8}']}\n    action: redact\n",
+    );
+    let frame = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [
+        {"type": "text", "text": "your code is CODE-1234"},
+        {"type": "text", "text": "5678, thanks"},
+    ]}})
+    .to_string();
+    let r = s.check(&["-c", "codes.yml", "--direction", "outbound"], &frame);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.starts_with("~ REDACT"), "{}", r.stdout);
+    assert!(r.stdout.contains("redact-codes ×2"), "{}", r.stdout);
+}
+
+/// A path argument through a symlink into a protected place is judged as its target too
+/// (regex and glob rules, as `not_under` already was): `keys -> ~/.ssh`, `notes.txt ->
+/// ~/.pgpass`, `hist -> ~/.bash_history`. A link that cannot be resolved (dangling, a
+/// loop) is judged as written.
+#[test]
+fn symlinks_into_protected_places_are_judged_as_their_targets() {
+    let s = Sandbox::new();
+    let (home, project) = (s.home().to_path_buf(), s.project().to_path_buf());
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "not a real key").unwrap();
+    std::fs::write(home.join(".pgpass"), "not real").unwrap();
+    std::fs::write(home.join(".bash_history"), "ls").unwrap();
+    let private = project.parent().unwrap().join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    let link = |target: &std::path::Path, name: &str| {
+        std::os::unix::fs::symlink(target, project.join(name)).unwrap()
+    };
+    link(&home.join(".ssh"), "keys");
+    link(&home.join(".pgpass"), "notes.txt");
+    link(std::path::Path::new("../home/.bash_history"), "hist");
+    link(&private, "shared");
+    link(std::path::Path::new("/nonexistent/mcpwall-test"), "gone");
+    link(&project.join("loop-b"), "loop-a");
+    link(&project.join("loop-a"), "loop-b");
+    std::fs::create_dir_all(home.join(".mcpwall")).unwrap();
+    std::fs::write(
+        home.join(".mcpwall/config.yml"),
+        format!(
+            "version: 1\nextends: [default]\nrules:\n  - name: no-private\n    match:\n      arguments:\n        path: {{pattern: '{}/**'}}\n    action: deny\n",
+            private.display()
+        ),
+    )
+    .unwrap();
+    let cases = [
+        ("keys/id_ed25519", "deny"),
+        ("notes.txt", "deny"),
+        ("hist", "deny"),
+        ("shared/plan.md", "deny"),
+        ("src/main.rs", "allow"),
+        ("gone/file.txt", "allow"),
+        ("loop-a/file.txt", "allow"),
+    ];
+    let input: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (path, _))| call(i as u32, "read_file", serde_json::json!({"path": path})))
+        .collect();
+    let r = s.check(&["--format", "json"], &input.join("\n"));
+    let verdicts: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), cases.len(), "{}{}", r.stdout, r.stderr);
+    for ((path, want), v) in cases.iter().zip(&verdicts) {
+        assert_eq!(v["verdict"], *want, "{path}: {v}");
+    }
+}
+
+/// A file's content given to a write tool is read for what it says (a script written now
+/// may run later), but it is data, not a command run now: nesting past the parser's limit
+/// (a 25-deep Lisp form) does not make it "any command", and it is not denied under a
+/// credential rule's name. The same text as a command is still unreadable, and denied.
+#[test]
+fn deeply_nested_file_content_is_data_not_an_unreadable_command() {
+    let s = Sandbox::project_inside_home();
+    let lisp = format!("{}defun f () 1{}", "(".repeat(25), ")".repeat(25));
+    let groups = format!("{} echo hi; {}", "{ ".repeat(25), "}; ".repeat(25));
+    let input = [
+        call(1, "write_file", serde_json::json!({"path": "src/deep.lisp", "content": lisp})),
+        call(2, "edit_file", serde_json::json!({"path": "src/deep.sh", "edits": [{"oldText": "x", "newText": groups}]})),
+        // What the parser reads of a write's content is still judged.
+        call(3, "write_file", serde_json::json!({"path": "notes.md", "content": format!("cat ~/.ssh/id_rsa; {lisp}")})),
+        call(4, "run_command", serde_json::json!({"command": lisp})),
+    ]
+    .join("\n");
+    let r = s.check(&["--format", "json"], &input);
+    let v: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 4, "{}{}", r.stdout, r.stderr);
+    assert_eq!(v[0]["verdict"], "allow", "{}", v[0]);
+    assert_eq!(v[1]["verdict"], "allow", "{}", v[1]);
+    assert_eq!(v[2]["verdict"], "deny", "{}", v[2]);
+    assert_eq!(v[3]["verdict"], "deny", "{}", v[3]);
+    let r = s.check(
+        &[],
+        &call(4, "run_command", serde_json::json!({"command": lisp})),
+    );
+    assert!(r.stdout.contains("was not fully read"), "{}", r.stdout);
+}

@@ -1351,10 +1351,22 @@ const JOINED_CONTENT: &[RuleCase] = &[
         "block:inj",
     ),
     out(
-        "a redaction across items takes both items whole",
+        "a redaction across items cuts exactly the phrase in each item",
         r"outbound_rules: [{name: hide, match: {response_contains: ['project falcon']}, action: redact}]",
         r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"the project"},{"type":"text","text":" falcon plan"},{"type":"text","text":"other"}]}}"#,
-        "redact:hide[ falcon plan|the project]",
+        "redact:hide[ falcon|project]",
+    ),
+    out(
+        "a redact pattern cut across items cuts its bytes in each item",
+        r"outbound_rules: [{name: codes, match: {response_contains_regex: ['CODE-[0-9]{8}']}, action: redact}]",
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"your code is CODE-1234"},{"type":"text","text":"5678, thanks"}]}}"#,
+        "redact:codes[5678|CODE-1234]",
+    ),
+    out(
+        "a redact pattern only the joined normalised text holds blocks",
+        r"outbound_rules: [{name: codes, match: {response_contains_regex: ['CODE-[0-9]{8}']}, action: redact}]",
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"your code is CODE-1234"},{"type":"text","text":"\u200b5678, thanks"}]}}"#,
+        "block:codes",
     ),
     out(
         "words in separate fields other than text are not joined",

@@ -16,7 +16,8 @@
 //! `check_request` costs two atomic loads unless something is withheld or suspended.
 //!
 //! Order of judgement for one listed entry:
-//! 1. a tool the policy denies unconditionally is hidden (`hide_denied_tools`);
+//! 1. a tool the policy denies unconditionally, or a resource whose `resources/read` it
+//!    denies, is hidden (`hide_denied_tools`);
 //! 2. a definition that differs from its pin is withheld (`pinning: enforce`);
 //! 3. a definition judged poisoned is withheld (`poison_scan: enforce`), unless the
 //!    user approved exactly this definition with `mcpwall pins approve`;
@@ -369,6 +370,18 @@ impl Guard {
     /// message's bytes (one element, for a batch). Messages that answer other methods
     /// are not parsed.
     pub fn on_server_message(&self, request_method: Option<&str>, raw: &[u8]) -> Inspection {
+        self.on_server_message_judged(request_method, raw, &mut |_| false)
+    }
+
+    /// [`Guard::on_server_message`], hiding (with `hide_denied_tools`) every resource of a
+    /// `resources/list` whose URI `denies_read` says the policy refuses to read: the agent
+    /// is not shown what it may not open, as it is not shown a tool it may not call.
+    pub fn on_server_message_judged(
+        &self,
+        request_method: Option<&str>,
+        raw: &[u8],
+        denies_read: &mut dyn FnMut(&str) -> bool,
+    ) -> Inspection {
         let Some(method) = request_method else {
             return Inspection::default();
         };
@@ -393,7 +406,13 @@ impl Guard {
         }
         let before = state.pins.clone();
         let result = match list {
-            Some(kind) => self.filter_list(&mut state, &message, kind, &mut inspection.events),
+            Some(kind) => self.filter_list(
+                &mut state,
+                &message,
+                kind,
+                denies_read,
+                &mut inspection.events,
+            ),
             None => Ok(self.filter_instructions(&mut state, &message, &mut inspection.events)),
         };
         match result {
@@ -586,6 +605,7 @@ impl Guard {
         state: &mut State,
         message: &ResultMessage<'_>,
         kind: ListKind,
+        denies_read: &mut dyn FnMut(&str) -> bool,
         events: &mut Vec<GuardEvent>,
     ) -> Result<Option<Vec<u8>>, FilterError> {
         let items = message.list_items(kind)?;
@@ -609,10 +629,17 @@ impl Guard {
                 .or_default()
                 .insert(key.clone());
             let mut verdict = self.judge(state, &key, value, events);
-            if kind == ListKind::Tools
-                && self.config.hide_denied_tools
-                && self.deny.denied_unconditionally(key.as_str())
-            {
+            let denied = self.config.hide_denied_tools
+                && match kind {
+                    ListKind::Tools => self.deny.denied_unconditionally(key.as_str()),
+                    ListKind::Resources => value
+                        .get("uri")
+                        .and_then(Value::as_str)
+                        .is_some_and(&mut *denies_read),
+                    // A template names many resources: each read is judged by its URI.
+                    ListKind::Prompts | ListKind::ResourceTemplates => false,
+                };
+            if denied {
                 events.push(GuardEvent::Hidden {
                     server: self.server.name.clone(),
                     tool: key.to_string(),

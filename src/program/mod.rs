@@ -155,6 +155,14 @@ pub(crate) struct OutRule {
     pub additive: bool,
 }
 
+impl OutRule {
+    /// Whether the rule matches on content (secrets, literals, patterns), whose spans a
+    /// redaction cuts out.
+    pub fn has_content(&self) -> bool {
+        self.secrets || self.contains != NONE || self.regex != NONE
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Outbound {
     pub n_preds: usize,
@@ -413,6 +421,12 @@ pub struct Scratch {
     /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
     /// after the pass; spent strings go back to the pool.
     deferred_paths: Vec<(u32, String)>,
+    /// Path-shaped values (their normal form, with their selector) to judge again with
+    /// their symlinks resolved, after the pass.
+    deferred_links: Vec<(u32, String)>,
+    /// A path argument names something only the file system could expand, and it could
+    /// not (a Windows short name below what exists): refused unless a rule denies first.
+    unreadable_path: bool,
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
     literal_hits: Vec<Hit>,
@@ -583,6 +597,8 @@ impl Program {
             path_bufs: PathBuffers::default(),
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
+            deferred_links: Vec::new(),
+            unreadable_path: false,
             path_pool: Vec::new(),
             secret_hits: Vec::new(),
             literal_hits: Vec::new(),
@@ -614,6 +630,35 @@ impl Program {
     /// redact allowed arguments before they are logged.
     pub fn detector(&self) -> &Detector {
         self.detector.detector()
+    }
+
+    /// Whether the inbound rules refuse a `resources/read` of `uri` (a deny rule, a NUL
+    /// in its path, or `default_action: deny`), judged exactly as the client's request
+    /// would be. A URI that cannot be judged counts as refused.
+    pub fn denies_resource_read(&self, uri: &str, scratch: &mut Scratch) -> bool {
+        let line = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "resources/read", "params": {"uri": uri}
+        })
+        .to_string();
+        let limits = crate::frame::Limits {
+            max_frame_bytes: line.len() + 1,
+            ..crate::frame::Limits::default()
+        };
+        let mut parsed = crate::frame::Parsed::new();
+        if parsed.parse(line.as_bytes(), &limits).is_err() {
+            return true;
+        }
+        let frame = Frame::new(line.as_bytes(), &parsed);
+        let Some(msg) = frame.messages().first() else {
+            return true;
+        };
+        matches!(
+            self.evaluate_request(&frame, msg, scratch),
+            Decision::DeniedBy(_)
+                | Decision::NulInPath
+                | Decision::UnreadablePath
+                | Decision::Default { allow: false }
+        )
     }
 
     /// Judge one inbound message of `frame`.
@@ -683,6 +728,9 @@ impl Program {
         if may_run && has_nul_in_path(frame, msg) {
             return Decision::NulInPath;
         }
+        if may_run && scratch.unreadable_path {
+            return Decision::UnreadablePath;
+        }
         decision
     }
 
@@ -696,6 +744,9 @@ impl Program {
         scratch: &mut Scratch,
     ) -> u32 {
         let inb = &self.inbound;
+        scratch.unreadable_path = false;
+        scratch.path_bufs.forget();
+        scratch.command.forget_file_system();
         let st = &mut scratch.state;
         st.reset(inb.n_preds, inb.rules.len());
 
@@ -766,19 +817,26 @@ impl Program {
         let tokens = frame.tokens();
         let mut cur_arg = Token::NO_ARG;
         let mut cur_sel = NO_SEL;
+        let mut path_arg = false;
+        let mut content_arg = false;
+        // Known once some argument is a write's content: whether a path argument sits
+        // beside it (a file write's shape, `path` + `content`/`edits`/`diff`).
+        let mut writes_file: Option<bool> = None;
         for i in msg.args.clone() {
             let tok = &tokens[i];
             let is_key = tok.kind == TokenKind::Key;
             if tok.arg != cur_arg {
                 cur_arg = tok.arg;
-                cur_sel = match tokens.get(tok.arg as usize) {
-                    Some(key) if tok.arg != Token::NO_ARG => inb
-                        .arg_names
-                        .get(frame.text(key.text))
-                        .copied()
-                        .unwrap_or(NO_SEL),
-                    _ => NO_SEL,
-                };
+                let key = tokens
+                    .get(tok.arg as usize)
+                    .filter(|_| tok.arg != Token::NO_ARG)
+                    .map(|key| frame.text(key.text));
+                cur_sel = key
+                    .and_then(|k| inb.arg_names.get(k).copied())
+                    .unwrap_or(NO_SEL);
+                path_arg = key.is_some_and(crate::paths::is_path_argument);
+                content_arg = key.is_some_and(is_write_content_argument)
+                    && *writes_file.get_or_insert_with(|| has_path_argument(frame, msg));
             }
             // Named selectors read scalars only; keys are seen by `_any_value` alone.
             let sel = if is_key { NO_SEL } else { cur_sel };
@@ -837,6 +895,25 @@ impl Program {
                     });
                 }
             }
+            // The path as the kernel opens it, symlinks followed (`notes.txt ->
+            // ~/.pgpass`): judged by the same patterns after the pass, when it differs.
+            // A bare name counts when its argument names a path (`{"path": "notes.txt"}`);
+            // a file's content, or text no kernel would open as one path (a line break,
+            // longer than PATH_MAX), costs no look-up.
+            if needs & (REGEX | GLOB) != 0
+                && tok.kind == TokenKind::String
+                && (path_arg || shaped && !content_arg)
+                && crate::paths::may_name_a_file(text)
+            {
+                let mut path = s.path_pool.pop().unwrap_or_default();
+                if has_norm {
+                    path.clear();
+                    path.push_str(&s.norm);
+                } else {
+                    crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
+                }
+                s.deferred_links.push((sel, path));
+            }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
                     if s.state.is_set(c.pred) || !applies(c.pred) {
@@ -864,6 +941,7 @@ impl Program {
             {
                 let mut parsed = false;
                 let mut scanned = false;
+                s.command.data_only = content_arg;
                 for (k, cp) in ce.preds.iter().enumerate() {
                     if s.state.is_set(cp.pred) || !applies(cp.pred) {
                         continue;
@@ -902,6 +980,59 @@ impl Program {
             }
         }
         self.resolve_deferred_not_under(s);
+        self.resolve_deferred_links(s);
+    }
+
+    /// Judge each path-shaped value collected by the pass again with its symlinks
+    /// resolved (component by component, `crate::paths::resolve_links`), by the regex and
+    /// glob rules: `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst
+    /// verdict of the two spellings wins. A path that cannot be resolved (dangling, a
+    /// loop, no permission) was judged as written. Skipped when a deny rule has already
+    /// decided: nothing found now could make the verdict worse.
+    fn resolve_deferred_links(&self, s: &mut Scratch) {
+        let inb = &self.inbound;
+        let mut deferred = std::mem::take(&mut s.deferred_links);
+        for (sel, path) in deferred.drain(..) {
+            let best = s.state.best;
+            let denied = best != NONE && {
+                let rule = &inb.rules[best as usize];
+                !rule.allow && !rule.ask
+            };
+            let resolved = if denied {
+                crate::paths::Resolution::Unchanged
+            } else {
+                crate::paths::resolve_links(&path)
+            };
+            if resolved == crate::paths::Resolution::Unknown {
+                s.unreadable_path = true;
+            }
+            if let crate::paths::Resolution::Resolved(resolved) = resolved {
+                let applies = |p: u32| {
+                    let ps = inb.pred_selector[p as usize];
+                    ps == ANY_SEL || ps == sel
+                };
+                if let Some(re) = &inb.regex {
+                    re.for_each_match(&mut s.in_regex, &resolved, |preds| {
+                        for &p in preds {
+                            if applies(p) {
+                                s.state.satisfy(inb, p);
+                            }
+                        }
+                    });
+                }
+                if let Some(globs) = &inb.glob {
+                    globs.for_each_match(&mut s.in_globs, &resolved, |preds| {
+                        for &p in preds {
+                            if applies(p) {
+                                s.state.satisfy(inb, p);
+                            }
+                        }
+                    });
+                }
+            }
+            s.path_pool.push(path);
+        }
+        s.deferred_links = deferred;
     }
 
     /// `_any_value: {secrets: true}` judges the message's method, tool name and string
@@ -1094,11 +1225,19 @@ impl Program {
                 (RuleAction::LogOnly, _) => s.logged.push(id),
                 // Outbound rules never ask (refused at load); were one to, block.
                 (RuleAction::Deny | RuleAction::Ask, _) => return Outcome::Block { rule: id },
+                // A redaction that finds nothing to cut (a match only the joined,
+                // normalised text holds) would forward what the rule matched: block.
                 (RuleAction::Redact, None | Some((_, RuleAction::Allow))) => {
-                    self.collect_redactions(id, rule, texts, s);
+                    if self.collect_redactions(id, rule, texts, s) == 0 && rule.has_content() {
+                        return Outcome::Block { rule: id };
+                    }
                     decided = Some((id, RuleAction::Redact));
                 }
-                (RuleAction::Redact, Some(_)) => self.collect_redactions(id, rule, texts, s),
+                (RuleAction::Redact, Some(_)) => {
+                    if self.collect_redactions(id, rule, texts, s) == 0 && rule.has_content() {
+                        return Outcome::Block { rule: id };
+                    }
+                }
                 (RuleAction::Allow, None) => decided = Some((id, RuleAction::Allow)),
                 (RuleAction::Allow, Some(_)) => {}
             }
@@ -1118,50 +1257,30 @@ impl Program {
     /// Literals and patterns over the content texts of one message joined, so a phrase
     /// cut across two content items (`"Ignore previous"`, `"instructions and …"`) is read
     /// as the model reads it. Joined twice, with nothing and with a space between items
-    /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a match that spans items counts
-    /// here (the rest was found per text); it marks every item it touches, whole, for a
-    /// redaction. A message with fewer than two content texts costs nothing.
+    /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a
+    /// match that spans items counts here (the rest was found per text); a redaction cuts
+    /// exactly its bytes in each item it touches (`collect_redactions` finds a pattern's
+    /// the same way, and blocks the message when a match has no span it can cut). A
+    /// message with fewer than two content texts costs nothing.
     fn scan_joined_content(&self, needs: engine::Needs, texts: &dyn Texts, s: &mut Scratch) {
         use engine::{LITERAL, REGEX};
         let out = &self.outbound;
-        s.content_ids.clear();
-        let mut total = 0;
-        texts.content(&mut |id, text| {
-            s.content_ids.push((id, text.len()));
-            total += text.len() + 1;
-        });
-        if s.content_ids.len() < 2 {
-            return;
-        }
         for sep in ["", " "] {
-            s.joined.clear();
-            s.joined.reserve(total);
-            let starts = &mut s.content_starts;
-            starts.clear();
-            let mut spaced = false;
-            texts.content(&mut |_, text| {
-                // A space only where the items do not already meet at whitespace.
-                let bare = !s.joined.is_empty()
-                    && !s.joined.ends_with(|c: char| c.is_whitespace())
-                    && !text.starts_with(|c: char| c.is_whitespace());
-                if bare && !sep.is_empty() {
-                    s.joined.push_str(sep);
-                    spaced = true;
+            if !join_content(
+                texts,
+                sep,
+                &mut s.joined,
+                &mut s.content_ids,
+                &mut s.content_starts,
+            ) {
+                // Fewer than two items (nothing to join), or the spaced text is the
+                // first pass's again.
+                if s.content_ids.len() < 2 {
+                    return;
                 }
-                starts.push(s.joined.len());
-                s.joined.push_str(text);
-            });
-            if !sep.is_empty() && !spaced {
-                // The same text as the first pass.
                 continue;
             }
             let (ids, starts) = (&s.content_ids, &s.content_starts);
-            // The items a joined range touches, when it touches more than one.
-            let spanned = |start: usize, end: usize| -> Option<Range<usize>> {
-                let first = starts.partition_point(|&b| b <= start).saturating_sub(1);
-                let last = starts.partition_point(|&b| b < end).saturating_sub(1);
-                (last > first).then_some(first..last + 1)
-            };
             let st = &mut s.state;
             let joined = s.joined.as_str();
             if needs & LITERAL != 0
@@ -1170,23 +1289,34 @@ impl Program {
                 let hits = &mut s.literal_hits;
                 lit.for_each_match_with(joined, None, |pattern, start, end| {
                     // A match over the whole text is a disguised one whose span is not
-                    // known: it counts when no single item holds it (checked per text).
-                    let items = if start == 0 && end == joined.len() {
-                        Some(0..ids.len())
+                    // known: it counts when no single item holds it (checked per text),
+                    // and marks every item whole.
+                    let whole = start == 0 && end == joined.len();
+                    let before = hits.len();
+                    if whole {
+                        for &(id, len) in ids.iter() {
+                            hits.push(Hit {
+                                text: id,
+                                start: 0,
+                                end: len as u32,
+                                what: pattern as u32,
+                            });
+                        }
                     } else {
-                        spanned(start, end)
-                    };
-                    let Some(items) = items else { return };
-                    for &p in lit.map.get(pattern) {
-                        st.set(p);
-                    }
-                    for &(id, len) in &ids[items] {
-                        hits.push(Hit {
-                            text: id,
-                            start: 0,
-                            end: len as u32,
-                            what: pattern as u32,
+                        // Exactly the phrase's bytes in each item it spans.
+                        item_segments(ids, starts, start, end, |id, r| {
+                            hits.push(Hit {
+                                text: id,
+                                start: r.start as u32,
+                                end: r.end as u32,
+                                what: pattern as u32,
+                            });
                         });
+                    }
+                    if hits.len() > before {
+                        for &p in lit.map.get(pattern) {
+                            st.set(p);
+                        }
                     }
                 });
             }
@@ -1205,10 +1335,19 @@ impl Program {
     }
 
     /// Everything the redact rule `id` found, as sorted, merged raw ranges.
-    fn collect_redactions(&self, id: RuleId, rule: &OutRule, texts: &dyn Texts, s: &mut Scratch) {
+    /// Returns how many spans the rule found: none, for a rule whose content condition
+    /// matched, means what matched cannot be cut out (the caller blocks the message).
+    fn collect_redactions(
+        &self,
+        id: RuleId,
+        rule: &OutRule,
+        texts: &dyn Texts,
+        s: &mut Scratch,
+    ) -> usize {
         let out = &self.outbound;
         let rule_label = self.detector.specs().len() as u32 + id.0;
         let red = &mut s.redactions;
+        let before = red.len();
         if rule.secrets {
             for h in &s.secret_hits {
                 red.push(Redaction {
@@ -1266,8 +1405,39 @@ impl Program {
                     }
                 }
             });
+            // A match across content items (`CODE-1234` + `5678`): exactly its bytes in
+            // each item it spans. One the joined text holds only once normalised has no
+            // span; then nothing is found here, and the message is blocked.
+            for sep in ["", " "] {
+                if !join_content(
+                    texts,
+                    sep,
+                    &mut s.joined,
+                    &mut s.content_ids,
+                    &mut s.content_starts,
+                ) {
+                    if s.content_ids.len() < 2 {
+                        break;
+                    }
+                    continue;
+                }
+                let (ids, starts) = (&s.content_ids, &s.content_starts);
+                for finder in &finders {
+                    for m in finder.find_iter(s.joined.as_str()) {
+                        item_segments(ids, starts, m.start(), m.end(), |tid, r| {
+                            red.push(Redaction {
+                                raw: texts.raw_range(tid, r),
+                                rule: id,
+                                label: rule_label,
+                            });
+                        });
+                    }
+                }
+            }
         }
+        let found = red.len() - before;
         merge_redactions(red);
+        found
     }
 
     /// Counts of redactions per label name, sorted by name (for audit events).
@@ -1348,14 +1518,17 @@ impl Program {
             if tok.kind != TokenKind::String {
                 continue;
             }
-            let sel = match tokens.get(tok.arg as usize) {
-                Some(key) if tok.arg != Token::NO_ARG => inb
-                    .arg_names
-                    .get(frame.text(key.text))
-                    .copied()
-                    .unwrap_or(NO_SEL),
-                _ => NO_SEL,
-            };
+            let key = tokens
+                .get(tok.arg as usize)
+                .filter(|_| tok.arg != Token::NO_ARG)
+                .map(|key| frame.text(key.text));
+            let sel = key
+                .and_then(|k| inb.arg_names.get(k).copied())
+                .unwrap_or(NO_SEL);
+            // As judged: a write's content is read, but a parser limit there is not
+            // "any command" (`scan_arguments`).
+            s.data_only =
+                key.is_some_and(is_write_content_argument) && has_path_argument(frame, msg);
             let text = frame.text(tok.text);
             let glob_operand = !crate::shell::worth_parsing(text)
                 && has_glob_meta(text)
@@ -1402,6 +1575,42 @@ impl Program {
     }
 }
 
+/// Argument names that carry a file's content to a write tool (`write_file`'s `content`,
+/// an edit's `new_string`, a patch's `diff`).
+const WRITE_CONTENT_ARGUMENTS: &[&str] = &[
+    "content",
+    "contents",
+    "file_text",
+    "text",
+    "new_string",
+    "old_string",
+    "new_str",
+    "old_str",
+    "newText",
+    "oldText",
+    "new_text",
+    "old_text",
+    "edits",
+    "diff",
+    "patch",
+    "insert_text",
+];
+
+fn is_write_content_argument(name: &str) -> bool {
+    WRITE_CONTENT_ARGUMENTS.contains(&name)
+}
+
+/// Whether one of `msg`'s top-level arguments names a path (`path`, `file_path`, …).
+fn has_path_argument(frame: &Frame<'_>, msg: &Message) -> bool {
+    let tokens = frame.tokens();
+    msg.args.clone().any(|k| {
+        let t = &tokens[k];
+        t.kind == TokenKind::Key
+            && t.arg == k as u32
+            && crate::paths::is_path_argument(frame.text(t.text))
+    })
+}
+
 /// Whether a string holds a glob metacharacter (`*`, `?`, `[`).
 fn has_glob_meta(text: &str) -> bool {
     text.bytes().any(|b| matches!(b, b'*' | b'?' | b'['))
@@ -1420,6 +1629,62 @@ fn has_nul_in_path(frame: &Frame<'_>, msg: &Message) -> bool {
                 crate::paths::has_nul(text) && crate::paths::is_path_shaped(text)
             }
     })
+}
+
+/// Fills `joined` with the content texts of one message joined by `sep` (only where two
+/// items do not already meet at whitespace), `ids` with each item's text id and length,
+/// and `starts` with where each begins in `joined`. `false` when the message has fewer
+/// than two content texts, or when `sep` was never inserted (the text is the one joined
+/// with nothing).
+fn join_content(
+    texts: &dyn Texts,
+    sep: &str,
+    joined: &mut String,
+    ids: &mut Vec<(u32, usize)>,
+    starts: &mut Vec<usize>,
+) -> bool {
+    joined.clear();
+    ids.clear();
+    starts.clear();
+    let mut spaced = false;
+    texts.content(&mut |id, text| {
+        let bare = !joined.is_empty()
+            && !joined.ends_with(|c: char| c.is_whitespace())
+            && !text.starts_with(|c: char| c.is_whitespace());
+        if bare && !sep.is_empty() {
+            joined.push_str(sep);
+            spaced = true;
+        }
+        ids.push((id, text.len()));
+        starts.push(joined.len());
+        joined.push_str(text);
+    });
+    ids.len() >= 2 && (sep.is_empty() || spaced)
+}
+
+/// The part of `joined[start..end]` in each content item it touches, as (item text id,
+/// range in that item), when it touches more than one; nothing otherwise (a match inside
+/// one item was found in that item's own text).
+fn item_segments(
+    ids: &[(u32, usize)],
+    starts: &[usize],
+    start: usize,
+    end: usize,
+    mut f: impl FnMut(u32, Range<usize>),
+) {
+    let first = starts.partition_point(|&b| b <= start).saturating_sub(1);
+    let last = starts.partition_point(|&b| b < end).saturating_sub(1);
+    if last <= first {
+        return;
+    }
+    for i in first..=last {
+        let (id, len) = ids[i];
+        let from = start.max(starts[i]) - starts[i];
+        let to = end.min(starts[i] + len).saturating_sub(starts[i]);
+        if from < to {
+            f(id, from..to);
+        }
+    }
 }
 
 /// Sort by start and merge overlapping or touching ranges (the first label wins).

@@ -39,6 +39,10 @@
 //!    KEY-----` line) is named `private-key`; base64 runs are decoded and the decoded
 //!    text is scanned by steps 1-5 (one level); a finding there marks the whole run
 //!    (`encoded.rs`).
+//! 6. A word of token characters broken by line breaks (`\n`, `\r\n`, or `\n` written
+//!    out as two characters) is rejoined, and a stretch of URL characters holding `%XX`
+//!    escapes is decoded; each is scanned by steps 1-5, and a finding that crosses a break
+//!    or holds an escape is mapped back to exactly the bytes it came from (`rejoin.rs`).
 //!
 //! Findings are leftmost and non-overlapping. When two matches overlap (a generic
 //! `token = …` value that is also a GitHub token) they are merged into one finding
@@ -67,6 +71,7 @@ mod encoded;
 mod engine;
 mod entropy;
 mod prefilter;
+mod rejoin;
 mod walk;
 
 use std::ops::{Range, RangeInclusive};
@@ -139,6 +144,10 @@ pub struct Machinery {
     /// search already (`Refuted`), no shifted or same-start walk memos (`walk.rs`), no
     /// remembered keyword run in the prefilter.
     pub no_hit_memos: bool,
+    /// Tokens split by a line break or written with `%XX` escapes are not looked for
+    /// (`rejoin.rs`): the detector as it was before, so the bench can measure what
+    /// finding them costs. Not a plain form: results differ.
+    pub no_rejoin: bool,
 }
 
 /// One detector as declared (built-in or from `secrets.patterns`).
@@ -327,6 +336,8 @@ pub struct Detector {
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
     hit_memos: bool,
+    /// Not [`Machinery::no_rejoin`].
+    rejoin: bool,
     /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
 }
@@ -392,6 +403,8 @@ pub struct DetectorCache {
     /// The decoded text of a base64 run, and what was found in it.
     decoded: String,
     decoded_findings: Vec<Finding>,
+    /// A token rejoined across line breaks or percent-decoded (`rejoin.rs`).
+    derived: rejoin::Derived,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -569,6 +582,7 @@ impl Detector {
             headless_key,
             float_entropy: machinery.float_entropy,
             hit_memos: !machinery.no_hit_memos,
+            rejoin: !machinery.no_rejoin,
             id: crate::matcher_id::next(),
         })
     }
@@ -585,6 +599,7 @@ impl Detector {
             joined_findings: Vec::new(),
             decoded: String::new(),
             decoded_findings: Vec::new(),
+            derived: rejoin::Derived::default(),
             owner: self.id,
         }
     }
@@ -617,6 +632,9 @@ impl Detector {
         let mut acc = Acc::new(out);
         self.find_plain(text, cache, &mut acc);
         self.find_encoded(text, cache, &mut acc);
+        if self.rejoin {
+            self.find_rejoined(text, cache, &mut acc);
+        }
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
@@ -766,6 +784,32 @@ impl Detector {
             }
         });
         cache.decoded = decoded;
+        cache.decoded_findings = inner;
+    }
+
+    /// Tokens broken by a line break and tokens written with `%XX` escapes
+    /// (`rejoin.rs`): rebuilt, scanned, and each new finding mapped back to the bytes it
+    /// came from, breaks and escapes included.
+    fn find_rejoined(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        let mut derived = std::mem::take(&mut cache.derived);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        let mut scan = |derived: &rejoin::Derived, acc: &mut Acc<'_>| {
+            inner.clear();
+            let mut inner_acc = Acc::new(&mut inner);
+            self.find_plain(&derived.text, cache, &mut inner_acc);
+            inner_acc.finish();
+            for f in &inner {
+                if let Some(range) = derived.original(f.range.clone()) {
+                    acc.add(Finding {
+                        detector: f.detector,
+                        range,
+                    });
+                }
+            }
+        };
+        rejoin::for_each_rejoined(text, &mut derived, |d| scan(d, acc));
+        rejoin::for_each_percent_decoded(text, &mut derived, |d| scan(d, acc));
+        cache.derived = derived;
         cache.decoded_findings = inner;
     }
 

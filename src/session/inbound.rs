@@ -458,6 +458,10 @@ impl Session {
                 RuleRef::Builtin("mcpwall:nul_in_path"),
                 "a path argument holds a NUL character; refused",
             ),
+            Decision::UnreadablePath => Ruling::refuse(
+                RuleRef::Builtin("mcpwall:unreadable_path"),
+                "a path argument names a file by a Windows short name (8.3) that could not be expanded; refused",
+            ),
             Decision::Default { .. } | Decision::DefaultAsk | Decision::Plumbing => Ruling {
                 allow: true,
                 ask: false,

@@ -623,7 +623,11 @@ impl Session {
         if !guard::inspects_answers_to(method) || dest.len() <= mark {
             return;
         }
-        let inspection = guard.on_server_message(method, &dest[mark..]);
+        // A listed resource is hidden when the rules would refuse to read it.
+        let (program, scratch) = (&self.program, &mut self.server_side.scratch);
+        let inspection = guard.on_server_message_judged(method, &dest[mark..], &mut |uri| {
+            program.denies_resource_read(uri, scratch)
+        });
         if let Some(bytes) = inspection.replacement {
             dest.truncate(mark);
             dest.extend_from_slice(&bytes);

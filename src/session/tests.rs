@@ -247,3 +247,129 @@ fn a_frame_scanned_off_the_session_is_judged_as_in_line() {
         assert_eq!(judged[0], judged[1], "{tool}: {text}");
     }
 }
+
+/// A resource the policy would refuse to read is hidden from `resources/list`, as a
+/// denied tool is hidden from `tools/list`, and reading it anyway is denied.
+#[test]
+fn resources_the_policy_denies_are_hidden_and_unreadable() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = load_str("t.yml", "version: 1\nextends: [default]\n", &opts).expect("loads");
+    let server = crate::guard::pins::ServerIdentity {
+        name: "files".into(),
+        command: vec!["files-server".into()],
+    };
+    let guard = crate::guard::Guard::from_policy(&policy, server, home.path()).expect("guard");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    let mut options = Options::quiet("files");
+    options.guard = Some(Arc::new(guard));
+    let mut s = Session::new(program, options);
+
+    let (_, to_server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#,
+    );
+    assert_eq!(to_server, pairs(&[("1", "(none)")]));
+    let listing = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"resources": [
+        {"uri": "file:///home/u/.ssh/id_ed25519", "name": "id_ed25519"},
+        {"uri": "file:///home/u/p/README.md", "name": "README.md"},
+        {"uri": "file:///home/u/.aws/credentials", "name": "credentials"},
+    ], "nextCursor": "2"}})
+    .to_string();
+    let mut out = Outbox::default();
+    s.from_server(Line::Frame(listing.as_bytes()), &mut out, false);
+    let shown: serde_json::Value =
+        serde_json::from_slice(out.to_client.trim_ascii_end()).expect("one JSON line");
+    let uris: Vec<&str> = shown["result"]["resources"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| r["uri"].as_str().expect("uri"))
+        .collect();
+    assert_eq!(uris, vec!["file:///home/u/p/README.md"]);
+    assert_eq!(shown["result"]["nextCursor"], "2", "pagination survives");
+
+    let (to_client, to_server) = from_client(
+        &mut s,
+        r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///home/u/.ssh/id_ed25519"}}"#,
+    );
+    assert_eq!(to_server, pairs(&[]));
+    assert_eq!(to_client.len(), 1);
+    assert_ne!(to_client[0].1, "(none)", "refused by a rule: {to_client:?}");
+}
+
+fn session_with(yaml: &str) -> Session {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = load_str("t.yml", yaml, &opts).expect("loads");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    Session::new(program, Options::quiet("t"))
+}
+
+/// The server's answer to a `tools/call` (id 1) as the client receives it.
+fn answer_with_items(s: &mut Session, items: &[&str]) -> serde_json::Value {
+    let (_, to_server) = from_client(
+        s,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup","arguments":{}}}"#,
+    );
+    assert_eq!(to_server.len(), 1);
+    let content: Vec<_> = items
+        .iter()
+        .map(|t| serde_json::json!({"type": "text", "text": t}))
+        .collect();
+    let line =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": content}}).to_string();
+    let mut out = Outbox::default();
+    s.from_server(Line::Frame(line.as_bytes()), &mut out, false);
+    serde_json::from_slice(out.to_client.trim_ascii_end()).expect("one JSON line")
+}
+
+const REDACT_CODES: &str = "version: 1\noutbound_rules:\n  - name: redact-codes\n    match: {response_contains_regex: ['CODE-[0-9]{8}']}\n    action: redact\n";
+
+/// A redact rule's match cut across two content items is redacted in both, exactly its
+/// bytes in each: what surrounds it in either item reaches the agent unchanged.
+#[test]
+fn a_redaction_spanning_two_content_items_cuts_exactly_its_bytes_in_each() {
+    let mut s = session_with(REDACT_CODES);
+    let got = answer_with_items(&mut s, &["your code is CODE-1234", "5678, thanks"]);
+    let texts: Vec<&str> = got["result"]["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .map(|c| c["text"].as_str().expect("text"))
+        .collect();
+    assert_eq!(texts.len(), 2, "{got}");
+    assert!(
+        texts[0].starts_with("your code is ") && !texts[0].contains("1234"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].ends_with(", thanks") && !texts[1].contains("5678"),
+        "{texts:?}"
+    );
+    assert_ne!(
+        texts[0], "your code is ",
+        "a marker stands for the cut: {texts:?}"
+    );
+}
+
+/// A match only the joined and normalised text holds (a zero-width space at the cut) has
+/// no span to cut: the message is withheld, never forwarded with the match in it.
+#[test]
+fn a_redaction_with_no_span_to_cut_blocks_the_message() {
+    let mut s = session_with(REDACT_CODES);
+    let got = answer_with_items(&mut s, &["your code is CODE-1234", "\u{200B}5678, thanks"]);
+    assert_eq!(got["result"]["isError"], true, "{got}");
+    let text = got["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("[BLOCKED BY MCPWALL]"), "{got}");
+    assert!(!got.to_string().contains("5678"), "{got}");
+}

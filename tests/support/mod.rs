@@ -120,6 +120,7 @@ pub fn engine_inbound(program: &Program, line: &str, scratch: &mut Scratch) -> V
                 Decision::Default { allow: false } => "default:deny".to_string(),
                 Decision::Plumbing => "plumbing".to_string(),
                 Decision::NulInPath => "nul_in_path".to_string(),
+                Decision::UnreadablePath => "unreadable_path".to_string(),
             }
         })
         .collect()

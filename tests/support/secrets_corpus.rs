@@ -913,7 +913,13 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 "-passwd",
             ]);
             let s = r.pick(&[" ", "  ", " '", "\t"]);
-            labelled(flag, s, password(r))
+            // A value that begins with `-` after a flag is the next flag.
+            let value = password(r);
+            let value = match value.strip_prefix('-') {
+                Some(rest) => format!("P{rest}"),
+                None => value,
+            };
+            labelled(flag, s, value)
         }
         "generic-secret" => {
             let label = r.pick(&[
@@ -1637,6 +1643,167 @@ pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
     for _ in 0..100 {
         let n = r.range(18, 3000);
         out.push(("base64 of random bytes", base64(&r.bytes(n), false)));
+    }
+    out
+}
+
+/// The characters a token split by a line break is rejoined over (`src/secrets/rejoin.rs`).
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+' | '/')
+}
+
+/// `fake` with a line break (`\n`, `\r\n`, or `\n` written out as in a JSON string inside
+/// text) inside the longest word of its secret, as a terminal or a wrapping tool prints
+/// it: `None` when the secret has no word of 16 token characters to break.
+pub fn split_by_break(fake: &Fake, r: &mut Rng) -> Option<Fake> {
+    let secret = &fake.secret;
+    let mut best = 0..0;
+    let mut start = None;
+    for (i, c) in secret
+        .char_indices()
+        .chain(std::iter::once((secret.len(), ' ')))
+    {
+        match (is_token_char(c), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                if i - s > best.len() {
+                    best = s..i;
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if best.len() < 16 {
+        return None;
+    }
+    let at = best.start + r.range(1, best.len() - 1);
+    let brk = ["\n", "\r\n", "\\n"][r.below(3)];
+    let split = format!("{}{brk}{}", &secret[..at], &secret[at..]);
+    Some(Fake {
+        text: fake.text.replacen(secret.as_str(), &split, 1),
+        secret: split,
+    })
+}
+
+/// `fake` percent-encoded whole (label and all) the way a URL's query carries a value:
+/// every character outside `[A-Za-z0-9_.~-]` escaped, and some letters and digits too.
+/// `None` for a secret with whitespace or a backslash in it (a key block): nobody passes
+/// those in a URL.
+pub fn percent_encoded(fake: &Fake, r: &mut Rng) -> Option<(String, std::ops::Range<usize>)> {
+    if fake
+        .secret
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b == b'\\')
+    {
+        return None;
+    }
+    let mut encode = |s: &str, force_one: bool| {
+        let mut escaped = String::new();
+        let mut escapes = 0;
+        for b in s.bytes() {
+            let plain = b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'~' | b'-');
+            if !plain || r.below(4) == 0 {
+                escaped.push_str(&format!("%{b:02X}"));
+                escapes += 1;
+            } else {
+                escaped.push(char::from(b));
+            }
+        }
+        if force_one && escapes == 0 {
+            escaped = format!("%{:02X}{}", s.as_bytes()[0], &escaped[1..]);
+        }
+        escaped
+    };
+    let at = fake
+        .text
+        .find(&fake.secret)
+        .expect("secret is part of the text");
+    let head = encode(&fake.text[..at], false);
+    let secret = encode(&fake.secret, true);
+    let tail = encode(&fake.text[at + fake.secret.len()..], false);
+    let before = format!(
+        "GET https://api.example.test/v{}/items?q={head}",
+        r.range(1, 3)
+    );
+    let text = format!("{before}{secret}{tail} HTTP/1.1");
+    Some((text, before.len()..before.len() + secret.len()))
+}
+
+/// Ordinary text shaped like the inputs of the rejoin and percent-decoding passes, which
+/// must not be flagged: prose wrapped at a fixed width, identifiers broken by breaks,
+/// stringified JSON with `\n` escapes, and URLs full of escapes.
+pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    for _ in 0..200 {
+        let n = r.range(30, 200);
+        let prose = lorem(r, n);
+        let width = r.range(20, 80);
+        let mut wrapped = String::new();
+        for (i, c) in prose.chars().enumerate() {
+            if i > 0 && i % width == 0 {
+                wrapped.push_str(["\n", "\r\n", "\\n"][r.below(3)]);
+            }
+            wrapped.push(c);
+        }
+        out.push(("prose wrapped mid-word", wrapped));
+    }
+    for _ in 0..200 {
+        let words = r.range(2, 6);
+        let ident: Vec<String> = (0..words).map(|_| lorem(r, 1)).collect();
+        let snake = ident.join("_");
+        let at = r.range(1, snake.len() - 1);
+        out.push((
+            "identifier split by a break",
+            format!(
+                "let {}\n{} = compute_{}();",
+                &snake[..at],
+                &snake[at..],
+                uuid(r).replace('-', "_")
+            ),
+        ));
+    }
+    for _ in 0..200 {
+        let lines: Vec<String> = (0..r.range(2, 8))
+            .map(|_| format!("\"{}\": \"{}\"", lorem(r, 1), lorem(r, 2)))
+            .collect();
+        out.push((
+            "stringified JSON",
+            format!("{{\\n  {}\\n}}", lines.join(",\\n  ")),
+        ));
+    }
+    for _ in 0..200 {
+        let n = r.range(2, 8);
+        let q: String = lorem(r, n)
+            .bytes()
+            .map(|b| match b {
+                b' ' => "%20".to_string(),
+                b',' | b'.' => format!("%{b:02X}"),
+                _ => char::from(b).to_string(),
+            })
+            .collect();
+        let s = match r.below(3) {
+            0 => format!("https://www.example.test/search?q={q}&lang=en"),
+            1 => format!(
+                "file:///home/dev/My%20Documents/{}%20{}.txt",
+                lorem(r, 1),
+                r.range(1, 99)
+            ),
+            _ => format!(
+                "GET /api/v2/items?filter={q}&sort=-created_at&id={} 200",
+                uuid(r)
+            ),
+        };
+        out.push(("URL with escapes", s));
+    }
+    for _ in 0..100 {
+        let sha = r.hex(40);
+        let (a, b) = sha.split_at(r.range(8, 32));
+        out.push((
+            "hash split by a break",
+            format!("commit {a}\n{b}\nAuthor: Dev"),
+        ));
     }
     out
 }

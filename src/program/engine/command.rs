@@ -441,9 +441,19 @@ pub(crate) struct CommandScratch {
     alts: Vec<String>,
     /// `: VALUE`, for a path-shaped glob judged as a shell operand.
     operand_line: String,
+    /// The value parsed is a file's content given to a write tool, not a command run
+    /// now: what the parser read is judged, but a limit it hit does not make the value
+    /// "any command" (a 25-deep Lisp file is data; see `Program::scan_arguments`).
+    pub data_only: bool,
 }
 
 impl CommandScratch {
+    /// Forget what the file system looked like ([`PathBuffers::forget`]): called for
+    /// each new message.
+    pub fn forget_file_system(&mut self) {
+        self.bufs.forget();
+    }
+
     /// Parse `value`, a path-shaped glob a file tool was given, as the operand of a
     /// command that does nothing (`:`), so the clauses judge it by its expansions.
     pub fn parse_operand(&mut self, value: &str) {
@@ -470,7 +480,10 @@ impl CommandEngine {
 
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
     pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
-        if s.parsed.unreadable().is_some() && p.clauses.get().iter().any(Clause::admits_unknown) {
+        if s.parsed.unreadable().is_some()
+            && !s.data_only
+            && p.clauses.get().iter().any(Clause::admits_unknown)
+        {
             return true;
         }
         let commands = s.parsed.commands().len();
@@ -489,6 +502,7 @@ impl CommandEngine {
     /// for `check`.
     pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
         if let Some(reason) = s.parsed.unreadable()
+            && !s.data_only
             && let Some((k, cl)) = p
                 .clauses
                 .get()
