@@ -240,8 +240,11 @@ fn is_yaml(path: &Path) -> bool {
 /// problem (or checking a download) can say exactly which build they run. The commit comes
 /// from, in order: `MCPWALL_COMMIT` in the environment (the release script sets it); the
 /// `.cargo_vcs_info.json` cargo writes into a published crate (what `cargo install mcpwall`
-/// builds from); `git` in a checkout (the commit HEAD names: changes not yet committed are not
-/// shown, the release script adds `-modified` for those); else `unknown`, never a guess.
+/// builds from); for a release build in a checkout (`cargo install --path .`), `git` (the
+/// commit HEAD names: changes not yet committed are not shown, the release script adds
+/// `-modified` for those); else `unknown`, never a guess. Debug builds leave git alone: the
+/// commit would have to be watched, and every commit would then rebuild the crate before the
+/// next test run (CI sets `MCPWALL_COMMIT` instead).
 fn build_facts() {
     println!("cargo:rerun-if-env-changed=MCPWALL_COMMIT");
     let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".into());
@@ -280,6 +283,9 @@ fn commit_of_package() -> Option<String> {
 /// `git rev-parse` in a checkout. The build reruns when HEAD moves (the files git keeps it
 /// in are watched), so the commit printed is never a stale one.
 fn commit_of_checkout() -> Option<String> {
+    if std::env::var("PROFILE").ok()? != "release" {
+        return None;
+    }
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git").args(args).output().ok()?;
         out.status
