@@ -12,6 +12,9 @@
 //!
 //! And it asks the linker to lay out the code the frame path runs first, in the order of
 //! `src/link_order.txt` (see [`linker_options`]).
+//!
+//! Last, it records what `mcpwall --version` prints besides the version: the commit and the
+//! target the binary was built from and for (see [`build_facts`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,6 +35,7 @@ const PACK_DIRS: [&str; 3] = ["rules", "profiles", "servers"];
 
 fn main() {
     linker_options();
+    build_facts();
     println!("cargo:rerun-if-changed=src/config/yaml_tree.rs");
     println!("cargo:rerun-if-changed=src/regex_dialect.rs");
     println!("cargo:rerun-if-changed=src/compile/required.rs");
@@ -230,4 +234,73 @@ fn is_yaml(path: &Path) -> bool {
         path.extension().and_then(|e| e.to_str()),
         Some("yml" | "yaml")
     )
+}
+
+/// `MCPWALL_COMMIT` and `MCPWALL_TARGET` for `mcpwall --version`, so a user reporting a
+/// problem (or checking a download) can say exactly which build they run. The commit comes
+/// from, in order: `MCPWALL_COMMIT` in the environment (the release script sets it); the
+/// `.cargo_vcs_info.json` cargo writes into a published crate (what `cargo install mcpwall`
+/// builds from); for a release build in a checkout (`cargo install --path .`), `git` (the
+/// commit HEAD names: changes not yet committed are not shown, the release script adds
+/// `-modified` for those); else `unknown`, never a guess. Debug builds leave git alone: the
+/// commit would have to be watched, and every commit would then rebuild the crate before the
+/// next test run (CI sets `MCPWALL_COMMIT` instead).
+fn build_facts() {
+    println!("cargo:rerun-if-env-changed=MCPWALL_COMMIT");
+    let target = std::env::var("TARGET").unwrap_or_else(|_| "unknown".into());
+    println!("cargo:rustc-env=MCPWALL_TARGET={target}");
+    let commit = std::env::var("MCPWALL_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(commit_of_package)
+        .or_else(commit_of_checkout)
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=MCPWALL_COMMIT={commit}");
+}
+
+/// The commit cargo recorded when it packed the crate (`git.sha1`, and `dirty` when the
+/// packed files differed from it).
+fn commit_of_package() -> Option<String> {
+    // Watched only when present: cargo reruns a build script on every build while a file it
+    // watches does not exist.
+    let text = std::fs::read_to_string(".cargo_vcs_info.json").ok()?;
+    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    let field = |name: &str| {
+        let at = text.find(&format!("\"{name}\""))?;
+        let rest = text[at + name.len() + 2..].trim_start().strip_prefix(':')?;
+        Some(rest.trim_start().to_string())
+    };
+    let sha = field("sha1")?;
+    let sha: String = sha
+        .strip_prefix('"')?
+        .chars()
+        .take_while(|c| c.is_ascii_hexdigit())
+        .collect();
+    let dirty = field("dirty").is_some_and(|v| v.starts_with("true"));
+    (sha.len() >= 12).then(|| format!("{}{}", &sha[..12], if dirty { "-modified" } else { "" }))
+}
+
+/// `git rev-parse` in a checkout. The build reruns when HEAD moves (the files git keeps it
+/// in are watched), so the commit printed is never a stale one.
+fn commit_of_checkout() -> Option<String> {
+    if std::env::var("PROFILE").ok()? != "release" {
+        return None;
+    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let sha = git(&["rev-parse", "--short=12", "HEAD"])?;
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    watched.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name])
+            && Path::new(&path).exists()
+        {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    Some(sha)
 }

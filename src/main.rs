@@ -5,12 +5,23 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use mcpwall::cli;
 
+/// What `mcpwall --version` prints: the version, then the commit and the target it was built
+/// from and for (build.rs), e.g. `mcpwall 0.1.0 (commit 0123456789ab, x86_64-unknown-linux-musl)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MCPWALL_COMMIT"),
+    ", ",
+    env!("MCPWALL_TARGET"),
+    ")"
+);
+
 /// A firewall for the Model Context Protocol.
 ///
 /// Put `mcpwall --` in front of an MCP server command to run it behind the policy:
 /// `mcpwall -- npx -y @modelcontextprotocol/server-filesystem /proj`
 #[derive(Debug, Parser)]
-#[command(name = "mcpwall", version, args_conflicts_with_subcommands = true)]
+#[command(name = "mcpwall", version = VERSION, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

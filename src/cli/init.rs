@@ -92,6 +92,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "stdin is not a terminal, so mcpwall cannot ask which servers to wrap"
         ));
     }
+    // Before anything is written: a wrapper that cannot be written (mcpwall runs from a
+    // one-off runner's cache) ends the run with nothing changed.
+    let wrapper = wrapper(args.absolute_path, args.bare_command)?;
     let env = Env::from_process().into_diagnostic()?;
     let _lock = lock(&env, args.dry_run)?;
     let ws = Workspace::load(env);
@@ -128,7 +131,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             ExitCode::SUCCESS
         }
     } else {
-        let wrapper = wrapper(args.absolute_path, args.bare_command)?;
         let changes = ws.plan_wrap(&chosen, &wrapper);
         finish(&ws, changes, args.dry_run, args.force, Some(&wrapper))?
     };

@@ -166,10 +166,24 @@ fn guess_client(path: &std::path::Path) -> Option<Client> {
 /// The command to write into wrapped entries: `mcpwall` when the one on PATH is this
 /// binary, else this binary's absolute path (always with `absolute`); with `bare`,
 /// `mcpwall` whenever the one on PATH is this binary or a byte-identical copy.
+///
+/// Refused when this binary runs from a one-off runner's cache (`npx`, `uvx`, `pipx run`):
+/// the path would stop working when that cache is emptied (`clients::install`).
 pub(crate) fn wrapper(absolute: bool, bare: bool) -> miette::Result<String> {
     let exe = std::env::current_exe()
         .into_diagnostic()
         .wrap_err("cannot find the running mcpwall binary")?;
+    if let Some(runner) = clients::install::one_off_runner(&exe) {
+        return Err(miette!(
+            help = format!(
+                "install it: `{}`, then run this again with the installed mcpwall (docs/install.md)",
+                runner.install_command()
+            ),
+            "nothing was written: this mcpwall runs from {} ({}), and a client config pointing there would stop starting its servers once that copy is gone",
+            runner.describe(),
+            exe.display()
+        ));
+    }
     if bare {
         return match same_binary_on_path(&exe) {
             Ok(()) => Ok("mcpwall".to_string()),
@@ -190,12 +204,21 @@ fn same_binary_on_path(exe: &std::path::Path) -> Result<(), String> {
     let Some(found) = clients::entry::resolve_on_path("mcpwall", path_var.as_deref(), None) else {
         return Err("there is no `mcpwall` on your PATH".to_string());
     };
-    let same_file = std::fs::canonicalize(&found).ok() == std::fs::canonicalize(exe).ok();
+    let (found_real, exe_real) = (
+        std::fs::canonicalize(&found).ok(),
+        std::fs::canonicalize(exe).ok(),
+    );
+    let same_file = found_real == exe_real;
+    // `npm install -g mcpwall-rs`: PATH's `mcpwall` is the launcher that starts this binary.
+    let launcher = || match (&found_real, &exe_real) {
+        (Some(found), Some(exe)) => clients::install::npm_launcher_runs(found, exe),
+        _ => false,
+    };
     let same_bytes = || match (std::fs::read(&found), std::fs::read(exe)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    if same_file || same_bytes() {
+    if same_file || launcher() || same_bytes() {
         Ok(())
     } else {
         Err(format!(
@@ -220,6 +243,8 @@ pub(crate) fn lock(env: &Env, dry_run: bool) -> miette::Result<Option<clients::s
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
+    // First: a wrapper that cannot be written ends the run with nothing changed.
+    let wrapper = wrapper(args.absolute_path, args.bare_command)?;
     let env = Env::from_process().into_diagnostic()?;
     let _lock = lock(&env, args.dry_run)?;
     let ws = workspace(env, args.client, args.file.path())?;
@@ -242,7 +267,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             args.server_name.as_deref().unwrap_or_default(),
         ));
     }
-    let wrapper = wrapper(args.absolute_path, args.bare_command)?;
     let changes = ws.plan_wrap(&chosen, &wrapper);
     finish(&ws, changes, args.dry_run, args.force, Some(&wrapper))
 }

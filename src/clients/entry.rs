@@ -312,6 +312,10 @@ pub fn is_node_mcpwall(command: &str, path_var: Option<&std::ffi::OsStr>) -> boo
         return false;
     };
     let real = std::fs::canonicalize(&found).unwrap_or(found);
+    // This mcpwall's own npm launcher is a node script too, and starts the native binary.
+    if super::install::npm_launcher_of(&real).is_some() {
+        return false;
+    }
     let shown = real.to_string_lossy().replace('\\', "/");
     // A script of the npm package (not a native binary that happens to be shipped in one).
     if shown.contains("/node_modules/mcpwall/") && shown.ends_with(".js") {

@@ -10,6 +10,7 @@ pub mod discover;
 pub mod edit;
 pub mod entry;
 pub mod fsio;
+pub mod install;
 pub mod json_span;
 pub mod record;
 pub mod sys;
