@@ -144,10 +144,6 @@ pub struct Machinery {
     /// search already (`Refuted`), no shifted or same-start walk memos (`walk.rs`), no
     /// remembered keyword run in the prefilter.
     pub no_hit_memos: bool,
-    /// Tokens split by a line break or written with `%XX` escapes are not looked for
-    /// (`rejoin.rs`): the detector as it was before, so the bench can measure what
-    /// finding them costs. Not a plain form: results differ.
-    pub no_rejoin: bool,
 }
 
 /// One detector as declared (built-in or from `secrets.patterns`).
@@ -336,8 +332,6 @@ pub struct Detector {
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
     hit_memos: bool,
-    /// Not [`Machinery::no_rejoin`].
-    rejoin: bool,
     /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
 }
@@ -582,7 +576,6 @@ impl Detector {
             headless_key,
             float_entropy: machinery.float_entropy,
             hit_memos: !machinery.no_hit_memos,
-            rejoin: !machinery.no_rejoin,
             id: crate::matcher_id::next(),
         })
     }
@@ -632,9 +625,7 @@ impl Detector {
         let mut acc = Acc::new(out);
         self.find_plain(text, cache, &mut acc);
         self.find_encoded(text, cache, &mut acc);
-        if self.rejoin {
-            self.find_rejoined(text, cache, &mut acc);
-        }
+        self.find_rejoined(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }

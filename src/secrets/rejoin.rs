@@ -84,14 +84,6 @@ impl Derived {
         self.origin_end.push(from.end);
     }
 
-    /// Copies `text[range]` as it is.
-    fn push_run(&mut self, text: &[u8], range: Range<usize>) {
-        for (i, &byte) in text[range.clone()].iter().enumerate() {
-            let at = range.start + i;
-            self.push(byte, at..at + 1);
-        }
-    }
-
     /// The original bytes that gave `self.text[range]`, when they are more than those
     /// bytes alone (a break or an escape lies inside): only then is a finding new.
     pub fn original(&self, range: Range<usize>) -> Option<Range<usize>> {
@@ -281,10 +273,14 @@ fn emit(
         if marks & keep != 0 {
             continue;
         }
-        out.push_run(b, at..brk.start);
+        for i in at..brk.start {
+            out.push(b[i], i..i + 1);
+        }
         at = brk.end;
     }
-    out.push_run(b, at..to);
+    for i in at..to {
+        out.push(b[i], i..i + 1);
+    }
     f(out);
 }
 

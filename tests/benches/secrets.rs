@@ -168,9 +168,6 @@ const MACHINERY: &[&str] = &[
     "portable-prefilter",
     "f64-entropy",
     "no-hit-memos",
-    // Not a mechanism: the detector without the split-token and `%XX` passes, to
-    // measure what they cost on ordinary text.
-    "no-rejoin",
 ];
 
 fn with_machinery(variant: &str) -> Detector {
@@ -186,10 +183,6 @@ fn with_machinery(variant: &str) -> Detector {
         },
         "no-hit-memos" => Machinery {
             no_hit_memos: true,
-            ..Machinery::default()
-        },
-        "no-rejoin" => Machinery {
-            no_rejoin: true,
             ..Machinery::default()
         },
         other => panic!("no variant {other}"),
