@@ -635,7 +635,7 @@ impl Guard {
                     ListKind::Resources => value
                         .get("uri")
                         .and_then(Value::as_str)
-                        .is_some_and(|uri| denies_read(uri)),
+                        .is_some_and(&mut *denies_read),
                     // A template names many resources: each read is judged by its URI.
                     ListKind::Prompts | ListKind::ResourceTemplates => false,
                 };

@@ -39,10 +39,6 @@
 //!    KEY-----` line) is named `private-key`; base64 runs are decoded and the decoded
 //!    text is scanned by steps 1-5 (one level); a finding there marks the whole run
 //!    (`encoded.rs`).
-//! 6. A word of token characters broken by line breaks (`\n`, `\r\n`, or `\n` written
-//!    out as two characters) is rejoined, and a stretch of URL characters holding `%XX`
-//!    escapes is decoded; each is scanned by steps 1-5, and a finding that crosses a break
-//!    or holds an escape is mapped back to exactly the bytes it came from (`rejoin.rs`).
 //!
 //! Findings are leftmost and non-overlapping. When two matches overlap (a generic
 //! `token = …` value that is also a GitHub token) they are merged into one finding
@@ -71,7 +67,6 @@ mod encoded;
 mod engine;
 mod entropy;
 mod prefilter;
-mod rejoin;
 mod walk;
 
 use std::ops::{Range, RangeInclusive};
@@ -397,8 +392,6 @@ pub struct DetectorCache {
     /// The decoded text of a base64 run, and what was found in it.
     decoded: String,
     decoded_findings: Vec<Finding>,
-    /// A token rejoined across line breaks or percent-decoded (`rejoin.rs`).
-    derived: rejoin::Derived,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -592,7 +585,6 @@ impl Detector {
             joined_findings: Vec::new(),
             decoded: String::new(),
             decoded_findings: Vec::new(),
-            derived: rejoin::Derived::default(),
             owner: self.id,
         }
     }
@@ -625,7 +617,6 @@ impl Detector {
         let mut acc = Acc::new(out);
         self.find_plain(text, cache, &mut acc);
         self.find_encoded(text, cache, &mut acc);
-        self.find_rejoined(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
@@ -775,32 +766,6 @@ impl Detector {
             }
         });
         cache.decoded = decoded;
-        cache.decoded_findings = inner;
-    }
-
-    /// Tokens broken by a line break and tokens written with `%XX` escapes
-    /// (`rejoin.rs`): rebuilt, scanned, and each new finding mapped back to the bytes it
-    /// came from, breaks and escapes included.
-    fn find_rejoined(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
-        let mut derived = std::mem::take(&mut cache.derived);
-        let mut inner = std::mem::take(&mut cache.decoded_findings);
-        let mut scan = |derived: &rejoin::Derived, acc: &mut Acc<'_>| {
-            inner.clear();
-            let mut inner_acc = Acc::new(&mut inner);
-            self.find_plain(&derived.text, cache, &mut inner_acc);
-            inner_acc.finish();
-            for f in &inner {
-                if let Some(range) = derived.original(f.range.clone()) {
-                    acc.add(Finding {
-                        detector: f.detector,
-                        range,
-                    });
-                }
-            }
-        };
-        rejoin::for_each_rejoined(text, &mut derived, |d| scan(d, acc));
-        rejoin::for_each_percent_decoded(text, &mut derived, |d| scan(d, acc));
-        cache.derived = derived;
         cache.decoded_findings = inner;
     }
 
