@@ -508,6 +508,14 @@ fn is_clean_absolute(b: &[u8]) -> bool {
     if b.len() < 2 || b[0] != b'/' || b[b.len() - 1] == b'/' {
         return false;
     }
+    // Windows drops a component's trailing dots and spaces (`windows_name`): such a path
+    // is not clean there, the walk must see it.
+    if cfg!(windows)
+        && b.split(|&c| c == b'/')
+            .any(|c| matches!(c.last(), Some(b'.' | b' ')))
+    {
+        return false;
+    }
     for i in 0..b.len() {
         match b[i] {
             b'\\' => return false,
