@@ -1056,66 +1056,6 @@ fn a_redaction_across_two_content_items_is_reported_by_check() {
     assert!(r.stdout.contains("redact-codes ×2"), "{}", r.stdout);
 }
 
-/// A path argument through a symlink into a protected place is judged as its target too
-/// (regex and glob rules, as `not_under` already was): `keys -> ~/.ssh`, `notes.txt ->
-/// ~/.pgpass`, `hist -> ~/.bash_history`. A link that cannot be resolved (dangling, a
-/// loop) is judged as written.
-#[test]
-fn symlinks_into_protected_places_are_judged_as_their_targets() {
-    let s = Sandbox::new();
-    let (home, project) = (s.home().to_path_buf(), s.project().to_path_buf());
-    std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::write(home.join(".ssh/id_ed25519"), "not a real key").unwrap();
-    std::fs::write(home.join(".pgpass"), "not real").unwrap();
-    std::fs::write(home.join(".bash_history"), "ls").unwrap();
-    let private = project.parent().unwrap().join("private");
-    std::fs::create_dir_all(&private).unwrap();
-    std::fs::create_dir_all(project.join("src")).unwrap();
-    let link = |target: &std::path::Path, name: &str| {
-        std::os::unix::fs::symlink(target, project.join(name)).unwrap()
-    };
-    link(&home.join(".ssh"), "keys");
-    link(&home.join(".pgpass"), "notes.txt");
-    link(std::path::Path::new("../home/.bash_history"), "hist");
-    link(&private, "shared");
-    link(std::path::Path::new("/nonexistent/mcpwall-test"), "gone");
-    link(&project.join("loop-b"), "loop-a");
-    link(&project.join("loop-a"), "loop-b");
-    std::fs::create_dir_all(home.join(".mcpwall")).unwrap();
-    std::fs::write(
-        home.join(".mcpwall/config.yml"),
-        format!(
-            "version: 1\nextends: [default]\nrules:\n  - name: no-private\n    match:\n      arguments:\n        path: {{pattern: '{}/**'}}\n    action: deny\n",
-            private.display()
-        ),
-    )
-    .unwrap();
-    let cases = [
-        ("keys/id_ed25519", "deny"),
-        ("notes.txt", "deny"),
-        ("hist", "deny"),
-        ("shared/plan.md", "deny"),
-        ("src/main.rs", "allow"),
-        ("gone/file.txt", "allow"),
-        ("loop-a/file.txt", "allow"),
-    ];
-    let input: Vec<String> = cases
-        .iter()
-        .enumerate()
-        .map(|(i, (path, _))| call(i as u32, "read_file", serde_json::json!({"path": path})))
-        .collect();
-    let r = s.check(&["--format", "json"], &input.join("\n"));
-    let verdicts: Vec<serde_json::Value> = r
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(verdicts.len(), cases.len(), "{}{}", r.stdout, r.stderr);
-    for ((path, want), v) in cases.iter().zip(&verdicts) {
-        assert_eq!(v["verdict"], *want, "{path}: {v}");
-    }
-}
-
 /// A file's content given to a write tool is read for what it says (a script written now
 /// may run later), but it is data, not a command run now: nesting past the parser's limit
 /// (a 25-deep Lisp form) does not make it "any command", and it is not denied under a
