@@ -64,21 +64,26 @@ fn session_regressions() {
     replay("session", mcpwall::session::checks::check_session);
 }
 
-/// The session's fuzz target, run on stable for a few seconds: its kept corpus
-/// (`tests/fuzz/corpus/session/`, grown by `cargo fuzz run --fuzz-dir tests/fuzz session`)
-/// replayed, then random scripts and random mutations of the corpus. Without coverage
+/// The session's fuzz target, run on stable for a few seconds: its kept inputs (the
+/// committed regressions, and `tests/fuzz/corpus/session/` when `cargo fuzz run
+/// --fuzz-dir tests/fuzz session` grew one here) replayed, then random scripts and random
+/// mutations of those inputs. Without coverage
 /// guidance this finds less than libFuzzer does, but it runs on every CI run. A failure
 /// prints the seed and the input; `MCPWALL_FUZZ_SECONDS` sets the time (default 5).
 #[test]
 fn session_scripts_keep_the_contract() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus/session");
-    let corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| std::fs::read(e.ok()?.path()).ok())
-                .collect()
-        })
-        .unwrap_or_default();
+    // The committed regressions seed the mutations, with libFuzzer's corpus when a local
+    // `cargo fuzz` run left one (it is not committed: `.gitignore`).
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let corpus: Vec<Vec<u8>> = [
+        "tests/fuzz/regressions/session",
+        "tests/fuzz/corpus/session",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(root.join(dir)).ok())
+    .flat_map(|entries| entries.filter_map(|e| std::fs::read(e.ok()?.path()).ok()))
+    .collect();
+    assert!(!corpus.is_empty(), "no session inputs to start from");
     for input in &corpus {
         run_one(input, 0);
     }
