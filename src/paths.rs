@@ -690,7 +690,15 @@ pub fn is_short_name(component: &str) -> bool {
 /// `.ssh.` opens `.ssh` and `id_rsa. ` opens `id_rsa`; a component of dots and spaces
 /// only (`...`) is dropped like `.`. `.` and `..` are left to the caller.
 pub fn windows_name(component: &str) -> &str {
-    component.trim_end_matches(['.', ' '])
+    let name = component.trim_end_matches(['.', ' ']);
+    // A run that starts with a space and goes on with a dot (`app.log .`) is a word
+    // after a name in a command line far more often than one file's name: read as
+    // written, or `scp host:/tmp/app.log .` would read as ending in the remote file.
+    let tail = &component[name.len()..];
+    if !name.is_empty() && tail.starts_with(' ') && tail.contains('.') {
+        return component;
+    }
+    name
 }
 
 /// Whether some existing component of `path` after byte `prefix` is a symlink.
@@ -905,6 +913,7 @@ mod tests {
         assert_eq!(windows_name("id_rsa. ."), "id_rsa");
         assert_eq!(windows_name("..."), "");
         assert_eq!(windows_name("a.b"), "a.b");
+        assert_eq!(windows_name("app.log ."), "app.log .");
     }
 
     /// On Windows, a short name below what exists cannot be expanded: unknown, refused.
