@@ -52,17 +52,20 @@ fn cores() -> &'static Semaphore {
 /// it is short, else on the blocking pool once `share` and a core are free.
 pub async fn judge(session: &SharedSession, share: &Share, from: Peer, line: Line<'_>) -> Outbox {
     let mut out = Outbox::default();
-    let large = match line {
-        Line::Frame(bytes) if bytes.len() >= OFF_LOOP_BYTES => bytes.to_vec(),
+    let bytes = match line {
+        Line::Frame(bytes) if bytes.len() >= OFF_LOOP_BYTES => bytes,
         small => {
             feed(&mut *session.lock().await, from, small, &mut out);
             return out;
         }
     };
-    // Closed semaphores are never closed here: an error cannot happen, and would only
-    // mean judging without the bound.
+    // The semaphores are never closed: an error cannot happen, and would only mean
+    // judging without the bound.
     let _own = share.0.acquire().await;
     let _core = cores().acquire().await;
+    // Copied for the judging thread only once it is this line's turn: lines waiting for
+    // a core hold no second copy.
+    let large = bytes.to_vec();
     let mut guard = session.clone().lock_owned().await;
     let judged = tokio::task::spawn_blocking(move || {
         feed(&mut guard, from, Line::Frame(&large), &mut out);

@@ -933,17 +933,13 @@ fn logged_args(
     Some(args.to_string().into())
 }
 
-/// Whether two requests of a batch share an id (compared as JSON values).
+/// Whether two requests of a batch share an id (compared as JSON values). Hashed: a
+/// batch may hold as many members as `max_frame_bytes` allows.
 fn has_duplicate_request_ids(frame: &Frame<'_>, messages: &[Message]) -> bool {
-    let mut seen = Vec::new();
-    for msg in messages.iter().filter(|m| m.kind == MessageKind::Request) {
-        if let Some(id) = frame.id_raw(msg) {
-            let key = IdText::key_of(id);
-            if seen.contains(&key) {
-                return true;
-            }
-            seen.push(key);
-        }
-    }
-    false
+    let mut seen = std::collections::HashSet::new();
+    messages
+        .iter()
+        .filter(|m| m.kind == MessageKind::Request)
+        .filter_map(|m| frame.id_raw(m))
+        .any(|id| !seen.insert(IdText::key_of(id)))
 }
