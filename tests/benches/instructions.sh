@@ -48,7 +48,7 @@ run() {
   HOME=$home "$bench" $args --timeout 900 -- \
     valgrind --tool=callgrind --callgrind-out-file="$file" "$binary" -- "$server" >/dev/null
   rm -rf "$home"
-  callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'
+  callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
 printf '%-10s %15s %15s %14s\n' workload short long per-unit
