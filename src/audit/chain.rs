@@ -1,8 +1,8 @@
 //! The hash chain that makes the audit log tamper-evident.
 //!
 //! Every line ends with `,"prev":"<64 hex>","hash":"<64 hex>"}`: `prev` is the `hash` of
-//! the line before it (for a day file's first line: the last line of the previous day
-//! file, or [`GENESIS`]), and `hash` is `SHA-256(prev || body)` in lowercase hex, where
+//! the line before it (for a day file's first line: the last line of the newest other day
+//! file when it was begun, whatever its date, or [`GENESIS`]), and `hash` is `SHA-256(prev || body)` in lowercase hex, where
 //! `body` is the line's text before `,"prev":` (the JSON object without its closing
 //! brace). Editing a line breaks its own `hash`; deleting, inserting or moving one breaks
 //! the next line's `prev`.
@@ -40,7 +40,15 @@ pub fn link(prev: &Link, body: &[u8]) -> Link {
     let mut h = Sha256::new();
     h.update(prev);
     h.update(body);
-    let digest = h.finalize();
+    hex(&h.finalize())
+}
+
+/// `SHA-256(bytes)` as lowercase hex (what a cut-line record holds of the cut bytes).
+pub fn digest(bytes: &[u8]) -> Link {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> Link {
     let mut out = [0u8; 64];
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for (i, b) in digest.iter().enumerate() {
@@ -147,27 +155,73 @@ impl Seal {
     }
 }
 
-/// The hash of the last complete line of `file` (of `size` bytes): [`GENESIS`] for an
-/// empty file or one whose last line is not chained. Reads backwards from the end.
-pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
+/// Where a file's chain ends, as a writer about to continue it needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tip {
+    /// The hash of the last complete chained line; `None` when the file has none.
+    pub hash: Option<Link>,
+    /// Where the last line starts when it is cut off (no newline: its writer stopped
+    /// mid-line, a crash or a full disk).
+    pub cut_from: Option<u64>,
+}
+
+/// The [`Tip`] of `file` (of `size` bytes), read backwards from the end. Complete lines
+/// without chain fields after the last chained one are passed over: the next line chains
+/// to the last line that can be verified, so `log verify` reports them and goes on.
+pub fn find_tip(file: &mut File, size: u64) -> io::Result<Tip> {
     let mut chunk = 4096u64;
     loop {
         let start = size.saturating_sub(chunk);
         let mut buf = vec![0; (size - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut buf)?;
-        // A torn last line (a writer died mid-write) is not a line: skip to the one before.
-        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let line_start = buf[..end.saturating_sub(1)]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map(|i| i + 1);
-        match line_start {
-            Some(s) => return Ok(split(&buf[s..end]).map_or(GENESIS, |(_, _, h)| h)),
-            None if start == 0 => return Ok(split(&buf[..end]).map_or(GENESIS, |(_, _, h)| h)),
-            None => chunk *= 4,
+        let Some(last_newline) = buf.iter().rposition(|&b| b == b'\n') else {
+            if start == 0 {
+                let cut_from = (size > 0).then_some(0);
+                return Ok(Tip {
+                    hash: None,
+                    cut_from,
+                });
+            }
+            chunk *= 4;
+            continue;
+        };
+        let complete = last_newline + 1;
+        let cut_from = (start + (complete as u64) < size).then_some(start + complete as u64);
+        // Complete lines, last first, until a chained one.
+        let mut end = complete;
+        loop {
+            let line_start = buf[..end - 1]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|i| i + 1);
+            let from = match line_start {
+                Some(s) => s,
+                None if start == 0 => 0,
+                None => break,
+            };
+            if let Some((_, _, hash)) = split(&buf[from..end]) {
+                return Ok(Tip {
+                    hash: Some(hash),
+                    cut_from,
+                });
+            }
+            if from == 0 {
+                return Ok(Tip {
+                    hash: None,
+                    cut_from,
+                });
+            }
+            end = from;
         }
+        chunk *= 4;
     }
+}
+
+/// The hash of the last complete chained line of `file` (of `size` bytes), [`GENESIS`]
+/// when it has none.
+pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
+    Ok(find_tip(file, size)?.hash.unwrap_or(GENESIS))
 }
 
 #[cfg(test)]
@@ -215,5 +269,75 @@ mod tests {
         let mut f = File::open(&path).unwrap();
         assert_eq!(last_link(&mut f, out.len() as u64).unwrap(), h2);
         assert_eq!(last_link(&mut f, 0).unwrap(), GENESIS);
+    }
+
+    #[test]
+    fn the_tip_passes_over_unchained_lines_and_finds_a_cut_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let tip = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            find_tip(&mut File::open(&path).unwrap(), bytes.len() as u64).unwrap()
+        };
+        let mut out = Vec::new();
+        let h1 = push_chained(&mut out, br#"{"a":1"#, &GENESIS);
+        let whole = out.len() as u64;
+        assert_eq!(
+            tip(&out),
+            Tip {
+                hash: Some(h1),
+                cut_from: None
+            }
+        );
+        out.extend_from_slice(b"inserted\n\n");
+        let after_inserted = out.len() as u64;
+        assert_eq!(
+            tip(&out),
+            Tip {
+                hash: Some(h1),
+                cut_from: None
+            }
+        );
+        out.extend_from_slice(b"{\"ts\":\"cut");
+        assert_eq!(
+            tip(&out),
+            Tip {
+                hash: Some(h1),
+                cut_from: Some(after_inserted)
+            }
+        );
+        assert_eq!(
+            tip(b"{\"cut"),
+            Tip {
+                hash: None,
+                cut_from: Some(0)
+            }
+        );
+        assert_eq!(
+            tip(b"x\ny\n"),
+            Tip {
+                hash: None,
+                cut_from: None
+            }
+        );
+        assert_eq!(
+            tip(b""),
+            Tip {
+                hash: None,
+                cut_from: None
+            }
+        );
+        // A chained line far back, past the first chunk read.
+        let mut long = out[..whole as usize].to_vec();
+        long.extend(std::iter::repeat_n(b"junk line\n".as_slice(), 2000).flatten());
+        long.extend_from_slice(b"tail");
+        let n = long.len() as u64;
+        assert_eq!(
+            tip(&long),
+            Tip {
+                hash: Some(h1),
+                cut_from: Some(n - 4)
+            }
+        );
     }
 }
