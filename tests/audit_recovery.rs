@@ -398,3 +398,103 @@ fn events_lost_to_a_full_disk_are_recorded_as_a_gap_once_writing_works() {
     assert_eq!(v["complete"], false, "{v}");
     assert_eq!(verify(&sandbox, &dir, &["--strict"]).code, 1);
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// `None` (and the reason on stderr) where mounting is not allowed (not root, or no
+    /// mount namespace of ours).
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs(at.to_path_buf())),
+            Ok(o) => {
+                eprintln!(
+                    "skipped: cannot mount a tmpfs here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The same on a real full file system: a 64 KiB tmpfs, filled by the log and a
+/// spare file; the spare file is removed once the writer has met the full disk.
+#[test]
+fn a_real_full_disk_costs_events_that_a_gap_records_and_the_chain_stays_intact() {
+    let sandbox = Sandbox::new();
+    let Some(disk) = Tmpfs::mount(&sandbox.root().join("disk"), "64k") else {
+        return;
+    };
+    let dir = disk.0.join("logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(disk.0.join("spare"), vec![b'x'; 24 * 1024]).unwrap();
+    let audit = start(&dir, "srv");
+    let tx = audit.sender();
+    let t0 = today() * DAY + 7200;
+    let sent = std::cell::Cell::new(0u64);
+    let send_some = |n: u64| {
+        let from = sent.get();
+        let mut batch: Vec<_> = (from..from + n)
+            .map(|i| {
+                let mut e = event(UNIX_EPOCH + Duration::from_secs(t0 + i), i);
+                e.message = Some("m".repeat(700).into());
+                e
+            })
+            .collect();
+        sent.set(from + n);
+        tx.send(&mut batch);
+        std::thread::sleep(Duration::from_millis(150));
+    };
+    // About 1 KiB a line: the disk is full after some 40 of them.
+    for _ in 0..12 {
+        send_some(10);
+    }
+    let full_at = sent.get();
+    std::fs::remove_file(disk.0.join("spare")).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    send_some(5);
+    drop(tx);
+    let (written, dropped) = audit.finish(Duration::from_secs(10));
+    assert_eq!(written + dropped, sent.get());
+    assert!(
+        dropped > 0 && dropped < full_at,
+        "{written} written, {dropped} lost"
+    );
+
+    let file = day_files(&dir)[0].clone();
+    let gaps: Vec<Value> = lines_of(&file)
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["record"] == "gap")
+        .collect();
+    let recorded: u64 = gaps
+        .iter()
+        .map(|g| g["gap"]["events"].as_u64().unwrap())
+        .sum();
+    assert_eq!(recorded, dropped, "{gaps:?}");
+    let v = json(&verify(&sandbox, &dir, &["--format", "json"]));
+    assert_eq!(v["intact"], true, "{v}");
+    assert_eq!(v["lost_events"], dropped, "{v}");
+    eprintln!(
+        "a 64 KiB tmpfs: {written} events written, {dropped} lost and recorded in {} gap(s), {} cut line(s) sealed",
+        gaps.len(),
+        v["cut_lines"].as_array().unwrap().len()
+    );
+}
