@@ -399,6 +399,58 @@ fn events_lost_to_a_full_disk_are_recorded_as_a_gap_once_writing_works() {
     assert_eq!(verify(&sandbox, &dir, &["--strict"]).code, 1);
 }
 
+/// A disk that frees a little room: the write that mends a cut line is cut off in turn;
+/// the next one seals both as one cut and the chain holds.
+#[test]
+fn a_mending_write_cut_off_in_turn_is_sealed_with_the_line_it_mended() {
+    let sandbox = Sandbox::new();
+    let dir = sandbox.root().join("logs");
+    let t0 = today() * DAY + 3600;
+    let audit = start(&dir, "srv");
+    let tx = audit.sender();
+    let send = |ids: std::ops::Range<u64>| {
+        let mut batch: Vec<_> = ids
+            .map(|i| event(UNIX_EPOCH + Duration::from_secs(t0 + i), i))
+            .collect();
+        tx.send(&mut batch);
+    };
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(20), "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    send(0..3);
+    wait("the first events written", &|| {
+        dir.is_dir()
+            && day_files(&dir)
+                .first()
+                .is_some_and(|f| lines_of(f).len() == 3)
+    });
+    fault::fill_disk(&dir, 60);
+    send(3..6);
+    wait("the writer meets the full disk", &|| {
+        fault::refused(&dir) > 0
+    });
+    // Room for 30 bytes: the mending write (a newline, the record, the gap) gets in part.
+    fault::fill_disk(&dir, 30);
+    wait("the mending write is cut off", &|| fault::refused(&dir) > 0);
+    fault::free_disk(&dir);
+    std::thread::sleep(Duration::from_millis(1200));
+    send(6..8);
+    drop(tx);
+    let (written, dropped) = audit.finish(Duration::from_secs(10));
+    assert_eq!((written, dropped), (5, 3));
+
+    let v = json(&verify(&sandbox, &dir, &["--format", "json"]));
+    assert_eq!(v["intact"], true, "{v}");
+    assert_eq!(v["cut_lines"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["cut_lines"][0]["lines"], 2, "{v}");
+    assert_eq!(v["cut_lines"][0]["line"], 4, "{v}");
+    assert_eq!(v["lost_events"], 3, "{v}");
+}
+
 /// A tmpfs mounted for one test, unmounted when dropped.
 struct Tmpfs(std::path::PathBuf);
 

@@ -158,8 +158,9 @@ impl Seal {
 /// Where a file's chain ends, as a writer about to continue it needs to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tip {
-    /// The hash of the last complete chained line; `None` when the file has none.
-    pub hash: Option<Link>,
+    /// Where the last complete chained line ends, and its hash; `None` when the file has
+    /// none.
+    pub chained: Option<(u64, Link)>,
     /// Where the last line starts when it is cut off (no newline: its writer stopped
     /// mid-line, a crash or a full disk).
     pub cut_from: Option<u64>,
@@ -179,7 +180,7 @@ pub fn find_tip(file: &mut File, size: u64) -> io::Result<Tip> {
             if start == 0 {
                 let cut_from = (size > 0).then_some(0);
                 return Ok(Tip {
-                    hash: None,
+                    chained: None,
                     cut_from,
                 });
             }
@@ -202,13 +203,13 @@ pub fn find_tip(file: &mut File, size: u64) -> io::Result<Tip> {
             };
             if let Some((_, _, hash)) = split(&buf[from..end]) {
                 return Ok(Tip {
-                    hash: Some(hash),
+                    chained: Some((start + end as u64, hash)),
                     cut_from,
                 });
             }
             if from == 0 {
                 return Ok(Tip {
-                    hash: None,
+                    chained: None,
                     cut_from,
                 });
             }
@@ -221,7 +222,9 @@ pub fn find_tip(file: &mut File, size: u64) -> io::Result<Tip> {
 /// The hash of the last complete chained line of `file` (of `size` bytes), [`GENESIS`]
 /// when it has none.
 pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
-    Ok(find_tip(file, size)?.hash.unwrap_or(GENESIS))
+    Ok(find_tip(file, size)?
+        .chained
+        .map_or(GENESIS, |(_, hash)| hash))
 }
 
 #[cfg(test)]
@@ -285,7 +288,7 @@ mod tests {
         assert_eq!(
             tip(&out),
             Tip {
-                hash: Some(h1),
+                chained: Some((whole, h1)),
                 cut_from: None
             }
         );
@@ -294,7 +297,7 @@ mod tests {
         assert_eq!(
             tip(&out),
             Tip {
-                hash: Some(h1),
+                chained: Some((whole, h1)),
                 cut_from: None
             }
         );
@@ -302,28 +305,28 @@ mod tests {
         assert_eq!(
             tip(&out),
             Tip {
-                hash: Some(h1),
+                chained: Some((whole, h1)),
                 cut_from: Some(after_inserted)
             }
         );
         assert_eq!(
             tip(b"{\"cut"),
             Tip {
-                hash: None,
+                chained: None,
                 cut_from: Some(0)
             }
         );
         assert_eq!(
             tip(b"x\ny\n"),
             Tip {
-                hash: None,
+                chained: None,
                 cut_from: None
             }
         );
         assert_eq!(
             tip(b""),
             Tip {
-                hash: None,
+                chained: None,
                 cut_from: None
             }
         );
@@ -335,7 +338,7 @@ mod tests {
         assert_eq!(
             tip(&long),
             Tip {
-                hash: Some(h1),
+                chained: Some((whole, h1)),
                 cut_from: Some(n - 4)
             }
         );

@@ -712,12 +712,16 @@ impl DayFile {
             _ => {}
         }
         let tip = chain::find_tip(&mut self.log, size)?;
-        let mut prev = match tip.hash {
-            Some(hash) => hash,
+        let mut prev = match tip.chained {
+            Some((_, hash)) => hash,
             None => chain_head(dir, day),
         };
         let now = SystemTime::now();
-        if let Some(from) = tip.cut_from {
+        if let Some(cut_from) = tip.cut_from {
+            // The cut bytes run from the end of the last chained line: lines between it
+            // and the cut one are what an earlier mending write (cut off in turn, on a
+            // disk that freed a little room) left.
+            let from = tip.chained.map_or(cut_from, |(end, _)| end);
             let mut cut = vec![0; (size - from) as usize];
             self.log.seek(io::SeekFrom::Start(from))?;
             self.log.read_exact(&mut cut)?;

@@ -100,7 +100,10 @@ impl std::fmt::Display for Problem {
 pub struct CutLine {
     pub file: String,
     pub line: usize,
-    /// Its byte offset in the file and its length (the cut bytes, no newline).
+    /// Lines the cut spans: one, or more when the write that mended it was cut off in
+    /// turn (a disk that freed a little room) and mended by a later one.
+    pub lines: usize,
+    /// Its byte offset in the file and its length (the cut bytes, no last newline).
     pub offset: u64,
     pub length: u64,
     /// The line of the `cut_line` record that sealed it; `None` when it is still the
@@ -114,6 +117,11 @@ impl std::fmt::Display for CutLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (file, line, len) = (&self.file, self.line, self.length);
         match self.sealed_at {
+            Some(at) if self.lines > 1 => write!(
+                f,
+                "{file}:{line}: {} lines cut off ({len} bytes: a line its writer stopped writing mid-way, a crash or a full disk, and the mending writes cut off in turn), sealed by the record at line {at}",
+                self.lines
+            ),
             Some(at) => write!(
                 f,
                 "{file}:{line}: a line cut off after {len} bytes (its writer stopped mid-line: a crash or a full disk), sealed by the record at line {at}"
@@ -408,6 +416,7 @@ impl Walk<'_> {
                         self.report.cut_lines.push(CutLine {
                             file: self.file.name.clone(),
                             line: n,
+                            lines: 1,
                             offset: start,
                             length: at as u64,
                             sealed_at: None,
@@ -471,6 +480,7 @@ impl Walk<'_> {
             self.report.cut_lines.push(CutLine {
                 file: self.file.name.clone(),
                 line: d.line,
+                lines: 1,
                 offset: d.offset,
                 length: d.length,
                 sealed_at: None,
@@ -505,22 +515,27 @@ impl Walk<'_> {
             sha256,
         }) = record
         {
-            let sealed = debris.last().is_some_and(|d| {
-                d.offset == *offset
-                    && d.length == *length
-                    && d.terminated
-                    && d.offset + d.length + 1 == start
-                    && bytes
-                        .get(d.offset as usize..(d.offset + d.length) as usize)
-                        .is_some_and(|cut| chain::digest(cut) == *sha256)
+            // The cut lines run from `offset` to the newline the writer put before its
+            // record (more than one line when a mending write was itself cut off).
+            let first = debris.iter().position(|d| d.offset == *offset);
+            let sealed = first.is_some_and(|i| {
+                debris.last().is_some_and(|d| {
+                    d.terminated
+                        && d.offset + d.length == offset + length
+                        && offset + length + 1 == start
+                        && bytes
+                            .get(*offset as usize..(offset + length) as usize)
+                            .is_some_and(|cut| chain::digest(cut) == *sha256)
+                }) && debris[i..].iter().all(|d| d.terminated)
             });
-            if sealed {
-                let d = debris.pop().unwrap_or_else(|| unreachable!());
+            if let (true, Some(i)) = (sealed, first) {
+                let run = debris.split_off(i);
                 self.report.cut_lines.push(CutLine {
                     file: self.file.name.clone(),
-                    line: d.line,
-                    offset: d.offset,
-                    length: d.length,
+                    line: run[0].line,
+                    lines: run.len(),
+                    offset: *offset,
+                    length: *length,
                     sealed_at: Some(n),
                     glued: false,
                 });

@@ -570,6 +570,7 @@ struct JsonProblem<'a> {
 struct JsonCut<'a> {
     file: &'a str,
     line: usize,
+    lines: usize,
     offset: u64,
     length: u64,
     /// The line of the record that sealed it (`null`: not sealed yet, or glued onto by
@@ -625,6 +626,7 @@ fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
                     .map(|c| JsonCut {
                         file: &c.file,
                         line: c.line,
+                        lines: c.lines,
                         offset: c.offset,
                         length: c.length,
                         sealed_at: c.sealed_at,
