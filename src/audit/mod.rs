@@ -753,16 +753,10 @@ impl DayFile {
 fn write_counted(log: &mut File, dir: &Path, bytes: &[u8]) -> (usize, io::Result<()>) {
     let mut done = 0;
     while done < bytes.len() {
-        let mut end = bytes.len();
-        #[cfg(any(test, feature = "test-support"))]
-        if let Some(room) = fault::room(dir, end - done) {
-            if room == 0 {
-                return (done, Err(fault::disk_full()));
-            }
-            end = done + room;
-        }
-        #[cfg(not(any(test, feature = "test-support")))]
-        let _ = dir;
+        let end = match room(dir, bytes.len() - done) {
+            Ok(n) => done + n,
+            Err(e) => return (done, Err(e)),
+        };
         match log.write(&bytes[done..end]) {
             Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
             Ok(n) => done += n,
@@ -771,6 +765,22 @@ fn write_counted(log: &mut File, dir: &Path, bytes: &[u8]) -> (usize, io::Result
         }
     }
     (done, Ok(()))
+}
+
+/// How many of `want` bytes may be written to `dir` now: all of them, but on the tests'
+/// full disk ([`fault`]).
+#[cfg(any(test, feature = "test-support"))]
+fn room(dir: &Path, want: usize) -> io::Result<usize> {
+    match fault::room(dir, want) {
+        Some(0) => Err(fault::disk_full()),
+        Some(n) => Ok(n),
+        None => Ok(want),
+    }
+}
+
+#[cfg(not(any(test, feature = "test-support")))]
+fn room(_dir: &Path, want: usize) -> io::Result<usize> {
+    Ok(want)
 }
 
 /// The hash a new day file's first line chains to: the tip of the log's newest other day
