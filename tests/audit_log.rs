@@ -191,6 +191,90 @@ fn an_intact_log_verifies_and_each_tampering_is_reported_where_it_is() {
     assert_eq!(v["problems"][0]["line"], 4);
 }
 
+/// Rewrite a log's chain from its first line: lines of `sha_days` (by index) as an
+/// earlier build wrote them (no `"chain"` member, SHA-256), the rest as this build does,
+/// seals included.
+fn rechain(files: &[PathBuf], sha_days: usize) {
+    use sha2::Digest;
+    const MARK: &str = r#","chain":"blake3""#;
+    let mut prev = "0".repeat(64);
+    for (day, file) in files.iter().enumerate() {
+        let mut out = String::new();
+        for line in lines_of(file) {
+            let body = &line[..line.find(r#","prev":""#).unwrap()];
+            let bare = body.strip_suffix(MARK).unwrap_or(body);
+            let (body, hash) = if day < sha_days {
+                let digest = sha2::Sha256::new()
+                    .chain_update(prev.as_bytes())
+                    .chain_update(bare.as_bytes())
+                    .finalize();
+                (bare.to_string(), hex(&digest))
+            } else {
+                let marked = format!("{bare}{MARK}");
+                let mut h = blake3::Hasher::new();
+                h.update(prev.as_bytes());
+                h.update(marked.as_bytes());
+                (marked, hex(h.finalize().as_bytes()))
+            };
+            out.push_str(&format!(
+                "{body},\"prev\":\"{prev}\",\"hash\":\"{hash}\"}}\n"
+            ));
+            prev = hash;
+        }
+        std::fs::write(file, &out).unwrap();
+        let seal = format!("mcpwall-seal-1 {:020} {prev}\n", out.len());
+        std::fs::write(seal_of(file), seal).unwrap();
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn lines_hashed_with_sha256_by_earlier_builds_verify_in_one_chain_with_blake3_ones() {
+    let sandbox = Sandbox::new();
+    let (dir, files) = fresh_log(&sandbox, "mixed");
+    // What this build writes: every line marked, and the writer's chain verifies.
+    assert!(
+        lines_of(&files[0])
+            .iter()
+            .all(|l| l.contains(r#","chain":"blake3","prev":"#))
+    );
+    rechain(&files, 1);
+    assert!(!lines_of(&files[0])[0].contains(r#""chain""#));
+    let run = verify(&sandbox, &dir);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("12 chained line(s)"), "{}", run.stdout);
+    // The writer goes on from a SHA-256 tip.
+    let audit = start(&dir, "after-upgrade");
+    audit.sender().send(&mut vec![event(SystemTime::now(), 99)]);
+    assert_eq!(audit.finish(Duration::from_secs(10)).1, 0);
+    let run = verify(&sandbox, &dir);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.contains("13 chained line(s)"), "{}", run.stdout);
+    // The mark is part of what is hashed: taking it off a BLAKE3 line, or putting it on
+    // a SHA-256 one, is an edit.
+    for (file, line) in [(&files[2], 0), (&files[0], 1)] {
+        rechain(&files, 1);
+        let mut l = lines_of(file);
+        l[line] = if l[line].contains(r#""chain""#) {
+            l[line].replacen(r#","chain":"blake3""#, "", 1)
+        } else {
+            l[line].replacen(r#","prev":"#, r#","chain":"blake3","prev":"#, 1)
+        };
+        write_lines(file, &l);
+        let run = verify(&sandbox, &dir);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        assert!(
+            run.stdout
+                .contains(&format!("{}:{}: the line was edited", name(file), line + 1)),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
 #[test]
 fn files_removed_by_retention_are_recorded_not_reported_as_tampering() {
     let sandbox = Sandbox::new();

@@ -1264,6 +1264,48 @@ fn redaction_labels_and_counts_name_detectors_and_rules() {
 }
 
 #[test]
+fn the_message_envelope_is_not_content_but_everything_inside_it_is() {
+    let env = TestEnv::new();
+    // A pattern that matches the envelope's words would hold every message.
+    let policy = support::load_policy(
+        r"outbound_rules: [{name: words, match: {response_contains_regex: '^(jsonrpc|2\.0|id|result|error|method|params)$'}, action: deny}]",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let judge = |line: &str, scratch: &mut mcpwall::program::Scratch| {
+        let mut parsed = mcpwall::frame::Parsed::new();
+        support::parse(line.as_bytes(), &mut parsed);
+        let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
+        let call = support::Call {
+            method: Some("tools/call"),
+            tool: None,
+            server: "s",
+        };
+        let outcome = program.scan_response(&frame, &frame.messages()[0], &call.info(), scratch);
+        matches!(outcome, mcpwall::verdict::Outcome::Block { .. })
+    };
+    for envelope_only in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":1,"message":"m"}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}"#,
+    ] {
+        assert!(!judge(envelope_only, &mut scratch), "{envelope_only}");
+    }
+    // The same words anywhere else are content: a nested key, a value, a string id, an
+    // extra member of the message.
+    for content in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"result":1}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"jsonrpc"}]}}"#,
+        r#"{"jsonrpc":"2.0","id":"2.0","result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{},"extra":"params"}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"result":{"error":true}}]"#,
+    ] {
+        assert!(judge(content, &mut scratch), "{content}");
+    }
+}
+
+#[test]
 fn scan_text_handles_invalid_utf8() {
     let env = TestEnv::new();
     let policy = support::load_policy(

@@ -169,11 +169,20 @@ pub fn program_exists(
     std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
 }
 
-/// This program, to start the sandbox helper: `/proc/self/exe` on Linux, which stays
-/// valid when the binary is replaced on disk while mcpwall runs.
+/// This program, to start the sandbox helper. On Linux, the running binary through
+/// `/proc/self/exe`, which stays valid when the file is replaced on disk while mcpwall
+/// runs. It is opened once and executed through its descriptor: under valgrind (the
+/// instruction counts of docs/performance.md) `/proc/self/exe` is valgrind's own tool,
+/// which refuses to be started, while opening it gives the program valgrind runs.
 pub fn own_executable() -> std::path::PathBuf {
     if cfg!(target_os = "linux") {
-        return "/proc/self/exe".into();
+        static RUNNING: std::sync::OnceLock<Option<File>> = std::sync::OnceLock::new();
+        return match RUNNING.get_or_init(|| File::open("/proc/self/exe").ok()) {
+            // Still open in the forked child when `execve` resolves the path (the
+            // descriptor is close-on-exec, so the helper does not inherit it).
+            Some(file) => format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file)).into(),
+            None => "/proc/self/exe".into(),
+        };
     }
     std::env::current_exe().unwrap_or_else(|_| "mcpwall".into())
 }

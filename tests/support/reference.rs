@@ -408,8 +408,25 @@ impl<'p> Reference<'p> {
             None
         };
         let tool = call.tool.or(own_tool);
+        // The message's own member names and `"jsonrpc":"2.0"` are not content.
         let mut scalars = Vec::new();
-        collect(msg, true, &mut scalars);
+        match msg {
+            Value::Object(members) => {
+                for (k, v) in members {
+                    let envelope = matches!(
+                        k.as_str(),
+                        "jsonrpc" | "id" | "method" | "params" | "result" | "error"
+                    );
+                    if !envelope {
+                        scalars.push(Scalar::Key(k));
+                    }
+                    if !(k == "jsonrpc" && v == "2.0") {
+                        collect(v, true, &mut scalars);
+                    }
+                }
+            }
+            other => collect(other, true, &mut scalars),
+        }
         let texts: Vec<String> = scalars
             .iter()
             .filter(|s| s.is_text())
