@@ -3,22 +3,19 @@
 //! mcpwall's (Node) lines beside ours, and `mcpwall log` reading, filtering, summarising
 //! and following.
 
+#[path = "support/audit.rs"]
+mod audit;
 #[path = "support/sandbox.rs"]
 mod sandbox;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mcpwall::audit::{
-    Audit, AuditConfig, AuditEvent, Direction, NoNames, RuleRef, Verdict, retention,
-};
-use mcpwall::session::ids::IdText;
+use audit::{DAY, day_files, event, lines_of, name, seal_of, start, write_lines};
+use mcpwall::audit::{Verdict, retention};
 use sandbox::{Run, Sandbox};
 use serde_json::Value;
-
-const DAY: u64 = 86_400;
 
 /// Write `per_day` events on each of `days` consecutive days ending today, through the
 /// real writer; every third is a denial.
@@ -42,69 +39,8 @@ fn write_days(dir: &Path, days: u64, per_day: u64) {
     assert_eq!(audit.finish(Duration::from_secs(10)).1, 0);
 }
 
-fn start(dir: &Path, server: &str) -> Audit {
-    Audit::start(
-        AuditConfig {
-            dir: dir.to_path_buf(),
-            session: "s".into(),
-            server: server.into(),
-            retention: None,
-        },
-        Arc::new(NoNames),
-    )
-}
-
-fn event(ts: SystemTime, i: u64) -> AuditEvent {
-    let deny = i % 3 == 2;
-    let mut e = AuditEvent::new(
-        Direction::Inbound,
-        if deny { Verdict::Deny } else { Verdict::Allow },
-    );
-    e.ts = ts;
-    e.id = Some(IdText::new(i.to_string().as_bytes()));
-    e.method = Some("tools/call".into());
-    e.tool = Some(if deny { "run_command" } else { "read_file" }.into());
-    if deny {
-        e.rule = Some(RuleRef::Builtin("mcpwall:default_action"));
-        e.request = Some("cmd: rm -…[6 chars]".into());
-    }
-    e
-}
-
-fn day_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".audit.jsonl"))
-        .collect();
-    files.sort();
-    files
-}
-
 fn verify(sandbox: &Sandbox, dir: &Path) -> Run {
-    sandbox.run(&["log", "verify", "--dir", dir.to_str().unwrap()], "")
-}
-
-fn lines_of(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-fn write_lines(path: &Path, lines: &[String]) {
-    let mut text = lines.join("\n");
-    text.push('\n');
-    std::fs::write(path, text).unwrap();
-}
-
-fn seal_of(day_file: &Path) -> PathBuf {
-    day_file.with_extension("").with_extension("audit.seal")
-}
-
-fn name(path: &Path) -> String {
-    path.file_name().unwrap().to_string_lossy().into_owned()
+    audit::verify(sandbox, dir, &[])
 }
 
 /// A fresh log of three days, four events each, in its own directory.

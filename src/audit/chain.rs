@@ -2,10 +2,11 @@
 //!
 //! Every line ends with `,"chain":"blake3","prev":"<64 hex>","hash":"<64 hex>"}`: `prev`
 //! is the `hash` of the line before it (for a day file's first line: the last line of the
-//! previous day file, or [`GENESIS`]), and `hash` is `BLAKE3(prev || body)` in lowercase
-//! hex, where `body` is the line's text before `,"prev":` (the JSON object without its
-//! closing brace, `"chain"` included). Editing a line breaks its own `hash`; deleting,
-//! inserting or moving one breaks the next line's `prev`.
+//! newest other day file when it was begun, whatever its date, or [`GENESIS`]), and
+//! `hash` is `BLAKE3(prev || body)` in lowercase hex, where `body` is the line's text
+//! before `,"prev":` (the JSON object without its closing brace, `"chain"` included).
+//! Editing a line breaks its own `hash`; deleting, inserting or moving one breaks the
+//! next line's `prev`.
 //!
 //! Lines written before BLAKE3 have no `"chain"` member and are `SHA-256(prev || body)`;
 //! both verify, and a day file may hold both (a version change mid-day). The member says
@@ -60,6 +61,12 @@ pub fn link(prev: &Link, body: &[u8]) -> Link {
         h.update(body);
         hex(&h.finalize().into())
     }
+}
+
+/// `SHA-256(bytes)` as lowercase hex (what a cut-line record holds of the cut bytes; off
+/// the hot path, so the hash its key names).
+pub fn digest(bytes: &[u8]) -> Link {
+    hex(&Sha256::digest(bytes).into())
 }
 
 fn hex(digest: &[u8; 32]) -> Link {
@@ -171,27 +178,76 @@ impl Seal {
     }
 }
 
-/// The hash of the last complete line of `file` (of `size` bytes): [`GENESIS`] for an
-/// empty file or one whose last line is not chained. Reads backwards from the end.
-pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
+/// Where a file's chain ends, as a writer about to continue it needs to know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tip {
+    /// Where the last complete chained line ends, and its hash; `None` when the file has
+    /// none.
+    pub chained: Option<(u64, Link)>,
+    /// Where the last line starts when it is cut off (no newline: its writer stopped
+    /// mid-line, a crash or a full disk).
+    pub cut_from: Option<u64>,
+}
+
+/// The [`Tip`] of `file` (of `size` bytes), read backwards from the end. Complete lines
+/// without chain fields after the last chained one are passed over: the next line chains
+/// to the last line that can be verified, so `log verify` reports them and goes on.
+pub fn find_tip(file: &mut File, size: u64) -> io::Result<Tip> {
     let mut chunk = 4096u64;
     loop {
         let start = size.saturating_sub(chunk);
         let mut buf = vec![0; (size - start) as usize];
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut buf)?;
-        // A torn last line (a writer died mid-write) is not a line: skip to the one before.
-        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let line_start = buf[..end.saturating_sub(1)]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map(|i| i + 1);
-        match line_start {
-            Some(s) => return Ok(split(&buf[s..end]).map_or(GENESIS, |(_, _, h)| h)),
-            None if start == 0 => return Ok(split(&buf[..end]).map_or(GENESIS, |(_, _, h)| h)),
-            None => chunk *= 4,
+        let Some(last_newline) = buf.iter().rposition(|&b| b == b'\n') else {
+            if start == 0 {
+                let cut_from = (size > 0).then_some(0);
+                return Ok(Tip {
+                    chained: None,
+                    cut_from,
+                });
+            }
+            chunk *= 4;
+            continue;
+        };
+        let complete = last_newline + 1;
+        let cut_from = (start + (complete as u64) < size).then_some(start + complete as u64);
+        // Complete lines, last first, until a chained one.
+        let mut end = complete;
+        loop {
+            let line_start = buf[..end - 1]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map(|i| i + 1);
+            let from = match line_start {
+                Some(s) => s,
+                None if start == 0 => 0,
+                None => break,
+            };
+            if let Some((_, _, hash)) = split(&buf[from..end]) {
+                return Ok(Tip {
+                    chained: Some((start + end as u64, hash)),
+                    cut_from,
+                });
+            }
+            if from == 0 {
+                return Ok(Tip {
+                    chained: None,
+                    cut_from,
+                });
+            }
+            end = from;
         }
+        chunk *= 4;
     }
+}
+
+/// The hash of the last complete chained line of `file` (of `size` bytes), [`GENESIS`]
+/// when it has none.
+pub fn last_link(file: &mut File, size: u64) -> io::Result<Link> {
+    Ok(find_tip(file, size)?
+        .chained
+        .map_or(GENESIS, |(_, hash)| hash))
 }
 
 #[cfg(test)]
@@ -261,5 +317,75 @@ mod tests {
         let mut f = File::open(&path).unwrap();
         assert_eq!(last_link(&mut f, out.len() as u64).unwrap(), h2);
         assert_eq!(last_link(&mut f, 0).unwrap(), GENESIS);
+    }
+
+    #[test]
+    fn the_tip_passes_over_unchained_lines_and_finds_a_cut_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f");
+        let tip = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            find_tip(&mut File::open(&path).unwrap(), bytes.len() as u64).unwrap()
+        };
+        let mut out = Vec::new();
+        let h1 = push_chained(&mut out, br#"{"a":1"#, &GENESIS);
+        let whole = out.len() as u64;
+        assert_eq!(
+            tip(&out),
+            Tip {
+                chained: Some((whole, h1)),
+                cut_from: None
+            }
+        );
+        out.extend_from_slice(b"inserted\n\n");
+        let after_inserted = out.len() as u64;
+        assert_eq!(
+            tip(&out),
+            Tip {
+                chained: Some((whole, h1)),
+                cut_from: None
+            }
+        );
+        out.extend_from_slice(b"{\"ts\":\"cut");
+        assert_eq!(
+            tip(&out),
+            Tip {
+                chained: Some((whole, h1)),
+                cut_from: Some(after_inserted)
+            }
+        );
+        assert_eq!(
+            tip(b"{\"cut"),
+            Tip {
+                chained: None,
+                cut_from: Some(0)
+            }
+        );
+        assert_eq!(
+            tip(b"x\ny\n"),
+            Tip {
+                chained: None,
+                cut_from: None
+            }
+        );
+        assert_eq!(
+            tip(b""),
+            Tip {
+                chained: None,
+                cut_from: None
+            }
+        );
+        // A chained line far back, past the first chunk read.
+        let mut long = out[..whole as usize].to_vec();
+        long.extend(std::iter::repeat_n(b"junk line\n".as_slice(), 2000).flatten());
+        long.extend_from_slice(b"tail");
+        let n = long.len() as u64;
+        assert_eq!(
+            tip(&long),
+            Tip {
+                chained: Some((whole, h1)),
+                cut_from: Some(n - 4)
+            }
+        );
     }
 }

@@ -6,7 +6,8 @@
 //! the original writes, and its readers take only files of its own name
 //! ([`is_own_log_file`]), so the original's lines are never read as this mcpwall's. Events are formatted and written on a dedicated thread fed
 //! by a bounded queue; the proxy never waits for it, so a slow or broken disk can cost
-//! audit events (counted, reported once on stderr) but never stalls a frame.
+//! audit events (counted, reported once on stderr, and recorded in the chain as a gap
+//! once writing works again, see [`records`]) but never stalls a frame.
 //!
 //! The writer is not woken per event: it wakes every [`LINGER`] or when
 //! [`WAKE_AT`] events are queued, whichever comes first, and writes them in one system
@@ -36,11 +37,14 @@
 //! | `identity` | string | only for an authenticated client (`mcpwall serve` with tokens): the token's name |
 //! | `transport` | string | only when not stdio: `http` (`mcpwall serve`), `websocket` (its `/ws` endpoint), `upstream` (bridge mode, `mcpwall --upstream URL`) |
 //! | `prev`, `hash` | string | the hash chain ([`chain`]): last on every line |
+//!
+//! The writer's own lines ([`records`]: a cut line it sealed, a file found shorter than
+//! its seal, a gap of lost events) have `record` as their second key.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io::{self, Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -51,8 +55,11 @@ use crate::platform;
 pub use crate::session::event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 
 pub mod chain;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fault;
 pub mod files;
 pub mod read;
+pub mod records;
 pub mod retention;
 pub mod time;
 pub mod verify;
@@ -205,6 +212,10 @@ impl Audit {
             out: String::with_capacity(64 * 1024),
             ends: Vec::new(),
             chained: Vec::with_capacity(64 * 1024),
+            lost: Lost::default(),
+            accounted: 0,
+            last_round: time::now(),
+            last_error: String::new(),
         };
         let thread = std::thread::Builder::new()
             .name("mcpwall-audit".into())
@@ -290,6 +301,54 @@ struct Writer {
     ends: Vec<usize>,
     /// The chained lines of one write.
     chained: Vec<u8>,
+    /// Events lost since the last gap record (written with the next write that works).
+    lost: Lost,
+    /// How much of `Shared::dropped` `lost` has taken in: the rest was dropped by the
+    /// queue (a writer too slow for the traffic).
+    accounted: u64,
+    /// When the writer last looked at `Shared::dropped`.
+    last_round: time::Micros,
+    /// Why the last open or write failed (a gap record's reason).
+    last_error: String,
+}
+
+/// Events that could not be written: how many, and the span of their times.
+#[derive(Debug, Default)]
+struct Lost {
+    events: u64,
+    from: time::Micros,
+    until: time::Micros,
+    /// The distinct reasons, `; `-separated (a few at most: each failure kind once).
+    reason: String,
+}
+
+impl Lost {
+    fn add(&mut self, events: u64, from: time::Micros, until: time::Micros, reason: &str) {
+        if events == 0 {
+            return;
+        }
+        if self.events == 0 {
+            (self.from, self.until) = (from, until);
+        } else {
+            (self.from, self.until) = (self.from.min(from), self.until.max(until));
+        }
+        self.events += events;
+        if !self.reason.split("; ").any(|r| r == reason) && self.reason.len() < 512 {
+            if !self.reason.is_empty() {
+                self.reason.push_str("; ");
+            }
+            self.reason.push_str(reason);
+        }
+    }
+
+    fn record(&self) -> records::Record {
+        records::Record::Gap {
+            events: self.events,
+            from: self.from,
+            until: self.until,
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 /// An open day file, its seal, and the chain's tip as this writer last left it.
@@ -325,6 +384,18 @@ impl Writer {
                 self.write_batch(batch);
             }
             self.flush();
+            self.note_queue_drops();
+            if self.lost.events > 0 {
+                // A gap to record as soon as writing works, events or not; on the way
+                // out, one last try whatever the time since the last failure.
+                if self.file.is_none() {
+                    if closed {
+                        self.last_open_failure = None;
+                    }
+                    self.open(days_since_epoch(SystemTime::now()));
+                }
+                self.flush();
+            }
             // Give the emptied batches back (a few: a pump holds one at a time).
             let mut queue = shared.lock();
             for mut batch in batches.drain(..) {
@@ -361,7 +432,8 @@ impl Writer {
                 self.open(day);
             }
             if self.file.is_none() {
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                let ts = time::to_micros(event.ts);
+                self.lose(1, ts, ts);
                 continue;
             }
             self.format.write(&mut self.out, event, &*self.names);
@@ -375,29 +447,112 @@ impl Writer {
     }
 
     fn flush(&mut self) {
-        if self.out.is_empty() {
+        if self.out.is_empty() && self.lost.events == 0 {
             return;
         }
-        if let Some(file) = &mut self.file
-            && let Err(e) = file.append(
-                &self.config.dir,
-                self.day,
-                &self.out,
-                &self.ends,
-                &mut self.chained,
-            )
-        {
-            self.shared.warn_once(&format!(
-                "cannot write the audit log in {}: {e}",
-                self.config.dir.display()
-            ));
-            self.file = None;
-            // Retry opening on the next event, but not more than once a second.
-            self.day = i64::MIN;
-            self.last_open_failure = Some(Instant::now());
+        let Some(file) = &mut self.file else {
+            self.out.clear();
+            self.ends.clear();
+            return;
+        };
+        let gap = (self.lost.events > 0).then(|| {
+            self.lost
+                .record()
+                .body(SystemTime::now(), &self.format.session, &self.format.server)
+        });
+        let own = OwnLines {
+            session: &self.format.session,
+            server: &self.format.server,
+            gap: gap.as_deref(),
+        };
+        match file.append(
+            &self.config.dir,
+            self.day,
+            &self.out,
+            &self.ends,
+            &mut self.chained,
+            &own,
+        ) {
+            Ok(()) => self.lost = Lost::default(),
+            Err(failed) => self.failed(failed),
         }
         self.out.clear();
         self.ends.clear();
+    }
+
+    /// A write failed after `failed.events_written` of the lines in `out`: the rest are
+    /// lost, and recorded as such once writing works again.
+    fn failed(&mut self, failed: Failed) {
+        self.shared.warn_once(&format!(
+            "cannot write the audit log in {}: {}",
+            self.config.dir.display(),
+            failed.error
+        ));
+        self.file = None;
+        // Retry opening on the next event, but not more than once a second.
+        self.day = i64::MIN;
+        self.last_open_failure = Some(Instant::now());
+        self.last_error = failed.error.to_string();
+        if failed.gap_written {
+            self.lost = Lost::default();
+        }
+        let lost = &self.ends[failed.events_written.min(self.ends.len())..];
+        if lost.is_empty() {
+            return;
+        }
+        // The lost lines' times, read back from their text (this path only: the events
+        // themselves are gone, and keeping their times per event would cost every event).
+        let mut start = match failed.events_written {
+            0 => 0,
+            n => self.ends[n - 1],
+        };
+        let (mut from, mut until) = (i64::MAX, i64::MIN);
+        for &end in lost {
+            let ts = self.out[start..end]
+                .strip_prefix("{\"ts\":\"")
+                .and_then(|rest| rest.get(..27))
+                .and_then(time::parse_rfc3339);
+            if let Some(ts) = ts {
+                (from, until) = (from.min(ts), until.max(ts));
+            }
+            start = end;
+        }
+        if from > until {
+            from = time::now();
+            until = from;
+        }
+        let n = lost.len() as u64;
+        self.shared.written.fetch_sub(n, Ordering::Relaxed);
+        self.lose(n, from, until);
+    }
+
+    /// `events` (with times from `from` to `until`) could not be written.
+    fn lose(&mut self, events: u64, from: time::Micros, until: time::Micros) {
+        self.shared.dropped.fetch_add(events, Ordering::Relaxed);
+        self.accounted += events;
+        let reason = if self.last_error.is_empty() {
+            "the audit log could not be opened"
+        } else {
+            &self.last_error
+        };
+        self.lost.add(events, from, until, reason);
+    }
+
+    /// Take in the events the queue dropped since the last round (one atomic load a
+    /// round): their times are not known, only that they fell since then.
+    fn note_queue_drops(&mut self) {
+        let dropped = self.shared.dropped.load(Ordering::Relaxed);
+        let now = time::now();
+        if dropped > self.accounted {
+            self.lost.add(
+                dropped - self.accounted,
+                self.last_round,
+                now,
+                "the audit writer could not keep up: its queue was full",
+            );
+            self.accounted = dropped;
+        }
+        self.last_round = now;
     }
 
     fn open(&mut self, day: i64) {
@@ -424,11 +579,40 @@ impl Writer {
                 self.file = None;
                 self.day = i64::MIN;
                 self.last_open_failure = Some(Instant::now());
+                self.last_error = format!("cannot open {}: {e}", path.display());
                 self.shared.warn_once(&format!(
                     "cannot open the audit log {}: {e}",
                     path.display()
                 ));
             }
+        }
+    }
+}
+
+/// The writer's own lines for one write: its formatted session and server (for a
+/// record of a cut line it mends), and a gap record to write before the events.
+struct OwnLines<'a> {
+    session: &'a str,
+    server: &'a str,
+    gap: Option<&'a str>,
+}
+
+/// A write that failed, and how far it got.
+struct Failed {
+    error: io::Error,
+    /// Event lines written whole before the failure.
+    events_written: usize,
+    /// Whether the gap record (written before the events) got in whole.
+    gap_written: bool,
+}
+
+impl From<io::Error> for Failed {
+    /// A failure before anything was written.
+    fn from(error: io::Error) -> Failed {
+        Failed {
+            error,
+            events_written: 0,
+            gap_written: false,
         }
     }
 }
@@ -445,12 +629,13 @@ impl DayFile {
         out: &str,
         ends: &[usize],
         chained: &mut Vec<u8>,
-    ) -> io::Result<()> {
+        own: &OwnLines<'_>,
+    ) -> Result<(), Failed> {
         // Where locks are not supported (some network file systems) the events are still
         // written: a chain two writers interleave shows up in `log verify`, a lost event
         // would not show anywhere.
         let locked = platform::lock_exclusive(&self.log).is_ok();
-        let result = self.append_locked(dir, day, out, ends, chained);
+        let result = self.append_locked(dir, day, out, ends, chained, own);
         if locked {
             let _ = platform::unlock(&self.log);
         }
@@ -464,48 +649,151 @@ impl DayFile {
         out: &str,
         ends: &[usize],
         chained: &mut Vec<u8>,
-    ) -> io::Result<()> {
+        own: &OwnLines<'_>,
+    ) -> Result<(), Failed> {
         let size = self.log.metadata()?.len();
+        chained.clear();
         let mut prev = match self.tip {
             Some((len, hash)) if len == size => hash,
-            _ => self.read_tip(dir, day, size)?,
+            _ => self.read_tip(dir, day, size, own, chained)?,
         };
-        chained.clear();
+        if let Some(gap) = own.gap {
+            prev = chain::push_chained(chained, gap.as_bytes(), &prev);
+        }
+        let events_from = chained.len();
         let mut start = 0;
         for &end in ends {
             prev = chain::push_chained(chained, &out.as_bytes()[start..end], &prev);
             start = end;
         }
-        self.log.write_all(chained)?;
+        let (written, result) = write_counted(&mut self.log, dir, chained);
+        if let Err(error) = result {
+            // Lines hold no raw newline (JSON escapes it): each one counted is whole.
+            let whole = chained[events_from.min(written)..written]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            return Err(Failed {
+                error,
+                events_written: whole,
+                gap_written: written >= events_from,
+            });
+        }
         let len = size + chained.len() as u64;
         self.tip = Some((len, prev));
-        chain::Seal { len, hash: prev }.write(&self.seal)
+        chain::Seal { len, hash: prev }
+            .write(&self.seal)
+            .map_err(|error| Failed {
+                error,
+                events_written: ends.len(),
+                gap_written: true,
+            })
     }
 
-    /// The hash the next line chains to, when another writer may have appended: the
-    /// seal's when it covers the whole file, else the last line's; for a new day file,
-    /// the previous day file's last hash.
-    fn read_tip(&mut self, dir: &Path, day: i64, size: u64) -> io::Result<chain::Link> {
-        if size == 0 {
-            return Ok(previous_day_link(dir, day));
+    /// The hash the next line chains to, when this writer did not write the file's end
+    /// itself (it just opened the file, or another writer appended since). A complete
+    /// write leaves the file at its seal's length, ending where the seal says. Anything
+    /// else is mended in `chained` first, before the new lines: a cut-off last line (its
+    /// writer stopped mid-line) is ended with a newline and a record of it; a file
+    /// shorter than its seal gets a record saying so (the next seal covers the new end).
+    /// A new day file chains to the log's newest other day file ([`chain_head`]).
+    fn read_tip(
+        &mut self,
+        dir: &Path,
+        day: i64,
+        size: u64,
+        own: &OwnLines<'_>,
+        chained: &mut Vec<u8>,
+    ) -> io::Result<chain::Link> {
+        let seal = chain::Seal::read_file(&self.seal);
+        match seal {
+            Some(seal) if seal.len == size && size > 0 => return Ok(seal.hash),
+            _ if size == 0 && seal.is_none_or(|s| s.len == 0) => return Ok(chain_head(dir, day)),
+            _ => {}
         }
-        if let Some(seal) = chain::Seal::read_file(&self.seal)
-            && seal.len == size
+        let tip = chain::find_tip(&mut self.log, size)?;
+        let mut prev = match tip.chained {
+            Some((_, hash)) => hash,
+            None => chain_head(dir, day),
+        };
+        let now = SystemTime::now();
+        if let Some(cut_from) = tip.cut_from {
+            // The cut bytes run from the end of the last chained line: lines between it
+            // and the cut one are what an earlier mending write (cut off in turn, on a
+            // disk that freed a little room) left.
+            let from = tip.chained.map_or(cut_from, |(end, _)| end);
+            let mut cut = vec![0; (size - from) as usize];
+            self.log.seek(io::SeekFrom::Start(from))?;
+            self.log.read_exact(&mut cut)?;
+            chained.push(b'\n');
+            let record = records::Record::CutLine {
+                offset: from,
+                length: size - from,
+                sha256: chain::digest(&cut),
+            };
+            let body = record.body(now, own.session, own.server);
+            prev = chain::push_chained(chained, body.as_bytes(), &prev);
+        }
+        if let Some(seal) = seal
+            && seal.len > size
         {
-            return Ok(seal.hash);
+            let record = records::Record::Truncated {
+                sealed_length: seal.len,
+                length: size,
+            };
+            let body = record.body(now, own.session, own.server);
+            prev = chain::push_chained(chained, body.as_bytes(), &prev);
         }
-        chain::last_link(&mut self.log, size)
+        Ok(prev)
     }
 }
 
-/// The last hash of the newest day file before `day` ([`chain::GENESIS`] when there is
-/// none): a day file's first line chains to it.
-fn previous_day_link(dir: &Path, day: i64) -> chain::Link {
+/// Append `bytes`, as `write_all` does, and say how many got in when a write fails (a
+/// full disk takes what fits, then refuses the rest).
+fn write_counted(log: &mut File, dir: &Path, bytes: &[u8]) -> (usize, io::Result<()>) {
+    let mut done = 0;
+    while done < bytes.len() {
+        let end = match room(dir, bytes.len() - done) {
+            Ok(n) => done + n,
+            Err(e) => return (done, Err(e)),
+        };
+        match log.write(&bytes[done..end]) {
+            Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
+}
+
+/// How many of `want` bytes may be written to `dir` now: all of them, but on the tests'
+/// full disk ([`fault`]).
+#[cfg(any(test, feature = "test-support"))]
+fn room(dir: &Path, want: usize) -> io::Result<usize> {
+    match fault::room(dir, want) {
+        Some(0) => Err(fault::disk_full()),
+        Some(n) => Ok(n),
+        None => Ok(want),
+    }
+}
+
+#[cfg(not(any(test, feature = "test-support")))]
+fn room(_dir: &Path, want: usize) -> io::Result<usize> {
+    Ok(want)
+}
+
+/// The hash a new day file's first line chains to: the tip of the log's newest other day
+/// file, whichever side of `day` it is ([`chain::GENESIS`] when there is none). The chain
+/// goes on from where it was, not from the calendar: a clock stepped back across
+/// midnight makes a file for an earlier day after a later one was written, and its first
+/// line then chains to the later file.
+fn chain_head(dir: &Path, day: i64) -> chain::Link {
     let this = log_file_name(day);
-    let previous = files::own_log_files(dir)
+    files::own_log_files(dir)
         .into_iter()
-        .rfind(|f| f.name.as_str() < this.as_str());
-    previous.map_or(chain::GENESIS, |f| files::tip_of(&f.path))
+        .rfind(|f| f.name != this)
+        .map_or(chain::GENESIS, |f| files::tip_of(&f.path))
 }
 
 /// Create the directory (owner-only: 0700 on Unix) and open the day's file for appending
@@ -1150,6 +1438,63 @@ mod tests {
         let queue = tx.shared.lock();
         assert_eq!((queue.batches.len(), queue.len), (1, 15));
         assert_eq!(queue.batches[0].len(), 15);
+    }
+
+    /// A writer held up (here: another holder of the day file's lock, as a stalled disk
+    /// would) lets the queue fill and drop events; once it goes on, the first thing it
+    /// writes is a gap record of exactly those.
+    #[test]
+    fn events_the_full_queue_dropped_are_recorded_as_a_gap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("logs");
+        let audit = Audit::start(config(&dir), Arc::new(TestNames));
+        let tx = audit.sender();
+        tx.send(&mut vec![AuditEvent::new(
+            Direction::Inbound,
+            Verdict::Allow,
+        )]);
+        let start = Instant::now();
+        let path = loop {
+            if let Some(f) = files::own_log_files(&dir).first()
+                && std::fs::metadata(&f.path).is_ok_and(|m| m.len() > 0)
+            {
+                break f.path.clone();
+            }
+            assert!(start.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let holder = File::open(&path).unwrap();
+        platform::lock_exclusive(&holder).unwrap();
+        for _ in 0..3 * MAX_QUEUED / WAKE_AT {
+            let mut batch: Vec<AuditEvent> = (0..WAKE_AT)
+                .map(|_| AuditEvent::new(Direction::Outbound, Verdict::Pass))
+                .collect();
+            tx.send(&mut batch);
+        }
+        platform::unlock(&holder).unwrap();
+        drop(tx);
+        let (written, dropped) = audit.finish(Duration::from_secs(20));
+        assert!(dropped >= MAX_QUEUED as u64, "{dropped}");
+        assert_eq!(written + dropped, 1 + 3 * MAX_QUEUED as u64);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let gaps: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["record"] == "gap")
+            .collect();
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0]["gap"]["events"], dropped);
+        assert!(
+            gaps[0]["gap"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("could not keep up"),
+            "{}",
+            gaps[0]
+        );
+        let report = verify::verify(&dir);
+        assert!(report.intact(), "{:?}", report.problems);
+        assert_eq!(report.lost_events(), dropped);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::audit::files::{self, LogFile};
 use crate::audit::read::{self, Entry};
+use crate::audit::records;
 use crate::audit::time::{self, Micros};
 use crate::audit::verify;
 use crate::config;
@@ -75,7 +76,7 @@ pub struct Place {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum LogCommand {
-    /// Check the log's hash chain: exit 0 when intact, 1 at an edited, removed or moved line, a cut-off file or a missing day file.
+    /// Check the log's hash chain: exit 0 when intact, 1 at an edited, removed or moved line, a truncated file or a missing day file. Lines cut off by a crash or a full disk and events recorded as lost are listed, not counted as tampering.
     Verify(VerifyArgs),
 }
 
@@ -85,6 +86,9 @@ pub struct VerifyArgs {
     pub place: Place,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Exit 1 also when lines were cut off by a crash or events were recorded as lost (an incomplete log).
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -540,26 +544,56 @@ fn summarise(dir: &Path, filter: &Filter, format: Format) -> std::io::Result<()>
 #[derive(Debug, Serialize)]
 struct JsonVerify<'a> {
     intact: bool,
+    complete: bool,
     dir: String,
     files: usize,
+    lines: u64,
     chained_lines: u64,
     unchained_lines: u64,
     removed_by_retention: usize,
     foreign_files: usize,
     problems: Vec<JsonProblem<'a>>,
+    cut_lines: Vec<JsonCut<'a>>,
+    gaps: Vec<JsonGap<'a>>,
+    lost_events: u64,
 }
 
 #[derive(Debug, Serialize)]
 struct JsonProblem<'a> {
     file: &'a str,
     line: Option<usize>,
+    kind: &'static str,
     problem: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonCut<'a> {
+    file: &'a str,
+    line: usize,
+    lines: usize,
+    offset: u64,
+    length: u64,
+    /// The line of the record that sealed it (`null`: not sealed yet, or glued onto by
+    /// an older mcpwall).
+    sealed_at: Option<usize>,
+    glued: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonGap<'a> {
+    file: &'a str,
+    line: usize,
+    events: u64,
+    from: String,
+    until: String,
+    reason: &'a str,
 }
 
 fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
     let dir = log_dir(&args.place)?;
     let report = verify::verify(&dir);
-    let code = if report.intact() {
+    let complete = report.cut_lines.is_empty() && report.gaps.is_empty();
+    let code = if report.intact() && (complete || !args.strict) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -568,8 +602,10 @@ fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
         Format::Json => {
             let v = JsonVerify {
                 intact: report.intact(),
+                complete,
                 dir: dir.display().to_string(),
                 files: report.files,
+                lines: report.lines,
                 chained_lines: report.chained_lines,
                 unchained_lines: report.unchained_lines,
                 removed_by_retention: report.removed_by_retention,
@@ -580,9 +616,36 @@ fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
                     .map(|p| JsonProblem {
                         file: &p.file,
                         line: p.line,
+                        kind: p.kind.as_str(),
                         problem: &p.what,
                     })
                     .collect(),
+                cut_lines: report
+                    .cut_lines
+                    .iter()
+                    .map(|c| JsonCut {
+                        file: &c.file,
+                        line: c.line,
+                        lines: c.lines,
+                        offset: c.offset,
+                        length: c.length,
+                        sealed_at: c.sealed_at,
+                        glued: c.glued,
+                    })
+                    .collect(),
+                gaps: report
+                    .gaps
+                    .iter()
+                    .map(|g| JsonGap {
+                        file: &g.file,
+                        line: g.line,
+                        events: g.events,
+                        from: records::time_text(g.from),
+                        until: records::time_text(g.until),
+                        reason: &g.reason,
+                    })
+                    .collect(),
+                lost_events: report.lost_events(),
             };
             serde_json::to_string(&v).map_err(|e| miette::miette!("{e}"))? + "\n"
         }
@@ -595,10 +658,11 @@ fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
 
 fn verify_text(dir: &Path, report: &verify::Report) -> String {
     let mut s = format!(
-        "{}: {} day file(s), {} chained line(s)\n",
+        "{}: {} day file(s), {} chained line(s) checked of {} line(s)\n",
         dir.display(),
         report.files,
-        report.chained_lines
+        report.chained_lines,
+        report.lines
     );
     if report.unchained_lines > 0 {
         s.push_str(&format!(
@@ -619,12 +683,28 @@ fn verify_text(dir: &Path, report: &verify::Report) -> String {
             report.foreign_files
         ));
     }
-    if report.intact() {
-        s.push_str("intact\n");
-    } else {
-        for p in &report.problems {
-            s.push_str(&format!("BROKEN  {p}\n"));
-        }
+    // Files and lines come from the file system and the log: printed escaped.
+    for c in &report.cut_lines {
+        s.push_str(&format!("CUT     {}\n", escape_controls(&c.to_string())));
+    }
+    for g in &report.gaps {
+        s.push_str(&format!("GAP     {}\n", escape_controls(&g.to_string())));
+    }
+    for p in &report.problems {
+        s.push_str(&format!("BROKEN  {}\n", escape_controls(&p.to_string())));
+    }
+    let losses = report.cut_lines.len() + report.gaps.len();
+    match (report.intact(), losses) {
+        (true, 0) => s.push_str("intact\n"),
+        (true, _) => s.push_str(&format!(
+            "intact: no line was edited, removed or inserted; {} line(s) cut off by a crash or a full disk and {} event(s) recorded as lost (CUT, GAP above)\n",
+            report.cut_lines.len(),
+            report.lost_events()
+        )),
+        (false, _) => s.push_str(&format!(
+            "{} problem(s): the log was changed or lost lines after they were written\n",
+            report.problems.len()
+        )),
     }
     s
 }
