@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-/// A link: lowercase hex SHA-256.
+/// A link: a line's hash, lowercase hex.
 pub type Link = [u8; 64];
 
 /// The `prev` of the very first line of a log (and of a line after unchained ones).
