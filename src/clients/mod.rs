@@ -117,27 +117,32 @@ fn servers_of(client: Client, root: &Node, env: &Env) -> Vec<Server> {
             }
             let mut path = map_path.clone();
             path.push(member.key.clone());
-            let mut state = EntryState::classify(&member.value, &is_node);
-            if client.format() == edit::Format::Toml
-                && let EntryState::Remote { url, .. } = &state
-            {
-                // Codex's remote entries carry credentials in its own keys
-                // (`bearer_token_env_var`, `env_http_headers`), which the bridge's stdio
-                // entry there cannot express yet.
-                state = EntryState::Skipped(format!(
-                    "Codex remote server: `wrap` does not rewrite Codex's `url` entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {}` by hand (docs/clients.md)",
-                    entry::shown_url(url)
-                ));
-            }
             out.push(Server {
                 name: member.key.clone(),
                 path,
                 project: project.clone(),
-                state,
+                state: state_in(client.format(), &member.value, &is_node),
             });
         }
     }
     out
+}
+
+/// [`EntryState::classify`] for an entry of a file in `format`.
+fn state_in(format: edit::Format, node: &Node, is_node: &dyn Fn(&str) -> bool) -> EntryState {
+    let state = EntryState::classify(node, is_node);
+    match &state {
+        // Codex's remote entries carry credentials in keys of its own
+        // (`bearer_token_env_var`, `env_http_headers`), which a stdio entry there cannot
+        // pass on the same way: they are not rewritten.
+        EntryState::Remote { url, .. } if format == edit::Format::Toml => EntryState::Skipped(
+            format!(
+                "Codex remote server: `wrap` does not rewrite Codex's `url` entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {}` by hand (docs/clients.md)",
+                entry::shown_url(url)
+            ),
+        ),
+        _ => state,
+    }
 }
 
 /// Every client file found, read once.
@@ -556,7 +561,7 @@ fn plan_doc_with(
         let state = root
             .at(path)
             .map_or(EntryState::Skipped("the entry is gone".into()), |node| {
-                EntryState::classify(node, &is_node)
+                state_in(format, node, &is_node)
             });
         let step = match op {
             Op::Wrap(wrapper) => {
