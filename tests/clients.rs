@@ -249,8 +249,14 @@ fn legacy_sse_and_codex_remote_entries_are_skipped_with_the_reason() {
     let sandbox = sandbox_before();
     for (name, why) in [
         ("docs", "older HTTP+SSE transport (`type: sse`)"),
-        ("linear", "its URL https://mcp.linear.app/sse ends in `/sse`"),
-        ("figma", "Codex remote server: `wrap` does not rewrite Codex's `url` entries"),
+        (
+            "linear",
+            "its URL https://mcp.linear.app/sse ends in `/sse`",
+        ),
+        (
+            "figma",
+            "Codex remote server: `wrap` does not rewrite Codex's `url` entries",
+        ),
     ] {
         let out = sandbox.run_client(&["wrap", name]);
         let stdout = sandbox.stdout(&out);

@@ -135,12 +135,12 @@ fn state_in(format: edit::Format, node: &Node, is_node: &dyn Fn(&str) -> bool) -
         // Codex's remote entries carry credentials in keys of its own
         // (`bearer_token_env_var`, `env_http_headers`), which a stdio entry there cannot
         // pass on the same way: they are not rewritten.
-        EntryState::Remote { url, .. } if format == edit::Format::Toml => EntryState::Skipped(
-            format!(
+        EntryState::Remote { url, .. } if format == edit::Format::Toml => {
+            EntryState::Skipped(format!(
                 "Codex remote server: `wrap` does not rewrite Codex's `url` entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {}` by hand (docs/clients.md)",
                 entry::shown_url(url)
-            ),
-        ),
+            ))
+        }
         _ => state,
     }
 }
