@@ -244,9 +244,9 @@ fn remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
             "both `headers` and `env`",
         ),
         (
-            "legacy",
-            r#"{"type": "sse", "url": "https://h.example/sse"}"#,
-            "older HTTP+SSE transport",
+            "socket",
+            r#"{"type": "ws", "url": "https://h.example/ws"}"#,
+            "`type: ws` with `url` is not a transport mcpwall can relay",
         ),
         (
             "ftp",

@@ -50,7 +50,7 @@ pub enum EntryState {
         /// The real server's arguments.
         args: Vec<String>,
     },
-    /// A remote server (`url`, or Windsurf's `serverUrl`) speaking Streamable HTTP, not
+    /// A remote server (`url`, or Windsurf's `serverUrl`; Streamable HTTP or HTTP+SSE), not
     /// yet behind mcpwall: `wrap` makes it a stdio entry running `mcpwall --upstream URL`.
     Remote {
         /// The member holding the URL: `url` or `serverUrl`.
@@ -279,9 +279,10 @@ fn upstream_of(args: &[String]) -> Option<String> {
     })
 }
 
-/// The transports `type` may name for a Streamable HTTP server (Claude Code and VS Code
-/// write `http`; other clients spell it out).
-const STREAMABLE_HTTP: &[&str] = &["http", "streamable-http", "streamableHttp"];
+/// The transports `type` may name for a remote server the bridge relays: Streamable HTTP
+/// (Claude Code and VS Code write `http`; other clients spell it out) and the older
+/// HTTP+SSE (`sse`).
+const REMOTE_TYPES: &[&str] = &["http", "streamable-http", "streamableHttp", "sse"];
 
 /// Members of a remote entry that make the client itself authenticate or compute headers:
 /// the bridge cannot do that, so such an entry is left as it is.
@@ -324,27 +325,17 @@ fn remote(entry: &Node) -> Option<EntryState> {
             "both `command` and `{key}`: clients disagree on which one they start"
         ));
     }
-    let legacy = |how: &str| {
-        skip(format!(
-            "remote server using the older HTTP+SSE transport ({how}): `mcpwall --upstream` speaks Streamable HTTP only, so `wrap` leaves it; if the server also offers Streamable HTTP (often at `/mcp`), point the entry there and run `mcpwall wrap` again"
-        ))
-    };
     match entry.member("type").map(|t| t.value.as_str()) {
+        // The bridge speaks both: Streamable HTTP, and the older HTTP+SSE transport when
+        // the server refuses the `initialize` POST (docs/http.md, bridge mode).
         None => {}
-        Some(Some(t)) if STREAMABLE_HTTP.contains(&t) => {}
-        Some(Some("sse")) => return legacy("`type: sse`"),
+        Some(Some(t)) if REMOTE_TYPES.contains(&t) => {}
         Some(Some(other)) => {
             return skip(format!(
                 "`type: {other}` with `{key}` is not a transport mcpwall can relay"
             ));
         }
         Some(None) => return skip("`type` is not a string".into()),
-    }
-    let path = shown.split_once("://").map_or("", |(_, rest)| {
-        rest.find('/').map_or("", |slash| &rest[slash..])
-    });
-    if entry.member("type").is_none() && path.trim_end_matches('/').ends_with("/sse") {
-        return legacy(&format!("its URL {shown} ends in `/sse`"));
     }
     let lower = url.to_ascii_lowercase();
     // `${VAR}`: the client expands it in the bridge's arguments as it did in `url`.
