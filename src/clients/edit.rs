@@ -1273,6 +1273,61 @@ mod tests {
         }
     }
 
+    /// A remote entry in any member order (headers first, empty headers, no `type`) becomes
+    /// a bridge, and taking the bridge off the entry as it is gives the remote entry back.
+    #[test]
+    fn remote_entries_bridge_and_come_back_in_any_member_order() {
+        let json = Format::Json(Dialect::Jsonc);
+        let x = path(&["s", "x"]);
+        let cases = [
+            (
+                r#"{"s": {"x": {"headers": {"K": "v ${T}"}, "url": "https://h/mcp", "type": "http"}}}"#,
+                r#"{"s": {"x": {"env": {"MCPWALL_UPSTREAM_HEADERS": "K: v ${T}"}, "command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"], "type": "stdio"}}}"#,
+            ),
+            (
+                r#"{"s": {"x": {"headers": {}, "url": "https://h/mcp"}}}"#,
+                r#"{"s": {"x": {"command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"]}}}"#,
+            ),
+            (
+                r#"{"s": {"x": {"serverUrl": "https://h/mcp", "disabled": false}}}"#,
+                r#"{"s": {"x": {"command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"], "disabled": false}}}"#,
+            ),
+        ];
+        for (before, after) in cases {
+            let root = parse(before, json).unwrap();
+            let (splices, _) =
+                wrap_remote_splices(before, &root, json, &x, "x", "mcpwall").unwrap();
+            let out = apply(before, splices);
+            assert_eq!(out, after);
+            let key = if before.contains("serverUrl") {
+                "serverUrl"
+            } else {
+                "url"
+            };
+            let root = parse(&out, json).unwrap();
+            let back = apply(
+                &out,
+                unbridge_splices(&out, &root, json, &x, key, None).unwrap(),
+            );
+            let expect = Expect {
+                path: x.clone(),
+                command: String::new(),
+                args: Vec::new(),
+                remote: Some(RemoteExpect::Restored {
+                    key: key.into(),
+                    url: "https://h/mcp".into(),
+                }),
+            };
+            verify(&out, &back, json, &[expect]).unwrap_or_else(|e| panic!("{e}\n{back}"));
+            let restored: serde_json::Value = serde_json::from_str(&back).unwrap();
+            let mut was: serde_json::Value = serde_json::from_str(before).unwrap();
+            if was["s"]["x"]["headers"] == serde_json::json!({}) {
+                was["s"]["x"].as_object_mut().unwrap().remove("headers");
+            }
+            assert_eq!(restored, was, "{back}");
+        }
+    }
+
     /// A record's original bytes that do not describe the entry are caught by `verify`.
     #[test]
     fn r29_verify_catches_a_damaged_restore() {

@@ -630,8 +630,31 @@ mod tests {
                 args: vec!["-y".into(), "srv".into()]
             }
         );
+        assert_eq!(
+            state(
+                r#"{"type":"http","url":"https://x/mcp","headers":{"Authorization":"Bearer ${T}"}}"#
+            ),
+            EntryState::Remote {
+                key: "url".into(),
+                url: "https://x/mcp".into(),
+                headers: vec!["Authorization".into()]
+            }
+        );
+        assert_eq!(
+            state(
+                r#"{"command":"mcpwall","args":["--server-name","x","--upstream","https://x/mcp"]}"#
+            ),
+            EntryState::WrappedRemote {
+                wrapper: "mcpwall".into(),
+                options: ["--server-name", "x", "--upstream", "https://x/mcp"]
+                    .map(String::from)
+                    .to_vec(),
+                url: "https://x/mcp".into()
+            }
+        );
+        // A header name that would break the bridge's `Name: value` lines is refused.
         assert!(matches!(
-            state(r#"{"type":"http","url":"https://x"}"#),
+            state(r#"{"url":"https://x/mcp","headers":{"A:B":"v"}}"#),
             EntryState::Skipped(_)
         ));
         assert!(matches!(
@@ -640,7 +663,7 @@ mod tests {
         ));
         assert!(matches!(
             state(r#"{"serverUrl":"https://x"}"#),
-            EntryState::Skipped(_)
+            EntryState::Remote { .. }
         ));
         assert_eq!(
             state(
