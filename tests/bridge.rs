@@ -737,3 +737,46 @@ fn a_wrapped_remote_entry_runs_through_the_bridge_with_its_headers() {
     }
     assert!(!stderr.contains(&token), "{stderr}");
 }
+
+/// `$MCPWALL_UPSTREAM_HEADERS` (what `wrap` writes for a remote entry's headers): its
+/// lines are sent; a `${VAR}` the client left unexpanded is named on stderr (the header,
+/// never the value); a header the bridge sets itself stops it at start.
+#[test]
+fn headers_from_the_environment_are_sent_and_checked() {
+    let sandbox = Sandbox::new("");
+    let upstream = Upstream::start(mcp_server(0), None);
+    let (frames, stderr) = sandbox.bridge(
+        &upstream.url("http"),
+        &[],
+        &[(
+            "MCPWALL_UPSTREAM_HEADERS",
+            "X-Key: pre-${NOT_SET}\nX-Team: blue",
+        )],
+        &[initialize()],
+    );
+    assert!(answer(&frames, 1).get("result").is_some(), "{stderr}");
+    let seen = upstream.seen();
+    let post = seen.iter().find(|s| s.method == "POST").unwrap();
+    assert_eq!(post.header("x-team"), Some("blue"));
+    assert!(
+        stderr.contains("$MCPWALL_UPSTREAM_HEADERS: header x-key still holds a `${…}` reference")
+            && !stderr.contains("pre-"),
+        "{stderr}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["--upstream", &upstream.url("http")])
+        .env_clear()
+        .env("MCPWALL_UPSTREAM_HEADERS", "Host: elsewhere.example")
+        .env("HOME", sandbox.path("home"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("$MCPWALL_UPSTREAM_HEADERS: host is set by mcpwall itself"),
+        "{stderr}"
+    );
+}
