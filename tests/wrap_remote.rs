@@ -239,6 +239,11 @@ fn remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
             "holds a user name or password",
         ),
         (
+            "query",
+            r#"{"type": "http", "url": "https://h.example/mcp?key=${QUERY_KEY}"}"#,
+            "has a query (`?…`)",
+        ),
+        (
             "both",
             r#"{"type": "http", "url": "https://h.example/mcp", "headers": {"X-A": "1"}, "env": {"K": "v"}}"#,
             "both `headers` and `env`",
@@ -277,7 +282,11 @@ fn remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
             wrap.stdout
         );
     }
-    // Neither the password in the URL nor a header value is shown.
-    assert!(!status.stdout.contains("pw@") && !status.stdout.contains("X-Evil"));
+    // Neither the password nor the query of a URL, nor a header value, is shown.
+    assert!(
+        !status.stdout.contains("pw@")
+            && !status.stdout.contains("QUERY_KEY")
+            && !status.stdout.contains("X-Evil")
+    );
     assert_eq!(sandbox.read(CLAUDE), text);
 }

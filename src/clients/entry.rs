@@ -347,6 +347,11 @@ fn remote(entry: &Node) -> Option<EntryState> {
             "the URL holds a user name or password, which would sit in the process list as an argument: move them to `headers`, then run `mcpwall wrap` again".into(),
         );
     }
+    if url.split('#').next().unwrap_or(url).contains('?') {
+        return skip(format!(
+            "the URL {shown} has a query (`?…`), where keys often travel; as the bridge's argument it would be visible to every user in the process list: move a key to `headers` if the server accepts one there, then run `mcpwall wrap` again"
+        ));
+    }
     if let Some(auth) = CLIENT_SIDE_AUTH.iter().find(|k| entry.member(k).is_some()) {
         return skip(format!(
             "remote server whose client-side `{auth}` the bridge cannot perform, so `wrap` leaves it"
