@@ -290,3 +290,32 @@ fn remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
     );
     assert_eq!(sandbox.read(CLAUDE), text);
 }
+
+#[test]
+fn a_bridge_whose_policy_cannot_load_is_broken_not_protected() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        CLAUDE,
+        r#"{"mcpServers": {"api": {"command": "mcpwall", "args": ["-c", "missing.yml", "--server-name", "api", "--upstream", "https://api.example.com/mcp"]}}}"#,
+    );
+    let status = run(&sandbox, &["status"]);
+    assert_eq!(status.code, 1, "{}", status.stdout);
+    assert!(
+        status.stdout.contains("BROKEN       api  remote https://api.example.com/mcp via mcpwall --upstream  cannot start: its policy file ./missing.yml (`-c`) does not exist"),
+        "{}",
+        status.stdout
+    );
+    let doctor = run(&sandbox, &["doctor"]);
+    assert!(
+        doctor.stdout.contains("cannot start: its policy file"),
+        "{}",
+        doctor.stdout
+    );
+    // Wrapped by hand (no record): unwrap makes it a remote entry from what it holds.
+    let unwrap = run(&sandbox, &["unwrap", "api"]);
+    assert_eq!(unwrap.code, 0, "{}\n{}", unwrap.stdout, unwrap.stderr);
+    assert_eq!(
+        sandbox.read(CLAUDE),
+        r#"{"mcpServers": {"api": {"url": "https://api.example.com/mcp"}}}"#
+    );
+}

@@ -61,7 +61,7 @@ fn explicit_policy(options: &[String]) -> Option<&str> {
 /// distinct policy is loaded once.
 #[derive(Default)]
 struct PolicyCheck {
-    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<String, String>>,
+    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf, bool), Result<String, String>>,
 }
 
 impl PolicyCheck {
@@ -73,11 +73,13 @@ impl PolicyCheck {
         else {
             return Ok(String::new());
         };
+        // A bridge to a remote server starts no local process: there is nothing to sandbox.
+        let sandboxed = matches!(server.state, EntryState::Wrapped { .. });
         let dir = server_dir(env, doc, server);
         let explicit = explicit_policy(options).map(|f| dir.join(f));
         self.seen
-            .entry((explicit.clone(), dir.clone()))
-            .or_insert_with(|| load_policy(env, explicit, dir))
+            .entry((explicit.clone(), dir.clone(), sandboxed))
+            .or_insert_with(|| load_policy(env, explicit, dir, sandboxed))
             .clone()
     }
 }
@@ -86,6 +88,7 @@ fn load_policy(
     env: &Env,
     explicit: Option<PathBuf>,
     project_dir: PathBuf,
+    sandboxed: bool,
 ) -> Result<String, String> {
     if let Some(file) = &explicit
         && !file.is_file()
@@ -105,6 +108,9 @@ fn load_policy(
     let path_env = opts.path_env();
     crate::program::Program::compile_with(&policy, &path_env)
         .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
+    if !sandboxed {
+        return Ok(String::new());
+    }
     sandbox_state(&policy, &opts)
 }
 
