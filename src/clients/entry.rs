@@ -342,7 +342,11 @@ fn remote(entry: &Node) -> Option<EntryState> {
     if !(lower.starts_with("http://") || lower.starts_with("https://") || url.starts_with("${")) {
         return skip(format!("`{key}` {shown} is not an http:// or https:// URL"));
     }
-    if shown.len() < url.split(['?', '#']).next().unwrap_or(url).len() {
+    let before_query = url.split(['?', '#']).next().unwrap_or(url);
+    let authority = before_query
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(rest));
+    if authority.contains('@') {
         return skip(
             "the URL holds a user name or password, which would sit in the process list as an argument: move them to `headers`, then run `mcpwall wrap` again".into(),
         );
@@ -474,16 +478,26 @@ fn original_wrapper(
 }
 
 /// A URL as printed in a hint: without credentials, query or fragment (where tokens
-/// travel), so the hint never puts one on a screen or in a terminal log.
+/// travel), so the hint never puts one on a screen or in a terminal log; a control or
+/// invisible character (a bidi override) is written as `\u{…}`, never sent to the terminal.
 pub fn shown_url(url: &str) -> String {
     let cut = url.find(['?', '#']).unwrap_or(url.len());
     let url = &url[..cut];
-    match (url.find("://"), url.find('@')) {
+    let bare = match (url.find("://"), url.find('@')) {
         (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
             format!("{}{}", &url[..scheme + 3], &url[at + 1..])
         }
         _ => url.to_string(),
-    }
+    };
+    bare.chars()
+        .map(|c| {
+            if c.is_control() || crate::text::normalize::is_invisible(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Whether `path` is the original's entry script, `…/mcpwall/dist/<name>.js`, in an npm
@@ -698,6 +712,10 @@ mod tests {
         assert_eq!(
             shown_url("http://localhost:3001/sse"),
             "http://localhost:3001/sse"
+        );
+        assert_eq!(
+            shown_url("https://h.example/\u{202E}lmth.mcp\u{1b}[8m"),
+            "https://h.example/\\u{202e}lmth.mcp\\u{1b}[8m"
         );
     }
 
