@@ -319,3 +319,22 @@ fn a_bridge_whose_policy_cannot_load_is_broken_not_protected() {
         r#"{"mcpServers": {"api": {"url": "https://api.example.com/mcp"}}}"#
     );
 }
+
+#[test]
+fn a_bridge_whose_mcpwall_is_gone_is_pointed_at_this_one() {
+    let sandbox = Sandbox::new();
+    let gone = sandbox.root().join("old-build/mcpwall");
+    let text = format!(
+        "{{\"mcpServers\": {{\"api\": {{\"type\": \"stdio\", \"command\": \"{}\", \"args\": [\"--server-name\", \"api\", \"--upstream\", \"https://api.example.com/mcp\"]}}}}}}",
+        gone.display()
+    );
+    sandbox.write(CLAUDE, &text);
+    let doctor = run(&sandbox, &["doctor"]);
+    assert!(doctor.stdout.contains("is not found"), "{}", doctor.stdout);
+    let wrap = run(&sandbox, &["wrap", "api"]);
+    assert!(wrap.stdout.contains("re-pointed"), "{}", wrap.stdout);
+    assert_eq!(
+        sandbox.read(CLAUDE),
+        text.replace(&gone.display().to_string(), "mcpwall")
+    );
+}

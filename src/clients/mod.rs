@@ -431,7 +431,7 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
             return Err(format!("its `original` is not a server entry ({why})"));
         }
         EntryState::Remote { .. } | EntryState::WrappedRemote { .. } => {
-            return Err("its `original` is a remote server already behind mcpwall".into());
+            return Err("its `original` is not an entry `wrap` records".into());
         }
     };
     let launcher_bytes = match &original_state {
@@ -660,11 +660,28 @@ fn plan_wrap_entry(
                 doc, root, server, wrapper, launcher, options, command, args, change,
             );
         }
-        EntryState::Remote { key, url, .. } => {
-            return plan_wrap_remote(doc, root, server, key, url, wrapper, change);
+        EntryState::Remote { url, .. } => {
+            return plan_wrap_remote(doc, root, server, url, wrapper, change);
         }
-        EntryState::WrappedRemote { .. } => {
-            return Ok((Outcome::AlreadyWrapped, Vec::new(), None));
+        EntryState::WrappedRemote {
+            wrapper: old,
+            options,
+            ..
+        } => {
+            // As for a stdio server: an mcpwall that moved away is replaced by this one.
+            let stale = old != wrapper
+                && entry::resolve_on_path(old, env.path_var.as_deref(), None).is_none();
+            if !stale {
+                return Ok((Outcome::AlreadyWrapped, Vec::new(), None));
+            }
+            let splices = edit::repoint_splices(root, format, &server.path, wrapper)?;
+            let expect = edit::Expect {
+                path: server.path.clone(),
+                command: wrapper.to_string(),
+                args: options.clone(),
+                remote: None,
+            };
+            return Ok((Outcome::Repointed(old.clone()), splices, Some(expect)));
         }
         EntryState::Skipped(why) => return Ok((Outcome::Skipped(why.clone()), Vec::new(), None)),
     };
@@ -683,7 +700,6 @@ fn plan_wrap_remote(
     doc: &Doc,
     root: &Node,
     server: &Server,
-    key: &str,
     url: &str,
     wrapper: &str,
     change: &mut FileChange,
@@ -696,7 +712,6 @@ fn plan_wrap_remote(
     args.extend(["--upstream".to_string(), url.to_string()]);
     let mut expect = record_wrap(doc, root, server, wrapper, args, change);
     expect.remote = Some(edit::RemoteExpect::Bridged { headers });
-    debug_assert!(key == "url" || key == "serverUrl");
     Ok((Outcome::Wrapped, splices, Some(expect)))
 }
 
