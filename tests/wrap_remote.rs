@@ -195,7 +195,7 @@ fn an_entry_edited_after_wrapping_unwraps_to_a_remote_entry_keeping_the_edits() 
     sandbox.write(CLAUDE, &edited);
     let unwrap = run(&sandbox, &["unwrap", "api"]);
     assert!(
-        unwrap.stdout.contains("restored") && unwrap.code == 0,
+        unwrap.stdout.contains("made a remote entry again") && unwrap.code == 0,
         "{}\n{}",
         unwrap.stdout,
         unwrap.stderr
@@ -314,6 +314,13 @@ fn a_bridge_whose_policy_cannot_load_is_broken_not_protected() {
     // Wrapped by hand (no record): unwrap makes it a remote entry from what it holds.
     let unwrap = run(&sandbox, &["unwrap", "api"]);
     assert_eq!(unwrap.code, 0, "{}\n{}", unwrap.stdout, unwrap.stderr);
+    assert!(
+        unwrap
+            .stdout
+            .contains("made again from its `--upstream` URL"),
+        "{}",
+        unwrap.stdout
+    );
     assert_eq!(
         sandbox.read(CLAUDE),
         r#"{"mcpServers": {"api": {"url": "https://api.example.com/mcp"}}}"#

@@ -629,11 +629,17 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
             detail.push_str("); `mcpwall unwrap` puts the original's wrapper back");
             detail
         }
+        Outcome::RestoredKeepingEdits if matches!(server.state, EntryState::WrappedRemote { .. }) => {
+            ": made a remote entry again from the entry as it is now; your later edits to it were kept".into()
+        }
         Outcome::RestoredKeepingEdits => {
             ": mcpwall's prefix taken off; your later edits to the entry were kept".into()
         }
         Outcome::NoLongerWrapped => {
             ": it no longer runs behind mcpwall (replaced since it was wrapped?); its old wrap record was dropped".into()
+        }
+        Outcome::Unwrapped if matches!(server.state, EntryState::WrappedRemote { .. }) => {
+            ": no wrap record, so the remote entry was made again from its `--upstream` URL and header lines".into()
         }
         Outcome::Unwrapped => {
             ": no wrap record, so the command after `--` was made the command again".into()
