@@ -323,7 +323,7 @@ fn a_bridge_whose_policy_cannot_load_is_broken_not_protected() {
     );
     assert_eq!(
         sandbox.read(CLAUDE),
-        r#"{"mcpServers": {"api": {"url": "https://api.example.com/mcp"}}}"#
+        r#"{"mcpServers": {"api": {"type": "http", "url": "https://api.example.com/mcp"}}}"#
     );
 }
 

@@ -320,6 +320,8 @@ pub fn wrap_remote_splices(
 /// or `serverUrl`) holding the `--upstream` URL, `args` goes, a `type: stdio` becomes
 /// `original_type` (the raw bytes the entry had, else `"http"`), and an `env` holding
 /// only the bridge's header lines becomes `headers` again. Every other member stays.
+/// `add_type`: the entry has no `type` and its client needs one for a remote server
+/// (Claude Code, VS Code), so `"type": "http"` comes before the URL.
 pub fn unbridge_splices(
     text: &str,
     root: &Node,
@@ -327,6 +329,7 @@ pub fn unbridge_splices(
     path: &[String],
     key: &str,
     original_type: Option<&str>,
+    add_type: bool,
 ) -> Result<Vec<Splice>, EditError> {
     let no_entry = || EditError::NoEntry(path.join("."));
     if format == Format::Toml {
@@ -356,10 +359,16 @@ pub fn unbridge_splices(
         .ok_or_else(no_entry)?;
     let lit = |s: &str| string_literal(format, s);
     let colon = &text[command.key_span.end..command.value.span.start];
+    let type_first = if add_type && entry.member("type").is_none() {
+        let style = member_style(text, format, entry, command)?;
+        format!("{}{colon}{}{}", lit("type"), lit("http"), style.separator)
+    } else {
+        String::new()
+    };
     let mut splices = vec![
         Splice {
             range: command.key_span.start..command.value.span.end,
-            with: format!("{}{colon}{}", lit(key), lit(url)),
+            with: format!("{type_first}{}{colon}{}", lit(key), lit(url)),
         },
         remove_member(text, format, entry, "args")?,
     ];
@@ -1307,7 +1316,7 @@ mod tests {
             let root = parse(&out, json).unwrap();
             let back = apply(
                 &out,
-                unbridge_splices(&out, &root, json, &x, key, None).unwrap(),
+                unbridge_splices(&out, &root, json, &x, key, None, false).unwrap(),
             );
             let expect = Expect {
                 path: x.clone(),

@@ -949,6 +949,10 @@ fn plan_unwrap_remote(
             .map(|t| text[t.value.span.clone()].to_string())
     });
     let key = was.unwrap_or_else(|| "url".to_string());
+    // Without a record nothing says how the entry was typed: a client that needs `type`
+    // for a remote server gets `http`.
+    let add_type =
+        record.is_none() && matches!(doc.file.client, Client::ClaudeCode | Client::VsCode);
     let splices = edit::unbridge_splices(
         &doc.text,
         root,
@@ -956,6 +960,7 @@ fn plan_unwrap_remote(
         path,
         &key,
         original_type.as_deref(),
+        add_type,
     )?;
     let expect = edit::Expect {
         path: path.clone(),
