@@ -229,6 +229,11 @@ fn remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
             "the value of header `X-A` holds a line break",
         ),
         (
+            "accent",
+            r#"{"type": "http", "url": "https://h.example/mcp", "headers": {"X-A": "café"}}"#,
+            "holds non-ASCII characters",
+        ),
+        (
             "host",
             r#"{"type": "http", "url": "https://h.example/mcp", "headers": {"Host": "other"}}"#,
             "header `Host` is one the bridge sets itself",

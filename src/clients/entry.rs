@@ -380,6 +380,12 @@ fn remote(entry: &Node) -> Option<EntryState> {
                     "the value of header `{name}` holds a line break or control character"
                 ));
             }
+            // What the bridge's HTTP client accepts in a value (it refuses to start on more).
+            if !value.is_ascii() {
+                return skip(format!(
+                    "the value of header `{name}` holds non-ASCII characters, which an HTTP header cannot carry as written"
+                ));
+            }
             if RESERVED_HEADERS
                 .iter()
                 .any(|r| r.eq_ignore_ascii_case(name))
