@@ -623,3 +623,160 @@ fn a_server_asking_retry_0_is_reconnected_to_with_a_floor_and_back_off() {
     // At least 1 s, then 2 s, 4 s (each plus up to half again): 3 GETs in 4 s at most.
     assert!((1..=3).contains(&gets), "{gets} GETs in 4 s");
 }
+
+/// What `mcpwall wrap` makes of a Claude Code `type: http` entry with a `${VAR}` header,
+/// started the way the client starts it (its `${VAR}` expanded in `env`, then the command
+/// run with that environment): the calls go through the policy to the loopback server, and
+/// the header reaches it with the value the client expanded, never written to the file.
+#[test]
+fn a_wrapped_remote_entry_runs_through_the_bridge_with_its_headers() {
+    let sandbox = Sandbox::new("");
+    let upstream = Upstream::start(mcp_server(0), None);
+    let token = format!("tok-{}", "3c2b1a0f9e8d");
+    let project = sandbox.path("project");
+    std::fs::create_dir_all(&project).unwrap();
+    // The policy as the wrapped entry finds it: the project's file (its deny rules apply
+    // whether or not the project is trusted).
+    std::fs::copy(sandbox.path("policy.yml"), project.join(".mcpwall.yml")).unwrap();
+    let client_file = project.join(".mcp.json");
+    std::fs::write(
+        &client_file,
+        format!(
+            "{{\n  \"mcpServers\": {{\n    \"api\": {{\n      \"type\": \"http\",\n      \"url\": \"{}\",\n      \"headers\": {{\"Authorization\": \"Bearer ${{API_TOKEN}}\", \"X-Team\": \"blue\"}}\n    }}\n  }}\n}}\n",
+            upstream.url("http")
+        ),
+    )
+    .unwrap();
+    let wrap = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["wrap", "api", "--absolute-path", "--client-file"])
+        .arg(&client_file)
+        .env_clear()
+        .env("HOME", sandbox.path("home"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(
+        wrap.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&wrap.stdout),
+        String::from_utf8_lossy(&wrap.stderr)
+    );
+    let text = std::fs::read_to_string(&client_file).unwrap();
+    assert!(
+        !text.contains(&token) && text.contains("${API_TOKEN}"),
+        "{text}"
+    );
+    let entry: Value = serde_json::from_str::<Value>(&text).unwrap()["mcpServers"]["api"].clone();
+
+    // The client's part: expand `${VAR}` in `env`, then start `command args`.
+    let mut cmd = Command::new(entry["command"].as_str().unwrap());
+    cmd.args(
+        entry["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap()),
+    )
+    .env_clear()
+    .env("HOME", sandbox.path("home"))
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+    .current_dir(&project)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    for (name, value) in entry["env"].as_object().unwrap() {
+        cmd.env(
+            name,
+            value.as_str().unwrap().replace("${API_TOKEN}", &token),
+        );
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        initialize(),
+        initialized(),
+        call(2, "echo", "hello"),
+        call(3, "echo", "forbidden-word"),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < WAIT, "the bridge did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let frames: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        answer(&frames, 2)["result"]["content"][0]["text"],
+        "hello",
+        "{stderr}"
+    );
+    assert_eq!(answer(&frames, 3)["error"]["code"], -32001, "{stderr}");
+    let seen = upstream.seen();
+    assert!(!seen.iter().any(|s| s.body.contains("forbidden-word")));
+    let posts: Vec<&Seen> = seen.iter().filter(|s| s.method == "POST").collect();
+    assert_eq!(
+        posts.len(),
+        3,
+        "initialize, initialized, one call: {posts:?}"
+    );
+    for post in posts {
+        assert_eq!(
+            post.header("authorization"),
+            Some(format!("Bearer {token}").as_str())
+        );
+        assert_eq!(post.header("x-team"), Some("blue"));
+    }
+    assert!(!stderr.contains(&token), "{stderr}");
+}
+
+/// `$MCPWALL_UPSTREAM_HEADERS` (what `wrap` writes for a remote entry's headers): its
+/// lines are sent; a `${VAR}` the client left unexpanded is named on stderr (the header,
+/// never the value); a header the bridge sets itself stops it at start.
+#[test]
+fn headers_from_the_environment_are_sent_and_checked() {
+    let sandbox = Sandbox::new("");
+    let upstream = Upstream::start(mcp_server(0), None);
+    let (frames, stderr) = sandbox.bridge(
+        &upstream.url("http"),
+        &[],
+        &[(
+            "MCPWALL_UPSTREAM_HEADERS",
+            "X-Key: pre-${NOT_SET}\nX-Team: blue",
+        )],
+        &[initialize()],
+    );
+    assert!(answer(&frames, 1).get("result").is_some(), "{stderr}");
+    let seen = upstream.seen();
+    let post = seen.iter().find(|s| s.method == "POST").unwrap();
+    assert_eq!(post.header("x-team"), Some("blue"));
+    assert!(
+        stderr.contains("$MCPWALL_UPSTREAM_HEADERS: header x-key still holds a `${…}` reference")
+            && !stderr.contains("pre-"),
+        "{stderr}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["--upstream", &upstream.url("http")])
+        .env_clear()
+        .env("MCPWALL_UPSTREAM_HEADERS", "Host: elsewhere.example")
+        .env("HOME", sandbox.path("home"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("$MCPWALL_UPSTREAM_HEADERS: host is set by mcpwall itself"),
+        "{stderr}"
+    );
+}

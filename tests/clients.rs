@@ -154,6 +154,11 @@ const WRAPPABLE: &[&str] = &[
     "context7",
     "shell",
     "notes",
+    "sentry",
+    "docs",
+    "linear",
+    "hosted",
+    "remote",
 ];
 
 #[test]
@@ -242,16 +247,14 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
 }
 
 #[test]
-fn http_and_sse_entries_are_skipped_with_the_reason() {
+fn codex_remote_entries_are_skipped_with_the_reason() {
     let sandbox = sandbox_before();
-    let out = sandbox.run_client(&["wrap", "sentry"]);
+    let out = sandbox.run_client(&["wrap", "figma"]);
     let stdout = sandbox.stdout(&out);
     assert!(
-        stdout.contains("skipped          sentry: remote server (`url`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream https://"),
+        stdout.contains("skipped          figma: Codex remote server: `wrap` does not rewrite Codex's `url` entries"),
         "{stdout}"
     );
-    let out = sandbox.run_client(&["wrap", "remote"]);
-    assert!(sandbox.stdout(&out).contains("remote server (`serverUrl`)"));
     assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 
@@ -1192,7 +1195,8 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
         .spawn()
         .expect("util-linux `script` is needed for the terminal test");
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"1,3\ny\n").unwrap();
+    // 1 filesystem, 2 sentry (a remote server), 3 postgres, 4 git.
+    stdin.write_all(b"1,4\ny\n").unwrap();
     let lines = read_lines_with_timeout(child.stdout.take().unwrap(), 20);
     drop(stdin);
     let _ = child.wait();
@@ -1212,6 +1216,10 @@ fn init_asks_which_servers_and_before_replacing_in_a_terminal() {
     );
     assert!(
         claude.contains("\"command\": \"uvx\",\n          \"args\": [\"mcp-server-postgres\""),
+        "choice 3 was not picked: {claude}"
+    );
+    assert!(
+        claude.contains("\"type\": \"http\",\n      \"url\": \"https://mcp.sentry.dev/mcp\""),
         "choice 2 was not picked: {claude}"
     );
     assert!(

@@ -189,6 +189,11 @@ fn list_servers(ws: &Workspace, out: &mut impl Write) -> Vec<(usize, usize)> {
                 },
                 clients::command_line(command, args)
             ),
+            EntryState::Remote { .. } => server.state.remote_line().unwrap_or_default(),
+            EntryState::WrappedRemote { .. } => format!(
+                "already wrapped: {}",
+                server.state.remote_line().unwrap_or_default()
+            ),
             EntryState::Skipped(why) => format!("skipped: {why}"),
         };
         let _ = writeln!(

@@ -89,6 +89,7 @@ fn command_line_front(args: &Args) -> miette::Result<Front> {
                 ca_file: args.ca_file.clone(),
                 header_file: args.header_file.clone(),
                 token,
+                header_env: None,
             })
             .map_err(|e| miette::miette!("{e}"))?;
             let name = upstream.host().to_string();
@@ -152,6 +153,7 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
                             ca_file: args.ca_file.clone(),
                             header_file: auth.header_file.clone(),
                             token: upstream_token(&name, auth)?,
+                            header_env: None,
                         })
                         .map_err(|e| miette::miette!("server `{name}`: {e}"))?,
                     )),

@@ -61,21 +61,25 @@ fn explicit_policy(options: &[String]) -> Option<&str> {
 /// distinct policy is loaded once.
 #[derive(Default)]
 struct PolicyCheck {
-    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf), Result<String, String>>,
+    seen: std::collections::HashMap<(Option<PathBuf>, PathBuf, bool), Result<String, String>>,
 }
 
 impl PolicyCheck {
     /// How the server will be sandboxed, in words; `Err(why)` when the server cannot start
     /// because of its policy (or of a required sandbox this machine cannot apply).
     fn verify(&mut self, env: &Env, doc: &Doc, server: &Server) -> Result<String, String> {
-        let EntryState::Wrapped { options, .. } = &server.state else {
+        let (EntryState::Wrapped { options, .. } | EntryState::WrappedRemote { options, .. }) =
+            &server.state
+        else {
             return Ok(String::new());
         };
+        // A bridge to a remote server starts no local process: there is nothing to sandbox.
+        let sandboxed = matches!(server.state, EntryState::Wrapped { .. });
         let dir = server_dir(env, doc, server);
         let explicit = explicit_policy(options).map(|f| dir.join(f));
         self.seen
-            .entry((explicit.clone(), dir.clone()))
-            .or_insert_with(|| load_policy(env, explicit, dir))
+            .entry((explicit.clone(), dir.clone(), sandboxed))
+            .or_insert_with(|| load_policy(env, explicit, dir, sandboxed))
             .clone()
     }
 }
@@ -84,6 +88,7 @@ fn load_policy(
     env: &Env,
     explicit: Option<PathBuf>,
     project_dir: PathBuf,
+    sandboxed: bool,
 ) -> Result<String, String> {
     if let Some(file) = &explicit
         && !file.is_file()
@@ -103,6 +108,9 @@ fn load_policy(
     let path_env = opts.path_env();
     crate::program::Program::compile_with(&policy, &path_env)
         .map_err(|e| format!("its policy does not compile: {}", describe(&e, env)))?;
+    if !sandboxed {
+        return Ok(String::new());
+    }
     sandbox_state(&policy, &opts)
 }
 
@@ -143,7 +151,8 @@ fn policy_files(env: &Env, doc: &Doc, server: &Server) -> Vec<String> {
     {
         return vec![file.clone()];
     }
-    if let EntryState::Wrapped { options, .. } = &server.state
+    if let EntryState::Wrapped { options, .. } | EntryState::WrappedRemote { options, .. } =
+        &server.state
         && let Some(file) = explicit_policy(options)
     {
         return vec![file.to_string()];
@@ -297,6 +306,37 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                         clients::command_line(command, args),
                     )
                 }
+                EntryState::WrappedRemote { .. } if cannot.is_some() => {
+                    cannot_start += 1;
+                    format!(
+                        "{} {}  {}  cannot start: {}  (run `mcpwall doctor`)",
+                        label("BROKEN", sgr::RED),
+                        server_label(server),
+                        server.state.remote_line().unwrap_or_default(),
+                        cannot.as_deref().unwrap_or_default()
+                    )
+                }
+                EntryState::WrappedRemote { .. } => {
+                    protected += 1;
+                    // No server process runs here, so there is nothing to sandbox.
+                    format!(
+                        "{} {}  {}  policy: {}",
+                        label("protected", sgr::GREEN),
+                        server_label(server),
+                        server.state.remote_line().unwrap_or_default(),
+                        policy_files(&ws.env, doc, server).join(" + "),
+                    )
+                }
+                EntryState::Remote { .. } => {
+                    unprotected += 1;
+                    format!(
+                        "{} {}  {}  (run `mcpwall wrap {}`: it becomes a stdio entry running `mcpwall --upstream`, headers kept)",
+                        label("UNPROTECTED", sgr::RED),
+                        server_label(server),
+                        server.state.remote_line().unwrap_or_default(),
+                        server.name
+                    )
+                }
                 EntryState::Wrapped { command, args, .. } if cannot.is_some() => {
                     cannot_start += 1;
                     let why = cannot.as_deref().unwrap_or_default();
@@ -418,9 +458,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 fn row_state(server: &Server, cannot_start: bool) -> &'static str {
     match &server.state {
         _ if cannot_start => "broken",
-        EntryState::Wrapped { .. } => "protected",
+        EntryState::Wrapped { .. } | EntryState::WrappedRemote { .. } => "protected",
         EntryState::WrappedByOriginal { .. } => "protected_by_original",
-        EntryState::Unwrapped { .. } => "unprotected",
+        EntryState::Unwrapped { .. } | EntryState::Remote { .. } => "unprotected",
         EntryState::Skipped(_) => "skipped",
     }
 }
@@ -824,6 +864,38 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                         checks.push(Check::ok(name, format!("protected; `{command}` found")));
                     }
                 }
+                EntryState::WrappedRemote { wrapper, .. } => {
+                    let what = server.state.remote_line().unwrap_or_default();
+                    if resolve_on_path(wrapper, path_var, Some(&cwd)).is_none() {
+                        checks.push(Check::bad(
+                            Status::Fail,
+                            name,
+                            format!("the mcpwall command `{wrapper}` in {shown} is not found"),
+                            format!(
+                                "run `mcpwall wrap {}` to point it at this mcpwall",
+                                server.name
+                            ),
+                        ));
+                    } else if let Err(why) = policies.verify(&ws.env, doc, server) {
+                        checks.push(Check::bad(
+                            Status::Fail,
+                            name,
+                            format!("cannot start: {why} ({shown})"),
+                            "fix the policy (`mcpwall explain-policy -c FILE` shows every problem with its line), or point `-c` in the entry at a file that exists",
+                        ));
+                    } else {
+                        checks.push(Check::ok(name, format!("protected; {what}")));
+                    }
+                }
+                EntryState::Remote { .. } => checks.push(Check::bad(
+                    Status::Warn,
+                    name,
+                    format!(
+                        "not protected by mcpwall: {} ({shown})",
+                        server.state.remote_line().unwrap_or_default()
+                    ),
+                    format!("mcpwall wrap {}", server.name),
+                )),
                 EntryState::Unwrapped { .. } => checks.push(Check::bad(
                     Status::Warn,
                     name,
@@ -922,9 +994,13 @@ fn check_records(ws: &Workspace) -> Vec<Check> {
                 }),
             };
             let wrapped = discovered.or(outside.as_ref()).is_some_and(|d| {
-                d.servers
-                    .iter()
-                    .any(|s| s.path == r.path && matches!(s.state, EntryState::Wrapped { .. }))
+                d.servers.iter().any(|s| {
+                    s.path == r.path
+                        && matches!(
+                            s.state,
+                            EntryState::Wrapped { .. } | EntryState::WrappedRemote { .. }
+                        )
+                })
             });
             // A broken file is reported on its own; its records are not stale.
             let broken = ws

@@ -275,7 +275,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 /// original mcpwall with only options it documents (moved over with them).
 pub(crate) fn wrappable(state: &EntryState) -> bool {
     match state {
-        EntryState::Unwrapped { .. } => true,
+        EntryState::Unwrapped { .. } | EntryState::Remote { .. } => true,
         EntryState::WrappedByOriginal { options, .. } => options.unknown.is_empty(),
         _ => false,
     }
@@ -296,7 +296,12 @@ pub fn run_unwrap(args: UnwrapArgs) -> miette::Result<ExitCode> {
     let mut chosen = ws.selected(&selection);
     if args.all {
         // `--all` is about wrapped servers; listing every other one as "not wrapped" is noise.
-        chosen.retain(|&(d, s)| matches!(ws.docs[d].servers[s].state, EntryState::Wrapped { .. }));
+        chosen.retain(|&(d, s)| {
+            matches!(
+                ws.docs[d].servers[s].state,
+                EntryState::Wrapped { .. } | EntryState::WrappedRemote { .. }
+            )
+        });
     } else if chosen.is_empty() {
         report_broken(&ws, &mut std::io::stdout().lock());
         return Err(no_such_server(
@@ -624,11 +629,17 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
             detail.push_str("); `mcpwall unwrap` puts the original's wrapper back");
             detail
         }
+        Outcome::RestoredKeepingEdits if matches!(server.state, EntryState::WrappedRemote { .. }) => {
+            ": made a remote entry again from the entry as it is now; your later edits to it were kept".into()
+        }
         Outcome::RestoredKeepingEdits => {
             ": mcpwall's prefix taken off; your later edits to the entry were kept".into()
         }
         Outcome::NoLongerWrapped => {
             ": it no longer runs behind mcpwall (replaced since it was wrapped?); its old wrap record was dropped".into()
+        }
+        Outcome::Unwrapped if matches!(server.state, EntryState::WrappedRemote { .. }) => {
+            ": no wrap record, so the remote entry was made again from its `--upstream` URL and header lines".into()
         }
         Outcome::Unwrapped => {
             ": no wrap record, so the command after `--` was made the command again".into()
@@ -638,6 +649,18 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
             | EntryState::Wrapped { command, args, .. }
             | EntryState::WrappedByOriginal { command, args, .. } => {
                 format!("  {}", clients::command_line(command, args))
+            }
+            EntryState::Remote { headers, .. }
+                if *outcome == Outcome::Wrapped && headers.is_empty() =>
+            {
+                format!(
+                    "  {}; note: it sends no headers now, so a server that signs in through your client (OAuth) will refuse the bridge: then add its token as `headers` or $MCPWALL_UPSTREAM_TOKEN, or `mcpwall unwrap {}`",
+                    server.state.remote_line().unwrap_or_default(),
+                    server.name
+                )
+            }
+            EntryState::Remote { .. } | EntryState::WrappedRemote { .. } => {
+                format!("  {}", server.state.remote_line().unwrap_or_default())
             }
             EntryState::Skipped(_) => String::new(),
         },

@@ -238,6 +238,176 @@ pub fn wrap_splices(
     Ok(splices)
 }
 
+/// Make the remote entry at `path` (`url` or `serverUrl`, JSON clients) a stdio entry
+/// running mcpwall's bridge: `type` (if any) becomes `stdio`, the URL member becomes
+/// `"command": wrapper, "args": ["--server-name", name, "--upstream", <url>]` in its place,
+/// and `headers` becomes `"env": {"MCPWALL_UPSTREAM_HEADERS": "Name: value\n…"}` there (the
+/// values as written, `${VAR}` references included: the client expands them in `env` as it
+/// did in `headers`). The URL keeps its exact bytes; every other member and byte stays.
+/// Returns the splices and the header lines written (`None`: the entry had no headers).
+pub fn wrap_remote_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    name: &str,
+    wrapper: &str,
+) -> Result<(Vec<Splice>, Option<String>), EditError> {
+    let no_entry = || EditError::NoEntry(path.join("."));
+    if format == Format::Toml {
+        return Err(EditError::Layout(
+            "remote entries of TOML files are not rewritten".into(),
+        ));
+    }
+    let entry = root.at(path).ok_or_else(no_entry)?;
+    let url = entry
+        .member("url")
+        .or_else(|| entry.member("serverUrl"))
+        .filter(|m| m.value.as_str().is_some())
+        .ok_or_else(no_entry)?;
+    let style = member_style(text, format, entry, url)?;
+    let lit = |s: &str| string_literal(format, s);
+    let mut args = name_literals(format, name);
+    args.extend([lit("--upstream"), text[url.value.span.clone()].to_string()]);
+    let mut splices = vec![Splice {
+        range: url.key_span.start..url.value.span.end,
+        with: format!(
+            "{}{}{}{}{}{}[{}]",
+            lit("command"),
+            style.colon,
+            lit(wrapper),
+            style.separator,
+            lit("args"),
+            style.colon,
+            args.join(style.item_separator)
+        ),
+    }];
+    if let Some(ty) = entry.member("type") {
+        splices.push(Splice {
+            range: ty.value.span.clone(),
+            with: lit("stdio"),
+        });
+    }
+    let mut lines = None;
+    if let Some(headers) = entry.member("headers") {
+        let mut text_lines = Vec::new();
+        for h in headers.value.members().ok_or_else(no_entry)? {
+            let value = h.value.as_str().ok_or_else(no_entry)?;
+            text_lines.push(format!("{}: {value}", h.key));
+        }
+        if text_lines.is_empty() {
+            splices.push(remove_member(text, format, entry, "headers")?);
+        } else {
+            let joined = text_lines.join("\n");
+            splices.push(Splice {
+                range: headers.key_span.start..headers.value.span.end,
+                with: format!(
+                    "{}{}{{{}{}{}}}",
+                    lit("env"),
+                    style.colon,
+                    lit(super::entry::UPSTREAM_HEADERS_ENV),
+                    style.colon,
+                    lit(&joined)
+                ),
+            });
+            lines = Some(joined);
+        }
+    }
+    Ok((splices, lines))
+}
+
+/// Undo [`wrap_remote_splices`] on the entry as it is now: `command` becomes `key` (`url`
+/// or `serverUrl`) holding the `--upstream` URL, `args` goes, a `type: stdio` becomes
+/// `original_type` (the raw bytes the entry had, else `"http"`), and an `env` holding
+/// only the bridge's header lines becomes `headers` again. Every other member stays.
+/// `add_type`: the entry has no `type` and its client needs one for a remote server
+/// (Claude Code, VS Code), so `"type": "http"` comes before the URL.
+pub fn unbridge_splices(
+    text: &str,
+    root: &Node,
+    format: Format,
+    path: &[String],
+    key: &str,
+    original_type: Option<&str>,
+    add_type: bool,
+) -> Result<Vec<Splice>, EditError> {
+    let no_entry = || EditError::NoEntry(path.join("."));
+    if format == Format::Toml {
+        return Err(EditError::Layout(
+            "remote entries of TOML files are not rewritten".into(),
+        ));
+    }
+    let entry = entry(root, path)?;
+    let command = entry.member("command").expect("checked by entry()");
+    let args = entry.member("args").ok_or_else(no_entry)?;
+    let words: Vec<&str> = args
+        .value
+        .elements()
+        .ok_or_else(no_entry)?
+        .iter()
+        .map(|e| e.as_str().ok_or_else(no_entry))
+        .collect::<Result<_, _>>()?;
+    let url = words
+        .iter()
+        .enumerate()
+        .find_map(|(i, w)| match w.strip_prefix("--upstream=") {
+            Some(url) => Some(url),
+            None => (*w == "--upstream")
+                .then(|| words.get(i + 1).copied())
+                .flatten(),
+        })
+        .ok_or_else(no_entry)?;
+    let lit = |s: &str| string_literal(format, s);
+    let colon = &text[command.key_span.end..command.value.span.start];
+    let type_first = if add_type && entry.member("type").is_none() {
+        let style = member_style(text, format, entry, command)?;
+        format!("{}{colon}{}{}", lit("type"), lit("http"), style.separator)
+    } else {
+        String::new()
+    };
+    let mut splices = vec![
+        Splice {
+            range: command.key_span.start..command.value.span.end,
+            with: format!("{type_first}{}{colon}{}", lit(key), lit(url)),
+        },
+        remove_member(text, format, entry, "args")?,
+    ];
+    if let Some(ty) = entry.member("type")
+        && ty.value.as_str() == Some("stdio")
+    {
+        splices.push(Splice {
+            range: ty.value.span.clone(),
+            with: original_type.map_or_else(|| lit("http"), str::to_string),
+        });
+    }
+    if let Some(env) = entry.member("env") {
+        let members = env.value.members().unwrap_or_default();
+        let ours = members
+            .iter()
+            .any(|m| m.key == super::entry::UPSTREAM_HEADERS_ENV);
+        if ours && members.len() > 1 {
+            return Err(EditError::Layout(format!(
+                "its `env` holds more than mcpwall's {}: move those headers back into `headers` by hand",
+                super::entry::UPSTREAM_HEADERS_ENV
+            )));
+        }
+        if ours {
+            let lines = members[0].value.as_str().ok_or_else(no_entry)?;
+            let mut pairs = Vec::new();
+            for line in lines.split('\n').filter(|l| !l.trim().is_empty()) {
+                let (name, value) = line.split_once(':').ok_or_else(no_entry)?;
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                pairs.push(format!("{}{colon}{}", lit(name.trim()), lit(value)));
+            }
+            splices.push(Splice {
+                range: env.key_span.start..env.value.span.end,
+                with: format!("{}{colon}{{{}}}", lit("headers"), pairs.join(", ")),
+            });
+        }
+    }
+    Ok(splices)
+}
+
 /// `--server-name <name>` as literals of `format`; a name that starts with `-` would read
 /// as a flag, so it is given in the `=` form.
 fn name_literals(format: Format, name: &str) -> Vec<String> {
@@ -606,6 +776,68 @@ pub struct Expect {
     pub command: String,
     /// Its `args`.
     pub args: Vec<String>,
+    /// For a remote entry made a bridge or put back: what else the edit must leave.
+    pub remote: Option<RemoteExpect>,
+}
+
+/// What the edit of a remote entry must leave besides `command` and `args`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteExpect {
+    /// Made a bridge: no `url`, `serverUrl` or `headers`; `type`, if any, is `stdio`; `env`
+    /// holds exactly these header lines (`None`: the entry had no headers, `env` untouched).
+    Bridged {
+        /// The `MCPWALL_UPSTREAM_HEADERS` value written.
+        headers: Option<String>,
+    },
+    /// Back to a remote entry: no `command` or `args`; `key` holds `url`.
+    Restored {
+        /// `url` or `serverUrl`.
+        key: String,
+        /// The URL.
+        url: String,
+    },
+}
+
+/// The members of a remote entry an edit may change besides `command` and `args`.
+const REMOTE_MEMBERS: &[&str] = &["type", "url", "serverUrl", "headers", "env"];
+
+/// Check what [`RemoteExpect`] says of the edited `entry`.
+fn check_remote(entry: &Node, e: &Expect, remote: &RemoteExpect) -> Result<(), String> {
+    let at = e.path.join(".");
+    let text = |key: &str| entry.member(key).map(|m| m.value.as_str());
+    match remote {
+        RemoteExpect::Bridged { headers } => {
+            if ["url", "serverUrl", "headers"]
+                .iter()
+                .any(|k| entry.member(k).is_some())
+            {
+                return Err(format!("entry {at} still names its remote server"));
+            }
+            if !matches!(text("type"), None | Some(Some("stdio"))) {
+                return Err(format!("entry {at} has the wrong type"));
+            }
+            if let Some(headers) = headers {
+                let env = entry.member("env").and_then(|m| m.value.members());
+                let ok = env.is_some_and(|members| {
+                    members.len() == 1
+                        && members[0].key == super::entry::UPSTREAM_HEADERS_ENV
+                        && members[0].value.as_str() == Some(headers.as_str())
+                });
+                if !ok {
+                    return Err(format!("entry {at} does not carry its headers"));
+                }
+            }
+        }
+        RemoteExpect::Restored { key, url } => {
+            if entry.member("command").is_some() || entry.member("args").is_some() {
+                return Err(format!("entry {at} still runs a command"));
+            }
+            if text(key) != Some(Some(url.as_str())) {
+                return Err(format!("entry {at} has the wrong URL"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Re-read an edit's result with the format's own parser and check it did what was meant:
@@ -621,6 +853,12 @@ pub fn verify(before: &str, after: &str, format: Format, expects: &[Expect]) -> 
         let entry = after_root
             .at(&e.path)
             .ok_or_else(|| format!("entry {} is gone", e.path.join(".")))?;
+        if let Some(remote) = &e.remote {
+            check_remote(entry, e, remote)?;
+            if matches!(remote, RemoteExpect::Restored { .. }) {
+                continue;
+            }
+        }
         let command = entry.member("command").and_then(|c| c.value.as_str());
         if command != Some(e.command.as_str()) {
             return Err(format!("entry {} has the wrong command", e.path.join(".")));
@@ -658,8 +896,16 @@ fn same_outside(
     }
     match (&a.kind, &b.kind) {
         (Kind::Object(am), Kind::Object(bm)) => {
-            let edited = expects.iter().any(|e| e.path == *at);
-            let keep = |m: &&Member| !(edited && (m.key == "command" || m.key == "args"));
+            let edited = expects.iter().find(|e| e.path == *at);
+            let remote = edited.and_then(|e| e.remote.as_ref());
+            // A bridge made from an entry without headers leaves its `env` as it was.
+            let env_kept = matches!(remote, Some(RemoteExpect::Bridged { headers: None }));
+            let keep = |m: &&Member| {
+                !(edited.is_some() && (m.key == "command" || m.key == "args"))
+                    && !(remote.is_some()
+                        && REMOTE_MEMBERS.contains(&m.key.as_str())
+                        && !(env_kept && m.key == "env"))
+            };
             let am: Vec<&Member> = am.iter().filter(keep).collect();
             let bm: Vec<&Member> = bm.iter().filter(keep).collect();
             if am.len() != bm.len() {
@@ -934,6 +1180,7 @@ mod tests {
                     path: p.clone(),
                     command: wrapper.clone(),
                     args,
+                    remote: None,
                 };
                 verify(&text, &out, format, &[expect])
                     .unwrap_or_else(|e| panic!("{format:?} {name:?}: {e}\n{out}"));
@@ -1000,6 +1247,7 @@ mod tests {
                     path: x.clone(),
                     command: "mcpwall".into(),
                     args,
+                    remote: None,
                 }],
             )
             .unwrap_or_else(|e| panic!("{e}\n{out}"));
@@ -1023,6 +1271,7 @@ mod tests {
                         path: x.clone(),
                         command: "srv".into(),
                         args: was.clone(),
+                        remote: None,
                     }],
                 )
                 .unwrap_or_else(|e| panic!("{e}\n{back}"));
@@ -1030,6 +1279,61 @@ mod tests {
                     assert_eq!(back, text);
                 }
             }
+        }
+    }
+
+    /// A remote entry in any member order (headers first, empty headers, no `type`) becomes
+    /// a bridge, and taking the bridge off the entry as it is gives the remote entry back.
+    #[test]
+    fn remote_entries_bridge_and_come_back_in_any_member_order() {
+        let json = Format::Json(Dialect::Jsonc);
+        let x = path(&["s", "x"]);
+        let cases = [
+            (
+                r#"{"s": {"x": {"headers": {"K": "v ${T}"}, "url": "https://h/mcp", "type": "http"}}}"#,
+                r#"{"s": {"x": {"env": {"MCPWALL_UPSTREAM_HEADERS": "K: v ${T}"}, "command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"], "type": "stdio"}}}"#,
+            ),
+            (
+                r#"{"s": {"x": {"headers": {}, "url": "https://h/mcp"}}}"#,
+                r#"{"s": {"x": {"command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"]}}}"#,
+            ),
+            (
+                r#"{"s": {"x": {"serverUrl": "https://h/mcp", "disabled": false}}}"#,
+                r#"{"s": {"x": {"command": "mcpwall", "args": ["--server-name", "x", "--upstream", "https://h/mcp"], "disabled": false}}}"#,
+            ),
+        ];
+        for (before, after) in cases {
+            let root = parse(before, json).unwrap();
+            let (splices, _) =
+                wrap_remote_splices(before, &root, json, &x, "x", "mcpwall").unwrap();
+            let out = apply(before, splices);
+            assert_eq!(out, after);
+            let key = if before.contains("serverUrl") {
+                "serverUrl"
+            } else {
+                "url"
+            };
+            let root = parse(&out, json).unwrap();
+            let back = apply(
+                &out,
+                unbridge_splices(&out, &root, json, &x, key, None, false).unwrap(),
+            );
+            let expect = Expect {
+                path: x.clone(),
+                command: String::new(),
+                args: Vec::new(),
+                remote: Some(RemoteExpect::Restored {
+                    key: key.into(),
+                    url: "https://h/mcp".into(),
+                }),
+            };
+            verify(&out, &back, json, &[expect]).unwrap_or_else(|e| panic!("{e}\n{back}"));
+            let restored: serde_json::Value = serde_json::from_str(&back).unwrap();
+            let mut was: serde_json::Value = serde_json::from_str(before).unwrap();
+            if was["s"]["x"]["headers"] == serde_json::json!({}) {
+                was["s"]["x"].as_object_mut().unwrap().remove("headers");
+            }
+            assert_eq!(restored, was, "{back}");
         }
     }
 
@@ -1046,6 +1350,7 @@ mod tests {
             path: x,
             command: "srv".into(),
             args: vec![],
+            remote: None,
         };
         assert!(
             verify(text, &out, Format::Toml, &[expect]).is_err(),

@@ -50,9 +50,33 @@ pub enum EntryState {
         /// The real server's arguments.
         args: Vec<String>,
     },
+    /// A remote server (`url`, or Windsurf's `serverUrl`; Streamable HTTP or HTTP+SSE), not
+    /// yet behind mcpwall: `wrap` makes it a stdio entry running `mcpwall --upstream URL`.
+    Remote {
+        /// The member holding the URL: `url` or `serverUrl`.
+        key: String,
+        /// The URL as written (`${VAR}` references unexpanded).
+        url: String,
+        /// The names of its `headers` (never their values: they are credentials).
+        headers: Vec<String>,
+    },
+    /// A remote server behind mcpwall's bridge: `<mcpwall> [options] --upstream URL`.
+    WrappedRemote {
+        /// The mcpwall command (path or `mcpwall`).
+        wrapper: String,
+        /// All of mcpwall's arguments, `--upstream URL` included.
+        options: Vec<String>,
+        /// The remote server's URL.
+        url: String,
+    },
     /// Cannot be wrapped by a stdio proxy; the reason says why.
     Skipped(String),
 }
+
+/// The environment variable a wrapped remote entry's `headers` move to, one `Name: value`
+/// line each: the client expands `${VAR}` in it when it starts the server, as it did in
+/// `headers`, and the value never reaches the process list as an argument would.
+pub const UPSTREAM_HEADERS_ENV: &str = "MCPWALL_UPSTREAM_HEADERS";
 
 /// The options of an original mcpwall (Node) wrapper: `-c/--config FILE`,
 /// `--log-level LEVEL`, `--strict` (its README's CLI section).
@@ -138,6 +162,28 @@ impl OriginalOptions {
 }
 
 impl EntryState {
+    /// How a remote entry reads to a person: `remote https://h/mcp (headers: Authorization)`
+    /// for one not yet wrapped, `remote https://h/mcp via mcpwall --upstream` once wrapped;
+    /// the URL without credentials or query, header names without their values. `None`
+    /// for other entries.
+    pub fn remote_line(&self) -> Option<String> {
+        match self {
+            EntryState::Remote { url, headers, .. } => Some(format!(
+                "remote {}{}",
+                shown_url(url),
+                if headers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (headers: {})", headers.join(", "))
+                }
+            )),
+            EntryState::WrappedRemote { url, .. } => {
+                Some(format!("remote {} via mcpwall --upstream", shown_url(url)))
+            }
+            _ => None,
+        }
+    }
+
     /// Classify an entry value, taking a bare `mcpwall` command for this mcpwall.
     pub fn of(entry: &Node) -> EntryState {
         Self::classify(entry, &|_| false)
@@ -149,13 +195,8 @@ impl EntryState {
         if entry.members().is_none() {
             return EntryState::Skipped("the entry is not an object".into());
         }
-        for key in ["url", "serverUrl"] {
-            if let Some(url) = entry.member(key) {
-                let url = url.value.as_str().map_or("URL".into(), shown_url);
-                return EntryState::Skipped(format!(
-                    "remote server (`{key}`): `wrap` does not rewrite remote entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {url}` (docs/http.md, bridge mode)"
-                ));
-            }
+        if let Some(state) = remote(entry) {
+            return state;
         }
         if let Some(ty) = entry.member("type") {
             match ty.value.as_str() {
@@ -198,6 +239,16 @@ impl EntryState {
             return state;
         }
         if is_mcpwall(command)
+            && !args.iter().any(|a| a == "--")
+            && let Some(url) = upstream_of(&args)
+        {
+            return EntryState::WrappedRemote {
+                wrapper: command.to_string(),
+                options: args.clone(),
+                url,
+            };
+        }
+        if is_mcpwall(command)
             && let Some(dash) = args.iter().position(|a| a == "--")
         {
             if let Some((inner, rest)) = args[dash + 1..].split_first() {
@@ -215,6 +266,176 @@ impl EntryState {
             args,
         }
     }
+}
+
+/// The URL of `--upstream URL` / `--upstream=URL` among mcpwall's arguments.
+fn upstream_of(args: &[String]) -> Option<String> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == "--upstream" {
+            args.get(i + 1).cloned()
+        } else {
+            a.strip_prefix("--upstream=").map(str::to_string)
+        }
+    })
+}
+
+/// The transports `type` may name for a remote server the bridge relays: Streamable HTTP
+/// (Claude Code and VS Code write `http`; other clients spell it out) and the older
+/// HTTP+SSE (`sse`).
+const REMOTE_TYPES: &[&str] = &["http", "streamable-http", "streamableHttp", "sse"];
+
+/// Members of a remote entry that make the client itself authenticate or compute headers:
+/// the bridge cannot do that, so such an entry is left as it is.
+const CLIENT_SIDE_AUTH: &[&str] = &["headersHelper", "oauth", "auth", "authorization"];
+
+/// The state of an entry that names a URL (`url`, `serverUrl`), or `None` when it names
+/// none. Everything `wrap` will move (URL, header names and values) is checked here, so an
+/// entry classified [`EntryState::Remote`] always wraps into a bridge that starts.
+fn remote(entry: &Node) -> Option<EntryState> {
+    let members = entry.members()?;
+    let key = ["url", "serverUrl"]
+        .into_iter()
+        .find(|k| entry.member(k).is_some())?;
+    let skip = |why: String| Some(EntryState::Skipped(why));
+    let url_node = &entry.member(key)?.value;
+    let Some(url) = url_node.as_str() else {
+        return skip(format!("`{key}` is not a string"));
+    };
+    let shown = shown_url(url);
+    for twice in [
+        "type",
+        "url",
+        "serverUrl",
+        "headers",
+        "env",
+        "command",
+        "args",
+    ] {
+        if members.iter().filter(|m| m.key == twice).count() > 1 {
+            return skip(format!(
+                "remote server with `{twice}` given twice: clients disagree on which one counts; keep one, then run `mcpwall wrap` again"
+            ));
+        }
+    }
+    if entry.member("url").is_some() && entry.member("serverUrl").is_some() {
+        return skip("both `url` and `serverUrl`: keep one, then run `mcpwall wrap` again".into());
+    }
+    if entry.member("command").is_some() {
+        return skip(format!(
+            "both `command` and `{key}`: clients disagree on which one they start"
+        ));
+    }
+    match entry.member("type").map(|t| t.value.as_str()) {
+        // The bridge speaks both: Streamable HTTP, and the older HTTP+SSE transport when
+        // the server refuses the `initialize` POST (docs/http.md, bridge mode).
+        None => {}
+        Some(Some(t)) if REMOTE_TYPES.contains(&t) => {}
+        Some(Some(other)) => {
+            return skip(format!(
+                "`type: {other}` with `{key}` is not a transport mcpwall can relay"
+            ));
+        }
+        Some(None) => return skip("`type` is not a string".into()),
+    }
+    let lower = url.to_ascii_lowercase();
+    // `${VAR}`: the client expands it in the bridge's arguments as it did in `url`.
+    if !(lower.starts_with("http://") || lower.starts_with("https://") || url.starts_with("${")) {
+        return skip(format!("`{key}` {shown} is not an http:// or https:// URL"));
+    }
+    let before_query = url.split(['?', '#']).next().unwrap_or(url);
+    let authority = before_query
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(rest));
+    if authority.contains('@') {
+        return skip(
+            "the URL holds a user name or password, which would sit in the process list as an argument: move them to `headers`, then run `mcpwall wrap` again".into(),
+        );
+    }
+    if url.split('#').next().unwrap_or(url).contains('?') {
+        return skip(format!(
+            "the URL {shown} has a query (`?…`), where keys often travel; as the bridge's argument it would be visible to every user in the process list: move a key to `headers` if the server accepts one there, then run `mcpwall wrap` again"
+        ));
+    }
+    if let Some(auth) = CLIENT_SIDE_AUTH.iter().find(|k| entry.member(k).is_some()) {
+        return skip(format!(
+            "remote server whose client-side `{auth}` the bridge cannot perform, so `wrap` leaves it"
+        ));
+    }
+    let mut headers = Vec::new();
+    if let Some(h) = entry.member("headers") {
+        let Some(list) = h.value.members() else {
+            return skip("`headers` is not an object".into());
+        };
+        for header in list {
+            let name = header.key.as_str();
+            if !is_header_name(name) {
+                return skip(format!("header {name:?} is not a valid header name"));
+            }
+            // The value is never shown: it may be a credential.
+            let Some(value) = header.value.as_str() else {
+                return skip(format!("the value of header `{name}` is not a string"));
+            };
+            if value.chars().any(|c| c.is_control() && c != '\t') {
+                return skip(format!(
+                    "the value of header `{name}` holds a line break or control character"
+                ));
+            }
+            // What the bridge's HTTP client accepts in a value (it refuses to start on more).
+            if !value.is_ascii() {
+                return skip(format!(
+                    "the value of header `{name}` holds non-ASCII characters, which an HTTP header cannot carry as written"
+                ));
+            }
+            if RESERVED_HEADERS
+                .iter()
+                .any(|r| r.eq_ignore_ascii_case(name))
+            {
+                return skip(format!(
+                    "header `{name}` is one the bridge sets itself; remove it from `headers`, then run `mcpwall wrap` again"
+                ));
+            }
+            if headers
+                .iter()
+                .any(|h: &String| h.eq_ignore_ascii_case(name))
+            {
+                return skip(format!("header `{name}` is given twice"));
+            }
+            headers.push(name.to_string());
+        }
+        if entry.member("env").is_some() {
+            return skip(
+                "remote server with both `headers` and `env`: `wrap` moves the headers into `env` and will not merge them; remove `env` (a remote server gets no environment), then run `mcpwall wrap` again".into(),
+            );
+        }
+    }
+    Some(EntryState::Remote {
+        key: key.to_string(),
+        url: url.to_string(),
+        headers,
+    })
+}
+
+/// Headers the bridge's HTTP client sets itself and refuses from configuration (the list
+/// `upstream::is_reserved` enforces at start).
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "transfer-encoding",
+    "connection",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// An HTTP header name: a token (RFC 9110), which also keeps `:` and line breaks out of
+/// the `Name: value` lines the bridge reads.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// The original mcpwall's wrapper, if `command args` is one: how many leading args belong
@@ -263,16 +484,26 @@ fn original_wrapper(
 }
 
 /// A URL as printed in a hint: without credentials, query or fragment (where tokens
-/// travel), so the hint never puts one on a screen or in a terminal log.
-fn shown_url(url: &str) -> String {
+/// travel), so the hint never puts one on a screen or in a terminal log; a control or
+/// invisible character (a bidi override) is written as `\u{…}`, never sent to the terminal.
+pub fn shown_url(url: &str) -> String {
     let cut = url.find(['?', '#']).unwrap_or(url.len());
     let url = &url[..cut];
-    match (url.find("://"), url.find('@')) {
+    let bare = match (url.find("://"), url.find('@')) {
         (Some(scheme), Some(at)) if at > scheme && !url[scheme + 3..at].contains('/') => {
             format!("{}{}", &url[..scheme + 3], &url[at + 1..])
         }
         _ => url.to_string(),
-    }
+    };
+    bare.chars()
+        .map(|c| {
+            if c.is_control() || crate::text::normalize::is_invisible(c) {
+                format!("\\u{{{:x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Whether `path` is the original's entry script, `…/mcpwall/dist/<name>.js`, in an npm
@@ -424,8 +655,31 @@ mod tests {
                 args: vec!["-y".into(), "srv".into()]
             }
         );
+        assert_eq!(
+            state(
+                r#"{"type":"http","url":"https://x/mcp","headers":{"Authorization":"Bearer ${T}"}}"#
+            ),
+            EntryState::Remote {
+                key: "url".into(),
+                url: "https://x/mcp".into(),
+                headers: vec!["Authorization".into()]
+            }
+        );
+        assert_eq!(
+            state(
+                r#"{"command":"mcpwall","args":["--server-name","x","--upstream","https://x/mcp"]}"#
+            ),
+            EntryState::WrappedRemote {
+                wrapper: "mcpwall".into(),
+                options: ["--server-name", "x", "--upstream", "https://x/mcp"]
+                    .map(String::from)
+                    .to_vec(),
+                url: "https://x/mcp".into()
+            }
+        );
+        // A header name that would break the bridge's `Name: value` lines is refused.
         assert!(matches!(
-            state(r#"{"type":"http","url":"https://x"}"#),
+            state(r#"{"url":"https://x/mcp","headers":{"A:B":"v"}}"#),
             EntryState::Skipped(_)
         ));
         assert!(matches!(
@@ -434,7 +688,7 @@ mod tests {
         ));
         assert!(matches!(
             state(r#"{"serverUrl":"https://x"}"#),
-            EntryState::Skipped(_)
+            EntryState::Remote { .. }
         ));
         assert_eq!(
             state(
@@ -464,6 +718,10 @@ mod tests {
         assert_eq!(
             shown_url("http://localhost:3001/sse"),
             "http://localhost:3001/sse"
+        );
+        assert_eq!(
+            shown_url("https://h.example/\u{202E}lmth.mcp\u{1b}[8m"),
+            "https://h.example/\\u{202e}lmth.mcp\\u{1b}[8m"
         );
     }
 

@@ -121,11 +121,28 @@ fn servers_of(client: Client, root: &Node, env: &Env) -> Vec<Server> {
                 name: member.key.clone(),
                 path,
                 project: project.clone(),
-                state: EntryState::classify(&member.value, &is_node),
+                state: state_in(client.format(), &member.value, &is_node),
             });
         }
     }
     out
+}
+
+/// [`EntryState::classify`] for an entry of a file in `format`.
+fn state_in(format: edit::Format, node: &Node, is_node: &dyn Fn(&str) -> bool) -> EntryState {
+    let state = EntryState::classify(node, is_node);
+    match &state {
+        // Codex's remote entries carry credentials in keys of its own
+        // (`bearer_token_env_var`, `env_http_headers`), which a stdio entry there cannot
+        // pass on the same way: they are not rewritten.
+        EntryState::Remote { url, .. } if format == edit::Format::Toml => {
+            EntryState::Skipped(format!(
+                "Codex remote server: `wrap` does not rewrite Codex's `url` entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {}` by hand (docs/clients.md)",
+                entry::shown_url(url)
+            ))
+        }
+        _ => state,
+    }
 }
 
 /// Every client file found, read once.
@@ -301,6 +318,8 @@ pub struct CheckedRecord {
     /// For an entry migrated from the original mcpwall: the bytes of its command and
     /// launcher args, to put back in front of an entry edited since.
     pub launcher_bytes: Option<Vec<String>>,
+    /// For a remote entry made a bridge: what the entry put back must hold.
+    pub remote: Option<edit::RemoteExpect>,
 }
 
 /// One of a record's entry texts as a tree: the entry's bytes (JSON), or for TOML the
@@ -380,12 +399,39 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
     // `wrap` makes no record for an entry already behind this mcpwall, so an `original`
     // whose command is a bare `mcpwall … --` was the Node one (a migration).
     let original_state = EntryState::classify(&original, &|_| true);
+    if let EntryState::Remote { key, url, .. } = &original_state {
+        let (wrapped, _) = record_entry(format, &record.wrapped)
+            .map_err(|e| format!("its `wrapped` is not a {} entry: {e}", client.syntax()))?;
+        match EntryState::of(&wrapped) {
+            EntryState::WrappedRemote { url: bridged, .. } if bridged == *url => {}
+            _ => {
+                return Err(
+                    "its `wrapped` entry is not its `original` remote server behind mcpwall".into(),
+                );
+            }
+        }
+        check_stamp(record)?;
+        return Ok(CheckedRecord {
+            had_no_args: true,
+            original: original_state.clone(),
+            original_command: String::new(),
+            original_args: Vec::new(),
+            launcher_bytes: None,
+            remote: Some(edit::RemoteExpect::Restored {
+                key: key.clone(),
+                url: url.clone(),
+            }),
+        });
+    }
     let server = match &original_state {
         EntryState::Unwrapped { command, args }
         | EntryState::Wrapped { command, args, .. }
         | EntryState::WrappedByOriginal { command, args, .. } => (command, args),
         EntryState::Skipped(why) => {
             return Err(format!("its `original` is not a server entry ({why})"));
+        }
+        EntryState::Remote { .. } | EntryState::WrappedRemote { .. } => {
+            return Err("its `original` is not an entry `wrap` records".into());
         }
     };
     let launcher_bytes = match &original_state {
@@ -417,6 +463,19 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
             return Err("its `wrapped` entry is not its `original` server behind mcpwall".into());
         }
     }
+    check_stamp(record)?;
+    Ok(CheckedRecord {
+        had_no_args,
+        original: original_state,
+        original_command,
+        original_args,
+        launcher_bytes,
+        remote: None,
+    })
+}
+
+/// A record's `wrapped_at` must be a time of the form mcpwall writes.
+fn check_stamp(record: &Record) -> Result<(), String> {
     let stamp = record.wrapped_at.as_bytes();
     if !(stamp.len() == 16
         && stamp[8] == b'T'
@@ -431,13 +490,7 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
             record.wrapped_at
         ));
     }
-    Ok(CheckedRecord {
-        had_no_args,
-        original: original_state,
-        original_command,
-        original_args,
-        launcher_bytes,
-    })
+    Ok(())
 }
 
 /// Plan `op` on the entries at `paths` of `doc`, and check the result: it must parse with
@@ -508,7 +561,7 @@ fn plan_doc_with(
         let state = root
             .at(path)
             .map_or(EntryState::Skipped("the entry is gone".into()), |node| {
-                EntryState::classify(node, &is_node)
+                state_in(format, node, &is_node)
             });
         let step = match op {
             Op::Wrap(wrapper) => {
@@ -593,6 +646,7 @@ fn plan_wrap_entry(
                 path: server.path.clone(),
                 command: wrapper.to_string(),
                 args: all,
+                remote: None,
             };
             return Ok((Outcome::Repointed(old.clone()), splices, Some(expect)));
         }
@@ -606,6 +660,29 @@ fn plan_wrap_entry(
                 doc, root, server, wrapper, launcher, options, command, args, change,
             );
         }
+        EntryState::Remote { url, .. } => {
+            return plan_wrap_remote(doc, root, server, url, wrapper, change);
+        }
+        EntryState::WrappedRemote {
+            wrapper: old,
+            options,
+            ..
+        } => {
+            // As for a stdio server: an mcpwall that moved away is replaced by this one.
+            let stale = old != wrapper
+                && entry::resolve_on_path(old, env.path_var.as_deref(), None).is_none();
+            if !stale {
+                return Ok((Outcome::AlreadyWrapped, Vec::new(), None));
+            }
+            let splices = edit::repoint_splices(root, format, &server.path, wrapper)?;
+            let expect = edit::Expect {
+                path: server.path.clone(),
+                command: wrapper.to_string(),
+                args: options.clone(),
+                remote: None,
+            };
+            return Ok((Outcome::Repointed(old.clone()), splices, Some(expect)));
+        }
         EntryState::Skipped(why) => return Ok((Outcome::Skipped(why.clone()), Vec::new(), None)),
     };
     let splices = edit::wrap_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
@@ -613,6 +690,28 @@ fn plan_wrap_entry(
     expected_args.push(command.clone());
     expected_args.extend(args.iter().cloned());
     let expect = record_wrap(doc, root, server, wrapper, expected_args, change);
+    Ok((Outcome::Wrapped, splices, Some(expect)))
+}
+
+/// Make a remote entry a stdio entry running mcpwall's bridge to its URL, its headers
+/// carried in `env` (see [`edit::wrap_remote_splices`]), recorded so `unwrap` puts the
+/// remote entry back byte for byte.
+fn plan_wrap_remote(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    url: &str,
+    wrapper: &str,
+    change: &mut FileChange,
+) -> Step {
+    let format = doc.file.client.format();
+    let (splices, headers) =
+        edit::wrap_remote_splices(&doc.text, root, format, &server.path, &server.name, wrapper)?;
+    let mut args = wrap_prefix(&server.name);
+    args.pop();
+    args.extend(["--upstream".to_string(), url.to_string()]);
+    let mut expect = record_wrap(doc, root, server, wrapper, args, change);
+    expect.remote = Some(edit::RemoteExpect::Bridged { headers });
     Ok((Outcome::Wrapped, splices, Some(expect)))
 }
 
@@ -640,6 +739,7 @@ fn record_wrap(
         path: server.path.clone(),
         command: wrapper.to_string(),
         args,
+        remote: None,
     }
 }
 
@@ -700,6 +800,9 @@ fn plan_unwrap_entry(
     let text = &doc.text;
     let path = &server.path;
     let record = records.find(&doc.canonical, path);
+    if let EntryState::WrappedRemote { url, .. } = state {
+        return plan_unwrap_remote(doc, root, server, url, record, exact, change);
+    }
     let EntryState::Wrapped { command, args, .. } = state else {
         if record.is_some() {
             // Replaced by the user since it was wrapped: the record describes an entry
@@ -733,6 +836,7 @@ fn plan_unwrap_entry(
         path: path.clone(),
         command: command.clone(),
         args: args.clone(),
+        remote: None,
     };
     change.done_records.push(path.clone());
     let current = edit::entry_bytes_in(text, root, format, path).unwrap_or_default();
@@ -747,6 +851,7 @@ fn plan_unwrap_entry(
             path: path.clone(),
             command: c.original_command.clone(),
             args: c.original_args.clone(),
+            remote: None,
         };
         return Ok((Outcome::Restored, splices, Some(expect)));
     }
@@ -782,11 +887,90 @@ fn plan_unwrap_entry(
             path: path.clone(),
             command: words[0].clone(),
             args,
+            remote: None,
         };
         return Ok((Outcome::RestoredKeepingEdits, splices, Some(expect)));
     }
     let drop_empty = had_no_args == Some(true) && args.is_empty();
     let splices = edit::strip_wrapper_splices(text, root, format, path, drop_empty)?;
+    let outcome = if record.is_some() {
+        Outcome::RestoredKeepingEdits
+    } else {
+        Outcome::Unwrapped
+    };
+    Ok((outcome, splices, Some(expect)))
+}
+
+/// Put a remote entry made a bridge back: byte for byte when it is untouched since `wrap`,
+/// else from the entry as it is now (its URL and headers as they are now; every other
+/// edit kept).
+fn plan_unwrap_remote(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    url: &str,
+    record: Option<&Record>,
+    exact: bool,
+    change: &mut FileChange,
+) -> Step {
+    let format = doc.file.client.format();
+    let path = &server.path;
+    let checked = match record {
+        Some(r) => Some(check_record(r, doc.file.client).map_err(|why| {
+            edit::EditError::Record(format!(
+                "its wrap record in ~/.mcpwall/wrapped.json is damaged ({why}), so the entry was left as it is; repair the record, or delete it and run unwrap again to make it a remote entry from what it holds now"
+            ))
+        })?),
+        None => None,
+    };
+    change.done_records.push(path.clone());
+    let current = edit::entry_bytes_in(&doc.text, root, format, path).unwrap_or_default();
+    let was = checked.as_ref().and_then(|c| match &c.original {
+        EntryState::Remote { key, .. } => Some(key.clone()),
+        _ => None,
+    });
+    if exact
+        && let Some(r) = record
+        && let Some(remote) = checked.as_ref().and_then(|c| c.remote.clone())
+        && r.wrapped == current
+    {
+        let splices = edit::restore_exact_splices(&doc.text, root, format, path, &r.original)?;
+        let expect = edit::Expect {
+            path: path.clone(),
+            command: String::new(),
+            args: Vec::new(),
+            remote: Some(remote),
+        };
+        return Ok((Outcome::Restored, splices, Some(expect)));
+    }
+    let original_type = record.and_then(|r| {
+        let (node, text) = record_entry(format, &r.original).ok()?;
+        node.member("type")
+            .map(|t| text[t.value.span.clone()].to_string())
+    });
+    let key = was.unwrap_or_else(|| "url".to_string());
+    // Without a record nothing says how the entry was typed: a client that needs `type`
+    // for a remote server gets `http`.
+    let add_type =
+        record.is_none() && matches!(doc.file.client, Client::ClaudeCode | Client::VsCode);
+    let splices = edit::unbridge_splices(
+        &doc.text,
+        root,
+        format,
+        path,
+        &key,
+        original_type.as_deref(),
+        add_type,
+    )?;
+    let expect = edit::Expect {
+        path: path.clone(),
+        command: String::new(),
+        args: Vec::new(),
+        remote: Some(edit::RemoteExpect::Restored {
+            key,
+            url: url.to_string(),
+        }),
+    };
     let outcome = if record.is_some() {
         Outcome::RestoredKeepingEdits
     } else {
@@ -1079,6 +1263,7 @@ mod tests {
                 path: p.clone(),
                 command: "mcpwall".into(),
                 args: std::mem::take(&mut args),
+                remote: None,
             }],
         );
         assert!(r.is_ok(), "{r:?}\n{text}\n---\n{out}");
@@ -1095,6 +1280,7 @@ mod tests {
                 path: p.clone(),
                 command: "notes".into(),
                 args: vec![],
+                remote: None,
             }],
         );
         assert!(r.is_ok(), "{r:?}\n{out}\n---\n{back}");

@@ -55,6 +55,10 @@ pub enum UpstreamError {
     CaFile { path: PathBuf, why: String },
     #[error("--header-file {path}: {why}")]
     HeaderFile { path: PathBuf, why: String },
+    /// The headers given in the environment (`$MCPWALL_UPSTREAM_HEADERS`, which `wrap`
+    /// writes into a remote entry it turned into a bridge), named by the variable.
+    #[error("${var}: {why}")]
+    HeaderEnv { var: &'static str, why: String },
     #[error("${TOKEN_ENV} is not a valid header value (control characters?)")]
     BadToken,
     #[error("TLS setup failed: {0}")]
@@ -109,6 +113,9 @@ pub struct Settings {
     pub header_file: Option<PathBuf>,
     /// The value of [`TOKEN_ENV`], if set.
     pub token: Option<String>,
+    /// `Name: value` lines from an environment variable (named first, for messages),
+    /// read as a header file's: how a wrapped remote entry's `headers` reach the server.
+    pub header_env: Option<(&'static str, String)>,
 }
 
 type Io = Box<dyn Conn>;
@@ -158,6 +165,24 @@ impl Upstream {
         let mut headers = HeaderMap::new();
         if let Some(path) = &settings.header_file {
             read_header_file(path, &mut headers)?;
+        }
+        if let Some((var, lines)) = &settings.header_env {
+            let bad = |why: String| UpstreamError::HeaderEnv { var, why };
+            let mut from_env = HeaderMap::new();
+            parse_header_lines(lines, &mut from_env).map_err(bad)?;
+            for (name, value) in &from_env {
+                if is_reserved(name) {
+                    return Err(bad(format!("{name} is set by mcpwall itself")));
+                }
+                // The client expands `${VAR}` before it starts mcpwall; one left means the
+                // variable was not set there (the value itself is never shown).
+                if value.as_bytes().windows(2).any(|w| w == b"${") {
+                    eprintln!(
+                        "mcpwall: warning: ${var}: header {name} still holds a `${{…}}` reference: the client did not expand it (is the variable set where the client runs?); it is sent as written"
+                    );
+                }
+            }
+            headers.extend(from_env);
         }
         if let Some(token) = &settings.token {
             let value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
@@ -377,6 +402,12 @@ fn read_header_file(path: &std::path::Path, headers: &mut HeaderMap) -> Result<(
         why,
     };
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    parse_header_lines(&text, headers).map_err(bad)
+}
+
+/// `Name: value` lines (a header file's text, or a variable's); blank lines and `#`
+/// comments skipped. The error names the line, never the value.
+fn parse_header_lines(text: &str, headers: &mut HeaderMap) -> Result<(), String> {
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -384,16 +415,12 @@ fn read_header_file(path: &std::path::Path, headers: &mut HeaderMap) -> Result<(
         }
         let (name, value) = line
             .split_once(':')
-            .ok_or_else(|| bad(format!("line {}: expected `Name: value`", n + 1)))?;
+            .ok_or_else(|| format!("line {}: expected `Name: value`", n + 1))?;
         let name = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| bad(format!("line {}: not a header name", n + 1)))?;
+            .map_err(|_| format!("line {}: not a header name", n + 1))?;
         // The value is never shown: it may be a credential.
-        let value = HeaderValue::from_str(value.trim()).map_err(|_| {
-            bad(format!(
-                "line {}: the value holds control characters",
-                n + 1
-            ))
-        })?;
+        let value = HeaderValue::from_str(value.trim())
+            .map_err(|_| format!("line {}: the value holds control characters", n + 1))?;
         headers.append(name, value);
     }
     Ok(())

@@ -28,6 +28,12 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
     let token = std::env::var(upstream::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
+    // A remote entry `wrap` turned into a bridge carries its headers here.
+    let var = crate::clients::entry::UPSTREAM_HEADERS_ENV;
+    let header_env = std::env::var(var)
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .map(|h| (var, h));
     if let Some(file) = &args.header_file {
         crate::cli::common::warn_if_others_may_read(file, "the header file");
     }
@@ -36,6 +42,7 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
         ca_file: args.ca_file.clone(),
         header_file: args.header_file.clone(),
         token,
+        header_env,
     })
     .map_err(|e| miette::miette!("{e}"))?;
     let server_name = args
