@@ -1264,6 +1264,47 @@ fn redaction_labels_and_counts_name_detectors_and_rules() {
 }
 
 #[test]
+fn a_token_cut_across_two_content_items_is_found_and_each_part_redacted() {
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"outbound_rules: [{name: r, match: {secrets: true}, action: redact}]",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let token = support::fake_github();
+    let (head, tail) = token.split_at(12);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"key: {head}"}},{{"type":"text","text":"{tail} (rotated)"}}]}}}}"#
+    );
+    let mut parsed = mcpwall::frame::Parsed::new();
+    support::parse(line.as_bytes(), &mut parsed);
+    let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
+    let call = support::Call {
+        method: Some("tools/call"),
+        tool: None,
+        server: "s",
+    };
+    let outcome = program.scan_response(&frame, &frame.messages()[0], &call.info(), &mut scratch);
+    let mcpwall::verdict::Outcome::Redact { redactions, .. } = outcome else {
+        panic!("the cut token was not found: {outcome:?}");
+    };
+    // Exactly the token's bytes in each item: the words around it stay.
+    let cut: Vec<&str> = redactions.iter().map(|r| &line[r.raw.clone()]).collect();
+    assert_eq!(cut, [head, tail]);
+    // Apart, with a space between the items, the parts are two words, not a token.
+    let spaced = line.replace(&format!("{tail} (rotated)"), &format!(" {tail} (rotated)"));
+    let mut parsed = mcpwall::frame::Parsed::new();
+    support::parse(spaced.as_bytes(), &mut parsed);
+    let frame = mcpwall::frame::Frame::new(spaced.as_bytes(), &parsed);
+    let outcome = program.scan_response(&frame, &frame.messages()[0], &call.info(), &mut scratch);
+    assert!(
+        matches!(outcome, mcpwall::verdict::Outcome::Pass),
+        "{outcome:?}"
+    );
+}
+
+#[test]
 fn scan_text_handles_invalid_utf8() {
     let env = TestEnv::new();
     let policy = support::load_policy(

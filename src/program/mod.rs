@@ -1209,7 +1209,7 @@ impl Program {
             });
         }
 
-        if needs & (LITERAL | REGEX) != 0 {
+        if needs & (LITERAL | REGEX | SECRETS) != 0 {
             self.scan_joined_content(needs, texts, s);
         }
 
@@ -1258,16 +1258,17 @@ impl Program {
         }
     }
 
-    /// Literals and patterns over the content texts of one message joined, so a phrase
-    /// cut across two content items (`"Ignore previous"`, `"instructions and …"`) is read
-    /// as the model reads it. Joined twice, with nothing and with a space between items
+    /// Literals, patterns and secrets over the content texts of one message joined, so a
+    /// phrase cut across two content items (`"Ignore previous"`, `"instructions and …"`)
+    /// or a token cut in two (`"ghp_ab…"`, `"…cd"`) is read as the model reads it. Secrets
+    /// only in the join without a space: a space ends a token. Joined twice, with nothing and with a space between items
     /// that do not meet at whitespace (a cut inside a word, a cut between words). Only a
     /// match that spans items counts here (the rest was found per text); a redaction cuts
     /// exactly its bytes in each item it touches (`collect_redactions` finds a pattern's
     /// the same way, and blocks the message when a match has no span it can cut). A
     /// message with fewer than two content texts costs nothing.
     fn scan_joined_content(&self, needs: engine::Needs, texts: &dyn Texts, s: &mut Scratch) {
-        use engine::{LITERAL, REGEX};
+        use engine::{LITERAL, REGEX, SECRETS};
         let out = &self.outbound;
         for sep in ["", " "] {
             if !join_content(
@@ -1287,6 +1288,26 @@ impl Program {
             let (ids, starts) = (&s.content_ids, &s.content_starts);
             let st = &mut s.state;
             let joined = s.joined.as_str();
+            if needs & SECRETS != 0 && sep.is_empty() {
+                let findings = &mut s.findings;
+                findings.clear();
+                self.detector.find(joined, &mut s.detector_cache, findings);
+                for f in findings.iter() {
+                    let before = s.secret_hits.len();
+                    // A token inside one item was found in that item's own text.
+                    item_segments(ids, starts, f.range.start, f.range.end, |id, r| {
+                        s.secret_hits.push(Hit {
+                            text: id,
+                            start: r.start as u32,
+                            end: r.end as u32,
+                            what: f.detector,
+                        });
+                    });
+                    if s.secret_hits.len() > before {
+                        st.set(out.secrets_pred);
+                    }
+                }
+            }
             if needs & LITERAL != 0
                 && let Some(lit) = &out.literal
             {
