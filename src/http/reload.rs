@@ -203,7 +203,9 @@ fn apply(gateways: &[Arc<Gateway>], metrics: &Metrics, outcome: Outcome, forced:
         text.push_str("; ");
         text.push_str(note);
     }
-    gateway.chatter.log(LogLevel::Info, format_args!("{text}"));
+    // Said whatever the log level, as the address at start is: which policy is in force
+    // is what an operator looks for after editing it.
+    eprintln!("mcpwall: {text}");
     audit(gateway, RULE_RELOADED, Verdict::Allow, text);
 }
 
