@@ -107,16 +107,16 @@ fn a_broken_edit_keeps_the_policy_in_force_says_where_and_is_retried_on_the_next
         stderr.contains("policy reload (a file changed) failed"),
         "{stderr}"
     );
-    assert!(stderr.contains(&format!("{file}:12:")), "{stderr}");
+    assert!(stderr.contains(&format!("{file}:14:5")), "{stderr}");
     // The policy in force stays: echo allowed, forbidden denied.
     assert!(!denied(&call(&gw, &session, 1, "echo", &[])));
     assert!(denied(&call(&gw, &session, 2, "forbidden", &[])));
-    let audit = gw.audit_with(&["mcpwall:policy_reload_failed", &format!("{file}:12:")]);
+    let audit = gw.audit_with(&["mcpwall:policy_reload_failed", &format!("{file}:14:5")]);
     let line = audit
         .lines()
         .find(|l| l.contains("mcpwall:policy_reload_failed"))
         .unwrap_or_else(|| panic!("no failed reload in the audit log:\n{audit}"));
-    assert!(line.contains(&format!("{file}:12:")), "{line}");
+    assert!(line.contains(&format!("{file}:14:5")), "{line}");
 
     // The next change is tried again.
     gw.home
