@@ -476,7 +476,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
 
 /// Say where each server is served.
 fn announce(gateways: &[Arc<Gateway>], scheme: &str, local: SocketAddr, access: &str) {
-    if let [gateway] = &gateways[..]
+    if let [gateway] = gateways
         && gateway.mount.is_none()
     {
         eprintln!(
@@ -507,12 +507,11 @@ fn stop_requests(reloads: crate::http::reload::Trigger) -> impl std::future::Fut
             return std::future::pending().await;
         }
         while let Some(signal) = rx.recv().await {
-            #[cfg(unix)]
-            if signal == crate::platform::SIGHUP {
+            // On Windows the console closing arrives as SIGHUP: a stop.
+            if cfg!(unix) && signal == crate::platform::SIGHUP {
                 reloads.signal();
                 continue;
             }
-            let _ = signal;
             return;
         }
     }

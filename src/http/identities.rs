@@ -604,4 +604,69 @@ rules:
         // One program per identity, since a rule names one; no more for a second server.
         assert_eq!(programs.compiled.len(), 2);
     }
+
+    #[test]
+    fn a_reload_keeps_a_suspended_identity_suspended_and_its_names_valid() {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let load = |rule: &str| {
+            let text = format!(
+                "version: 1\nsettings:\n  circuit_breaker: {{max_violations: 2, window_seconds: 60}}\nrules:\n  - name: {rule}\n    match: {{tool: x}}\n    action: deny\n"
+            );
+            load_str("t.yml", &text, &opts).expect("loads")
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let env = PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p"));
+        let server = ServerIdentity {
+            name: "t".into(),
+            command: vec!["t".into()],
+        };
+        let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
+        let names = PolicyNames::default();
+        let build = |policy: &Policy| {
+            Judges::build(
+                policy,
+                &ids,
+                &server,
+                dir.path(),
+                &env,
+                &mut Programs::default(),
+                &names,
+                None,
+            )
+            .unwrap()
+        };
+        let (old, new) = (load("first-rule"), load("second-rule"));
+        let live = LiveJudges::new(build(&old));
+        let ci = live.current().get(Some("ci-bot")).unwrap();
+        let first = ci.audit_rule(RuleRef::Inbound(RuleId(0)));
+        let guard = ci.guard.clone().unwrap();
+        let now = std::time::Instant::now();
+        guard.record_violation(now, "one");
+        guard.record_violation(now, "two");
+        assert!(guard.is_suspended());
+
+        live.replace(build(&new));
+        assert_eq!(live.generation(), 1);
+        let after = live.current();
+        let ci_after = after.get(Some("ci-bot")).unwrap();
+        assert!(!Arc::ptr_eq(&ci, &ci_after));
+        assert!(ci_after.guard.as_ref().unwrap().is_suspended());
+        assert!(
+            !after
+                .get(Some("alice"))
+                .unwrap()
+                .guard
+                .as_ref()
+                .unwrap()
+                .is_suspended()
+        );
+        // Ids handed out before the reload still name their rules; the new ones are new.
+        assert_eq!(names.rule(first).0, "first-rule");
+        let second = ci_after.audit_rule(RuleRef::Inbound(RuleId(0)));
+        assert_eq!(names.rule(second).0, "second-rule");
+    }
 }

@@ -36,6 +36,9 @@ use crate::verdict::{RuleId, Verdict};
 /// The one path of the metrics listener.
 pub const PATH: &str = "/metrics";
 
+/// Connections the metrics listener serves at once; more are closed unread.
+const MAX_CONNECTIONS: usize = 8;
+
 /// How a request reached the gateway, as `/metrics` labels it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -413,7 +416,7 @@ impl Scrape {
                 .unwrap_or("");
             if !super::server::is_loopback_host(host) || req.headers().contains_key(header::ORIGIN)
             {
-                self.refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
                 return text(StatusCode::FORBIDDEN, "forbidden\n");
             }
         }
@@ -460,13 +463,6 @@ impl Scrape {
     }
 }
 
-impl std::ops::Deref for Scrape {
-    type Target = Metrics;
-    fn deref(&self) -> &Metrics {
-        &self.metrics
-    }
-}
-
 /// Serve `/metrics` on `listener` until `shutdown` completes. Plain HTTP/1.1: a scrape is
 /// one small request; connections are few (Prometheus keeps one).
 pub async fn serve(
@@ -475,6 +471,8 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let scrape = Arc::new(scrape);
+    // A scraper keeps one connection; more than a few open at once is someone else.
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -483,8 +481,12 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 };
+                let Ok(permit) = open.clone().try_acquire_owned() else {
+                    continue;
+                };
                 let scrape = scrape.clone();
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let service = hyper::service::service_fn(move |req| {
                         let r = scrape.answer(&req);
                         async move { Ok::<_, Infallible>(r) }

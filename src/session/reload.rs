@@ -52,3 +52,85 @@ impl Session {
         self.program = program;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::{Line, Options, Outbox, Session};
+    use crate::config::{LoadOptions, load_str};
+    use crate::program::Program;
+    use crate::verdict::Verdict;
+
+    fn program(rules: &str) -> Arc<Program> {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let text = format!("version: 1\nsettings:\n  ask_timeout_seconds: 5\nrules:\n{rules}");
+        let policy = load_str("t.yml", &text, &opts).expect("loads");
+        Arc::new(Program::compile(&policy).expect("compiles"))
+    }
+
+    fn client(s: &mut Session, line: &str) -> Outbox {
+        let mut out = Outbox::default();
+        s.from_client(Line::Frame(line.as_bytes()), &mut out);
+        out
+    }
+
+    const ASK_RUN: &str = "  - name: ask-run\n    match: {tool: run}\n    action: ask\n";
+    const DENY_READ: &str = "  - name: deny-read\n    match: {tool: read}\n    action: deny\n";
+    const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#;
+    const RUN: &str =
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":{}}}"#;
+    const READ: &str =
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read","arguments":{}}}"#;
+
+    #[test]
+    fn an_adopted_program_judges_the_next_message_and_held_calls_are_answered() {
+        let old = program(ASK_RUN);
+        let mut s = Session::new(
+            old.clone(),
+            Options {
+                audit: true,
+                ..Options::quiet("t")
+            },
+        );
+        client(&mut s, INIT);
+        let out = client(&mut s, RUN);
+        assert!(out.to_server.is_empty(), "the call is held");
+        assert!(
+            !client(&mut s, READ).to_server.is_empty(),
+            "read is allowed"
+        );
+
+        let mut out = Outbox::default();
+        s.adopt(program(DENY_READ), None, None, &mut out);
+        // The held call is answered with an error, audited under the old program's rule.
+        let answer: serde_json::Value = serde_json::from_slice(
+            out.to_client
+                .split(|b| *b == b'\n')
+                .find(|l| l.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":7"))
+                .expect("an answer to the held call"),
+        )
+        .unwrap();
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("policy was reloaded")
+        );
+        let event = out.events.iter().find(|e| e.action == Verdict::Declined);
+        let rule = event.and_then(|e| e.rule).expect("the held call's event");
+        assert_eq!(super::super::rule_name(&old, rule), "ask-run");
+        // The next message is judged by the new program.
+        let out = client(&mut s, READ.replace("\"id\":8", "\"id\":9").as_str());
+        assert!(out.to_server.is_empty(), "read is denied now");
+        assert!(
+            !client(&mut s, RUN.replace("\"id\":7", "\"id\":10").as_str())
+                .to_server
+                .is_empty()
+        );
+    }
+}
