@@ -234,6 +234,11 @@ fn upstream_token(
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
+    let load_options = crate::cli::common::load_options(args.config.clone())?;
+    // The files as they are before they are read: a change made from here on is seen by
+    // the first look of the reload thread.
+    let watched = reload::watched(&load_options, &home, &tokens_path);
+    let seen = crate::http::reload::fingerprint(&watched);
     // A token file that exists must be a usable store: read as "no tokens" it would let
     // any local client in and stop `identity:` rules from applying.
     let issued = Tokens::read(&tokens_path).map_err(|e| {
@@ -290,7 +295,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let load_options = crate::cli::common::load_options(args.config.clone())?;
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -439,7 +443,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             None => None,
         };
         let reload_thread =
-            crate::http::reload::start(gateways.clone(), metrics.clone(), asks, builder)
+            crate::http::reload::start(gateways.clone(), metrics.clone(), asks, builder, seen)
                 .map_err(|e| miette::miette!("cannot start the reload thread: {e}"))?;
         // Signals are taken before the listener is announced: a SIGHUP sent as soon as
         // the address is printed reloads rather than stops.

@@ -109,9 +109,11 @@ pub trait Rebuild: Send + 'static {
 }
 
 /// One look at the watched files.
-type Fingerprint = Vec<Option<(u64, Option<std::time::SystemTime>, [u8; 32])>>;
+pub type Fingerprint = Vec<Option<(u64, Option<std::time::SystemTime>, [u8; 32])>>;
 
-fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
+/// Look at `paths`: each one's length, modification time and SHA-256 (`None`: absent or
+/// unreadable).
+pub fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
     paths
         .iter()
         .map(|p| {
@@ -127,16 +129,17 @@ fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
 }
 
 /// Start the reload thread for `gateways`: it runs until every [`Trigger`] is dropped.
+/// `seen`: the watched files as they were before the judges in force were built from them.
 pub fn start(
     gateways: Vec<Arc<Gateway>>,
     metrics: Arc<Metrics>,
     asks: Receiver<Ask>,
     mut rebuild: impl Rebuild,
+    mut seen: Fingerprint,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("mcpwall-reload".into())
         .spawn(move || {
-            let mut seen = fingerprint(&rebuild.watched());
             loop {
                 let ask = match asks.recv_timeout(POLL) {
                     Ok(ask) => Some(ask),

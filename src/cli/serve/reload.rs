@@ -38,6 +38,27 @@ pub(super) struct Builder {
     pub identities: Vec<Option<Arc<str>>>,
 }
 
+/// The files whose change asks for a reload: the token file, and the `-c` file or the
+/// project's and the user's policy files and the trust records (whether or not they exist).
+pub(super) fn watched(
+    load_options: &LoadOptions,
+    home: &std::path::Path,
+    tokens_path: &std::path::Path,
+) -> Vec<PathBuf> {
+    let mut paths = vec![tokens_path.to_path_buf()];
+    match &load_options.explicit {
+        Some(file) => paths.push(file.clone()),
+        None => {
+            let dir = load_options.home.join(".mcpwall");
+            paths.push(load_options.project_file());
+            paths.push(dir.join("mcpwall.yml"));
+            paths.push(dir.join("config.yml"));
+            paths.push(crate::config::trust::TrustStore::path_in(home));
+        }
+    }
+    paths
+}
+
 /// The SHA-256 of a policy's files: each one's name and text.
 pub(super) fn policy_hash(policy: &Policy) -> String {
     let mut all = Vec::new();
@@ -192,18 +213,7 @@ fn judge_failed(e: JudgeError) -> Failed {
 
 impl Rebuild for Builder {
     fn watched(&self) -> Vec<PathBuf> {
-        let mut paths = vec![self.tokens_path.clone()];
-        match &self.load_options.explicit {
-            Some(file) => paths.push(file.clone()),
-            None => {
-                let dir = self.load_options.home.join(".mcpwall");
-                paths.push(self.load_options.project_file());
-                paths.push(dir.join("mcpwall.yml"));
-                paths.push(dir.join("config.yml"));
-                paths.push(crate::config::trust::TrustStore::path_in(&self.home));
-            }
-        }
-        paths
+        watched(&self.load_options, &self.home, &self.tokens_path)
     }
 
     fn rebuild(&mut self, current: &[Arc<Judges>], forced: bool) -> Outcome {
