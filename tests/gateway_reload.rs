@@ -63,11 +63,23 @@ fn a_policy_edited_under_a_running_gateway_judges_the_next_message_of_open_sessi
     let gw = Gateway::serve(Home::new(), "");
     let session = gw.initialize(&[]);
     assert!(!denied(&call(&gw, &session, 1, "echo", &[])));
+    let mut ws = gw.websocket(&[]).unwrap();
+    gateway::ws_call(&mut ws, &gateway::initialize_msg()).unwrap();
+    let ws_echo = |ws: &mut gateway::Socket, id: u64| {
+        gateway::ws_call(
+            ws,
+            &json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"echo","arguments":{}}}),
+        )
+        .unwrap()
+    };
+    assert!(!denied(&ws_echo(&mut ws, 1)));
 
-    // Deny it: the session opened before the edit is judged by the new policy.
+    // Deny it: the sessions opened before the edit are judged by the new policy.
     gw.home
         .write_policy("", &format!("{}{DENY_ECHO}", Home::RULES));
     let answer = call_until(&gw, &session, "echo", &[], denied);
+    assert_eq!(answer["error"]["data"]["rule"], "deny-echo", "{answer}");
+    let answer = ws_echo(&mut ws, 2);
     assert_eq!(answer["error"]["data"]["rule"], "deny-echo", "{answer}");
     // A session opened now, too.
     let fresh = gw.initialize(&[]);
