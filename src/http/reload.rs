@@ -24,7 +24,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -54,23 +54,27 @@ pub enum Ask {
 
 /// Asks the reload thread to look (cheap; never blocks). Dropping every handle ends it.
 #[derive(Debug, Clone)]
-pub struct Trigger(Sender<Ask>);
+pub struct Trigger(SyncSender<Ask>);
+
+/// Asks waiting for the reload thread; more are dropped (one waiting look sees every
+/// change made before it, so a client asking in a loop queues nothing).
+const WAITING_ASKS: usize = 4;
 
 impl Trigger {
     /// A trigger and the end the reload thread reads.
     pub fn new() -> (Trigger, Receiver<Ask>) {
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::sync_channel(WAITING_ASKS);
         (Trigger(tx), rx)
     }
 
     /// SIGHUP: rebuild now, whether or not a file changed.
     pub fn signal(&self) {
-        let _ = self.0.send(Ask::Signal);
+        let _ = self.0.try_send(Ask::Signal);
     }
 
     /// Look at the files now rather than at the next [`POLL`].
     pub fn look(&self) {
-        let _ = self.0.send(Ask::Look);
+        let _ = self.0.try_send(Ask::Look);
     }
 }
 
