@@ -147,6 +147,51 @@ fn a_broken_edit_keeps_the_policy_in_force_says_where_and_is_retried_on_the_next
     );
 }
 
+/// The answer text of the fake server's `run_command` (bash) in a new session.
+fn run_in_new_session(gw: &Gateway, command: &str) -> String {
+    let session = gw.initialize(&[]);
+    let r = gw.post(
+        Some(&session),
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"command":command}}})
+            .to_string()
+            .as_bytes(),
+        &[],
+    );
+    let answer = r.json();
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no result: {answer}"))
+        .to_string()
+}
+
+#[test]
+fn a_reloaded_sandbox_applies_to_the_servers_started_after_it() {
+    let gw = Gateway::serve_env(
+        Home::new(),
+        "sandbox: {enabled: true}",
+        Home::RULES,
+        &[],
+        &[("FAKE_BASH_TOOL", "1")],
+    );
+    let key = format!("FAKEKEY{}", std::process::id());
+    let dir = gw.home.home().join(".vault");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("key"), &key).unwrap();
+    let read = "cat ~/.vault/key; echo done";
+    let text = run_in_new_session(&gw, read);
+    assert!(text.contains(&key), "readable before the edit: {text}");
+
+    gw.home.write_policy(
+        "sandbox: {enabled: true, deny_read: [~/.vault]}",
+        Home::RULES,
+    );
+    let stderr = gw.stderr_until("the reload", |e| e.contains("policy reloaded"));
+    assert!(stderr.contains("sandbox: changed"), "{stderr}");
+    let text = run_in_new_session(&gw, read);
+    assert!(text.contains("done"), "the command ran: {text}");
+    assert!(!text.contains(&key), "the hidden key was read: {text}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sighup_reloads_and_does_not_stop_the_gateway() {

@@ -344,6 +344,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     name: f.name.clone(),
                     command: f.identity_command.clone(),
                 },
+                runs_command: matches!(f.backend, Backend::Command(_)),
             })
             .collect(),
         load_options,

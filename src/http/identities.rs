@@ -152,6 +152,9 @@ pub struct Judges {
     /// The program of clients without an identity (or any identity's): for settings
     /// every identity on this server shares.
     any: Arc<Program>,
+    /// After a reload: the sandbox the server's processes started from now on run in
+    /// (`Some(None)`: `sandbox: off`). `None`: the one the server was given at start.
+    pub sandbox: Option<Option<Arc<crate::sandbox::Plan>>>,
 }
 
 /// Building a judge failed.
@@ -242,7 +245,11 @@ impl Judges {
             Some(judge) => judge.program.clone(),
             None => programs.get(policy, None, env)?,
         };
-        Ok(Judges { by_identity, any })
+        Ok(Judges {
+            by_identity,
+            any,
+            sandbox: None,
+        })
     }
 
     /// The judge of an identity known at start.

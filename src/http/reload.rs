@@ -19,8 +19,9 @@
 //! set of `servers:`) is a failure too, said as such.
 //!
 //! What a reload cannot change is fixed at start and said in the notes of the reload that
-//! changed it: the listener's limits (`settings.gateway`), the audit log's settings, and
-//! the sandbox the servers of new sessions start in.
+//! changed it: the listener's limits (`settings.gateway`) and the audit log's settings. A
+//! changed `sandbox:` applies to the servers started after the reload; running ones keep
+//! theirs.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -927,6 +927,17 @@ impl Gateway {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return Err(Box::new(r));
         };
+        // A reload that changed `sandbox:` applies to the servers started from now on.
+        let resandboxed = match (&self.backend, &judges.sandbox) {
+            (Backend::Command(spec), Some(plan)) => {
+                Some(Backend::Command(crate::io::child::ChildSpec {
+                    sandbox: plan.clone(),
+                    ..spec.clone()
+                }))
+            }
+            _ => None,
+        };
+        let backend = resandboxed.as_ref().unwrap_or(&self.backend);
         let options = session::Options {
             server_name: self.server_name.clone(),
             guard: judge.guard.clone(),
@@ -946,7 +957,7 @@ impl Gateway {
                 generation,
                 metrics: self.metrics.clone(),
             },
-            &self.backend,
+            backend,
             judge,
             options,
             self.audit.clone(),

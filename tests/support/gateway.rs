@@ -159,8 +159,20 @@ impl Gateway {
 
     /// [`Gateway::serve_with`] with the policy's `rules` (YAML list items).
     pub fn serve_rules(home: Home, settings: &str, rules: &str, extra: &[&str]) -> Gateway {
+        Gateway::serve_env(home, settings, rules, extra, &[])
+    }
+
+    /// [`Gateway::serve_rules`] with `env` added to the environment its servers inherit.
+    pub fn serve_env(
+        home: Home,
+        settings: &str,
+        rules: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let mut child = home
             .command_with(settings, rules, extra)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();

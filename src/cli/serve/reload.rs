@@ -19,6 +19,8 @@ const SUMMARY_CHARS: usize = 2000;
 pub(super) struct FrontJudged {
     pub name: String,
     pub identity: ServerIdentity,
+    /// Its sessions start a server process (which runs in the sandbox).
+    pub runs_command: bool,
 }
 
 /// Everything a rebuild needs, and what is in force.
@@ -114,16 +116,7 @@ impl Builder {
             .iter()
             .enumerate()
             .map(|(i, front)| {
-                let own = if self.servers_mode {
-                    policy
-                        .servers
-                        .iter()
-                        .find(|d| d.name.value == front.name)
-                        .and_then(|d| d.policy.as_deref())
-                        .unwrap_or(policy)
-                } else {
-                    policy
-                };
+                let own = self.own_policy(policy, &front.name);
                 Judges::build(
                     own,
                     identities,
@@ -136,6 +129,46 @@ impl Builder {
                 )
             })
             .collect()
+    }
+
+    /// The sandbox each command server starts in under `policy`: kept from `current`
+    /// when the policy is the one in force, planned again otherwise (a sandbox that is
+    /// required and cannot be had fails the reload).
+    fn sandboxes(
+        &self,
+        policy: &Policy,
+        judges: &mut [Judges],
+        current: &[Arc<Judges>],
+        unchanged: bool,
+    ) -> Result<(), Failed> {
+        for (i, (front, judges)) in self.fronts.iter().zip(judges.iter_mut()).enumerate() {
+            if unchanged {
+                judges.sandbox = current.get(i).and_then(|c| c.sandbox.clone());
+                continue;
+            }
+            if !front.runs_command {
+                continue;
+            }
+            let own = self.own_policy(policy, &front.name);
+            let plan = crate::cli::common::sandbox_plan(own, &self.load_options, &self.chatter)
+                .map_err(|report| failed(report, Vec::new()))?;
+            judges.sandbox = Some(plan);
+        }
+        Ok(())
+    }
+
+    /// The policy `front` is judged by under `policy`: its `servers:` entry's own, or
+    /// `policy`.
+    fn own_policy<'p>(&self, policy: &'p Policy, front: &str) -> &'p Policy {
+        if !self.servers_mode {
+            return policy;
+        }
+        policy
+            .servers
+            .iter()
+            .find(|d| d.name.value == front)
+            .and_then(|d| d.policy.as_deref())
+            .unwrap_or(policy)
     }
 
     /// The notes of a reload from the policy in force to `new`: what it changes that only
@@ -160,7 +193,7 @@ impl Builder {
         }
         if self.policy.sandbox != new.sandbox {
             notes.push(
-                "sandbox: changed: servers started from now on still run in the sandbox of the policy mcpwall serve started with; restart to apply it"
+                "sandbox: changed: servers started from now on run in the new sandbox; those running keep theirs until their session ends"
                     .to_string(),
             );
         }
@@ -257,7 +290,14 @@ impl Rebuild for Builder {
             return outcome;
         }
         let same = new_policy.is_none().then_some(current);
-        match self.judges(&policy, &identities, same) {
+        let built = self
+            .judges(&policy, &identities, same)
+            .map_err(judge_failed);
+        let built = built.and_then(|mut judges| {
+            self.sandboxes(&policy, &mut judges, current, new_policy.is_none())?;
+            Ok(judges)
+        });
+        match built {
             Ok(judges) => {
                 let notes = match &new_policy {
                     Some(_) => {
@@ -277,9 +317,10 @@ impl Rebuild for Builder {
                     notes,
                 });
             }
-            Err(e) => {
-                // The policy loaded but does not compile for some identity: nothing changes.
-                outcome.failed = Some(judge_failed(e));
+            Err(f) => {
+                // The policy loaded but does not compile for some identity, or its sandbox
+                // cannot be had: nothing changes.
+                outcome.failed = Some(f);
             }
         }
         outcome
