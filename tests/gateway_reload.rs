@@ -375,6 +375,8 @@ fn metrics_count_traffic_show_the_policy_hash_and_are_for_metrics_readers_only()
         "{after}"
     );
     assert_eq!(sample(&after, denials), Some(1.0), "{after}");
+    let allowed = "mcpwall_verdicts_total{direction=\"inbound\",rule=\"mcpwall:default_action\",verdict=\"allow\"}";
+    assert!(sample(&after, allowed).unwrap_or(0.0) >= 1.0, "{after}");
     assert_eq!(
         sample(
             &after,

@@ -44,14 +44,18 @@ pub struct Judge {
 
 /// How many messages a judge decided, by rule and verdict: one row per inbound rule, one
 /// per outbound rule (each with its id in [`PolicyNames`], so the counts outlive the
-/// judge), and one per direction for messages no rule decided (the default action). Rules
-/// of mcpwall's own (`mcpwall:…`) are counted by the caller, by name.
+/// judge), and one per direction for messages no rule decided (the default action for a
+/// client's, no rule at all for a server's). The other rules of mcpwall's own
+/// (`mcpwall:…`, refusals) are counted by the caller, by name.
 pub struct VerdictCounts {
     inbound: Box<[(u32, Row)]>,
     outbound: Box<[(u32, Row)]>,
     /// No rule: `[inbound, outbound]`.
     unruled: [Row; 2],
 }
+
+/// The rule the session names for a message the default action decided.
+pub const DEFAULT_ACTION: &str = "mcpwall:default_action";
 
 /// One counter per [`Verdict`].
 type Row = [AtomicU64; Verdict::ALL.len()];
@@ -75,11 +79,12 @@ impl VerdictCounts {
         let row = match event.rule {
             Some(RuleRef::Inbound(RuleId(i))) => self.inbound.get(i as usize).map(|r| &r.1),
             Some(RuleRef::Outbound(RuleId(i))) => self.outbound.get(i as usize).map(|r| &r.1),
-            Some(RuleRef::Builtin(_)) => return false,
-            None => Some(match event.direction {
+            // The allow path of a policy without allow rules: counted here, without a lock.
+            Some(RuleRef::Builtin(DEFAULT_ACTION)) | None => Some(match event.direction {
                 Direction::Inbound => &self.unruled[0],
                 Direction::Outbound => &self.unruled[1],
             }),
+            Some(RuleRef::Builtin(_)) => return false,
         };
         if let Some(row) = row {
             row[event.action as usize].fetch_add(1, Ordering::Relaxed);

@@ -10,9 +10,10 @@
 //! names, never a token, an argument or a message.
 //!
 //! **Cost.** Counting is atomics only: a request adds to two counters and a histogram
-//! bucket; a verdict adds to its rule's counter in its judge ([`VerdictCounts`]). Only the
-//! verdicts of mcpwall's own rules (`mcpwall:…`: malformed frames, refusals of the
-//! session), which are not on the allow path, are counted by name under a lock. A scrape
+//! bucket; a verdict adds to its rule's counter in its judge ([`VerdictCounts`]), the
+//! default action's included. Only the verdicts of mcpwall's other rules (`mcpwall:…`:
+//! malformed frames, refusals of the session), which are not on the allow path, are
+//! counted by name under a lock. A scrape
 //! adds the counts up.
 
 use std::collections::{BTreeMap, HashMap};
@@ -208,11 +209,13 @@ impl Metrics {
     /// Every verdict count, by (direction, rule name, verdict).
     fn verdicts(&self) -> BTreeMap<(&'static str, &'static str, &'static str), u64> {
         let mut out = BTreeMap::new();
-        let name = |kind: u8, id: u32| -> &'static str {
+        // No rule: the default action decided a client's message; a server's matched none.
+        let name = |d: u8, kind: u8, id: u32| -> &'static str {
             match kind {
                 0 => self.names.rule_name(Some(RuleRef::Inbound(RuleId(id)))),
                 1 => self.names.rule_name(Some(RuleRef::Outbound(RuleId(id)))),
-                _ => "default",
+                _ if d == 0 => super::identities::DEFAULT_ACTION,
+                _ => "none",
             }
         };
         let key = |direction: Direction, rule: Option<RuleRef>| -> (u8, u8, u32) {
@@ -246,8 +249,12 @@ impl Metrics {
             all
         };
         for ((d, kind, id, v), n) in std::mem::take(&mut all) {
-            *out.entry((direction_label(d), name(kind, id), Verdict::ALL[v].as_str()))
-                .or_default() += n;
+            *out.entry((
+                direction_label(d),
+                name(d, kind, id),
+                Verdict::ALL[v].as_str(),
+            ))
+            .or_default() += n;
         }
         let builtin = self.builtin.lock().unwrap_or_else(|e| e.into_inner());
         for ((rule, d), row) in builtin.iter() {
@@ -305,7 +312,7 @@ impl Metrics {
                 t.label()
             );
         }
-        out.push_str("# HELP mcpwall_verdicts_total Messages judged, by direction, deciding rule (`default`: no rule) and verdict.\n# TYPE mcpwall_verdicts_total counter\n");
+        out.push_str("# HELP mcpwall_verdicts_total Messages judged, by direction, deciding rule (mcpwall:default_action: no rule decided a client message; none: no rule matched a server message) and verdict.\n# TYPE mcpwall_verdicts_total counter\n");
         for ((direction, rule, verdict), n) in self.verdicts() {
             let _ = writeln!(
                 out,
