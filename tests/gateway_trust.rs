@@ -279,16 +279,28 @@ fn the_first_token_issued_closes_a_running_tokenless_gateway_at_once() {
     let call = json!({"jsonrpc":"2.0","id":3,"method":"tools/list"});
     assert_refused_then_closed(&mut ws, &call, "the tokenless socket");
     assert_eq!(gw.websocket(&[]).err(), Some(401));
-    // A token the gateway has no identity for yet is not let in either (identities are
-    // compiled at start), nor is a wrong one.
-    for auth in [alice, unknown_token()] {
+    // The new identity is let in once the reload has built its judge (503 "retry"
+    // until then); a wrong token is not.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
         let r = gw.post(
             None,
             initialize_msg().to_string().as_bytes(),
-            &[("Authorization", &auth)],
+            &[("Authorization", &alice)],
         );
-        assert_eq!(r.status, 401, "{}", r.body);
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert!(std::time::Instant::now() < deadline, "alice never let in");
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let r = gw.post(
+        None,
+        initialize_msg().to_string().as_bytes(),
+        &[("Authorization", &unknown_token())],
+    );
+    assert_eq!(r.status, 401, "{}", r.body);
     // Removing that token again (the file is deleted) does not reopen the gateway.
     gw.home.token(&["remove", "alice"]);
     assert!(!gw.home.tokens_file().exists());

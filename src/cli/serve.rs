@@ -1,6 +1,11 @@
 //! `mcpwall serve [--listen ADDR] -- CMD [ARGS...]`: the policy in front of a stdio
 //! server, for clients that speak Streamable HTTP (see `crate::http`). Without a command
 //! or `--upstream`, the policy's `servers:` are served, each at `/mcp/NAME`.
+//!
+//! The policy and the token file are reloaded without a restart when they change or on
+//! SIGHUP (`crate::http::reload`; the building is in `serve/reload.rs`).
+
+mod reload;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,7 +17,8 @@ use crate::audit::{Audit, Names};
 use crate::config;
 use crate::guard::pins::ServerIdentity;
 use crate::http::conversation::Backend;
-use crate::http::identities::{Judges, PolicyNames, Programs};
+use crate::http::identities::{LiveJudges, PolicyNames};
+use crate::http::metrics::Metrics;
 use crate::http::server::{self, Gateway};
 use crate::http::tokens::{self, LiveTokens, Tokens};
 use crate::io::{Chatter, LogLevel};
@@ -56,6 +62,16 @@ pub struct Args {
     /// Accept client certificates issued by the CAs in this PEM file as identities: a certificate whose common name or an alternative name is an identity of `mcpwall token add NAME` stands for it. Every request then needs a valid certificate or bearer token.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub client_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (a listener of its own; loopback unless --allow-remote). Every scrape needs the bearer token of a --metrics-reader identity.
+    #[arg(long, value_name = "ADDR", requires = "metrics_readers")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// An identity (`mcpwall token add NAME`) whose token may read /metrics; repeatable. Give it to the scraper only: agents' tokens are refused there.
+    #[arg(
+        long = "metrics-reader",
+        value_name = "NAME",
+        requires = "metrics_listen"
+    )]
+    pub metrics_readers: Vec<String>,
     /// The server command and its arguments, after `--`; each HTTP session runs its own.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -220,6 +236,11 @@ fn upstream_token(
 pub fn run(args: Args) -> miette::Result<ExitCode> {
     let home = crate::cli::common::home_dir()?;
     let tokens_path = tokens::default_path(&home);
+    let load_options = crate::cli::common::load_options(args.config.clone())?;
+    // The files as they are before they are read: a change made from here on is seen by
+    // the first look of the reload thread.
+    let watched = reload::watched(&load_options, &home, &tokens_path);
+    let seen = crate::http::reload::fingerprint(&watched);
     // A token file that exists must be a usable store: read as "no tokens" it would let
     // any local client in and stop `identity:` rules from applying.
     let issued = Tokens::read(&tokens_path).map_err(|e| {
@@ -244,6 +265,24 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             "a non-loopback listener needs bearer tokens, and none exist"
         ));
     }
+    if let Some(addr) = args.metrics_listen {
+        if !addr.ip().is_loopback() && !args.allow_remote {
+            return Err(miette::miette!(
+                help = "serve metrics on 127.0.0.1 (e.g. --metrics-listen 127.0.0.1:9808), or pass --allow-remote",
+                "--metrics-listen {addr} is not a loopback address"
+            ));
+        }
+        for reader in &args.metrics_readers {
+            if !tokens.names().any(|n| n == reader) {
+                return Err(miette::miette!(
+                    help = format!(
+                        "issue its token with `mcpwall token add {reader}` and give it to the scraper (Prometheus: `authorization: {{credentials_file: …}}`)"
+                    ),
+                    "--metrics-reader {reader} names no identity of the token file"
+                ));
+            }
+        }
+    }
     if args.client_ca.is_some() && tokens.is_empty() {
         return Err(miette::miette!(
             help = "create the identity with `mcpwall token add NAME`, NAME being the certificate's common name or one of its alternative names",
@@ -258,7 +297,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let load_options = crate::cli::common::load_options(args.config.clone())?;
     let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
@@ -266,34 +304,28 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
     crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
-    let fronts = if args.command.is_empty() && args.upstream.is_none() && !policy.servers.is_empty()
-    {
-        if args.server_name.is_some() {
-            return Err(miette::miette!(
-                help = "each server of `servers:` is named by its key; drop --server-name",
-                "--server-name names the one server given on the command line"
-            ));
-        }
-        policy_fronts(&args, &policy)?
-    } else {
-        vec![command_line_front(&args)?]
-    };
+    let mut fronts =
+        if args.command.is_empty() && args.upstream.is_none() && !policy.servers.is_empty() {
+            if args.server_name.is_some() {
+                return Err(miette::miette!(
+                    help = "each server of `servers:` is named by its key; drop --server-name",
+                    "--server-name names the one server given on the command line"
+                ));
+            }
+            policy_fronts(&args, &policy)?
+        } else {
+            vec![command_line_front(&args)?]
+        };
     let listener_name = fronts
         .iter()
         .map(|f| f.name.as_str())
         .collect::<Vec<_>>()
         .join("+");
-    // Clients without a token when none exist; otherwise one identity per token.
-    let identities: Vec<Option<Arc<str>>> = if tokens.is_empty() {
-        vec![None]
-    } else {
-        tokens.names().map(|n| Some(Arc::from(n))).collect()
-    };
-    let mut built = Vec::with_capacity(fronts.len());
-    let mut programs = Programs::default();
-    let mut names = PolicyNames::default();
+    let identities = reload::identities_of(&tokens);
+    let servers_mode =
+        args.command.is_empty() && args.upstream.is_none() && !policy.servers.is_empty();
     let mut sandbox_events = Vec::new();
-    for mut front in fronts {
+    for front in &mut fronts {
         // Every server a session starts runs in the sandbox of its own policy.
         if let Backend::Command(spec) = &mut front.backend {
             let own = front.policy.as_deref().unwrap_or(&policy);
@@ -302,31 +334,52 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             event.server = Some(front.name.as_str().into());
             sandbox_events.push(event);
         }
-        let judges = Judges::build(
-            front.policy.as_deref().unwrap_or(&policy),
-            &identities,
-            &ServerIdentity {
-                name: front.name.clone(),
-                command: front.identity_command.clone(),
-            },
-            &home,
-            &load_options.path_env(),
-            &mut programs,
-            &mut names,
-        )
+    }
+    let names = Arc::new(PolicyNames::default());
+    let policy = Arc::new(policy);
+    let mut builder = reload::Builder {
+        fronts: fronts
+            .iter()
+            .map(|f| reload::FrontJudged {
+                name: f.name.clone(),
+                identity: ServerIdentity {
+                    name: f.name.clone(),
+                    command: f.identity_command.clone(),
+                },
+                runs_command: matches!(f.backend, Backend::Command(_)),
+            })
+            .collect(),
+        load_options,
+        home: home.clone(),
+        tokens_path: tokens_path.clone(),
+        servers_mode,
+        names: names.clone(),
+        chatter,
+        hash: reload::policy_hash(&policy),
+        policy: policy.clone(),
+        identities: identities.clone(),
+    };
+    let judges = builder
+        .judges(&policy, &identities, None)
         .map_err(|e| match e {
             crate::http::identities::JudgeError::Compile(e) => miette::Report::new(e),
             other => miette::miette!("{other}"),
         })?;
-        judges.any_program().detector();
-        built.push((front, judges));
+    for j in &judges {
+        j.any_program().detector();
     }
-    drop(programs);
+    let metrics = Arc::new(Metrics::new(names.clone(), builder.hash.clone()));
+    for j in &judges {
+        metrics.register(j);
+    }
     let audit = Audit::start(
         crate::cli::common::audit_config(&settings, &home, listener_name),
-        Arc::new(names) as Arc<dyn Names>,
+        names as Arc<dyn Names>,
     );
     audit.sender().send(&mut sandbox_events);
+    let (reloads, asks) = crate::http::reload::Trigger::new();
+    // The builder's own view of what is in force starts from here.
+    builder.identities = identities;
 
     // One thread, as the stdio proxy: judging a message is short, and a current-thread
     // runtime needs no locks contended across CPUs.
@@ -350,11 +403,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         ));
         let sessions = Arc::new(crate::http::registry::Registry::new(settings.gateway));
         let refusals = Arc::new(crate::http::refusals::Refusals::default());
-        let gateways: Vec<Arc<Gateway>> = built
+        let gateways: Vec<Arc<Gateway>> = fronts
             .into_iter()
+            .zip(judges)
             .map(|(front, judges)| {
                 Arc::new(Gateway {
-                    judges,
+                    judges: Arc::new(LiveJudges::new(judges)),
+                    metrics: metrics.clone(),
+                    reloads: reloads.clone(),
                     backend: front.backend,
                     server_name: front.name.as_str().into(),
                     mount: front.mount,
@@ -377,25 +433,47 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         } else {
             "no tokens issued: any local client may connect"
         };
-        if let [gateway] = &gateways[..]
-            && gateway.mount.is_none()
-        {
-            eprintln!(
-                "mcpwall: serving {scheme}://{local}{} ({access})",
-                server::ENDPOINT
-            );
-        } else {
-            eprintln!("mcpwall: serving {} servers ({access}):", gateways.len());
-            for g in &gateways {
-                eprintln!(
-                    "mcpwall:   {}  {scheme}://{local}{}  (legacy SSE: {})",
-                    g.server_name,
-                    g.path(server::ENDPOINT),
-                    g.path(server::LEGACY_SSE)
-                );
+        let metrics_listener = match args.metrics_listen {
+            Some(addr) => {
+                let l = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| miette::miette!("cannot listen on {addr} for metrics: {e}"))?;
+                let at = l
+                    .local_addr()
+                    .map_err(|e| miette::miette!("cannot read the metrics address: {e}"))?;
+                Some((l, at))
             }
+            None => None,
+        };
+        let reload_thread =
+            crate::http::reload::start(gateways.clone(), metrics.clone(), asks, builder, seen)
+                .map_err(|e| miette::miette!("cannot start the reload thread: {e}"))?;
+        // Signals are taken before the listener is announced: a SIGHUP sent as soon as
+        // the address is printed reloads rather than stops.
+        let stop = stop_requests(reloads.clone());
+        let (stopped_tx, stopped_rx) = tokio::sync::watch::channel(false);
+        announce(&gateways, scheme, local, access);
+        if let Some((l, at)) = metrics_listener {
+            eprintln!(
+                "mcpwall: metrics at http://{at}{} (bearer token of {} required)",
+                crate::http::metrics::PATH,
+                args.metrics_readers.join(", ")
+            );
+            let scrape = crate::http::metrics::Scrape {
+                metrics: metrics.clone(),
+                gateways: gateways.clone(),
+                readers: args.metrics_readers.clone(),
+                listen: at,
+            };
+            let mut stopped = stopped_rx.clone();
+            tokio::spawn(crate::http::metrics::serve(l, scrape, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }));
         }
-        server::serve(listener, gateways, tls, settings.gateway, shutdown_signal()).await;
+        server::serve(listener, gateways, tls, settings.gateway, stop).await;
+        let _ = stopped_tx.send(true);
+        drop(reloads);
+        drop(reload_thread);
         Ok::<_, miette::Report>(())
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
@@ -403,12 +481,45 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
-/// The first stop request mcpwall receives (SIGINT, SIGTERM or SIGHUP; Ctrl-C, Ctrl-Break
-/// or console close on Windows).
-async fn shutdown_signal() {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    if crate::platform::forward_stop_requests(tx).is_err() {
-        return std::future::pending().await;
+/// Say where each server is served.
+fn announce(gateways: &[Arc<Gateway>], scheme: &str, local: SocketAddr, access: &str) {
+    if let [gateway] = gateways
+        && gateway.mount.is_none()
+    {
+        eprintln!(
+            "mcpwall: serving {scheme}://{local}{} ({access})",
+            server::ENDPOINT
+        );
+    } else {
+        eprintln!("mcpwall: serving {} servers ({access}):", gateways.len());
+        for g in gateways {
+            eprintln!(
+                "mcpwall:   {}  {scheme}://{local}{}  (legacy SSE: {})",
+                g.server_name,
+                g.path(server::ENDPOINT),
+                g.path(server::LEGACY_SSE)
+            );
+        }
     }
-    rx.recv().await;
+}
+
+/// The first stop request mcpwall receives (SIGINT or SIGTERM; Ctrl-C, Ctrl-Break or
+/// console close on Windows). SIGHUP asks for a reload instead (`reloads`). The handlers
+/// are installed before this returns.
+fn stop_requests(reloads: crate::http::reload::Trigger) -> impl std::future::Future<Output = ()> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let installed = crate::platform::forward_stop_requests(tx).is_ok();
+    async move {
+        if !installed {
+            return std::future::pending().await;
+        }
+        while let Some(signal) = rx.recv().await {
+            // On Windows the console closing arrives as SIGHUP: a stop.
+            if cfg!(unix) && signal == crate::platform::SIGHUP {
+                reloads.signal();
+                continue;
+            }
+            return;
+        }
+    }
 }

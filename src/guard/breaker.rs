@@ -85,6 +85,12 @@ impl CircuitBreaker {
     pub fn limits(&self) -> BreakerLimits {
         self.limits
     }
+
+    /// The same record (recent violations, suspension) under `limits` from now on.
+    pub fn with_limits(mut self, limits: BreakerLimits) -> CircuitBreaker {
+        self.limits = limits;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -484,6 +484,40 @@ impl Guard {
         Some(event)
     }
 
+    /// This guard replaces `old` after a policy reload (`mcpwall serve`): it takes over
+    /// what `old` learnt, so a reload is no way out of a guard's verdicts. Pins and withheld
+    /// entries carry over as they are (a tool withheld after a rug pull stays withheld
+    /// until the client lists tools again, judged then under the new policy); the circuit
+    /// breaker's recent violations and suspension carry over under this guard's limits, and
+    /// end only when the new policy has no breaker at all.
+    pub fn take_over(&self, old: &Guard) {
+        if std::ptr::eq(self, old) || self.key != old.key {
+            return;
+        }
+        let (withheld, seen, breaker) = {
+            let before = old.lock();
+            (
+                before.withheld.clone(),
+                before.seen.clone(),
+                before.breaker.clone(),
+            )
+        };
+        let mut state = self.lock();
+        state.withheld = withheld;
+        state.seen = seen;
+        state.breaker = match (state.breaker.take(), breaker) {
+            (Some(new), Some(before)) => Some(before.with_limits(new.limits())),
+            (new, _) => new,
+        };
+        let suspended = state
+            .breaker
+            .as_ref()
+            .is_some_and(CircuitBreaker::is_suspended);
+        self.any_withheld
+            .store(!state.withheld.is_empty(), Ordering::Release);
+        self.suspended.store(suspended, Ordering::Release);
+    }
+
     /// Whether a circuit breaker is configured.
     pub fn has_breaker(&self) -> bool {
         self.config.circuit_breaker.is_some()

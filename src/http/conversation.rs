@@ -15,9 +15,18 @@
 //!     a request or notification ─► the newest POST stream reading SSE, else the GET stream
 //! ```
 //! The session is locked for the judging of one message and never across an await.
+//!
+//! **Reloads.** The judge (program, tool guard, rate limit) a conversation judges with is
+//! that of its identity in the server's [`LiveJudges`]. When a reload swaps those, the
+//! conversation adopts the new judge before it judges its next message, in either
+//! direction ([`Session::adopt`]): a message being judged finishes under the policy it
+//! started with, and every message after the swap is judged under the new one. A judge
+//! is held (read) across the judging of a message and the naming of its audit events, so
+//! an event is always named by the program that wrote it. An identity the new judges no
+//! longer hold (its token is gone) ends the conversation.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -25,7 +34,8 @@ use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc};
 
-use super::identities::Judge;
+use super::identities::{Judge, LiveJudges};
+use super::metrics::Metrics;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
 use crate::driver::judging::{self, SharedSession};
@@ -71,8 +81,14 @@ pub struct Conversation {
     audit_session: Arc<str>,
     /// The identity that opened the session; only it may use it.
     pub identity: Option<Arc<str>>,
-    /// The program and guard of that identity.
-    judge: Arc<Judge>,
+    /// The program and guard of that identity the session judges with now (see the
+    /// module docs); replaced only by [`Self::adopt_current_policy`].
+    judge: tokio::sync::RwLock<Arc<Judge>>,
+    /// The generation of `live` that `judge` came from.
+    generation: AtomicU64,
+    /// The server's judges as reloads leave them.
+    live: Arc<LiveJudges>,
+    metrics: Arc<Metrics>,
     session: SharedSession,
     /// The session's frame limits (fixed by its program).
     limits: crate::frame::Limits,
@@ -198,6 +214,10 @@ pub struct Opening {
     pub server: Option<Arc<str>>,
     /// Where calls an `ask` rule holds wait for `mcpwall approve` (`~/.mcpwall/pending/`).
     pub home: Option<std::path::PathBuf>,
+    /// The server's judges, and the generation the session's judge comes from.
+    pub live: Arc<LiveJudges>,
+    pub generation: u64,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Conversation {
@@ -273,6 +293,9 @@ impl Conversation {
             transport,
             server,
             home,
+            live,
+            generation,
+            metrics,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
         if !legacy && transport == "http" {
@@ -286,7 +309,10 @@ impl Conversation {
             audit_session: crate::audit::derived_session_id(&id).into(),
             id,
             identity,
-            judge,
+            judge: tokio::sync::RwLock::new(judge),
+            generation: AtomicU64::new(generation),
+            live,
+            metrics,
             limits: session.limits(),
             session: Arc::new(tokio::sync::Mutex::new(session)),
             routes: Mutex::new(Routes {
@@ -456,7 +482,7 @@ impl Conversation {
         if self.is_ended() {
             return Err(Ended);
         }
-        let out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
+        let out = self.judged(Peer::Client, line).await;
         self.deliver(out).await;
         Ok(())
     }
@@ -469,7 +495,7 @@ impl Conversation {
         if self.is_ended() {
             return Err(Ended);
         }
-        let mut out = judging::judge(&self.session, &self.judge.share, Peer::Client, line).await;
+        let mut out = self.judged(Peer::Client, line).await;
         let mut to_client = std::mem::take(&mut out.to_client);
         self.deliver(out).await;
         if to_client.last() == Some(&b'\n') {
@@ -519,13 +545,6 @@ impl Conversation {
                 .log(notice.level, format_args!("{}", notice.text));
         }
         if !out.events.is_empty() {
-            for e in &mut out.events {
-                e.identity = self.identity.clone();
-                e.session = Some(self.audit_session.clone());
-                e.transport = Some(self.transport);
-                e.server.clone_from(&self.server);
-                self.judge.audit_event(e);
-            }
             self.audit.send(&mut out.events);
         }
         self.offer_approvals(&mut out);
@@ -573,20 +592,22 @@ impl Conversation {
         if refusals.is_empty() && unwanted.is_empty() {
             return None;
         }
-        let mut answers = Outbox::default();
-        let mut session = self.session.lock().await;
-        for refusal in &refusals {
-            session.from_client(Line::Frame(refusal), &mut answers);
-        }
-        for uri in unwanted {
-            // Judged as any client's message; its answer is awaited by no one.
-            let n = self.gateway_requests.fetch_add(1, Ordering::Relaxed);
-            let unsubscribe = serde_json::json!({"jsonrpc": "2.0",
-                "id": format!("mcpwall-unsubscribe-{n}"),
-                "method": "resources/unsubscribe", "params": {"uri": uri}})
-            .to_string();
-            session.from_client(Line::Frame(unsubscribe.as_bytes()), &mut answers);
-        }
+        let answers = self
+            .with_session(|session, answers| {
+                for refusal in &refusals {
+                    session.from_client(Line::Frame(refusal), answers);
+                }
+                for uri in unwanted {
+                    // Judged as any client's message; its answer is awaited by no one.
+                    let n = self.gateway_requests.fetch_add(1, Ordering::Relaxed);
+                    let unsubscribe = serde_json::json!({"jsonrpc": "2.0",
+                        "id": format!("mcpwall-unsubscribe-{n}"),
+                        "method": "resources/unsubscribe", "params": {"uri": uri}})
+                    .to_string();
+                    session.from_client(Line::Frame(unsubscribe.as_bytes()), answers);
+                }
+            })
+            .await;
         Some(answers)
     }
 
@@ -618,8 +639,7 @@ impl Conversation {
     async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
         loop {
             while let Some(line) = reader.next_buffered() {
-                let out =
-                    judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
+                let out = self.judged(Peer::Server, line).await;
                 self.deliver(out).await;
                 // A server writing as fast as it can does not keep the one thread from
                 // the other sessions.
@@ -630,9 +650,7 @@ impl Conversation {
                 Ok(false) => {
                     // What is left is a last line without its newline (refused).
                     while let Some(line) = reader.next_buffered() {
-                        let out =
-                            judging::judge(&self.session, &self.judge.share, Peer::Server, line)
-                                .await;
+                        let out = self.judged(Peer::Server, line).await;
                         self.deliver(out).await;
                     }
                     return;
@@ -655,14 +673,15 @@ impl Conversation {
                 FromUpstream::Message(data) => Line::Frame(data),
                 FromUpstream::TooLarge { len, head } => Line::TooLarge { len: *len, head },
                 FromUpstream::Unanswered { sent, why } => {
-                    let mut out = Outbox::default();
-                    self.session.lock().await.unanswered(sent, why, &mut out);
+                    let out = self
+                        .with_session(|session, out| session.unanswered(sent, why, out))
+                        .await;
                     self.deliver(out).await;
                     continue;
                 }
                 FromUpstream::Gone(_) => return,
             };
-            let out = judging::judge(&self.session, &self.judge.share, Peer::Server, line).await;
+            let out = self.judged(Peer::Server, line).await;
             self.deliver(out).await;
         }
     }
@@ -693,8 +712,9 @@ impl Conversation {
             reader.abort();
         }
         self.ended.store(true, Ordering::Release);
-        let mut out = Outbox::default();
-        self.session.lock().await.server_gone(why, &mut out);
+        let out = self
+            .with_session(|session, out| session.server_gone(why, out))
+            .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -742,8 +762,9 @@ impl Conversation {
             Ok(s) => crate::io::child::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
         };
-        let mut out = Outbox::default();
-        self.session.lock().await.server_gone(&why, &mut out);
+        let out = self
+            .with_session(|session, out| session.server_gone(&why, out))
+            .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
         self.deadline_changed.notify_one();
@@ -759,14 +780,18 @@ impl Conversation {
         crate::approval_queue::hand_over(&mut queue, self.home.as_deref(), out, &self.chatter);
     }
 
-    /// Apply the decisions `mcpwall approve` wrote for this session's held calls.
-    async fn read_decisions(&self, out: &mut Outbox) {
-        let mut session = self.session.lock().await;
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(queue) = queue.as_ref() else {
-            return;
-        };
-        queue.apply_decisions(&mut session, out);
+    /// Apply the decisions `mcpwall approve` wrote for this session's held calls, and
+    /// refuse the calls whose time is up.
+    async fn read_decisions(&self) -> Outbox {
+        self.with_session(|session, out| {
+            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(queue) = queue.as_ref() {
+                queue.apply_decisions(session, out);
+            }
+            drop(queue);
+            session.expire(std::time::Instant::now(), out);
+        })
+        .await
     }
 
     /// Refuse calls held for approval (`action: ask`) when their time is up (the session
@@ -783,9 +808,7 @@ impl Conversation {
                 Some(at) => {
                     tokio::select! {
                         () = tokio::time::sleep_until(at.into()) => {
-                            let mut out = Outbox::default();
-                            self.read_decisions(&mut out).await;
-                            self.session.lock().await.expire(std::time::Instant::now(), &mut out);
+                            let out = self.read_decisions().await;
                             self.deliver(out).await;
                         }
                         () = self.deadline_changed.notified() => {}
@@ -793,6 +816,78 @@ impl Conversation {
                 }
                 None => self.deadline_changed.notified().await,
             }
+        }
+    }
+
+    /// Judge one line under the policy in force now (adopting a reloaded one first), and
+    /// name its audit events.
+    async fn judged(&self, from: Peer, line: Line<'_>) -> Outbox {
+        self.adopt_current_policy().await;
+        let judge = self.judge.read().await;
+        let mut out = judging::judge(&self.session, &judge.share, from, line).await;
+        self.stamp(&judge, &mut out);
+        out
+    }
+
+    /// Run `f` on the session (a timer, the server's exit), with its events named by the
+    /// judge whose program wrote them.
+    async fn with_session(&self, f: impl FnOnce(&mut Session, &mut Outbox)) -> Outbox {
+        let judge = self.judge.read().await;
+        let mut out = Outbox::default();
+        f(&mut *self.session.lock().await, &mut out);
+        self.stamp(&judge, &mut out);
+        out
+    }
+
+    /// Give the session's audit events this conversation's facts and the listener's rule
+    /// ids, and count their verdicts.
+    fn stamp(&self, judge: &Judge, out: &mut Outbox) {
+        for e in &mut out.events {
+            if !judge.verdicts.count(e) {
+                self.metrics.count_builtin_verdict(e);
+            }
+            e.identity = self.identity.clone();
+            e.session = Some(self.audit_session.clone());
+            e.transport = Some(self.transport);
+            e.server.clone_from(&self.server);
+            judge.audit_event(e);
+        }
+    }
+
+    /// If a reload swapped the server's judges since this session's judge was taken, take
+    /// its identity's new one: the session judges its next message with it. Waits for the
+    /// messages being judged to finish first (under the judge they started with).
+    async fn adopt_current_policy(&self) {
+        if self.generation.load(Ordering::Acquire) == self.live.generation() {
+            return;
+        }
+        let mut judge = self.judge.write().await;
+        let (generation, judges) = self.live.load();
+        if self.generation.load(Ordering::Acquire) == generation {
+            return;
+        }
+        let Some(new) = judges.get(self.identity.as_deref()) else {
+            // The identity is gone from the token file: its sessions end (the token
+            // watch ends them too; this is the same decision, reached first).
+            self.generation.store(generation, Ordering::Release);
+            drop(judge);
+            self.end();
+            return;
+        };
+        let mut out = Outbox::default();
+        self.session.lock().await.adopt(
+            new.program.clone(),
+            new.guard.clone(),
+            new.rate.clone(),
+            &mut out,
+        );
+        // What the swap did to calls held for approval, named by the old program.
+        self.stamp(&judge, &mut out);
+        *judge = new;
+        self.generation.store(generation, Ordering::Release);
+        drop(judge);
+        if !out.events.is_empty() || !out.to_client.is_empty() {
+            Box::pin(self.deliver(out)).await;
         }
     }
 

@@ -9,18 +9,24 @@
 //! The programs' rule tables differ, so their rule ids and redaction labels differ: the
 //! listener keeps one table of names ([`PolicyNames`]) for the audit writer, and each
 //! judge rewrites its events' ids into it ([`Judge::audit_event`]).
+//!
+//! A policy reload (`reload.rs`) builds new judges off the I/O thread and swaps them in
+//! through [`LiveJudges`]; the names table only grows, so an id written before a reload
+//! still names its rule after it. Each judge counts its verdicts by rule for `/metrics`
+//! (atomics, no lock).
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use crate::audit::{AuditEvent, Names, RuleRef};
+use crate::audit::{AuditEvent, Direction, Names, RuleRef};
 use crate::config::policy::Policy;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
 use crate::paths::PathEnv;
 use crate::program::Program;
-use crate::verdict::RuleId;
+use crate::verdict::{RuleId, Verdict};
 
 /// The program and guard one identity's sessions on one server use.
 pub struct Judge {
@@ -32,6 +38,85 @@ pub struct Judge {
     pub share: crate::driver::judging::Share,
     /// This program's ids → the listener's [`PolicyNames`] ids.
     ids: NameIds,
+    /// Its verdicts so far, by rule (`/metrics`).
+    pub verdicts: Arc<VerdictCounts>,
+}
+
+/// How many messages a judge decided, by rule and verdict: one row per inbound rule, one
+/// per outbound rule (each with its id in [`PolicyNames`], so the counts outlive the
+/// judge), and one per direction for messages no rule decided (the default action for a
+/// client's, no rule at all for a server's). The other rules of mcpwall's own
+/// (`mcpwall:…`, refusals) are counted by the caller, by name.
+pub struct VerdictCounts {
+    inbound: Box<[(u32, Row)]>,
+    outbound: Box<[(u32, Row)]>,
+    /// No rule: `[inbound, outbound]`.
+    unruled: [Row; 2],
+}
+
+/// The rule the session names for a message the default action decided.
+pub const DEFAULT_ACTION: &str = "mcpwall:default_action";
+
+/// One counter per [`Verdict`].
+type Row = [AtomicU64; Verdict::ALL.len()];
+
+fn row() -> Row {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+impl VerdictCounts {
+    fn new(ids: &NameIds) -> VerdictCounts {
+        VerdictCounts {
+            inbound: ids.inbound.iter().map(|&id| (id, row())).collect(),
+            outbound: ids.outbound.iter().map(|&id| (id, row())).collect(),
+            unruled: [row(), row()],
+        }
+    }
+
+    /// Count one event's verdict (its rule as the session wrote it, before
+    /// [`Judge::audit_event`]); `false` for a rule of mcpwall's own, not counted here.
+    pub fn count(&self, event: &AuditEvent) -> bool {
+        let row = match event.rule {
+            Some(RuleRef::Inbound(RuleId(i))) => self.inbound.get(i as usize).map(|r| &r.1),
+            Some(RuleRef::Outbound(RuleId(i))) => self.outbound.get(i as usize).map(|r| &r.1),
+            // The allow path of a policy without allow rules: counted here, without a lock.
+            Some(RuleRef::Builtin(DEFAULT_ACTION)) | None => Some(match event.direction {
+                Direction::Inbound => &self.unruled[0],
+                Direction::Outbound => &self.unruled[1],
+            }),
+            Some(RuleRef::Builtin(_)) => return false,
+        };
+        if let Some(row) = row {
+            row[event.action as usize].fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Every non-zero count: (direction, rule as the audit log numbers it, or `None` for
+    /// the default action, verdict, count).
+    pub fn each(&self, mut f: impl FnMut(Direction, Option<RuleRef>, Verdict, u64)) {
+        let rows = self
+            .inbound
+            .iter()
+            .map(|(id, r)| (Direction::Inbound, Some(RuleRef::Inbound(RuleId(*id))), r))
+            .chain(
+                self.outbound
+                    .iter()
+                    .map(|(id, r)| (Direction::Outbound, Some(RuleRef::Outbound(RuleId(*id))), r)),
+            )
+            .chain([
+                (Direction::Inbound, None, &self.unruled[0]),
+                (Direction::Outbound, None, &self.unruled[1]),
+            ]);
+        for (direction, rule, row) in rows {
+            for (verdict, n) in Verdict::ALL.iter().zip(row.iter()) {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    f(direction, rule, *verdict, n);
+                }
+            }
+        }
+    }
 }
 
 /// Where a program's inbound rules, outbound rules and labels are in [`PolicyNames`].
@@ -72,6 +157,9 @@ pub struct Judges {
     /// The program of clients without an identity (or any identity's): for settings
     /// every identity on this server shares.
     any: Arc<Program>,
+    /// After a reload: the sandbox the server's processes started from now on run in
+    /// (`Some(None)`: `sandbox: off`). `None`: the one the server was given at start.
+    pub sandbox: Option<Option<Arc<crate::sandbox::Plan>>>,
 }
 
 /// Building a judge failed.
@@ -115,7 +203,10 @@ impl Programs {
 
 impl Judges {
     /// One judge for each of `identities` (`None` for clients without one) on the server
-    /// `server`, judged by `policy`; the programs' names are added to `names`.
+    /// `server`, judged by `policy`; the programs' names are added to `names`. `same`:
+    /// the judges of a policy identical to `policy` (a reload that changed only the
+    /// identities), whose judges are kept as they are.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         policy: &Policy,
         identities: &[Option<Arc<str>>],
@@ -123,13 +214,18 @@ impl Judges {
         home: &Path,
         env: &PathEnv,
         programs: &mut Programs,
-        names: &mut PolicyNames,
+        names: &PolicyNames,
+        same: Option<&Judges>,
     ) -> Result<Judges, JudgeError> {
         // The guard (whose circuit breaker suspends) and the rate limiter are never
         // shared: each identity counts its own violations and calls across all of its
         // sessions, and one identity tripping the breaker leaves the others alone.
         let mut by_identity = HashMap::new();
         for identity in identities {
+            if let Some(kept) = same.and_then(|j| j.by_identity.get(identity)) {
+                by_identity.insert(identity.clone(), kept.clone());
+                continue;
+            }
             let program = programs.get(policy, identity.as_ref(), env)?;
             let specialised = policy.for_identity(identity.as_deref());
             let guard = Guard::from_policy(&specialised, server.clone(), home)
@@ -139,8 +235,10 @@ impl Judges {
                 .settings()
                 .rate_limit
                 .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
+            let ids = names.add(&program);
             let judge = Judge {
-                ids: names.add(&program),
+                verdicts: Arc::new(VerdictCounts::new(&ids)),
+                ids,
                 program,
                 rate,
                 guard: Some(Arc::new(guard)),
@@ -152,7 +250,11 @@ impl Judges {
             Some(judge) => judge.program.clone(),
             None => programs.get(policy, None, env)?,
         };
-        Ok(Judges { by_identity, any })
+        Ok(Judges {
+            by_identity,
+            any,
+            sandbox: None,
+        })
     }
 
     /// The judge of an identity known at start.
@@ -167,20 +269,120 @@ impl Judges {
     pub fn any_program(&self) -> &Arc<Program> {
         &self.any
     }
+
+    /// Every judge, with its identity.
+    pub fn iter(&self) -> impl Iterator<Item = (&Option<Arc<str>>, &Arc<Judge>)> {
+        self.by_identity.iter()
+    }
+
+    /// After a reload: what the judges being replaced learnt carries over to these. The
+    /// tool guards take over their pins, withheld tools and circuit breakers (a suspended
+    /// identity stays suspended, and a tool withheld after a rug pull stays withheld until
+    /// the client lists tools again under the new policy); a judge whose program settings
+    /// keep the same rate limit keeps its counting window.
+    pub fn take_over(&mut self, old: &Judges) {
+        for (identity, judge) in &mut self.by_identity {
+            let Some(before) = old.by_identity.get(identity) else {
+                continue;
+            };
+            if Arc::ptr_eq(judge, before) {
+                continue;
+            }
+            if let (Some(new), Some(old)) = (&judge.guard, &before.guard) {
+                new.take_over(old);
+            }
+            let same_limit =
+                judge.program.settings().rate_limit == before.program.settings().rate_limit;
+            if same_limit
+                && before.rate.is_some()
+                && let Some(judge) = Arc::get_mut(judge)
+            {
+                judge.rate.clone_from(&before.rate);
+            }
+        }
+    }
+}
+
+/// A server's judges as they are now: swapped whole by a reload, read on every new session
+/// and on each message of a session whose judge is older ([`LiveJudges::generation`]).
+pub struct LiveJudges {
+    generation: AtomicU64,
+    current: RwLock<Arc<Judges>>,
+}
+
+impl LiveJudges {
+    pub fn new(judges: Judges) -> LiveJudges {
+        LiveJudges {
+            generation: AtomicU64::new(0),
+            current: RwLock::new(Arc::new(judges)),
+        }
+    }
+
+    /// Bumped by every swap: a session compares it with the one its judge came from.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The judges now, and their generation.
+    pub fn load(&self) -> (u64, Arc<Judges>) {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        (self.generation(), current.clone())
+    }
+
+    /// The judges now.
+    pub fn current(&self) -> Arc<Judges> {
+        self.load().1
+    }
+
+    /// Swap in `judges` (after they took over from the ones they replace).
+    pub fn replace(&self, mut judges: Judges) {
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        judges.take_over(&current);
+        *current = Arc::new(judges);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Rule and label names for the audit log, for every program of a listener: each
-/// distinct name (with its message) once.
+/// distinct name (with its message) once. It only grows: a reload adds the names of the
+/// new programs, and ids handed out before stay valid. Names are interned for the life of
+/// the process (the audit writer borrows them without holding a lock); a reload that
+/// changes nothing adds nothing, so what is kept is bounded by the distinct names the
+/// operator ever wrote.
 #[derive(Default)]
 pub struct PolicyNames {
-    inbound: Vec<(String, Option<String>)>,
-    outbound: Vec<(String, Option<String>)>,
-    labels: Vec<String>,
+    table: Mutex<NameTable>,
+}
+
+type Named = (&'static str, Option<&'static str>);
+
+#[derive(Default)]
+struct NameTable {
+    inbound: Vec<Named>,
+    outbound: Vec<Named>,
+    labels: Vec<&'static str>,
+    /// Every text interned so far.
+    interned: std::collections::HashSet<&'static str>,
+}
+
+impl NameTable {
+    fn intern(&mut self, text: &str) -> &'static str {
+        if let Some(known) = self.interned.get(text) {
+            return known;
+        }
+        let kept: &'static str = Box::leak(text.to_string().into_boxed_str());
+        self.interned.insert(kept);
+        kept
+    }
 }
 
 impl PolicyNames {
+    fn lock(&self) -> std::sync::MutexGuard<'_, NameTable> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Add a program's names; where each of its ids is in this table.
-    fn add(&mut self, program: &Program) -> NameIds {
+    fn add(&self, program: &Program) -> NameIds {
         fn place<T: PartialEq>(table: &mut Vec<T>, item: T) -> u32 {
             match table.iter().position(|t| *t == item) {
                 Some(i) => i as u32,
@@ -190,18 +392,32 @@ impl PolicyNames {
                 }
             }
         }
-        let named = |r: &crate::program::RuleInfo| (r.name.clone(), r.message.clone());
+        let mut t = self.lock();
+        let named = |t: &mut NameTable, r: &crate::program::RuleInfo| -> Named {
+            let name = t.intern(&r.name);
+            let message = r.message.as_deref().map(|m| t.intern(m));
+            (name, message)
+        };
         let inbound = program
             .rules()
-            .map(|(_, r)| place(&mut self.inbound, named(r)))
+            .map(|(_, r)| {
+                let n = named(&mut t, r);
+                place(&mut t.inbound, n)
+            })
             .collect();
         let outbound = program
             .outbound_rules()
-            .map(|(_, r)| place(&mut self.outbound, named(r)))
+            .map(|(_, r)| {
+                let n = named(&mut t, r);
+                place(&mut t.outbound, n)
+            })
             .collect();
         let label_count = program.detector().specs().len() + program.outbound_rules().len();
         let labels = (0..label_count as u32)
-            .map(|l| place(&mut self.labels, program.label(l).to_string()))
+            .map(|l| {
+                let label = t.intern(program.label(l));
+                place(&mut t.labels, label)
+            })
             .collect();
         NameIds {
             inbound,
@@ -209,25 +425,37 @@ impl PolicyNames {
             labels,
         }
     }
+
+    /// A rule's name as the audit log writes it (`None`: the default action).
+    pub fn rule_name(&self, rule: Option<RuleRef>) -> &'static str {
+        match rule {
+            Some(r) => self.static_rule(r).0,
+            None => "default_action",
+        }
+    }
+
+    fn static_rule(&self, rule: RuleRef) -> Named {
+        let t = self.lock();
+        let entry = match rule {
+            RuleRef::Inbound(RuleId(i)) => t.inbound.get(i as usize),
+            RuleRef::Outbound(RuleId(i)) => t.outbound.get(i as usize),
+            RuleRef::Builtin(name) => return (name, None),
+        };
+        entry.copied().unwrap_or(("(unknown rule)", None))
+    }
 }
 
 impl Names for PolicyNames {
     fn rule(&self, rule: RuleRef) -> (&str, Option<&str>) {
-        let entry = match rule {
-            RuleRef::Inbound(RuleId(i)) => self.inbound.get(i as usize),
-            RuleRef::Outbound(RuleId(i)) => self.outbound.get(i as usize),
-            RuleRef::Builtin(name) => return (name, None),
-        };
-        match entry {
-            Some((name, message)) => (name, message.as_deref()),
-            None => ("(unknown rule)", None),
-        }
+        self.static_rule(rule)
     }
 
     fn label(&self, label: u32) -> &str {
-        self.labels
+        self.lock()
+            .labels
             .get(label as usize)
-            .map_or("unknown", String::as_str)
+            .copied()
+            .unwrap_or("unknown")
     }
 }
 
@@ -293,7 +521,7 @@ rules:
             command: vec!["t".into()],
         };
         let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
-        let mut names = PolicyNames::default();
+        let names = PolicyNames::default();
         let judges = Judges::build(
             &policy,
             &ids,
@@ -301,7 +529,8 @@ rules:
             dir.path(),
             &env,
             &mut Programs::default(),
-            &mut names,
+            &names,
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -356,7 +585,7 @@ rules:
         let env = PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p"));
         let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
         let mut programs = Programs::default();
-        let mut names = PolicyNames::default();
+        let names = PolicyNames::default();
         let mut build = |name: &str| {
             let server = ServerIdentity {
                 name: name.into(),
@@ -369,7 +598,8 @@ rules:
                 dir.path(),
                 &env,
                 &mut programs,
-                &mut names,
+                &names,
+                None,
             )
             .unwrap()
         };
@@ -385,5 +615,70 @@ rules:
         }
         // One program per identity, since a rule names one; no more for a second server.
         assert_eq!(programs.compiled.len(), 2);
+    }
+
+    #[test]
+    fn a_reload_keeps_a_suspended_identity_suspended_and_its_names_valid() {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let load = |rule: &str| {
+            let text = format!(
+                "version: 1\nsettings:\n  circuit_breaker: {{max_violations: 2, window_seconds: 60}}\nrules:\n  - name: {rule}\n    match: {{tool: x}}\n    action: deny\n"
+            );
+            load_str("t.yml", &text, &opts).expect("loads")
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let env = PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p"));
+        let server = ServerIdentity {
+            name: "t".into(),
+            command: vec!["t".into()],
+        };
+        let ids = [Some(Arc::from("ci-bot")), Some(Arc::from("alice"))];
+        let names = PolicyNames::default();
+        let build = |policy: &Policy| {
+            Judges::build(
+                policy,
+                &ids,
+                &server,
+                dir.path(),
+                &env,
+                &mut Programs::default(),
+                &names,
+                None,
+            )
+            .unwrap()
+        };
+        let (old, new) = (load("first-rule"), load("second-rule"));
+        let live = LiveJudges::new(build(&old));
+        let ci = live.current().get(Some("ci-bot")).unwrap();
+        let first = ci.audit_rule(RuleRef::Inbound(RuleId(0)));
+        let guard = ci.guard.clone().unwrap();
+        let now = std::time::Instant::now();
+        guard.record_violation(now, "one");
+        guard.record_violation(now, "two");
+        assert!(guard.is_suspended());
+
+        live.replace(build(&new));
+        assert_eq!(live.generation(), 1);
+        let after = live.current();
+        let ci_after = after.get(Some("ci-bot")).unwrap();
+        assert!(!Arc::ptr_eq(&ci, &ci_after));
+        assert!(ci_after.guard.as_ref().unwrap().is_suspended());
+        assert!(
+            !after
+                .get(Some("alice"))
+                .unwrap()
+                .guard
+                .as_ref()
+                .unwrap()
+                .is_suspended()
+        );
+        // Ids handed out before the reload still name their rules; the new ones are new.
+        assert_eq!(names.rule(first).0, "first-rule");
+        let second = ci_after.audit_rule(RuleRef::Inbound(RuleId(0)));
+        assert_eq!(names.rule(second).0, "second-rule");
     }
 }

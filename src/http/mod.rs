@@ -18,13 +18,17 @@
 //! | `websocket.rs` | the WebSocket endpoint: the upgrade, one socket = one session |
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 //! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
+//! | `reload.rs` | policy and token-file changes without a restart: watch, rebuild off the I/O thread, swap |
+//! | `metrics.rs` | `/metrics` (Prometheus) on its own listener, for `--metrics-reader` identities only |
 
 pub mod connections;
 pub mod conversation;
 pub mod identities;
+pub mod metrics;
 pub mod modern;
 pub mod refusals;
 pub mod registry;
+pub mod reload;
 pub mod server;
 pub mod sse;
 pub mod stateless;

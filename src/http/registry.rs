@@ -196,6 +196,19 @@ impl Registry {
         ended
     }
 
+    /// How many sessions are open, by (server, identity) (`/metrics`).
+    pub fn open_counts(&self) -> std::collections::BTreeMap<(Arc<str>, Option<Arc<str>>), u64> {
+        let mut counts = std::collections::BTreeMap::new();
+        for (server, c) in self.lock().values() {
+            if !c.is_ended() {
+                *counts
+                    .entry((server.clone(), c.identity.clone()))
+                    .or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// End every session (shutdown); returns them so the caller can wait.
     pub fn end_all(&self) -> Vec<Arc<Conversation>> {
         let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();

@@ -33,7 +33,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::connections::{Backoff, Busy, Connections, Slot};
 use super::conversation::Backend;
 use super::conversation::{Conversation, Ended, Opening};
-use super::identities::Judges;
+use super::identities::LiveJudges;
+use super::metrics::{Metrics, Transport};
 use super::refusals::{REASON_CHARS, Refusals, bounded, bounded_to};
 use super::registry::{Full, Lookup, Registry};
 use super::sse::{OnDrop, Reply, parse_event_id};
@@ -73,8 +74,12 @@ type Refusal = Box<Response<Reply>>;
 
 /// Everything the request handlers share.
 pub struct Gateway {
-    /// Each identity's program and tool guard.
-    pub judges: Judges,
+    /// Each identity's program and tool guard, as the last reload left them.
+    pub judges: Arc<LiveJudges>,
+    /// The listener's counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Asks the reload thread to look at the policy and token files now.
+    pub reloads: super::reload::Trigger,
     /// Where each session's messages go: a server process per session, or a remote server.
     pub backend: Backend,
     pub server_name: Arc<str>,
@@ -249,12 +254,24 @@ async fn serve_connection<S>(
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
         let gateways = gateways.clone();
         let busy = slot.begin();
+        let started = std::time::Instant::now();
         if let Some(cert) = &cert {
             req.extensions_mut().insert(cert.clone());
         }
         req.extensions_mut().insert(peer);
         async move {
-            let response = match route(&gateways, req.uri().path()) {
+            let routed = route(&gateways, req.uri().path());
+            let transport = match routed {
+                None => Transport::Unrouted,
+                Some((_, Endpoint::WebSocket)) => Transport::WebSocket,
+                Some((_, Endpoint::LegacySse | Endpoint::LegacyMessage)) => Transport::LegacySse,
+                Some((_, Endpoint::Mcp)) if super::modern::is_modern(req.headers()) => {
+                    Transport::Stateless
+                }
+                Some((_, Endpoint::Mcp)) => Transport::StreamableHttp,
+            };
+            let metrics = gateways[0].metrics.clone();
+            let response = match routed {
                 // Host and token first: a caller who may not use the gateway learns
                 // nothing about it, not even which paths exist.
                 None => {
@@ -269,6 +286,7 @@ async fn serve_connection<S>(
                 }
                 Some((gateway, endpoint)) => gateway.handle(req, endpoint).await,
             };
+            metrics.count_request(transport, response.status(), started.elapsed());
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
         }
     });
@@ -307,6 +325,15 @@ impl hyper::body::Body for Tracked {
 }
 
 impl Gateway {
+    /// The largest message judged (`max_frame_bytes` of the policy in force).
+    fn max_frame_bytes(&self) -> usize {
+        self.judges
+            .current()
+            .any_program()
+            .settings()
+            .max_frame_bytes
+    }
+
     /// The path of `base` (`/mcp`, `/sse`, `/message`, `/ws`) for this gateway.
     pub fn path(&self, base: &str) -> String {
         match &self.mount {
@@ -632,7 +659,7 @@ impl Gateway {
             );
         }
         let (parts, body) = req.into_parts();
-        let max = self.judges.any_program().settings().max_frame_bytes;
+        let max = self.max_frame_bytes();
         let body = match read_body(body, max).await {
             Ok(Body::Whole(b)) => b,
             Ok(Body::NotUtf8) => return not_utf8(),
@@ -709,7 +736,7 @@ impl Gateway {
                 "unsupported media type: the body must be application/json",
             );
         }
-        let max = self.judges.any_program().settings().max_frame_bytes;
+        let max = self.max_frame_bytes();
         let Ok(body) = read_body(body, max).await else {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -886,14 +913,31 @@ impl Gateway {
                 "cannot create a session id",
             ))
         })?;
-        // Identities are those of the tokens read at start, so each has its judge.
-        let Some(judge) = self.judges.get(identity.as_deref()) else {
-            return Err(Box::new(rpc_error(
-                StatusCode::UNAUTHORIZED,
-                -32600,
-                "unauthorized: a valid bearer token is required",
-            )));
+        // An identity whose token was issued since the last reload has no judge until the
+        // reload thread builds it (off this thread, within a second): the client retries.
+        let (generation, judges) = self.judges.load();
+        let Some(judge) = judges.get(identity.as_deref()) else {
+            self.reloads.look();
+            let mut r = rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                "this identity's policy is being loaded; retry in a second",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return Err(Box::new(r));
         };
+        // A reload that changed `sandbox:` applies to the servers started from now on.
+        let resandboxed = match (&self.backend, &judges.sandbox) {
+            (Backend::Command(spec), Some(plan)) => {
+                Some(Backend::Command(crate::io::child::ChildSpec {
+                    sandbox: plan.clone(),
+                    ..spec.clone()
+                }))
+            }
+            _ => None,
+        };
+        let backend = resandboxed.as_ref().unwrap_or(&self.backend);
         let options = session::Options {
             server_name: self.server_name.clone(),
             guard: judge.guard.clone(),
@@ -909,8 +953,11 @@ impl Gateway {
                 transport,
                 server: self.mount.as_ref().map(|_| self.server_name.clone()),
                 home: self.home.clone(),
+                live: self.judges.clone(),
+                generation,
+                metrics: self.metrics.clone(),
             },
-            &self.backend,
+            backend,
             judge,
             options,
             self.audit.clone(),
@@ -939,7 +986,7 @@ impl Gateway {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
-        let max = self.judges.any_program().settings().max_frame_bytes;
+        let max = self.max_frame_bytes();
         super::websocket::accept(req, shake, conversation, max, self.chatter)
     }
 
@@ -994,7 +1041,7 @@ impl Gateway {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
-        let max = self.judges.any_program().settings().max_frame_bytes;
+        let max = self.max_frame_bytes();
         let Ok(body) = read_body(body, max).await else {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -1150,7 +1197,7 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error>
     }
 }
 
-fn is_loopback_host(host: &str) -> bool {
+pub(super) fn is_loopback_host(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(""),
         None => host.rsplit_once(':').map_or(host, |(name, _)| name),

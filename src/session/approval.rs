@@ -120,6 +120,14 @@ pub(super) struct Approvals {
     next: u64,
 }
 
+impl Approvals {
+    /// Forget the approvals remembered under `remember: session` (the policy that asked
+    /// for them was replaced).
+    pub(super) fn forget_remembered(&mut self) {
+        self.remembered.clear();
+    }
+}
+
 /// The digest an approval is bound to: SHA-256 over the server, the method, the tool
 /// and the canonical JSON of the arguments ([`Canon::to_text`]), as hex. Arguments that
 /// differ only in key order, escapes or the spelling of one exact number have the same

@@ -60,6 +60,7 @@ mod outbound;
 pub mod pending;
 pub mod preview;
 mod ratelimit;
+mod reload;
 pub mod synth;
 #[cfg(test)]
 mod tests;

@@ -54,12 +54,23 @@ impl Home {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
-    fn policy(&self, settings: &str) -> PathBuf {
-        let policy = self.dir.path().join("policy.yml");
+    /// The rules of the policy [`Gateway::serve`] writes.
+    pub const RULES: &'static str =
+        "  - name: deny-forbidden\n    match: {tool: forbidden}\n    action: deny\n";
+
+    /// The policy file `serve -c` reads.
+    pub fn policy_file(&self) -> PathBuf {
+        self.dir.path().join("policy.yml")
+    }
+
+    /// Write the policy: the audit log in this directory, `settings` lines, then `rules`
+    /// (YAML list items under `rules:`).
+    pub fn write_policy(&self, settings: &str, rules: &str) -> PathBuf {
+        let policy = self.policy_file();
         std::fs::write(
             &policy,
             format!(
-                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules:\n  - name: deny-forbidden\n    match: {{tool: forbidden}}\n    action: deny\n",
+                "version: 1\nsettings:\n  log_dir: \"{}\"\n{settings}\nrules:\n{rules}",
                 self.dir.path().join("logs").display()
             ),
         )
@@ -68,9 +79,13 @@ impl Home {
     }
 
     fn command(&self, settings: &str, extra: &[&str]) -> Command {
+        self.command_with(settings, Home::RULES, extra)
+    }
+
+    fn command_with(&self, settings: &str, rules: &str, extra: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "-c"])
-            .arg(self.policy(settings))
+            .arg(self.write_policy(settings, rules))
             .args(extra)
             .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
             .env("HOME", self.home())
@@ -139,8 +154,25 @@ impl Gateway {
 
     /// [`Gateway::serve`] with extra `serve` arguments.
     pub fn serve_with(home: Home, settings: &str, extra: &[&str]) -> Gateway {
+        Gateway::serve_rules(home, settings, Home::RULES, extra)
+    }
+
+    /// [`Gateway::serve_with`] with the policy's `rules` (YAML list items).
+    pub fn serve_rules(home: Home, settings: &str, rules: &str, extra: &[&str]) -> Gateway {
+        Gateway::serve_env(home, settings, rules, extra, &[])
+    }
+
+    /// [`Gateway::serve_rules`] with `env` added to the environment its servers inherit.
+    pub fn serve_env(
+        home: Home,
+        settings: &str,
+        rules: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let mut child = home
-            .command(settings, extra)
+            .command_with(settings, rules, extra)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -176,6 +208,19 @@ impl Gateway {
 
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// Wait until `ready` holds of the gateway's stderr so far; that stderr.
+    pub fn stderr_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = self.stderr();
+            if ready(&text) {
+                return text;
+            }
+            assert!(Instant::now() < deadline, "no {what} on stderr:\n{text}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The audit log once a line holds every one of `needles` (the writer lingers).

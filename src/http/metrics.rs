@@ -1,0 +1,514 @@
+//! `/metrics` for Prometheus (text exposition format 0.0.4): HTTP requests by transport and
+//! status, their latency, verdicts by rule, open sessions, each identity's circuit breaker,
+//! the loaded policy's hash and the reloads that succeeded or failed.
+//!
+//! **Who may read it.** Not the agents. `/metrics` is served only on its own listener
+//! (`serve --metrics-listen ADDR`, loopback unless `--allow-remote`), never on the MCP
+//! listener, and every scrape needs the bearer token of an identity named with
+//! `--metrics-reader NAME` (issued by `mcpwall token add NAME`, like any other): an agent's
+//! token is refused there, as is no token. It holds identity names, server names and rule
+//! names, never a token, an argument or a message.
+//!
+//! **Cost.** Counting is atomics only: a request adds to two counters and a histogram
+//! bucket; a verdict adds to its rule's counter in its judge ([`VerdictCounts`]), the
+//! default action's included. Only the verdicts of mcpwall's other rules (`mcpwall:…`:
+//! malformed frames, refusals of the session), which are not on the allow path, are
+//! counted by name under a lock. A scrape
+//! adds the counts up.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::identities::{PolicyNames, VerdictCounts};
+use super::server::Gateway;
+use crate::audit::{AuditEvent, Direction, RuleRef};
+use crate::io::LogLevel;
+use crate::verdict::{RuleId, Verdict};
+
+/// The one path of the metrics listener.
+pub const PATH: &str = "/metrics";
+
+/// Connections the metrics listener serves at once; more are closed unread.
+const MAX_CONNECTIONS: usize = 8;
+
+/// How a request reached the gateway, as `/metrics` labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Streamable HTTP (`/mcp`), session-based revisions.
+    StreamableHttp,
+    /// Streamable HTTP, the stateless 2026-07-28 revision.
+    Stateless,
+    /// The legacy HTTP+SSE transport (`/sse`, `/message`).
+    LegacySse,
+    WebSocket,
+    /// A path no server is at.
+    Unrouted,
+}
+
+impl Transport {
+    const ALL: [Transport; 5] = [
+        Transport::StreamableHttp,
+        Transport::Stateless,
+        Transport::LegacySse,
+        Transport::WebSocket,
+        Transport::Unrouted,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Transport::StreamableHttp => "streamable_http",
+            Transport::Stateless => "stateless_http",
+            Transport::LegacySse => "legacy_sse",
+            Transport::WebSocket => "websocket",
+            Transport::Unrouted => "none",
+        }
+    }
+}
+
+/// Upper bounds of the latency histogram's buckets, in microseconds (the last one is +Inf).
+const BUCKETS_US: [u64; 14] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+
+/// HTTP status codes are 100..=599; each has its counter.
+const STATUSES: usize = 600;
+
+struct PerTransport {
+    by_status: Box<[AtomicU64]>,
+    /// Requests per bucket (not cumulative; the last one is over the last bound).
+    buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Default for PerTransport {
+    fn default() -> PerTransport {
+        PerTransport {
+            by_status: (0..STATUSES).map(|_| AtomicU64::new(0)).collect(),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_us: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Verdict counts keyed by (direction, rule kind, rule id, verdict) of the listener's
+/// names table: what judges no longer in use counted.
+type Retired = BTreeMap<(u8, u8, u32, usize), u64>;
+
+/// The listener's counters. See the module docs.
+pub struct Metrics {
+    transports: [PerTransport; Transport::ALL.len()],
+    /// Verdicts of mcpwall's own rules, by (rule, direction).
+    builtin: Mutex<HashMap<(&'static str, u8), [u64; Verdict::ALL.len()]>>,
+    /// The verdict counts of every judge built; a judge's counts are folded into
+    /// `retired` once nothing else holds them.
+    tallies: Mutex<(Vec<Arc<VerdictCounts>>, Retired)>,
+    names: Arc<PolicyNames>,
+    reloads_ok: AtomicU64,
+    reloads_failed: AtomicU64,
+    /// SHA-256 of the policy in force (its files' names and texts).
+    policy_hash: Mutex<String>,
+    /// Scrapes refused (no token, or one of an identity not allowed to read).
+    refused: AtomicU64,
+}
+
+fn direction_index(d: Direction) -> u8 {
+    match d {
+        Direction::Inbound => 0,
+        Direction::Outbound => 1,
+    }
+}
+
+fn direction_label(d: u8) -> &'static str {
+    if d == 0 { "inbound" } else { "outbound" }
+}
+
+impl Metrics {
+    pub fn new(names: Arc<PolicyNames>, policy_hash: String) -> Metrics {
+        Metrics {
+            transports: std::array::from_fn(|_| PerTransport::default()),
+            builtin: Mutex::default(),
+            tallies: Mutex::default(),
+            names,
+            reloads_ok: AtomicU64::new(0),
+            reloads_failed: AtomicU64::new(0),
+            policy_hash: Mutex::new(policy_hash),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// One HTTP request answered (its head written) after `elapsed`.
+    pub fn count_request(&self, transport: Transport, status: StatusCode, elapsed: Duration) {
+        let t = &self.transports[transport as usize];
+        if let Some(c) = t.by_status.get(usize::from(status.as_u16())) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let bucket = BUCKETS_US
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(BUCKETS_US.len());
+        t.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        t.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// A verdict under a rule of mcpwall's own (`mcpwall:…`).
+    pub fn count_builtin_verdict(&self, event: &AuditEvent) {
+        let Some(RuleRef::Builtin(name)) = event.rule else {
+            return;
+        };
+        let mut builtin = self.builtin.lock().unwrap_or_else(|e| e.into_inner());
+        let row = builtin
+            .entry((name, direction_index(event.direction)))
+            .or_insert([0; Verdict::ALL.len()]);
+        row[event.action as usize] += 1;
+    }
+
+    /// Count the verdicts of these judges' from now on (at start, and for each reload's).
+    pub fn register(&self, judges: &super::identities::Judges) {
+        let mut tallies = self.lock_tallies();
+        for (_, judge) in judges.iter() {
+            if !tallies.0.iter().any(|t| Arc::ptr_eq(t, &judge.verdicts)) {
+                tallies.0.push(judge.verdicts.clone());
+            }
+        }
+    }
+
+    fn lock_tallies(&self) -> std::sync::MutexGuard<'_, (Vec<Arc<VerdictCounts>>, Retired)> {
+        self.tallies.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A reload succeeded and the policy in force now hashes to `hash`.
+    pub fn reloaded(&self, hash: String) {
+        *self.policy_hash.lock().unwrap_or_else(|e| e.into_inner()) = hash;
+        self.reloads_ok.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A reload failed; the policy in force did not change.
+    pub fn reload_failed(&self) {
+        self.reloads_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The hash of the policy in force.
+    pub fn policy_hash(&self) -> String {
+        self.policy_hash
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every verdict count, by (direction, rule name, verdict).
+    fn verdicts(&self) -> BTreeMap<(&'static str, &'static str, &'static str), u64> {
+        let mut out = BTreeMap::new();
+        // No rule: the default action decided a client's message; a server's matched none.
+        let name = |d: u8, kind: u8, id: u32| -> &'static str {
+            match kind {
+                0 => self.names.rule_name(Some(RuleRef::Inbound(RuleId(id)))),
+                1 => self.names.rule_name(Some(RuleRef::Outbound(RuleId(id)))),
+                _ if d == 0 => super::identities::DEFAULT_ACTION,
+                _ => "none",
+            }
+        };
+        let key = |direction: Direction, rule: Option<RuleRef>| -> (u8, u8, u32) {
+            match rule {
+                Some(RuleRef::Inbound(RuleId(id))) => (direction_index(direction), 0, id),
+                Some(RuleRef::Outbound(RuleId(id))) => (direction_index(direction), 1, id),
+                _ => (direction_index(direction), 2, 0),
+            }
+        };
+        let mut all: Retired = {
+            let mut tallies = self.lock_tallies();
+            let (live, retired) = &mut *tallies;
+            // Counts nothing can add to any more move to the retired table.
+            live.retain(|t| {
+                if Arc::strong_count(t) > 1 {
+                    return true;
+                }
+                t.each(|d, rule, v, n| {
+                    let (d, kind, id) = key(d, rule);
+                    *retired.entry((d, kind, id, v as usize)).or_default() += n;
+                });
+                false
+            });
+            let mut all = retired.clone();
+            for t in live.iter() {
+                t.each(|d, rule, v, n| {
+                    let (d, kind, id) = key(d, rule);
+                    *all.entry((d, kind, id, v as usize)).or_default() += n;
+                });
+            }
+            all
+        };
+        for ((d, kind, id, v), n) in std::mem::take(&mut all) {
+            *out.entry((
+                direction_label(d),
+                name(d, kind, id),
+                Verdict::ALL[v].as_str(),
+            ))
+            .or_default() += n;
+        }
+        let builtin = self.builtin.lock().unwrap_or_else(|e| e.into_inner());
+        for ((rule, d), row) in builtin.iter() {
+            for (v, n) in row.iter().enumerate() {
+                if *n > 0 {
+                    *out.entry((direction_label(*d), *rule, Verdict::ALL[v].as_str()))
+                        .or_default() += n;
+                }
+            }
+        }
+        out
+    }
+
+    /// The exposition text, for the listener serving `gateways`.
+    pub fn render(&self, gateways: &[Arc<Gateway>]) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP mcpwall_http_requests_total HTTP requests answered, by transport and status.\n# TYPE mcpwall_http_requests_total counter\n");
+        for t in Transport::ALL {
+            for (status, n) in self.transports[t as usize].by_status.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "mcpwall_http_requests_total{{transport=\"{}\",status=\"{status}\"}} {n}",
+                        t.label()
+                    );
+                }
+            }
+        }
+        out.push_str("# HELP mcpwall_http_request_duration_seconds Time from a request's arrival to its answer's head (for a stream: its start).\n# TYPE mcpwall_http_request_duration_seconds histogram\n");
+        for t in Transport::ALL {
+            let per = &self.transports[t as usize];
+            let mut cumulative = 0;
+            for (i, bucket) in per.buckets.iter().enumerate() {
+                cumulative += bucket.load(Ordering::Relaxed);
+                let le = match BUCKETS_US.get(i) {
+                    Some(us) => format!("{}", *us as f64 / 1e6),
+                    None => "+Inf".to_string(),
+                };
+                let _ = writeln!(
+                    out,
+                    "mcpwall_http_request_duration_seconds_bucket{{transport=\"{}\",le=\"{le}\"}} {cumulative}",
+                    t.label()
+                );
+            }
+            let _ = writeln!(
+                out,
+                "mcpwall_http_request_duration_seconds_sum{{transport=\"{}\"}} {}",
+                t.label(),
+                per.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "mcpwall_http_request_duration_seconds_count{{transport=\"{}\"}} {cumulative}",
+                t.label()
+            );
+        }
+        out.push_str("# HELP mcpwall_verdicts_total Messages judged, by direction, deciding rule (mcpwall:default_action: no rule decided a client message; none: no rule matched a server message) and verdict.\n# TYPE mcpwall_verdicts_total counter\n");
+        for ((direction, rule, verdict), n) in self.verdicts() {
+            let _ = writeln!(
+                out,
+                "mcpwall_verdicts_total{{direction=\"{direction}\",rule=\"{}\",verdict=\"{verdict}\"}} {n}",
+                escape(rule)
+            );
+        }
+        out.push_str("# HELP mcpwall_sessions_open Sessions open, by server and identity.\n# TYPE mcpwall_sessions_open gauge\n");
+        if let Some(first) = gateways.first() {
+            for ((server, identity), n) in first.sessions.open_counts() {
+                let _ = writeln!(
+                    out,
+                    "mcpwall_sessions_open{{server=\"{}\",identity=\"{}\"}} {n}",
+                    escape(&server),
+                    escape(identity.as_deref().unwrap_or(""))
+                );
+            }
+        }
+        out.push_str("# HELP mcpwall_circuit_breaker_suspended Whether an identity's circuit breaker has suspended its tool calls on a server (1) or not (0).\n# TYPE mcpwall_circuit_breaker_suspended gauge\n");
+        for g in gateways {
+            let judges = g.judges.current();
+            let mut rows: Vec<(String, bool)> = judges
+                .iter()
+                .filter_map(|(identity, judge)| {
+                    let guard = judge.guard.as_ref().filter(|g| g.has_breaker())?;
+                    Some((
+                        identity.as_deref().unwrap_or("").to_string(),
+                        guard.is_suspended(),
+                    ))
+                })
+                .collect();
+            rows.sort();
+            for (identity, suspended) in rows {
+                let _ = writeln!(
+                    out,
+                    "mcpwall_circuit_breaker_suspended{{server=\"{}\",identity=\"{}\"}} {}",
+                    escape(&g.server_name),
+                    escape(&identity),
+                    u8::from(suspended)
+                );
+            }
+        }
+        let _ = write!(
+            out,
+            "# HELP mcpwall_policy_info The policy in force: SHA-256 of its files' names and texts.\n# TYPE mcpwall_policy_info gauge\nmcpwall_policy_info{{sha256=\"{}\"}} 1\n",
+            self.policy_hash()
+        );
+        let _ = write!(
+            out,
+            "# HELP mcpwall_policy_reloads_total Policy and token-file reloads, by result (a failed one keeps the policy in force).\n# TYPE mcpwall_policy_reloads_total counter\nmcpwall_policy_reloads_total{{result=\"success\"}} {}\nmcpwall_policy_reloads_total{{result=\"failure\"}} {}\n",
+            self.reloads_ok.load(Ordering::Relaxed),
+            self.reloads_failed.load(Ordering::Relaxed)
+        );
+        let _ = write!(
+            out,
+            "# HELP mcpwall_metrics_scrapes_refused_total Requests to the metrics listener refused (no token, or not a reader's).\n# TYPE mcpwall_metrics_scrapes_refused_total counter\nmcpwall_metrics_scrapes_refused_total {}\n",
+            self.refused.load(Ordering::Relaxed)
+        );
+        out
+    }
+}
+
+/// A label value as the exposition format writes it.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Who may scrape, and what.
+pub struct Scrape {
+    pub metrics: Arc<Metrics>,
+    /// The listener's gateways (the first one's token file and audit log are used).
+    pub gateways: Vec<Arc<Gateway>>,
+    /// The identities whose bearer token may read `/metrics`.
+    pub readers: Vec<String>,
+    /// The metrics listener's address.
+    pub listen: std::net::SocketAddr,
+}
+
+impl Scrape {
+    fn answer(&self, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        let text = |status: StatusCode, body: &'static str| {
+            let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+            *r.status_mut() = status;
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        };
+        let Some(gateway) = self.gateways.first() else {
+            return text(StatusCode::SERVICE_UNAVAILABLE, "no gateway\n");
+        };
+        // A browser page on a rebound name reaches a loopback listener too.
+        if self.listen.ip().is_loopback() {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if !super::server::is_loopback_host(host) || req.headers().contains_key(header::ORIGIN)
+            {
+                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                return text(StatusCode::FORBIDDEN, "forbidden\n");
+            }
+        }
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| {
+                let (scheme, token) = h.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let reader = presented
+            .and_then(|t| gateway.tokens.identify(t))
+            .filter(|name| self.readers.iter().any(|r| **r == **name));
+        if reader.is_none() {
+            self.metrics.refused.fetch_add(1, Ordering::Relaxed);
+            let why = match presented {
+                None => "a scrape of /metrics without a bearer token",
+                Some(_) => "a scrape of /metrics with a token that is not a metrics reader's",
+            };
+            gateway
+                .chatter
+                .log(LogLevel::Info, format_args!("{why} refused"));
+            let mut r = text(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: the bearer token of a --metrics-reader identity is required\n",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+        if req.uri().path() != PATH {
+            return text(StatusCode::NOT_FOUND, "not found\n");
+        }
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
+        }
+        let mut r = Response::new(Full::new(Bytes::from(self.metrics.render(&self.gateways))));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        r
+    }
+}
+
+/// Serve `/metrics` on `listener` until `shutdown` completes. Plain HTTP/1.1: a scrape is
+/// one small request; connections are few (Prometheus keeps one).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    scrape: Scrape,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let scrape = Arc::new(scrape);
+    // A scraper keeps one connection; more than a few open at once is someone else.
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                let Ok(permit) = open.clone().try_acquire_owned() else {
+                    continue;
+                };
+                let scrape = scrape.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let service = hyper::service::service_fn(move |req| {
+                        let r = scrape.answer(&req);
+                        async move { Ok::<_, Infallible>(r) }
+                    });
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(30),
+                        hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(Duration::from_secs(10))
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                    )
+                    .await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+}
