@@ -456,17 +456,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         if let Some((l, at)) = metrics_listener {
             eprintln!(
                 "mcpwall: metrics at http://{at}{} (bearer token of {} required)",
-                crate::http::metrics::PATH,
+                crate::http::scrape::PATH,
                 args.metrics_readers.join(", ")
             );
-            let scrape = crate::http::metrics::Scrape {
+            let scrape = crate::http::scrape::Scrape {
                 metrics: metrics.clone(),
                 gateways: gateways.clone(),
                 readers: args.metrics_readers.clone(),
                 listen: at,
             };
             let mut stopped = stopped_rx.clone();
-            tokio::spawn(crate::http::metrics::serve(l, scrape, async move {
+            tokio::spawn(crate::http::scrape::serve(l, scrape, async move {
                 let _ = stopped.wait_for(|s| *s).await;
             }));
         }

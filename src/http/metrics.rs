@@ -2,7 +2,7 @@
 //! status, their latency, verdicts by rule, open sessions, each identity's circuit breaker,
 //! the loaded policy's hash and the reloads that succeeded or failed.
 //!
-//! **Who may read it.** Not the agents. `/metrics` is served only on its own listener
+//! **Who may read it** ([`super::scrape`]). Not the agents. `/metrics` is served only on its own listener
 //! (`serve --metrics-listen ADDR`, loopback unless `--allow-remote`), never on the MCP
 //! listener, and every scrape needs the bearer token of an identity named with
 //! `--metrics-reader NAME` (issued by `mcpwall token add NAME`, like any other): an agent's
@@ -17,28 +17,16 @@
 //! adds the counts up.
 
 use std::collections::{BTreeMap, HashMap};
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{self, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::StatusCode;
 
 use super::identities::{PolicyNames, VerdictCounts};
-use super::server::Gateway;
 use crate::audit::{AuditEvent, Direction, RuleRef};
-use crate::io::LogLevel;
 use crate::verdict::{RuleId, Verdict};
-
-/// The one path of the metrics listener.
-pub const PATH: &str = "/metrics";
-
-/// Connections the metrics listener serves at once; more are closed unread.
-const MAX_CONNECTIONS: usize = 8;
 
 /// How a request reached the gateway, as `/metrics` labels it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +121,11 @@ fn direction_label(d: u8) -> &'static str {
 }
 
 impl Metrics {
+    /// A request to the metrics listener was refused.
+    pub fn note_refused_scrape(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn new(names: Arc<PolicyNames>, policy_hash: String) -> Metrics {
         Metrics {
             transports: std::array::from_fn(|_| PerTransport::default()),
@@ -268,8 +261,8 @@ impl Metrics {
         out
     }
 
-    /// The exposition text, for the listener serving `gateways`.
-    pub fn render(&self, gateways: &[Arc<Gateway>]) -> String {
+    /// The exposition text: these counters, and the gauges read from the gateways.
+    pub fn render(&self, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP mcpwall_http_requests_total HTTP requests answered, by transport and status.\n# TYPE mcpwall_http_requests_total counter\n");
         for t in Transport::ALL {
@@ -321,39 +314,23 @@ impl Metrics {
             );
         }
         out.push_str("# HELP mcpwall_sessions_open Sessions open, by server and identity.\n# TYPE mcpwall_sessions_open gauge\n");
-        if let Some(first) = gateways.first() {
-            for ((server, identity), n) in first.sessions.open_counts() {
-                let _ = writeln!(
-                    out,
-                    "mcpwall_sessions_open{{server=\"{}\",identity=\"{}\"}} {n}",
-                    escape(&server),
-                    escape(identity.as_deref().unwrap_or(""))
-                );
-            }
+        for ((server, identity), n) in &gauges.sessions {
+            let _ = writeln!(
+                out,
+                "mcpwall_sessions_open{{server=\"{}\",identity=\"{}\"}} {n}",
+                escape(server),
+                escape(identity.as_deref().unwrap_or(""))
+            );
         }
         out.push_str("# HELP mcpwall_circuit_breaker_suspended Whether an identity's circuit breaker has suspended its tool calls on a server (1) or not (0).\n# TYPE mcpwall_circuit_breaker_suspended gauge\n");
-        for g in gateways {
-            let judges = g.judges.current();
-            let mut rows: Vec<(String, bool)> = judges
-                .iter()
-                .filter_map(|(identity, judge)| {
-                    let guard = judge.guard.as_ref().filter(|g| g.has_breaker())?;
-                    Some((
-                        identity.as_deref().unwrap_or("").to_string(),
-                        guard.is_suspended(),
-                    ))
-                })
-                .collect();
-            rows.sort();
-            for (identity, suspended) in rows {
-                let _ = writeln!(
-                    out,
-                    "mcpwall_circuit_breaker_suspended{{server=\"{}\",identity=\"{}\"}} {}",
-                    escape(&g.server_name),
-                    escape(&identity),
-                    u8::from(suspended)
-                );
-            }
+        for (server, identity, suspended) in &gauges.breakers {
+            let _ = writeln!(
+                out,
+                "mcpwall_circuit_breaker_suspended{{server=\"{}\",identity=\"{}\"}} {}",
+                escape(server),
+                escape(identity),
+                u8::from(*suspended)
+            );
         }
         let _ = write!(
             out,
@@ -389,126 +366,11 @@ fn escape(value: &str) -> String {
     out
 }
 
-/// Who may scrape, and what.
-pub struct Scrape {
-    pub metrics: Arc<Metrics>,
-    /// The listener's gateways (the first one's token file and audit log are used).
-    pub gateways: Vec<Arc<Gateway>>,
-    /// The identities whose bearer token may read `/metrics`.
-    pub readers: Vec<String>,
-    /// The metrics listener's address.
-    pub listen: std::net::SocketAddr,
-}
-
-impl Scrape {
-    fn answer(&self, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
-        let text = |status: StatusCode, body: &'static str| {
-            let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
-            *r.status_mut() = status;
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-            r
-        };
-        let Some(gateway) = self.gateways.first() else {
-            return text(StatusCode::SERVICE_UNAVAILABLE, "no gateway\n");
-        };
-        // A browser page on a rebound name reaches a loopback listener too.
-        if self.listen.ip().is_loopback() {
-            let host = req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("");
-            if !super::server::is_loopback_host(host) || req.headers().contains_key(header::ORIGIN)
-            {
-                self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-                return text(StatusCode::FORBIDDEN, "forbidden\n");
-            }
-        }
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| {
-                let (scheme, token) = h.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
-        let reader = presented
-            .and_then(|t| gateway.tokens.identify(t))
-            .filter(|name| self.readers.iter().any(|r| **r == **name));
-        if reader.is_none() {
-            self.metrics.refused.fetch_add(1, Ordering::Relaxed);
-            let why = match presented {
-                None => "a scrape of /metrics without a bearer token",
-                Some(_) => "a scrape of /metrics with a token that is not a metrics reader's",
-            };
-            gateway
-                .chatter
-                .log(LogLevel::Info, format_args!("{why} refused"));
-            let mut r = text(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized: the bearer token of a --metrics-reader identity is required\n",
-            );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
-        if req.uri().path() != PATH {
-            return text(StatusCode::NOT_FOUND, "not found\n");
-        }
-        if req.method() != Method::GET && req.method() != Method::HEAD {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
-        }
-        let mut r = Response::new(Full::new(Bytes::from(self.metrics.render(&self.gateways))));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        );
-        r
-    }
-}
-
-/// Serve `/metrics` on `listener` until `shutdown` completes. Plain HTTP/1.1: a scrape is
-/// one small request; connections are few (Prometheus keeps one).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    scrape: Scrape,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    let scrape = Arc::new(scrape);
-    // A scraper keeps one connection; more than a few open at once is someone else.
-    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
-                let Ok(permit) = open.clone().try_acquire_owned() else {
-                    continue;
-                };
-                let scrape = scrape.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let service = hyper::service::service_fn(move |req| {
-                        let r = scrape.answer(&req);
-                        async move { Ok::<_, Infallible>(r) }
-                    });
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(30),
-                        hyper::server::conn::http1::Builder::new()
-                            .timer(hyper_util::rt::TokioTimer::new())
-                            .header_read_timeout(Duration::from_secs(10))
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-                    )
-                    .await;
-                });
-            }
-            () = &mut shutdown => break,
-        }
-    }
+/// What the gauges show at a scrape, read from the gateways ([`super::scrape`]).
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Sessions open, by server and identity.
+    pub sessions: BTreeMap<(Arc<str>, Option<Arc<str>>), u64>,
+    /// Each identity's circuit breaker per server: suspended or not.
+    pub breakers: Vec<(Arc<str>, String, bool)>,
 }

@@ -25,7 +25,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 use super::identities::Judges;
 use super::metrics::Metrics;
 use super::server::Gateway;
+pub use super::trigger::{Ask, Trigger};
 use crate::audit::{AuditEvent, Direction, RuleRef, Verdict};
 use crate::io::LogLevel;
 
@@ -43,41 +44,6 @@ pub const POLL: Duration = Duration::from_secs(1);
 pub const RULE_RELOADED: &str = "mcpwall:policy_reloaded";
 /// The audit log's rule for a reload that failed (the policy in force stays).
 pub const RULE_RELOAD_FAILED: &str = "mcpwall:policy_reload_failed";
-
-/// What asks the reload thread to look now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ask {
-    /// SIGHUP: rebuild, changed or not.
-    Signal,
-    /// Something may have changed (an identity with no judge yet came in): look now.
-    Look,
-}
-
-/// Asks the reload thread to look (cheap; never blocks). Dropping every handle ends it.
-#[derive(Debug, Clone)]
-pub struct Trigger(SyncSender<Ask>);
-
-/// Asks waiting for the reload thread; more are dropped (one waiting look sees every
-/// change made before it, so a client asking in a loop queues nothing).
-const WAITING_ASKS: usize = 4;
-
-impl Trigger {
-    /// A trigger and the end the reload thread reads.
-    pub fn new() -> (Trigger, Receiver<Ask>) {
-        let (tx, rx) = std::sync::mpsc::sync_channel(WAITING_ASKS);
-        (Trigger(tx), rx)
-    }
-
-    /// SIGHUP: rebuild now, whether or not a file changed.
-    pub fn signal(&self) {
-        let _ = self.0.try_send(Ask::Signal);
-    }
-
-    /// Look at the files now rather than at the next [`POLL`].
-    pub fn look(&self) {
-        let _ = self.0.try_send(Ask::Look);
-    }
-}
 
 /// What a rebuild made: each gateway's judges, in the gateways' order.
 pub struct Rebuilt {

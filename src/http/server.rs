@@ -79,7 +79,7 @@ pub struct Gateway {
     /// The listener's counters for `/metrics`.
     pub metrics: Arc<Metrics>,
     /// Asks the reload thread to look at the policy and token files now.
-    pub reloads: super::reload::Trigger,
+    pub reloads: super::trigger::Trigger,
     /// Where each session's messages go: a server process per session, or a remote server.
     pub backend: Backend,
     pub server_name: Arc<str>,
