@@ -258,7 +258,11 @@ fn a_codex_remote_entry_is_wrapped_with_its_token_variable_passed_by_name() {
         "{text}"
     );
     let out = sandbox.run_client(&["unwrap", "figma"]);
-    assert!(out.status.success(), "{}", sandbox.stdout(&out));
+    assert!(
+        sandbox.stdout(&out).contains("restored         figma"),
+        "{}",
+        sandbox.stdout(&out)
+    );
     assert_eq!(sandbox.tree(), sandbox_before().tree());
 }
 

@@ -451,12 +451,20 @@ fn codex_remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
     let sandbox = Sandbox::new();
     let text = "[mcp_servers.oauthy]\nurl = \"https://o.example.com/mcp\"\nscopes = [\"read\"]\n\n[mcp_servers.odd]\nurl = \"https://odd.example.com/mcp\"\nsomething_new = true\n";
     sandbox.write(CODEX, text);
-    let wrap = run(&sandbox, &["wrap", "--all"]);
+    let status = run(&sandbox, &["status"]);
     for line in [
-        "oauthy: Codex remote server that signs in with OAuth (`scopes`)",
-        "odd: Codex remote server with `something_new`, a setting mcpwall does not know",
+        "oauthy  Codex remote server that signs in with OAuth (`scopes`)",
+        "odd  Codex remote server with `something_new`, a setting mcpwall does not know",
     ] {
-        assert!(wrap.stdout.contains(line), "{line}\n{}", wrap.stdout);
+        assert!(status.stdout.contains(line), "{line}\n{}", status.stdout);
     }
+    let wrap = run(&sandbox, &["wrap", "oauthy"]);
+    assert!(
+        wrap.stdout
+            .contains("oauthy: Codex remote server that signs in with OAuth (`scopes`)"),
+        "{}",
+        wrap.stdout
+    );
+    assert_eq!(run(&sandbox, &["wrap", "--all"]).code, 0);
     assert_eq!(sandbox.read(CODEX), text);
 }
