@@ -153,6 +153,7 @@ const WRAPPABLE: &[&str] = &[
     "browser",
     "context7",
     "shell",
+    "figma",
     "notes",
     "sentry",
     "docs",
