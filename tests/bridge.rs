@@ -780,3 +780,153 @@ fn headers_from_the_environment_are_sent_and_checked() {
         "{stderr}"
     );
 }
+
+/// A Codex remote entry wrapped by `mcpwall wrap`, started the way Codex starts a stdio
+/// server: a fresh environment holding only Codex's few defaults, the variables the
+/// entry's `env_vars` names (read from Codex's own environment), and its literal `env`.
+/// The bridge reads the bearer token and the key from the variables the entry names; with
+/// one of them unset it refuses to start, naming the variable, never sending a request.
+#[test]
+fn a_wrapped_codex_entry_reads_its_credentials_from_the_variables_codex_passes() {
+    let sandbox = Sandbox::new("");
+    let upstream = Upstream::start(mcp_server(0), None);
+    let token = format!("tok-{}", "7d6c5b4a3f2e");
+    let key = format!("key-{}", "0a1b2c3d4e5f");
+    let home = sandbox.path("home");
+    std::fs::create_dir_all(home.join(".mcpwall")).unwrap();
+    std::fs::copy(sandbox.path("policy.yml"), home.join(".mcpwall/config.yml")).unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let config = home.join(".codex/config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.svc]\nurl = \"{}\"\nbearer_token_env_var = \"SVC_TOKEN\"\nhttp_headers = {{ \"X-Team\" = \"blue\" }}\nenv_http_headers = {{ \"X-Api-Key\" = \"SVC_KEY\" }}\n",
+            upstream.url("http")
+        ),
+    )
+    .unwrap();
+    let wrap = Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["wrap", "svc", "--absolute-path"])
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(sandbox.path(""))
+        .output()
+        .unwrap();
+    assert!(
+        wrap.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&wrap.stdout),
+        String::from_utf8_lossy(&wrap.stderr)
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    let doc = toml_edit::Document::parse(text.as_str()).unwrap();
+    let entry = &doc.as_table()["mcp_servers"]["svc"];
+
+    // Codex's part (its stdio launcher): only these of its own variables, then the ones
+    // `env_vars` names, then `env` as written.
+    let codex_env = [
+        ("HOME", home.to_string_lossy().into_owned()),
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("SVC_TOKEN", token.clone()),
+        ("SVC_KEY", key.clone()),
+        ("UNRELATED_SECRET", "never-passed".to_string()),
+    ];
+    let start = |codex_env: &[(&str, String)]| {
+        let mut cmd = Command::new(entry["command"].as_str().unwrap());
+        let args = entry["args"].as_array().unwrap();
+        cmd.args(args.iter().map(|a| a.as_str().unwrap()))
+            .env_clear()
+            .current_dir(sandbox.path(""))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let passed = entry["env_vars"].as_array().unwrap();
+        for (name, value) in codex_env {
+            let default = ["HOME", "PATH"].contains(name);
+            if default || passed.iter().any(|v| v.as_str() == Some(name)) {
+                cmd.env(name, value);
+            }
+        }
+        for (name, value) in entry["env"].as_inline_table().unwrap() {
+            cmd.env(name, value.as_str().unwrap());
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for line in [initialize(), initialized(), call(2, "echo", "hello")] {
+            let _ = writeln!(stdin, "{line}");
+        }
+        drop(stdin);
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(started.elapsed() < WAIT, "the bridge did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let frames: Vec<Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (
+            out.status.success(),
+            frames,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, frames, stderr) = start(&codex_env);
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        answer(&frames, 2)["result"]["content"][0]["text"],
+        "hello",
+        "{stderr}"
+    );
+    let seen = upstream.seen();
+    let posts: Vec<&Seen> = seen.iter().filter(|s| s.method == "POST").collect();
+    assert_eq!(posts.len(), 3, "{posts:?}");
+    for post in posts {
+        assert_eq!(
+            post.header("authorization"),
+            Some(format!("Bearer {token}").as_str())
+        );
+        assert_eq!(post.header("x-api-key"), Some(key.as_str()));
+        assert_eq!(post.header("x-team"), Some("blue"));
+    }
+    assert!(
+        !stderr.contains(&token) && !stderr.contains(&key),
+        "{stderr}"
+    );
+
+    // SVC_KEY unset where Codex runs: refused at start, naming the variable and the header.
+    let without_key: Vec<(&str, String)> = codex_env
+        .iter()
+        .filter(|(n, _)| *n != "SVC_KEY")
+        .cloned()
+        .collect();
+    let before = upstream.seen().len();
+    let (ok, frames, stderr) = start(&without_key);
+    assert!(!ok && frames.is_empty(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "$MCPWALL_UPSTREAM_ENV_HEADERS: header X-Api-Key comes from $SVC_KEY, which is not set"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&token), "{stderr}");
+    assert_eq!(upstream.seen().len(), before, "a request went out");
+    // The token's variable unset: the same, never an unauthenticated connection.
+    let without_token: Vec<(&str, String)> = codex_env
+        .iter()
+        .filter(|(n, _)| *n != "SVC_TOKEN")
+        .cloned()
+        .collect();
+    let (ok, _, stderr) = start(&without_token);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            "$MCPWALL_UPSTREAM_BEARER_ENV: the bearer token comes from $SVC_TOKEN, which is not set"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(upstream.seen().len(), before, "a request went out");
+}

@@ -153,6 +153,7 @@ const WRAPPABLE: &[&str] = &[
     "browser",
     "context7",
     "shell",
+    "figma",
     "notes",
     "sentry",
     "docs",
@@ -247,13 +248,21 @@ fn dry_run_prints_unified_diffs_and_writes_nothing() {
 }
 
 #[test]
-fn codex_remote_entries_are_skipped_with_the_reason() {
+fn a_codex_remote_entry_is_wrapped_with_its_token_variable_passed_by_name() {
     let sandbox = sandbox_before();
     let out = sandbox.run_client(&["wrap", "figma"]);
     let stdout = sandbox.stdout(&out);
+    assert!(stdout.contains("wrapped          figma"), "{stdout}");
+    let text = sandbox.read("home/.codex/config.toml");
     assert!(
-        stdout.contains("skipped          figma: Codex remote server: `wrap` does not rewrite Codex's `url` entries"),
-        "{stdout}"
+        text.contains("[mcp_servers.figma]\ncommand = \"mcpwall\"\nargs = [\"--server-name\", \"figma\", \"--upstream\", \"https://mcp.figma.com/mcp\"]\nenv = { MCPWALL_UPSTREAM_BEARER_ENV = \"FIGMA_TOKEN\" }\nenv_vars = [\"FIGMA_TOKEN\"]\n"),
+        "{text}"
+    );
+    let out = sandbox.run_client(&["unwrap", "figma"]);
+    assert!(
+        sandbox.stdout(&out).contains("restored         figma"),
+        "{}",
+        sandbox.stdout(&out)
     );
     assert_eq!(sandbox.tree(), sandbox_before().tree());
 }

@@ -350,3 +350,121 @@ fn a_bridge_whose_mcpwall_is_gone_is_pointed_at_this_one() {
         text.replace(&gone.display().to_string(), "mcpwall")
     );
 }
+
+const CODEX: &str = "home/.codex/config.toml";
+
+/// A Codex file as its users write one: comments, a stdio server before and after, the
+/// remote server's credentials as Codex keeps them (a variable for the bearer token, one
+/// for a header, a literal header), a per-tool table after it.
+fn codex_file() -> String {
+    "# Codex\nmodel = \"o3\"\n\n[mcp_servers.local]\ncommand = \"npx\" # first\nargs = [\"-y\", \"srv\"]\n\n[mcp_servers.docs]\n# the hosted docs server\nurl = \"https://docs.example.com/mcp\" # prod\nbearer_token_env_var = \"DOCS_TOKEN\"\ntool_timeout_sec = 30\nhttp_headers = { \"X-Region\" = \"eu\" }\nenv_http_headers = { \"X-Api-Key\" = \"DOCS_KEY\" }\n\n[mcp_servers.docs.tools.search]\napproval_mode = \"approve\"\n\n[mcp_servers.after]\ncommand = \"uvx\"\n".to_string()
+}
+
+#[test]
+fn a_codex_remote_entry_becomes_a_bridge_by_reference_and_unwrap_restores_every_byte() {
+    let sandbox = Sandbox::new();
+    let before = codex_file();
+    sandbox.write(CODEX, &before);
+
+    let status = run(&sandbox, &["status"]);
+    assert_eq!(status.code, 1, "{}", status.stdout);
+    assert!(
+        status.stdout.contains(
+            "UNPROTECTED  docs  remote https://docs.example.com/mcp (headers: Authorization, X-Region, X-Api-Key)"
+        ),
+        "{}",
+        status.stdout
+    );
+    let doctor = run(&sandbox, &["doctor"]);
+    assert!(
+        doctor
+            .stdout
+            .contains("not protected by mcpwall: remote https://docs.example.com/mcp"),
+        "{}",
+        doctor.stdout
+    );
+
+    let wrap = run(&sandbox, &["wrap", "docs"]);
+    assert_eq!(wrap.code, 0, "{}\n{}", wrap.stdout, wrap.stderr);
+    // Every credential stays a reference: the variables' names, never a value; Codex passes
+    // the named variables to the stdio server through `env_vars`.
+    assert_eq!(
+        sandbox.read(CODEX),
+        "# Codex\nmodel = \"o3\"\n\n[mcp_servers.local]\ncommand = \"npx\" # first\nargs = [\"-y\", \"srv\"]\n\n[mcp_servers.docs]\n# the hosted docs server\ncommand = \"mcpwall\"\nargs = [\"--server-name\", \"docs\", \"--upstream\", \"https://docs.example.com/mcp\"] # prod\nenv = { MCPWALL_UPSTREAM_BEARER_ENV = \"DOCS_TOKEN\", MCPWALL_UPSTREAM_ENV_HEADERS = \"X-Api-Key: DOCS_KEY\", MCPWALL_UPSTREAM_HEADERS = \"X-Region: eu\" }\nenv_vars = [\"DOCS_TOKEN\", \"DOCS_KEY\"]\ntool_timeout_sec = 30\n\n[mcp_servers.docs.tools.search]\napproval_mode = \"approve\"\n\n[mcp_servers.after]\ncommand = \"uvx\"\n"
+    );
+    let status = run(&sandbox, &["status"]);
+    assert!(
+        status.stdout.lines().any(|l| l.contains(
+            "protected    docs  remote https://docs.example.com/mcp via mcpwall --upstream"
+        )),
+        "{}",
+        status.stdout
+    );
+    let doctor = run(&sandbox, &["doctor"]);
+    assert!(
+        doctor
+            .stdout
+            .contains("protected; remote https://docs.example.com/mcp via mcpwall --upstream"),
+        "{}",
+        doctor.stdout
+    );
+    let again = run(&sandbox, &["wrap", "docs"]);
+    assert!(again.stdout.contains("already wrapped"), "{}", again.stdout);
+
+    // Another server wrapped since, in the same file: the stretch is still found.
+    assert_eq!(run(&sandbox, &["wrap", "local"]).code, 0);
+    let unwrap = run(&sandbox, &["unwrap", "docs"]);
+    assert_eq!(unwrap.code, 0, "{}\n{}", unwrap.stdout, unwrap.stderr);
+    assert_eq!(run(&sandbox, &["unwrap", "local"]).code, 0);
+    assert_eq!(sandbox.read(CODEX), before, "not restored byte for byte");
+}
+
+#[test]
+fn a_codex_bridge_edited_after_wrapping_unwraps_to_a_remote_entry_keeping_the_edits() {
+    let sandbox = Sandbox::new();
+    sandbox.write(CODEX, &codex_file());
+    assert_eq!(run(&sandbox, &["wrap", "docs"]).code, 0);
+    let edited = sandbox
+        .read(CODEX)
+        .replace("tool_timeout_sec = 30", "tool_timeout_sec = 45");
+    sandbox.write(CODEX, &edited);
+    let unwrap = run(&sandbox, &["unwrap", "docs"]);
+    assert_eq!(unwrap.code, 0, "{}\n{}", unwrap.stdout, unwrap.stderr);
+    let text = sandbox.read(CODEX);
+    let doc = toml_edit::Document::parse(text.as_str()).unwrap();
+    let docs = &doc.as_table()["mcp_servers"]["docs"];
+    assert_eq!(docs["url"].as_str(), Some("https://docs.example.com/mcp"));
+    assert_eq!(docs["bearer_token_env_var"].as_str(), Some("DOCS_TOKEN"));
+    assert_eq!(docs["http_headers"]["X-Region"].as_str(), Some("eu"));
+    assert_eq!(
+        docs["env_http_headers"]["X-Api-Key"].as_str(),
+        Some("DOCS_KEY")
+    );
+    assert_eq!(docs["tool_timeout_sec"].as_integer(), Some(45));
+    for gone in ["command", "args", "env", "env_vars"] {
+        assert!(docs.get(gone).is_none(), "{gone} left:\n{text}");
+    }
+}
+
+#[test]
+fn codex_remote_entries_the_bridge_cannot_serve_are_left_with_the_reason() {
+    let sandbox = Sandbox::new();
+    let text = "[mcp_servers.oauthy]\nurl = \"https://o.example.com/mcp\"\nscopes = [\"read\"]\n\n[mcp_servers.odd]\nurl = \"https://odd.example.com/mcp\"\nsomething_new = true\n";
+    sandbox.write(CODEX, text);
+    let status = run(&sandbox, &["status"]);
+    for line in [
+        "oauthy  Codex remote server that signs in with OAuth (`scopes`)",
+        "odd  Codex remote server with `something_new`, a setting mcpwall does not know",
+    ] {
+        assert!(status.stdout.contains(line), "{line}\n{}", status.stdout);
+    }
+    let wrap = run(&sandbox, &["wrap", "oauthy"]);
+    assert!(
+        wrap.stdout
+            .contains("oauthy: Codex remote server that signs in with OAuth (`scopes`)"),
+        "{}",
+        wrap.stdout
+    );
+    assert_eq!(run(&sandbox, &["wrap", "--all"]).code, 0);
+    assert_eq!(sandbox.read(CODEX), text);
+}

@@ -106,6 +106,7 @@ fn command_line_front(args: &Args) -> miette::Result<Front> {
                 header_file: args.header_file.clone(),
                 token,
                 header_env: None,
+                referenced_headers: None,
             })
             .map_err(|e| miette::miette!("{e}"))?;
             let name = upstream.host().to_string();
@@ -170,6 +171,7 @@ fn policy_fronts(args: &Args, policy: &config::Policy) -> miette::Result<Vec<Fro
                             header_file: auth.header_file.clone(),
                             token: upstream_token(&name, auth)?,
                             header_env: None,
+                            referenced_headers: None,
                         })
                         .map_err(|e| miette::miette!("server `{name}`: {e}"))?,
                     )),

@@ -650,6 +650,18 @@ fn outcome_detail(server: &clients::Server, outcome: &Outcome) -> String {
             | EntryState::WrappedByOriginal { command, args, .. } => {
                 format!("  {}", clients::command_line(command, args))
             }
+            // Codex's server map: its tokens are named in `bearer_token_env_var`.
+            EntryState::Remote { headers, .. }
+                if *outcome == Outcome::Wrapped
+                    && headers.is_empty()
+                    && server.path.first().map(String::as_str) == Some("mcp_servers") =>
+            {
+                format!(
+                    "  {}; note: it sends no headers now, so a server that signs in through Codex (OAuth, `codex mcp login`) will refuse the bridge: then `mcpwall unwrap {}`, name the token's variable in `bearer_token_env_var`, and wrap it again",
+                    server.state.remote_line().unwrap_or_default(),
+                    server.name
+                )
+            }
             EntryState::Remote { headers, .. }
                 if *outcome == Outcome::Wrapped && headers.is_empty() =>
             {

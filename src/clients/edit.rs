@@ -76,14 +76,14 @@ fn entry<'n>(root: &'n Node, path: &[String]) -> Result<&'n Node, EditError> {
 /// How members of this entry are written: the key `args` is spelled as, the bytes between
 /// a key and its value (`": "`, `" = "`), the separator before a new member
 /// (`",\n    "`, `", "`, or a bare line break in a TOML table), and between array items.
-struct MemberStyle {
+pub(super) struct MemberStyle {
     key: &'static str,
-    colon: String,
-    separator: String,
+    pub(super) colon: String,
+    pub(super) separator: String,
     item_separator: &'static str,
 }
 
-fn member_style(
+pub(super) fn member_style(
     text: &str,
     format: Format,
     entry: &Node,
@@ -717,7 +717,7 @@ pub fn strip_wrapper_splices(
 /// Remove member `key` of `object`. In a TOML table, only its own line (a table's members
 /// need not be contiguous: `[x.env]` may come before `[x]`, so a byte range between two
 /// members could take a table header with it).
-fn remove_member(
+pub(super) fn remove_member(
     text: &str,
     format: Format,
     object: &Node,
@@ -789,6 +789,14 @@ pub enum RemoteExpect {
         /// The `MCPWALL_UPSTREAM_HEADERS` value written.
         headers: Option<String>,
     },
+    /// A Codex remote entry made a bridge: no `url` or credential keys; `env` holds
+    /// exactly these variables and `env_vars` these names (each absent when empty).
+    BridgedCodex {
+        /// The bridge's `env`.
+        env: Vec<(String, String)>,
+        /// The bridge's `env_vars`.
+        env_vars: Vec<String>,
+    },
     /// Back to a remote entry: no `command` or `args`; `key` holds `url`.
     Restored {
         /// `url` or `serverUrl`.
@@ -826,6 +834,39 @@ fn check_remote(entry: &Node, e: &Expect, remote: &RemoteExpect) -> Result<(), S
                 if !ok {
                     return Err(format!("entry {at} does not carry its headers"));
                 }
+            }
+        }
+        RemoteExpect::BridgedCodex { env, env_vars } => {
+            if [
+                "url",
+                "bearer_token_env_var",
+                "http_headers",
+                "env_http_headers",
+            ]
+            .iter()
+            .any(|k| entry.member(k).is_some())
+            {
+                return Err(format!("entry {at} still names its remote server"));
+            }
+            let env_now: Option<Vec<(String, String)>> = match entry.member("env") {
+                None => Some(Vec::new()),
+                Some(m) => m.value.members().and_then(|ms| {
+                    ms.iter()
+                        .map(|m| m.value.as_str().map(|v| (m.key.clone(), v.to_string())))
+                        .collect()
+                }),
+            };
+            let vars_now: Option<Vec<String>> = match entry.member("env_vars") {
+                None => Some(Vec::new()),
+                Some(m) => m
+                    .value
+                    .elements()
+                    .and_then(|els| els.iter().map(|e| e.as_str().map(str::to_string)).collect()),
+            };
+            if env_now.as_ref() != Some(env) || vars_now.as_ref() != Some(env_vars) {
+                return Err(format!(
+                    "entry {at} does not carry its credentials' references"
+                ));
             }
         }
         RemoteExpect::Restored { key, url } => {
@@ -875,8 +916,23 @@ pub fn verify(before: &str, after: &str, format: Format, expects: &[Expect]) -> 
         }
     }
     let mut at = Vec::new();
-    same_outside(before, &before_root, after, &after_root, &mut at, expects)
+    let edited_members: Vec<&str> = match format {
+        Format::Json(_) => REMOTE_MEMBERS.to_vec(),
+        Format::Toml => super::codex::EDITED_MEMBERS.to_vec(),
+    };
+    let context = Outside {
+        expects,
+        remote_members: &edited_members,
+    };
+    same_outside(before, &before_root, after, &after_root, &mut at, &context)
         .map_err(|p| format!("the edit changed {p}, which it must not touch"))
+}
+
+/// What [`same_outside`] may find changed: the edited entries, and which members of a
+/// remote entry an edit of the format rewrites.
+struct Outside<'a> {
+    expects: &'a [Expect],
+    remote_members: &'a [&'a str],
 }
 
 fn same_outside(
@@ -885,8 +941,9 @@ fn same_outside(
     b_text: &str,
     b: &Node,
     at: &mut Vec<String>,
-    expects: &[Expect],
+    context: &Outside,
 ) -> Result<(), String> {
+    let expects = context.expects;
     fn here(at: &[String]) -> String {
         if at.is_empty() {
             "the document".to_string()
@@ -903,7 +960,7 @@ fn same_outside(
             let keep = |m: &&Member| {
                 !(edited.is_some() && (m.key == "command" || m.key == "args"))
                     && !(remote.is_some()
-                        && REMOTE_MEMBERS.contains(&m.key.as_str())
+                        && context.remote_members.contains(&m.key.as_str())
                         && !(env_kept && m.key == "env"))
             };
             let am: Vec<&Member> = am.iter().filter(keep).collect();
@@ -916,14 +973,14 @@ fn same_outside(
                     return Err(here(at));
                 }
                 at.push(x.key.clone());
-                same_outside(a_text, &x.value, b_text, &y.value, at, expects)?;
+                same_outside(a_text, &x.value, b_text, &y.value, at, context)?;
                 at.pop();
             }
             Ok(())
         }
         (Kind::Array(ae), Kind::Array(be)) if ae.len() == be.len() => {
             for (x, y) in ae.iter().zip(be) {
-                same_outside(a_text, x, b_text, y, at, expects)?;
+                same_outside(a_text, x, b_text, y, at, context)?;
             }
             Ok(())
         }

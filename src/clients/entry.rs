@@ -301,7 +301,6 @@ fn remote(entry: &Node) -> Option<EntryState> {
     let Some(url) = url_node.as_str() else {
         return skip(format!("`{key}` is not a string"));
     };
-    let shown = shown_url(url);
     for twice in [
         "type",
         "url",
@@ -337,24 +336,9 @@ fn remote(entry: &Node) -> Option<EntryState> {
         }
         Some(None) => return skip("`type` is not a string".into()),
     }
-    let lower = url.to_ascii_lowercase();
     // `${VAR}`: the client expands it in the bridge's arguments as it did in `url`.
-    if !(lower.starts_with("http://") || lower.starts_with("https://") || url.starts_with("${")) {
-        return skip(format!("`{key}` {shown} is not an http:// or https:// URL"));
-    }
-    let before_query = url.split(['?', '#']).next().unwrap_or(url);
-    let authority = before_query
-        .split_once("://")
-        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(rest));
-    if authority.contains('@') {
-        return skip(
-            "the URL holds a user name or password, which would sit in the process list as an argument: move them to `headers`, then run `mcpwall wrap` again".into(),
-        );
-    }
-    if url.split('#').next().unwrap_or(url).contains('?') {
-        return skip(format!(
-            "the URL {shown} has a query (`?…`), where keys often travel; as the bridge's argument it would be visible to every user in the process list: move a key to `headers` if the server accepts one there, then run `mcpwall wrap` again"
-        ));
+    if let Some(why) = url_problem(key, url, true) {
+        return skip(why);
     }
     if let Some(auth) = CLIENT_SIDE_AUTH.iter().find(|k| entry.member(k).is_some()) {
         return skip(format!(
@@ -415,9 +399,38 @@ fn remote(entry: &Node) -> Option<EntryState> {
     })
 }
 
+/// Why the URL of `key` cannot become the bridge's `--upstream` argument, if it cannot:
+/// not http(s) (`expanded`: the client expands a leading `${VAR}` in arguments), or
+/// holding a user name, password or query, which would sit in the process list.
+pub(super) fn url_problem(key: &str, url: &str, expanded: bool) -> Option<String> {
+    let shown = shown_url(url);
+    let lower = url.to_ascii_lowercase();
+    if !(lower.starts_with("http://")
+        || lower.starts_with("https://")
+        || (expanded && url.starts_with("${")))
+    {
+        return Some(format!("`{key}` {shown} is not an http:// or https:// URL"));
+    }
+    let before_query = url.split(['?', '#']).next().unwrap_or(url);
+    let authority = before_query
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(rest));
+    if authority.contains('@') {
+        return Some(
+            "the URL holds a user name or password, which would sit in the process list as an argument: move them to `headers`, then run `mcpwall wrap` again".into(),
+        );
+    }
+    if url.split('#').next().unwrap_or(url).contains('?') {
+        return Some(format!(
+            "the URL {shown} has a query (`?…`), where keys often travel; as the bridge's argument it would be visible to every user in the process list: move a key to `headers` if the server accepts one there, then run `mcpwall wrap` again"
+        ));
+    }
+    None
+}
+
 /// Headers the bridge's HTTP client sets itself and refuses from configuration (the list
 /// `upstream::is_reserved` enforces at start).
-const RESERVED_HEADERS: &[&str] = &[
+pub(super) const RESERVED_HEADERS: &[&str] = &[
     "host",
     "content-type",
     "content-length",
@@ -431,7 +444,7 @@ const RESERVED_HEADERS: &[&str] = &[
 
 /// An HTTP header name: a token (RFC 9110), which also keeps `:` and line breaks out of
 /// the `Name: value` lines the bridge reads.
-fn is_header_name(name: &str) -> bool {
+pub(super) fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

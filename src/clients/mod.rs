@@ -6,6 +6,7 @@
 //! ([`edit`]), and [`Workspace::commit`] backs each file up and writes it atomically,
 //! recording what it did in `~/.mcpwall/wrapped.json` ([`record`]).
 
+pub mod codex;
 pub mod discover;
 pub mod edit;
 pub mod entry;
@@ -130,19 +131,14 @@ fn servers_of(client: Client, root: &Node, env: &Env) -> Vec<Server> {
 
 /// [`EntryState::classify`] for an entry of a file in `format`.
 fn state_in(format: edit::Format, node: &Node, is_node: &dyn Fn(&str) -> bool) -> EntryState {
-    let state = EntryState::classify(node, is_node);
-    match &state {
-        // Codex's remote entries carry credentials in keys of its own
-        // (`bearer_token_env_var`, `env_http_headers`), which a stdio entry there cannot
-        // pass on the same way: they are not rewritten.
-        EntryState::Remote { url, .. } if format == edit::Format::Toml => {
-            EntryState::Skipped(format!(
-                "Codex remote server: `wrap` does not rewrite Codex's `url` entries; to judge its traffic, make it a stdio entry running `mcpwall --upstream {}` by hand (docs/clients.md)",
-                entry::shown_url(url)
-            ))
-        }
-        _ => state,
+    // Codex's remote entries carry credentials in keys of its own ([`codex`]).
+    if format == edit::Format::Toml
+        && node.member("url").is_some()
+        && node.member("command").is_none()
+    {
+        return codex::state(node);
     }
+    EntryState::classify(node, is_node)
 }
 
 /// Every client file found, read once.
@@ -393,6 +389,24 @@ pub fn check_record(record: &Record, client: Client) -> Result<CheckedRecord, St
         ));
     }
     let format = client.format();
+    if let Some(stretch) = record.stretch() {
+        if client != Client::Codex {
+            return Err("it keeps a stretch of a file, which only Codex records do".into());
+        }
+        let remote = codex::check_stretch(&stretch)?;
+        check_stamp(record)?;
+        return Ok(CheckedRecord {
+            had_no_args: true,
+            original: codex::state_of(&remote),
+            original_command: String::new(),
+            original_args: Vec::new(),
+            launcher_bytes: None,
+            remote: Some(edit::RemoteExpect::Restored {
+                key: "url".into(),
+                url: remote.url,
+            }),
+        });
+    }
     let (original, original_text) = record_entry(format, &record.original)
         .map_err(|e| format!("its `original` is not a {} entry: {e}", client.syntax()))?;
     let had_no_args = original.member("args").is_none();
@@ -600,7 +614,11 @@ fn plan_doc_with(
     change.after = after;
     if !change.new_records.is_empty() {
         let after_root = edit::parse(&change.after, format).ok();
-        for record in &mut change.new_records {
+        for record in change
+            .new_records
+            .iter_mut()
+            .filter(|r| r.stretch_before_command.is_none())
+        {
             record.wrapped = after_root
                 .as_ref()
                 .and_then(|r| edit::entry_bytes_in(&change.after, r, format, &record.path))
@@ -660,6 +678,9 @@ fn plan_wrap_entry(
                 doc, root, server, wrapper, launcher, options, command, args, change,
             );
         }
+        EntryState::Remote { .. } if format == edit::Format::Toml => {
+            return plan_wrap_codex_remote(doc, root, server, wrapper, change);
+        }
         EntryState::Remote { url, .. } => {
             return plan_wrap_remote(doc, root, server, url, wrapper, change);
         }
@@ -715,6 +736,35 @@ fn plan_wrap_remote(
     Ok((Outcome::Wrapped, splices, Some(expect)))
 }
 
+/// Make a Codex remote entry a stdio entry running mcpwall's bridge, its credentials
+/// carried as references ([`codex::wrap_splices`]), recorded as the stretch of the file the
+/// edit changed so `unwrap` puts every byte back.
+fn plan_wrap_codex_remote(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    wrapper: &str,
+    change: &mut FileChange,
+) -> Step {
+    let bridged = codex::wrap_splices(&doc.text, root, &server.path, &server.name, wrapper)?;
+    let mut args = wrap_prefix(&server.name);
+    args.pop();
+    args.extend(["--upstream".to_string(), bridged.remote.url.clone()]);
+    let mut expect = record_wrap(doc, root, server, wrapper, args, change);
+    let record = change
+        .new_records
+        .last_mut()
+        .expect("record_wrap just added it");
+    record.original = bridged.stretch.original;
+    record.wrapped = bridged.stretch.wrapped;
+    record.stretch_before_command = Some(bridged.stretch.before_command);
+    expect.remote = Some(edit::RemoteExpect::BridgedCodex {
+        env: bridged.remote.bridge_env(),
+        env_vars: bridged.remote.env_vars(),
+    });
+    Ok((Outcome::Wrapped, bridged.splices, Some(expect)))
+}
+
 /// Record the entry as it is now, for `unwrap`, and say what it must look like once
 /// `wrapper` is in front of it with `args`.
 fn record_wrap(
@@ -734,6 +784,7 @@ fn record_wrap(
         // Filled in from the new text once every entry of the file is planned.
         wrapped: String::new(),
         wrapped_at: fsio::timestamp(std::time::SystemTime::now()),
+        stretch_before_command: None,
     });
     edit::Expect {
         path: server.path.clone(),
@@ -924,6 +975,9 @@ fn plan_unwrap_remote(
         None => None,
     };
     change.done_records.push(path.clone());
+    if format == edit::Format::Toml {
+        return plan_unwrap_codex_remote(doc, root, server, record, checked, exact);
+    }
     let current = edit::entry_bytes_in(&doc.text, root, format, path).unwrap_or_default();
     let was = checked.as_ref().and_then(|c| match &c.original {
         EntryState::Remote { key, .. } => Some(key.clone()),
@@ -977,6 +1031,44 @@ fn plan_unwrap_remote(
         Outcome::Unwrapped
     };
     Ok((outcome, splices, Some(expect)))
+}
+
+/// Put a Codex bridge back: the recorded stretch byte for byte when the file still holds
+/// what the wrap wrote there, else the remote entry rebuilt from the bridge entry as it is
+/// now (its other keys kept).
+fn plan_unwrap_codex_remote(
+    doc: &Doc,
+    root: &Node,
+    server: &Server,
+    record: Option<&Record>,
+    checked: Option<CheckedRecord>,
+    exact: bool,
+) -> Step {
+    let path = &server.path;
+    let restored = |url: String| edit::Expect {
+        path: path.clone(),
+        command: String::new(),
+        args: Vec::new(),
+        remote: Some(edit::RemoteExpect::Restored {
+            key: "url".into(),
+            url,
+        }),
+    };
+    if exact
+        && let Some(stretch) = record.and_then(Record::stretch)
+        && let Some(remote) = checked.and_then(|c| c.remote)
+        && let Some(splices) = codex::restore_splices(&doc.text, root, path, &stretch)
+        && let edit::RemoteExpect::Restored { url, .. } = remote
+    {
+        return Ok((Outcome::Restored, splices, Some(restored(url))));
+    }
+    let (splices, remote) = codex::unbridge_splices(&doc.text, root, path)?;
+    let outcome = if record.is_some() {
+        Outcome::RestoredKeepingEdits
+    } else {
+        Outcome::Unwrapped
+    };
+    Ok((outcome, splices, Some(restored(remote.url))))
 }
 
 impl Workspace {

@@ -31,6 +31,24 @@ pub struct Record {
     pub wrapped: String,
     /// When (UTC, `YYYYMMDDTHHMMSSZ`).
     pub wrapped_at: String,
+    /// For a Codex remote entry made a bridge, whose edit changes keys a TOML table need
+    /// not hold together: `original` and `wrapped` are the stretch of the file the edit
+    /// changed, and this many of `wrapped`'s bytes come before the bridge's `command` key
+    /// (where `unwrap` finds the stretch again). Absent from every other record, and from
+    /// records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stretch_before_command: Option<usize>,
+}
+
+impl Record {
+    /// The stretch a Codex remote wrap changed, if this record is one.
+    pub fn stretch(&self) -> Option<super::codex::Stretch> {
+        Some(super::codex::Stretch {
+            original: self.original.clone(),
+            wrapped: self.wrapped.clone(),
+            before_command: self.stretch_before_command?,
+        })
+    }
 }
 
 /// The records file is unreadable or malformed.

@@ -32,6 +32,13 @@ mod tls;
 
 /// The environment variable whose value is sent as `Authorization: Bearer <value>`.
 pub const TOKEN_ENV: &str = "MCPWALL_UPSTREAM_TOKEN";
+/// The environment variable naming *another* variable whose value is the bearer token:
+/// how a wrapped Codex entry's `bearer_token_env_var` reaches the bridge (Codex writes no
+/// value into the file, and neither does `wrap`).
+pub const TOKEN_VAR_ENV: &str = "MCPWALL_UPSTREAM_BEARER_ENV";
+/// The environment variable holding `Name: VARIABLE` lines: header `Name` is sent with the
+/// value of `$VARIABLE` (a wrapped Codex entry's `env_http_headers`).
+pub const HEADER_VARS_ENV: &str = "MCPWALL_UPSTREAM_ENV_HEADERS";
 /// Redirects followed (same origin only) before giving up.
 const MAX_REDIRECTS: usize = 5;
 /// How long connecting (TCP and TLS) may take.
@@ -61,6 +68,10 @@ pub enum UpstreamError {
     HeaderEnv { var: &'static str, why: String },
     #[error("${TOKEN_ENV} is not a valid header value (control characters?)")]
     BadToken,
+    /// A credential named by reference ([`TOKEN_VAR_ENV`], [`HEADER_VARS_ENV`]) that
+    /// cannot be had; the bridge does not start without it.
+    #[error("${var}: {why}")]
+    Reference { var: &'static str, why: String },
     #[error("TLS setup failed: {0}")]
     Tls(String),
     #[error("cannot connect to {authority}: {why}")]
@@ -116,6 +127,86 @@ pub struct Settings {
     /// `Name: value` lines from an environment variable (named first, for messages),
     /// read as a header file's: how a wrapped remote entry's `headers` reach the server.
     pub header_env: Option<(&'static str, String)>,
+    /// Headers whose values were read from the variables [`HEADER_VARS_ENV`] names
+    /// ([`referenced_credentials`]): `Name: value` lines.
+    pub referenced_headers: Option<String>,
+}
+
+/// What [`referenced_credentials`] found.
+#[derive(Default)]
+pub struct Referenced {
+    /// The bearer token, from the variable [`TOKEN_VAR_ENV`] names.
+    pub token: Option<String>,
+    /// `Name: value` lines, each value from the variable [`HEADER_VARS_ENV`] names for it.
+    pub header_lines: Option<String>,
+}
+
+/// Read the credentials the environment names rather than holds ([`TOKEN_VAR_ENV`],
+/// [`HEADER_VARS_ENV`]), with `lookup` reading a variable. A named variable that is unset
+/// or empty is an error: the bridge never falls back to an unauthenticated connection.
+/// Errors name variables and headers, never a value.
+pub fn referenced_credentials(
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Referenced, UpstreamError> {
+    let mut out = Referenced::default();
+    let read = |var: &'static str, name: &str, what: &str| {
+        if !is_variable_name(name) {
+            return Err(UpstreamError::Reference {
+                var,
+                why: format!("{name:?} is not an environment variable name"),
+            });
+        }
+        match lookup(name) {
+            Some(v) if !v.trim().is_empty() => Ok(v),
+            _ => Err(UpstreamError::Reference {
+                var,
+                why: format!(
+                    "{what} comes from ${name}, which is not set (or empty) where mcpwall was started; set it where the client runs (Codex passes it on when the entry's `env_vars` names it), then start the client again"
+                ),
+            }),
+        }
+    };
+    if let Some(name) = lookup(TOKEN_VAR_ENV).filter(|n| !n.trim().is_empty()) {
+        out.token = Some(read(TOKEN_VAR_ENV, name.trim(), "the bearer token")?);
+    }
+    if let Some(lines) = lookup(HEADER_VARS_ENV).filter(|l| !l.trim().is_empty()) {
+        let mut resolved = Vec::new();
+        for (n, line) in lines.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let Some((header, name)) = line.split_once(':') else {
+                return Err(UpstreamError::Reference {
+                    var: HEADER_VARS_ENV,
+                    why: format!("line {}: expected `Header: VARIABLE`", n + 1),
+                });
+            };
+            let header = header.trim();
+            let value = read(HEADER_VARS_ENV, name.trim(), &format!("header {header}"))?;
+            if value.contains(['\r', '\n']) {
+                return Err(UpstreamError::Reference {
+                    var: HEADER_VARS_ENV,
+                    why: format!(
+                        "the value of ${} for header {header} holds a line break",
+                        name.trim()
+                    ),
+                });
+            }
+            resolved.push(format!("{header}: {}", value.trim()));
+        }
+        out.header_lines = Some(resolved.join("\n"));
+    }
+    Ok(out)
+}
+
+/// A portable environment variable name: a letter or `_`, then letters, digits or `_`.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 type Io = Box<dyn Conn>;
@@ -180,6 +271,22 @@ impl Upstream {
                     eprintln!(
                         "mcpwall: warning: ${var}: header {name} still holds a `${{…}}` reference: the client did not expand it (is the variable set where the client runs?); it is sent as written"
                     );
+                }
+            }
+            headers.extend(from_env);
+        }
+        if let Some(lines) = &settings.referenced_headers {
+            let bad = |why: String| UpstreamError::Reference {
+                var: HEADER_VARS_ENV,
+                why,
+            };
+            let mut from_env = HeaderMap::new();
+            parse_header_lines(lines, &mut from_env).map_err(bad)?;
+            for (name, _) in &from_env {
+                if is_reserved(name) || headers.contains_key(name) {
+                    return Err(bad(format!(
+                        "{name} is set by mcpwall itself or given twice"
+                    )));
                 }
             }
             headers.extend(from_env);

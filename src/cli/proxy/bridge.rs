@@ -25,9 +25,22 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
     };
     crate::cli::common::warn_ignored(&policy, &chatter);
     crate::cli::common::warn_shadowed(&policy, &load_options, &chatter);
-    let token = std::env::var(upstream::TOKEN_ENV)
+    let mut token = std::env::var(upstream::TOKEN_ENV)
         .ok()
         .filter(|t| !t.is_empty());
+    // A wrapped Codex entry names its credentials' variables; each must be set.
+    let referenced = upstream::referenced_credentials(&|name| std::env::var(name).ok())
+        .map_err(|e| miette::miette!("{e}"))?;
+    if let Some(from_var) = referenced.token {
+        if token.is_some() {
+            return Err(miette::miette!(
+                "both ${} and ${} give the bearer token; keep one",
+                upstream::TOKEN_ENV,
+                upstream::TOKEN_VAR_ENV
+            ));
+        }
+        token = Some(from_var);
+    }
     // A remote entry `wrap` turned into a bridge carries its headers here.
     let var = crate::clients::entry::UPSTREAM_HEADERS_ENV;
     let header_env = std::env::var(var)
@@ -43,6 +56,7 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
         header_file: args.header_file.clone(),
         token,
         header_env,
+        referenced_headers: referenced.header_lines,
     })
     .map_err(|e| miette::miette!("{e}"))?;
     let server_name = args

@@ -36,7 +36,7 @@ pub struct Args {
     /// Milliseconds between SIGTERM and SIGKILL (tests).
     #[arg(long, hide = true, default_value_t = 2000)]
     pub kill_grace_ms: u64,
-    /// Bridge mode: the MCP server at this Streamable HTTP URL instead of a command (stdio towards the client). Headers and tokens come from --header-file, $MCPWALL_UPSTREAM_HEADERS (`Name: value` lines; what `wrap` writes for a remote entry's headers) and $MCPWALL_UPSTREAM_TOKEN, never from the command line.
+    /// Bridge mode: the MCP server at this Streamable HTTP URL instead of a command (stdio towards the client). Headers and tokens come from --header-file, $MCPWALL_UPSTREAM_HEADERS (`Name: value` lines; what `wrap` writes for a remote entry's headers), $MCPWALL_UPSTREAM_TOKEN, and variables named by $MCPWALL_UPSTREAM_BEARER_ENV and $MCPWALL_UPSTREAM_ENV_HEADERS (`Header: VAR` lines; what `wrap` writes for Codex), never from the command line.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     pub upstream: Option<String>,
     /// With --upstream: a file of `Name: value` lines sent with every request (e.g. an API key).
