@@ -22,8 +22,8 @@
 
 use super::edit::{self, EditError, Format, Splice};
 use super::entry::{self, EntryState};
+use super::entry::{HEADER_VARS_ENV, TOKEN_VAR_ENV, is_variable_name};
 use super::json_span::{Kind, Member, Node};
-use crate::upstream::{HEADER_VARS_ENV, TOKEN_VAR_ENV, is_variable_name};
 
 /// The keys holding a Codex remote server's credentials, which the bridge entry carries
 /// in `env` and `env_vars` instead.
@@ -43,17 +43,6 @@ const SHARED_KEYS: &[&str] = &[
     "disabled_tools",
     "tools",
     "name",
-];
-
-/// Members an edit of a Codex remote entry may change: the URL and credentials on one
-/// side, the bridge's `command`, `args`, `env` and `env_vars` on the other.
-pub const EDITED_MEMBERS: &[&str] = &[
-    "url",
-    "bearer_token_env_var",
-    "http_headers",
-    "env_http_headers",
-    "env",
-    "env_vars",
 ];
 
 /// A Codex remote server the bridge can serve: everything it sends, by reference where

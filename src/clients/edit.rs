@@ -806,6 +806,17 @@ pub enum RemoteExpect {
     },
 }
 
+/// Members an edit of a Codex remote entry may change: the URL and credentials on one
+/// side, the bridge's `command`, `args`, `env` and `env_vars` on the other.
+pub const CODEX_EDITED_MEMBERS: &[&str] = &[
+    "url",
+    "bearer_token_env_var",
+    "http_headers",
+    "env_http_headers",
+    "env",
+    "env_vars",
+];
+
 /// The members of a remote entry an edit may change besides `command` and `args`.
 const REMOTE_MEMBERS: &[&str] = &["type", "url", "serverUrl", "headers", "env"];
 
@@ -918,7 +929,7 @@ pub fn verify(before: &str, after: &str, format: Format, expects: &[Expect]) -> 
     let mut at = Vec::new();
     let edited_members: Vec<&str> = match format {
         Format::Json(_) => REMOTE_MEMBERS.to_vec(),
-        Format::Toml => super::codex::EDITED_MEMBERS.to_vec(),
+        Format::Toml => CODEX_EDITED_MEMBERS.to_vec(),
     };
     let context = Outside {
         expects,

@@ -78,6 +78,24 @@ pub enum EntryState {
 /// `headers`, and the value never reaches the process list as an argument would.
 pub const UPSTREAM_HEADERS_ENV: &str = "MCPWALL_UPSTREAM_HEADERS";
 
+/// The environment variable naming *another* variable whose value is the bearer token:
+/// how a wrapped Codex entry's `bearer_token_env_var` reaches the bridge (Codex writes no
+/// value into the file, and neither does `wrap`).
+pub const TOKEN_VAR_ENV: &str = "MCPWALL_UPSTREAM_BEARER_ENV";
+
+/// The environment variable holding `Name: VARIABLE` lines: header `Name` is sent with the
+/// value of `$VARIABLE` (a wrapped Codex entry's `env_http_headers`).
+pub const HEADER_VARS_ENV: &str = "MCPWALL_UPSTREAM_ENV_HEADERS";
+
+/// A portable environment variable name: a letter or `_`, then letters, digits or `_`.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// The options of an original mcpwall (Node) wrapper: `-c/--config FILE`,
 /// `--log-level LEVEL`, `--strict` (its README's CLI section).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -32,13 +32,7 @@ mod tls;
 
 /// The environment variable whose value is sent as `Authorization: Bearer <value>`.
 pub const TOKEN_ENV: &str = "MCPWALL_UPSTREAM_TOKEN";
-/// The environment variable naming *another* variable whose value is the bearer token:
-/// how a wrapped Codex entry's `bearer_token_env_var` reaches the bridge (Codex writes no
-/// value into the file, and neither does `wrap`).
-pub const TOKEN_VAR_ENV: &str = "MCPWALL_UPSTREAM_BEARER_ENV";
-/// The environment variable holding `Name: VARIABLE` lines: header `Name` is sent with the
-/// value of `$VARIABLE` (a wrapped Codex entry's `env_http_headers`).
-pub const HEADER_VARS_ENV: &str = "MCPWALL_UPSTREAM_ENV_HEADERS";
+pub use crate::clients::entry::{HEADER_VARS_ENV, TOKEN_VAR_ENV, is_variable_name};
 /// Redirects followed (same origin only) before giving up.
 const MAX_REDIRECTS: usize = 5;
 /// How long connecting (TCP and TLS) may take.
@@ -198,15 +192,6 @@ pub fn referenced_credentials(
         out.header_lines = Some(resolved.join("\n"));
     }
     Ok(out)
-}
-
-/// A portable environment variable name: a letter or `_`, then letters, digits or `_`.
-pub fn is_variable_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 type Io = Box<dyn Conn>;
