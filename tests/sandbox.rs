@@ -500,7 +500,10 @@ fn a_plan_handed_over_on_stdin_applies_and_leaves_the_servers_input_alone() {
     let out = helper_with_plan_on_stdin(&["sh", "-c", &script], &input);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
-    assert!(!stdout.contains(&secret), "the hidden file was read: {stdout}");
+    assert!(
+        !stdout.contains(&secret),
+        "the hidden file was read: {stdout}"
+    );
     assert_eq!(stdout, "{\"jsonrpc\":\"2.0\",\"id\":1}\nsecond line\n");
 
     // `sandbox: off`: an empty plan, and the input still arrives whole.
@@ -520,10 +523,17 @@ fn a_helper_whose_input_ends_before_its_plan_starts_nothing() {
     let marker = env.root().join("server-ran");
     let script = format!("touch '{}'", marker.display());
     // mcpwall gave up (its policy did not load) after sending part of a plan, or none.
-    for input in [&b""[..], &b"\x10\x00"[..], &b"\x40\x00\x00\x00{\"hidden\""[..]] {
+    for input in [
+        &b""[..],
+        &b"\x10\x00"[..],
+        &b"\x40\x00\x00\x00{\"hidden\""[..],
+    ] {
         let out = helper_with_plan_on_stdin(&["sh", "-c", &script], input);
         assert!(!out.status.success(), "{out:?}");
         assert!(!marker.exists(), "the server ran without a plan");
-        assert!(out.stderr.is_empty(), "an abandoned start is quiet: {out:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "an abandoned start is quiet: {out:?}"
+        );
     }
 }
