@@ -410,3 +410,130 @@ fn the_server_dies_with_mcpwall() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_log_dir_outside_the_state_directory_is_created_private_and_hidden() {
+    if !kernel_sandbox_available() {
+        return;
+    }
+    // Missing when mcpwall starts, and outside ~/.mcpwall: the audit writer creates it only
+    // after the server is running, so the server must not get there first.
+    let env_root = TempEnv::new();
+    let logs = env_root.root().join("audit/logs");
+    let h = home(&format!("settings:\n  log_dir: \"{}\"\n", logs.display()));
+    let l = logs.display();
+    let input = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+        serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_command", "arguments": {"command": format!(
+                "mkdir -p {l}; echo forged > {l}/planted; cat {l}/*.audit.jsonl; ls -a {l}"
+            )}}
+        })
+        .to_string(),
+    ]
+    .join("\n")
+        + "\n";
+    let run = h.env.run_command(proxy(&h), &input);
+    assert!(
+        !logs.join("planted").exists(),
+        "the server wrote into the log directory: {}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("mcpwall/sandbox"),
+        "the server read the audit log: {}",
+        run.stdout
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&logs).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the log directory is owner-only");
+        let parent = std::fs::metadata(logs.parent().unwrap()).unwrap();
+        assert_eq!(
+            parent.permissions().mode() & 0o777,
+            0o700,
+            "so is its new parent"
+        );
+    }
+    let days = std::fs::read_dir(&logs).unwrap().count();
+    assert!(days > 0, "mcpwall's own audit still lands there");
+}
+
+/// `mcpwall __sandbox-exec PID - -- CMD…`: the helper as mcpwall starts it before the
+/// policy is loaded, with `input` on its standard input.
+fn helper_with_plan_on_stdin(cmd: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(harness::MCPWALL)
+        .args(["__sandbox-exec", &std::process::id().to_string(), "-", "--"])
+        .args(cmd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_plan_handed_over_on_stdin_applies_and_leaves_the_servers_input_alone() {
+    if !kernel_sandbox_available() {
+        return;
+    }
+    let env = TempEnv::new();
+    let secret = fake_secret();
+    env.write("hidden/key", &secret);
+    let plan = mcpwall::sandbox::Plan {
+        hidden: vec![env.root().join("hidden")],
+        read_only: Vec::new(),
+        writable: None,
+        network: mcpwall::sandbox::Network::All,
+        required: true,
+    };
+    let mut input = mcpwall::sandbox::helper::plan_message(Some(&plan));
+    // What mcpwall writes next is the server's: it must arrive whole.
+    input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":1}\nsecond line\n");
+    let key = env.root().join("hidden/key");
+    let script = format!("cat '{}' 2>/dev/null; cat", key.display());
+    let out = helper_with_plan_on_stdin(&["sh", "-c", &script], &input);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        !stdout.contains(&secret),
+        "the hidden file was read: {stdout}"
+    );
+    assert_eq!(stdout, "{\"jsonrpc\":\"2.0\",\"id\":1}\nsecond line\n");
+
+    // `sandbox: off`: an empty plan, and the input still arrives whole.
+    let mut input = mcpwall::sandbox::helper::plan_message(None);
+    input.extend_from_slice(b"hello\n");
+    let out = helper_with_plan_on_stdin(&["cat"], &input);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n", "{out:?}");
+}
+
+#[test]
+fn a_helper_whose_input_ends_before_its_plan_starts_nothing() {
+    if !cfg!(unix) {
+        eprintln!("skipped: servers start without the helper on Windows");
+        return;
+    }
+    let env = TempEnv::new();
+    let marker = env.root().join("server-ran");
+    let script = format!("touch '{}'", marker.display());
+    // mcpwall gave up (its policy did not load) after sending part of a plan, or none.
+    for input in [
+        &b""[..],
+        &b"\x10\x00"[..],
+        &b"\x40\x00\x00\x00{\"hidden\""[..],
+    ] {
+        let out = helper_with_plan_on_stdin(&["sh", "-c", &script], input);
+        assert!(!out.status.success(), "{out:?}");
+        assert!(!marker.exists(), "the server ran without a plan");
+        assert!(
+            out.stderr.is_empty(),
+            "an abandoned start is quiet: {out:?}"
+        );
+    }
+}

@@ -421,12 +421,20 @@ pub fn sandbox_plan_of(
         );
         return Ok(None);
     };
-    // A mount covers what exists: mcpwall's state directory exists before the server
-    // starts, or the server could create it (and a policy or an approval in it) first.
-    let state = load_options.home.join(".mcpwall");
-    if !state.exists() {
-        let _ = crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true))
-            .create(&state);
+    // A mount covers what exists: mcpwall's state directories exist before the server
+    // starts, or the server could create one first (a policy or an approval in
+    // `~/.mcpwall`, forged days or a planted link in a `log_dir` elsewhere) and keep it
+    // open to itself, since the audit writer creates the log directory only later.
+    for dir in std::iter::once(load_options.home.join(".mcpwall")).chain(log_dir.map(Into::into)) {
+        if let Err(e) = create_private_dir(&dir) {
+            chatter.log(
+                crate::io::LogLevel::Warn,
+                format_args!(
+                    "sandbox: cannot create {} ({e}): the sandbox hides it only once it exists",
+                    dir.display()
+                ),
+            );
+        }
     }
     if cfg!(windows) {
         let shortfalls = Support::probe().shortfalls(&plan);
@@ -455,6 +463,15 @@ pub fn sandbox_plan_of(
         );
     }
     Ok(Some(std::sync::Arc::new(plan)))
+}
+
+/// Create `dir` and its missing parents owner-only (0700 on Unix); one that exists is left
+/// as it is (the audit writer tightens a log directory it opens).
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    crate::platform::owner_only_dir(std::fs::DirBuilder::new().recursive(true)).create(dir)
 }
 
 /// The audit line that says how the server was sandboxed (or that it was not).

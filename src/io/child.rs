@@ -15,6 +15,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::platform::{self, ProcessTree};
 use crate::sandbox::Plan;
+use crate::sandbox::helper::Handover;
 
 /// What to run.
 #[derive(Clone)]
@@ -88,13 +89,81 @@ pub struct ServerProcess {
 /// Spawn the server with our environment and working directory, stdin/stdout piped
 /// and stderr inherited.
 pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
-    let command = spec.program.to_string_lossy().into_owned();
     // On Linux every server starts through the helper, which ties its life to mcpwall's
     // (parent-death signal) and applies the sandbox, if any; elsewhere only a sandboxed
     // one does (Windows: never).
     let through_helper = cfg!(target_os = "linux") || (cfg!(unix) && spec.sandbox.is_some());
-    let mut builder = match &spec.sandbox {
-        plan if through_helper => {
+    let handover = through_helper.then_some(Handover::Now(spec.sandbox.as_deref()));
+    launch(spec, handover)
+}
+
+/// A server whose start waits for its sandbox: on Unix the helper is already running (its
+/// own start overlapping the caller's policy load) and waits for the plan on its input;
+/// on Windows nothing runs yet.
+#[derive(Debug)]
+pub struct Prepared {
+    spec: ChildSpec,
+    waiting: Option<(ServerProcess, ChildStdin, ChildStdout)>,
+}
+
+/// Start the sandbox helper for `spec`'s server before its plan is known (`spec.sandbox`
+/// is ignored); [`Prepared::start`] hands it the plan. Fails as [`spawn`] does for a
+/// command that does not exist.
+pub fn prepare(spec: &ChildSpec) -> Result<Prepared, SpawnError> {
+    let waiting = if cfg!(unix) {
+        Some(launch(spec, Some(Handover::OnStdin))?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        spec: spec.clone(),
+        waiting,
+    })
+}
+
+impl Prepared {
+    /// The server, in the sandbox of `plan` (`None`: `sandbox: off`).
+    pub async fn start(
+        self,
+        plan: Option<Arc<Plan>>,
+    ) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
+        let Some((server, mut stdin, stdout)) = self.waiting else {
+            return spawn(&ChildSpec {
+                sandbox: plan,
+                ..self.spec
+            });
+        };
+        use tokio::io::AsyncWriteExt;
+        let message = crate::sandbox::helper::plan_message(plan.as_deref());
+        if let Err(source) = stdin.write_all(&message).await {
+            // The helper is gone (killed, or out of memory); it says why on stderr.
+            return Err(SpawnError::Other {
+                command: self.spec.program.to_string_lossy().into_owned(),
+                source,
+            });
+        }
+        Ok((server, stdin, stdout))
+    }
+
+    /// The server will not run: end the waiting helper (its input closes, so it exits
+    /// without starting anything) and reap it.
+    pub async fn abandon(self) {
+        if let Some((mut server, stdin, _)) = self.waiting {
+            drop(stdin);
+            server.signal(platform::SIGKILL);
+            let _ = server.wait().await;
+        }
+    }
+}
+
+/// Spawn through the sandbox helper (`Some`: with this handover of the plan) or directly.
+fn launch(
+    spec: &ChildSpec,
+    helper: Option<Handover<'_>>,
+) -> Result<(ServerProcess, ChildStdin, ChildStdout), SpawnError> {
+    let command = spec.program.to_string_lossy().into_owned();
+    let mut builder = match helper {
+        Some(handover) => {
             // The helper would say it too, but only after it started: a missing command
             // keeps the error (and exit code 127) it has without the sandbox.
             if !platform::program_exists(&spec.program, &spec.env) {
@@ -102,13 +171,13 @@ pub fn spawn(spec: &ChildSpec) -> Result<(ServerProcess, ChildStdin, ChildStdout
             }
             let mut b = Command::new(platform::own_executable());
             b.args(crate::sandbox::helper::command_line(
-                plan.as_deref(),
+                handover,
                 &spec.program,
                 &spec.args,
             ));
             b
         }
-        _ => {
+        None => {
             let mut b = Command::new(platform::resolve_program(&spec.program));
             b.args(&spec.args);
             b

@@ -187,6 +187,21 @@ pub fn own_executable() -> std::path::PathBuf {
     std::env::current_exe().unwrap_or_else(|_| "mcpwall".into())
 }
 
+/// Fill `buf` from standard input, unbuffered: the sandbox helper reads its plan there and
+/// must not take a byte more, since what follows in the pipe is the server's input.
+pub fn read_stdin_exact(mut buf: &mut [u8]) -> io::Result<()> {
+    let stdin = std::io::stdin();
+    while !buf.is_empty() {
+        match rustix::io::read(stdin.as_fd(), &mut *buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => buf = &mut buf[n..],
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// The signal that ended a process, if one did.
 pub fn exit_signal(status: ExitStatus) -> Option<i32> {
     std::os::unix::process::ExitStatusExt::signal(&status)

@@ -213,6 +213,11 @@ fn find_program(
     std::env::split_paths(path_var?).find_map(|dir| with_extensions(&dir.join(name)))
 }
 
+/// Not used on Windows: servers start without the sandbox helper (`io::child`).
+pub fn read_stdin_exact(_buf: &mut [u8]) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 /// The signal that ended a process: none on Windows (every process has an exit code).
 pub fn exit_signal(_status: ExitStatus) -> Option<i32> {
     None

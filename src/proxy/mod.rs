@@ -133,6 +133,26 @@ pub fn start(spec: &ChildSpec) -> Result<Started, ProxyError> {
     })
 }
 
+/// Start the server's sandbox helper before the policy is loaded (inside the runtime):
+/// [`start_prepared`] hands it the sandbox, and the helper's own start has overlapped
+/// the load.
+pub fn prepare(spec: &ChildSpec) -> Result<child::Prepared, ProxyError> {
+    Ok(child::prepare(spec)?)
+}
+
+/// The [`prepare`]d server, in the sandbox of `plan` (`None`: `sandbox: off`).
+pub async fn start_prepared(
+    prepared: child::Prepared,
+    plan: Option<Arc<crate::sandbox::Plan>>,
+) -> Result<Started, ProxyError> {
+    let (server, server_in, server_out) = prepared.start(plan).await?;
+    Ok(Started {
+        server,
+        server_in,
+        server_out,
+    })
+}
+
 impl Started {
     /// The policy cannot run: kill the server, which has been sent nothing, and reap it.
     pub async fn abandon(mut self) {

@@ -373,7 +373,7 @@ pub fn self_test() -> Result<(), String> {
     };
     let out = std::process::Command::new(crate::platform::own_executable())
         .args(helper::command_line(
-            Some(&plan),
+            helper::Handover::Now(Some(&plan)),
             &"cat".into(),
             &[hidden.join("secret").into_os_string()],
         ))

@@ -80,7 +80,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         // Otherwise loading validates everything a user can get wrong (YAML, keys,
         // regexes, globs, their sizes), with file, line and column, and a policy that
         // fails it never starts the server.
+        // With a policy file, the sandbox is known only once the file is loaded: the
+        // sandbox helper starts now and waits for it, so that its own start (a second
+        // exec of this binary: about a millisecond) overlaps the loading.
         let mut early = None;
+        let mut prepared = None;
         if load_options.is_zero_config()
             && let Some(sandbox) = config::default_pack_sandbox(&load_options)
         {
@@ -92,12 +96,17 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 crate::cli::common::sandbox_plan_of(&sandbox, None, &load_options, &quiet)?;
             let started = proxy::start(&spec);
             early = Some((sandbox, spec, started));
+        } else {
+            prepared = Some(proxy::prepare(&spec));
         }
         let policy = match config::load_without_pack_examples(&load_options) {
             Ok(policy) => policy,
             Err(e) => {
                 if let Some((_, _, Ok(server))) = early {
                     server.abandon().await;
+                }
+                if let Some(Ok(helper)) = prepared {
+                    helper.abandon().await;
                 }
                 return Err(miette::Report::new(e));
             }
@@ -122,8 +131,26 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     server.abandon().await;
                 }
                 let mut spec = spec;
-                spec.sandbox = crate::cli::common::sandbox_plan(&policy, &load_options, &chatter)?;
-                (spec, None)
+                spec.sandbox =
+                    match crate::cli::common::sandbox_plan(&policy, &load_options, &chatter) {
+                        Ok(plan) => plan,
+                        Err(e) => {
+                            if let Some(Ok(helper)) = prepared {
+                                helper.abandon().await;
+                            }
+                            return Err(e);
+                        }
+                    };
+                // The helper waiting since the start gets its plan now; it becomes the
+                // server while the policy compiles.
+                let started = match prepared {
+                    Some(Ok(helper)) => {
+                        Some(proxy::start_prepared(helper, spec.sandbox.clone()).await)
+                    }
+                    Some(Err(e)) => Some(Err(e)),
+                    None => None,
+                };
+                (spec, started)
             }
         };
         let sandbox_event = crate::cli::common::sandbox_event(spec.sandbox.as_deref());
