@@ -1,14 +1,15 @@
 """The install test's smoke test: one installed mcpwall, from a clean HOME, with no Rust
 toolchain on PATH (.ci/dist runs it on every install path).
 
-Usage: smoke.py --label LABEL --target TRIPLE --version VERSION [--wine] -- MCPWALL_COMMAND...
+Usage: smoke.py --label LABEL --target TRIPLE --version VERSION [--wine] [--no-proxy REASON]
+                -- MCPWALL_COMMAND...
        smoke.py --label LABEL --url URL --token-file FILE   (`mcpwall serve`, e.g. a container)
 
 MCPWALL_COMMAND is how the install path starts mcpwall: a path (archive, venv), or a
 launcher (`npx -y mcpwall-rs@VERSION`, `uvx --from WHEEL mcpwall`). It checks that
 1. `mcpwall --version` names VERSION, a commit and TARGET;
 2. `mcpwall check` denies a read of an SSH key (built-in defaults: the clean HOME has no
-   policy) and allows an ordinary read;
+   policy) and allows an ordinary read; `explain-policy` shows the built-in pack;
 3. the proxy relays a server's `tools/list` to the official MCP Python SDK client, and denies
    the SSH key read the client then asks for (the fake key never reaches the client). The
    server is the official filesystem server (npm); under Wine, where there is no Windows
@@ -136,6 +137,16 @@ class Smoke:
             self.fail("check must allow an ordinary read (exit 0)", f"exit {allowed.returncode}\n{allowed.stdout}{allowed.stderr}")
         self.ok("check denies the SSH key read (exit 1), allows an ordinary read (exit 0)")
 
+    def explain_policy(self):
+        # The built-in defaults (the clean HOME has no policy): the pack compiles in this
+        # build, and its first rule is the SSH-key one `check` just applied.
+        run = self.run(["explain-policy"])
+        if run.returncode != 0 or "builtin:rules/default.yml" not in run.stdout or "block-ssh-keys" not in run.stdout:
+            self.fail("explain-policy must show the built-in pack and its block-ssh-keys rule (exit 0)",
+                      f"exit {run.returncode}\n{run.stdout[:2000]}{run.stderr}")
+        rules = next((line.strip() for line in run.stdout.splitlines() if line.startswith("Inbound rules")), "?")
+        self.ok(f"explain-policy shows the built-in pack ({rules.rstrip(':')})")
+
     def server(self) -> list:
         if self.wine:
             exe = windows_path(Path(self.command[-1]))
@@ -203,6 +214,7 @@ def main():
     parser.add_argument("--target")
     parser.add_argument("--version")
     parser.add_argument("--wine", action="store_true")
+    parser.add_argument("--no-proxy", metavar="REASON", help="leave the proxy test out, saying why")
     parser.add_argument("--url")
     parser.add_argument("--token-file")
     parser.add_argument("command", nargs="*")
@@ -223,7 +235,11 @@ def main():
         smoke = Smoke(args, Path(tmp))
         smoke.version()
         smoke.check()
-        anyio.run(smoke.proxy)
+        smoke.explain_policy()
+        if args.no_proxy:
+            print(f"   {args.label}: NOT RUN: the proxy test: {args.no_proxy}", flush=True)
+        else:
+            anyio.run(smoke.proxy)
 
 
 if __name__ == "__main__":
