@@ -415,13 +415,27 @@ impl<'p> Reference<'p> {
             .filter(|s| s.is_text())
             .map(|s| s.text().unwrap())
             .collect();
-        self.outbound_texts(&texts, size, method, tool, call.server)
+        // Content items: strings under a `"text"` key, by their index in `texts`.
+        let mut content = Vec::new();
+        let mut at = 0;
+        for (i, s) in scalars.iter().enumerate() {
+            if !s.is_text() {
+                continue;
+            }
+            if matches!(s, Scalar::Str(_)) && i > 0 && matches!(scalars[i - 1], Scalar::Key("text"))
+            {
+                content.push(at);
+            }
+            at += 1;
+        }
+        self.outbound_texts(&texts, &content, size, method, tool, call.server)
     }
 
     /// Outbound outcome for a non-JSON line.
     pub fn scan_text(&self, line: &str, call: &Call) -> String {
         self.outbound_texts(
             &[line.to_string()],
+            &[],
             line.len(),
             call.method,
             call.tool,
@@ -432,6 +446,7 @@ impl<'p> Reference<'p> {
     fn outbound_texts(
         &self,
         texts: &[String],
+        content: &[usize],
         size: usize,
         method: Option<&str>,
         tool: Option<&str>,
@@ -460,6 +475,33 @@ impl<'p> Reference<'p> {
                         for f in &out {
                             found.push((ti, f.range.start, f.range.end));
                             any = true;
+                        }
+                    }
+                    // A token cut across content items: their join without a space.
+                    if content.len() >= 2 {
+                        let mut joined = String::new();
+                        let mut starts = Vec::new();
+                        for &ti in content {
+                            starts.push(joined.len());
+                            joined.push_str(&texts[ti]);
+                        }
+                        let mut cache = self.detector.cache();
+                        let mut out = Vec::new();
+                        self.detector.find(&joined, &mut cache, &mut out);
+                        for f in &out {
+                            let parts: Vec<(usize, usize, usize)> = content
+                                .iter()
+                                .zip(&starts)
+                                .filter_map(|(&ti, &start)| {
+                                    let end = start + texts[ti].len();
+                                    let (a, b) = (f.range.start.max(start), f.range.end.min(end));
+                                    (a < b).then(|| (ti, a - start, b - start))
+                                })
+                                .collect();
+                            if parts.len() > 1 {
+                                found.extend(parts);
+                                any = true;
+                            }
                         }
                     }
                     any
