@@ -91,33 +91,71 @@ fn frame() -> impl Strategy<Value = String> {
 }
 
 /// What the engine says should happen: (bytes to the server, ids answered with an error).
-fn predict(program: &Program, raw: &[u8]) -> (Vec<u8>, Vec<String>) {
+/// `in_flight`: the ids of the requests forwarded so far (the test's server never answers),
+/// as JSON values; a request reusing one is refused and answered with a null id, so its
+/// answer cannot pass for the one in flight's (session contract point 2).
+fn predict(
+    program: &Program,
+    raw: &[u8],
+    in_flight: &mut std::collections::HashSet<String>,
+) -> (Vec<u8>, Vec<String>) {
+    const NULL: &str = "null";
     let mut parsed = Parsed::new();
     parsed
         .parse(raw, &Limits::default())
         .expect("generated frames are valid");
     let frame = Frame::new(raw, &parsed);
     let mut scratch = program.scratch();
-    let verdicts: Vec<bool> = frame
+    let key = |m: &mcpwall::frame::Message| -> Option<String> {
+        (m.kind == MessageKind::Request).then(|| {
+            let id = frame.id_raw(m).expect("requests have ids");
+            serde_json::from_slice::<serde_json::Value>(id)
+                .unwrap()
+                .to_string()
+        })
+    };
+    // Why each message is refused, if it is: `Some(true)` for a reused id.
+    let refusals: Vec<Option<bool>> = frame
         .messages()
         .iter()
         .map(|m| {
-            program
+            if key(m).is_some_and(|k| in_flight.contains(&k)) {
+                Some(true)
+            } else if !program
                 .evaluate_request(&frame, m, &mut scratch)
                 .is_allowed()
+            {
+                Some(false)
+            } else {
+                None
+            }
         })
         .collect();
-    if verdicts.iter().all(|a| *a) {
+    let keys: Vec<String> = frame.messages().iter().filter_map(key).collect();
+    let twins = keys.len() != keys.iter().collect::<std::collections::HashSet<_>>().len();
+    if !twins && refusals.iter().all(Option::is_none) {
+        in_flight.extend(keys);
         let mut out = raw.to_vec();
         out.push(b'\n');
         return (out, Vec::new());
     }
+    // A batch is refused whole; its allowed members under its first refused member's rule.
+    let culprit_reused = twins || refusals.iter().flatten().next() == Some(&true);
     let ids = frame
         .messages()
         .iter()
-        .zip(&verdicts)
-        .filter(|(m, allowed)| m.kind == MessageKind::Request && (parsed.is_batch() || !**allowed))
-        .map(|(m, _)| String::from_utf8(frame.id_raw(m).unwrap().to_vec()).unwrap())
+        .zip(&refusals)
+        .filter(|(m, refused)| {
+            m.kind == MessageKind::Request && (parsed.is_batch() || refused.is_some())
+        })
+        .map(|(m, refused)| {
+            let reused = twins || refused.unwrap_or(culprit_reused);
+            if reused {
+                NULL.to_string()
+            } else {
+                String::from_utf8(frame.id_raw(m).unwrap().to_vec()).unwrap()
+            }
+        })
         .collect();
     (Vec::new(), ids)
 }
@@ -149,8 +187,9 @@ proptest! {
     ) {
         let program = program(&rules, default_deny);
         let mut session = Session::new(program.clone(), Options::quiet("props"));
+        let mut in_flight = std::collections::HashSet::new();
         for raw in &frames {
-            let (to_server, ids) = predict(&program, raw.as_bytes());
+            let (to_server, ids) = predict(&program, raw.as_bytes(), &mut in_flight);
             let mut out = Outbox::default();
             session.from_client(Line::Frame(raw.as_bytes()), &mut out);
             let forwarded = out.to_server;
