@@ -1225,6 +1225,24 @@ fn rules_are_listed_in_precedence_order_with_their_engines() {
     );
 }
 
+/// `program`'s outbound verdict on the first message of `line`, an answer to a
+/// `tools/call`.
+fn scan_response<'s>(
+    program: &mcpwall::program::Program,
+    line: &str,
+    scratch: &'s mut mcpwall::program::Scratch,
+) -> mcpwall::verdict::Outcome<'s> {
+    let mut parsed = mcpwall::frame::Parsed::new();
+    support::parse(line.as_bytes(), &mut parsed);
+    let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
+    let call = support::Call {
+        method: Some("tools/call"),
+        tool: None,
+        server: "s",
+    };
+    program.scan_response(&frame, &frame.messages()[0], &call.info(), scratch)
+}
+
 #[test]
 fn redaction_labels_and_counts_name_detectors_and_rules() {
     let env = TestEnv::new();
@@ -1237,20 +1255,7 @@ fn redaction_labels_and_counts_name_detectors_and_rules() {
     let line = env.fill(
         r#"{"jsonrpc":"2.0","id":1,"result":{"a":"{aws} internal","b":"{ghp}","c":"{aws}"}}"#,
     );
-    let mut parsed = mcpwall::frame::Parsed::new();
-    support::parse(line.as_bytes(), &mut parsed);
-    let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
-    let outcome = program.scan_response(
-        &frame,
-        &frame.messages()[0],
-        &support::Call {
-            method: Some("tools/call"),
-            tool: None,
-            server: "s",
-        }
-        .info(),
-        &mut scratch,
-    );
+    let outcome = scan_response(&program, &line, &mut scratch);
     let mcpwall::verdict::Outcome::Redact { redactions, .. } = outcome else {
         panic!("expected a redaction, got {outcome:?}");
     };
@@ -1277,15 +1282,7 @@ fn a_token_cut_across_two_content_items_is_found_and_each_part_redacted() {
     let line = format!(
         r#"{{"jsonrpc":"2.0","id":1,"result":{{"content":[{{"type":"text","text":"key: {head}"}},{{"type":"text","text":"{tail} (rotated)"}}]}}}}"#
     );
-    let mut parsed = mcpwall::frame::Parsed::new();
-    support::parse(line.as_bytes(), &mut parsed);
-    let frame = mcpwall::frame::Frame::new(line.as_bytes(), &parsed);
-    let call = support::Call {
-        method: Some("tools/call"),
-        tool: None,
-        server: "s",
-    };
-    let outcome = program.scan_response(&frame, &frame.messages()[0], &call.info(), &mut scratch);
+    let outcome = scan_response(&program, &line, &mut scratch);
     let mcpwall::verdict::Outcome::Redact { redactions, .. } = outcome else {
         panic!("the cut token was not found: {outcome:?}");
     };
@@ -1294,10 +1291,7 @@ fn a_token_cut_across_two_content_items_is_found_and_each_part_redacted() {
     assert_eq!(cut, [head, tail]);
     // Apart, with a space between the items, the parts are two words, not a token.
     let spaced = line.replace(&format!("{tail} (rotated)"), &format!(" {tail} (rotated)"));
-    let mut parsed = mcpwall::frame::Parsed::new();
-    support::parse(spaced.as_bytes(), &mut parsed);
-    let frame = mcpwall::frame::Frame::new(spaced.as_bytes(), &parsed);
-    let outcome = program.scan_response(&frame, &frame.messages()[0], &call.info(), &mut scratch);
+    let outcome = scan_response(&program, &spaced, &mut scratch);
     assert!(
         matches!(outcome, mcpwall::verdict::Outcome::Pass),
         "{outcome:?}"

@@ -58,14 +58,7 @@ impl Scrape {
                 return text(StatusCode::FORBIDDEN, "forbidden\n");
             }
         }
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| {
-                let (scheme, token) = h.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
+        let presented = super::server::bearer_token(req);
         let reader = presented
             .and_then(|t| gateway.tokens.identify(t))
             .filter(|name| self.readers.iter().any(|r| **r == **name));

@@ -443,14 +443,7 @@ impl Gateway {
             }
         }
         let cert = req.extensions().get::<Arc<super::tls::ClientCertificate>>();
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| {
-                let (scheme, token) = h.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
+        let presented = bearer_token(req);
         let by_cert = cert.map(|c| self.tokens.identify_certificate(&c.names));
         let why = match (presented.map(|t| self.tokens.identify(t)), by_cert) {
             (Some(Some(name)), None | Some(Err(_))) => return Ok(Some(name)),
@@ -1195,6 +1188,13 @@ async fn read_body(mut body: Incoming, max: usize) -> Result<Body, hyper::Error>
     } else {
         Ok(Body::Whole(whole))
     }
+}
+
+/// The token of an `Authorization: Bearer …` header, if the request has one.
+pub(super) fn bearer_token<B>(req: &Request<B>) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 pub(super) fn is_loopback_host(host: &str) -> bool {
