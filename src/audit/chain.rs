@@ -69,6 +69,22 @@ pub fn digest(bytes: &[u8]) -> Link {
     hex(&Sha256::digest(bytes).into())
 }
 
+/// [`digest`] of `len` bytes of `file` from `from`, read a block at a time: a cut region
+/// can be as long as the file, and is never held whole.
+pub fn digest_of(file: &mut File, from: u64, len: u64) -> io::Result<Link> {
+    file.seek(SeekFrom::Start(from))?;
+    let mut h = Sha256::new();
+    let mut block = vec![0; 64 * 1024];
+    let mut left = len;
+    while left > 0 {
+        let n = block.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        file.read_exact(&mut block[..n])?;
+        h.update(&block[..n]);
+        left -= n as u64;
+    }
+    Ok(hex(&h.finalize().into()))
+}
+
 fn hex(digest: &[u8; 32]) -> Link {
     let mut out = [0u8; 64];
     const HEX: &[u8; 16] = b"0123456789abcdef";

@@ -44,7 +44,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Read as _, Seek as _, Write as _};
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -722,14 +722,12 @@ impl DayFile {
             // and the cut one are what an earlier mending write (cut off in turn, on a
             // disk that freed a little room) left.
             let from = tip.chained.map_or(cut_from, |(end, _)| end);
-            let mut cut = vec![0; (size - from) as usize];
-            self.log.seek(io::SeekFrom::Start(from))?;
-            self.log.read_exact(&mut cut)?;
+            let sha256 = chain::digest_of(&mut self.log, from, size - from)?;
             chained.push(b'\n');
             let record = records::Record::CutLine {
                 offset: from,
                 length: size - from,
-                sha256: chain::digest(&cut),
+                sha256,
             };
             let body = record.body(now, own.session, own.server);
             prev = chain::push_chained(chained, body.as_bytes(), &prev);
