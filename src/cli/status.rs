@@ -816,30 +816,40 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
         for server in &doc.servers {
             let name = format!("{}/{}", doc.file.client, server_label(server));
             let cwd = server_dir(&ws.env, doc, server);
+            // What every wrapped entry needs, stdio or remote: its mcpwall command found
+            // and its policy loading.
+            let mut wrapper_problem = |wrapper: &str| {
+                if resolve_on_path(wrapper, path_var, Some(&cwd)).is_none() {
+                    Some(Check::bad(
+                        Status::Fail,
+                        name.clone(),
+                        format!("the mcpwall command `{wrapper}` in {shown} is not found"),
+                        format!(
+                            "run `mcpwall wrap {}` to point it at this mcpwall",
+                            server.name
+                        ),
+                    ))
+                } else if let Err(why) = policies.verify(&ws.env, doc, server) {
+                    Some(Check::bad(
+                        Status::Fail,
+                        name.clone(),
+                        format!("cannot start: {why} ({shown})"),
+                        "fix the policy (`mcpwall explain-policy -c FILE` shows every problem with its line), or point `-c` in the entry at a file that exists",
+                    ))
+                } else {
+                    None
+                }
+            };
             match &server.state {
                 EntryState::Wrapped {
-                    wrapper, command, ..
+                    wrapper,
+                    command,
+                    args,
+                    ..
                 } => {
-                    if resolve_on_path(wrapper, path_var, Some(&cwd)).is_none() {
-                        checks.push(Check::bad(
-                            Status::Fail,
-                            name,
-                            format!("the mcpwall command `{wrapper}` in {shown} is not found"),
-                            format!(
-                                "run `mcpwall wrap {}` to point it at this mcpwall",
-                                server.name
-                            ),
-                        ));
-                    } else if let Err(why) = policies.verify(&ws.env, doc, server) {
-                        checks.push(Check::bad(
-                            Status::Fail,
-                            name,
-                            format!("cannot start: {why} ({shown})"),
-                            "fix the policy (`mcpwall explain-policy -c FILE` shows every problem with its line), or point `-c` in the entry at a file that exists",
-                        ));
-                    } else if let EntryState::Wrapped { command, args, .. } = &server.state
-                        && clients::entry::original_inside(command, args).is_some()
-                    {
+                    if let Some(problem) = wrapper_problem(wrapper) {
+                        checks.push(problem);
+                    } else if clients::entry::original_inside(command, args).is_some() {
                         checks.push(Check::bad(
                             Status::Warn,
                             name,
@@ -866,25 +876,9 @@ fn check_servers(ws: &Workspace, path_var: Option<&std::ffi::OsStr>) -> Vec<Chec
                 }
                 EntryState::WrappedRemote { wrapper, .. } => {
                     let what = server.state.remote_line().unwrap_or_default();
-                    if resolve_on_path(wrapper, path_var, Some(&cwd)).is_none() {
-                        checks.push(Check::bad(
-                            Status::Fail,
-                            name,
-                            format!("the mcpwall command `{wrapper}` in {shown} is not found"),
-                            format!(
-                                "run `mcpwall wrap {}` to point it at this mcpwall",
-                                server.name
-                            ),
-                        ));
-                    } else if let Err(why) = policies.verify(&ws.env, doc, server) {
-                        checks.push(Check::bad(
-                            Status::Fail,
-                            name,
-                            format!("cannot start: {why} ({shown})"),
-                            "fix the policy (`mcpwall explain-policy -c FILE` shows every problem with its line), or point `-c` in the entry at a file that exists",
-                        ));
-                    } else {
-                        checks.push(Check::ok(name, format!("protected; {what}")));
+                    match wrapper_problem(wrapper) {
+                        Some(problem) => checks.push(problem),
+                        None => checks.push(Check::ok(name, format!("protected; {what}"))),
                     }
                 }
                 EntryState::Remote { .. } => checks.push(Check::bad(
