@@ -29,6 +29,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod session;
 pub(crate) mod shell;
+pub mod ship;
 pub mod text;
 pub mod upstream;
 pub mod verdict;

@@ -44,6 +44,7 @@ const LAYERS: &[&str] = &[
     "io",
     "approval_queue",
     "upstream",
+    "ship",
     // Transports.
     "proxy",
     "bridge",

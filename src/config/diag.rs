@@ -68,6 +68,8 @@ pub enum Code {
     BadSandboxPath,
     /// A `sandbox:` entry that would give a server mcpwall's own state.
     ProtectedState,
+    /// A network address that is not `SCHEME://HOST:PORT` with a scheme mcpwall speaks.
+    BadAddress,
 }
 
 impl Code {
@@ -100,6 +102,7 @@ impl Code {
             Code::UnknownException => "unknown_exception",
             Code::BadSandboxPath => "bad_sandbox_path",
             Code::ProtectedState => "protected_state",
+            Code::BadAddress => "bad_address",
         }
     }
 
