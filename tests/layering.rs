@@ -40,10 +40,11 @@ const LAYERS: &[&str] = &[
     "session",
     // Around the session, for the transports.
     "audit",
-    "driver",
     "io",
     "approval_queue",
     "upstream",
+    // What drives a session for every transport.
+    "driver",
     // Transports.
     "proxy",
     "bridge",

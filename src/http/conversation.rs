@@ -38,7 +38,10 @@ use super::identities::{Judge, LiveJudges};
 use super::metrics::Metrics;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
+use crate::driver::approvals::Approvals;
+use crate::driver::handout::{Handout, Side};
 use crate::driver::judging::{self, SharedSession};
+use crate::driver::{Driven, reading};
 use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
@@ -61,8 +64,6 @@ pub enum Backend {
 const TO_SERVER_QUEUE: usize = 64;
 /// Between closing the server's stdin and SIGTERM, and between SIGTERM and SIGKILL.
 const SERVER_GRACE: Duration = Duration::from_secs(2);
-/// How often the decision files of calls waiting for `mcpwall approve` are read.
-const APPROVAL_POLL: Duration = Duration::from_millis(200);
 /// How long a legacy or WebSocket client may leave its messages unread before its
 /// session is ended.
 const STALLED_READER: Duration = Duration::from_secs(60);
@@ -93,14 +94,14 @@ pub struct Conversation {
     /// The session's frame limits (fixed by its program).
     limits: crate::frame::Limits,
     routes: Mutex<Routes>,
-    to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    audit: AuditSender,
+    /// The server's stdin (its writer task), or the upstream link.
+    to_server: Side,
+    /// Notices, audit events (named by [`Self::stamp`]) and held calls, with their timer.
+    handout: Handout,
     chatter: Chatter,
     ended: AtomicBool,
     /// Wakes the supervisor to end the session (DELETE, shutdown).
     end: Notify,
-    /// Wakes the approval timer when a call was held (`action: ask`).
-    deadline_changed: Notify,
     /// When the client last sent a request (POST or GET).
     last_used: Mutex<std::time::Instant>,
     /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
@@ -115,9 +116,6 @@ pub struct Conversation {
     /// The audit log's `server` for this conversation's events (a named server of
     /// several), or `None` for the listener's name.
     server: Option<Arc<str>>,
-    home: Option<std::path::PathBuf>,
-    /// The pending queue, opened when the first call is offered to `mcpwall approve`.
-    queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
     /// Numbers the requests the conversation itself sends (`resources/unsubscribe`).
     gateway_requests: std::sync::atomic::AtomicU64,
 }
@@ -319,19 +317,22 @@ impl Conversation {
                 stateless,
                 ..Routes::default()
             }),
-            to_server: Mutex::new(Some(tx)),
-            audit,
+            to_server: Side::new(tx),
+            handout: Handout {
+                chatter,
+                audit,
+                // A gateway's human is not at the client's desktop.
+                approvals: Arc::new(Approvals::new(home, chatter, false)),
+                transport: None,
+            },
             chatter,
             ended: AtomicBool::new(false),
             end: Notify::new(),
-            deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
             stateless,
             transport,
             server,
-            home,
-            queue: Mutex::new(None),
             gateway_requests: std::sync::atomic::AtomicU64::new(0),
         })
     }
@@ -344,7 +345,7 @@ impl Conversation {
     pub fn end(&self) {
         // From now on nothing more reaches the server (a revoked identity's next
         // message included), even before the supervisor wakes.
-        self.lock_sender().take();
+        self.to_server.close();
         self.end.notify_one();
     }
 
@@ -540,23 +541,8 @@ impl Conversation {
     /// [`Self::deliver`] for one outbox; in a stateless conversation, what the session made
     /// of the gateway's answers to the server's requests (to be delivered in turn).
     async fn deliver_one(&self, mut out: Outbox) -> Option<Outbox> {
-        for notice in &out.notices {
-            self.chatter
-                .log(notice.level, format_args!("{}", notice.text));
-        }
-        if !out.events.is_empty() {
-            self.audit.send(&mut out.events);
-        }
-        self.offer_approvals(&mut out);
-        if out.asked {
-            self.deadline_changed.notify_one();
-        }
-        if !out.to_server.is_empty() {
-            let tx = self.lock_sender().clone();
-            if let Some(tx) = tx {
-                let _ = tx.send(std::mem::take(&mut out.to_server)).await;
-            }
-        }
+        self.handout.side_effects(&mut out);
+        self.to_server.send(&mut out.to_server).await;
         let mut refusals = Vec::new();
         let mut paced = Vec::new();
         if !out.to_client.is_empty() {
@@ -636,54 +622,14 @@ impl Conversation {
     }
 
     /// Read the server's lines, judge each, and deliver what the session lets through.
-    async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
-        loop {
-            while let Some(line) = reader.next_buffered() {
-                let out = self.judged(Peer::Server, line).await;
-                self.deliver(out).await;
-                // A server writing as fast as it can does not keep the one thread from
-                // the other sessions.
-                tokio::task::yield_now().await;
-            }
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    // What is left is a last line without its newline (refused).
-                    while let Some(line) = reader.next_buffered() {
-                        let out = self.judged(Peer::Server, line).await;
-                        self.deliver(out).await;
-                    }
-                    return;
-                }
-                Err(e) => {
-                    self.chatter.log(
-                        LogLevel::Info,
-                        format_args!("reading the server's output failed: {e}"),
-                    );
-                    return;
-                }
-            }
-        }
+    async fn read_server(self: Arc<Self>, reader: LineReader<tokio::process::ChildStdout>) {
+        reading::relay(reader, Peer::Server, &*self, &self.chatter).await;
     }
 
-    /// Judge what the upstream sends, until the link ends or the upstream ends the session.
+    /// Judge what the upstream sends, until the link ends or the upstream ends the
+    /// session (`supervise_upstream` answers what is left).
     async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) {
-        while let Some(item) = rx.recv().await {
-            let line = match &item {
-                FromUpstream::Message(data) => Line::Frame(data),
-                FromUpstream::TooLarge { len, head } => Line::TooLarge { len: *len, head },
-                FromUpstream::Unanswered { sent, why } => {
-                    let out = self
-                        .with_session(|session, out| session.unanswered(sent, why, out))
-                        .await;
-                    self.deliver(out).await;
-                    continue;
-                }
-                FromUpstream::Gone(_) => return,
-            };
-            let out = self.judged(Peer::Server, line).await;
-            self.deliver(out).await;
-        }
+        reading::relay_upstream(&mut rx, &*self).await;
     }
 
     /// Wait for the upstream to end the session or for the session to be ended; then end
@@ -698,7 +644,7 @@ impl Conversation {
             _ = &mut reader => "the upstream ended the session",
             () = self.end.notified() => "the session was ended",
         };
-        self.lock_sender().take();
+        self.to_server.close();
         if tokio::time::timeout(SERVER_GRACE * 4, &mut link)
             .await
             .is_err()
@@ -717,7 +663,7 @@ impl Conversation {
             .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
-        self.deadline_changed.notify_one();
+        self.handout.approvals.wake();
     }
 
     /// Wait for the server to exit or the session to be ended; then answer every request
@@ -731,7 +677,7 @@ impl Conversation {
             status = server.wait() => status,
             () = self.end.notified() => {
                 // Closing stdin is the stdio way to ask a server to exit.
-                self.lock_sender().take();
+                self.to_server.close();
                 match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
                     Ok(status) => status,
                     Err(_) => {
@@ -757,7 +703,7 @@ impl Conversation {
             server.end_leftovers(SERVER_GRACE).await;
         }
         self.ended.store(true, Ordering::Release);
-        self.lock_sender().take();
+        self.to_server.close();
         let why = match status {
             Ok(s) => crate::io::child::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
@@ -767,56 +713,13 @@ impl Conversation {
             .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
-        self.deadline_changed.notify_one();
+        self.handout.approvals.wake();
     }
 
-    /// Calls held for `mcpwall approve` go to the pending queue; calls no longer held
-    /// leave it (as the stdio proxy does, `proxy/approvals.rs`).
-    fn offer_approvals(&self, out: &mut Outbox) {
-        if out.approvals.is_empty() && out.withdrawn.is_empty() {
-            return;
-        }
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        crate::approval_queue::hand_over(&mut queue, self.home.as_deref(), out, &self.chatter);
-    }
-
-    /// Apply the decisions `mcpwall approve` wrote for this session's held calls, and
-    /// refuse the calls whose time is up.
-    async fn read_decisions(&self) -> Outbox {
-        self.with_session(|session, out| {
-            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(queue) = queue.as_ref() {
-                queue.apply_decisions(session, out);
-            }
-            drop(queue);
-            session.expire(std::time::Instant::now(), out);
-        })
-        .await
-    }
-
-    /// Refuse calls held for approval (`action: ask`) when their time is up (the session
-    /// has no clock), and apply `mcpwall approve`'s decisions, read every
-    /// [`APPROVAL_POLL`] while a call waits for one.
+    /// Refuse calls held for approval (`action: ask`) when their time is up, and apply
+    /// `mcpwall approve`'s decisions (`driver::approvals`).
     async fn expire_approvals(self: Arc<Self>) {
-        while !self.is_ended() {
-            let (deadline, waiting) = {
-                let s = self.session.lock().await;
-                (s.next_deadline(), !s.awaiting_cli().is_empty())
-            };
-            let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
-            match [deadline, poll].into_iter().flatten().min() {
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => {
-                            let out = self.read_decisions().await;
-                            self.deliver(out).await;
-                        }
-                        () = self.deadline_changed.notified() => {}
-                    }
-                }
-                None => self.deadline_changed.notified().await,
-            }
-        }
+        self.handout.approvals.run(&*self).await;
     }
 
     /// Judge one line under the policy in force now (adopting a reloaded one first), and
@@ -832,11 +735,7 @@ impl Conversation {
     /// Run `f` on the session (a timer, the server's exit), with its events named by the
     /// judge whose program wrote them.
     async fn with_session(&self, f: impl FnOnce(&mut Session, &mut Outbox)) -> Outbox {
-        let judge = self.judge.read().await;
-        let mut out = Outbox::default();
-        f(&mut *self.session.lock().await, &mut out);
-        self.stamp(&judge, &mut out);
-        out
+        self.act(f).await.0
     }
 
     /// Give the session's audit events this conversation's facts and the listener's rule
@@ -895,8 +794,28 @@ impl Conversation {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_sender(&self) -> MutexGuard<'_, Option<mpsc::Sender<Vec<u8>>>> {
-        self.to_server.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Driven for Conversation {
+    async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
+        self.judged(from, line).await
+    }
+
+    /// Events named by the judge whose program wrote them.
+    async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
+        let judge = self.judge.read().await;
+        let mut out = Outbox::default();
+        let r = f(&mut *self.session.lock().await, &mut out);
+        self.stamp(&judge, &mut out);
+        (out, r)
+    }
+
+    async fn deliver(&self, out: Outbox) {
+        Conversation::deliver(self, out).await;
+    }
+
+    fn is_ended(&self) -> bool {
+        Conversation::is_ended(self)
     }
 }
 
