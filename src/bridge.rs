@@ -193,7 +193,7 @@ impl Bridge {
 
 impl Driven for Bridge {
     async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
-        judging::judge(&self.session, &self.share, from, line).await
+        judging::judge(&self.session, &self.share, from, line, Outbox::default()).await
     }
 
     async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {

@@ -45,8 +45,7 @@ use crate::driver::{Driven, reading};
 use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
-use crate::session::ids::route_key;
-use crate::session::{self, Line, Outbox, Peer, Session};
+use crate::session::{self, Line, Outbox, Peer, Route, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
 
@@ -547,15 +546,17 @@ impl Conversation {
         let mut paced = Vec::new();
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
+            // The session says what each line is; none is read again to route it.
+            let mut facts = out.routes.take().unwrap_or_default().into_iter();
             for line in lines(&out.to_client) {
-                if line.is_empty() {
-                    continue;
-                }
-                if self.stateless && routes.park(line) {
+                let route = facts.next();
+                debug_assert!(route.is_some(), "the session wrote a line without its route");
+                let route = route.unwrap_or(Route::Batch);
+                if self.stateless && routes.park(line, &route) {
                     continue;
                 }
                 if self.stateless
-                    && let Some(refusal) = super::modern::answer_server_request(line)
+                    && let Some(refusal) = super::modern::answer_server_request(&route)
                 {
                     // A server request no stateless request can carry (see
                     // `stateless.rs`): the gateway answers it, and the session judges
@@ -569,7 +570,7 @@ impl Conversation {
                         paced.extend(s.pace(Bytes::copy_from_slice(line)));
                     }
                 } else {
-                    routes.route(line);
+                    routes.route(line, &route);
                 }
             }
         }
@@ -727,7 +728,8 @@ impl Conversation {
     async fn judged(&self, from: Peer, line: Line<'_>) -> Outbox {
         self.adopt_current_policy().await;
         let judge = self.judge.read().await;
-        let mut out = judging::judge(&self.session, &judge.share, from, line).await;
+        let routed = Outbox::with_routes();
+        let mut out = judging::judge(&self.session, &judge.share, from, line, routed).await;
         self.stamp(&judge, &mut out);
         out
     }
@@ -773,7 +775,7 @@ impl Conversation {
             self.end();
             return;
         };
-        let mut out = Outbox::default();
+        let mut out = Outbox::with_routes();
         self.session.lock().await.adopt(
             new.program.clone(),
             new.guard.clone(),
@@ -804,7 +806,7 @@ impl Driven for Conversation {
     /// Events named by the judge whose program wrote them.
     async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
         let judge = self.judge.read().await;
-        let mut out = Outbox::default();
+        let mut out = Outbox::with_routes();
         let r = f(&mut *self.session.lock().await, &mut out);
         self.stamp(&judge, &mut out);
         (out, r)
@@ -839,23 +841,18 @@ impl Routes {
         }
     }
 
-    /// Put one message the session let through on the one stream it belongs to.
-    fn route(&mut self, line: &[u8]) {
+    /// Put one message the session let through on the one stream it belongs to, by
+    /// what the session said it is (`route`).
+    fn route(&mut self, line: &[u8], route: &Route) {
         let data = Bytes::copy_from_slice(line);
-        let answered = match classify(line) {
-            Kind::Answer(key) => match self.answers.remove(&key) {
-                Some(stream) => Some(stream),
-                // Every request the session forwards was registered by its POST; an
-                // answer no POST waits for has nowhere to go (the GET stream must not
-                // carry answers), so it is not sent.
-                None => return,
-            },
-            Kind::Other => None,
-        };
-        if let Some(stream) = answered {
-            if let Kind::Answer(key) = classify(line) {
-                self.asking.remove(&key);
-            }
+        if let Route::Answer(Some(key)) = route {
+            // Every request the session forwards was registered by its POST; an answer
+            // no POST waits for has nowhere to go (the GET stream must not carry
+            // answers), so it is not sent.
+            let Some(stream) = self.answers.remove(key) else {
+                return;
+            };
+            self.asking.remove(key);
             self.sse_posts.retain(|s| *s != stream);
             self.progress.retain(|_, s| *s != stream);
             if let Some(s) = self.streams.get_mut(&stream) {
@@ -869,47 +866,47 @@ impl Routes {
             }
             return;
         }
-        let (method, token) = if self.stateless {
-            notification_head(line)
-        } else {
-            (None, None)
-        };
-        if let Some(stream) = token.and_then(|t| self.progress.get(&t)) {
-            if let Some(s) = self.streams.get_mut(stream) {
-                s.push(data, false);
-            }
-            return;
-        }
-        if method.as_deref() == Some(RESOURCE_UPDATED) {
-            // For the listen streams that asked for this resource; when none is left, the
-            // gateway's subscription on the server is ended (`deliver_one`).
-            let uri = updated_uri(line);
-            let mut wanted = false;
-            self.listeners.retain(|l| {
-                if !uri.as_ref().is_some_and(|u| l.uris.contains(u)) {
-                    return true;
-                }
-                let kept = super::modern::tagged(line, &l.id)
-                    .is_some_and(|frame| l.tx.try_send(frame).is_ok());
-                wanted |= kept;
-                kept
-            });
-            if let Some(uri) = uri.filter(|_| !wanted) {
-                self.unwanted.push(uri);
-            }
-            return;
-        }
-        if let Some(method) = method.as_deref()
-            && super::modern::LISTENED.iter().any(|(_, _, m)| *m == method)
+        if self.stateless
+            && let Route::Notification {
+                method,
+                progress,
+                uri,
+            } = route
         {
-            // A listener that is not read (its queue full) or closed is dropped: its
-            // client loses the stream rather than events in the middle of it.
-            self.listeners.retain(|l| {
-                !l.methods.contains(&method)
-                    || super::modern::tagged(line, &l.id)
-                        .is_some_and(|frame| l.tx.try_send(frame).is_ok())
-            });
-            return;
+            if let Some(stream) = progress.as_ref().and_then(|t| self.progress.get(t)) {
+                if let Some(s) = self.streams.get_mut(stream) {
+                    s.push(data, false);
+                }
+                return;
+            }
+            if &**method == RESOURCE_UPDATED {
+                // For the listen streams that asked for this resource; when none is left,
+                // the gateway's subscription on the server is ended (`deliver_one`).
+                let mut wanted = false;
+                self.listeners.retain(|l| {
+                    if !uri.as_ref().is_some_and(|u| l.uris.iter().any(|w| **w == **u)) {
+                        return true;
+                    }
+                    let kept = super::modern::tagged(line, &l.id)
+                        .is_some_and(|frame| l.tx.try_send(frame).is_ok());
+                    wanted |= kept;
+                    kept
+                });
+                if let Some(uri) = uri.as_ref().filter(|_| !wanted) {
+                    self.unwanted.push(uri.to_string());
+                }
+                return;
+            }
+            if super::modern::LISTENED.iter().any(|(_, _, m)| *m == &**method) {
+                // A listener that is not read (its queue full) or closed is dropped: its
+                // client loses the stream rather than events in the middle of it.
+                self.listeners.retain(|l| {
+                    !l.methods.contains(&&**method)
+                        || super::modern::tagged(line, &l.id)
+                            .is_some_and(|frame| l.tx.try_send(frame).is_ok())
+                });
+                return;
+            }
         }
         // A request or notification of the server's: the newest request stream a client
         // reads as SSE, else the GET stream, which keeps it until a GET comes (a
@@ -935,17 +932,17 @@ impl Routes {
     /// request's client is answered `input_required` (the server's request as its one
     /// input request) and the call is parked until the client retries with the answer.
     /// `false`: not such a request, or not one request it can belong to.
-    fn park(&mut self, line: &[u8]) -> bool {
-        let Ok(request) = serde_json::from_slice::<serde_json::Value>(line) else {
+    fn park(&mut self, line: &[u8], route: &Route) -> bool {
+        let Route::Request { id, method, params } = route else {
             return false;
         };
-        let (Some(method), Some(server_id)) = (request["method"].as_str(), request.get("id"))
-        else {
+        let Ok(server_id) = serde_json::from_slice::<serde_json::Value>(id) else {
             return false;
         };
         if self.parked.len() >= MAX_PARKED {
             return false;
         }
+        let method = &**method;
         let mut candidates = self
             .asking
             .iter()
@@ -962,8 +959,11 @@ impl Routes {
             return false;
         };
         let mut input = serde_json::json!({"method": method});
-        if let Some(params) = request.get("params") {
-            input["params"] = params.clone();
+        if let Some(params) = params
+            .clone()
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(line.get(r)?).ok())
+        {
+            input["params"] = params;
         }
         let answer = serde_json::json!({"jsonrpc": "2.0", "id": ask.gateway_id,
             "result": {"resultType": "input_required",
@@ -980,7 +980,7 @@ impl Routes {
             Parked {
                 key,
                 ask,
-                inputs: vec![("input-1".to_string(), server_id.clone())],
+                inputs: vec![("input-1".to_string(), server_id)],
                 since: std::time::Instant::now(),
             },
         );
@@ -998,68 +998,8 @@ impl Routes {
     }
 }
 
-enum Kind {
-    /// A response, by its id's canonical JSON text.
-    Answer(String),
-    Other,
-}
-
-/// What kind of message a line the session let through is. The session has parsed the
-/// line whole (duplicate members refused), so its head is read without parsing it again.
-fn classify(line: &[u8]) -> Kind {
-    let head = crate::frame::read_head(line);
-    match head.id {
-        Some(id) if !head.method => match route_key(&line[id]) {
-            Some(key) => Kind::Answer(key),
-            None => Kind::Other,
-        },
-        _ => Kind::Other,
-    }
-}
-
 /// The notification a subscribed resource's change arrives as.
 const RESOURCE_UPDATED: &str = "notifications/resources/updated";
-
-/// The `params.uri` of a `notifications/resources/updated`.
-fn updated_uri(line: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Params {
-        uri: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Updated {
-        params: Params,
-    }
-    serde_json::from_slice::<Updated>(line)
-        .ok()
-        .map(|u| u.params.uri)
-}
-
-/// A notification's method, and its `progressToken` (canonical JSON text) when it is a
-/// `notifications/progress`.
-fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
-    #[derive(serde::Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow, rename = "progressToken")]
-        token: Option<&'a serde_json::value::RawValue>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        params: Option<Params<'a>>,
-    }
-    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
-        return (None, None);
-    };
-    let method = head.method.map(|m| m.into_owned());
-    let token = (method.as_deref() == Some("notifications/progress"))
-        .then(|| head.params?.token)
-        .flatten()
-        .and_then(|t| route_key(t.get().as_bytes()));
-    (method, token)
-}
 
 /// The lines of what the session wrote (each ends in `\n`), found with memchr: an answer
 /// of many megabytes is split on the I/O thread.
@@ -1079,26 +1019,5 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
         if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_answer_is_told_from_a_request_by_its_head() {
-        assert!(
-            matches!(classify(br#"{"jsonrpc":"2.0","id":5,"result":{"method":"x"}}"#),
-            Kind::Answer(k) if k == "5")
-        );
-        assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#),
-            Kind::Other
-        ));
-        assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#),
-            Kind::Other
-        ));
     }
 }
