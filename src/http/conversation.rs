@@ -147,6 +147,10 @@ struct Routes {
     asking: HashMap<String, InputAsk>,
     /// Calls parked on an `input_required` answer, by their `requestState`.
     parked: HashMap<String, Parked>,
+    /// A stateless conversation's requests in flight, by the gateway's request key: the
+    /// id the client gave, which their audit events carry (the gateway's own id is only
+    /// the server's to see).
+    client_ids: HashMap<String, crate::session::IdText>,
 }
 
 /// A stateless request the server may ask input for: what the client can give.
@@ -437,10 +441,20 @@ impl Conversation {
     pub fn forget_answer(&self, id_key: &str) {
         let mut routes = self.lock_routes();
         routes.asking.remove(id_key);
+        routes.client_ids.remove(id_key);
         if let Some(stream) = routes.answers.remove(id_key) {
             routes.sse_posts.retain(|s| *s != stream);
             routes.progress.retain(|_, s| *s != stream);
             routes.streams.remove(&stream);
+        }
+    }
+
+    /// The audit events of the stateless request `key` (the gateway's id) carry the
+    /// client's id `client_id`, until it is answered.
+    pub fn audit_under(&self, key: &str, client_id: &serde_json::Value) {
+        if let Ok(raw) = serde_json::to_vec(client_id) {
+            let id = crate::session::IdText::new(&raw);
+            self.lock_routes().client_ids.insert(key.to_string(), id);
         }
     }
 
@@ -471,10 +485,14 @@ impl Conversation {
             .filter(|(_, p)| p.since.elapsed() > limit)
             .map(|(k, _)| k.clone())
             .collect();
-        expired
+        let expired: Vec<Parked> = expired
             .iter()
             .filter_map(|k| routes.parked.remove(k))
-            .collect()
+            .collect();
+        for parked in &expired {
+            routes.client_ids.remove(&parked.key);
+        }
+        expired
     }
 
     /// Judge one message from the client and move what comes of it.
@@ -743,6 +761,18 @@ impl Conversation {
     /// Give the session's audit events this conversation's facts and the listener's rule
     /// ids, and count their verdicts.
     fn stamp(&self, judge: &Judge, out: &mut Outbox) {
+        if self.stateless && !out.events.is_empty() {
+            let routes = self.lock_routes();
+            for e in &mut out.events {
+                let client = e.id.as_ref().and_then(|id| {
+                    let key = crate::session::ids::route_key(id.as_bytes())?;
+                    routes.client_ids.get(&key)
+                });
+                if let Some(client) = client {
+                    e.id = Some(client.clone());
+                }
+            }
+        }
         for e in &mut out.events {
             if !judge.verdicts.count(e) {
                 self.metrics.count_builtin_verdict(e);
@@ -853,6 +883,7 @@ impl Routes {
                 return;
             };
             self.asking.remove(key);
+            self.client_ids.remove(key);
             self.sse_posts.retain(|s| *s != stream);
             self.progress.retain(|_, s| *s != stream);
             if let Some(s) = self.streams.get_mut(&stream) {
@@ -1019,5 +1050,82 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
         if stdin.write_all(&bytes).await.is_err() || stdin.flush().await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANSWER_TO_5: &[u8] = br#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+
+    /// A line goes where the session said it belongs, whatever its text reads as: the
+    /// gateway never reads a line again to route it.
+    #[test]
+    fn lines_are_routed_by_what_the_session_said_not_by_their_text() {
+        let mut routes = Routes::default();
+        let five = routes.new_stream();
+        routes.answers.insert("5".into(), five);
+        let seven = routes.new_stream();
+        routes.answers.insert("7".into(), seven);
+
+        routes.route(ANSWER_TO_5, &Route::Answer(Some("7".into())));
+        assert!(routes.answers.contains_key("5"), "the text's id was not used");
+        assert!(!routes.answers.contains_key("7"));
+        assert_eq!(routes.finished, [seven]);
+
+        // Said to be a notification, the same text waits on the GET stream.
+        let note = Route::Notification {
+            method: "notifications/message".into(),
+            progress: None,
+            uri: None,
+        };
+        routes.route(ANSWER_TO_5, &note);
+        assert!(routes.answers.contains_key("5"));
+        let get = routes.get.expect("a GET stream");
+        assert_eq!(routes.streams[&get].replay_after(0).len(), 1);
+    }
+
+    /// A stateless conversation's progress goes on the stream of the request whose token
+    /// the session named, and a server request is parked by the session's facts.
+    #[test]
+    fn stateless_progress_and_parking_follow_the_routes() {
+        let mut routes = Routes {
+            stateless: true,
+            ..Routes::default()
+        };
+        let call = routes.new_stream();
+        routes.answers.insert(r#""mcpwall-1""#.into(), call);
+        routes.progress.insert(r#""mcpwall-1""#.into(), call);
+        let progress = Route::Notification {
+            method: "notifications/progress".into(),
+            progress: Some(r#""mcpwall-1""#.into()),
+            uri: None,
+        };
+        // The text names no token at all.
+        routes.route(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#, &progress);
+        assert_eq!(routes.streams[&call].replay_after(0).len(), 1);
+
+        routes.asking.insert(
+            r#""mcpwall-1""#.into(),
+            InputAsk {
+                method: "tools/call".into(),
+                name: Some("x".into()),
+                methods: vec!["sampling/createMessage"],
+                gateway_id: "mcpwall-1".into(),
+            },
+        );
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"roots/list","params":{"a":1}}"#;
+        let params = line.len() - 8..line.len() - 1;
+        assert_eq!(&line[params.clone()], br#"{"a":1}"#);
+        // The text says `roots/list`, which the call cannot take.
+        let sampling = Route::Request {
+            id: b"3"[..].into(),
+            method: "sampling/createMessage".into(),
+            params: Some(params),
+        };
+        assert!(routes.park(line, &sampling));
+        let parked = routes.parked.values().next().expect("parked");
+        assert_eq!(parked.inputs, [("input-1".to_string(), serde_json::json!(3))]);
     }
 }

@@ -290,6 +290,7 @@ impl Backends {
             reads_sse && logs,
             client_token.is_some().then(|| key.clone()),
         );
+        conversation.audit_under(&key, &client_id);
         if let Some(mut ask) = ask {
             ask.gateway_id.clone_from(&gateway_id);
             conversation.expect_input(key.clone(), ask);
@@ -335,6 +336,7 @@ impl Backends {
         let gateway_id = parked.ask.gateway_id.clone();
         let key = parked.key.clone();
         let answer = conversation.expect_answer_with_progress(key.clone(), reads_sse && logs, None);
+        conversation.audit_under(&key, &client_id);
         if let Some(mut ask) = ask {
             // The server may ask again; the retry's declared capabilities count now.
             ask.gateway_id.clone_from(&gateway_id);
