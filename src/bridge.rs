@@ -7,7 +7,10 @@
 //!                                                      │
 //! client stdout ◄─ writer ◄─ Session::from_server ◄────┴── FromUpstream ◄── server
 //! ```
-//! The session is locked for the judging of one message, never across an await.
+//! The bridge is a [`Driven`] conversation: `crate::driver` reads the client's lines and
+//! the link's reports, judges them (a large line off the I/O thread, the session behind an
+//! async lock), hands out what comes of them and runs the approval timer; what is the
+//! bridge's own is its two sides, the client's stdout and the link.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -177,11 +180,16 @@ async fn write_client<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Ve
 
 impl Bridge {
     /// Judge what the upstream sends. Returns whether the upstream ended the session.
-    async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<crate::upstream::link::FromUpstream>) -> bool {
+    async fn read_upstream(
+        self: Arc<Self>,
+        mut rx: mpsc::Receiver<crate::upstream::link::FromUpstream>,
+    ) -> bool {
         let Some(why) = reading::relay_upstream(&mut rx, &*self).await else {
             return false;
         };
-        let (out, ()) = self.act(|session, out| session.server_gone(&why, out)).await;
+        let (out, ()) = self
+            .act(|session, out| session.server_gone(&why, out))
+            .await;
         self.deliver(out).await;
         self.handout.chatter.log(
             LogLevel::Warn,

@@ -125,7 +125,14 @@ mod tests {
         let share = Share::default();
         for (id, padding) in [(1, 10), (2, OFF_LOOP_BYTES)] {
             let line = call(id, padding);
-            let out = judge(&session, &share, Peer::Client, Line::Frame(&line), Outbox::default()).await;
+            let out = judge(
+                &session,
+                &share,
+                Peer::Client,
+                Line::Frame(&line),
+                Outbox::default(),
+            )
+            .await;
             assert_eq!(out.to_server, [&line[..], b"\n"].concat());
         }
         assert_eq!(session.lock().await.calls_in_flight(), 2);
@@ -146,7 +153,14 @@ mod tests {
                 }
             })
         };
-        let out = judge(&session, &share, Peer::Client, Line::Frame(&line), Outbox::default()).await;
+        let out = judge(
+            &session,
+            &share,
+            Peer::Client,
+            Line::Frame(&line),
+            Outbox::default(),
+        )
+        .await;
         ticker.abort();
         assert!(!out.to_server.is_empty());
         // On the loop, the ticker could not have run while the line was judged.

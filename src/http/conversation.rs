@@ -10,11 +10,14 @@
 //! ```text
 //! POST body ─► Session::from_client ─► server stdin (writer task), or the upstream link
 //! server stdout ─► LineReader ─┐
-//! upstream link (FromUpstream) ┴─► Session::from_server ─► route(line)
+//! upstream link (FromUpstream) ┴─► Session::from_server ─► route(line, the session's Route)
 //!     an answer ─► the stream of the POST that asked (JSON, or SSE once other messages came first)
 //!     a request or notification ─► the newest POST stream reading SSE, else the GET stream
 //! ```
-//! The session is locked for the judging of one message and never across an await.
+//! The read loops, the judging (large lines off the I/O thread), the hand-out of what the
+//! session produced and the approval timer are `crate::driver`'s; a conversation is its
+//! [`Driven`]: what is its own is routing the session's lines to HTTP streams, by the
+//! [`Route`] the session gave each (never by reading the line again).
 //!
 //! **Reloads.** The judge (program, tool guard, rate limit) a conversation judges with is
 //! that of its identity in the server's [`LiveJudges`]. When a reload swaps those, the
@@ -568,7 +571,10 @@ impl Conversation {
             let mut facts = out.routes.take().unwrap_or_default().into_iter();
             for line in lines(&out.to_client) {
                 let route = facts.next();
-                debug_assert!(route.is_some(), "the session wrote a line without its route");
+                debug_assert!(
+                    route.is_some(),
+                    "the session wrote a line without its route"
+                );
                 let route = route.unwrap_or(Route::Batch);
                 if self.stateless && routes.park(line, &route) {
                     continue;
@@ -825,7 +831,6 @@ impl Conversation {
     fn lock_routes(&self) -> MutexGuard<'_, Routes> {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
-
 }
 
 impl Driven for Conversation {
@@ -915,7 +920,10 @@ impl Routes {
                 // the gateway's subscription on the server is ended (`deliver_one`).
                 let mut wanted = false;
                 self.listeners.retain(|l| {
-                    if !uri.as_ref().is_some_and(|u| l.uris.iter().any(|w| **w == **u)) {
+                    if !uri
+                        .as_ref()
+                        .is_some_and(|u| l.uris.iter().any(|w| **w == **u))
+                    {
                         return true;
                     }
                     let kept = super::modern::tagged(line, &l.id)
@@ -928,7 +936,10 @@ impl Routes {
                 }
                 return;
             }
-            if super::modern::LISTENED.iter().any(|(_, _, m)| *m == &**method) {
+            if super::modern::LISTENED
+                .iter()
+                .any(|(_, _, m)| *m == &**method)
+            {
                 // A listener that is not read (its queue full) or closed is dropped: its
                 // client loses the stream rather than events in the middle of it.
                 self.listeners.retain(|l| {
@@ -1070,7 +1081,10 @@ mod tests {
         routes.answers.insert("7".into(), seven);
 
         routes.route(ANSWER_TO_5, &Route::Answer(Some("7".into())));
-        assert!(routes.answers.contains_key("5"), "the text's id was not used");
+        assert!(
+            routes.answers.contains_key("5"),
+            "the text's id was not used"
+        );
         assert!(!routes.answers.contains_key("7"));
         assert_eq!(routes.finished, [seven]);
 
@@ -1103,7 +1117,10 @@ mod tests {
             uri: None,
         };
         // The text names no token at all.
-        routes.route(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#, &progress);
+        routes.route(
+            br#"{"jsonrpc":"2.0","method":"notifications/message"}"#,
+            &progress,
+        );
         assert_eq!(routes.streams[&call].replay_after(0).len(), 1);
 
         routes.asking.insert(
@@ -1126,6 +1143,9 @@ mod tests {
         };
         assert!(routes.park(line, &sampling));
         let parked = routes.parked.values().next().expect("parked");
-        assert_eq!(parked.inputs, [("input-1".to_string(), serde_json::json!(3))]);
+        assert_eq!(
+            parked.inputs,
+            [("input-1".to_string(), serde_json::json!(3))]
+        );
     }
 }

@@ -517,7 +517,9 @@ mod tests {
         Handout {
             chatter,
             audit: crate::audit::Audit::disabled().sender(),
-            approvals: Arc::new(crate::driver::approvals::Approvals::new(None, chatter, false)),
+            approvals: Arc::new(crate::driver::approvals::Approvals::new(
+                None, chatter, false,
+            )),
             transport: None,
         }
     }

@@ -774,7 +774,9 @@ fn server_route(frame: &Frame<'_>, msg: &Message, written: &[u8]) -> Route {
                 let at = tokens.iter().position(|t| {
                     t.kind == TokenKind::Key && t.depth == 2 && frame.text(t.text) == name
                 })?;
-                tokens.get(at + 1).filter(|v| v.depth == 2 && v.kind != TokenKind::Key)
+                tokens
+                    .get(at + 1)
+                    .filter(|v| v.depth == 2 && v.kind != TokenKind::Key)
             };
             let progress = (&*method == "notifications/progress")
                 .then(|| param("progressToken"))

@@ -388,7 +388,11 @@ fn routed(s: &mut Session, from: super::Peer, line: &str) -> (Vec<String>, Vec<s
         .map(str::to_string)
         .collect();
     let routes = out.routes.expect("routes were asked for");
-    assert_eq!(lines.len(), routes.len(), "one route per line: {lines:#?} {routes:#?}");
+    assert_eq!(
+        lines.len(),
+        routes.len(),
+        "one route per line: {lines:#?} {routes:#?}"
+    );
     (lines, routes)
 }
 
@@ -397,15 +401,22 @@ fn every_line_for_the_client_comes_with_what_it_is() {
     use super::{Peer, Route};
     let mut s = session();
     let call = |id: &str| {
-        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"x","arguments":{{}}}}}}"#)
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"x","arguments":{{}}}}}}"#
+        )
     };
     // An answer, by its id's key: an escaped string id is filed as written plainly.
     routed(&mut s, Peer::Client, &call(r#""a\u0062""#));
-    let (_, routes) = routed(&mut s, Peer::Server, r#"{"jsonrpc":"2.0","id":"ab","result":{}}"#);
+    let (_, routes) = routed(
+        &mut s,
+        Peer::Server,
+        r#"{"jsonrpc":"2.0","id":"ab","result":{}}"#,
+    );
     assert_eq!(routes, [Route::Answer(Some(r#""ab""#.into()))]);
 
     // A server request: its id, method, and where its params lie in the line.
-    let request = r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[]}}"#;
+    let request =
+        r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[]}}"#;
     let (lines, routes) = routed(&mut s, Peer::Server, request);
     let Route::Request { id, method, params } = &routes[0] else {
         panic!("{routes:?}")
@@ -447,7 +458,10 @@ fn every_line_for_the_client_comes_with_what_it_is() {
     // not read as the answer to the one in flight); an unreadable one under what can be
     // read of its id.
     routed(&mut s, Peer::Client, &call("3"));
-    assert_eq!(routed(&mut s, Peer::Client, &call("3")).1, [Route::Answer(None)]);
+    assert_eq!(
+        routed(&mut s, Peer::Client, &call("3")).1,
+        [Route::Answer(None)]
+    );
     let broken = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"#;
     assert_eq!(
         routed(&mut s, Peer::Client, broken).1,

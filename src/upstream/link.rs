@@ -604,8 +604,10 @@ impl State {
                 let why = format!(
                     "the upstream server could not be reached ({unreachable} attempts in a row)"
                 );
-                self.chatter
-                    .log(LogLevel::Warn, format_args!("upstream: {why}; ending the session"));
+                self.chatter.log(
+                    LogLevel::Warn,
+                    format_args!("upstream: {why}; ending the session"),
+                );
                 return self.send_out(FromUpstream::Gone(why)).await;
             }
             if failures >= GET_FAILURES {
