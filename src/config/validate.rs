@@ -198,6 +198,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "max_connections",
     "connections_per_peer",
     "header_timeout_seconds",
+    "audit_before_answer",
 ];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
@@ -1189,6 +1190,9 @@ impl<'a> Decoder<'a> {
                 ("header_timeout_seconds", &mut value.header_timeout_seconds),
             ],
         );
+        if let Some(n) = f.get("audit_before_answer") {
+            value.audit_before_answer = self.bool(n, "`gateway.audit_before_answer`")?.value;
+        }
         if !ok {
             return None;
         }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::mpsc;
 
 use super::approvals::Approvals;
-use crate::audit::AuditSender;
+use crate::audit::{AuditSender, Mark};
 use crate::io::Chatter;
 use crate::session::Outbox;
 
@@ -34,18 +34,21 @@ impl Handout {
     }
 
     /// Everything but the lines: notices, audit events, held calls (the approver and the
-    /// timer). What is handed out leaves `out`; its lines stay.
-    pub fn side_effects(&self, out: &mut Outbox) {
+    /// timer). What is handed out leaves `out`; its lines stay. The mark to wait for to
+    /// know the events are in the file ([`AuditSender::written`]).
+    pub fn side_effects(&self, out: &mut Outbox) -> Mark {
         self.notices(out);
+        let mut mark = Mark::default();
         if !out.events.is_empty() {
             if let Some(transport) = self.transport {
                 for e in &mut out.events {
                     e.transport = Some(transport);
                 }
             }
-            self.audit.send(&mut out.events);
+            mark = self.audit.send(&mut out.events);
         }
         self.approvals.offer(out);
+        mark
     }
 }
 

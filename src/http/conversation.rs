@@ -69,6 +69,8 @@ const SERVER_GRACE: Duration = Duration::from_secs(2);
 /// How long a legacy or WebSocket client may leave its messages unread before its
 /// session is ended.
 const STALLED_READER: Duration = Duration::from_secs(60);
+/// Longest an answer waits for its audit lines (`gateway.audit_before_answer`).
+const AUDIT_WAIT: Duration = Duration::from_secs(5);
 /// Finished request streams kept for a late `Last-Event-ID` resumption.
 const KEEP_FINISHED: usize = 32;
 
@@ -120,6 +122,8 @@ pub struct Conversation {
     server: Option<Arc<str>>,
     /// Numbers the requests the conversation itself sends (`resources/unsubscribe`).
     gateway_requests: std::sync::atomic::AtomicU64,
+    /// Hold what goes to the client until its audit lines are written.
+    audit_before_answer: bool,
 }
 
 #[derive(Default)]
@@ -222,6 +226,8 @@ pub struct Opening {
     pub live: Arc<LiveJudges>,
     pub generation: u64,
     pub metrics: Arc<Metrics>,
+    /// `settings.gateway.audit_before_answer`.
+    pub audit_before_answer: bool,
 }
 
 impl Conversation {
@@ -300,6 +306,7 @@ impl Conversation {
             live,
             generation,
             metrics,
+            audit_before_answer,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
         if !legacy && transport == "http" {
@@ -340,6 +347,7 @@ impl Conversation {
             transport,
             server,
             gateway_requests: std::sync::atomic::AtomicU64::new(0),
+            audit_before_answer,
         })
     }
 
@@ -561,7 +569,22 @@ impl Conversation {
     /// [`Self::deliver`] for one outbox; in a stateless conversation, what the session made
     /// of the gateway's answers to the server's requests (to be delivered in turn).
     async fn deliver_one(&self, mut out: Outbox) -> Option<Outbox> {
-        self.handout.side_effects(&mut out);
+        let mark = self.handout.side_effects(&mut out);
+        if self.audit_before_answer && !out.to_client.is_empty() {
+            // The client hears nothing the log does not hold yet; a writer stuck on a dead
+            // disk holds answers for a bounded time only (its loss is then on stderr).
+            let written = self.handout.audit.written(mark);
+            if tokio::time::timeout(AUDIT_WAIT, written).await.is_err() {
+                self.chatter.log(
+                    LogLevel::Warn,
+                    format_args!(
+                        "session {}: the audit log took over {} s to write; answering without it",
+                        self.id,
+                        AUDIT_WAIT.as_secs()
+                    ),
+                );
+            }
+        }
         self.to_server.send(&mut out.to_server).await;
         let mut refusals = Vec::new();
         let mut paced = Vec::new();
