@@ -27,6 +27,7 @@ use std::sync::Arc;
 pub mod checks;
 pub mod diag;
 mod merge;
+pub mod project;
 pub(crate) mod model;
 pub mod original;
 pub mod policy;

@@ -1,0 +1,351 @@
+//! The project from the client's roots (decision 16).
+//!
+//! A client whose `initialize` declares the `roots` capability says where the user's
+//! project is. The session learns it in two ways:
+//!
+//! - it reads every answer the client gives to a server's `roots/list` (after that
+//!   answer was judged and forwarded, as any answer);
+//! - it asks itself: right after the client's `notifications/initialized` (the session
+//!   has no clock, and a project known sooner is judged sooner; a server that asks too
+//!   simply gets its own answer), and again after each
+//!   `notifications/roots/list_changed`. Its request goes to the client with an id of
+//!   its own (`"mcpwall-roots-N"`, reserved: a server request using an `"mcpwall-…"` id
+//!   is refused, so the two can never be confused); the client's answer is consumed,
+//!   never forwarded to the server.
+//!
+//! Each answer is read strictly ([`crate::paths::roots`]): only `file://` roots on this
+//! machine count, `/`, the home directory and the directories above it never do, and
+//! what does not count is written to the audit log and stderr. From then on the
+//! session judges with its program compiled again for those roots
+//! ([`crate::config::policy::Policy::for_project`]): `not_under: ${PROJECT_DIR}` and the
+//! packs' "outside the project" rules mean outside the client's roots. An answer with
+//! no root that counts means no project: nothing is inside it. An error answer, or one
+//! that cannot be read, changes nothing.
+//!
+//! Until an answer arrives, messages are judged against the project of the working
+//! directory (or none, when that is `/` or the home directory), as for a client without
+//! roots; a call the client sends before the roots are known is judged that way.
+//!
+//! The sandbox is applied when the server starts, before any root is known, and the
+//! kernel cannot widen it afterwards; mcpwall never widens it from a client's word (a
+//! model may be steering the client). With `confine_writes`, a root outside the
+//! sandbox's writable places stays unwritable for the server: the session says so once,
+//! on stderr and in the audit log, with the fix.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::ids::IdText;
+use super::{AuditEvent, Direction, Outbox, RuleRef, Session, Verdict};
+use crate::config::policy::LogLevel;
+use crate::frame::{Frame, Message, MessageKind};
+use crate::paths::roots::ClientRoots;
+use crate::program::Program;
+
+/// The id of every `roots/list` mcpwall sends starts with this (as JSON text).
+pub const ROOTS_ID_PREFIX: &str = "\"mcpwall-roots-";
+
+/// Ids of requests mcpwall itself sends to the client start with this (as a decoded
+/// JSON string): a server request using one is refused.
+pub const OWN_ID_PREFIX: &str = "\"mcpwall-";
+
+/// The audit rule of a change of project.
+const RULE_ROOTS: &str = "mcpwall:client_roots";
+/// The audit rule of a root that does not count.
+const RULE_ROOT_REFUSED: &str = "mcpwall:client_root_refused";
+/// The audit rule of roots the sandbox does not let the server write.
+const RULE_OUTSIDE_SANDBOX: &str = "mcpwall:roots_outside_sandbox";
+
+/// What the session knows of the client's roots.
+#[derive(Default)]
+pub(super) struct ClientProject {
+    /// The client's `initialize` declared `roots`.
+    declared: bool,
+    /// The id (key) of mcpwall's own `roots/list` in flight.
+    asking: Option<IdText>,
+    /// mcpwall's `roots/list` requests so far (numbers its ids).
+    asked: u64,
+    /// The roots changed while mcpwall's question was in flight: ask again.
+    again: bool,
+    /// The roots in force; `None`: not known yet (the working directory's project).
+    roots: Option<Vec<PathBuf>>,
+    /// The program compiled for the start project, which the moved ones are made from.
+    base: Option<Arc<Program>>,
+    /// The sandbox warning was given.
+    sandbox_told: bool,
+}
+
+impl ClientProject {
+    /// The program for the start project, if the session moved away from it.
+    pub(super) fn base(&self) -> Option<&Arc<Program>> {
+        self.base.as_ref()
+    }
+}
+
+/// Whether a request id (JSON text) is one of the ids mcpwall uses for its own requests,
+/// compared as a JSON value (an escaped spelling is the same id).
+pub(super) fn is_own_id(id: &[u8]) -> bool {
+    IdText::key_of(id)
+        .as_bytes()
+        .starts_with(OWN_ID_PREFIX.as_bytes())
+}
+
+impl Session {
+    /// What concerns the client's roots in a client message: notes the capability from
+    /// `initialize`, asks after `notifications/initialized` and
+    /// `notifications/roots/list_changed`, and consumes the answer to mcpwall's own
+    /// question (returns `true` then: the message goes no further).
+    pub(super) fn roots_traffic(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> bool {
+        match msg.kind {
+            MessageKind::Result | MessageKind::Error => {
+                let Some(id) = frame.id_raw(msg) else {
+                    return false;
+                };
+                if self.project.asking.as_ref() != Some(&IdText::key_of(id)) {
+                    return false;
+                }
+                self.project.asking = None;
+                if msg.kind == MessageKind::Result {
+                    self.roots_answered(frame, msg, out);
+                } else {
+                    self.notice(
+                        out,
+                        LogLevel::Warn,
+                        format_args!(
+                            "the client answered mcpwall's roots/list with an error; the project stays as it was"
+                        ),
+                    );
+                }
+                if std::mem::take(&mut self.project.again) {
+                    self.ask_roots(out);
+                }
+                true
+            }
+            MessageKind::Request => {
+                if frame.method(msg) == Some("initialize") {
+                    self.project.declared = declares_roots(frame, msg);
+                }
+                false
+            }
+            MessageKind::Notification => {
+                let method = frame.method(msg);
+                let wanted = method == Some("notifications/initialized")
+                    && self.project.roots.is_none()
+                    || method == Some("notifications/roots/list_changed");
+                if wanted && self.project.declared {
+                    if self.project.asking.is_some() {
+                        self.project.again = true;
+                    } else {
+                        self.ask_roots(out);
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// A forwarded client answer to the server's own `roots/list`: the project too.
+    pub(super) fn roots_observed(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) {
+        if msg.kind == MessageKind::Result && self.project.declared {
+            self.roots_answered(frame, msg, out);
+        }
+    }
+
+    fn ask_roots(&mut self, out: &mut Outbox) {
+        self.project.asked += 1;
+        let id = format!("{ROOTS_ID_PREFIX}{}\"", self.project.asked);
+        self.project.asking = Some(IdText::key_of(id.as_bytes()));
+        out.to_client.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        out.to_client.extend_from_slice(id.as_bytes());
+        out.to_client
+            .extend_from_slice(b",\"method\":\"roots/list\"}\n");
+    }
+
+    /// Read a `roots/list` result and move the project there.
+    fn roots_answered(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) {
+        let value: serde_json::Value =
+            serde_json::from_slice(&frame.raw[msg.span.clone()]).unwrap_or_default();
+        let Some(list) = value.pointer("/result/roots").and_then(|r| r.as_array()) else {
+            self.roots_event(
+                out,
+                Verdict::Drop,
+                RULE_ROOT_REFUSED,
+                "the client's roots/list answer has no `roots` list; the project stays as it was"
+                    .into(),
+            );
+            return;
+        };
+        let home = PathBuf::from(self.base_program().path_env().home());
+        let mut unnamed = 0usize;
+        let uris = list.iter().filter_map(|r| {
+            let uri = r.get("uri").and_then(|u| u.as_str());
+            unnamed += usize::from(uri.is_none());
+            uri
+        });
+        let read: ClientRoots = crate::paths::roots::client_roots(&home, uris);
+        for (uri, why) in &read.refused {
+            self.roots_event(
+                out,
+                Verdict::Drop,
+                RULE_ROOT_REFUSED,
+                format!("the client's root {uri:?} does not count: {why}"),
+            );
+        }
+        if unnamed > 0 || read.dropped > 0 {
+            self.roots_event(
+                out,
+                Verdict::Drop,
+                RULE_ROOT_REFUSED,
+                format!(
+                    "{} of the client's roots were not read ({unnamed} without a `uri` string, \
+                     {} past the first {} or past the log's bound)",
+                    unnamed + read.dropped,
+                    read.dropped,
+                    crate::paths::roots::MAX_CLIENT_ROOTS
+                ),
+            );
+        }
+        if self.project.roots.as_ref() == Some(&read.roots) {
+            return;
+        }
+        self.move_project(read.roots, out);
+    }
+
+    fn base_program(&self) -> &Arc<Program> {
+        self.project.base.as_ref().unwrap_or(&self.program)
+    }
+
+    /// Judge from now on with the program compiled for `roots` (see the module docs).
+    fn move_project(&mut self, roots: Vec<PathBuf>, out: &mut Outbox) {
+        let base = self.base_program().clone();
+        let Some(policy) = base.source().cloned() else {
+            // A transport that keeps no policy (a test, `check`): the start project stays.
+            self.project.roots = Some(roots);
+            return;
+        };
+        let env = base.path_env();
+        let (home, cwd) = (PathBuf::from(env.home()), PathBuf::from(env.cwd()));
+        let first = roots
+            .first()
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from(crate::paths::NO_PROJECT));
+        let moved = policy.for_project(&home, &cwd, &roots);
+        let program = match crate::compile::compile(&moved, &env.with_project(&first)) {
+            Ok(p) if same_rules(&p, &base) => p,
+            Ok(_) | Err(_) => {
+                self.roots_event(
+                    out,
+                    Verdict::Drop,
+                    RULE_ROOTS,
+                    "the policy could not be compiled for the client's roots; the project stays \
+                     as it was"
+                        .into(),
+                );
+                return;
+            }
+        };
+        let text = if roots.is_empty() {
+            "the client named no root that counts: there is no project, nothing is inside it"
+                .to_string()
+        } else {
+            let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+            format!("the project is the client's roots: {}", list.join(", "))
+        };
+        self.notice(out, LogLevel::Info, format_args!("{text}"));
+        self.roots_event(out, Verdict::LogOnly, RULE_ROOTS, text);
+        self.sandbox_check(&policy, &home, &cwd, &roots, out);
+        self.project.base = Some(base);
+        self.project.roots = Some(roots);
+        self.install_moved(Arc::new(program));
+    }
+
+    /// Swap in a program that differs from the current one only in its project: same
+    /// rules, settings and detectors, so what the session counts (rate limit, remembered
+    /// approvals, held calls) stays; only the per-program scratch is made anew.
+    fn install_moved(&mut self, program: Arc<Program>) {
+        self.client.scratch = program.scratch();
+        self.client.rulings.clear();
+        self.server_side.scratch = program.scratch();
+        self.program = program;
+    }
+
+    /// After a reload ([`Session::adopt`]) installed `self.program` for the start project:
+    /// compile it again for the roots in force.
+    pub(super) fn reapply_roots(&mut self, out: &mut Outbox) {
+        self.project.base = None;
+        if let Some(roots) = self.project.roots.take() {
+            self.move_project(roots, out);
+        }
+    }
+
+    /// With `confine_writes`, say once which roots the sandbox does not let the server
+    /// write, and how to fix it.
+    fn sandbox_check(
+        &mut self,
+        policy: &crate::config::policy::Policy,
+        home: &Path,
+        cwd: &Path,
+        roots: &[PathBuf],
+        out: &mut Outbox,
+    ) {
+        if self.project.sandbox_told || !(policy.sandbox.enabled && policy.sandbox.confine_writes)
+        {
+            return;
+        }
+        let place = crate::sandbox::Place::here(home, cwd);
+        let Some(writable) = crate::sandbox::Plan::resolve(&policy.sandbox, &place)
+            .and_then(|plan| plan.writable)
+        else {
+            return;
+        };
+        let outside: Vec<String> = roots
+            .iter()
+            .filter(|r| !writable.iter().any(|w| r.starts_with(w)))
+            .map(|r| r.display().to_string())
+            .collect();
+        if outside.is_empty() {
+            return;
+        }
+        self.project.sandbox_told = true;
+        let text = format!(
+            "the client's roots {} are outside the places the server's sandbox lets it write \
+             (it was set up when the server started, from {}): the kernel refuses writes there. \
+             Start the client from the project, or name the directory under `sandbox.allow_write` \
+             in your own (trusted) policy",
+            outside.join(", "),
+            cwd.display()
+        );
+        self.notice(out, LogLevel::Warn, format_args!("{text}"));
+        self.roots_event(out, Verdict::LogOnly, RULE_OUTSIDE_SANDBOX, text);
+    }
+
+    fn roots_event(&mut self, out: &mut Outbox, action: Verdict, rule: &'static str, text: String) {
+        if action == Verdict::Drop {
+            self.notice(out, LogLevel::Warn, format_args!("{text}"));
+        }
+        let mut e = AuditEvent::new(Direction::Inbound, action);
+        e.method = Some(self.calls.intern("roots/list"));
+        e.rule = Some(RuleRef::Builtin(rule));
+        e.message = Some(text.into());
+        self.emit(out, super::Peer::Client, true, e, &[], &[]);
+    }
+}
+
+/// Whether the client's `initialize` request declares the `roots` capability.
+fn declares_roots(frame: &Frame<'_>, msg: &Message) -> bool {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&frame.raw[msg.span.clone()])
+    else {
+        return false;
+    };
+    value
+        .pointer("/params/capabilities/roots")
+        .is_some_and(|r| r.is_object())
+}
+
+/// Two programs name the same rules at the same ids (so events stay named right).
+fn same_rules(a: &Program, b: &Program) -> bool {
+    a.rules().map(|(_, r)| &r.name).eq(b.rules().map(|(_, r)| &r.name))
+        && a.outbound_rules()
+            .map(|(_, r)| &r.name)
+            .eq(b.outbound_rules().map(|(_, r)| &r.name))
+}
