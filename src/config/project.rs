@@ -144,7 +144,7 @@ rules:
       arguments:
         command:
           command:
-            - names: [rm]
+            - name: [rm]
               paths:
                 not_under: ["${PROJECT_DIR}", "~/.cache"]
                 ancestors_of: "${PROJECT_DIR}"

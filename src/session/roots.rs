@@ -349,3 +349,232 @@ fn same_rules(a: &Program, b: &Program) -> bool {
             .map(|(_, r)| &r.name)
             .eq(b.outbound_rules().map(|(_, r)| &r.name))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::{Line, Options, Outbox, Session};
+    use crate::config::{LoadOptions, load_str};
+    use crate::program::Program;
+
+    const POLICY: &str = r#"version: 1
+settings:
+  default_action: allow
+rules:
+  - name: writes-outside-project
+    match:
+      method: "*"
+      tool: write_file
+      arguments:
+        path: {not_under: "${PROJECT_DIR}"}
+    action: deny
+"#;
+
+    /// A session under [`POLICY`] for a server started in `cwd`, the policy kept.
+    fn session(cwd: &str) -> Session {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: cwd.into(),
+        };
+        let policy = load_str("t.yml", POLICY, &opts).expect("loads");
+        let program = Program::compile_with(&policy, &opts.path_env()).expect("compiles");
+        Session::new(
+            Arc::new(program.keep_source(Arc::new(policy))),
+            Options::quiet("t"),
+        )
+    }
+
+    fn client(s: &mut Session, line: &str) -> Outbox {
+        let mut out = Outbox::recording();
+        s.from_client(Line::Frame(line.as_bytes()), &mut out);
+        out
+    }
+
+    fn text(b: &[u8]) -> String {
+        String::from_utf8_lossy(b).into_owned()
+    }
+
+    const INIT_ROOTS: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"c","version":"1"}}}"#;
+    const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+    /// Whether a `write_file` of `path` reaches the server.
+    fn writes(s: &mut Session, id: u32, path: &str) -> bool {
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"write_file","arguments":{{"path":"{path}","content":"x"}}}}}}"#
+        );
+        let out = client(s, &line);
+        let sent = text(&out.to_server).contains("write_file");
+        if sent {
+            // Answer it, so the id may be used again.
+            let mut o = Outbox::default();
+            let answer = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+            s.from_server(Line::Frame(answer.as_bytes()), &mut o, false);
+        }
+        sent
+    }
+
+    /// Initialise with roots declared; returns mcpwall's own question's id.
+    fn initialised(s: &mut Session) -> String {
+        let out = client(s, INIT_ROOTS);
+        assert!(text(&out.to_server).contains("initialize"));
+        assert!(out.to_client.is_empty());
+        let mut o = Outbox::default();
+        s.from_server(
+            Line::Frame(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}"#),
+            &mut o,
+            false,
+        );
+        let out = client(s, INITIALIZED);
+        assert_eq!(text(&out.to_server), format!("{INITIALIZED}\n"));
+        let asked: serde_json::Value = serde_json::from_slice(&out.to_client).expect("one request");
+        assert_eq!(asked["method"], "roots/list");
+        asked["id"].to_string()
+    }
+
+    fn answer(s: &mut Session, id: &str, roots: &str) -> Outbox {
+        client(
+            s,
+            &format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"roots":{roots}}}}}"#),
+        )
+    }
+
+    #[test]
+    fn mcpwall_asks_once_initialised_and_its_answer_moves_the_project() {
+        let mut s = session("/");
+        // No project yet (started in `/`): every write in the home is outside.
+        assert!(!writes(&mut s, 1, "/home/u/proj/a.txt"));
+        let id = initialised(&mut s);
+        assert_eq!(id, "\"mcpwall-roots-1\"");
+        let out = answer(&mut s, &id, r#"[{"uri":"file:///home/u/proj","name":"p"}]"#);
+        assert!(out.to_server.is_empty(), "the answer reached the server");
+        assert!(out.to_client.is_empty());
+        assert!(writes(&mut s, 2, "/home/u/proj/a.txt"));
+        assert!(!writes(&mut s, 3, "/home/u/other/a.txt"));
+        assert!(!writes(&mut s, 4, "/home/u/proj/../other/a.txt"));
+    }
+
+    #[test]
+    fn without_the_capability_nothing_is_asked_and_the_start_project_stays() {
+        let mut s = session("/home/u/p");
+        client(
+            &mut s,
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#,
+        );
+        let out = client(&mut s, INITIALIZED);
+        assert!(out.to_client.is_empty());
+        assert!(writes(&mut s, 1, "/home/u/p/a"));
+        assert!(!writes(&mut s, 2, "/home/u/q/a"));
+    }
+
+    #[test]
+    fn the_answer_to_the_servers_own_question_counts_and_is_forwarded() {
+        let mut s = session("/home/u/p");
+        let _ = initialised(&mut s);
+        let mut o = Outbox::default();
+        s.from_server(
+            Line::Frame(br#"{"jsonrpc":"2.0","id":"s1","method":"roots/list"}"#),
+            &mut o,
+            false,
+        );
+        let out = answer(&mut s, "\"s1\"", r#"[{"uri":"file:///home/u/q"}]"#);
+        assert!(text(&out.to_server).contains("\"s1\""), "not forwarded");
+        assert!(writes(&mut s, 1, "/home/u/q/a"));
+        assert!(!writes(&mut s, 2, "/home/u/p/a"));
+    }
+
+    #[test]
+    fn list_changed_asks_again_and_the_new_roots_replace_the_old() {
+        let mut s = session("/");
+        let id = initialised(&mut s);
+        answer(&mut s, &id, r#"[{"uri":"file:///home/u/a"}]"#);
+        assert!(writes(&mut s, 1, "/home/u/a/x"));
+        let changed = r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#;
+        let out = client(&mut s, changed);
+        assert_eq!(text(&out.to_server), format!("{changed}\n"));
+        let asked: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
+        assert_eq!(asked["id"], "mcpwall-roots-2");
+        // A second change while the question is out: asked again once it is answered.
+        assert!(client(&mut s, changed).to_client.is_empty());
+        let out = answer(&mut s, "\"mcpwall-roots-2\"", r#"[{"uri":"file:///home/u/b"}]"#);
+        let again: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
+        assert_eq!(again["id"], "mcpwall-roots-3");
+        assert!(writes(&mut s, 2, "/home/u/b/x"));
+        assert!(!writes(&mut s, 3, "/home/u/a/x"));
+    }
+
+    #[test]
+    fn roots_that_do_not_count_leave_no_project_and_are_audited() {
+        let mut s = session("/home/u/p");
+        let id = initialised(&mut s);
+        let out = answer(
+            &mut s,
+            &id,
+            r#"[{"uri":"file://evil-host/home/u/p"},{"uri":"file:///"},{"uri":"file:///home"},{"name":"no uri"},{"uri":"file:///home/u/p%zz"}]"#,
+        );
+        let rules: Vec<String> = out
+            .judgements
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|j| format!("{:?}", j.event.rule))
+            .collect();
+        assert_eq!(
+            rules.iter().filter(|r| r.contains("client_root_refused")).count(),
+            5,
+            "{rules:?}"
+        );
+        assert!(rules.iter().any(|r| r.contains("mcpwall:client_roots")), "{rules:?}");
+        // No project: even the start project is outside now.
+        assert!(!writes(&mut s, 1, "/home/u/p/a"));
+    }
+
+    #[test]
+    fn a_huge_list_is_bounded() {
+        let mut s = session("/");
+        let id = initialised(&mut s);
+        let list: Vec<String> = (0..5000)
+            .map(|i| format!(r#"{{"uri":"file:///home/u/p{i}"}}"#))
+            .collect();
+        answer(&mut s, &id, &format!("[{}]", list.join(",")));
+        assert!(writes(&mut s, 1, "/home/u/p0/x"));
+        assert!(writes(&mut s, 2, "/home/u/p63/x"));
+        assert!(!writes(&mut s, 3, "/home/u/p64/x"), "roots past the bound count");
+    }
+
+    #[test]
+    fn a_server_request_cannot_use_mcpwalls_roots_ids_in_any_spelling() {
+        let mut s = session("/");
+        for id in [r#""mcpwall-roots-1""#, r#""mcpwall\u002droots-1""#] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"roots/list"}}"#);
+            let mut out = Outbox::default();
+            s.from_server(Line::Frame(line.as_bytes()), &mut out, false);
+            assert!(out.to_client.is_empty(), "{id} reached the client");
+            assert!(text(&out.to_server).contains("mcpwall:reserved_id"));
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_the_clients_roots() {
+        let mut s = session("/");
+        let id = initialised(&mut s);
+        answer(&mut s, &id, r#"[{"uri":"file:///home/u/a"}]"#);
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/".into(),
+        };
+        let policy = load_str("t.yml", POLICY, &opts).unwrap();
+        let program = Program::compile_with(&policy, &opts.path_env()).unwrap();
+        let mut out = Outbox::default();
+        s.adopt(
+            Arc::new(program.keep_source(Arc::new(policy))),
+            None,
+            None,
+            &mut out,
+        );
+        assert!(writes(&mut s, 1, "/home/u/a/x"));
+        assert!(!writes(&mut s, 2, "/home/u/b/x"));
+    }
+}
