@@ -986,7 +986,10 @@ fn the_clients_roots_are_the_project_for_a_server_started_in_the_root() {
     let asked = p.recv_json();
     assert_eq!(asked["method"], "roots/list");
     let id = asked["id"].clone();
-    assert!(id.as_str().is_some_and(|i| i.starts_with("mcpwall-roots-")), "{id}");
+    assert!(
+        id.as_str().is_some_and(|i| i.starts_with("mcpwall-roots-")),
+        "{id}"
+    );
     // The client answers with a root in the (temporary) home directory.
     p.send_line(
         &json!({"jsonrpc": "2.0", "id": id, "result": {"roots": [{"uri": uri(&proj), "name": "proj"}]}})
@@ -994,7 +997,10 @@ fn the_clients_roots_are_the_project_for_a_server_started_in_the_root() {
     );
     p.send_line(&write(1, &proj));
     let inside = p.recv_json();
-    assert_eq!(inside["id"], 1, "a write inside the root was refused: {inside}");
+    assert_eq!(
+        inside["id"], 1,
+        "a write inside the root was refused: {inside}"
+    );
     assert!(inside.get("error").is_none(), "{inside}");
     p.send_line(&write(2, &other));
     let outside = p.recv_json();
@@ -1015,7 +1021,9 @@ fn the_clients_roots_are_the_project_for_a_server_started_in_the_root() {
         json!({"uri": "file:///"}),
     ];
     roots.extend((0..2000).map(|_| json!({"uri": uri(&home)})));
-    p.send_line(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}}).to_string());
+    p.send_line(
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}}).to_string(),
+    );
     p.send_line(&write(3, &proj));
     let refused = p.recv_json();
     assert_eq!(refused["id"], 3);
@@ -1035,7 +1043,10 @@ fn the_clients_roots_are_the_project_for_a_server_started_in_the_root() {
     let moved = p.recv_json();
     assert!(moved.get("error").is_none(), "{moved}");
     p.send_line(&write(5, &proj));
-    assert_eq!(p.recv_json()["error"]["data"]["rule"], "block-writes-in-home-outside-project");
+    assert_eq!(
+        p.recv_json()["error"]["data"]["rule"],
+        "block-writes-in-home-outside-project"
+    );
 
     // The server saw the handshake, both change notifications and the two allowed
     // writes: neither mcpwall's questions nor the client's answers to them.

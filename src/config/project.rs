@@ -151,7 +151,9 @@ rules:
     action: deny
 "#;
 
-    fn roots_of(policy: &crate::config::policy::Policy) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
+    fn roots_of(
+        policy: &crate::config::policy::Policy,
+    ) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
         let mut not_under = Vec::new();
         let mut cmd_not_under = Vec::new();
         let mut ancestors = Vec::new();
@@ -184,7 +186,10 @@ rules:
         let (before, _, _) = roots_of(&policy);
         assert_eq!(
             before,
-            [PathBuf::from(crate::paths::NO_PROJECT), PathBuf::from("/tmp")]
+            [
+                PathBuf::from(crate::paths::NO_PROJECT),
+                PathBuf::from("/tmp")
+            ]
         );
         let moved = policy.for_project(
             Path::new("/home/u"),
@@ -197,7 +202,8 @@ rules:
         assert_eq!(cmd, [p("/home/u/a"), p("/home/u/b"), p("/home/u/.cache")]);
         assert_eq!(anc, [p("/home/u/a"), p("/home/u/b")]);
         assert_eq!(moved.rules.len(), policy.rules.len());
-        let (none, _, anc) = roots_of(&policy.for_project(Path::new("/home/u"), Path::new("/"), &[]));
+        let (none, _, anc) =
+            roots_of(&policy.for_project(Path::new("/home/u"), Path::new("/"), &[]));
         assert_eq!(none[0], p(crate::paths::NO_PROJECT));
         assert_eq!(anc, [p(crate::paths::NO_PROJECT)]);
     }

@@ -172,7 +172,10 @@ fn percent_decode(text: &str) -> Result<String, RootRefusal> {
     while i < b.len() {
         if b[i] == b'%' {
             let hex = |c: u8| (c as char).to_digit(16);
-            match (b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+            match (
+                b.get(i + 1).and_then(|&c| hex(c)),
+                b.get(i + 2).and_then(|&c| hex(c)),
+            ) {
                 (Some(h), Some(l)) => bytes.push((h * 16 + l) as u8),
                 _ => return Err(RootRefusal::Malformed("has a malformed %-escape")),
             }
@@ -244,7 +247,10 @@ mod tests {
             root_from_uri("https://x/home/u/proj", &h),
             Err(RootRefusal::NotFileUri)
         );
-        assert_eq!(root_from_uri("file:/home/u/p", &h), Err(RootRefusal::NotFileUri));
+        assert_eq!(
+            root_from_uri("file:/home/u/p", &h),
+            Err(RootRefusal::NotFileUri)
+        );
         assert_eq!(root_from_uri("/home/u/p", &h), Err(RootRefusal::NotFileUri));
         for bad in [
             "file:///home/u/p%2",

@@ -573,7 +573,10 @@ impl Session {
                 }
                 out.to_server.extend_from_slice(frame.raw);
                 out.to_server.push(b'\n');
-                if d.answers.as_ref().is_some_and(|e| &*e.method == "roots/list") {
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
                     self.roots_observed(frame, msg, out);
                 }
             } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
@@ -662,7 +665,10 @@ impl Session {
             out.to_server.extend_from_slice(frame.raw);
             out.to_server.push(b'\n');
             for (msg, d) in messages.iter().zip(&batch) {
-                if d.answers.as_ref().is_some_and(|e| &*e.method == "roots/list") {
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
                     self.roots_observed(frame, msg, out);
                 }
             }

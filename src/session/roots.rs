@@ -22,6 +22,9 @@
 //! no root that counts means no project: nothing is inside it. An error answer, or one
 //! that cannot be read, changes nothing.
 //!
+//! A session whose program does not keep its policy ([`Program::keep_source`]: `mcpwall
+//! check`, tests) asks nothing and keeps the working directory's project.
+//!
 //! Until an answer arrives, messages are judged against the project of the working
 //! directory (or none, when that is `/` or the home directory), as for a client without
 //! roots; a call the client sends before the roots are known is judged that way.
@@ -95,7 +98,12 @@ impl Session {
     /// `initialize`, asks after `notifications/initialized` and
     /// `notifications/roots/list_changed`, and consumes the answer to mcpwall's own
     /// question (returns `true` then: the message goes no further).
-    pub(super) fn roots_traffic(&mut self, frame: &Frame<'_>, msg: &Message, out: &mut Outbox) -> bool {
+    pub(super) fn roots_traffic(
+        &mut self,
+        frame: &Frame<'_>,
+        msg: &Message,
+        out: &mut Outbox,
+    ) -> bool {
         match msg.kind {
             MessageKind::Result | MessageKind::Error => {
                 let Some(id) = frame.id_raw(msg) else {
@@ -132,7 +140,9 @@ impl Session {
                 let wanted = method == Some("notifications/initialized")
                     && self.project.roots.is_none()
                     || method == Some("notifications/roots/list_changed");
-                if wanted && self.project.declared {
+                // Only a session whose program keeps its policy can move the project
+                // (`check` judges by the working directory's): no other asks.
+                if wanted && self.project.declared && self.base_program().source().is_some() {
                     if self.project.asking.is_some() {
                         self.project.again = true;
                     } else {
@@ -155,7 +165,8 @@ impl Session {
         self.project.asked += 1;
         let id = format!("{ROOTS_ID_PREFIX}{}\"", self.project.asked);
         self.project.asking = Some(IdText::key_of(id.as_bytes()));
-        out.to_client.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        out.to_client
+            .extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         out.to_client.extend_from_slice(id.as_bytes());
         out.to_client
             .extend_from_slice(b",\"method\":\"roots/list\"}\n");
@@ -288,13 +299,12 @@ impl Session {
         roots: &[PathBuf],
         out: &mut Outbox,
     ) {
-        if self.project.sandbox_told || !(policy.sandbox.enabled && policy.sandbox.confine_writes)
-        {
+        if self.project.sandbox_told || !(policy.sandbox.enabled && policy.sandbox.confine_writes) {
             return;
         }
         let place = crate::sandbox::Place::here(home, cwd);
-        let Some(writable) = crate::sandbox::Plan::resolve(&policy.sandbox, &place)
-            .and_then(|plan| plan.writable)
+        let Some(writable) =
+            crate::sandbox::Plan::resolve(&policy.sandbox, &place).and_then(|plan| plan.writable)
         else {
             return;
         };
@@ -344,7 +354,9 @@ fn declares_roots(frame: &Frame<'_>, msg: &Message) -> bool {
 
 /// Two programs name the same rules at the same ids (so events stay named right).
 fn same_rules(a: &Program, b: &Program) -> bool {
-    a.rules().map(|(_, r)| &r.name).eq(b.rules().map(|(_, r)| &r.name))
+    a.rules()
+        .map(|(_, r)| &r.name)
+        .eq(b.rules().map(|(_, r)| &r.name))
         && a.outbound_rules()
             .map(|(_, r)| &r.name)
             .eq(b.outbound_rules().map(|(_, r)| &r.name))
@@ -497,7 +509,11 @@ rules:
         assert_eq!(asked["id"], "mcpwall-roots-2");
         // A second change while the question is out: asked again once it is answered.
         assert!(client(&mut s, changed).to_client.is_empty());
-        let out = answer(&mut s, "\"mcpwall-roots-2\"", r#"[{"uri":"file:///home/u/b"}]"#);
+        let out = answer(
+            &mut s,
+            "\"mcpwall-roots-2\"",
+            r#"[{"uri":"file:///home/u/b"}]"#,
+        );
         let again: serde_json::Value = serde_json::from_slice(&out.to_client).unwrap();
         assert_eq!(again["id"], "mcpwall-roots-3");
         assert!(writes(&mut s, 2, "/home/u/b/x"));
@@ -521,11 +537,17 @@ rules:
             .map(|j| format!("{:?}", j.event.rule))
             .collect();
         assert_eq!(
-            rules.iter().filter(|r| r.contains("client_root_refused")).count(),
+            rules
+                .iter()
+                .filter(|r| r.contains("client_root_refused"))
+                .count(),
             5,
             "{rules:?}"
         );
-        assert!(rules.iter().any(|r| r.contains("mcpwall:client_roots")), "{rules:?}");
+        assert!(
+            rules.iter().any(|r| r.contains("mcpwall:client_roots")),
+            "{rules:?}"
+        );
         // No project: even the start project is outside now.
         assert!(!writes(&mut s, 1, "/home/u/p/a"));
     }
@@ -540,7 +562,10 @@ rules:
         answer(&mut s, &id, &format!("[{}]", list.join(",")));
         assert!(writes(&mut s, 1, "/home/u/p0/x"));
         assert!(writes(&mut s, 2, "/home/u/p63/x"));
-        assert!(!writes(&mut s, 3, "/home/u/p64/x"), "roots past the bound count");
+        assert!(
+            !writes(&mut s, 3, "/home/u/p64/x"),
+            "roots past the bound count"
+        );
     }
 
     #[test]
@@ -553,6 +578,62 @@ rules:
             assert!(out.to_client.is_empty(), "{id} reached the client");
             assert!(text(&out.to_server).contains("mcpwall:reserved_id"));
         }
+    }
+
+    #[test]
+    fn roots_the_sandbox_does_not_let_the_server_write_are_told_once() {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let text = format!("{POLICY}sandbox:\n  enabled: true\n  confine_writes: true\n");
+        let policy = load_str("t.yml", &text, &opts).expect("loads");
+        let program = Program::compile_with(&policy, &opts.path_env()).unwrap();
+        let mut s = Session::new(
+            Arc::new(program.keep_source(Arc::new(policy))),
+            Options::quiet("t"),
+        );
+        let id = initialised(&mut s);
+        let told = |out: &Outbox| {
+            out.judgements
+                .as_ref()
+                .unwrap()
+                .iter()
+                .filter(|j| format!("{:?}", j.event.rule).contains("roots_outside_sandbox"))
+                .count()
+        };
+        // Inside the start project: writable, nothing to say.
+        let out = answer(&mut s, &id, r#"[{"uri":"file:///home/u/p/sub"}]"#);
+        assert_eq!(told(&out), 0);
+        client(
+            &mut s,
+            r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#,
+        );
+        let out = answer(
+            &mut s,
+            "\"mcpwall-roots-2\"",
+            r#"[{"uri":"file:///srv/elsewhere"}]"#,
+        );
+        assert_eq!(told(&out), 1);
+        let message = out.judgements.as_ref().unwrap().iter().find_map(|j| {
+            j.event
+                .message
+                .as_deref()
+                .filter(|m| m.contains("allow_write"))
+                .map(str::to_string)
+        });
+        assert!(message.is_some_and(|m| m.contains("/srv/elsewhere")));
+        client(
+            &mut s,
+            r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#,
+        );
+        let out = answer(
+            &mut s,
+            "\"mcpwall-roots-3\"",
+            r#"[{"uri":"file:///srv/third"}]"#,
+        );
+        assert_eq!(told(&out), 0, "told twice");
     }
 
     #[test]

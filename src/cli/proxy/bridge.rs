@@ -74,8 +74,8 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
     )
     .map_err(|e| miette::miette!("{e}"))?;
     // Kept for the session, which compiles it again for the client's roots.
-    let program = Program::compile_with(&policy, &load_options.path_env())
-        .map_err(miette::Report::new)?;
+    let program =
+        Program::compile_with(&policy, &load_options.path_env()).map_err(miette::Report::new)?;
     let program = Arc::new(program.keep_source(Arc::new(policy)));
     let audit = Audit::start(
         crate::cli::common::audit_config(&settings, &home, server_name.clone()),
