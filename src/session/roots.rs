@@ -54,6 +54,11 @@ pub const OWN_ID_PREFIX: &str = "\"mcpwall-";
 
 /// The audit rule of a change of project.
 const RULE_ROOTS: &str = "mcpwall:client_roots";
+
+/// Changes of project one session makes. Each compiles the policy again (about a
+/// millisecond), so a client that keeps changing its roots would keep a core busy (the
+/// gateway's, shared with other identities); past this, the roots stay as they are.
+pub const MAX_PROJECT_MOVES: u32 = 64;
 /// The audit rule of a root that does not count.
 const RULE_ROOT_REFUSED: &str = "mcpwall:client_root_refused";
 /// The audit rule of roots the sandbox does not let the server write.
@@ -76,6 +81,8 @@ pub(super) struct ClientProject {
     base: Option<Arc<Program>>,
     /// The sandbox warning was given.
     sandbox_told: bool,
+    /// Changes of project so far ([`MAX_PROJECT_MOVES`]).
+    moves: u32,
 }
 
 impl ClientProject {
@@ -219,7 +226,7 @@ impl Session {
         if self.project.roots.as_ref() == Some(&read.roots) {
             return;
         }
-        self.move_project(read.roots, out);
+        self.move_project(read.roots, true, out);
     }
 
     fn base_program(&self) -> &Arc<Program> {
@@ -227,7 +234,24 @@ impl Session {
     }
 
     /// Judge from now on with the program compiled for `roots` (see the module docs).
-    fn move_project(&mut self, roots: Vec<PathBuf>, out: &mut Outbox) {
+    /// `counted`: a change the client asked for (a reload compiling the same roots again
+    /// is not).
+    fn move_project(&mut self, roots: Vec<PathBuf>, counted: bool, out: &mut Outbox) {
+        if counted && self.project.moves >= MAX_PROJECT_MOVES {
+            if self.project.moves == MAX_PROJECT_MOVES {
+                self.project.moves += 1;
+                self.roots_event(
+                    out,
+                    Verdict::Drop,
+                    RULE_ROOTS,
+                    format!(
+                        "the client changed its roots {MAX_PROJECT_MOVES} times in this session; \
+                         further changes are ignored and the project stays as it is"
+                    ),
+                );
+            }
+            return;
+        }
         let base = self.base_program().clone();
         let Some(policy) = base.source().cloned() else {
             // A transport that keeps no policy (a test, `check`): the start project stays.
@@ -267,6 +291,7 @@ impl Session {
         self.sandbox_check(&policy, &home, &cwd, &roots, out);
         self.project.base = Some(base);
         self.project.roots = Some(roots);
+        self.project.moves += u32::from(counted);
         self.install_moved(Arc::new(program));
     }
 
@@ -285,7 +310,7 @@ impl Session {
     pub(super) fn reapply_roots(&mut self, out: &mut Outbox) {
         self.project.base = None;
         if let Some(roots) = self.project.roots.take() {
-            self.move_project(roots, out);
+            self.move_project(roots, false, out);
         }
     }
 
@@ -634,6 +659,28 @@ rules:
             r#"[{"uri":"file:///srv/third"}]"#,
         );
         assert_eq!(told(&out), 0, "told twice");
+    }
+
+    #[test]
+    fn a_client_that_keeps_changing_its_roots_is_stopped_after_the_bound() {
+        let mut s = session("/");
+        let id = initialised(&mut s);
+        answer(&mut s, &id, r#"[{"uri":"file:///home/u/p1"}]"#);
+        let changed = r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#;
+        let mut last = String::new();
+        for n in 2..(super::MAX_PROJECT_MOVES + 4) {
+            client(&mut s, changed);
+            last = format!("/home/u/p{n}");
+            answer(
+                &mut s,
+                &format!("\"mcpwall-roots-{n}\""),
+                &format!(r#"[{{"uri":"file://{last}"}}]"#),
+            );
+        }
+        // The last answers changed nothing: the project is the one of the 64th move.
+        assert!(!writes(&mut s, 1, &format!("{last}/x")));
+        let kept = format!("/home/u/p{}", super::MAX_PROJECT_MOVES);
+        assert!(writes(&mut s, 2, &format!("{kept}/x")));
     }
 
     #[test]
