@@ -221,6 +221,11 @@ fn resolved_sandboxes(policy: &Policy, opts: &LoadOptions) -> String {
         o,
         "\nSandbox of a server started here (project: {project}):"
     );
+    let _ = writeln!(
+        o,
+        "  the rules' project becomes the client's roots when the client declares them; \
+         this sandbox keeps the project it started with (it can only narrow)"
+    );
     let _ = writeln!(o, "  kernel: {}", support.summary());
     let show = |o: &mut String, plan: Option<Plan>| match plan {
         None => {

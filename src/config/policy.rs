@@ -634,6 +634,11 @@ pub struct CommandPaths {
     pub patterns: Vec<String>,
     pub not_under: Vec<std::path::PathBuf>,
     pub ancestors_of: Vec<std::path::PathBuf>,
+    /// `not_under` and `ancestors_of` as written (`${PROJECT_DIR}`, `~/.cache`), entry for
+    /// entry, so that a session can move the project to the client's roots
+    /// ([`Policy::for_project`]).
+    pub not_under_written: Vec<String>,
+    pub ancestors_of_written: Vec<String>,
 }
 
 /// `examples: {match: [...], no_match: [...]}` on a built-in rule. Inbound examples are

@@ -6,7 +6,7 @@
 //! with the next key, so one run lists every problem in the file.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{
@@ -41,6 +41,27 @@ pub(crate) struct Vars {
     pub(crate) project_dir: PathBuf,
     /// Where relative paths start.
     pub(crate) cwd: PathBuf,
+}
+
+/// `text` with `~`, `${HOME}` and `${PROJECT_DIR}` expanded; `Err`: the name of a
+/// variable that is neither. The one expansion of paths a policy writes, at load and
+/// when the project changes ([`super::project`]).
+pub(crate) fn expand_vars(text: &str, home: &Path, project: &Path) -> Result<String, String> {
+    let home = home.to_string_lossy();
+    let project = project.to_string_lossy();
+    shellexpand::full_with_context(
+        text,
+        || Some(home.clone()),
+        |var: &str| -> Result<Option<String>, ()> {
+            match var {
+                "HOME" => Ok(Some(home.to_string())),
+                "PROJECT_DIR" => Ok(Some(project.to_string())),
+                _ => Err(()),
+            }
+        },
+    )
+    .map(|text| text.into_owned())
+    .map_err(|e| e.var_name)
 }
 
 /// Decoding state for one file.
@@ -1888,9 +1909,13 @@ impl<'a> Decoder<'a> {
                                 for written in self.strings(pv, &format!("`{pkey}`")) {
                                     match self.expand(&written) {
                                         Some(root) if pkey == "not_under" => {
-                                            paths.not_under.push(root)
+                                            paths.not_under.push(root);
+                                            paths.not_under_written.push(written.value);
                                         }
-                                        Some(root) => paths.ancestors_of.push(root),
+                                        Some(root) => {
+                                            paths.ancestors_of.push(root);
+                                            paths.ancestors_of_written.push(written.value);
+                                        }
                                         None => ok = false,
                                     }
                                 }
@@ -2357,23 +2382,9 @@ impl<'a> Decoder<'a> {
 
     /// Expand `~`, `${HOME}` and `${PROJECT_DIR}` in text.
     fn expand_text(&mut self, s: &Spanned<String>) -> Option<String> {
-        let home = self.vars.home.to_string_lossy().into_owned();
-        let project = self.vars.project_dir.to_string_lossy().into_owned();
-        let expanded = shellexpand::full_with_context(
-            &s.value,
-            || Some(home.clone()),
-            |var: &str| -> Result<Option<String>, ()> {
-                match var {
-                    "HOME" => Ok(Some(home.clone())),
-                    "PROJECT_DIR" => Ok(Some(project.clone())),
-                    _ => Err(()),
-                }
-            },
-        );
-        match expanded {
-            Ok(text) => Some(text.into_owned()),
-            Err(e) => {
-                let var = e.var_name;
+        match expand_vars(&s.value, &self.vars.home, &self.vars.project_dir) {
+            Ok(text) => Some(text),
+            Err(var) => {
                 let span = self
                     .find_in(s, &format!("${{{var}}}"))
                     .or_else(|| self.find_in(s, &format!("${var}")))

@@ -192,10 +192,10 @@ impl Programs {
         if let Some(program) = self.compiled.get(&key) {
             return Ok(program.clone());
         }
-        let program = Arc::new(Program::compile_with(
-            &policy.for_identity(identity.as_deref()),
-            env,
-        )?);
+        // The policy is kept for the sessions, which compile it again for their
+        // client's roots (decision 16).
+        let policy = Arc::new(policy.for_identity(identity.as_deref()));
+        let program = Arc::new(Program::compile_with(&policy, env)?.keep_source(policy));
         self.compiled.insert(key, program.clone());
         Ok(program)
     }

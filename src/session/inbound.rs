@@ -551,7 +551,7 @@ impl Session {
         let messages = frame.messages();
         if !frame.parsed.is_batch() {
             let Some(msg) = messages.first() else { return };
-            if self.approval_traffic(frame, msg, out) {
+            if self.roots_traffic(frame, msg, out) || self.approval_traffic(frame, msg, out) {
                 return;
             }
             let mut d = self.decide(frame, msg, out);
@@ -579,6 +579,12 @@ impl Session {
                 }
                 out.to_server.extend_from_slice(frame.raw);
                 out.to_server.push(b'\n');
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
+                    self.roots_observed(frame, msg, out);
+                }
             } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
                 out.to_client.push(b'\n');
                 // A duplicate's refusal goes out with a null id (see `refusal`).
@@ -594,6 +600,12 @@ impl Session {
         let mut batch = std::mem::take(&mut self.client.rulings);
         batch.clear();
         for msg in messages {
+            // A batch's notifications and `initialize` count for the roots too; an answer
+            // to mcpwall's own question inside a batch is not looked for (it is refused
+            // as an answer to nothing, and the project stays as it was).
+            if msg.kind == MessageKind::Notification || msg.kind == MessageKind::Request {
+                self.roots_traffic(frame, msg, out);
+            }
             let mut d = self.decide(frame, msg, out);
             if d.ask {
                 // A held member would hold the whole batch (it goes out as one line).
@@ -661,6 +673,14 @@ impl Session {
             }
             out.to_server.extend_from_slice(frame.raw);
             out.to_server.push(b'\n');
+            for (msg, d) in messages.iter().zip(&batch) {
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
+                    self.roots_observed(frame, msg, out);
+                }
+            }
         } else {
             // Allowed members of a refused batch are refused too, naming the reason.
             let culprit = batch

@@ -61,6 +61,7 @@ pub mod pending;
 pub mod preview;
 mod ratelimit;
 mod reload;
+pub mod roots;
 pub mod synth;
 #[cfg(test)]
 mod tests;
@@ -298,6 +299,8 @@ pub struct Session {
     /// The transport carries one message per request (Streamable HTTP): every batch is
     /// refused.
     single_messages: bool,
+    /// The client's roots, and the project they make (decision 16, `roots.rs`).
+    project: roots::ClientProject,
 }
 
 /// The reusable state for judging what the client sends.
@@ -356,6 +359,7 @@ impl Session {
             masking: None,
             protocol: None,
             single_messages: false,
+            project: roots::ClientProject::default(),
             program,
         }
     }

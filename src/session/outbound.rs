@@ -360,7 +360,7 @@ impl Session {
         let id = frame.id_raw(msg);
         if msg.kind == MessageKind::Request
             && let Some(id) = id
-            && id.starts_with(super::approval::ELICITATION_ID_PREFIX.as_bytes())
+            && super::roots::is_own_id(id)
         {
             // mcpwall's own questions to the client use these ids: the client's answer
             // must not be taken for the answer to the server's request, or the reverse.

@@ -205,8 +205,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         let compiling = started.elapsed();
         // Paths in the policy resolve against the same HOME and project the loader used.
+        // The session compiles the policy again when the client names its roots
+        // (decision 16), so the program keeps it.
         let program = match Program::compile_with(&policy, &load_options.path_env()) {
-            Ok(p) => Arc::new(p),
+            Ok(p) => Arc::new(p.keep_source(Arc::new(policy))),
             Err(e) => {
                 server.abandon().await;
                 return Err(miette::Report::new(e));
