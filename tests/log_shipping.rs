@@ -9,6 +9,8 @@
 
 #[path = "support/sandbox.rs"]
 mod sandbox;
+#[path = "support/services.rs"]
+mod services;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -25,18 +27,7 @@ fn fake_server() -> &'static str {
 
 /// rsyslogd, or `None` (after saying why) when it is not installed here.
 fn rsyslogd() -> Option<PathBuf> {
-    let found = ["/usr/sbin/rsyslogd", "/sbin/rsyslogd"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("MCPWALL_REQUIRE_SERVICES").is_none(),
-            "rsyslogd is not installed, and MCPWALL_REQUIRE_SERVICES is set"
-        );
-        eprintln!("skipped: rsyslogd is not installed (apt-get install rsyslog rsyslog-gnutls)");
-    }
-    found
+    services::installed(&["/usr/sbin/rsyslogd", "/sbin/rsyslogd"], "rsyslog")
 }
 
 fn free_port() -> u16 {

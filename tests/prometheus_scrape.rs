@@ -6,6 +6,8 @@
 
 #[path = "support/gateway.rs"]
 mod gateway;
+#[path = "support/services.rs"]
+mod services;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,18 +19,10 @@ use gateway::{Gateway, Home};
 use serde_json::{Value, json};
 
 fn prometheus() -> Option<PathBuf> {
-    let found = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("MCPWALL_REQUIRE_SERVICES").is_none(),
-            "prometheus is not installed, and MCPWALL_REQUIRE_SERVICES is set"
-        );
-        eprintln!("skipped: prometheus is not installed (apt-get install prometheus)");
-    }
-    found
+    services::installed(
+        &["/usr/bin/prometheus", "/usr/local/bin/prometheus"],
+        "prometheus",
+    )
 }
 
 struct Prometheus {
@@ -107,15 +101,7 @@ fn prometheus_scrapes_the_gateway_with_a_metrics_readers_token() {
             "prometheus",
         ],
     );
-    let stderr = gw.stderr_until("the metrics address", |e| e.contains("metrics at http://"));
-    let target = stderr
-        .split("metrics at http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let target = gw.metrics_address();
 
     let dir = root.join("prometheus");
     std::fs::create_dir_all(&dir).unwrap();

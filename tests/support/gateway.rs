@@ -223,6 +223,19 @@ impl Gateway {
         }
     }
 
+    /// Where `--metrics-listen` listens, once the gateway says so on stderr.
+    pub fn metrics_address(&self) -> String {
+        let stderr = self.stderr_until("the metrics address", |e| e.contains("metrics at http://"));
+        stderr
+            .split("metrics at http://")
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
     /// The audit log once a line holds every one of `needles` (the writer lingers).
     pub fn audit_with(&self, needles: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
