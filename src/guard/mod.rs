@@ -272,6 +272,8 @@ pub struct Inspection {
 pub enum DenialKind {
     Withheld,
     Suspended,
+    /// The replicas' shared state, which holds the breaker, cannot be consulted.
+    SharedStateLost,
 }
 
 /// A refusal, with the message for the JSON-RPC error.
@@ -296,6 +298,28 @@ pub struct Guard {
     /// Shared by every session of one identity (`mcpwall serve`): a suspension outlives
     /// the session, so the agent is not told a new session ends it.
     per_identity: bool,
+    /// The breaker counts and suspends in the replicas' shared state (set once, by
+    /// [`Guard::share_breaker`]).
+    shared: std::sync::OnceLock<SharedBreaker>,
+}
+
+/// Where a shared breaker counts: one identity on one server, in every replica.
+#[derive(Debug, Clone)]
+pub struct SharedBreaker {
+    pub state: std::sync::Arc<dyn crate::shared_state::SharedState>,
+    pub server: std::sync::Arc<str>,
+    pub identity: Option<std::sync::Arc<str>>,
+    /// How long a suspension lasts (`shared_state.suspension_seconds`).
+    pub suspension: std::time::Duration,
+}
+
+impl SharedBreaker {
+    fn scope(&self) -> crate::shared_state::Scope<'_> {
+        crate::shared_state::Scope {
+            server: &self.server,
+            identity: self.identity.as_deref(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -352,6 +376,7 @@ impl Guard {
             any_withheld: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
             per_identity: false,
+            shared: std::sync::OnceLock::new(),
         })
     }
 
@@ -359,6 +384,19 @@ impl Guard {
     pub fn per_identity(mut self) -> Guard {
         self.per_identity = true;
         self
+    }
+
+    /// Count violations and suspend in `shared` (every replica of the gateway) from now
+    /// on. Without a breaker configured, nothing changes. Set once; later calls are ignored.
+    pub fn share_breaker(&self, shared: SharedBreaker) {
+        if self.config.circuit_breaker.is_some() {
+            let _ = self.shared.set(shared);
+        }
+    }
+
+    /// Whether the breaker is consulted in a shared state (a round trip per tool call).
+    pub fn consults_shared_state(&self) -> bool {
+        self.shared.get().is_some()
     }
 
     /// The pin store key of this server (`<name>-<digest>`).
@@ -441,6 +479,18 @@ impl Guard {
         if is_call && self.suspended.load(Ordering::Acquire) {
             return Some(self.suspension_denial());
         }
+        if is_call && let Some(shared) = self.shared.get() {
+            match shared.state.is_suspended(shared.scope()) {
+                Ok(false) => {}
+                Ok(true) => return Some(self.suspension_denial()),
+                Err(_) => {
+                    return Some(Denial {
+                        kind: DenialKind::SharedStateLost,
+                        message: crate::shared_state::Lost::AGENT_MESSAGE.to_string(),
+                    });
+                }
+            }
+        }
         if !self.any_withheld.load(Ordering::Acquire) {
             return None;
         }
@@ -466,6 +516,9 @@ impl Guard {
     /// Record a denial or blocked response at `now`. Returns the audit event when this
     /// violation suspends the session.
     pub fn record_violation(&self, now: Instant, what: &str) -> Option<GuardEvent> {
+        if let Some(shared) = self.shared.get() {
+            return self.record_shared_violation(shared, what);
+        }
         let mut state = self.lock();
         let breaker = state.breaker.as_mut()?;
         let limits = breaker.limits();
@@ -482,6 +535,29 @@ impl Guard {
         };
         self.suspended.store(true, Ordering::Release);
         Some(event)
+    }
+
+    /// [`Self::record_violation`] in the shared state: the suspension, when this violation
+    /// trips it, holds on every replica for `shared.suspension` (a lost store records
+    /// nothing: the calls it would have counted are refused meanwhile, fail closed).
+    fn record_shared_violation(&self, shared: &SharedBreaker, what: &str) -> Option<GuardEvent> {
+        let limits = self.config.circuit_breaker?;
+        let window = crate::shared_state::Window {
+            max: limits.max_violations,
+            window: limits.window,
+        };
+        match shared
+            .state
+            .record_violation(shared.scope(), window, shared.suspension)
+        {
+            Ok(crate::shared_state::Tripped::Now) => Some(GuardEvent::Suspended {
+                server: self.server.name.clone(),
+                max_violations: limits.max_violations,
+                window_seconds: limits.window.as_secs(),
+                triggering: vec![what.to_string()],
+            }),
+            _ => None,
+        }
     }
 
     /// This guard replaces `old` after a policy reload (`mcpwall serve`): it takes over
