@@ -546,7 +546,12 @@ fn stop_requests(reloads: crate::http::reload::Trigger) -> impl std::future::Fut
 #[allow(clippy::type_complexity)]
 fn open_shared_state(
     settings: &crate::config::policy::Settings,
-) -> miette::Result<Option<(Arc<dyn crate::shared_state::SharedState>, std::time::Duration)>> {
+) -> miette::Result<
+    Option<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
+> {
     let Some(s) = &settings.shared_state else {
         return Ok(None);
     };

@@ -15,10 +15,9 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit, RedactMarker,
-    OnLoss, Remember, Rule, RuleAction, SandboxNetwork, SecretPattern, ServerBackend, ServerDef,
-    SharedStateSettings, Source,
-    SourceId, SourceKind, Span, Spanned, UpstreamAuth,
+    LogRetention, Matcher, OnLoss, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
+    RedactMarker, Remember, Rule, RuleAction, SandboxNetwork, SecretPattern, ServerBackend,
+    ServerDef, SharedStateSettings, Source, SourceId, SourceKind, Span, Spanned, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -1055,7 +1054,8 @@ impl<'a> Decoder<'a> {
     /// `shared_state: {redis: "redis://127.0.0.1:6379/0", name: team-gw, …}`.
     fn shared_state(&mut self, node: &YNode) -> Option<Spanned<SharedStateSettings>> {
         let f = self.fields(node, "`shared_state`", SHARED_STATE_KEYS)?;
-        let example = "write `shared_state: {redis: \"redis://127.0.0.1:6379/0\", name: team-gateway}`";
+        let example =
+            "write `shared_state: {redis: \"redis://127.0.0.1:6379/0\", name: team-gateway}`";
         let mut value = SharedStateSettings::default();
         let mut ok = true;
         match f.get("redis") {
@@ -1163,7 +1163,10 @@ impl<'a> Decoder<'a> {
                 .map_or_else(|| self.span(node), |n| self.span(n));
             self.report(
                 Code::BadThreshold,
-                format!("`shared_state.timeout_ms` ({}) is more than 10000", value.timeout_ms),
+                format!(
+                    "`shared_state.timeout_ms` ({}) is more than 10000",
+                    value.timeout_ms
+                ),
                 at,
                 "too long",
                 "a call waits this long on a Redis that does not answer; use at most 10000 ms"

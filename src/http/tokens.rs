@@ -89,7 +89,10 @@ pub struct LiveTokens {
     /// The replicas' shared state (`settings.shared_state`) and how long a revocation is
     /// kept there: a token removed from this replica's file is refused by all of them, and
     /// one removed from another replica's file is refused here.
-    shared: std::sync::OnceLock<(Arc<dyn crate::shared_state::SharedState>, std::time::Duration)>,
+    shared: std::sync::OnceLock<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
 }
 
 #[derive(Debug)]
@@ -194,7 +197,11 @@ impl LiveTokens {
 
     /// Publish and consult revocations in `state` from now on, each kept for `ttl` after
     /// the revoked token was last presented. Set once.
-    pub fn share(&self, state: Arc<dyn crate::shared_state::SharedState>, ttl: std::time::Duration) {
+    pub fn share(
+        &self,
+        state: Arc<dyn crate::shared_state::SharedState>,
+        ttl: std::time::Duration,
+    ) {
         let _ = self.shared.set((state, ttl));
     }
 

@@ -325,7 +325,10 @@ impl Session {
         self.rate
             .as_ref()
             .is_some_and(|r| r.lock().unwrap_or_else(|e| e.into_inner()).is_shared())
-            || self.guard.as_ref().is_some_and(|g| g.consults_shared_state())
+            || self
+                .guard
+                .as_ref()
+                .is_some_and(|g| g.consults_shared_state())
     }
 
     /// The transport carries one message per request (Streamable HTTP's POST): batches

@@ -54,7 +54,10 @@ impl Inner {
         let Some(log) = self.logs.get_mut(key) else {
             return 0;
         };
-        while log.front().is_some_and(|t| now.duration_since(*t) >= window) {
+        while log
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= window)
+        {
             log.pop_front();
         }
         log.len()
@@ -199,9 +202,18 @@ pub mod contract {
         };
         let hour = Duration::from_secs(3600);
         assert!(!state.is_suspended(scope(&a)).unwrap());
-        assert_eq!(state.record_violation(scope(&a), three, hour).unwrap(), Tripped::No);
-        assert_eq!(state.record_violation(scope(&a), three, hour).unwrap(), Tripped::No);
-        assert_eq!(state.record_violation(scope(&a), three, hour).unwrap(), Tripped::Now);
+        assert_eq!(
+            state.record_violation(scope(&a), three, hour).unwrap(),
+            Tripped::No
+        );
+        assert_eq!(
+            state.record_violation(scope(&a), three, hour).unwrap(),
+            Tripped::No
+        );
+        assert_eq!(
+            state.record_violation(scope(&a), three, hour).unwrap(),
+            Tripped::Now
+        );
         assert_eq!(
             state.record_violation(scope(&a), three, hour).unwrap(),
             Tripped::Already
@@ -214,7 +226,10 @@ pub mod contract {
             window: minute,
         };
         let brief = Duration::from_millis(150);
-        assert_eq!(state.record_violation(scope(&b), one, brief).unwrap(), Tripped::Now);
+        assert_eq!(
+            state.record_violation(scope(&b), one, brief).unwrap(),
+            Tripped::Now
+        );
         assert!(state.is_suspended(scope(&b)).unwrap());
         std::thread::sleep(Duration::from_millis(300));
         assert!(!state.is_suspended(scope(&b)).unwrap());

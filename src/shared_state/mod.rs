@@ -133,7 +133,12 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// The key of `what` (`rate`, `violations`, `suspended`) in `scope`, with `extra` (a
 /// tool) when given. `*` stands for clients without an identity (not a plain character,
 /// so no identity's name).
-pub(crate) fn scoped_key(prefix: &str, what: &str, scope: Scope<'_>, extra: Option<&str>) -> String {
+pub(crate) fn scoped_key(
+    prefix: &str,
+    what: &str,
+    scope: Scope<'_>,
+    extra: Option<&str>,
+) -> String {
     let identity = scope.identity.map_or_else(|| "*".to_string(), key_part);
     let mut key = format!("{prefix}{what}:{}:{identity}", key_part(scope.server));
     if let Some(extra) = extra {

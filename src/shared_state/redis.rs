@@ -177,7 +177,10 @@ impl Redis {
     }
 
     /// Run `op` on a connection; `Lost` on any failure.
-    fn call<T>(&self, op: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T, Lost> {
+    fn call<T>(
+        &self,
+        op: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, Lost> {
         let result = self.connection().and_then(|mut c| match op(&mut c) {
             Ok(v) => {
                 let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,7 +311,12 @@ impl SharedState for Redis {
     fn is_suspended(&self, scope: Scope<'_>) -> Result<bool, Lost> {
         let key = scoped_key(&self.prefix, "suspended", scope, None);
         self.shared(
-            |c| redis::cmd("EXISTS").arg(&key).query::<i64>(c).map(|n| n > 0),
+            |c| {
+                redis::cmd("EXISTS")
+                    .arg(&key)
+                    .query::<i64>(c)
+                    .map(|n| n > 0)
+            },
             |l| l.is_suspended(scope),
         )
     }

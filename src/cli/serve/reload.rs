@@ -40,7 +40,10 @@ pub(super) struct Builder {
     pub identities: Vec<Option<Arc<str>>>,
     /// `settings.shared_state` as opened at start (a change applies at the next restart):
     /// the store every judge counts in, and how long a suspension lasts.
-    pub shared: Option<(Arc<dyn crate::shared_state::SharedState>, std::time::Duration)>,
+    pub shared: Option<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
 }
 
 /// The files whose change asks for a reload: the token file, and the `-c` file or the
