@@ -224,6 +224,35 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
         }
     }
 
+    // Legacy SSE through HAProxy: the stream opened anywhere, each POST of its session
+    // goes to the replica holding it, and the answer arrives on the stream.
+    let mut replicas_seen = Vec::new();
+    for n in 0..2 {
+        let mut stream = legacy_sse(&lb_addr, &fresh);
+        stream.read_until("session_id=");
+        let endpoint = stream
+            .read_until("\n\n")
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap()
+            .to_string();
+        let session = endpoint.split("session_id=").nth(1).unwrap().to_string();
+        replicas_seen.push(session[..1].to_string());
+        for id in 0..2 {
+            let ping =
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":\"sse{n}-{id}\",\"method\":\"ping\"}}");
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("Authorization", fresh.as_str()),
+            ];
+            let (status, head, _) = fleet::exchange(&lb_addr, &endpoint, &headers, ping.as_bytes());
+            assert_eq!(status, 202, "{endpoint}: {head}");
+            stream.read_until(&format!("\"sse{n}-{id}\""));
+        }
+    }
+    replicas_seen.sort();
+    assert_eq!(replicas_seen, ["a", "b"], "round robin spreads the streams");
+
     // Replica a dies: its session's client gets a clean answer (404: start a new session),
     // and a new session through HAProxy works on replica b.
     let on_a_session = sessions
@@ -303,4 +332,42 @@ fn a_replica_that_lost_redis_refuses_calls_unless_told_to_run_local_only() {
     let over = local.post(Some(&session), &call(4, "echo"), &[]).json();
     assert!(error_message(&over).contains("rate limit"), "{over}");
     local.stderr_until("local-only notice", |e| e.contains("local state only"));
+}
+
+/// A legacy HTTP+SSE stream (`GET /sse`) and what it has sent so far.
+struct SseStream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    seen: String,
+}
+
+fn legacy_sse(addr: &str, auth: &str) -> SseStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: {auth}\r\n\r\n"
+    )
+    .unwrap();
+    SseStream {
+        reader: std::io::BufReader::new(s),
+        seen: String::new(),
+    }
+}
+
+impl SseStream {
+    /// Read until `needle` has arrived; everything seen so far.
+    fn read_until(&mut self, needle: &str) -> &str {
+        use std::io::BufRead;
+        while !self.seen.contains(needle) {
+            let mut line = String::new();
+            assert!(
+                self.reader.read_line(&mut line).unwrap() > 0,
+                "stream closed before {needle:?}: {}",
+                self.seen
+            );
+            self.seen.push_str(&line);
+        }
+        &self.seen
+    }
 }
