@@ -26,6 +26,7 @@
 pub mod breaker;
 pub mod pins;
 pub mod poison;
+pub mod shared_pins;
 pub mod toolfilter;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -301,6 +302,9 @@ pub struct Guard {
     /// The breaker counts and suspends in the replicas' shared state (set once, by
     /// [`Guard::share_breaker`]).
     shared: std::sync::OnceLock<SharedBreaker>,
+    /// Pins are judged against the replicas' shared record ([`shared_pins`]), set once by
+    /// [`Guard::share_pins`].
+    shared_pins: std::sync::OnceLock<std::sync::Arc<dyn crate::shared_state::SharedState>>,
 }
 
 /// Where a shared breaker counts: one identity on one server, in every replica.
@@ -377,6 +381,7 @@ impl Guard {
             suspended: AtomicBool::new(false),
             per_identity: false,
             shared: std::sync::OnceLock::new(),
+            shared_pins: std::sync::OnceLock::new(),
         })
     }
 
@@ -394,9 +399,33 @@ impl Guard {
         }
     }
 
-    /// Whether the breaker is consulted in a shared state (a round trip per tool call).
+    /// Judge listings against the pin record `state` shares with the other replicas, and
+    /// carry this machine's approvals into it. Set once.
+    pub fn share_pins(&self, state: std::sync::Arc<dyn crate::shared_state::SharedState>) {
+        let _ = self.shared_pins.set(state);
+    }
+
+    /// Take the shared pin record as this guard's pins, with this machine's approvals
+    /// (`local`, its pin file) merged in; the record as read. `None`: no record yet (this
+    /// guard's pins become it), a damaged one (overwritten), or a lost store (the listing
+    /// is judged against this replica's own pins; the store says so on stderr).
+    fn adopt_shared_pins(
+        &self,
+        shared: &dyn crate::shared_state::SharedState,
+        state: &mut State,
+        local: Option<&PinFile>,
+    ) -> Option<PinFile> {
+        let record = shared.pins(&self.key).ok()??;
+        let record: PinFile = serde_json::from_str(&record).ok()?;
+        state.pins = shared_pins::merge_approvals(record.clone(), local);
+        state.first_use = false;
+        Some(record)
+    }
+
+    /// Whether the breaker (a round trip per tool call) or the pins (per listing) are
+    /// consulted in a shared state.
     pub fn consults_shared_state(&self) -> bool {
-        self.shared.get().is_some()
+        self.shared.get().is_some() || self.shared_pins.get().is_some()
     }
 
     /// The pin store key of this server (`<name>-<digest>`).
@@ -439,9 +468,13 @@ impl Guard {
         let mut state = self.lock();
         // Pick up approvals made with `mcpwall pins approve` while this session runs, so
         // a re-listing shows the approved entries and this session never overwrites them.
-        if let Ok(Some(fresh)) = self.store.load(&self.key) {
-            state.pins = fresh;
+        let local = self.store.load(&self.key).ok().flatten();
+        if let Some(fresh) = &local {
+            state.pins = fresh.clone();
         }
+        let shared = self.shared_pins.get();
+        let shared_before =
+            shared.and_then(|s| self.adopt_shared_pins(&**s, &mut state, local.as_ref()));
         let before = state.pins.clone();
         let result = match list {
             Some(kind) => self.filter_list(
@@ -459,14 +492,21 @@ impl Guard {
         }
         self.any_withheld
             .store(!state.withheld.is_empty(), Ordering::Release);
-        if state.pins != before
-            && let Err(e) = self.store.save(&self.key, &state.pins)
-        {
+        let disk_stale =
+            state.pins != before || (shared.is_some() && local.as_ref() != Some(&state.pins));
+        if disk_stale && let Err(e) = self.store.save(&self.key, &state.pins) {
             // Not fatal: the session's verdicts are in memory and still enforced.
             inspection.events.push(GuardEvent::PinWriteFailed {
                 server: self.server.name.clone(),
                 error: e.to_string(),
             });
+        }
+        if let Some(shared) = shared
+            && shared_before.as_ref() != Some(&state.pins)
+            && let Ok(record) = serde_json::to_string(&state.pins)
+        {
+            // A lost store is told on stderr by the store; the next listing writes again.
+            let _ = shared.store_pins(&self.key, &record, crate::shared_state::PINS_TTL);
         }
         inspection
     }

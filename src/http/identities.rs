@@ -279,6 +279,7 @@ impl Judges {
                 }
             }
             if let Some(guard) = &judge.guard {
+                guard.share_pins(state.clone());
                 guard.share_breaker(crate::guard::SharedBreaker {
                     state: state.clone(),
                     server: server.clone(),

@@ -24,6 +24,8 @@ struct Inner {
     logs: HashMap<String, VecDeque<Instant>>,
     /// Suspensions and revocations, by key: when each ends.
     until: HashMap<String, Instant>,
+    /// Pin records, by key: the record and when it ends.
+    records: HashMap<String, (String, Instant)>,
 }
 
 impl Inner {
@@ -151,6 +153,30 @@ impl SharedState for Local {
         inner.until.insert(key, now + ttl);
         Ok(true)
     }
+
+    fn pins(&self, server_key: &str) -> Result<Option<String>, Lost> {
+        let now = Instant::now();
+        Ok(self
+            .lock()
+            .records
+            .get(server_key)
+            .filter(|(_, end)| *end > now)
+            .map(|(r, _)| r.clone()))
+    }
+
+    fn store_pins(&self, server_key: &str, record: &str, ttl: Duration) -> Result<(), Lost> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        if inner.records.len() >= MAX_KEYS {
+            inner.records.retain(|_, (_, end)| *end > now);
+        }
+        if inner.records.len() < MAX_KEYS || inner.records.contains_key(server_key) {
+            inner
+                .records
+                .insert(server_key.to_string(), (record.to_string(), now + ttl));
+        }
+        Ok(())
+    }
 }
 
 /// The contract every [`SharedState`] keeps, run against [`Local`] here and against a
@@ -243,6 +269,13 @@ pub mod contract {
         state.revoke(&token, hour).unwrap();
         assert!(state.is_revoked(&token, hour).unwrap());
         assert!(!state.is_revoked(&other, hour).unwrap());
+
+        // Pin records.
+        let server = format!("fs-{unique}");
+        assert_eq!(state.pins(&server).unwrap(), None);
+        state.store_pins(&server, "{\"v\":1}", hour).unwrap();
+        state.store_pins(&server, "{\"v\":2}", hour).unwrap();
+        assert_eq!(state.pins(&server).unwrap().as_deref(), Some("{\"v\":2}"));
     }
 }
 

@@ -1,6 +1,6 @@
 //! What the replicas of one `mcpwall serve` gateway keep in common
 //! (`settings.shared_state`): per-identity rate-limit windows, circuit-breaker
-//! suspensions and token revocations.
+//! suspensions, token revocations and tool pin records.
 //!
 //! Without the setting, nothing here is used: each process counts in its own memory, as a
 //! single gateway always has. With it, every replica consults one Redis ([`redis`]) so
@@ -96,7 +96,17 @@ pub trait SharedState: Send + Sync + fmt::Debug {
     /// Whether the token whose SHA-256 is `token_hash` was revoked (renewing the
     /// revocation's TTL when it was).
     fn is_revoked(&self, token_hash: &[u8; 32], ttl: Duration) -> Result<bool, Lost>;
+
+    /// The shared pin record of server `server_key` (the pin file's JSON), if any.
+    fn pins(&self, server_key: &str) -> Result<Option<String>, Lost>;
+
+    /// Replace the shared pin record of `server_key`, kept for `ttl` after this write.
+    fn store_pins(&self, server_key: &str, record: &str, ttl: Duration) -> Result<(), Lost>;
 }
+
+/// How long a shared pin record is kept after it was last written: a server no replica
+/// has listed for this long is pinned afresh (on first use) when it comes back.
+pub const PINS_TTL: Duration = Duration::from_secs(400 * 86_400);
 
 /// The longest server or identity name used as it is in a key.
 const MAX_PLAIN: usize = 64;

@@ -245,6 +245,10 @@ impl Redis {
         }
     }
 
+    fn pins_key(&self, server_key: &str) -> String {
+        format!("{}pins:{}", self.prefix, super::key_part(server_key))
+    }
+
     fn revocation_key(&self, token_hash: &[u8; 32]) -> String {
         format!("{}revoked:{}", self.prefix, super::hex(token_hash))
     }
@@ -351,6 +355,29 @@ impl SharedState for Redis {
                     .map(|v| v.is_some())
             },
             |l| l.is_revoked(token_hash, ttl),
+        )
+    }
+
+    fn pins(&self, server_key: &str) -> Result<Option<String>, Lost> {
+        let key = self.pins_key(server_key);
+        self.shared(
+            |c| redis::cmd("GET").arg(&key).query::<Option<String>>(c),
+            |l| l.pins(server_key),
+        )
+    }
+
+    fn store_pins(&self, server_key: &str, record: &str, ttl: Duration) -> Result<(), Lost> {
+        let key = self.pins_key(server_key);
+        self.shared(
+            |c| {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(record)
+                    .arg("PX")
+                    .arg(millis(ttl))
+                    .query::<()>(c)
+            },
+            |l| l.store_pins(server_key, record, ttl),
         )
     }
 }
