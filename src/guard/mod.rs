@@ -468,11 +468,19 @@ impl Guard {
         let mut state = self.lock();
         // Pick up approvals made with `mcpwall pins approve` while this session runs, so
         // a re-listing shows the approved entries and this session never overwrites them.
-        let local = self.store.load(&self.key).ok().flatten();
-        if let Some(fresh) = &local {
-            state.pins = fresh.clone();
-        }
         let shared = self.shared_pins.get();
+        // The file is kept for the merge only when pins are shared; otherwise moved in.
+        let local = match self.store.load(&self.key).ok().flatten() {
+            Some(fresh) if shared.is_some() => {
+                state.pins = fresh.clone();
+                Some(fresh)
+            }
+            Some(fresh) => {
+                state.pins = fresh;
+                None
+            }
+            None => None,
+        };
         let shared_before =
             shared.and_then(|s| self.adopt_shared_pins(&**s, &mut state, local.as_ref()));
         let before = state.pins.clone();
