@@ -30,6 +30,7 @@ pub mod secrets;
 pub mod session;
 pub mod shared_state;
 pub(crate) mod shell;
+pub mod ship;
 pub mod text;
 pub mod upstream;
 pub mod verdict;

@@ -1653,3 +1653,43 @@ fn a_batch_in_a_session_is_refused_by_the_session_and_audited() {
         "the batch reached the server"
     );
 }
+
+/// The gateway sends a stateless request to the server under an id of its own
+/// (`mcpwall-N`), but the audit log records the id the client gave, as for every other
+/// transport: the log is read against the client's own records.
+#[test]
+fn stateless_requests_are_audited_under_the_clients_ids() {
+    let (gw, tokens) = Gateway::launch("", "", &["alice"]);
+    let alice = &tokens[0];
+    let r = modern(
+        &gw,
+        alice,
+        json!("client-41"),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hello"}}),
+    );
+    assert_eq!(answer(&r)["id"], "client-41", "{}", r.body);
+    let r = modern(
+        &gw,
+        alice,
+        json!(42),
+        "tools/call",
+        json!({"name": "read", "arguments": {"path": "/home/u/.ssh/id_rsa"}}),
+    );
+    assert_eq!(answer(&r)["id"], 42, "{}", r.body);
+
+    let audit = gw.audit_with(&["\"action\":\"deny\"", "\"tool\":\"read\""]);
+    let calls: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"tool\":\"echo\"") || l.contains("\"tool\":\"read\""))
+        .collect();
+    assert!(
+        calls.iter().any(|l| l.contains("\"id\":\"client-41\"")),
+        "{audit}"
+    );
+    assert!(calls.iter().any(|l| l.contains("\"id\":42")), "{audit}");
+    assert!(
+        calls.iter().all(|l| !l.contains("\"id\":\"mcpwall-")),
+        "a call audited under the gateway's id: {audit}"
+    );
+}

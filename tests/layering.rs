@@ -42,10 +42,12 @@ const LAYERS: &[&str] = &[
     "session",
     // Around the session, for the transports.
     "audit",
-    "driver",
     "io",
     "approval_queue",
     "upstream",
+    "ship",
+    // What drives a session for every transport.
+    "driver",
     // Transports.
     "proxy",
     "bridge",

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::config;
 use crate::guard::pins::ServerIdentity;
 use crate::http::conversation::Backend;
@@ -382,10 +382,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     for j in &judges {
         metrics.register(j);
     }
-    let audit = Audit::start(
+    let audit = crate::cli::common::start_audit(
+        &settings,
         crate::cli::common::audit_config(&settings, &home, listener_name),
         names as Arc<dyn Names>,
-    );
+    )?;
     audit.sender().send(&mut sandbox_events);
     let (reloads, asks) = crate::http::reload::Trigger::new();
     // The builder's own view of what is in force starts from here.

@@ -71,6 +71,8 @@ pub enum Code {
     /// `shared_state` names a store that cannot be used (not a `redis://` URL, a name
     /// that is not plain).
     BadSharedState,
+    /// A network address that is not `SCHEME://HOST:PORT` with a scheme mcpwall speaks.
+    BadAddress,
 }
 
 impl Code {
@@ -104,6 +106,7 @@ impl Code {
             Code::BadSandboxPath => "bad_sandbox_path",
             Code::ProtectedState => "protected_state",
             Code::BadSharedState => "bad_shared_state",
+            Code::BadAddress => "bad_address",
         }
     }
 

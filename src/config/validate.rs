@@ -15,9 +15,10 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, Matcher, OnLoss, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Remember, Rule, RuleAction, SandboxNetwork, SecretPattern, ServerBackend,
-    ServerDef, SharedStateSettings, Source, SourceId, SourceKind, Span, Spanned, UpstreamAuth,
+    LogRetention, LogShipping, Matcher, OnLoss, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES, SandboxNetwork,
+    SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId, SourceKind,
+    Span, Spanned, SyslogSink, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -125,6 +126,16 @@ const SETTINGS_KEYS: &[&str] = &[
     "ask_timeout_seconds",
     "gateway",
     "shared_state",
+    "log_shipping",
+];
+const SHIPPING_KEYS: &[&str] = &["syslog"];
+const SYSLOG_KEYS: &[&str] = &[
+    "address",
+    "ca_file",
+    "client_cert",
+    "client_key",
+    "facility",
+    "app_name",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -196,6 +207,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "max_connections",
     "connections_per_peer",
     "header_timeout_seconds",
+    "audit_before_answer",
 ];
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
@@ -1048,6 +1060,9 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("shared_state") {
             s.shared_state = self.shared_state(n);
         }
+        if let Some(n) = f.get("log_shipping") {
+            s.log_shipping = self.log_shipping(n);
+        }
         s
     }
 
@@ -1180,6 +1195,125 @@ impl<'a> Decoder<'a> {
         })
     }
 
+    /// `log_shipping: {syslog: {address: tls://logs.example.com:6514, …}}`.
+    fn log_shipping(&mut self, node: &YNode) -> Option<Spanned<LogShipping>> {
+        let example = "write `log_shipping: {syslog: {address: \"tls://logs.example.com:6514\"}}`";
+        let f = self.fields(node, "`log_shipping`", SHIPPING_KEYS)?;
+        let Some(syslog) = f.get("syslog") else {
+            self.report(
+                Code::MissingKey,
+                "`log_shipping` names no destination".to_string(),
+                self.head_span(node),
+                "`syslog` is missing",
+                example,
+            );
+            return None;
+        };
+        let s = self.fields(syslog, "`log_shipping.syslog`", SYSLOG_KEYS)?;
+        let Some(address) = s.get("address") else {
+            self.report(
+                Code::MissingKey,
+                "`log_shipping.syslog` has no `address`".to_string(),
+                self.head_span(syslog),
+                "`address` is missing",
+                example,
+            );
+            return None;
+        };
+        let address = self.string(address, "`log_shipping.syslog.address`")?;
+        let (tls, host, port) = match parse_sink_address(&address.value) {
+            Ok(parts) => parts,
+            Err(why) => {
+                self.report(
+                    Code::BadAddress,
+                    format!("`{}` is not a syslog address: {why}", address.value),
+                    address.span,
+                    "not `tcp://HOST:PORT` or `tls://HOST:PORT`",
+                    "write `tls://HOST:PORT` (RFC 5425, port 6514 by default) or \
+                     `tcp://HOST:PORT` (plain TCP, port 514 by default; only on a network you trust)",
+                );
+                return None;
+            }
+        };
+        let path = |this: &mut Self, key: &str| -> Option<Option<PathBuf>> {
+            let Some(n) = s.get(key) else {
+                return Some(None);
+            };
+            let written = this.string(n, &format!("`log_shipping.syslog.{key}`"))?;
+            if !tls {
+                this.report(
+                    Code::UnknownKey,
+                    format!("`{key}` applies only to a `tls://` address"),
+                    written.span,
+                    "not used over plain TCP",
+                    format!("remove `{key}`, or ship over `tls://`"),
+                );
+                return None;
+            }
+            this.expand(&written).map(Some)
+        };
+        let ca_file = path(self, "ca_file");
+        let client_cert = path(self, "client_cert");
+        let client_key = path(self, "client_key");
+        let (ca_file, client_cert, client_key) = (ca_file?, client_cert?, client_key?);
+        if client_cert.is_some() != client_key.is_some() {
+            let (given, missing) = if client_cert.is_some() {
+                ("client_cert", "client_key")
+            } else {
+                ("client_key", "client_cert")
+            };
+            let at = s
+                .get(given)
+                .map_or_else(|| self.span(syslog), |n| self.span(n));
+            self.report(
+                Code::MissingKey,
+                format!("`log_shipping.syslog.{given}` without `{missing}`"),
+                at,
+                format!("`{missing}` is missing"),
+                "a client certificate needs its private key: give both, or neither",
+            );
+            return None;
+        }
+        let facility = match s.get("facility") {
+            Some(n) => self.word(n, "syslog facility", SYSLOG_FACILITIES)?.value,
+            None => 16,
+        };
+        let app_name = match s.get("app_name") {
+            Some(n) => {
+                let name = self.string(n, "`log_shipping.syslog.app_name`")?;
+                let printable = name.value.bytes().all(|b| (33..=126).contains(&b));
+                if name.value.is_empty() || name.value.len() > 48 || !printable {
+                    self.report(
+                        Code::UnknownValue,
+                        format!("`{}` is not a syslog APP-NAME", name.value),
+                        name.span,
+                        "1 to 48 printable ASCII characters, no spaces",
+                        "RFC 5424 limits APP-NAME to 48 printable ASCII characters; \
+                         write e.g. `mcpwall`",
+                    );
+                    return None;
+                }
+                name.value
+            }
+            None => "mcpwall".to_string(),
+        };
+        Some(Spanned {
+            value: LogShipping {
+                syslog: SyslogSink {
+                    tls,
+                    host,
+                    port,
+                    ca_file,
+                    client_cert,
+                    client_key,
+                    facility,
+                    app_name,
+                },
+            },
+            span: self.span(node),
+        })
+    }
+
     /// `gateway: {max_sessions: 256, sessions_per_identity: 64, …}`; a key left out keeps
     /// its default. A share larger than the whole is a mistake, not a request for it.
     fn gateway(&mut self, node: &YNode) -> Option<Spanned<GatewaySettings>> {
@@ -1197,6 +1331,9 @@ impl<'a> Decoder<'a> {
                 ("header_timeout_seconds", &mut value.header_timeout_seconds),
             ],
         );
+        if let Some(n) = f.get("audit_before_answer") {
+            value.audit_before_answer = self.bool(n, "`gateway.audit_before_answer`")?.value;
+        }
         if !ok {
             return None;
         }
@@ -2454,4 +2591,46 @@ pub(crate) fn to_json(node: &Node) -> serde_json::Value {
                 .collect(),
         ),
     }
+}
+
+/// `tcp://HOST:PORT` or `tls://HOST:PORT` (`[v6]` hosts; the port defaults to 514 over TCP
+/// and 6514 over TLS): `(tls, host, port)`, or why not.
+fn parse_sink_address(text: &str) -> Result<(bool, String, u16), &'static str> {
+    let (tls, rest) = if let Some(rest) = text.strip_prefix("tls://") {
+        (true, rest)
+    } else if let Some(rest) = text.strip_prefix("tcp://") {
+        (false, rest)
+    } else {
+        return Err("the scheme is not `tcp://` or `tls://`");
+    };
+    if rest.contains(['/', '@', '?', '#']) || rest.chars().any(char::is_whitespace) {
+        return Err("only a host and a port may follow the scheme");
+    }
+    let default_port = if tls { 6514 } else { 514 };
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or("a `[` without its `]`")?;
+        match after {
+            "" => (host, None),
+            _ => (host, Some(after.strip_prefix(':').ok_or("junk after `]`")?)),
+        }
+    } else {
+        match rest.rsplit_once(':') {
+            Some((host, _)) if host.contains(':') => {
+                return Err("an IPv6 host is written in brackets: `[::1]:6514`");
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the host is missing");
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => return Err("the port is not a number from 1 to 65535"),
+            Ok(p) => p,
+        },
+    };
+    Ok((tls, host.to_string(), port))
 }

@@ -53,10 +53,16 @@ fn cores() -> &'static Semaphore {
     })
 }
 
-/// Judge one line from `from` with `session` and return what comes of it: in place when
-/// it is short, else on the blocking pool once `share` and a core are free.
-pub async fn judge(session: &SharedSession, share: &Share, from: Peer, line: Line<'_>) -> Outbox {
-    let mut out = Outbox::default();
+/// Judge one line from `from` with `session` into `out` (an empty outbox, with or without
+/// routes) and return what comes of it: in place when it is short, else on the blocking
+/// pool once `share` and a core are free.
+pub async fn judge(
+    session: &SharedSession,
+    share: &Share,
+    from: Peer,
+    line: Line<'_>,
+    mut out: Outbox,
+) -> Outbox {
     let bytes = match line {
         Line::Frame(bytes) if bytes.len() >= OFF_LOOP_BYTES => bytes,
         small => {
@@ -138,7 +144,14 @@ mod tests {
         let share = Share::default();
         for (id, padding) in [(1, 10), (2, OFF_LOOP_BYTES)] {
             let line = call(id, padding);
-            let out = judge(&session, &share, Peer::Client, Line::Frame(&line)).await;
+            let out = judge(
+                &session,
+                &share,
+                Peer::Client,
+                Line::Frame(&line),
+                Outbox::default(),
+            )
+            .await;
             assert_eq!(out.to_server, [&line[..], b"\n"].concat());
         }
         assert_eq!(session.lock().await.calls_in_flight(), 2);
@@ -159,7 +172,14 @@ mod tests {
                 }
             })
         };
-        let out = judge(&session, &share, Peer::Client, Line::Frame(&line)).await;
+        let out = judge(
+            &session,
+            &share,
+            Peer::Client,
+            Line::Frame(&line),
+            Outbox::default(),
+        )
+        .await;
         ticker.abort();
         assert!(!out.to_server.is_empty());
         // On the loop, the ticker could not have run while the line was judged.

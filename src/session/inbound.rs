@@ -293,6 +293,7 @@ impl Session {
             if msg.kind == MessageKind::Request {
                 synth::error_response(&mut out.to_client, id, code, message, Some(rule));
                 out.to_client.push(b'\n');
+                out.routed_answer(id);
             }
             let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
             e.id = id.map(IdText::new);
@@ -362,6 +363,11 @@ impl Session {
             }
         }
         out.to_client.push(b'\n');
+        match ids.requests.as_slice() {
+            [] => out.routed_answer(None),
+            [id] if !ids.batch => out.routed_answer(Some(id)),
+            _ => out.routed(|| super::Route::Batch),
+        }
         let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
         e.id = ids
             .requests
@@ -591,6 +597,9 @@ impl Session {
                 out.to_server.push(b'\n');
             } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
                 out.to_client.push(b'\n');
+                // A duplicate's refusal goes out with a null id (see `refusal`).
+                let duplicate = d.rule == Some(RuleRef::Builtin(RULE_DUPLICATE_ID));
+                out.routed_answer(frame.id_raw(msg).filter(|_| !duplicate));
             }
             self.audit_client(frame, msg, &d, names, out);
             return;
@@ -701,6 +710,7 @@ impl Session {
                 answers.push(b']');
                 out.to_client.extend_from_slice(&answers);
                 out.to_client.push(b'\n');
+                out.routed(|| super::Route::Batch);
             }
         }
         for (msg, d) in messages.iter().zip(&batch) {

@@ -195,6 +195,37 @@ pub struct Outbox {
     /// A call was held for approval: its deadline needs a timer (the proxy's
     /// [`Session::next_deadline`] changed).
     pub asked: bool,
+    /// `Some` (set by [`Outbox::with_routes`]): what each line of `to_client` is, in
+    /// order, one [`Route`] per line, so a transport that routes lines (the gateway)
+    /// never reads them again. `None` costs the stdio proxy nothing.
+    pub routes: Option<Vec<Route>>,
+}
+
+/// What a line the session wrote for the client is: where a transport that serves
+/// several streams sends it. Told by the session from what it judged, never read back
+/// from the line's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The answer (result or error) to the client's request with this id, by its key
+    /// ([`ids::route_key`]); `None` when it carries no id a request can have (a `null`
+    /// id: the refusal of an unreadable or duplicate request).
+    Answer(Option<String>),
+    /// A request of the server's (or mcpwall's own, an approval's elicitation): its
+    /// id's exact JSON text, its method, and where its `params` value lies in the line.
+    Request {
+        id: Box<[u8]>,
+        method: Box<str>,
+        params: Option<Range<usize>>,
+    },
+    /// A notification: its method; for `notifications/progress`, its `progressToken`'s
+    /// key ([`ids::route_key`]); for `notifications/resources/updated`, its `uri`.
+    Notification {
+        method: Box<str>,
+        progress: Option<String>,
+        uri: Option<Box<str>>,
+    },
+    /// A batch: several messages in one line.
+    Batch,
 }
 
 impl Outbox {
@@ -204,6 +235,29 @@ impl Outbox {
             judgements: Some(Vec::new()),
             ..Outbox::default()
         }
+    }
+
+    /// An outbox that also says what each line for the client is ([`Outbox::routes`]).
+    pub fn with_routes() -> Outbox {
+        Outbox {
+            routes: Some(Vec::new()),
+            ..Outbox::default()
+        }
+    }
+
+    /// Say what the line just ended in `to_client` is, when routes are kept (`route` is
+    /// only called then).
+    #[inline]
+    pub(crate) fn routed(&mut self, route: impl FnOnce() -> Route) {
+        if let Some(routes) = &mut self.routes {
+            routes.push(route());
+        }
+    }
+
+    /// Say that the line just ended in `to_client` answers the request with id `raw`.
+    #[inline]
+    pub(crate) fn routed_answer(&mut self, raw: Option<&[u8]>) {
+        self.routed(|| Route::Answer(raw.and_then(ids::route_key)));
     }
 }
 
@@ -462,6 +516,7 @@ impl Session {
             None,
         );
         out.to_client.push(b'\n');
+        out.routed_answer(Some(entry.id.as_bytes()));
         let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
         e.duration = Some(entry.started.elapsed());
         e.id = Some(entry.id);

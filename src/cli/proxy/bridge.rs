@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::bridge::{self, Options};
 use crate::config;
 use crate::guard::Guard;
@@ -76,10 +76,11 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
     let program = Program::compile_with(&policy, &load_options.path_env())
         .map(Arc::new)
         .map_err(miette::Report::new)?;
-    let audit = Audit::start(
+    let audit = crate::cli::common::start_audit(
+        &settings,
         crate::cli::common::audit_config(&settings, &home, server_name.clone()),
         program.clone() as Arc<dyn Names>,
-    );
+    )?;
     let options = Options {
         server_name,
         chatter,

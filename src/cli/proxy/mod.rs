@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
@@ -220,10 +220,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 (started.elapsed() - compiling).as_micros()
             ),
         );
-        let started_audit = Audit::start(
+        let started_audit = crate::cli::common::start_audit(
+            &settings,
             crate::cli::common::audit_config(&settings, &home, server_name),
             program.clone() as Arc<dyn Names>,
-        );
+        )?;
         let sender = started_audit.sender();
         sender.send(&mut vec![sandbox_event]);
         audit = Some(started_audit);
