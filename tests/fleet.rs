@@ -1,7 +1,7 @@
 //! `mcpwall serve` replicas behind HAProxy, sharing their state in Redis
 //! (`settings.shared_state`, docs/fleet.md): real `redis-server` and `haproxy` processes
-//! on loopback (skipped with the reason when they are not installed; CI sets
-//! `MCPWALL_REQUIRE_FLEET=1`, so there they must run).
+//! on loopback (skipped with the reason when they are not installed; CI installs them
+//! (`.ci/services`) and sets `MCPWALL_REQUIRE_SERVICES=1`, so there they must run).
 
 #[path = "support/fleet.rs"]
 mod fleet;

@@ -3,7 +3,7 @@
 //! `#[path = "support/fleet.rs"] mod fleet;` beside `support/gateway.rs`.
 //!
 //! A missing tool skips the test with the reason on stderr; with
-//! `MCPWALL_REQUIRE_FLEET=1` (CI, which installs them) it fails instead.
+//! `MCPWALL_REQUIRE_SERVICES=1` (CI, which installs them: `.ci/services`) it fails instead.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `name` on PATH or in the sbin directories (HAProxy is in `/usr/sbin`, often not on a
-/// user's PATH); `None` (test skipped) or a panic (`MCPWALL_REQUIRE_FLEET`) when missing.
+/// user's PATH); `None` (test skipped) or a panic (`MCPWALL_REQUIRE_SERVICES`) when missing.
 pub fn tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = std::env::split_paths(&path)
@@ -22,8 +22,8 @@ pub fn tool(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file());
     if found.is_none() {
         let why = format!("{name} is not installed (Debian: apt-get install {name})");
-        if std::env::var_os("MCPWALL_REQUIRE_FLEET").is_some() {
-            panic!("{why}; MCPWALL_REQUIRE_FLEET is set");
+        if std::env::var_os("MCPWALL_REQUIRE_SERVICES").is_some() {
+            panic!("{why}; MCPWALL_REQUIRE_SERVICES is set");
         }
         eprintln!("skipped: {why}");
     }
