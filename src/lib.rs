@@ -28,6 +28,7 @@ pub mod regex_dialect;
 pub mod sandbox;
 pub mod secrets;
 pub mod session;
+pub mod shared_state;
 pub(crate) mod shell;
 pub mod ship;
 pub mod text;

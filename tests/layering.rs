@@ -29,6 +29,8 @@ const LAYERS: &[&str] = &[
     "paths",
     "clients",
     "config::policy",
+    // What the replicas of a gateway share (Redis), below everything that counts on it.
+    "shared_state",
     // The compiled program and what sits beside it.
     "program",
     "guard",

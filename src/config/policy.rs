@@ -442,6 +442,52 @@ impl Default for GatewaySettings {
     }
 }
 
+/// `settings.shared_state`: the state the replicas of one `mcpwall serve` gateway share
+/// (per-identity rate-limit windows, circuit-breaker suspensions, token revocations), in
+/// Redis. Only a trusted file sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedStateSettings {
+    /// `redis://[user:password@]host[:port][/db]`. May hold a password: shown only without it.
+    pub redis: String,
+    /// The gateway's name: every key starts with `mcpwall:<name>:`, so gateways sharing
+    /// one Redis count apart. Every replica of one gateway uses the same name.
+    pub name: String,
+    /// What a replica does while Redis is unreachable.
+    pub on_loss: OnLoss,
+    /// Bound on connecting to, writing to and reading from Redis, per call.
+    pub timeout_ms: u32,
+    /// How long a suspension by the circuit breaker lasts on every replica.
+    pub suspension_seconds: u64,
+    /// How long a token revocation is kept after the token was last presented.
+    pub revocation_days: u32,
+}
+
+impl Default for SharedStateSettings {
+    fn default() -> Self {
+        SharedStateSettings {
+            redis: String::new(),
+            name: String::new(),
+            on_loss: OnLoss::FailClosed,
+            timeout_ms: 250,
+            suspension_seconds: 24 * 3600,
+            revocation_days: 30,
+        }
+    }
+}
+
+/// `settings.shared_state.on_loss`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLoss {
+    /// Calls that need the shared state (rate-limited or breaker-guarded calls, requests
+    /// with a token) are refused until Redis answers again. The default.
+    FailClosed,
+    /// Hazard: each replica counts on its own while Redis is away, so N replicas admit up
+    /// to N times the rate limit, a breaker tripped on one replica does not hold on the
+    /// others, and a token revoked elsewhere meanwhile is honoured here. Said on stderr
+    /// when it happens.
+    LocalOnly,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -467,6 +513,8 @@ pub struct Settings {
     pub ask_timeout_seconds: u64,
     /// `mcpwall serve`'s shares and limits.
     pub gateway: GatewaySettings,
+    /// `None`: each `mcpwall serve` process keeps its state in its own memory.
+    pub shared_state: Option<SharedStateSettings>,
     /// Where a copy of the audit log goes (`None`: nowhere).
     pub log_shipping: Option<LogShipping>,
 }
@@ -489,6 +537,7 @@ impl Default for Settings {
             log_retention: LogRetention::default(),
             ask_timeout_seconds: 120,
             gateway: GatewaySettings::default(),
+            shared_state: None,
             log_shipping: None,
         }
     }

@@ -15,10 +15,10 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, LogShipping, Matcher, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES, SandboxNetwork, SecretPattern,
-    ServerBackend, ServerDef, Source, SourceId, SourceKind, Span, Spanned, SyslogSink,
-    UpstreamAuth,
+    LogRetention, LogShipping, Matcher, OnLoss, OutboundRule, PinningMode, PoisonScanMode,
+    RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES, SandboxNetwork,
+    SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId, SourceKind,
+    Span, Spanned, SyslogSink, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -146,6 +146,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "log_retention",
     "ask_timeout_seconds",
     "gateway",
+    "shared_state",
     "log_shipping",
 ];
 const SHIPPING_KEYS: &[&str] = &["syslog"];
@@ -212,6 +213,14 @@ const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
 const RETENTION_KEYS: &[&str] = &["max_days", "max_mb"];
+const SHARED_STATE_KEYS: &[&str] = &[
+    "redis",
+    "name",
+    "on_loss",
+    "timeout_ms",
+    "suspension_seconds",
+    "revocation_days",
+];
 const GATEWAY_KEYS: &[&str] = &[
     "max_sessions",
     "sessions_per_identity",
@@ -1069,10 +1078,142 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("gateway") {
             s.gateway = self.gateway(n);
         }
+        if let Some(n) = f.get("shared_state") {
+            s.shared_state = self.shared_state(n);
+        }
         if let Some(n) = f.get("log_shipping") {
             s.log_shipping = self.log_shipping(n);
         }
         s
+    }
+
+    /// `shared_state: {redis: "redis://127.0.0.1:6379/0", name: team-gw, …}`.
+    fn shared_state(&mut self, node: &YNode) -> Option<Spanned<SharedStateSettings>> {
+        let f = self.fields(node, "`shared_state`", SHARED_STATE_KEYS)?;
+        let example =
+            "write `shared_state: {redis: \"redis://127.0.0.1:6379/0\", name: team-gateway}`";
+        let mut value = SharedStateSettings::default();
+        let mut ok = true;
+        match f.get("redis") {
+            Some(n) => match self.string(n, "`shared_state.redis`") {
+                Some(url) => {
+                    let scheme_ok = url.value.starts_with("redis://");
+                    let parses = scheme_ok && redis::parse_redis_url(&url.value).is_some();
+                    if !parses {
+                        let help = if url.value.starts_with("rediss://") {
+                            "TLS to Redis is not built in: reach it over loopback or a private \
+                             network, or through a TLS tunnel (stunnel, spiped) on this host"
+                        } else {
+                            "write `redis://host:port/db` (a password as `redis://:PASSWORD@host:port`)"
+                        };
+                        self.report(
+                            Code::BadSharedState,
+                            "`shared_state.redis` is not a redis:// URL".to_string(),
+                            url.span,
+                            "not a redis:// URL",
+                            help.to_string(),
+                        );
+                        ok = false;
+                    }
+                    value.redis = url.value;
+                }
+                None => ok = false,
+            },
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    "`shared_state` has no `redis`".to_string(),
+                    self.head_span(node),
+                    "`redis` is missing",
+                    example.to_string(),
+                );
+                ok = false;
+            }
+        }
+        match f.get("name") {
+            Some(n) => match self.string(n, "`shared_state.name`") {
+                Some(name) => {
+                    let plain = !name.value.is_empty()
+                        && name.value.len() <= 64
+                        && name
+                            .value
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                    if !plain {
+                        self.report(
+                            Code::BadSharedState,
+                            format!("`shared_state.name` {:?} is not a plain name", name.value),
+                            name.span,
+                            "not a plain name",
+                            "use 1 to 64 letters, digits, `.`, `_` or `-`; every replica of the \
+                             gateway uses the same name"
+                                .to_string(),
+                        );
+                        ok = false;
+                    }
+                    value.name = name.value;
+                }
+                None => ok = false,
+            },
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    "`shared_state` has no `name`".to_string(),
+                    self.head_span(node),
+                    "`name` is missing",
+                    example.to_string(),
+                );
+                ok = false;
+            }
+        }
+        if let Some(n) = f.get("on_loss") {
+            match self.word(
+                n,
+                "`shared_state.on_loss`",
+                &[
+                    ("fail_closed", OnLoss::FailClosed),
+                    ("local_only", OnLoss::LocalOnly),
+                ],
+            ) {
+                Some(w) => value.on_loss = w.value,
+                None => ok = false,
+            }
+        }
+        ok &= self.positive_u32s(
+            &f,
+            "shared_state",
+            [
+                ("timeout_ms", &mut value.timeout_ms),
+                ("revocation_days", &mut value.revocation_days),
+            ],
+        );
+        if let Some(n) = f.get("suspension_seconds") {
+            match self.positive(n, "`shared_state.suspension_seconds`") {
+                Some(v) => value.suspension_seconds = v.value,
+                None => ok = false,
+            }
+        }
+        if value.timeout_ms > 10_000 {
+            let at = f
+                .get("timeout_ms")
+                .map_or_else(|| self.span(node), |n| self.span(n));
+            self.report(
+                Code::BadThreshold,
+                format!(
+                    "`shared_state.timeout_ms` ({}) is more than 10000",
+                    value.timeout_ms
+                ),
+                at,
+                "too long",
+                "a call waits this long on a Redis that does not answer; use at most 10000 ms"
+                    .to_string(),
+            );
+            ok = false;
+        }
+        ok.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
     }
 
     /// `log_shipping: {syslog: {address: tls://logs.example.com:6514, …}}`.

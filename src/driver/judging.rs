@@ -13,6 +13,11 @@
 //! most one large line per core but one (the I/O thread keeps a core). Both semaphores
 //! are first-come first-served, and each identity has at most one line waiting for a
 //! core, so the cores go round the identities that wait.
+//!
+//! A session that consults the replicas' shared state (`settings.shared_state`: a Redis
+//! round trip for a rate-limited or breaker-guarded call) has every line judged on the
+//! blocking pool, whatever its size: it waits on the network, not on a core, so it takes
+//! neither semaphore, and the I/O thread serves the other identities meanwhile.
 
 use std::sync::{Arc, OnceLock};
 
@@ -61,8 +66,22 @@ pub async fn judge(
     let bytes = match line {
         Line::Frame(bytes) if bytes.len() >= OFF_LOOP_BYTES => bytes,
         small => {
-            feed(&mut *session.lock().await, from, small, &mut out);
-            return out;
+            let mut guard = session.clone().lock_owned().await;
+            let Line::Frame(bytes) = small else {
+                feed(&mut guard, from, small, &mut out);
+                return out;
+            };
+            if !guard.consults_shared_state() {
+                feed(&mut guard, from, small, &mut out);
+                return out;
+            }
+            let line = bytes.to_vec();
+            let judged = tokio::task::spawn_blocking(move || {
+                feed(&mut guard, from, Line::Frame(&line), &mut out);
+                out
+            })
+            .await;
+            return judged.unwrap_or_default();
         }
     };
     // The semaphores are never closed: an error cannot happen, and would only mean

@@ -257,6 +257,39 @@ impl Judges {
         })
     }
 
+    /// Count every judge's rate limit and circuit breaker in `state`, the replicas' shared
+    /// state, as the calls of `server` (its name, the same on every replica), suspending
+    /// for `suspension`. Judges kept from an earlier build are shared already.
+    pub fn share_state(
+        &self,
+        state: &Arc<dyn crate::shared_state::SharedState>,
+        server: &str,
+        suspension: std::time::Duration,
+    ) {
+        let server: Arc<str> = Arc::from(server);
+        for (identity, judge) in &self.by_identity {
+            if let Some(rate) = &judge.rate {
+                let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
+                if !rate.is_shared() {
+                    rate.share(crate::session::SharedCount {
+                        state: state.clone(),
+                        server: server.clone(),
+                        identity: identity.clone(),
+                    });
+                }
+            }
+            if let Some(guard) = &judge.guard {
+                guard.share_pins(state.clone());
+                guard.share_breaker(crate::guard::SharedBreaker {
+                    state: state.clone(),
+                    server: server.clone(),
+                    identity: identity.clone(),
+                    suspension,
+                });
+            }
+        }
+    }
+
     /// The judge of an identity known at start.
     pub fn get(&self, identity: Option<&str>) -> Option<Arc<Judge>> {
         self.by_identity

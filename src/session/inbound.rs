@@ -42,6 +42,16 @@ impl Ruling {
     }
 }
 
+/// The refusal of a call that needs the replicas' shared state while it is unreachable
+/// (fail closed). The agent and the audit log get the same short message; the store's
+/// address and what failed are told on stderr when it is lost.
+pub(super) fn shared_state_lost() -> Ruling {
+    Ruling::refuse(
+        RuleRef::Builtin(super::RULE_SHARED_STATE),
+        crate::shared_state::Lost::AGENT_MESSAGE,
+    )
+}
+
 /// The message a refusal carries: mcpwall's own, else the rule's, else a default.
 fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
     if let Some(m) = &d.message {
@@ -494,8 +504,14 @@ impl Session {
         {
             let tool = frame.tool(msg).unwrap_or("");
             let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
-            if !rate.admit(tool, Instant::now()) {
-                d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
+            match rate.admit_call(tool, Instant::now()) {
+                super::ratelimit::Admission::Admitted => {}
+                super::ratelimit::Admission::Refused => {
+                    d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
+                }
+                super::ratelimit::Admission::Lost(_) => {
+                    d = shared_state_lost();
+                }
             }
         }
         // Withheld tools and prompts, and a suspended session, are refused whatever

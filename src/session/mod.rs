@@ -71,7 +71,7 @@ pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
 pub use outbound::FrameScan;
-pub use ratelimit::RateLimiter;
+pub use ratelimit::{Admission, RateLimiter, SharedCount};
 /// A rate limiter several sessions count against together (the HTTP gateway: all the
 /// sessions of one identity).
 pub type SharedRateLimit = Arc<std::sync::Mutex<RateLimiter>>;
@@ -93,6 +93,9 @@ const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 
 /// The rule a request reusing the id of one still in flight is refused under.
 pub const RULE_DUPLICATE_ID: &str = "mcpwall:duplicate_id";
+
+/// The rule a call is refused under while the gateway's shared state (Redis) is lost.
+pub const RULE_SHARED_STATE: &str = "mcpwall:shared_state";
 
 /// The rule a batch is refused under where batches are not part of the protocol.
 pub const RULE_BATCH: &str = "mcpwall:batch";
@@ -371,6 +374,19 @@ impl Session {
         if self.rate.is_some() {
             self.rate = Some(rate);
         }
+    }
+
+    /// Judging a line may wait on the network: the rate limit or the circuit breaker
+    /// counts in the replicas' shared state (`settings.shared_state`). The transport then
+    /// judges off its I/O thread.
+    pub fn consults_shared_state(&self) -> bool {
+        self.rate
+            .as_ref()
+            .is_some_and(|r| r.lock().unwrap_or_else(|e| e.into_inner()).is_shared())
+            || self
+                .guard
+                .as_ref()
+                .is_some_and(|g| g.consults_shared_state())
     }
 
     /// The transport carries one message per request (Streamable HTTP's POST): batches

@@ -38,6 +38,12 @@ pub(super) struct Builder {
     pub policy: Arc<Policy>,
     pub hash: String,
     pub identities: Vec<Option<Arc<str>>>,
+    /// `settings.shared_state` as opened at start (a change applies at the next restart):
+    /// the store every judge counts in, and how long a suspension lasts.
+    pub shared: Option<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
 }
 
 /// The files whose change asks for a reload: the token file, and the `-c` file or the
@@ -117,7 +123,7 @@ impl Builder {
             .enumerate()
             .map(|(i, front)| {
                 let own = self.own_policy(policy, &front.name);
-                Judges::build(
+                let judges = Judges::build(
                     own,
                     identities,
                     &front.identity,
@@ -126,7 +132,11 @@ impl Builder {
                     &mut programs,
                     &self.names,
                     same.and_then(|s| s.get(i)).map(|j| &**j),
-                )
+                )?;
+                if let Some((state, suspension)) = &self.shared {
+                    judges.share_state(state, &front.name, *suspension);
+                }
+                Ok(judges)
             })
             .collect()
     }
@@ -176,6 +186,13 @@ impl Builder {
     fn restart_notes(&self, new: &Policy) -> Vec<String> {
         let (old, now) = (&self.policy.settings, &new.settings);
         let mut notes = Vec::new();
+        if old.shared_state != now.shared_state {
+            notes.push(
+                "settings.shared_state changed: the replicas' shared state changes at the next \
+                 restart"
+                    .to_string(),
+            );
+        }
         if old.gateway != now.gateway {
             notes.push(
                 "settings.gateway changed: the listener's limits change at the next restart"
