@@ -7,6 +7,8 @@
 mod fleet;
 #[path = "support/gateway.rs"]
 mod gateway;
+#[path = "support/services.rs"]
+mod services;
 
 use std::time::{Duration, Instant};
 
@@ -106,45 +108,62 @@ fn the_redis_store_keeps_the_shared_state_contract() {
 
 #[test]
 fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessions_home() {
-    let (Some(redis_server), Some(haproxy_bin)) =
-        (fleet::tool("redis-server"), fleet::tool("haproxy"))
-    else {
+    let (Some(redis_server), Some(haproxy_bin), Some(rsyslogd)) = (
+        fleet::tool("redis-server"),
+        fleet::tool("haproxy"),
+        services::rsyslogd(),
+    ) else {
         return;
     };
     let mut redis = fleet::redis(&redis_server);
-    let shared = settings(redis.port, "fail_closed");
+    let collector_dir = tempfile::tempdir().unwrap();
+    let collector =
+        services::Collector::start(&rsyslogd, collector_dir.path(), fleet::free_port(), None);
+    // Every replica ships its audit log to one collector, and answers only once a call's
+    // audit lines are in its file.
+    let shared = format!(
+        "{}
+  log_shipping: {{syslog: {{address: \"tcp://127.0.0.1:{}\"}}}}
+  \
+         gateway: {{audit_before_answer: true}}",
+        settings(redis.port, "fail_closed"),
+        collector.port
+    );
 
-    // Two replicas, each with its own HOME holding the same token file.
+    // Three replicas, each with its own HOME holding the same token file.
     let home_a = Home::new();
     let ci = format!("Bearer {}", home_a.token(&["add", "ci"]));
     let bad = format!("Bearer {}", home_a.token(&["add", "bad"]));
     let gone = format!("Bearer {}", home_a.token(&["add", "gone"]));
-    let home_b = Home::new();
-    home_b.token(&["add", "placeholder"]);
-    std::fs::copy(home_a.tokens_file(), home_b.tokens_file()).unwrap();
+    let [home_b, home_c] = [Home::new(), Home::new()];
+    for home in [&home_b, &home_c] {
+        home.token(&["add", "placeholder"]);
+        std::fs::copy(home_a.tokens_file(), home.tokens_file()).unwrap();
+    }
     let a = Gateway::serve_rules(home_a, &shared, Home::RULES, &["--replica", "a"]);
     let b = Gateway::serve_rules(home_b, &shared, Home::RULES, &["--replica", "b"]);
-    let lb = fleet::haproxy(&haproxy_bin, &a.addr, &b.addr);
+    let c = Gateway::serve_rules(home_c, &shared, Home::RULES, &["--replica", "c"]);
+    let lb = fleet::haproxy(&haproxy_bin, [&a.addr, &b.addr, &c.addr]);
     let lb_addr = format!("127.0.0.1:{}", lb.port);
 
     // The rate limit (3 calls per window) is counted once across the replicas.
-    let on_a = Client {
-        addr: &a.addr,
+    let [on_a, on_b, on_c] = [&a, &b, &c].map(|r| Client {
+        addr: &r.addr,
         auth: ci.clone(),
-    };
-    let on_b = Client {
-        addr: &b.addr,
-        auth: ci.clone(),
-    };
-    let (sa, sb) = (on_a.initialize(), on_b.initialize());
-    assert!(sa.starts_with("a.") && sb.starts_with("b."), "{sa} {sb}");
+    });
+    let (sa, sb, sc) = (on_a.initialize(), on_b.initialize(), on_c.initialize());
+    assert!(
+        sa.starts_with("a.") && sb.starts_with("b.") && sc.starts_with("c."),
+        "{sa} {sb} {sc}"
+    );
     assert!(on_a.call(&sa, 1, "echo").get("result").is_some());
-    assert!(on_a.call(&sa, 2, "echo").get("result").is_some());
-    assert!(on_b.call(&sb, 3, "echo").get("result").is_some());
-    let refused = on_b.call(&sb, 4, "echo");
-    assert!(error_message(&refused).contains("rate limit"), "{refused}");
-    let refused = on_a.call(&sa, 5, "echo");
-    assert!(error_message(&refused).contains("rate limit"), "{refused}");
+    assert!(on_b.call(&sb, 2, "echo").get("result").is_some());
+    assert!(on_c.call(&sc, 3, "echo").get("result").is_some());
+    // (Two refusals: the breaker trips at two violations.)
+    for (client, session, id) in [(&on_c, &sc, 4), (&on_a, &sa, 5)] {
+        let refused = client.call(session, id, "echo");
+        assert!(error_message(&refused).contains("rate limit"), "{refused}");
+    }
 
     // A breaker tripped on replica a holds on replica b.
     let bad_a = Client {
@@ -187,7 +206,9 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
     // Behind HAProxy: sessions are spread over the replicas and every request of a
     // session reaches the replica that holds it (another replica would answer 404).
     let fresh = format!("Bearer {}", a.home.token(&["add", "fresh"]));
-    std::fs::copy(a.home.tokens_file(), b.home.tokens_file()).unwrap();
+    for other in [&b, &c] {
+        std::fs::copy(a.home.tokens_file(), other.home.tokens_file()).unwrap();
+    }
     // Each replica builds the new identity's judge off its I/O thread: wait for both.
     let via_lb = Client {
         addr: &lb_addr,
@@ -195,7 +216,7 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut sessions = Vec::new();
-    while sessions.len() < 4 {
+    while sessions.len() < 6 {
         let (status, head, body) = fleet::exchange(
             &lb_addr,
             "/mcp",
@@ -212,8 +233,12 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    assert!(sessions.iter().any(|s| s.starts_with("a.")), "{sessions:?}");
-    assert!(sessions.iter().any(|s| s.starts_with("b.")), "{sessions:?}");
+    for replica in ["a.", "b.", "c."] {
+        assert!(
+            sessions.iter().any(|s| s.starts_with(replica)),
+            "{sessions:?}"
+        );
+    }
     for session in &sessions {
         for id in 0..2 {
             let (status, body) = via_lb.send(
@@ -227,7 +252,7 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
     // Legacy SSE through HAProxy: the stream opened anywhere, each POST of its session
     // goes to the replica holding it, and the answer arrives on the stream.
     let mut replicas_seen = Vec::new();
-    for n in 0..2 {
+    for n in 0..3 {
         let mut stream = legacy_sse(&lb_addr, &fresh);
         stream.read_until("session_id=");
         let endpoint = stream
@@ -251,7 +276,11 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
         }
     }
     replicas_seen.sort();
-    assert_eq!(replicas_seen, ["a", "b"], "round robin spreads the streams");
+    assert_eq!(
+        replicas_seen,
+        ["a", "b", "c"],
+        "round robin spreads the streams"
+    );
 
     // Replica a dies: its session's client gets a clean answer (404: start a new session),
     // and a new session through HAProxy works on replica b.
@@ -274,21 +303,69 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     let again = via_lb.initialize();
-    assert!(again.starts_with("b."), "{again}");
+    assert!(!again.starts_with("a."), "{again}");
     let (status, body) = via_lb.send(
         &again,
         b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
     );
     assert_eq!(status, 200, "{body}");
 
-    // Redis stops: replica b fails closed (no token is honoured it cannot check) and
-    // says why on stderr.
+    // Redis stops: the replica holding the session fails closed (no token is honoured
+    // it cannot check) and says why on stderr.
     redis.kill();
     let (status, _) = via_lb.send(&again, &call(10, "echo"));
     assert_eq!(status, 401);
-    b.stderr_until("the loss of the shared state", |e| {
+    let holder = if again.starts_with("b.") { &b } else { &c };
+    holder.stderr_until("the loss of the shared state", |e| {
         e.contains("shared state at redis://127.0.0.1:") && e.contains("is unreachable")
     });
+
+    // Every audit line of every replica reaches the collector: the killed replica's
+    // (written before each answer, sent by `mcpwall log ship` from its directory, as a
+    // restarted replica would) and the others' (shipped while they run and as they stop).
+    let ship = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["log", "ship", "-c"])
+        .arg(a.home.policy_file())
+        .env("HOME", a.home.home())
+        .output()
+        .unwrap();
+    assert!(
+        ship.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ship.stderr)
+    );
+    let (mut b, mut c) = (b, c);
+    b.stop();
+    c.stop();
+    let local: Vec<String> = [&a, &b, &c]
+        .iter()
+        .flat_map(|r| day_lines(&r.home))
+        .collect();
+    assert!(
+        local.iter().any(|l| l.contains("mcpwall:rate_limit")),
+        "{local:#?}"
+    );
+    let collected: std::collections::HashSet<String> =
+        collector.lines(local.len()).into_iter().collect();
+    let missing: Vec<&String> = local.iter().filter(|l| !collected.contains(*l)).collect();
+    assert!(missing.is_empty(), "not shipped: {missing:#?}");
+}
+
+/// The lines of a replica's audit day files.
+fn day_lines(home: &Home) -> Vec<String> {
+    let logs = home.dir.path().join("logs");
+    let mut lines = Vec::new();
+    for entry in std::fs::read_dir(logs).unwrap().flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".audit.jsonl")
+        {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            lines.extend(text.lines().map(str::to_string));
+        }
+    }
+    lines
 }
 
 #[test]

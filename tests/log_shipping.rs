@@ -14,9 +14,9 @@ mod services;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sandbox::Sandbox;
@@ -25,9 +25,8 @@ fn fake_server() -> &'static str {
     env!("CARGO_BIN_EXE_mcpwall-fake-server")
 }
 
-/// rsyslogd, or `None` (after saying why) when it is not installed here.
 fn rsyslogd() -> Option<PathBuf> {
-    services::installed(&["/usr/sbin/rsyslogd", "/sbin/rsyslogd"], "rsyslog")
+    services::rsyslogd()
 }
 
 fn free_port() -> u16 {
@@ -64,87 +63,6 @@ fn make_certs(dir: &Path, tag: &str) -> Certs {
     std::fs::write(&certs.cert, cert.pem()).unwrap();
     std::fs::write(&certs.key, key.serialize_pem()).unwrap();
     certs
-}
-
-/// An rsyslog listening on loopback that writes each message's MSG (the audit line) to
-/// `out`, one per line.
-struct Collector {
-    child: Child,
-    port: u16,
-    out: PathBuf,
-}
-
-impl Collector {
-    fn start(rsyslogd: &Path, dir: &Path, port: u16, tls: Option<&Certs>) -> Collector {
-        let work = dir.join("rsyslog-work");
-        std::fs::create_dir_all(&work).unwrap();
-        let out = dir.join("collected.audit.jsonl");
-        let (global_tls, input_tls) = match tls {
-            Some(c) => (
-                format!(
-                    "global(DefaultNetstreamDriver=\"gtls\" DefaultNetstreamDriverCAFile=\"{}\" \
-                     DefaultNetstreamDriverCertFile=\"{}\" DefaultNetstreamDriverKeyFile=\"{}\")\n",
-                    c.ca.display(),
-                    c.cert.display(),
-                    c.key.display()
-                ),
-                " StreamDriver.Name=\"gtls\" StreamDriver.Mode=\"1\" StreamDriver.AuthMode=\"anon\"",
-            ),
-            None => (String::new(), ""),
-        };
-        let conf = format!(
-            "global(workDirectory=\"{work}\" maxMessageSize=\"1m\")\n{global_tls}\
-             module(load=\"imtcp\"{input_tls})\n\
-             template(name=\"line\" type=\"string\" string=\"%msg%\\n\")\n\
-             ruleset(name=\"audit\") {{ action(type=\"omfile\" file=\"{out}\" template=\"line\") }}\n\
-             input(type=\"imtcp\" address=\"127.0.0.1\" port=\"{port}\" ruleset=\"audit\")\n",
-            work = work.display(),
-            out = out.display(),
-        );
-        let conf_path = dir.join(format!("rsyslog-{port}.conf"));
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(rsyslogd)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.join(format!("rsyslog-{port}.pid")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("rsyslogd starts");
-        let collector = Collector { child, port, out };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "rsyslogd did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        collector
-    }
-
-    /// The collected lines, once there are `n` of them (or the deadline passed).
-    fn lines(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if lines.len() >= n || Instant::now() > deadline {
-                return lines;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn policy(address: &str, extra: &str) -> String {
@@ -206,7 +124,7 @@ fn local_lines(sandbox: &Sandbox) -> Vec<String> {
 fn every_line_of_the_local_chain_reaches_the_collector_and_the_copy_verifies() {
     let Some(rsyslogd) = rsyslogd() else { return };
     let sandbox = Sandbox::new();
-    let collector = Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
+    let collector = services::Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
     sandbox.write(
         "project/policy.yml",
         &policy(&format!("tcp://127.0.0.1:{}", collector.port), ""),
@@ -298,7 +216,7 @@ fn lines_written_while_the_collector_was_away_or_by_a_killed_proxy_arrive_with_l
     proxy.wait().unwrap();
     drop(stdin);
 
-    let collector = Collector::start(&rsyslogd, &sandbox.root(), port, None);
+    let collector = services::Collector::start(&rsyslogd, &sandbox.root(), port, None);
     let ship = sandbox.run(&["log", "ship", "-c", "policy.yml"], "");
     assert_eq!(ship.code, 0, "{}{}", ship.stdout, ship.stderr);
     let local = local_lines(&sandbox);
@@ -321,7 +239,7 @@ fn lines_written_while_the_collector_was_away_or_by_a_killed_proxy_arrive_with_l
 fn two_proxies_sharing_a_log_ship_each_line_once() {
     let Some(rsyslogd) = rsyslogd() else { return };
     let sandbox = Sandbox::new();
-    let collector = Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
+    let collector = services::Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
     sandbox.write(
         "project/policy.yml",
         &policy(&format!("tcp://127.0.0.1:{}", collector.port), ""),
@@ -363,7 +281,12 @@ fn tls_shipping_verifies_the_collector_against_the_configured_ca() {
     let root = sandbox.root();
     let real = make_certs(&root, "collector");
     let other = make_certs(&root, "stranger");
-    let collector = Collector::start(&rsyslogd, &root, free_port(), Some(&real));
+    let collector = services::Collector::start(
+        &rsyslogd,
+        &root,
+        free_port(),
+        Some((&real.ca, &real.cert, &real.key)),
+    );
     let address = format!("tls://localhost:{}", collector.port);
 
     // A CA that did not sign the collector's certificate: nothing is sent.

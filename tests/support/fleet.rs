@@ -90,8 +90,8 @@ pub fn redis(binary: &Path) -> Running {
 }
 
 /// HAProxy with the documented configuration (`docs/fleet/haproxy.cfg`), listening on a
-/// free port, in front of replicas `a` and `b` at `replica_a` and `replica_b`.
-pub fn haproxy(binary: &Path, replica_a: &str, replica_b: &str) -> Running {
+/// free port, in front of replicas `a`, `b` and `c` at these addresses.
+pub fn haproxy(binary: &Path, [replica_a, replica_b, replica_c]: [&str; 3]) -> Running {
     let port = free_port();
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet/haproxy.cfg");
     let child = Command::new(binary)
@@ -100,6 +100,7 @@ pub fn haproxy(binary: &Path, replica_a: &str, replica_b: &str) -> Running {
         .env("MCPWALL_LB_LISTEN", format!("127.0.0.1:{port}"))
         .env("MCPWALL_REPLICA_A", replica_a)
         .env("MCPWALL_REPLICA_B", replica_b)
+        .env("MCPWALL_REPLICA_C", replica_c)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .stdin(Stdio::null())
