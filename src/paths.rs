@@ -33,7 +33,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod links;
 mod users;
+
+pub use links::{LinkCache, MAX_LINKS};
 
 /// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
 /// against them. All are kept normalised (absolute, `/`-separated, no trailing `/` except
@@ -614,24 +617,28 @@ impl Root {
     }
 }
 
-/// The clean absolute `path` with its symlinks resolved, when one of its existing
-/// components is a symlink and the resolved path differs; `None` otherwise (no link, or
-/// nothing of it exists, or it cannot be resolved: a dangling link, a loop, a directory
-/// that cannot be read), so that a caller judges the path as written.
-///
-/// Cost: one `lstat` per component until one does not exist; `canonicalize` of the
-/// longest existing ancestor only when a symlink was seen.
-pub fn resolve_links(path: &str) -> Resolution {
+/// The clean absolute `path` as the file system opens it (see [`LinkCache::resolve`]);
+/// on Windows, with its 8.3 short names expanded.
+pub fn resolve_links(path: &str, cache: &mut LinkCache) -> Resolution {
     if cfg!(windows) {
         return resolve_short_names(path);
     }
-    if !path.starts_with('/') || !has_symlink_below(path, 0) {
-        return Resolution::Unchanged;
-    }
-    match resolve_existing_prefix(path) {
-        Some(resolved) if resolved != path => Resolution::Resolved(resolved),
-        _ => Resolution::Unchanged,
-    }
+    cache.resolve(path)
+}
+
+/// Whether `value` is a URL of another scheme than `file:` (`https://host/x`): what a
+/// server fetches, not a path on this file system.
+pub fn is_remote_url(value: &str) -> bool {
+    let Some(at) = value.find("://") else {
+        return false;
+    };
+    let scheme = value[..at].as_bytes();
+    scheme.len() >= 2
+        && scheme[0].is_ascii_alphabetic()
+        && scheme
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
+        && !scheme.eq_ignore_ascii_case(b"file")
 }
 
 /// Whether `value` could be one path a server opens: not empty, no line break, no
@@ -645,12 +652,13 @@ pub fn may_name_a_file(value: &str) -> bool {
 /// What [`resolve_links`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    /// Nothing to resolve, or it could not be (judged as written).
+    /// Nothing to resolve: no existing component is a link (judged as written).
     Unchanged,
     /// The path the file system opens, which differs from the one written.
     Resolved(String),
-    /// The path names something by a spelling only the file system can expand, and it
-    /// could not be (a Windows short name below what exists): unreadable, refused.
+    /// What the path opens cannot be known: a link loop (more than [`MAX_LINKS`]
+    /// links), a directory this process may not search, or a Windows short name below
+    /// what exists. Unreadable, refused.
     Unknown,
 }
 

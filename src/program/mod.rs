@@ -417,6 +417,8 @@ pub struct Scratch {
     detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
+    /// Directory entries no agent can change, remembered across messages.
+    links: crate::paths::LinkCache,
     norm: String,
     /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
     /// after the pass; spent strings go back to the pool.
@@ -424,8 +426,9 @@ pub struct Scratch {
     /// Path-shaped values (their normal form, with their selector) to judge again with
     /// their symlinks resolved, after the pass.
     deferred_links: Vec<(u32, String)>,
-    /// A path argument names something only the file system could expand, and it could
-    /// not (a Windows short name below what exists): refused unless a rule denies first.
+    /// A path argument names something whose real path could not be found (a link loop,
+    /// a directory that may not be searched, a Windows short name below what exists):
+    /// refused unless a rule denies first.
     unreadable_path: bool,
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
@@ -595,6 +598,7 @@ impl Program {
             detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
+            links: Default::default(),
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
             deferred_links: Vec::new(),
@@ -895,18 +899,16 @@ impl Program {
                     });
                 }
             }
-            // On Windows, the path as the file system opens it (an 8.3 short name
-            // expanded): judged by the same patterns after the pass, when it differs. A
-            // bare name counts when its argument names a path (`{"path": "notes.txt"}`);
-            // a file's content, or text no kernel would open as one path (a line break,
-            // longer than PATH_MAX), costs no look-up. Symlinks are not followed here:
-            // one `lstat` per component of every path argument doubled the CPU of an
-            // allowed call (shared bench, 200k calls: 1.39 s to 2.73 s), and the
-            // sandbox's covering mounts already hold a read through a link.
-            if cfg!(windows)
-                && needs & (REGEX | GLOB) != 0
+            // The path as the file system opens it (its symlinks followed; on Windows an
+            // 8.3 short name expanded): judged by the same patterns after the pass, when
+            // it differs. A bare name counts when its argument names a path
+            // (`{"path": "notes.txt"}`); a file's content, a URL of another scheme than
+            // `file:` outside a path argument, or text no kernel would open as one path
+            // (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
+            // cost, and why most of them are remembered: `crate::paths::LinkCache`.
+            if needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
-                && (path_arg || shaped && !content_arg)
+                && (path_arg || shaped && !content_arg && !crate::paths::is_remote_url(text))
                 && crate::paths::may_name_a_file(text)
             {
                 let mut path = s.path_pool.pop().unwrap_or_default();
@@ -990,9 +992,10 @@ impl Program {
     /// Judge each path-shaped value collected by the pass again with its symlinks
     /// resolved (component by component, `crate::paths::resolve_links`), by the regex and
     /// glob rules: `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst
-    /// verdict of the two spellings wins. A path that cannot be resolved (dangling, a
-    /// loop, no permission) was judged as written. Skipped when a deny rule has already
-    /// decided: nothing found now could make the verdict worse.
+    /// verdict of the two spellings wins. A dangling link is read as the path it names;
+    /// a path that cannot be resolved (a loop, a directory that may not be searched) makes
+    /// the message unreadable, refused unless a rule denies it. Skipped when a deny rule
+    /// has already decided: nothing found now could make the verdict worse.
     fn resolve_deferred_links(&self, s: &mut Scratch) {
         let inb = &self.inbound;
         let mut deferred = std::mem::take(&mut s.deferred_links);
@@ -1005,7 +1008,7 @@ impl Program {
             let resolved = if denied {
                 crate::paths::Resolution::Unchanged
             } else {
-                crate::paths::resolve_links(&path)
+                crate::paths::resolve_links(&path, &mut s.links)
             };
             if resolved == crate::paths::Resolution::Unknown {
                 s.unreadable_path = true;
