@@ -619,11 +619,34 @@ impl Root {
 
 /// The clean absolute `path` as the file system opens it (see [`LinkCache::resolve`]);
 /// on Windows, with its 8.3 short names expanded.
-pub fn resolve_links(path: &str, cache: &mut LinkCache) -> Resolution {
+/// `cwd`: see [`LinkCache::resolve`].
+pub fn resolve_links(path: &str, cwd: Option<&str>, cache: &mut LinkCache) -> Resolution {
     if cfg!(windows) {
         return resolve_short_names(path);
     }
-    cache.resolve(path)
+    cache.resolve(path, cwd)
+}
+
+/// Whether a server opens `value` relative to its working directory: not absolute, not
+/// from a home (`~`, `$HOME`, `%USERPROFILE%`), not a `file:` URI, not a drive path.
+pub fn is_relative(value: &str) -> bool {
+    !value.starts_with(['/', '\\', '~', '$', '%'])
+        && !starts_with_ignore_case(value, "file:")
+        && !has_drive_prefix(value.as_bytes())
+}
+
+/// Whether an argument of this name may hold a path a server opens: a
+/// [`PATH_ARGUMENTS`] name, or one ending like one (`notebook_path`, `output_dir`).
+pub fn may_name_a_path(name: &str) -> bool {
+    is_path_argument(name)
+        || ["path", "file", "dir", "directory", "folder", "filename"]
+            .iter()
+            .any(|end| name.len() > end.len() && ends_with_ignore_case(name, end))
+}
+
+fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
+    s.len() >= suffix.len()
+        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
 /// Whether `value` is a URL of another scheme than `file:` (`https://host/x`): what a

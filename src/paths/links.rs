@@ -75,14 +75,22 @@ impl LinkCache {
     ///
     /// Does not allocate unless a component is a link or an entry is seen for the first
     /// time in a settled directory.
-    pub fn resolve(&mut self, path: &str) -> Resolution {
+    ///
+    /// `cwd`, when given, is the server's working directory, a prefix of `path`, which
+    /// came from a relative value: the server opens such a value from the directory it
+    /// runs in, whatever its path names now, so only the components below it are
+    /// looked up (and a link among them resolved from the directory's real path).
+    pub fn resolve(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
         if !path.starts_with('/') || path.len() > PATH_MAX {
             return Resolution::Unchanged;
         }
         // First the usual case, in place: walk the written path until a component is
         // missing, is not a directory, or is a link (only then build the real path).
-        let mut settled = self.root_settled();
-        let mut end = 0;
+        let below = cwd.filter(|c| c.len() > 1 && super::is_under(path, c));
+        let (mut settled, mut end) = match below {
+            Some(c) => (false, c.len()),
+            None => (self.root_settled(), 0),
+        };
         while end + 1 < path.len() {
             let start = end + 1;
             let next = path[start..].find('/').map_or(path.len(), |i| start + i);
@@ -93,21 +101,26 @@ impl LinkCache {
                 }
                 // Nothing below a missing name exists, and nothing below a file opens.
                 Step::Entry(Entry::Missing | Entry::Other) => return Resolution::Unchanged,
-                Step::Entry(Entry::Link(_)) => return self.follow(path),
+                Step::Entry(Entry::Link(_)) => return self.follow(path, below),
                 Step::Unreadable => return Resolution::Unknown,
             }
         }
         Resolution::Unchanged
     }
 
-    /// The real path of `path`, one of whose components is a link.
-    fn follow(&mut self, path: &str) -> Resolution {
+    /// The real path of `path`, one of whose components (below `cwd`, when given) is a
+    /// link.
+    fn follow(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
         // Components still to walk, the next one last.
-        let mut todo: Vec<String> = path.rsplit('/').map(str::to_string).collect();
-        let mut out = String::from("/");
+        let (mut out, rest) = match cwd.and_then(|c| Some((std::fs::canonicalize(c).ok()?, c))) {
+            Some((real, c)) => (real.to_string_lossy().into_owned(), &path[c.len()..]),
+            None => (String::from("/"), path),
+        };
+        let mut todo: Vec<String> = rest.rsplit('/').map(str::to_string).collect();
         // Whether each directory of `out` has settled entries: `..` pops one.
         let root = self.root_settled();
-        let mut settled = vec![root];
+        // The working directory's entries are taken as not settled (it is the user's).
+        let mut settled = vec![root && cwd.is_none()];
         let mut links = 0;
         while let Some(name) = todo.pop() {
             match name.as_str() {

@@ -425,7 +425,8 @@ pub struct Scratch {
     deferred_paths: Vec<(u32, String)>,
     /// Path-shaped values (their normal form, with their selector) to judge again with
     /// their symlinks resolved, after the pass.
-    deferred_links: Vec<(u32, String)>,
+    /// (Whether the value was relative: opened from the server's working directory.)
+    deferred_links: Vec<(u32, String, bool)>,
     /// A path argument names something whose real path could not be found (a link loop,
     /// a directory that may not be searched, a Windows short name below what exists):
     /// refused unless a rule denies first.
@@ -821,7 +822,7 @@ impl Program {
         let tokens = frame.tokens();
         let mut cur_arg = Token::NO_ARG;
         let mut cur_sel = NO_SEL;
-        let mut path_arg = false;
+        let mut names_path = false;
         let mut content_arg = false;
         // Known once some argument is a write's content: whether a path argument sits
         // beside it (a file write's shape, `path` + `content`/`edits`/`diff`).
@@ -838,7 +839,7 @@ impl Program {
                 cur_sel = key
                     .and_then(|k| inb.arg_names.get(k).copied())
                     .unwrap_or(NO_SEL);
-                path_arg = key.is_some_and(crate::paths::is_path_argument);
+                names_path = key.is_some_and(crate::paths::may_name_a_path);
                 content_arg = key.is_some_and(is_write_content_argument)
                     && *writes_file.get_or_insert_with(|| has_path_argument(frame, msg));
             }
@@ -901,14 +902,14 @@ impl Program {
             }
             // The path as the file system opens it (its symlinks followed; on Windows an
             // 8.3 short name expanded): judged by the same patterns after the pass, when
-            // it differs. A bare name counts when its argument names a path
-            // (`{"path": "notes.txt"}`); a file's content, a URL of another scheme than
-            // `file:` outside a path argument, or text no kernel would open as one path
+            // it differs. A bare name counts when its argument is named like a path
+            // (`{"path": "notes.txt"}`, `notebook_path`); a file's content, a command, prose
+            // or a URL outside such an argument, or text no kernel would open as one path
             // (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
             // cost, and why most of them are remembered: `crate::paths::LinkCache`.
             if needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
-                && (path_arg || shaped && !content_arg && !crate::paths::is_remote_url(text))
+                && (names_path || shaped && !content_arg && !looks_like_prose_or_url(text))
                 && crate::paths::may_name_a_file(text)
             {
                 let mut path = s.path_pool.pop().unwrap_or_default();
@@ -918,7 +919,8 @@ impl Program {
                 } else {
                     crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
                 }
-                s.deferred_links.push((sel, path));
+                s.deferred_links
+                    .push((sel, path, crate::paths::is_relative(text)));
             }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
@@ -999,7 +1001,7 @@ impl Program {
     fn resolve_deferred_links(&self, s: &mut Scratch) {
         let inb = &self.inbound;
         let mut deferred = std::mem::take(&mut s.deferred_links);
-        for (sel, path) in deferred.drain(..) {
+        for (sel, path, relative) in deferred.drain(..) {
             let best = s.state.best;
             let denied = best != NONE && {
                 let rule = &inb.rules[best as usize];
@@ -1008,7 +1010,7 @@ impl Program {
             let resolved = if denied {
                 crate::paths::Resolution::Unchanged
             } else {
-                crate::paths::resolve_links(&path, &mut s.links)
+                crate::paths::resolve_links(&path, relative.then_some(self.env.cwd()), &mut s.links)
             };
             if resolved == crate::paths::Resolution::Unknown {
                 s.unreadable_path = true;
@@ -1637,6 +1639,15 @@ fn has_path_argument(frame: &Frame<'_>, msg: &Message) -> bool {
             && t.arg == k as u32
             && crate::paths::is_path_argument(frame.text(t.text))
     })
+}
+
+/// Whether a path-shaped value outside a path argument reads as a command, prose or a
+/// URL rather than one file's name: it holds white space (`ls -la src/x`; a file name with a space in an argument named
+/// like a path is looked up), or it is a URL
+/// of another scheme than `file:`. Such values are not looked up for symlinks: a server
+/// opens them as no path, and one lookup each cost a tenth of an allowed call.
+fn looks_like_prose_or_url(text: &str) -> bool {
+    crate::paths::is_remote_url(text) || text.bytes().any(|b| b.is_ascii_whitespace())
 }
 
 /// Whether a string holds a glob metacharacter (`*`, `?`, `[`).
