@@ -976,6 +976,40 @@ mod tests {
         }
     }
 
+    /// Which values the symlink look-up treats as opened from the working directory, and
+    /// which argument names and values it looks up at all.
+    #[test]
+    fn what_the_link_lookup_reads() {
+        for rel in ["notes.txt", "docs/x", "./a", "../a", "text/html"] {
+            assert!(is_relative(rel), "{rel}");
+        }
+        for abs in [
+            "/etc/x",
+            "~/x",
+            "$HOME/x",
+            "%USERPROFILE%/x",
+            "file:///x",
+            "\\x",
+        ] {
+            assert!(!is_relative(abs), "{abs}");
+        }
+        for name in [
+            "path",
+            "notebook_path",
+            "output_dir",
+            "input_file",
+            "targetFolder",
+        ] {
+            assert!(may_name_a_path(name), "{name}");
+        }
+        for name in ["command", "url", "content", "accept"] {
+            assert!(!may_name_a_path(name), "{name}");
+        }
+        assert!(is_remote_url("https://docs.rs/x") && is_remote_url("s3://b/k"));
+        assert!(!is_remote_url("file:///etc/x") && !is_remote_url("C://x"));
+        assert!(!is_remote_url("a/b://c"));
+    }
+
     #[test]
     fn path_shape() {
         for yes in [
