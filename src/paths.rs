@@ -655,7 +655,7 @@ pub fn is_remote_url(value: &str) -> bool {
     let Some(at) = value.find("://") else {
         return false;
     };
-    let scheme = value[..at].as_bytes();
+    let scheme = &value.as_bytes()[..at];
     scheme.len() >= 2
         && scheme[0].is_ascii_alphabetic()
         && scheme

@@ -252,8 +252,10 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
-/// `lstat` per `..`) or `~user` (the password file, read once per process). A `command`
+/// its root (see [`Root::contains`]), the normal form of a path with `..` (one `lstat`
+/// per `..`) or `~user` (the password file, read once per process), and the symlinks of
+/// path values for the regex and glob rules (an `lstat` per component, except what
+/// [`crate::paths::LinkCache`] remembers; a `readlink` per link). A `command`
 /// matcher parses each value it reads as a shell command line once (linear in its length,
 /// nesting bounded at 24 levels, into a per-[`Scratch`] arena) and judges each simple
 /// command against its clauses; the glob sets of the embedded packs' clauses are built on
