@@ -906,12 +906,14 @@ impl Program {
             // 8.3 short name expanded): judged by the same patterns after the pass, when
             // it differs. A bare name counts when its argument is named like a path
             // (`{"path": "notes.txt"}`, `notebook_path`); a file's content, a command, prose
-            // or a URL outside such an argument, or text no kernel would open as one path
-            // (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
+            // or a URL outside such an argument (elsewhere than on Windows, where a short
+            // name is expanded wherever it stands, as before), or text no kernel would
+            // open as one path (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
             // cost, and why most of them are remembered: `crate::paths::LinkCache`.
             if needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
-                && (names_path || shaped && !content_arg && !looks_like_prose_or_url(text))
+                && (names_path
+                    || shaped && !content_arg && (cfg!(windows) || !looks_like_prose_or_url(text)))
                 && crate::paths::may_name_a_file(text)
             {
                 let mut path = s.path_pool.pop().unwrap_or_default();
