@@ -33,8 +33,11 @@
 
 use std::path::{Path, PathBuf};
 
+mod links;
 pub mod roots;
 mod users;
+
+pub use links::{LinkCache, MAX_LINKS};
 
 /// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
 /// against them. All are kept normalised (absolute, `/`-separated, no trailing `/` except
@@ -628,24 +631,51 @@ impl Root {
     }
 }
 
-/// The clean absolute `path` with its symlinks resolved, when one of its existing
-/// components is a symlink and the resolved path differs; `None` otherwise (no link, or
-/// nothing of it exists, or it cannot be resolved: a dangling link, a loop, a directory
-/// that cannot be read), so that a caller judges the path as written.
-///
-/// Cost: one `lstat` per component until one does not exist; `canonicalize` of the
-/// longest existing ancestor only when a symlink was seen.
-pub fn resolve_links(path: &str) -> Resolution {
+/// The clean absolute `path` as the file system opens it (see [`LinkCache::resolve`]);
+/// on Windows, with its 8.3 short names expanded.
+/// `cwd`: see [`LinkCache::resolve`].
+pub fn resolve_links(path: &str, cwd: Option<&str>, cache: &mut LinkCache) -> Resolution {
     if cfg!(windows) {
         return resolve_short_names(path);
     }
-    if !path.starts_with('/') || !has_symlink_below(path, 0) {
-        return Resolution::Unchanged;
-    }
-    match resolve_existing_prefix(path) {
-        Some(resolved) if resolved != path => Resolution::Resolved(resolved),
-        _ => Resolution::Unchanged,
-    }
+    cache.resolve(path, cwd)
+}
+
+/// Whether a server opens `value` relative to its working directory: not absolute, not
+/// from a home (`~`, `$HOME`, `%USERPROFILE%`), not a `file:` URI, not a drive path.
+pub fn is_relative(value: &str) -> bool {
+    !value.starts_with(['/', '\\', '~', '$', '%'])
+        && !starts_with_ignore_case(value, "file:")
+        && !has_drive_prefix(value.as_bytes())
+}
+
+/// Whether an argument of this name may hold a path a server opens: a
+/// [`PATH_ARGUMENTS`] name, or one ending like one (`notebook_path`, `output_dir`).
+pub fn may_name_a_path(name: &str) -> bool {
+    is_path_argument(name)
+        || ["path", "file", "dir", "directory", "folder", "filename"]
+            .iter()
+            .any(|end| name.len() > end.len() && ends_with_ignore_case(name, end))
+}
+
+fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
+    s.len() >= suffix.len()
+        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+}
+
+/// Whether `value` is a URL of another scheme than `file:` (`https://host/x`): what a
+/// server fetches, not a path on this file system.
+pub fn is_remote_url(value: &str) -> bool {
+    let Some(at) = value.find("://") else {
+        return false;
+    };
+    let scheme = &value.as_bytes()[..at];
+    scheme.len() >= 2
+        && scheme[0].is_ascii_alphabetic()
+        && scheme
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
+        && !scheme.eq_ignore_ascii_case(b"file")
 }
 
 /// Whether `value` could be one path a server opens: not empty, no line break, no
@@ -659,12 +689,13 @@ pub fn may_name_a_file(value: &str) -> bool {
 /// What [`resolve_links`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    /// Nothing to resolve, or it could not be (judged as written).
+    /// Nothing to resolve: no existing component is a link (judged as written).
     Unchanged,
     /// The path the file system opens, which differs from the one written.
     Resolved(String),
-    /// The path names something by a spelling only the file system can expand, and it
-    /// could not be (a Windows short name below what exists): unreadable, refused.
+    /// What the path opens cannot be known: a link loop (more than [`MAX_LINKS`]
+    /// links), a directory this process may not search, or a Windows short name below
+    /// what exists. Unreadable, refused.
     Unknown,
 }
 
@@ -957,6 +988,40 @@ mod tests {
         } else {
             assert_eq!(norm("/home/u/.ssh./id_rsa."), "/home/u/.ssh./id_rsa.");
         }
+    }
+
+    /// Which values the symlink look-up treats as opened from the working directory, and
+    /// which argument names and values it looks up at all.
+    #[test]
+    fn what_the_link_lookup_reads() {
+        for rel in ["notes.txt", "docs/x", "./a", "../a", "text/html"] {
+            assert!(is_relative(rel), "{rel}");
+        }
+        for abs in [
+            "/etc/x",
+            "~/x",
+            "$HOME/x",
+            "%USERPROFILE%/x",
+            "file:///x",
+            "\\x",
+        ] {
+            assert!(!is_relative(abs), "{abs}");
+        }
+        for name in [
+            "path",
+            "notebook_path",
+            "output_dir",
+            "input_file",
+            "targetFolder",
+        ] {
+            assert!(may_name_a_path(name), "{name}");
+        }
+        for name in ["command", "url", "content", "accept"] {
+            assert!(!may_name_a_path(name), "{name}");
+        }
+        assert!(is_remote_url("https://docs.rs/x") && is_remote_url("s3://b/k"));
+        assert!(!is_remote_url("file:///etc/x") && !is_remote_url("C://x"));
+        assert!(!is_remote_url("a/b://c"));
     }
 
     #[test]

@@ -566,6 +566,100 @@ fn r22_paths_are_judged_as_the_server_opens_them() {
     assert_eq!(v[3]["rule"], "mcpwall:nul_in_path", "{}", r.stdout);
 }
 
+/// A file tool opens a path with its symlinks followed, so the regex and glob rules judge
+/// the real path too: a link named like an ordinary file is read as the secret it names.
+#[test]
+fn symlinks_are_followed_for_regex_and_glob_rules() {
+    use std::os::unix::fs::symlink;
+    let s = Sandbox::project_inside_home();
+    let (home, project) = (s.home().to_path_buf(), s.project().to_path_buf());
+    std::fs::write(home.join(".bash_history"), "history").unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/config"), "Host x").unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "[default]").unwrap();
+    std::fs::create_dir_all(project.join("docs")).unwrap();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {}").unwrap();
+    // The two examples: relative links to files beside the project.
+    symlink("../.bash_history", project.join("hist")).unwrap();
+    symlink("../.pgpass", project.join("notes.txt")).unwrap(); // dangling: a write creates it
+    // A link in a middle component, a chain of links, a loop, an ordinary link.
+    symlink(home.join(".ssh"), project.join("docs/keys")).unwrap();
+    symlink("chain-2", project.join("chain-1")).unwrap();
+    symlink("docs/../chain-3", project.join("chain-2")).unwrap();
+    symlink(home.join(".aws/credentials"), project.join("chain-3")).unwrap();
+    symlink("loop-b", project.join("loop-a")).unwrap();
+    symlink("loop-a", project.join("loop-b")).unwrap();
+    symlink("src/main.rs", project.join("main-link.rs")).unwrap();
+
+    let cases: [(&str, serde_json::Value, &str); 8] = [
+        ("read_file", serde_json::json!({"path": "hist"}), "deny"),
+        (
+            "write_file",
+            serde_json::json!({"path": "notes.txt", "content": "x"}),
+            "deny",
+        ),
+        (
+            "read_file",
+            serde_json::json!({"path": "docs/keys/config"}),
+            "deny",
+        ),
+        (
+            "read_file",
+            serde_json::json!({"path": project.join("chain-1")}),
+            "deny",
+        ),
+        ("read_file", serde_json::json!({"path": "loop-a/x"}), "deny"),
+        (
+            "read_file",
+            serde_json::json!({"path": "src/main.rs"}),
+            "allow",
+        ),
+        (
+            "read_file",
+            serde_json::json!({"path": "main-link.rs"}),
+            "allow",
+        ),
+        (
+            "read_file",
+            serde_json::json!({"path": "docs/new/file.md"}),
+            "allow",
+        ),
+    ];
+    let input: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (tool, args, _))| call(i as u32 + 1, tool, args.clone()))
+        .collect();
+    let r = s.check(&["--format", "json"], &input.join("\n"));
+    let verdicts: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), cases.len(), "{}{}", r.stdout, r.stderr);
+    for ((_, args, expected), v) in cases.iter().zip(&verdicts) {
+        assert_eq!(v["verdict"], *expected, "{args}: {v}");
+    }
+    let rules: Vec<&str> = verdicts
+        .iter()
+        .map(|v| v["rule"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        &rules[..5],
+        [
+            "block-shell-history",
+            "block-tool-credentials",
+            "block-ssh-keys",
+            "block-cloud-credentials",
+            "mcpwall:unreadable_path",
+        ],
+        "{}",
+        r.stdout
+    );
+}
+
 // ------------------------------------------------------------------ the original's config
 
 /// The original mcpwall's documented example configuration (`tests/compat/`), as a user of

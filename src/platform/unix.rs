@@ -335,6 +335,11 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// The user id this process acts as (what decides which files it may change).
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
 /// Flush a directory's entries (a rename is durable only once its directory is).
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -252,8 +252,10 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
 /// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]), and the normal form of a path with `..` (one
-/// `lstat` per `..`) or `~user` (the password file, read once per process). A `command`
+/// its root (see [`Root::contains`]), the normal form of a path with `..` (one `lstat`
+/// per `..`) or `~user` (the password file, read once per process), and the symlinks of
+/// path values for the regex and glob rules (an `lstat` per component, except what
+/// [`crate::paths::LinkCache`] remembers; a `readlink` per link). A `command`
 /// matcher parses each value it reads as a shell command line once (linear in its length,
 /// nesting bounded at 24 levels, into a per-[`Scratch`] arena) and judges each simple
 /// command against its clauses; the glob sets of the embedded packs' clauses are built on
@@ -420,15 +422,19 @@ pub struct Scratch {
     detector_cache: Option<DetectorCache>,
     findings: Vec<Finding>,
     path_bufs: PathBuffers,
+    /// Directory entries no agent can change, remembered across messages.
+    links: crate::paths::LinkCache,
     norm: String,
     /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
     /// after the pass; spent strings go back to the pool.
     deferred_paths: Vec<(u32, String)>,
     /// Path-shaped values (their normal form, with their selector) to judge again with
     /// their symlinks resolved, after the pass.
-    deferred_links: Vec<(u32, String)>,
-    /// A path argument names something only the file system could expand, and it could
-    /// not (a Windows short name below what exists): refused unless a rule denies first.
+    /// (Whether the value was relative: opened from the server's working directory.)
+    deferred_links: Vec<(u32, String, bool)>,
+    /// A path argument names something whose real path could not be found (a link loop,
+    /// a directory that may not be searched, a Windows short name below what exists):
+    /// refused unless a rule denies first.
     unreadable_path: bool,
     path_pool: Vec<String>,
     secret_hits: Vec<Hit>,
@@ -598,6 +604,7 @@ impl Program {
             detector_cache: None,
             findings: Vec::with_capacity(8),
             path_bufs: PathBuffers::default(),
+            links: Default::default(),
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
             deferred_links: Vec::new(),
@@ -834,7 +841,7 @@ impl Program {
         let tokens = frame.tokens();
         let mut cur_arg = Token::NO_ARG;
         let mut cur_sel = NO_SEL;
-        let mut path_arg = false;
+        let mut names_path = false;
         let mut content_arg = false;
         // Known once some argument is a write's content: whether a path argument sits
         // beside it (a file write's shape, `path` + `content`/`edits`/`diff`).
@@ -851,7 +858,7 @@ impl Program {
                 cur_sel = key
                     .and_then(|k| inb.arg_names.get(k).copied())
                     .unwrap_or(NO_SEL);
-                path_arg = key.is_some_and(crate::paths::is_path_argument);
+                names_path = key.is_some_and(crate::paths::may_name_a_path);
                 content_arg = key.is_some_and(is_write_content_argument)
                     && *writes_file.get_or_insert_with(|| has_path_argument(frame, msg));
             }
@@ -912,18 +919,18 @@ impl Program {
                     });
                 }
             }
-            // On Windows, the path as the file system opens it (an 8.3 short name
-            // expanded): judged by the same patterns after the pass, when it differs. A
-            // bare name counts when its argument names a path (`{"path": "notes.txt"}`);
-            // a file's content, or text no kernel would open as one path (a line break,
-            // longer than PATH_MAX), costs no look-up. Symlinks are not followed here:
-            // one `lstat` per component of every path argument doubled the CPU of an
-            // allowed call (shared bench, 200k calls: 1.39 s to 2.73 s), and the
-            // sandbox's covering mounts already hold a read through a link.
-            if cfg!(windows)
-                && needs & (REGEX | GLOB) != 0
+            // The path as the file system opens it (its symlinks followed; on Windows an
+            // 8.3 short name expanded): judged by the same patterns after the pass, when
+            // it differs. A bare name counts when its argument is named like a path
+            // (`{"path": "notes.txt"}`, `notebook_path`); a file's content, a command, prose
+            // or a URL outside such an argument (elsewhere than on Windows, where a short
+            // name is expanded wherever it stands, as before), or text no kernel would
+            // open as one path (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
+            // cost, and why most of them are remembered: `crate::paths::LinkCache`.
+            if needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
-                && (path_arg || shaped && !content_arg)
+                && (names_path
+                    || shaped && !content_arg && (cfg!(windows) || !looks_like_prose_or_url(text)))
                 && crate::paths::may_name_a_file(text)
             {
                 let mut path = s.path_pool.pop().unwrap_or_default();
@@ -933,7 +940,8 @@ impl Program {
                 } else {
                     crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
                 }
-                s.deferred_links.push((sel, path));
+                s.deferred_links
+                    .push((sel, path, crate::paths::is_relative(text)));
             }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
@@ -1007,13 +1015,14 @@ impl Program {
     /// Judge each path-shaped value collected by the pass again with its symlinks
     /// resolved (component by component, `crate::paths::resolve_links`), by the regex and
     /// glob rules: `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst
-    /// verdict of the two spellings wins. A path that cannot be resolved (dangling, a
-    /// loop, no permission) was judged as written. Skipped when a deny rule has already
-    /// decided: nothing found now could make the verdict worse.
+    /// verdict of the two spellings wins. A dangling link is read as the path it names;
+    /// a path that cannot be resolved (a loop, a directory that may not be searched) makes
+    /// the message unreadable, refused unless a rule denies it. Skipped when a deny rule
+    /// has already decided: nothing found now could make the verdict worse.
     fn resolve_deferred_links(&self, s: &mut Scratch) {
         let inb = &self.inbound;
         let mut deferred = std::mem::take(&mut s.deferred_links);
-        for (sel, path) in deferred.drain(..) {
+        for (sel, path, relative) in deferred.drain(..) {
             let best = s.state.best;
             let denied = best != NONE && {
                 let rule = &inb.rules[best as usize];
@@ -1022,7 +1031,7 @@ impl Program {
             let resolved = if denied {
                 crate::paths::Resolution::Unchanged
             } else {
-                crate::paths::resolve_links(&path)
+                crate::paths::resolve_links(&path, relative.then_some(self.env.cwd()), &mut s.links)
             };
             if resolved == crate::paths::Resolution::Unknown {
                 s.unreadable_path = true;
@@ -1651,6 +1660,15 @@ fn has_path_argument(frame: &Frame<'_>, msg: &Message) -> bool {
             && t.arg == k as u32
             && crate::paths::is_path_argument(frame.text(t.text))
     })
+}
+
+/// Whether a path-shaped value outside a path argument reads as a command, prose or a
+/// URL rather than one file's name: it holds white space (`ls -la src/x`; a file name with a space in an argument named
+/// like a path is looked up), or it is a URL
+/// of another scheme than `file:`. Such values are not looked up for symlinks: a server
+/// opens them as no path, and one lookup each cost a tenth of an allowed call.
+fn looks_like_prose_or_url(text: &str) -> bool {
+    crate::paths::is_remote_url(text) || text.bytes().any(|b| b.is_ascii_whitespace())
 }
 
 /// Whether a string holds a glob metacharacter (`*`, `?`, `[`).

@@ -476,7 +476,7 @@ impl Session {
             ),
             Decision::UnreadablePath => Ruling::refuse(
                 RuleRef::Builtin("mcpwall:unreadable_path"),
-                "a path argument names a file by a Windows short name (8.3) that could not be expanded; refused",
+                "a path argument names a file whose real path could not be resolved (a symlink loop, a directory that may not be searched, or a Windows short name); refused",
             ),
             Decision::Default { .. } | Decision::DefaultAsk | Decision::Plumbing => Ruling {
                 allow: true,

@@ -73,7 +73,14 @@ pub fn shown_value(
     findings.clear();
     detector.find(value, cache, findings);
     let masked = mask_findings(value, findings);
-    shorten(&escape_controls(&masked), SHOWN_CHARS)
+    // Only the head is shown: escape one character more than is kept (so `shorten` still
+    // sees that the value goes on), not a megabyte to keep 80 characters. Escaping works
+    // character by character, so the result is the same.
+    let head = masked
+        .char_indices()
+        .nth(SHOWN_CHARS + 1)
+        .map_or(masked.as_str(), |(i, _)| &masked[..i]);
+    shorten(&escape_controls(head), SHOWN_CHARS)
 }
 
 /// A denied request as the audit log keeps it: the telling argument's key and its value's

@@ -764,10 +764,12 @@ fn literal_meets(
     if lit.starts_with('-') {
         return false;
     }
+    // Each automaton reads each form once: the written form's prefilter answer serves
+    // both checks below, and a normal form equal to the written one is not read again.
+    let written_hit = pc.prefilter.as_ref().map(|ac| ac.is_match(lit));
     if pc.ancestors.is_empty()
         && pc.prefilter_written
-        && let Some(ac) = &pc.prefilter
-        && !ac.is_match(lit)
+        && written_hit == Some(false)
         && !lit.starts_with(['~', '$'])
         && !lit.contains('%')
     {
@@ -783,13 +785,14 @@ fn literal_meets(
     {
         return true;
     }
+    let same = norm == lit;
     if let Some(ac) = &pc.prefilter
-        && !ac.is_match(lit)
-        && !ac.is_match(norm)
+        && written_hit == Some(false)
+        && (same || !ac.is_match(norm))
     {
         return false;
     }
-    let matched = pc.set.is_match(lit) || pc.set.is_match(norm);
+    let matched = pc.set.is_match(lit) || !same && pc.set.is_match(norm);
     matched && pc.not_under.iter().all(|r| !r.contains(norm))
 }
 
