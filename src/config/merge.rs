@@ -1108,6 +1108,9 @@ impl Merger {
         if let Some(v) = set.gateway {
             s.gateway = v.value;
         }
+        if let Some(v) = set.oauth {
+            s.oauth = Some(v.value);
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -1130,6 +1133,11 @@ impl Merger {
             // The gateway's capacity is the operator's: a repository could otherwise
             // shrink it to nothing for everyone served.
             self.ignore(v.span, "`gateway`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.oauth {
+            // Who may connect is the operator's: a repository could otherwise name an
+            // identity provider it controls.
+            self.ignore(v.span, "`oauth`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = &layer.log_retention {
             // A shorter retention would delete the audit trail.
@@ -1262,4 +1270,5 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.log_retention, &from.log_retention);
     f(&mut into.ask_timeout_seconds, &from.ask_timeout_seconds);
     f(&mut into.gateway, &from.gateway);
+    f(&mut into.oauth, &from.oauth);
 }

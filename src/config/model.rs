@@ -283,4 +283,5 @@ pub(crate) struct RawSettings {
     pub(crate) log_retention: Option<Spanned<LogRetention>>,
     pub(crate) ask_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) gateway: Option<Spanned<GatewaySettings>>,
+    pub(crate) oauth: Option<Spanned<super::policy::OAuthSettings>>,
 }
