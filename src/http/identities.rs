@@ -338,14 +338,20 @@ impl Federation {
     /// their open sessions go on (each judge hands over its guard and rate window).
     /// Runs on the reload thread; one that fails to build is left out (its sessions end).
     fn adopt(&self, old: &Federation) {
-        let kept: Vec<(Arc<str>, Box<[Arc<str>]>, Arc<Judge>)> = old
+        let kept: Vec<(Arc<str>, Member)> = old
             .lock()
             .iter()
-            .map(|(k, m)| (k.clone(), m.groups.clone(), m.judge.clone()))
+            .map(|(k, m)| {
+                let member = Member {
+                    groups: m.groups.clone(),
+                    judge: m.judge.clone(),
+                };
+                (k.clone(), member)
+            })
             .collect();
-        for (name, groups, judge) in kept {
-            if let Ok(new) = self.build(&name, &groups, Some(&judge)) {
-                let _ = self.insert(name, &groups, new);
+        for (name, old) in kept {
+            if let Ok(new) = self.build(&name, &old.groups, Some(&old.judge)) {
+                let _ = self.insert(name, &old.groups, new);
             }
         }
     }
