@@ -423,3 +423,45 @@ fn bad_oauth_settings_stop_serve_at_start_with_their_place() {
         assert!(err.contains(want), "no {want:?} in:\n{err}");
     }
 }
+
+#[test]
+fn rate_limits_count_per_provider_identity_and_a_reload_keeps_its_sessions() {
+    let key = SigningKey::new("k1");
+    let keys = KeyServer::start(&[&key]);
+    let settings = oauth_settings(&keys.url, "")
+        + "  rate_limit: {max_calls: 2, window_seconds: 600}\n  default_action: allow\n";
+    let gw = Gateway::serve_rules(Home::new(), &settings, RULES, &[]);
+    let mut carol_claims = claims("carol");
+    carol_claims["groups"] = json!([]);
+    let carol = key.sign(&carol_claims);
+    let open = |token: &str| {
+        let r = initialize(&gw, token);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.header("mcp-session-id").unwrap().to_string()
+    };
+    // Two sessions of carol share one count; dave has his own.
+    let (first, second) = (open(&carol), open(&carol));
+    assert!(!denied_by(&call(&gw, &first, &carol, "echo")));
+    assert!(!denied_by(&call(&gw, &second, &carol, "echo")));
+    assert!(denied_by(&call(&gw, &first, &carol, "echo")));
+    let dave = key.sign(&claims("dave"));
+    let dave_session = open(&dave);
+    assert!(!denied_by(&call(&gw, &dave_session, &dave, "echo")));
+    // A reload that adds a rule naming dave: his open session goes on (a session whose
+    // identity has no judge after a reload ends), judged by it.
+    let rules = format!(
+        "{RULES}  - name: no-ping-for-dave\n    match: {{tool: ping_tool, identity: dave}}\n    action: deny\n"
+    );
+    gw.home.write_policy(&settings, &rules);
+    gw.stderr_until("the reload", |e| e.contains("policy reloaded"));
+    let answer = call(&gw, &dave_session, &dave, "ping_tool");
+    assert!(denied_by(&answer), "{answer}");
+    gw.audit_with(&["no-ping-for-dave", "\"identity\":\"dave\""]);
+    assert!(
+        gw.home
+            .audit()
+            .lines()
+            .any(|l| l.contains("no-ping-for-dave") && l.contains("\"identity\":\"dave\"")),
+        "dave's session was not judged by the reloaded policy"
+    );
+}

@@ -192,7 +192,6 @@ impl OAuth {
             "resource": settings.resource,
             "authorization_servers": [settings.issuer],
             "bearer_methods_supported": ["header"],
-            "resource_signing_alg_values_supported": settings.algorithms,
         });
         if !settings.required_scopes.is_empty() {
             doc["scopes_supported"] = serde_json::json!(settings.required_scopes);
