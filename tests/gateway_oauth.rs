@@ -456,6 +456,12 @@ fn rate_limits_count_per_provider_identity_and_a_reload_keeps_its_sessions() {
     gw.stderr_until("the reload", |e| e.contains("policy reloaded"));
     let answer = call(&gw, &dave_session, &dave, "ping_tool");
     assert!(denied_by(&answer), "{answer}");
+    // Carol's count carried over the reload: she is still over her limit.
+    let answer = call(&gw, &first, &carol, "echo");
+    assert!(
+        denied_by(&answer),
+        "the reload reset carol's rate window: {answer}"
+    );
     gw.audit_with(&["no-ping-for-dave", "\"identity\":\"dave\""]);
     assert!(
         gw.home
