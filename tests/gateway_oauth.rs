@@ -471,3 +471,38 @@ fn rate_limits_count_per_provider_identity_and_a_reload_keeps_its_sessions() {
         "dave's session was not judged by the reloaded policy"
     );
 }
+
+#[test]
+fn an_identitys_sessions_end_when_its_latest_access_token_expires() {
+    let key = SigningKey::new("k1");
+    let keys = KeyServer::start(&[&key]);
+    let gw = serve(&keys, "    leeway_seconds: 0\n");
+    let mut short = claims("erin");
+    short["exp"] = json!(now() + 2);
+    let r = initialize(&gw, &key.sign(&short));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.header("mcp-session-id").unwrap().to_string();
+    // Frank renews his token in time: his session stays.
+    let mut frank_claims = claims("frank");
+    frank_claims["exp"] = json!(now() + 2);
+    let r = initialize(&gw, &key.sign(&frank_claims));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let frank_session = r.header("mcp-session-id").unwrap().to_string();
+    let frank = key.sign(&claims("frank"));
+    assert!(!denied_by(&call(&gw, &frank_session, &frank, "echo")));
+    std::thread::sleep(Duration::from_millis(3500));
+    // Erin's session ended with her token; a new token does not bring it back.
+    let fresh = key.sign(&claims("erin"));
+    let auth = bearer(&fresh);
+    let r = gw.post(
+        Some(&session),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}})
+            .to_string()
+            .as_bytes(),
+        &[("Authorization", &auth)],
+    );
+    assert_eq!(r.status, 404, "{}", r.body);
+    let audit = gw.audit_with(&["mcpwall:token_expired", "erin"]);
+    assert!(audit.contains("mcpwall:token_expired"), "{audit}");
+    assert!(!denied_by(&call(&gw, &frank_session, &frank, "echo")));
+}

@@ -126,6 +126,9 @@ pub struct OAuth {
     metadata_url: String,
     /// A failed fetch is said on stderr (fetches are rate-limited, so these lines are).
     chatter: crate::io::Chatter,
+    /// When each identity's latest access token expires (plus the leeway): its open
+    /// sessions end then, unless a later token came ([`OAuth::expired`]).
+    expiries: std::sync::Mutex<HashMap<Arc<str>, f64>>,
 }
 
 /// Why `settings.oauth` cannot be used (said at start).
@@ -205,6 +208,7 @@ impl OAuth {
             metadata_paths,
             metadata_url,
             chatter,
+            expiries: Default::default(),
         })
     }
 
@@ -330,14 +334,35 @@ impl OAuth {
             )));
         }
         self.check_scopes(&claims)?;
+        if let Some(exp) = claims["exp"].as_f64() {
+            let until = exp + f64::from(self.settings.leeway_seconds);
+            let mut expiries = self.expiries.lock().unwrap_or_else(|e| e.into_inner());
+            let latest = expiries.entry(principal.name.clone()).or_insert(until);
+            *latest = latest.max(until);
+        }
         Ok(principal)
+    }
+
+    /// The identities whose latest access token has expired since the last call: their
+    /// open sessions (streams, WebSockets) end, as a removed token's do. A client that
+    /// renews its token before then keeps them.
+    pub fn expired(&self) -> Vec<Arc<str>> {
+        let now = unix_now();
+        let mut expiries = self.expiries.lock().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<Arc<str>> = expiries
+            .iter()
+            .filter(|(_, until)| now > **until)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &gone {
+            expiries.remove(name);
+        }
+        gone
     }
 
     /// The registered claims, by our own strictly typed reading.
     fn check_claims(&self, claims: &Value) -> Result<(), Rejection> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = unix_now();
         let leeway = f64::from(self.settings.leeway_seconds);
         let number = |name: &str, required: bool| -> Result<Option<f64>, Rejection> {
             match claims.get(name) {
@@ -581,6 +606,13 @@ fn parse_key_set(body: &[u8]) -> Result<HashMap<String, Key>, String> {
         }
     }
     Ok(out)
+}
+
+/// Seconds since the Unix epoch, as JWT times count.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 fn b64_json(part: &str) -> Option<Value> {

@@ -583,7 +583,8 @@ impl Gateway {
     /// Look at the token file and act on what changed: the sessions of a revoked
     /// identity end at once (on every server and transport: their streams close, their
     /// next message is refused), and so do those of clients without a token once the
-    /// first token is issued or the file becomes unusable.
+    /// first token is issued or the file becomes unusable, and those of an identity
+    /// provider's identity once its latest access token expired.
     pub fn watch_tokens(&self) {
         let Change {
             revoked,
@@ -608,6 +609,19 @@ impl Gateway {
             let text = format!("the token of {name} is gone: {ended} open session(s) ended");
             self.chatter.log(LogLevel::Info, format_args!("{text}"));
             self.audit_gateway_event("mcpwall:token_revoked", text, Some(name));
+        }
+        if let Some(oauth) = &self.oauth {
+            for name in oauth.expired() {
+                let ended = self.sessions.end_identity(Some(&name));
+                if ended == 0 {
+                    continue;
+                }
+                let text = format!(
+                    "the access token of {name} expired without a newer one: {ended} open session(s) ended"
+                );
+                self.chatter.log(LogLevel::Info, format_args!("{text}"));
+                self.audit_gateway_event("mcpwall:token_expired", text, Some(name));
+            }
         }
         if closed {
             let ended = self.sessions.end_identity(None);
