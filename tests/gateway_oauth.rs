@@ -78,6 +78,8 @@ struct KeyServer {
     url: String,
     keys: Arc<Mutex<Value>>,
     fetches: Arc<AtomicU64>,
+    /// Answer 503 instead of the set.
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl KeyServer {
@@ -86,7 +88,8 @@ impl KeyServer {
         let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
         let set = Arc::new(Mutex::new(json!({"keys": []})));
         let fetches = Arc::new(AtomicU64::new(0));
-        let (served, counted) = (set.clone(), fetches.clone());
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (served, counted, failing) = (set.clone(), fetches.clone(), down.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
@@ -97,6 +100,13 @@ impl KeyServer {
                 }
                 counted.fetch_add(1, Ordering::SeqCst);
                 let body = served.lock().unwrap().to_string();
+                if failing.load(Ordering::SeqCst) {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    continue;
+                }
                 let _ = write!(
                     stream,
                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -108,6 +118,7 @@ impl KeyServer {
             url,
             keys: set,
             fetches,
+            down,
         };
         server.publish(keys);
         server
@@ -505,4 +516,31 @@ fn an_identitys_sessions_end_when_its_latest_access_token_expires() {
     let audit = gw.audit_with(&["mcpwall:token_expired", "erin"]);
     assert!(audit.contains("mcpwall:token_expired"), "{audit}");
     assert!(!denied_by(&call(&gw, &frank_session, &frank, "echo")));
+}
+
+#[test]
+fn a_failed_refresh_keeps_a_young_key_set_and_an_old_one_is_refused() {
+    let key = SigningKey::new("k1");
+    let keys = KeyServer::start(&[&key]);
+    let gw = serve(&keys, "    jwks_max_age_seconds: 4\n");
+    let alice = key.sign(&claims("alice@example.test"));
+    assert_eq!(initialize(&gw, &alice).status, 200);
+    // The provider fails; a made-up kid makes the gateway try, and fail: the set it has
+    // (younger than jwks_max_age_seconds) stays in force.
+    keys.down.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_refused(
+        &gw,
+        &SigningKey::new("stranger").sign(&claims("mallory")),
+        "could not be fetched again",
+    );
+    assert_eq!(keys.fetches(), 2);
+    assert_eq!(initialize(&gw, &alice).status, 200);
+    // Past its max age, with the provider still failing: every token is refused.
+    std::thread::sleep(Duration::from_millis(3500));
+    assert_refused(&gw, &alice, "503 Service Unavailable");
+    // The provider is back: accepted again once a fetch may be tried.
+    keys.down.store(false, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(initialize(&gw, &alice).status, 200);
 }

@@ -30,7 +30,9 @@
 //! rotation), but never more than once per `jwks_min_refresh_seconds` (a stream of tokens
 //! with made-up `kid`s cannot make the gateway hammer the provider). One fetch at a time;
 //! each bounded by `fetch_timeout_seconds`, [`MAX_JWKS_BYTES`] and [`MAX_KEYS`]. A set that
-//! cannot be fetched or read refuses every token until a later fetch succeeds: fail closed.
+//! cannot be fetched or read refuses every token once no set younger than
+//! `jwks_max_age_seconds` is in force (or none was ever fetched), until a later fetch
+//! succeeds: fail closed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -463,20 +465,26 @@ impl OAuth {
     }
 
     /// The key named `kid`: from the set as kept, or from a fresh fetch when the set is
-    /// too old or lacks it (at most one fetch per `jwks_min_refresh_seconds`).
+    /// too old or lacks it (at most one fetch per `jwks_min_refresh_seconds`). A failed
+    /// fetch leaves a set younger than `jwks_max_age_seconds` in force (a stream of made-up
+    /// `kid`s during a provider hiccup does not lock everyone out); past that age, or with
+    /// no set ever fetched, every token is refused.
     async fn key(&self, kid: &str) -> Result<Key, Rejection> {
         let mut cache = self.cache.lock().await;
-        let now = Instant::now();
         let max_age = Duration::from_secs(u64::from(self.settings.jwks_max_age_seconds));
-        let fresh = cache
-            .fetched
-            .is_some_and(|t| now.duration_since(t) < max_age);
-        if fresh && let Some(key) = cache.keys.get(kid) {
+        let fresh = |cache: &Cache| {
+            cache
+                .fetched
+                .is_some_and(|t| Instant::now().duration_since(t) < max_age)
+        };
+        if fresh(&cache)
+            && let Some(key) = cache.keys.get(kid)
+        {
             return Ok(key.clone());
         }
         let min_gap = Duration::from_secs(u64::from(self.settings.jwks_min_refresh_seconds));
-        let may_fetch = cache.tried.is_none_or(|t| now.duration_since(t) >= min_gap);
-        if may_fetch {
+        let now = Instant::now();
+        if cache.tried.is_none_or(|t| now.duration_since(t) >= min_gap) {
             cache.tried = Some(now);
             cache.fetches += 1;
             match self.fetch().await {
@@ -489,29 +497,33 @@ impl OAuth {
                     self.chatter.log(
                         crate::io::LogLevel::Error,
                         format_args!(
-                            "the identity provider's key set cannot be had, every access token is refused until it can: {why}"
+                            "the identity provider's key set cannot be had (access tokens are refused once the set in force, if any, is older than jwks_max_age_seconds): {why}"
                         ),
                     );
-                    cache.keys.clear();
-                    cache.fetched = None;
                     cache.failure = Some(why);
                 }
             }
-        } else if !fresh && cache.failure.is_none() && cache.fetched.is_some() {
-            // Too old, and the last try was too recent to try again: still in force
-            // only if the max age allows, which it does not.
+        }
+        if !fresh(&cache) {
             cache.keys.clear();
             cache.fetched = None;
-            cache.failure = Some("the key set is older than jwks_max_age_seconds".into());
+            let why = cache.failure.clone().unwrap_or_else(|| {
+                "the key set is older than jwks_max_age_seconds and was not fetched again yet"
+                    .into()
+            });
+            return Err(Rejection::Keys(why));
         }
-        if let Some(why) = &cache.failure {
-            return Err(Rejection::Keys(why.clone()));
+        match (cache.keys.get(kid), &cache.failure) {
+            (Some(key), _) => Ok(key.clone()),
+            (None, Some(why)) => Err(Rejection::Keys(format!(
+                "unknown key id {} and the set could not be fetched again: {why}",
+                bounded(kid)
+            ))),
+            (None, None) => Err(Rejection::Invalid(format!(
+                "unknown key id {}",
+                bounded(kid)
+            ))),
         }
-        cache
-            .keys
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| Rejection::Invalid(format!("unknown key id {}", bounded(kid))))
     }
 
     /// One fetch of the key set, bounded in time and size.
