@@ -544,3 +544,49 @@ fn a_failed_refresh_keeps_a_young_key_set_and_an_old_one_is_refused() {
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(initialize(&gw, &alice).status, 200);
 }
+
+#[test]
+fn explain_policy_shows_the_identity_provider_in_a_policy_that_loads_again() {
+    let home = Home::new();
+    let policy = home.write_policy(&oauth_settings("https://idp.example.test/jwks", ""), RULES);
+    let explain = |file: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+            .args(["explain-policy", "--format", "yaml", "-c"])
+            .arg(file)
+            .env("HOME", home.home())
+            .output()
+            .unwrap()
+    };
+    let out = explain(&policy);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "oauth:",
+        &format!("issuer: {ISSUER}"),
+        "identity_claim: sub",
+        "groups_claim: groups",
+        "jwks_min_refresh_seconds: 1",
+    ] {
+        assert!(yaml.contains(want), "no {want:?} in:\n{yaml}");
+    }
+    let again = home.dir.path().join("again.yml");
+    std::fs::write(&again, &yaml).unwrap();
+    let out = explain(&again);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .collect::<Vec<_>>(),
+        yaml.lines().skip(1).collect::<Vec<_>>()
+    );
+}

@@ -1112,7 +1112,7 @@ impl<'a> Decoder<'a> {
                     Code::UnknownValue,
                     format!("`oauth.{key}` is not a usable URL: {why}"),
                     s.span,
-                    why,
+                    "not usable here",
                     "write an absolute https:// URL (http:// only for a loopback host, as in tests)",
                 );
                 return None;
