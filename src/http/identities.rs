@@ -307,14 +307,21 @@ impl Federation {
         Ok(Arc::new(judge))
     }
 
-    /// Keep `judge` as `name`'s, making room if needed.
+    /// Keep `judge` as `name`'s, making room if needed; the judge in force for `name`
+    /// (another request may have built one for the same groups meanwhile: that one stays,
+    /// so an identity never counts its calls in two rate windows).
     pub fn insert(
         &self,
         name: Arc<str>,
         groups: &[Arc<str>],
         judge: Arc<Judge>,
-    ) -> Result<(), Crowded> {
+    ) -> Result<Arc<Judge>, Crowded> {
         let mut members = self.lock();
+        if let Some(member) = members.get(&name)
+            && *member.groups == *groups
+        {
+            return Ok(member.judge.clone());
+        }
         if members.len() >= MAX_MEMBERS && !members.contains_key(&name) {
             // Only the map holds it: no session judges with it.
             let idle = members
@@ -328,10 +335,10 @@ impl Federation {
             name,
             Member {
                 groups: groups.into(),
-                judge,
+                judge: judge.clone(),
             },
         );
-        Ok(())
+        Ok(judge)
     }
 
     /// After a reload: build under this policy the judge of every identity `old` had, so
@@ -883,5 +890,59 @@ rules:
         assert_eq!(names.rule(first).0, "first-rule");
         let second = ci_after.audit_rule(RuleRef::Inbound(RuleId(0)));
         assert_eq!(names.rule(second).0, "second-rule");
+    }
+
+    #[test]
+    fn a_provider_identity_gets_one_judge_whose_rules_follow_its_name_and_groups() {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let text = "version: 1\nsettings:\n  rate_limit: {max_calls: 5, window_seconds: 60}\nrules:\n  - name: ops-no-shell\n    match: {tool: run_command, identity: \"group:ops\"}\n    action: deny\n";
+        let policy = Arc::new(load_str("t.yml", text, &opts).expect("loads"));
+        let dir = tempfile::tempdir().unwrap();
+        let names = Arc::new(PolicyNames::default());
+        let federation = Federation::new(
+            policy,
+            ServerIdentity {
+                name: "t".into(),
+                command: vec!["t".into()],
+            },
+            dir.path().into(),
+            PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p")),
+            names.clone(),
+        );
+        let name: Arc<str> = Arc::from("auth0|42");
+        let ops: Vec<Arc<str>> = vec![Arc::from("ops")];
+        // Two requests racing to build the same identity's judge: the first kept stays.
+        let first = federation.build(&name, &ops, None).unwrap();
+        let second = federation.build(&name, &ops, None).unwrap();
+        let kept = federation
+            .insert(name.clone(), &ops, first.clone())
+            .unwrap();
+        assert!(Arc::ptr_eq(&kept, &first));
+        let kept = federation.insert(name.clone(), &ops, second).unwrap();
+        assert!(Arc::ptr_eq(&kept, &first), "one rate window per identity");
+        assert!(Arc::ptr_eq(
+            &federation.get(&name, Some(&ops)).unwrap(),
+            &first
+        ));
+        assert!(federation.get(&name, Some(&[])).is_none());
+        // Its groups decide which rules apply; identities with the same rules share a program.
+        let judges = Judges {
+            by_identity: HashMap::new(),
+            any: first.program.clone(),
+            sandbox: None,
+            federation: Some(Arc::new(federation)),
+        };
+        let (allowed, rule) = judge_call(&judges, &names, Some("auth0|42"), "run_command", "/tmp");
+        assert!(!allowed);
+        assert_eq!(rule, "ops-no-shell");
+        let federation = judges.federation.as_ref().unwrap();
+        let other = federation.build(&Arc::from("bob"), &ops, None).unwrap();
+        assert!(Arc::ptr_eq(&other.program, &first.program));
+        let outsider = federation.build(&Arc::from("carol"), &[], None).unwrap();
+        assert!(!Arc::ptr_eq(&outsider.program, &first.program));
     }
 }

@@ -573,11 +573,15 @@ impl Gateway {
             Ok(Err(e)) => return unavailable(e.to_string()),
             Err(e) => return unavailable(e.to_string()),
         };
-        self.metrics.register_judge(&judge);
-        if let Err(e) = federation.insert(principal.name.clone(), &principal.groups, judge) {
-            return unavailable(e.to_string());
+        match federation.insert(principal.name.clone(), &principal.groups, judge.clone()) {
+            Ok(kept) => {
+                if Arc::ptr_eq(&kept, &judge) {
+                    self.metrics.register_judge(&judge);
+                }
+                Ok(principal.name)
+            }
+            Err(e) => unavailable(e.to_string()),
         }
-        Ok(principal.name)
     }
 
     /// Look at the token file and act on what changed: the sessions of a revoked
