@@ -330,10 +330,9 @@ fn an_unknown_key_id_refreshes_the_key_set_once_and_a_rotated_key_is_picked_up()
     let old = SigningKey::new("old");
     let keys = KeyServer::start(&[&old]);
     let gw = serve(&keys, "");
-    assert_eq!(
-        initialize(&gw, &old.sign(&claims("alice@example.test"))).status,
-        200
-    );
+    let before = old.sign(&claims("alice@example.test"));
+    assert_eq!(initialize(&gw, &before).status, 200);
+    assert_eq!(initialize(&gw, &before).status, 200);
     assert_eq!(keys.fetches(), 1);
     // A made-up kid: one fetch (the set may have rotated), then refused; a second one
     // within jwks_min_refresh_seconds fetches nothing.
@@ -351,6 +350,9 @@ fn an_unknown_key_id_refreshes_the_key_set_once_and_a_rotated_key_is_picked_up()
         initialize(&gw, &new.sign(&claims("alice@example.test"))).status,
         200
     );
+    assert_eq!(keys.fetches(), 3);
+    // The old key left the set: a token it signed, accepted before, is not any more.
+    assert_eq!(initialize(&gw, &before).status, 401);
     assert_eq!(keys.fetches(), 3);
 }
 
