@@ -223,46 +223,6 @@ impl ApprovalQueue {
     }
 }
 
-/// The HTTP transports' hand-over of one outbox: held calls are offered to `mcpwall approve`
-/// (the queue under `home` is opened on first use) and calls no longer held leave it. A
-/// failure is told to the human on stderr, never to the agent; the held call then times out.
-pub fn hand_over(
-    queue: &mut Option<ApprovalQueue>,
-    home: Option<&Path>,
-    out: &mut crate::session::Outbox,
-    chatter: &crate::io::Chatter,
-) {
-    use crate::io::LogLevel;
-    if queue.is_none()
-        && !out.approvals.is_empty()
-        && let Some(home) = home
-    {
-        match ApprovalQueue::open(home) {
-            Ok(q) => *queue = Some(q),
-            Err(e) => chatter.log(
-                LogLevel::Error,
-                format_args!("cannot create ~/.mcpwall/pending: {e}; held calls will time out"),
-            ),
-        }
-    }
-    let Some(queue) = queue.as_ref() else {
-        return;
-    };
-    for request in out.approvals.drain(..) {
-        if let Err(e) = queue.publish(&request) {
-            chatter.log(
-                LogLevel::Error,
-                format_args!(
-                    "cannot offer a held call to `mcpwall approve`: {e}; it will time out"
-                ),
-            );
-        }
-    }
-    for code in out.withdrawn.drain(..) {
-        queue.withdraw(&code);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,23 +7,29 @@
 //!                                                      │
 //! client stdout ◄─ writer ◄─ Session::from_server ◄────┴── FromUpstream ◄── server
 //! ```
-//! The session is locked for the judging of one message, never across an await.
+//! The bridge is a [`Driven`] conversation: `crate::driver` reads the client's lines and
+//! the link's reports, judges them (a large line off the I/O thread, the session behind an
+//! async lock), hands out what comes of them and runs the approval timer; what is the
+//! bridge's own is its two sides, the client's stdout and the link.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
-use crate::approval_queue::ApprovalQueue;
 use crate::audit::AuditSender;
+use crate::driver::approvals::Approvals;
+use crate::driver::handout::{Handout, Side};
+use crate::driver::judging::{self, Share, SharedSession};
+use crate::driver::{Driven, reading};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel, stdio};
 use crate::program::Program;
-use crate::session::{self, Line, Outbox, Session};
+use crate::session::{self, Line, Outbox, Peer, Session};
 use crate::upstream::Upstream;
-use crate::upstream::link::{FromUpstream, Link};
+use crate::upstream::link::Link;
 
 /// Batches for the client's stdout before a pump waits.
 const TO_CLIENT: usize = 16;
@@ -31,8 +37,6 @@ const TO_CLIENT: usize = 16;
 const LINK_CLOSE: Duration = Duration::from_secs(8);
 /// How long the last output to the client may take before we give up on it.
 const CLIENT_DRAIN: Duration = Duration::from_secs(5);
-/// How often the decision files of calls waiting for `mcpwall approve` are read.
-const APPROVAL_POLL: Duration = Duration::from_millis(200);
 
 /// Bridge options from the command line.
 #[derive(Debug, Clone)]
@@ -54,14 +58,12 @@ pub enum BridgeError {
 }
 
 struct Bridge {
-    session: Mutex<Session>,
-    audit: AuditSender,
-    chatter: Chatter,
-    to_client: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    to_upstream: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    home: Option<PathBuf>,
-    queue: Mutex<Option<ApprovalQueue>>,
-    deadline_changed: Notify,
+    session: SharedSession,
+    /// Large lines are judged off the loop one at a time (see `driver::judging`).
+    share: Share,
+    handout: Handout,
+    to_client: Side,
+    to_upstream: Side,
 }
 
 /// Run the bridge with our stdin/stdout as the client until the client closes its side,
@@ -94,29 +96,37 @@ pub async fn run(
     let link = Link::start(upstream, max_line, options.chatter);
     let (client_tx, client_rx) = mpsc::channel(TO_CLIENT);
     let writer = tokio::spawn(write_client(client_out, client_rx));
+    let chatter = options.chatter;
     let bridge = Arc::new(Bridge {
-        session: Mutex::new(session),
-        audit,
-        chatter: options.chatter,
-        to_client: Mutex::new(Some(client_tx)),
-        to_upstream: Mutex::new(Some(link.to_upstream)),
-        home: options.home,
-        queue: Mutex::new(None),
-        deadline_changed: Notify::new(),
+        session: Arc::new(tokio::sync::Mutex::new(session)),
+        share: Share::default(),
+        handout: Handout {
+            chatter,
+            audit,
+            approvals: Arc::new(Approvals::new(options.home, chatter, false)),
+            transport: Some("upstream"),
+        },
+        to_client: Side::new(client_tx),
+        to_upstream: Side::new(link.to_upstream),
     });
-    let mut reader = tokio::spawn(
-        bridge
-            .clone()
-            .read_client(LineReader::new(client_in, max_line)),
-    );
+    let mut reader = tokio::spawn({
+        let bridge = bridge.clone();
+        async move {
+            let reader = LineReader::new(client_in, max_line);
+            reading::relay(reader, Peer::Client, &*bridge, &chatter).await;
+        }
+    });
     let mut judge = tokio::spawn(bridge.clone().read_upstream(link.from_upstream));
-    let approvals = tokio::spawn(bridge.clone().expire_approvals());
+    let approvals = tokio::spawn({
+        let bridge = bridge.clone();
+        async move { bridge.handout.approvals.run(&*bridge).await }
+    });
     let mut code = 0;
     let mut judged_all = false;
     tokio::select! {
         _ = &mut reader => {}
         Some(sig) = signals.recv() => {
-            bridge.chatter.log(LogLevel::Info, format_args!("received signal {sig}; ending the upstream session"));
+            chatter.log(LogLevel::Info, format_args!("received signal {sig}; ending the upstream session"));
         }
         gone = &mut judge => {
             judged_all = true;
@@ -127,7 +137,7 @@ pub async fn run(
     }
     reader.abort();
     // The link sends what is left, waits a moment for answers in flight, then DELETEs.
-    bridge.lock_upstream().take();
+    bridge.to_upstream.close();
     let mut task = link.task;
     if tokio::time::timeout(LINK_CLOSE, &mut task).await.is_err() {
         task.abort();
@@ -141,18 +151,13 @@ pub async fn run(
     }
     approvals.abort();
     // Every request still pending gets an error.
-    let mut out = Outbox::default();
-    bridge
-        .lock_session()
-        .server_gone("the upstream connection closed", &mut out);
+    let (out, ()) = bridge
+        .act(|session, out| session.server_gone("the upstream connection closed", out))
+        .await;
     bridge.deliver(out).await;
-    bridge
-        .to_client
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take();
+    bridge.to_client.close();
     if tokio::time::timeout(CLIENT_DRAIN, writer).await.is_err() {
-        bridge.chatter.log(
+        chatter.log(
             LogLevel::Warn,
             format_args!("the client is not reading; exiting anyway"),
         );
@@ -174,158 +179,40 @@ async fn write_client<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Ve
 }
 
 impl Bridge {
-    fn lock_session(&self) -> MutexGuard<'_, Session> {
-        self.session.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn lock_upstream(&self) -> MutexGuard<'_, Option<mpsc::Sender<Vec<u8>>>> {
-        self.to_upstream.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Judge each line the client writes until its side closes.
-    async fn read_client(self: Arc<Self>, mut reader: LineReader<stdio::Reader>) {
-        loop {
-            loop {
-                let mut out = Outbox::default();
-                {
-                    let Some(line) = reader.next_buffered() else {
-                        break;
-                    };
-                    self.lock_session().from_client(line, &mut out);
-                }
-                self.deliver(out).await;
-            }
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    // A last line without its newline is refused, never forwarded.
-                    let mut out = Outbox::default();
-                    while let Some(line) = reader.next_buffered() {
-                        self.lock_session().from_client(line, &mut out);
-                    }
-                    self.deliver(out).await;
-                    return;
-                }
-                Err(e) => {
-                    self.chatter.log(
-                        LogLevel::Info,
-                        format_args!("reading the client failed: {e}"),
-                    );
-                    return;
-                }
-            }
-        }
-    }
-
     /// Judge what the upstream sends. Returns whether the upstream ended the session.
-    async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) -> bool {
-        while let Some(item) = rx.recv().await {
-            let mut out = Outbox::default();
-            let gone = {
-                let mut session = self.lock_session();
-                match &item {
-                    FromUpstream::Message(data) => {
-                        session.from_server(Line::Frame(data), &mut out, false);
-                        false
-                    }
-                    FromUpstream::TooLarge { len, head } => {
-                        let line = Line::TooLarge { len: *len, head };
-                        session.from_server(line, &mut out, false);
-                        false
-                    }
-                    FromUpstream::Unanswered { sent, why } => {
-                        session.unanswered(sent, why, &mut out);
-                        false
-                    }
-                    FromUpstream::Gone(why) => {
-                        session.server_gone(why, &mut out);
-                        true
-                    }
-                }
-            };
-            self.deliver(out).await;
-            if gone {
-                self.chatter.log(
-                    LogLevel::Warn,
-                    format_args!("the upstream ended the session"),
-                );
-                return true;
-            }
-        }
-        false
+    async fn read_upstream(
+        self: Arc<Self>,
+        mut rx: mpsc::Receiver<crate::upstream::link::FromUpstream>,
+    ) -> bool {
+        let Some(why) = reading::relay_upstream(&mut rx, &*self).await else {
+            return false;
+        };
+        let (out, ()) = self
+            .act(|session, out| session.server_gone(&why, out))
+            .await;
+        self.deliver(out).await;
+        self.handout.chatter.log(
+            LogLevel::Warn,
+            format_args!("the upstream ended the session"),
+        );
+        true
+    }
+}
+
+impl Driven for Bridge {
+    async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
+        judging::judge(&self.session, &self.share, from, line, Outbox::default()).await
     }
 
-    /// Hand out what one call of the session produced.
+    async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
+        let mut out = Outbox::default();
+        let r = f(&mut *self.session.lock().await, &mut out);
+        (out, r)
+    }
+
     async fn deliver(&self, mut out: Outbox) {
-        for notice in &out.notices {
-            self.chatter
-                .log(notice.level, format_args!("{}", notice.text));
-        }
-        if !out.events.is_empty() {
-            for e in &mut out.events {
-                e.transport = Some("upstream");
-            }
-            self.audit.send(&mut out.events);
-        }
-        self.offer_approvals(&mut out);
-        if out.asked {
-            self.deadline_changed.notify_one();
-        }
-        if !out.to_server.is_empty() {
-            let tx = self.lock_upstream().clone();
-            if let Some(tx) = tx {
-                let _ = tx.send(std::mem::take(&mut out.to_server)).await;
-            }
-        }
-        if !out.to_client.is_empty() {
-            let tx = self
-                .to_client
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            if let Some(tx) = tx {
-                let _ = tx.send(out.to_client).await;
-            }
-        }
-    }
-
-    /// Calls held for `mcpwall approve` go to the pending queue; calls no longer held
-    /// leave it.
-    fn offer_approvals(&self, out: &mut Outbox) {
-        if out.approvals.is_empty() && out.withdrawn.is_empty() {
-            return;
-        }
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        crate::approval_queue::hand_over(&mut queue, self.home.as_deref(), out, &self.chatter);
-    }
-
-    /// The session has no clock: refuse held calls whose time is up, and apply the
-    /// decisions `mcpwall approve` wrote.
-    async fn expire_approvals(self: Arc<Self>) {
-        loop {
-            let (deadline, waiting) = {
-                let s = self.lock_session();
-                (s.next_deadline(), !s.awaiting_cli().is_empty())
-            };
-            let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
-            let Some(at) = [deadline, poll].into_iter().flatten().min() else {
-                self.deadline_changed.notified().await;
-                continue;
-            };
-            tokio::select! {
-                () = tokio::time::sleep_until(at.into()) => {
-                    let mut out = Outbox::default();
-                    {
-                        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(queue) = queue.as_ref() {
-                            queue.apply_decisions(&mut self.lock_session(), &mut out);
-                        }
-                    }
-                    self.lock_session().expire(std::time::Instant::now(), &mut out);
-                    self.deliver(out).await;
-                }
-                () = self.deadline_changed.notified() => {}
-            }
-        }
+        self.handout.side_effects(&mut out);
+        self.to_upstream.send(&mut out.to_server).await;
+        self.to_client.send(&mut out.to_client).await;
     }
 }

@@ -33,6 +33,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod roots;
 mod users;
 
 /// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
@@ -106,6 +107,19 @@ impl PathEnv {
         clean_into(&to_slash_string(cwd), &env.project_dir.clone(), &mut c);
         env.cwd = c;
         env
+    }
+
+    /// The same HOME and working directory with another project (the client's roots,
+    /// decision 16): `${PROJECT_DIR}` becomes `project`; relative paths still start
+    /// where the server runs.
+    pub fn with_project(&self, project: &Path) -> PathEnv {
+        let mut p = String::new();
+        clean_into(&to_slash_string(project), &self.cwd, &mut p);
+        PathEnv {
+            home: self.home.clone(),
+            project_dir: p,
+            cwd: self.cwd.clone(),
+        }
     }
 
     /// HOME from the environment (`USERPROFILE` on Windows) and the working directory.

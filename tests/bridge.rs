@@ -930,3 +930,90 @@ fn a_wrapped_codex_entry_reads_its_credentials_from_the_variables_codex_passes()
     );
     assert_eq!(upstream.seen().len(), before, "a request went out");
 }
+
+/// An upstream that answers its POSTs and then cannot be reached on its GET stream: each
+/// GET's connection is closed before any answer, as when the server went away. Plain
+/// sockets, so that no HTTP answer at all comes back.
+fn unreachable_stream_upstream() -> String {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(tcp.try_clone().unwrap());
+                let mut tcp = tcp;
+                loop {
+                    let mut head = Vec::new();
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        head.push(line.to_ascii_lowercase());
+                    }
+                    if head.first().is_some_and(|l| l.starts_with("get ")) {
+                        // Gone: no answer, the connection just closes.
+                        return;
+                    }
+                    let len = head
+                        .iter()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let reply = if body["method"] == "initialize" {
+                        let answer = json!({"jsonrpc": "2.0", "id": body["id"], "result": {
+                            "protocolVersion": "2025-11-25", "capabilities": {},
+                            "serverInfo": {"name": "scripted", "version": "1"}}})
+                        .to_string();
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s-1\r\ncontent-length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        )
+                    } else {
+                        "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_string()
+                    };
+                    if tcp.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/mcp")
+}
+
+/// A server that can no longer be reached ends the bridged session (exit code 1, what is
+/// in flight answered), instead of leaving the client connected to nothing.
+#[test]
+fn an_upstream_that_cannot_be_reached_ends_the_session() {
+    let sandbox = Sandbox::new("");
+    let url = unreachable_stream_upstream();
+    let started = Instant::now();
+    let (frames, stderr) = sandbox.bridge_held(
+        &url,
+        &[],
+        &[],
+        &[initialize(), initialized()],
+        Duration::from_secs(8),
+    );
+    assert_eq!(
+        answer(&frames, 1)["result"]["serverInfo"]["name"],
+        "scripted",
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("could not be reached") && stderr.contains("ended the session"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < WAIT);
+}

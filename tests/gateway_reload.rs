@@ -305,15 +305,7 @@ fn metrics_count_traffic_show_the_policy_hash_and_are_for_metrics_readers_only()
             "prometheus",
         ],
     );
-    let stderr = gw.stderr_until("the metrics address", |e| e.contains("metrics at http://"));
-    let addr = stderr
-        .split("metrics at http://")
-        .nth(1)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let addr = gw.metrics_address();
 
     // Readers only: no token, an agent's token and a wrong one are refused; the MCP
     // listener has no /metrics at all.

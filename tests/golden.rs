@@ -354,7 +354,16 @@ fn shape(p: &mcpwall::config::Policy) -> Vec<String> {
                     Matcher::Pattern(x) => format!("pattern {}", x.value),
                     Matcher::NotUnder { root, .. } => format!("not_under {}", root.display()),
                     Matcher::Secrets => "secrets".to_string(),
-                    Matcher::Command(x) => format!("command {:?}", x.value),
+                    // As for `not_under`, the written forms are where a path came
+                    // from, not what it is: the rendered YAML writes paths expanded.
+                    Matcher::Command(x) => {
+                        let mut clauses = x.value.clone();
+                        for paths in clauses.iter_mut().filter_map(|c| c.paths.as_mut()) {
+                            paths.not_under_written.clear();
+                            paths.ancestors_of_written.clear();
+                        }
+                        format!("command {clauses:?}")
+                    }
                 };
                 format!("{:?} {m}", c.selector)
             })

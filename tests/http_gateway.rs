@@ -1424,6 +1424,59 @@ fn the_websocket_endpoint_judges_every_message_both_ways() {
     assert!(!audit.contains(&key));
 }
 
+/// A `serve` session learns the client's roots as a stdio proxy does: mcpwall asks over
+/// the session's own stream, the answer stays with mcpwall, and from then on "outside the
+/// project" means outside the roots, not outside the directory `serve` started in.
+#[test]
+fn a_sessions_project_is_its_clients_roots() {
+    let rules = "  - name: writes-outside-project\n    match:\n      method: \"*\"\n      tool: write_file\n      arguments:\n        path: {not_under: \"${PROJECT_DIR}\"}\n    action: deny\n";
+    let gw = Gateway::start_with("", rules);
+    let start = gw.dir.path().canonicalize().unwrap();
+    let (proj, other) = (start.join("proj"), start.join("other"));
+    let write = |id: u32, dir: &Path| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"write_file","arguments":{"path":dir.join("f.txt"),"content":"x"}}});
+    let mut ws = gw.websocket(&[]).unwrap();
+    let init = ws_call(
+        &mut ws,
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"t","version":"0"}}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    ws.send(Message::text(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ))
+    .unwrap();
+    let asked = loop {
+        if let Message::Text(t) = ws.read().unwrap() {
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            if v["method"] == "roots/list" {
+                break v;
+            }
+        }
+    };
+    assert!(
+        asked["id"].as_str().unwrap().starts_with("mcpwall-roots-"),
+        "{asked}"
+    );
+    ws.send(Message::text(
+        json!({"jsonrpc":"2.0","id":asked["id"],"result":{"roots":[{"uri":format!("file://{}", proj.display())}]}})
+            .to_string(),
+    ))
+    .unwrap();
+    let inside = ws_call(&mut ws, &write(1, &proj));
+    assert!(inside.get("result").is_some(), "{inside}");
+    // Inside the directory `serve` started in, but outside the client's roots.
+    let outside = ws_call(&mut ws, &write(2, &other));
+    assert_eq!(
+        outside["error"]["data"]["rule"], "writes-outside-project",
+        "{outside}"
+    );
+    let received = gw.received();
+    assert!(!received.contains("mcpwall-roots"), "{received}");
+    assert!(
+        !received.contains(&other.display().to_string()),
+        "{received}"
+    );
+}
+
 #[test]
 fn websocket_upgrades_need_a_token_and_a_local_origin_and_spawn_nothing_otherwise() {
     let (gw, tokens) = Gateway::launch("", "", &["alice"]);
@@ -1651,5 +1704,45 @@ fn a_batch_in_a_session_is_refused_by_the_session_and_audited() {
     assert!(
         !gw.received().contains("tools/list"),
         "the batch reached the server"
+    );
+}
+
+/// The gateway sends a stateless request to the server under an id of its own
+/// (`mcpwall-N`), but the audit log records the id the client gave, as for every other
+/// transport: the log is read against the client's own records.
+#[test]
+fn stateless_requests_are_audited_under_the_clients_ids() {
+    let (gw, tokens) = Gateway::launch("", "", &["alice"]);
+    let alice = &tokens[0];
+    let r = modern(
+        &gw,
+        alice,
+        json!("client-41"),
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hello"}}),
+    );
+    assert_eq!(answer(&r)["id"], "client-41", "{}", r.body);
+    let r = modern(
+        &gw,
+        alice,
+        json!(42),
+        "tools/call",
+        json!({"name": "read", "arguments": {"path": "/home/u/.ssh/id_rsa"}}),
+    );
+    assert_eq!(answer(&r)["id"], 42, "{}", r.body);
+
+    let audit = gw.audit_with(&["\"action\":\"deny\"", "\"tool\":\"read\""]);
+    let calls: Vec<&str> = audit
+        .lines()
+        .filter(|l| l.contains("\"tool\":\"echo\"") || l.contains("\"tool\":\"read\""))
+        .collect();
+    assert!(
+        calls.iter().any(|l| l.contains("\"id\":\"client-41\"")),
+        "{audit}"
+    );
+    assert!(calls.iter().any(|l| l.contains("\"id\":42")), "{audit}");
+    assert!(
+        calls.iter().all(|l| !l.contains("\"id\":\"mcpwall-")),
+        "a call audited under the gateway's id: {audit}"
     );
 }

@@ -29,6 +29,8 @@ const LAYERS: &[&str] = &[
     "paths",
     "clients",
     "config::policy",
+    // What the replicas of a gateway share (Redis), below everything that counts on it.
+    "shared_state",
     // The compiled program and what sits beside it.
     "program",
     "guard",
@@ -40,10 +42,12 @@ const LAYERS: &[&str] = &[
     "session",
     // Around the session, for the transports.
     "audit",
-    "driver",
     "io",
     "approval_queue",
     "upstream",
+    "ship",
+    // What drives a session for every transport.
+    "driver",
     // Transports.
     "proxy",
     "bridge",

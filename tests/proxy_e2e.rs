@@ -87,6 +87,9 @@ struct Setup<'a> {
     user_file: Option<&'a str>,
     /// ...and this one the project's `.mcpwall.yml` (not trusted).
     project_file: Option<&'a str>,
+    /// The working directory mcpwall (and the server) start in, instead of the
+    /// temporary project directory: `/`, as desktop clients start servers.
+    cwd: Option<&'a Path>,
 }
 
 impl Default for Setup<'_> {
@@ -100,6 +103,7 @@ impl Default for Setup<'_> {
             stdout_paused: false,
             user_file: None,
             project_file: None,
+            cwd: None,
         }
     }
 }
@@ -138,7 +142,7 @@ impl Proxy {
             .args(&setup.args)
             .arg("--")
             .args(&setup.server)
-            .current_dir(&project)
+            .current_dir(setup.cwd.unwrap_or(&project))
             .env("HOME", &home)
             .env("FAKE_RECV_LOG", dir.path().join("received"))
             .env("FAKE_SENT_LOG", dir.path().join("sent"))
@@ -949,6 +953,114 @@ fn server_requests_and_notifications_flow_both_ways() {
     let got = p.await_received_lines(3);
     assert!(got.ends_with(format!("{answer}\n{cnote}\n").as_bytes()));
     assert_eq!(p.finish(), 0);
+}
+
+// ------------------------------------------------------------------- the client's roots
+
+/// A client declaring roots, a server started in `/` (no project of its own), the default
+/// pack: the project is the client's roots, learnt through mcpwall's own `roots/list`,
+/// whose request and answer never reach the server.
+#[test]
+fn the_clients_roots_are_the_project_for_a_server_started_in_the_root() {
+    let mut p = Proxy::with(Setup {
+        policy: Some("version: 1\nextends: [default]\nsettings:\n  log_dir: \"{log_dir}\"\n"),
+        cwd: Some(Path::new("/")),
+        ..Setup::default()
+    });
+    let home = p.dir.path().join("home");
+    let proj = home.join("proj");
+    let other = home.join("other");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let uri = |dir: &Path| format!("file://{}", dir.display()).replace(' ', "%20");
+    let write = |id: u32, dir: &Path| {
+        call(
+            &id.to_string(),
+            "write_file",
+            json!({"path": dir.join("notes.txt"), "content": "x"}),
+        )
+    };
+    p.send_line(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"t","version":"0"}}}"#);
+    assert_eq!(p.recv_json()["id"], 0);
+    p.send_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let asked = p.recv_json();
+    assert_eq!(asked["method"], "roots/list");
+    let id = asked["id"].clone();
+    assert!(
+        id.as_str().is_some_and(|i| i.starts_with("mcpwall-roots-")),
+        "{id}"
+    );
+    // The client answers with a root in the (temporary) home directory.
+    p.send_line(
+        &json!({"jsonrpc": "2.0", "id": id, "result": {"roots": [{"uri": uri(&proj), "name": "proj"}]}})
+            .to_string(),
+    );
+    p.send_line(&write(1, &proj));
+    let inside = p.recv_json();
+    assert_eq!(
+        inside["id"], 1,
+        "a write inside the root was refused: {inside}"
+    );
+    assert!(inside.get("error").is_none(), "{inside}");
+    p.send_line(&write(2, &other));
+    let outside = p.recv_json();
+    assert_eq!(outside["id"], 2);
+    assert_eq!(
+        outside["error"]["data"]["rule"], "block-writes-in-home-outside-project",
+        "{outside}"
+    );
+
+    // The roots change: mcpwall asks again; a hostile answer (another host, `/`, a
+    // huge list of roots that are each the home) leaves no project at all.
+    let changed = r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#;
+    p.send_line(changed);
+    let asked = p.recv_json();
+    assert_eq!(asked["method"], "roots/list");
+    let mut roots = vec![
+        json!({"uri": format!("file://evil-host{}", proj.display())}),
+        json!({"uri": "file:///"}),
+    ];
+    roots.extend((0..2000).map(|_| json!({"uri": uri(&home)})));
+    p.send_line(
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": roots}}).to_string(),
+    );
+    p.send_line(&write(3, &proj));
+    let refused = p.recv_json();
+    assert_eq!(refused["id"], 3);
+    assert_eq!(
+        refused["error"]["data"]["rule"], "block-writes-in-home-outside-project",
+        "with no root that counts, nothing is inside the project: {refused}"
+    );
+
+    // And a good answer moves it again.
+    p.send_line(changed);
+    let asked = p.recv_json();
+    p.send_line(
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [{"uri": uri(&other)}]}})
+            .to_string(),
+    );
+    p.send_line(&write(4, &other));
+    let moved = p.recv_json();
+    assert!(moved.get("error").is_none(), "{moved}");
+    p.send_line(&write(5, &proj));
+    assert_eq!(
+        p.recv_json()["error"]["data"]["rule"],
+        "block-writes-in-home-outside-project"
+    );
+
+    // The server saw the handshake, both change notifications and the two allowed
+    // writes: neither mcpwall's questions nor the client's answers to them.
+    let got = String::from_utf8(p.await_received_lines(6)).unwrap();
+    assert!(!got.contains("mcpwall-roots"), "{got}");
+    assert!(!got.contains("\"result\""), "{got}");
+    assert_eq!(got.matches("roots/list_changed").count(), 2, "{got}");
+    assert!(p.stderr_contains("evil-host"));
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let audit = p.audit();
+    let rules: Vec<&str> = audit.iter().filter_map(|e| e["rule"].as_str()).collect();
+    assert!(rules.contains(&"mcpwall:client_roots"), "{rules:?}");
+    assert!(rules.contains(&"mcpwall:client_root_refused"), "{rules:?}");
 }
 
 #[test]

@@ -98,6 +98,11 @@ struct Queue {
     closed: bool,
     /// The writer has written everything and stopped.
     done: bool,
+    /// Events ever accepted into `batches` (a [`Mark`] counts up to one of them).
+    accepted: u64,
+    /// Someone waits for events to be written ([`AuditSender::written`]): write now, not
+    /// after the linger.
+    urgent: bool,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +115,10 @@ struct Shared {
     dropped: AtomicU64,
     warned: AtomicBool,
     written: AtomicU64,
+    /// Accepted events whose fate the writer settled: written, or recorded as lost.
+    settled: AtomicU64,
+    /// Signalled each time `settled` moves.
+    settled_moved: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -127,6 +136,11 @@ impl Shared {
     }
 }
 
+/// How many events had been handed to the writer when a batch was sent: waiting for the
+/// mark ([`AuditSender::written`]) waits for that batch and everything before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Mark(u64);
+
 /// Cheap handle the pumps use to hand events to the writer.
 #[derive(Debug, Clone)]
 pub struct AuditSender {
@@ -137,13 +151,11 @@ pub struct AuditSender {
 
 impl AuditSender {
     /// Hand over every event in `batch` (leaving it empty). Never blocks on the disk.
-    pub fn send(&self, batch: &mut Vec<AuditEvent>) {
-        if batch.is_empty() {
-            return;
-        }
-        if !self.enabled {
+    /// The mark says how far to wait to know the batch is in the file.
+    pub fn send(&self, batch: &mut Vec<AuditEvent>) -> Mark {
+        if batch.is_empty() || !self.enabled {
             batch.clear();
-            return;
+            return Mark::default();
         }
         let shared = &self.shared;
         let n = batch.len();
@@ -152,14 +164,15 @@ impl AuditSender {
             drop(queue);
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
-            return;
+            return Mark::default();
         }
         if queue.len + n > MAX_QUEUED {
+            let mark = Mark(queue.accepted);
             drop(queue);
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             shared.warn_once("the audit writer cannot keep up with the traffic");
-            return;
+            return mark;
         }
         let before = queue.len;
         match queue.batches.last_mut() {
@@ -174,8 +187,39 @@ impl AuditSender {
             }
         }
         queue.len += n;
+        queue.accepted += n as u64;
         if before < WAKE_AT && queue.len >= WAKE_AT {
             shared.wake.notify_one();
+        }
+        Mark(queue.accepted)
+    }
+
+    /// Returns once every event sent up to `mark` is written to the file (or recorded as
+    /// lost, when the disk refuses it), waking the writer at once rather than after its
+    /// linger. For an answer that must not reach the client before its audit line is on
+    /// disk: a process killed after the answer then still leaves the line. Callers bound
+    /// the wait (a writer stuck on a dead disk never settles).
+    pub async fn written(&self, mark: Mark) {
+        if !self.enabled {
+            return;
+        }
+        let shared = &self.shared;
+        loop {
+            let moved = shared.settled_moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            if shared.settled.load(Ordering::Acquire) >= mark.0 {
+                return;
+            }
+            {
+                let mut queue = shared.lock();
+                if queue.done {
+                    return;
+                }
+                queue.urgent = true;
+                shared.wake.notify_one();
+            }
+            moved.await;
         }
     }
 
@@ -372,12 +416,16 @@ impl Writer {
             if queue.len == 0 && !queue.closed {
                 queue = shared
                     .wake
-                    .wait_timeout_while(queue, LINGER, |q| q.len < WAKE_AT && !q.closed)
+                    .wait_timeout_while(queue, LINGER, |q| {
+                        q.len < WAKE_AT && !q.closed && !q.urgent
+                    })
                     .map(|(q, _)| q)
                     .unwrap_or_else(|e| e.into_inner().0);
             }
             std::mem::swap(&mut batches, &mut queue.batches);
             queue.len = 0;
+            queue.urgent = false;
+            let taken = queue.accepted;
             let closed = queue.closed;
             drop(queue);
             for batch in &batches {
@@ -396,6 +444,10 @@ impl Writer {
                 }
                 self.flush();
             }
+            // Written, or recorded as lost (a disk that refuses the events does not keep
+            // whoever waits for them waiting).
+            self.shared.settled.store(taken, Ordering::Release);
+            self.shared.settled_moved.notify_waiters();
             // Give the emptied batches back (a few: a pump holds one at a time).
             let mut queue = shared.lock();
             for mut batch in batches.drain(..) {
@@ -411,6 +463,7 @@ impl Writer {
         let mut queue = shared.lock();
         queue.done = true;
         shared.finished.notify_all();
+        shared.settled_moved.notify_waiters();
     }
 
     /// Remove day files past the cap, on this thread: the proxy's start never waits on it.
@@ -1377,6 +1430,51 @@ mod tests {
             audit.finish(Duration::from_secs(5)),
             (1 + WAKE_AT as u64, 0)
         );
+    }
+
+    /// Waiting for a mark returns once the events up to it are in the file, and sooner
+    /// than the writer's linger: an answer held for its audit line is not held 100 ms.
+    #[test]
+    fn waiting_for_a_mark_returns_with_the_events_in_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("logs");
+        let audit = Audit::start(config(&dir), Arc::new(TestNames));
+        let tx = audit.sender();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let lines = || {
+            files::own_log_files(&dir)
+                .iter()
+                .map(|f| {
+                    std::fs::read_to_string(&f.path)
+                        .unwrap_or_default()
+                        .lines()
+                        .count()
+                })
+                .sum::<usize>()
+        };
+        let mut waited = Duration::ZERO;
+        for round in 1..=20 {
+            let mut batch = vec![AuditEvent::new(Direction::Inbound, Verdict::Allow)];
+            let mark = tx.send(&mut batch);
+            let started = Instant::now();
+            runtime.block_on(tx.written(mark));
+            waited += started.elapsed();
+            assert_eq!(lines(), round, "the line is in the file when the wait ends");
+        }
+        // Woken at once: twenty waits for the linger would take two seconds.
+        assert!(waited < LINGER * 10, "20 waits took {waited:?}");
+        // A mark already written returns at once; one of a finished log does not hang.
+        runtime.block_on(tx.written(Mark(1)));
+        let mut batch = vec![AuditEvent::new(Direction::Inbound, Verdict::Allow)];
+        let mark = tx.send(&mut batch);
+        drop(tx);
+        let sender = audit.sender();
+        audit.finish(Duration::from_secs(5));
+        runtime.block_on(sender.written(mark));
+        assert_eq!(lines(), 21);
     }
 
     /// Batches are handed over whole; the file has their events in the order sent, and

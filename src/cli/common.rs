@@ -577,6 +577,55 @@ pub fn audit_config(
     }
 }
 
+/// The audit log of `config`, started with its shipper when `settings.log_shipping` asks
+/// for one. A shipping target that can't be set up (an unreadable CA file, a build
+/// without TLS) stops the start: the user asked for a copy, and would not know it is
+/// missing.
+pub fn start_audit(
+    settings: &crate::config::policy::Settings,
+    config: crate::audit::AuditConfig,
+    names: std::sync::Arc<dyn crate::audit::Names>,
+) -> miette::Result<AuditLog> {
+    let shipper = match &settings.log_shipping {
+        Some(shipping) => {
+            let target =
+                crate::ship::Target::new(&shipping.syslog).map_err(|e| miette::miette!("{e}"))?;
+            // Before the writer starts: a log shipped for the first time is shipped from
+            // its end as it stands now, so this process's lines are all in the copy.
+            Some(
+                crate::ship::Shipper::start(&config.dir, target)
+                    .map_err(|e| miette::miette!("{e}"))?,
+            )
+        }
+        None => None,
+    };
+    Ok(AuditLog {
+        audit: crate::audit::Audit::start(config, names),
+        shipper,
+    })
+}
+
+/// The audit writer and, with `settings.log_shipping`, its shipper.
+pub struct AuditLog {
+    pub audit: crate::audit::Audit,
+    shipper: Option<crate::ship::Shipper>,
+}
+
+impl AuditLog {
+    pub fn sender(&self) -> crate::audit::AuditSender {
+        self.audit.sender()
+    }
+
+    /// Write what is queued (for at most `timeout`), then ship what is written (for at
+    /// most as long again).
+    pub fn finish(self, timeout: std::time::Duration) {
+        self.audit.finish(timeout);
+        if let Some(shipper) = self.shipper {
+            shipper.finish(timeout);
+        }
+    }
+}
+
 /// Warns on stderr when a file holding a credential (`what`) can be read by other users:
 /// mcpwall still uses it (the user chose the file), but the secret is not theirs alone.
 /// Unix only: a Windows file's inherited ACL is not a sign of carelessness.

@@ -221,6 +221,11 @@ fn resolved_sandboxes(policy: &Policy, opts: &LoadOptions) -> String {
         o,
         "\nSandbox of a server started here (project: {project}):"
     );
+    let _ = writeln!(
+        o,
+        "  the rules' project becomes the client's roots when the client declares them; \
+         this sandbox keeps the project it started with (it can only narrow)"
+    );
     let _ = writeln!(o, "  kernel: {}", support.summary());
     let show = |o: &mut String, plan: Option<Plan>| match plan {
         None => {
@@ -570,7 +575,7 @@ fn wrap_list(names: &[&str], width: usize) -> Vec<String> {
 }
 
 fn settings_lines(s: &Settings) -> Vec<(&'static str, String)> {
-    vec![
+    let mut lines = vec![
         (
             "default_action",
             format!(
@@ -610,7 +615,23 @@ fn settings_lines(s: &Settings) -> Vec<(&'static str, String)> {
                 })
                 .unwrap_or_else(|| "none".to_string()),
         ),
-    ]
+    ];
+    // Only when set: the listing of a policy without it does not change.
+    if let Some(shared) = &s.shared_state {
+        lines.push((
+            "shared_state",
+            format!(
+                "{} (gateway {}), on loss: {}",
+                crate::shared_state::redis::shown(&shared.redis),
+                shared.name,
+                match shared.on_loss {
+                    crate::config::policy::OnLoss::FailClosed => "fail_closed",
+                    crate::config::policy::OnLoss::LocalOnly => "local_only",
+                }
+            ),
+        ));
+    }
+    lines
 }
 
 fn write_inbound_rule(w: &mut String, policy: &Policy, i: usize, rule: &Rule) {

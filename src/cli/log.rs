@@ -78,6 +78,18 @@ pub struct Place {
 pub enum LogCommand {
     /// Check the log's hash chain: exit 0 when intact, 1 at an edited, removed or moved line, a truncated file or a missing day file. Lines cut off by a crash or a full disk and events recorded as lost are listed, not counted as tampering.
     Verify(VerifyArgs),
+    /// Send the lines not yet shipped to `settings.log_shipping`'s collector, then exit: 0 when every complete line is shipped, 1 when the collector can't be reached in time. A log never shipped before is sent from its first line. Proxies ship while they run; this catches up after a crash or for a log no proxy is writing.
+    Ship(ShipArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShipArgs {
+    /// Take `settings.log_dir` and `settings.log_shipping` from exactly this policy file.
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Give up after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -89,6 +101,9 @@ pub struct VerifyArgs {
     /// Exit 1 also when lines were cut off by a crash or events were recorded as lost (an incomplete log).
     #[arg(long)]
     pub strict: bool,
+    /// DIR is a copy without seals (the day files a collector received through `settings.log_shipping`): the chain is checked, lines removed at a file's end cannot be detected.
+    #[arg(long)]
+    pub copy: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,8 +113,10 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> miette::Result<ExitCode> {
-    if let Some(LogCommand::Verify(v)) = args.command {
-        return run_verify(v);
+    match args.command {
+        Some(LogCommand::Verify(v)) => return run_verify(v),
+        Some(LogCommand::Ship(s)) => return run_ship(s),
+        None => {}
     }
     let dir = log_dir(&args.place)?;
     let now = time::now();
@@ -141,6 +158,46 @@ fn log_dir(place: &Place) -> miette::Result<PathBuf> {
                 default.display()
             );
             Ok(default)
+        }
+    }
+}
+
+fn run_ship(args: ShipArgs) -> miette::Result<ExitCode> {
+    let opts = crate::cli::common::load_options(args.config)?;
+    let policy = config::load(&opts).map_err(miette::Report::new)?;
+    let Some(shipping) = &policy.settings.log_shipping else {
+        return Err(miette::miette!(
+            help =
+                "add `settings.log_shipping: {syslog: {address: tls://HOST:6514}}` to your policy",
+            "the policy ships the log nowhere"
+        ));
+    };
+    let dir = policy
+        .settings
+        .log_dir
+        .clone()
+        .unwrap_or_else(|| opts.home.join(".mcpwall").join("logs"));
+    let target = crate::ship::Target::new(&shipping.syslog).map_err(|e| miette::miette!("{e}"))?;
+    let address = target.address();
+    match crate::ship::ship_now(&dir, target, Duration::from_secs(args.timeout)) {
+        Ok(outcome) if outcome.busy => {
+            println!("another mcpwall is shipping {} to {address}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(outcome) => {
+            println!(
+                "shipped {} lines of {} to {address}",
+                outcome.lines,
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            eprintln!(
+                "mcpwall: error: cannot ship {} to {address}: {why}",
+                dir.display()
+            );
+            Ok(ExitCode::from(1))
         }
     }
 }
@@ -591,7 +648,12 @@ struct JsonGap<'a> {
 
 fn run_verify(args: VerifyArgs) -> miette::Result<ExitCode> {
     let dir = log_dir(&args.place)?;
-    let report = verify::verify(&dir);
+    let seals = if args.copy {
+        verify::Seals::Absent
+    } else {
+        verify::Seals::Expected
+    };
+    let report = verify::verify_with(&dir, seals);
     let complete = report.cut_lines.is_empty() && report.gaps.is_empty();
     let code = if report.intact() && (complete || !args.strict) {
         ExitCode::SUCCESS

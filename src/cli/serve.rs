@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::config;
 use crate::guard::pins::ServerIdentity;
 use crate::http::conversation::Backend;
@@ -72,6 +72,9 @@ pub struct Args {
         requires = "metrics_listen"
     )]
     pub metrics_readers: Vec<String>,
+    /// This replica's name behind a load balancer: its session ids start with `NAME.`, so the balancer sends each session's requests back to it (docs/fleet.md). Replicas share limits and revocations through `settings.shared_state`.
+    #[arg(long, value_name = "NAME")]
+    pub replica: Option<String>,
     /// The server command and its arguments, after `--`; each HTTP session runs its own.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -343,6 +346,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             sandbox_events.push(event);
         }
     }
+    if let Some(name) = &args.replica {
+        tokens::set_replica(name).map_err(|e| miette::miette!("{e}"))?;
+    }
+    let shared = open_shared_state(&settings)?;
     let names = Arc::new(PolicyNames::default());
     let policy = Arc::new(policy);
     let mut builder = reload::Builder {
@@ -367,6 +374,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         policy: policy.clone(),
         identities: identities.clone(),
         federate: oauth.is_some(),
+        shared: shared.clone(),
     };
     let judges = builder
         .judges(&policy, &identities, None)
@@ -381,10 +389,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     for j in &judges {
         metrics.register(j);
     }
-    let audit = Audit::start(
+    let audit = crate::cli::common::start_audit(
+        &settings,
         crate::cli::common::audit_config(&settings, &home, listener_name),
         names as Arc<dyn Names>,
-    );
+    )?;
     audit.sender().send(&mut sandbox_events);
     let (reloads, asks) = crate::http::reload::Trigger::new();
     // The builder's own view of what is in force starts from here.
@@ -407,6 +416,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let always = !loopback || args.client_ca.is_some() || oauth.is_some();
         let require_token = !tokens.is_empty() || always;
         let tokens = Arc::new(LiveTokens::new(tokens_path, issued, always));
+        if let (Some((state, _)), Some(s)) = (&shared, &settings.shared_state) {
+            let days = std::time::Duration::from_secs(u64::from(s.revocation_days) * 86_400);
+            tokens.share(state.clone(), days);
+        }
         let sessions = Arc::new(crate::http::registry::Registry::new(settings.gateway));
         let refusals = Arc::new(crate::http::refusals::Refusals::default());
         let gateways: Vec<Arc<Gateway>> = fronts
@@ -556,4 +569,40 @@ fn stop_requests(reloads: crate::http::reload::Trigger) -> impl std::future::Fut
             return;
         }
     }
+}
+
+/// The replicas' shared state of `settings.shared_state`, and how long a suspension lasts
+/// in it; `None` without the setting. Redis is asked once here so the start-up line says
+/// whether it answers; one that does not is treated as lost (fail closed, or local state
+/// with `on_loss: local_only`), not as a reason not to start, so replicas can start before
+/// their Redis.
+#[allow(clippy::type_complexity)]
+fn open_shared_state(
+    settings: &crate::config::policy::Settings,
+) -> miette::Result<
+    Option<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
+> {
+    let Some(s) = &settings.shared_state else {
+        return Ok(None);
+    };
+    let store = crate::shared_state::redis::Redis::new(s).map_err(|e| {
+        miette::miette!(
+            code = "mcpwall::serve::shared_state",
+            help = "fix `settings.shared_state.redis`",
+            "{e}"
+        )
+    })?;
+    if store.ping().is_ok() {
+        eprintln!(
+            "mcpwall: shared state at {} (gateway {:?}): rate limits, circuit breakers and \
+             token revocations are shared with every replica",
+            store.shown(),
+            s.name
+        );
+    }
+    let suspension = std::time::Duration::from_secs(s.suspension_seconds);
+    Ok(Some((Arc::new(store), suspension)))
 }

@@ -151,6 +151,7 @@ pub fn compile(policy: &Policy, env: &PathEnv) -> Result<Program, PolicyError> {
             rules,
             outbound_rules,
             exceptions,
+            source: None,
         }),
         _ => Err(PolicyError {
             diagnostics: diags.list,

@@ -68,6 +68,11 @@ pub enum Code {
     BadSandboxPath,
     /// A `sandbox:` entry that would give a server mcpwall's own state.
     ProtectedState,
+    /// `shared_state` names a store that cannot be used (not a `redis://` URL, a name
+    /// that is not plain).
+    BadSharedState,
+    /// A network address that is not `SCHEME://HOST:PORT` with a scheme mcpwall speaks.
+    BadAddress,
 }
 
 impl Code {
@@ -100,6 +105,8 @@ impl Code {
             Code::UnknownException => "unknown_exception",
             Code::BadSandboxPath => "bad_sandbox_path",
             Code::ProtectedState => "protected_state",
+            Code::BadSharedState => "bad_shared_state",
+            Code::BadAddress => "bad_address",
         }
     }
 

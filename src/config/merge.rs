@@ -1111,6 +1111,12 @@ impl Merger {
         if let Some(v) = set.oauth {
             s.oauth = Some(v.value);
         }
+        if let Some(v) = set.shared_state {
+            s.shared_state = Some(v.value);
+        }
+        if let Some(v) = set.log_shipping {
+            s.log_shipping = Some(v.value);
+        }
         // Restricted files, in reverse so the first one (highest precedence) is applied last:
         // each key applies only where it tightens what the trusted files decided.
         for (layer, r) in layers.iter().rev() {
@@ -1138,6 +1144,16 @@ impl Merger {
             // Who may connect is the operator's: a repository could otherwise name an
             // identity provider it controls.
             self.ignore(v.span, "`oauth`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.shared_state {
+            // Where the fleet keeps its limits, and whether it may run without them, is
+            // the operator's: a repository could point it at a store it controls.
+            self.ignore(v.span, "`shared_state`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.log_shipping {
+            // A repository could otherwise send the audit log to a host of its choosing,
+            // or stop the copy the user relies on.
+            self.ignore(v.span, "`log_shipping`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = &layer.log_retention {
             // A shorter retention would delete the audit trail.
@@ -1271,4 +1287,6 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.ask_timeout_seconds, &from.ask_timeout_seconds);
     f(&mut into.gateway, &from.gateway);
     f(&mut into.oauth, &from.oauth);
+    f(&mut into.shared_state, &from.shared_state);
+    f(&mut into.log_shipping, &from.log_shipping);
 }

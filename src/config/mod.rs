@@ -30,6 +30,7 @@ mod merge;
 pub(crate) mod model;
 pub mod original;
 pub mod policy;
+pub mod project;
 pub mod trust;
 mod validate;
 pub(crate) mod yaml_tree;

@@ -316,6 +316,70 @@ impl Default for LogRetention {
     }
 }
 
+/// `settings.log_shipping`: a copy of the audit log, line by line as it is written, sent to
+/// a collector the agent's user cannot rewrite (the local chain stays as it is). Only a
+/// trusted file sets it: an untrusted project file could otherwise send the log to a host of
+/// its choosing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogShipping {
+    pub syslog: SyslogSink,
+}
+
+/// `log_shipping.syslog`: RFC 5424 messages over TCP or TLS (RFC 5425), octet-counted
+/// (RFC 6587), one audit line per message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyslogSink {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// TLS only: the CAs the collector's certificate is verified against (default: the
+    /// public web roots).
+    pub ca_file: Option<PathBuf>,
+    /// TLS only: a client certificate and its key, for collectors that require one.
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    /// The syslog facility code (`local0` = 16).
+    pub facility: u8,
+    /// The message's APP-NAME.
+    pub app_name: String,
+}
+
+impl SyslogSink {
+    /// `tcp://HOST:PORT` or `tls://HOST:PORT`, as written in the policy.
+    pub fn address(&self) -> String {
+        let scheme = if self.tls { "tls" } else { "tcp" };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// The facilities of RFC 5424 by name, with their codes.
+pub const SYSLOG_FACILITIES: &[(&str, u8)] = &[
+    ("kern", 0),
+    ("user", 1),
+    ("mail", 2),
+    ("daemon", 3),
+    ("auth", 4),
+    ("syslog", 5),
+    ("lpr", 6),
+    ("news", 7),
+    ("uucp", 8),
+    ("cron", 9),
+    ("authpriv", 10),
+    ("ftp", 11),
+    ("local0", 16),
+    ("local1", 17),
+    ("local2", 18),
+    ("local3", 19),
+    ("local4", 20),
+    ("local5", 21),
+    ("local6", 22),
+    ("local7", 23),
+];
+
 /// `settings.backups`: which backups `wrap`, `unwrap` and `init` keep of each client file
 /// they rewrite (in `~/.mcpwall/backups`). Only a trusted file sets it: an untrusted
 /// project file could otherwise have the user's backups deleted.
@@ -357,6 +421,11 @@ pub struct GatewaySettings {
     /// A request's headers must arrive within this many seconds of the connection
     /// opening or of the previous answer (the keep-alive idle time).
     pub header_timeout_seconds: u32,
+    /// Hold what goes to a client until the audit lines of everything before it are in
+    /// the file: a gateway killed after answering then still leaves them (for
+    /// `log_shipping`, or `log ship`, to send on). Costs a write per answer instead of one
+    /// per 100 ms.
+    pub audit_before_answer: bool,
 }
 
 impl Default for GatewaySettings {
@@ -368,6 +437,7 @@ impl Default for GatewaySettings {
             max_connections: 512,
             connections_per_peer: 256,
             header_timeout_seconds: 10,
+            audit_before_answer: false,
         }
     }
 }
@@ -421,6 +491,52 @@ pub mod oauth_limits {
     ];
 }
 
+/// `settings.shared_state`: the state the replicas of one `mcpwall serve` gateway share
+/// (per-identity rate-limit windows, circuit-breaker suspensions, token revocations), in
+/// Redis. Only a trusted file sets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedStateSettings {
+    /// `redis://[user:password@]host[:port][/db]`. May hold a password: shown only without it.
+    pub redis: String,
+    /// The gateway's name: every key starts with `mcpwall:<name>:`, so gateways sharing
+    /// one Redis count apart. Every replica of one gateway uses the same name.
+    pub name: String,
+    /// What a replica does while Redis is unreachable.
+    pub on_loss: OnLoss,
+    /// Bound on connecting to, writing to and reading from Redis, per call.
+    pub timeout_ms: u32,
+    /// How long a suspension by the circuit breaker lasts on every replica.
+    pub suspension_seconds: u64,
+    /// How long a token revocation is kept after the token was last presented.
+    pub revocation_days: u32,
+}
+
+impl Default for SharedStateSettings {
+    fn default() -> Self {
+        SharedStateSettings {
+            redis: String::new(),
+            name: String::new(),
+            on_loss: OnLoss::FailClosed,
+            timeout_ms: 250,
+            suspension_seconds: 24 * 3600,
+            revocation_days: 30,
+        }
+    }
+}
+
+/// `settings.shared_state.on_loss`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLoss {
+    /// Calls that need the shared state (rate-limited or breaker-guarded calls, requests
+    /// with a token) are refused until Redis answers again. The default.
+    FailClosed,
+    /// Hazard: each replica counts on its own while Redis is away, so N replicas admit up
+    /// to N times the rate limit, a breaker tripped on one replica does not hold on the
+    /// others, and a token revoked elsewhere meanwhile is honoured here. Said on stderr
+    /// when it happens.
+    LocalOnly,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Audit log directory, already expanded. `None` → `~/.mcpwall/logs`.
@@ -448,6 +564,10 @@ pub struct Settings {
     pub gateway: GatewaySettings,
     /// `mcpwall serve`'s identity provider, if any.
     pub oauth: Option<OAuthSettings>,
+    /// `None`: each `mcpwall serve` process keeps its state in its own memory.
+    pub shared_state: Option<SharedStateSettings>,
+    /// Where a copy of the audit log goes (`None`: nowhere).
+    pub log_shipping: Option<LogShipping>,
 }
 
 impl Default for Settings {
@@ -469,6 +589,8 @@ impl Default for Settings {
             ask_timeout_seconds: 120,
             gateway: GatewaySettings::default(),
             oauth: None,
+            shared_state: None,
+            log_shipping: None,
         }
     }
 }
@@ -634,6 +756,11 @@ pub struct CommandPaths {
     pub patterns: Vec<String>,
     pub not_under: Vec<std::path::PathBuf>,
     pub ancestors_of: Vec<std::path::PathBuf>,
+    /// `not_under` and `ancestors_of` as written (`${PROJECT_DIR}`, `~/.cache`), entry for
+    /// entry, so that a session can move the project to the client's roots
+    /// ([`Policy::for_project`]).
+    pub not_under_written: Vec<String>,
+    pub ancestors_of_written: Vec<String>,
 }
 
 /// `examples: {match: [...], no_match: [...]}` on a built-in rule. Inbound examples are

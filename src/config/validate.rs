@@ -6,7 +6,7 @@
 //! with the next key, so one run lists every problem in the file.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::diag::{Code, PolicyDiagnostic};
 use super::model::{
@@ -15,9 +15,10 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, Matcher, OAuthSettings, OutboundRule, PinningMode, PoisonScanMode, RateLimit,
-    RedactMarker, Remember, Rule, RuleAction, SandboxNetwork, SecretPattern, ServerBackend,
-    ServerDef, Source, SourceId, SourceKind, Span, Spanned, UpstreamAuth,
+    LogRetention, LogShipping, Matcher, OAuthSettings, OnLoss, OutboundRule, PinningMode,
+    PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES,
+    SandboxNetwork, SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId,
+    SourceKind, Span, Spanned, SyslogSink, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -40,6 +41,27 @@ pub(crate) struct Vars {
     pub(crate) project_dir: PathBuf,
     /// Where relative paths start.
     pub(crate) cwd: PathBuf,
+}
+
+/// `text` with `~`, `${HOME}` and `${PROJECT_DIR}` expanded; `Err`: the name of a
+/// variable that is neither. The one expansion of paths a policy writes, at load and
+/// when the project changes ([`super::project`]).
+pub(crate) fn expand_vars(text: &str, home: &Path, project: &Path) -> Result<String, String> {
+    let home = home.to_string_lossy();
+    let project = project.to_string_lossy();
+    shellexpand::full_with_context(
+        text,
+        || Some(home.clone()),
+        |var: &str| -> Result<Option<String>, ()> {
+            match var {
+                "HOME" => Ok(Some(home.to_string())),
+                "PROJECT_DIR" => Ok(Some(project.to_string())),
+                _ => Err(()),
+            }
+        },
+    )
+    .map(|text| text.into_owned())
+    .map_err(|e| e.var_name)
 }
 
 /// Decoding state for one file.
@@ -125,6 +147,17 @@ const SETTINGS_KEYS: &[&str] = &[
     "ask_timeout_seconds",
     "gateway",
     "oauth",
+    "shared_state",
+    "log_shipping",
+];
+const SHIPPING_KEYS: &[&str] = &["syslog"];
+const SYSLOG_KEYS: &[&str] = &[
+    "address",
+    "ca_file",
+    "client_cert",
+    "client_key",
+    "facility",
+    "app_name",
 ];
 const RULE_KEYS: &[&str] = &[
     "name",
@@ -181,6 +214,14 @@ const RATE_KEYS: &[&str] = &["max_calls", "window_seconds"];
 const BREAKER_KEYS: &[&str] = &["max_violations", "window_seconds", "action"];
 const BACKUP_KEYS: &[&str] = &["keep", "max_age_days"];
 const RETENTION_KEYS: &[&str] = &["max_days", "max_mb"];
+const SHARED_STATE_KEYS: &[&str] = &[
+    "redis",
+    "name",
+    "on_loss",
+    "timeout_ms",
+    "suspension_seconds",
+    "revocation_days",
+];
 const GATEWAY_KEYS: &[&str] = &[
     "max_sessions",
     "sessions_per_identity",
@@ -188,6 +229,7 @@ const GATEWAY_KEYS: &[&str] = &[
     "max_connections",
     "connections_per_peer",
     "header_timeout_seconds",
+    "audit_before_answer",
 ];
 
 const OAUTH_KEYS: &[&str] = &[
@@ -1084,7 +1126,321 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("oauth") {
             s.oauth = self.oauth(n);
         }
+        if let Some(n) = f.get("shared_state") {
+            s.shared_state = self.shared_state(n);
+        }
+        if let Some(n) = f.get("log_shipping") {
+            s.log_shipping = self.log_shipping(n);
+        }
         s
+    }
+
+    /// `shared_state: {redis: "redis://127.0.0.1:6379/0", name: team-gw, …}`.
+    fn shared_state(&mut self, node: &YNode) -> Option<Spanned<SharedStateSettings>> {
+        let f = self.fields(node, "`shared_state`", SHARED_STATE_KEYS)?;
+        let example =
+            "write `shared_state: {redis: \"redis://127.0.0.1:6379/0\", name: team-gateway}`";
+        let mut value = SharedStateSettings::default();
+        let mut ok = true;
+        match f.get("redis") {
+            Some(n) => match self.string(n, "`shared_state.redis`") {
+                Some(url) => {
+                    let scheme_ok = url.value.starts_with("redis://");
+                    let parses = scheme_ok && redis::parse_redis_url(&url.value).is_some();
+                    if !parses {
+                        let help = if url.value.starts_with("rediss://") {
+                            "TLS to Redis is not built in: reach it over loopback or a private \
+                             network, or through a TLS tunnel (stunnel, spiped) on this host"
+                        } else {
+                            "write `redis://host:port/db` (a password as `redis://:PASSWORD@host:port`)"
+                        };
+                        self.report(
+                            Code::BadSharedState,
+                            "`shared_state.redis` is not a redis:// URL".to_string(),
+                            url.span,
+                            "not a redis:// URL",
+                            help.to_string(),
+                        );
+                        ok = false;
+                    }
+                    value.redis = url.value;
+                }
+                None => ok = false,
+            },
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    "`shared_state` has no `redis`".to_string(),
+                    self.head_span(node),
+                    "`redis` is missing",
+                    example.to_string(),
+                );
+                ok = false;
+            }
+        }
+        match f.get("name") {
+            Some(n) => match self.string(n, "`shared_state.name`") {
+                Some(name) => {
+                    let plain = !name.value.is_empty()
+                        && name.value.len() <= 64
+                        && name
+                            .value
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+                    if !plain {
+                        self.report(
+                            Code::BadSharedState,
+                            format!("`shared_state.name` {:?} is not a plain name", name.value),
+                            name.span,
+                            "not a plain name",
+                            "use 1 to 64 letters, digits, `.`, `_` or `-`; every replica of the \
+                             gateway uses the same name"
+                                .to_string(),
+                        );
+                        ok = false;
+                    }
+                    value.name = name.value;
+                }
+                None => ok = false,
+            },
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    "`shared_state` has no `name`".to_string(),
+                    self.head_span(node),
+                    "`name` is missing",
+                    example.to_string(),
+                );
+                ok = false;
+            }
+        }
+        if let Some(n) = f.get("on_loss") {
+            match self.word(
+                n,
+                "`shared_state.on_loss`",
+                &[
+                    ("fail_closed", OnLoss::FailClosed),
+                    ("local_only", OnLoss::LocalOnly),
+                ],
+            ) {
+                Some(w) => value.on_loss = w.value,
+                None => ok = false,
+            }
+        }
+        ok &= self.positive_u32s(
+            &f,
+            "shared_state",
+            [
+                ("timeout_ms", &mut value.timeout_ms),
+                ("revocation_days", &mut value.revocation_days),
+            ],
+        );
+        if let Some(n) = f.get("suspension_seconds") {
+            match self.positive(n, "`shared_state.suspension_seconds`") {
+                Some(v) => value.suspension_seconds = v.value,
+                None => ok = false,
+            }
+        }
+        if value.timeout_ms > 10_000 {
+            let at = f
+                .get("timeout_ms")
+                .map_or_else(|| self.span(node), |n| self.span(n));
+            self.report(
+                Code::BadThreshold,
+                format!(
+                    "`shared_state.timeout_ms` ({}) is more than 10000",
+                    value.timeout_ms
+                ),
+                at,
+                "too long",
+                "a call waits this long on a Redis that does not answer; use at most 10000 ms"
+                    .to_string(),
+            );
+            ok = false;
+        }
+        ok.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
+    }
+
+    /// `log_shipping: {syslog: {address: tls://logs.example.com:6514, …}}`.
+    fn log_shipping(&mut self, node: &YNode) -> Option<Spanned<LogShipping>> {
+        let example = "write `log_shipping: {syslog: {address: \"tls://logs.example.com:6514\"}}`";
+        let f = self.fields(node, "`log_shipping`", SHIPPING_KEYS)?;
+        let Some(syslog) = f.get("syslog") else {
+            self.report(
+                Code::MissingKey,
+                "`log_shipping` names no destination".to_string(),
+                self.head_span(node),
+                "`syslog` is missing",
+                example,
+            );
+            return None;
+        };
+        let s = self.fields(syslog, "`log_shipping.syslog`", SYSLOG_KEYS)?;
+        let Some(address) = s.get("address") else {
+            self.report(
+                Code::MissingKey,
+                "`log_shipping.syslog` has no `address`".to_string(),
+                self.head_span(syslog),
+                "`address` is missing",
+                example,
+            );
+            return None;
+        };
+        let address = self.string(address, "`log_shipping.syslog.address`")?;
+        let (tls, host, port) = match parse_sink_address(&address.value) {
+            Ok(parts) => parts,
+            Err(why) => {
+                self.report(
+                    Code::BadAddress,
+                    format!("`{}` is not a syslog address: {why}", address.value),
+                    address.span,
+                    "not `tcp://HOST:PORT` or `tls://HOST:PORT`",
+                    "write `tls://HOST:PORT` (RFC 5425, port 6514 by default) or \
+                     `tcp://HOST:PORT` (plain TCP, port 514 by default; only on a network you trust)",
+                );
+                return None;
+            }
+        };
+        let path = |this: &mut Self, key: &str| -> Option<Option<PathBuf>> {
+            let Some(n) = s.get(key) else {
+                return Some(None);
+            };
+            let written = this.string(n, &format!("`log_shipping.syslog.{key}`"))?;
+            if !tls {
+                this.report(
+                    Code::UnknownKey,
+                    format!("`{key}` applies only to a `tls://` address"),
+                    written.span,
+                    "not used over plain TCP",
+                    format!("remove `{key}`, or ship over `tls://`"),
+                );
+                return None;
+            }
+            this.expand(&written).map(Some)
+        };
+        let ca_file = path(self, "ca_file");
+        let client_cert = path(self, "client_cert");
+        let client_key = path(self, "client_key");
+        let (ca_file, client_cert, client_key) = (ca_file?, client_cert?, client_key?);
+        if client_cert.is_some() != client_key.is_some() {
+            let (given, missing) = if client_cert.is_some() {
+                ("client_cert", "client_key")
+            } else {
+                ("client_key", "client_cert")
+            };
+            let at = s
+                .get(given)
+                .map_or_else(|| self.span(syslog), |n| self.span(n));
+            self.report(
+                Code::MissingKey,
+                format!("`log_shipping.syslog.{given}` without `{missing}`"),
+                at,
+                format!("`{missing}` is missing"),
+                "a client certificate needs its private key: give both, or neither",
+            );
+            return None;
+        }
+        let facility = match s.get("facility") {
+            Some(n) => self.word(n, "syslog facility", SYSLOG_FACILITIES)?.value,
+            None => 16,
+        };
+        let app_name = match s.get("app_name") {
+            Some(n) => {
+                let name = self.string(n, "`log_shipping.syslog.app_name`")?;
+                let printable = name.value.bytes().all(|b| (33..=126).contains(&b));
+                if name.value.is_empty() || name.value.len() > 48 || !printable {
+                    self.report(
+                        Code::UnknownValue,
+                        format!("`{}` is not a syslog APP-NAME", name.value),
+                        name.span,
+                        "1 to 48 printable ASCII characters, no spaces",
+                        "RFC 5424 limits APP-NAME to 48 printable ASCII characters; \
+                         write e.g. `mcpwall`",
+                    );
+                    return None;
+                }
+                name.value
+            }
+            None => "mcpwall".to_string(),
+        };
+        Some(Spanned {
+            value: LogShipping {
+                syslog: SyslogSink {
+                    tls,
+                    host,
+                    port,
+                    ca_file,
+                    client_cert,
+                    client_key,
+                    facility,
+                    app_name,
+                },
+            },
+            span: self.span(node),
+        })
+    }
+
+    /// `gateway: {max_sessions: 256, sessions_per_identity: 64, …}`; a key left out keeps
+    /// its default. A share larger than the whole is a mistake, not a request for it.
+    fn gateway(&mut self, node: &YNode) -> Option<Spanned<GatewaySettings>> {
+        let f = self.fields(node, "`gateway`", GATEWAY_KEYS)?;
+        let mut value = GatewaySettings::default();
+        let ok = self.positive_u32s(
+            &f,
+            "gateway",
+            [
+                ("max_sessions", &mut value.max_sessions),
+                ("sessions_per_identity", &mut value.sessions_per_identity),
+                ("session_idle_seconds", &mut value.session_idle_seconds),
+                ("max_connections", &mut value.max_connections),
+                ("connections_per_peer", &mut value.connections_per_peer),
+                ("header_timeout_seconds", &mut value.header_timeout_seconds),
+            ],
+        );
+        if let Some(n) = f.get("audit_before_answer") {
+            value.audit_before_answer = self.bool(n, "`gateway.audit_before_answer`")?.value;
+        }
+        if !ok {
+            return None;
+        }
+        let mut fits = true;
+        for (part, whole, part_key, whole_key) in [
+            (
+                value.sessions_per_identity,
+                value.max_sessions,
+                "sessions_per_identity",
+                "max_sessions",
+            ),
+            (
+                value.connections_per_peer,
+                value.max_connections,
+                "connections_per_peer",
+                "max_connections",
+            ),
+        ] {
+            if part > whole {
+                let at = f
+                    .get(part_key)
+                    .map_or_else(|| self.span(node), |n| self.span(n));
+                self.report(
+                    Code::BadThreshold,
+                    format!(
+                        "`gateway.{part_key}` ({part}) is more than `gateway.{whole_key}` ({whole})"
+                    ),
+                    at,
+                    "larger than the whole",
+                    format!("set `{part_key}` to at most {whole}, or raise `{whole_key}`"),
+                );
+                fits = false;
+            }
+        }
+        fits.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
     }
 
     /// `oauth: {issuer, resource, jwks_url, algorithms, …}`: every URL absolute (https, or
@@ -1287,63 +1643,6 @@ impl<'a> Decoder<'a> {
         }
         let complete = issuer.is_some() && resource.is_some() && jwks_url.is_some();
         (ok && complete).then(|| Spanned {
-            value,
-            span: self.span(node),
-        })
-    }
-
-    /// `gateway: {max_sessions: 256, sessions_per_identity: 64, …}`; a key left out keeps
-    /// its default. A share larger than the whole is a mistake, not a request for it.
-    fn gateway(&mut self, node: &YNode) -> Option<Spanned<GatewaySettings>> {
-        let f = self.fields(node, "`gateway`", GATEWAY_KEYS)?;
-        let mut value = GatewaySettings::default();
-        let ok = self.positive_u32s(
-            &f,
-            "gateway",
-            [
-                ("max_sessions", &mut value.max_sessions),
-                ("sessions_per_identity", &mut value.sessions_per_identity),
-                ("session_idle_seconds", &mut value.session_idle_seconds),
-                ("max_connections", &mut value.max_connections),
-                ("connections_per_peer", &mut value.connections_per_peer),
-                ("header_timeout_seconds", &mut value.header_timeout_seconds),
-            ],
-        );
-        if !ok {
-            return None;
-        }
-        let mut fits = true;
-        for (part, whole, part_key, whole_key) in [
-            (
-                value.sessions_per_identity,
-                value.max_sessions,
-                "sessions_per_identity",
-                "max_sessions",
-            ),
-            (
-                value.connections_per_peer,
-                value.max_connections,
-                "connections_per_peer",
-                "max_connections",
-            ),
-        ] {
-            if part > whole {
-                let at = f
-                    .get(part_key)
-                    .map_or_else(|| self.span(node), |n| self.span(n));
-                self.report(
-                    Code::BadThreshold,
-                    format!(
-                        "`gateway.{part_key}` ({part}) is more than `gateway.{whole_key}` ({whole})"
-                    ),
-                    at,
-                    "larger than the whole",
-                    format!("set `{part_key}` to at most {whole}, or raise `{whole_key}`"),
-                );
-                fits = false;
-            }
-        }
-        fits.then(|| Spanned {
             value,
             span: self.span(node),
         })
@@ -2004,9 +2303,13 @@ impl<'a> Decoder<'a> {
                                 for written in self.strings(pv, &format!("`{pkey}`")) {
                                     match self.expand(&written) {
                                         Some(root) if pkey == "not_under" => {
-                                            paths.not_under.push(root)
+                                            paths.not_under.push(root);
+                                            paths.not_under_written.push(written.value);
                                         }
-                                        Some(root) => paths.ancestors_of.push(root),
+                                        Some(root) => {
+                                            paths.ancestors_of.push(root);
+                                            paths.ancestors_of_written.push(written.value);
+                                        }
                                         None => ok = false,
                                     }
                                 }
@@ -2473,23 +2776,9 @@ impl<'a> Decoder<'a> {
 
     /// Expand `~`, `${HOME}` and `${PROJECT_DIR}` in text.
     fn expand_text(&mut self, s: &Spanned<String>) -> Option<String> {
-        let home = self.vars.home.to_string_lossy().into_owned();
-        let project = self.vars.project_dir.to_string_lossy().into_owned();
-        let expanded = shellexpand::full_with_context(
-            &s.value,
-            || Some(home.clone()),
-            |var: &str| -> Result<Option<String>, ()> {
-                match var {
-                    "HOME" => Ok(Some(home.clone())),
-                    "PROJECT_DIR" => Ok(Some(project.clone())),
-                    _ => Err(()),
-                }
-            },
-        );
-        match expanded {
-            Ok(text) => Some(text.into_owned()),
-            Err(e) => {
-                let var = e.var_name;
+        match expand_vars(&s.value, &self.vars.home, &self.vars.project_dir) {
+            Ok(text) => Some(text),
+            Err(var) => {
                 let span = self
                     .find_in(s, &format!("${{{var}}}"))
                     .or_else(|| self.find_in(s, &format!("${var}")))
@@ -2566,4 +2855,46 @@ pub(crate) fn to_json(node: &Node) -> serde_json::Value {
                 .collect(),
         ),
     }
+}
+
+/// `tcp://HOST:PORT` or `tls://HOST:PORT` (`[v6]` hosts; the port defaults to 514 over TCP
+/// and 6514 over TLS): `(tls, host, port)`, or why not.
+fn parse_sink_address(text: &str) -> Result<(bool, String, u16), &'static str> {
+    let (tls, rest) = if let Some(rest) = text.strip_prefix("tls://") {
+        (true, rest)
+    } else if let Some(rest) = text.strip_prefix("tcp://") {
+        (false, rest)
+    } else {
+        return Err("the scheme is not `tcp://` or `tls://`");
+    };
+    if rest.contains(['/', '@', '?', '#']) || rest.chars().any(char::is_whitespace) {
+        return Err("only a host and a port may follow the scheme");
+    }
+    let default_port = if tls { 6514 } else { 514 };
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or("a `[` without its `]`")?;
+        match after {
+            "" => (host, None),
+            _ => (host, Some(after.strip_prefix(':').ok_or("junk after `]`")?)),
+        }
+    } else {
+        match rest.rsplit_once(':') {
+            Some((host, _)) if host.contains(':') => {
+                return Err("an IPv6 host is written in brackets: `[::1]:6514`");
+            }
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the host is missing");
+    }
+    let port = match port {
+        None => default_port,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => return Err("the port is not a number from 1 to 65535"),
+            Ok(p) => p,
+        },
+    };
+    Ok((tls, host.to_string(), port))
 }

@@ -13,6 +13,11 @@
 //! most one large line per core but one (the I/O thread keeps a core). Both semaphores
 //! are first-come first-served, and each identity has at most one line waiting for a
 //! core, so the cores go round the identities that wait.
+//!
+//! A session that consults the replicas' shared state (`settings.shared_state`: a Redis
+//! round trip for a rate-limited or breaker-guarded call) has every line judged on the
+//! blocking pool, whatever its size: it waits on the network, not on a core, so it takes
+//! neither semaphore, and the I/O thread serves the other identities meanwhile.
 
 use std::sync::{Arc, OnceLock};
 
@@ -48,15 +53,35 @@ fn cores() -> &'static Semaphore {
     })
 }
 
-/// Judge one line from `from` with `session` and return what comes of it: in place when
-/// it is short, else on the blocking pool once `share` and a core are free.
-pub async fn judge(session: &SharedSession, share: &Share, from: Peer, line: Line<'_>) -> Outbox {
-    let mut out = Outbox::default();
+/// Judge one line from `from` with `session` into `out` (an empty outbox, with or without
+/// routes) and return what comes of it: in place when it is short, else on the blocking
+/// pool once `share` and a core are free.
+pub async fn judge(
+    session: &SharedSession,
+    share: &Share,
+    from: Peer,
+    line: Line<'_>,
+    mut out: Outbox,
+) -> Outbox {
     let bytes = match line {
         Line::Frame(bytes) if bytes.len() >= OFF_LOOP_BYTES => bytes,
         small => {
-            feed(&mut *session.lock().await, from, small, &mut out);
-            return out;
+            let mut guard = session.clone().lock_owned().await;
+            let Line::Frame(bytes) = small else {
+                feed(&mut guard, from, small, &mut out);
+                return out;
+            };
+            if !guard.consults_shared_state() {
+                feed(&mut guard, from, small, &mut out);
+                return out;
+            }
+            let line = bytes.to_vec();
+            let judged = tokio::task::spawn_blocking(move || {
+                feed(&mut guard, from, Line::Frame(&line), &mut out);
+                out
+            })
+            .await;
+            return judged.unwrap_or_default();
         }
     };
     // The semaphores are never closed: an error cannot happen, and would only mean
@@ -119,7 +144,14 @@ mod tests {
         let share = Share::default();
         for (id, padding) in [(1, 10), (2, OFF_LOOP_BYTES)] {
             let line = call(id, padding);
-            let out = judge(&session, &share, Peer::Client, Line::Frame(&line)).await;
+            let out = judge(
+                &session,
+                &share,
+                Peer::Client,
+                Line::Frame(&line),
+                Outbox::default(),
+            )
+            .await;
             assert_eq!(out.to_server, [&line[..], b"\n"].concat());
         }
         assert_eq!(session.lock().await.calls_in_flight(), 2);
@@ -140,7 +172,14 @@ mod tests {
                 }
             })
         };
-        let out = judge(&session, &share, Peer::Client, Line::Frame(&line)).await;
+        let out = judge(
+            &session,
+            &share,
+            Peer::Client,
+            Line::Frame(&line),
+            Outbox::default(),
+        )
+        .await;
         ticker.abort();
         assert!(!out.to_server.is_empty());
         // On the loop, the ticker could not have run while the line was judged.

@@ -26,6 +26,7 @@
 pub mod breaker;
 pub mod pins;
 pub mod poison;
+pub mod shared_pins;
 pub mod toolfilter;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -272,6 +273,8 @@ pub struct Inspection {
 pub enum DenialKind {
     Withheld,
     Suspended,
+    /// The replicas' shared state, which holds the breaker, cannot be consulted.
+    SharedStateLost,
 }
 
 /// A refusal, with the message for the JSON-RPC error.
@@ -296,6 +299,31 @@ pub struct Guard {
     /// Shared by every session of one identity (`mcpwall serve`): a suspension outlives
     /// the session, so the agent is not told a new session ends it.
     per_identity: bool,
+    /// The breaker counts and suspends in the replicas' shared state (set once, by
+    /// [`Guard::share_breaker`]).
+    shared: std::sync::OnceLock<SharedBreaker>,
+    /// Pins are judged against the replicas' shared record ([`shared_pins`]), set once by
+    /// [`Guard::share_pins`].
+    shared_pins: std::sync::OnceLock<std::sync::Arc<dyn crate::shared_state::SharedState>>,
+}
+
+/// Where a shared breaker counts: one identity on one server, in every replica.
+#[derive(Debug, Clone)]
+pub struct SharedBreaker {
+    pub state: std::sync::Arc<dyn crate::shared_state::SharedState>,
+    pub server: std::sync::Arc<str>,
+    pub identity: Option<std::sync::Arc<str>>,
+    /// How long a suspension lasts (`shared_state.suspension_seconds`).
+    pub suspension: std::time::Duration,
+}
+
+impl SharedBreaker {
+    fn scope(&self) -> crate::shared_state::Scope<'_> {
+        crate::shared_state::Scope {
+            server: &self.server,
+            identity: self.identity.as_deref(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -352,6 +380,8 @@ impl Guard {
             any_withheld: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
             per_identity: false,
+            shared: std::sync::OnceLock::new(),
+            shared_pins: std::sync::OnceLock::new(),
         })
     }
 
@@ -359,6 +389,43 @@ impl Guard {
     pub fn per_identity(mut self) -> Guard {
         self.per_identity = true;
         self
+    }
+
+    /// Count violations and suspend in `shared` (every replica of the gateway) from now
+    /// on. Without a breaker configured, nothing changes. Set once; later calls are ignored.
+    pub fn share_breaker(&self, shared: SharedBreaker) {
+        if self.config.circuit_breaker.is_some() {
+            let _ = self.shared.set(shared);
+        }
+    }
+
+    /// Judge listings against the pin record `state` shares with the other replicas, and
+    /// carry this machine's approvals into it. Set once.
+    pub fn share_pins(&self, state: std::sync::Arc<dyn crate::shared_state::SharedState>) {
+        let _ = self.shared_pins.set(state);
+    }
+
+    /// Take the shared pin record as this guard's pins, with this machine's approvals
+    /// (`local`, its pin file) merged in; the record as read. `None`: no record yet (this
+    /// guard's pins become it), a damaged one (overwritten), or a lost store (the listing
+    /// is judged against this replica's own pins; the store says so on stderr).
+    fn adopt_shared_pins(
+        &self,
+        shared: &dyn crate::shared_state::SharedState,
+        state: &mut State,
+        local: Option<&PinFile>,
+    ) -> Option<PinFile> {
+        let record = shared.pins(&self.key).ok()??;
+        let record: PinFile = serde_json::from_str(&record).ok()?;
+        state.pins = shared_pins::merge_approvals(record.clone(), local);
+        state.first_use = false;
+        Some(record)
+    }
+
+    /// Whether the breaker (a round trip per tool call) or the pins (per listing) are
+    /// consulted in a shared state.
+    pub fn consults_shared_state(&self) -> bool {
+        self.shared.get().is_some() || self.shared_pins.get().is_some()
     }
 
     /// The pin store key of this server (`<name>-<digest>`).
@@ -401,9 +468,21 @@ impl Guard {
         let mut state = self.lock();
         // Pick up approvals made with `mcpwall pins approve` while this session runs, so
         // a re-listing shows the approved entries and this session never overwrites them.
-        if let Ok(Some(fresh)) = self.store.load(&self.key) {
-            state.pins = fresh;
-        }
+        let shared = self.shared_pins.get();
+        // The file is kept for the merge only when pins are shared; otherwise moved in.
+        let local = match self.store.load(&self.key).ok().flatten() {
+            Some(fresh) if shared.is_some() => {
+                state.pins = fresh.clone();
+                Some(fresh)
+            }
+            Some(fresh) => {
+                state.pins = fresh;
+                None
+            }
+            None => None,
+        };
+        let shared_before =
+            shared.and_then(|s| self.adopt_shared_pins(&**s, &mut state, local.as_ref()));
         let before = state.pins.clone();
         let result = match list {
             Some(kind) => self.filter_list(
@@ -421,14 +500,21 @@ impl Guard {
         }
         self.any_withheld
             .store(!state.withheld.is_empty(), Ordering::Release);
-        if state.pins != before
-            && let Err(e) = self.store.save(&self.key, &state.pins)
-        {
+        let disk_stale =
+            state.pins != before || (shared.is_some() && local.as_ref() != Some(&state.pins));
+        if disk_stale && let Err(e) = self.store.save(&self.key, &state.pins) {
             // Not fatal: the session's verdicts are in memory and still enforced.
             inspection.events.push(GuardEvent::PinWriteFailed {
                 server: self.server.name.clone(),
                 error: e.to_string(),
             });
+        }
+        if let Some(shared) = shared
+            && shared_before.as_ref() != Some(&state.pins)
+            && let Ok(record) = serde_json::to_string(&state.pins)
+        {
+            // A lost store is told on stderr by the store; the next listing writes again.
+            let _ = shared.store_pins(&self.key, &record, crate::shared_state::PINS_TTL);
         }
         inspection
     }
@@ -440,6 +526,18 @@ impl Guard {
         let is_call = method == "tools/call";
         if is_call && self.suspended.load(Ordering::Acquire) {
             return Some(self.suspension_denial());
+        }
+        if is_call && let Some(shared) = self.shared.get() {
+            match shared.state.is_suspended(shared.scope()) {
+                Ok(false) => {}
+                Ok(true) => return Some(self.suspension_denial()),
+                Err(_) => {
+                    return Some(Denial {
+                        kind: DenialKind::SharedStateLost,
+                        message: crate::shared_state::Lost::AGENT_MESSAGE.to_string(),
+                    });
+                }
+            }
         }
         if !self.any_withheld.load(Ordering::Acquire) {
             return None;
@@ -466,6 +564,9 @@ impl Guard {
     /// Record a denial or blocked response at `now`. Returns the audit event when this
     /// violation suspends the session.
     pub fn record_violation(&self, now: Instant, what: &str) -> Option<GuardEvent> {
+        if let Some(shared) = self.shared.get() {
+            return self.record_shared_violation(shared, what);
+        }
         let mut state = self.lock();
         let breaker = state.breaker.as_mut()?;
         let limits = breaker.limits();
@@ -482,6 +583,29 @@ impl Guard {
         };
         self.suspended.store(true, Ordering::Release);
         Some(event)
+    }
+
+    /// [`Self::record_violation`] in the shared state: the suspension, when this violation
+    /// trips it, holds on every replica for `shared.suspension` (a lost store records
+    /// nothing: the calls it would have counted are refused meanwhile, fail closed).
+    fn record_shared_violation(&self, shared: &SharedBreaker, what: &str) -> Option<GuardEvent> {
+        let limits = self.config.circuit_breaker?;
+        let window = crate::shared_state::Window {
+            max: limits.max_violations,
+            window: limits.window,
+        };
+        match shared
+            .state
+            .record_violation(shared.scope(), window, shared.suspension)
+        {
+            Ok(crate::shared_state::Tripped::Now) => Some(GuardEvent::Suspended {
+                server: self.server.name.clone(),
+                max_violations: limits.max_violations,
+                window_seconds: limits.window.as_secs(),
+                triggering: vec![what.to_string()],
+            }),
+            _ => None,
+        }
     }
 
     /// This guard replaces `old` after a policy reload (`mcpwall serve`): it takes over

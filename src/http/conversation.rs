@@ -10,11 +10,14 @@
 //! ```text
 //! POST body ─► Session::from_client ─► server stdin (writer task), or the upstream link
 //! server stdout ─► LineReader ─┐
-//! upstream link (FromUpstream) ┴─► Session::from_server ─► route(line)
+//! upstream link (FromUpstream) ┴─► Session::from_server ─► route(line, the session's Route)
 //!     an answer ─► the stream of the POST that asked (JSON, or SSE once other messages came first)
 //!     a request or notification ─► the newest POST stream reading SSE, else the GET stream
 //! ```
-//! The session is locked for the judging of one message and never across an await.
+//! The read loops, the judging (large lines off the I/O thread), the hand-out of what the
+//! session produced and the approval timer are `crate::driver`'s; a conversation is its
+//! [`Driven`]: what is its own is routing the session's lines to HTTP streams, by the
+//! [`Route`] the session gave each (never by reading the line again).
 //!
 //! **Reloads.** The judge (program, tool guard, rate limit) a conversation judges with is
 //! that of its identity in the server's [`LiveJudges`]. When a reload swaps those, the
@@ -38,12 +41,14 @@ use super::identities::{Judge, LiveJudges};
 use super::metrics::Metrics;
 use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
+use crate::driver::approvals::Approvals;
+use crate::driver::handout::{Handout, Side};
 use crate::driver::judging::{self, SharedSession};
+use crate::driver::{Driven, reading};
 use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
-use crate::session::ids::route_key;
-use crate::session::{self, Line, Outbox, Peer, Session};
+use crate::session::{self, Line, Outbox, Peer, Route, Session};
 use crate::upstream::Upstream;
 use crate::upstream::link::{FromUpstream, Link};
 
@@ -61,11 +66,11 @@ pub enum Backend {
 const TO_SERVER_QUEUE: usize = 64;
 /// Between closing the server's stdin and SIGTERM, and between SIGTERM and SIGKILL.
 const SERVER_GRACE: Duration = Duration::from_secs(2);
-/// How often the decision files of calls waiting for `mcpwall approve` are read.
-const APPROVAL_POLL: Duration = Duration::from_millis(200);
 /// How long a legacy or WebSocket client may leave its messages unread before its
 /// session is ended.
 const STALLED_READER: Duration = Duration::from_secs(60);
+/// Longest an answer waits for its audit lines (`gateway.audit_before_answer`).
+const AUDIT_WAIT: Duration = Duration::from_secs(5);
 /// Finished request streams kept for a late `Last-Event-ID` resumption.
 const KEEP_FINISHED: usize = 32;
 
@@ -93,14 +98,14 @@ pub struct Conversation {
     /// The session's frame limits (fixed by its program).
     limits: crate::frame::Limits,
     routes: Mutex<Routes>,
-    to_server: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    audit: AuditSender,
+    /// The server's stdin (its writer task), or the upstream link.
+    to_server: Side,
+    /// Notices, audit events (named by [`Self::stamp`]) and held calls, with their timer.
+    handout: Handout,
     chatter: Chatter,
     ended: AtomicBool,
     /// Wakes the supervisor to end the session (DELETE, shutdown).
     end: Notify,
-    /// Wakes the approval timer when a call was held (`action: ask`).
-    deadline_changed: Notify,
     /// When the client last sent a request (POST or GET).
     last_used: Mutex<std::time::Instant>,
     /// The legacy HTTP+SSE transport: every message, answers included, goes on the one
@@ -115,11 +120,10 @@ pub struct Conversation {
     /// The audit log's `server` for this conversation's events (a named server of
     /// several), or `None` for the listener's name.
     server: Option<Arc<str>>,
-    home: Option<std::path::PathBuf>,
-    /// The pending queue, opened when the first call is offered to `mcpwall approve`.
-    queue: Mutex<Option<crate::approval_queue::ApprovalQueue>>,
     /// Numbers the requests the conversation itself sends (`resources/unsubscribe`).
     gateway_requests: std::sync::atomic::AtomicU64,
+    /// Hold what goes to the client until its audit lines are written.
+    audit_before_answer: bool,
 }
 
 #[derive(Default)]
@@ -150,6 +154,10 @@ struct Routes {
     asking: HashMap<String, InputAsk>,
     /// Calls parked on an `input_required` answer, by their `requestState`.
     parked: HashMap<String, Parked>,
+    /// A stateless conversation's requests in flight, by the gateway's request key: the
+    /// id the client gave, which their audit events carry (the gateway's own id is only
+    /// the server's to see).
+    client_ids: HashMap<String, crate::session::IdText>,
 }
 
 /// A stateless request the server may ask input for: what the client can give.
@@ -218,6 +226,8 @@ pub struct Opening {
     pub live: Arc<LiveJudges>,
     pub generation: u64,
     pub metrics: Arc<Metrics>,
+    /// `settings.gateway.audit_before_answer`.
+    pub audit_before_answer: bool,
 }
 
 impl Conversation {
@@ -296,6 +306,7 @@ impl Conversation {
             live,
             generation,
             metrics,
+            audit_before_answer,
         } = opening;
         let mut session = Session::new(judge.program.clone(), options);
         if !legacy && transport == "http" {
@@ -319,20 +330,24 @@ impl Conversation {
                 stateless,
                 ..Routes::default()
             }),
-            to_server: Mutex::new(Some(tx)),
-            audit,
+            to_server: Side::new(tx),
+            handout: Handout {
+                chatter,
+                audit,
+                // A gateway's human is not at the client's desktop.
+                approvals: Arc::new(Approvals::new(home, chatter, false)),
+                transport: None,
+            },
             chatter,
             ended: AtomicBool::new(false),
             end: Notify::new(),
-            deadline_changed: Notify::new(),
             last_used: Mutex::new(std::time::Instant::now()),
             legacy,
             stateless,
             transport,
             server,
-            home,
-            queue: Mutex::new(None),
             gateway_requests: std::sync::atomic::AtomicU64::new(0),
+            audit_before_answer,
         })
     }
 
@@ -344,7 +359,7 @@ impl Conversation {
     pub fn end(&self) {
         // From now on nothing more reaches the server (a revoked identity's next
         // message included), even before the supervisor wakes.
-        self.lock_sender().take();
+        self.to_server.close();
         self.end.notify_one();
     }
 
@@ -437,10 +452,20 @@ impl Conversation {
     pub fn forget_answer(&self, id_key: &str) {
         let mut routes = self.lock_routes();
         routes.asking.remove(id_key);
+        routes.client_ids.remove(id_key);
         if let Some(stream) = routes.answers.remove(id_key) {
             routes.sse_posts.retain(|s| *s != stream);
             routes.progress.retain(|_, s| *s != stream);
             routes.streams.remove(&stream);
+        }
+    }
+
+    /// The audit events of the stateless request `key` (the gateway's id) carry the
+    /// client's id `client_id`, until it is answered.
+    pub fn audit_under(&self, key: &str, client_id: &serde_json::Value) {
+        if let Ok(raw) = serde_json::to_vec(client_id) {
+            let id = crate::session::IdText::new(&raw);
+            self.lock_routes().client_ids.insert(key.to_string(), id);
         }
     }
 
@@ -471,10 +496,14 @@ impl Conversation {
             .filter(|(_, p)| p.since.elapsed() > limit)
             .map(|(k, _)| k.clone())
             .collect();
-        expired
+        let expired: Vec<Parked> = expired
             .iter()
             .filter_map(|k| routes.parked.remove(k))
-            .collect()
+            .collect();
+        for parked in &expired {
+            routes.client_ids.remove(&parked.key);
+        }
+        expired
     }
 
     /// Judge one message from the client and move what comes of it.
@@ -540,36 +569,41 @@ impl Conversation {
     /// [`Self::deliver`] for one outbox; in a stateless conversation, what the session made
     /// of the gateway's answers to the server's requests (to be delivered in turn).
     async fn deliver_one(&self, mut out: Outbox) -> Option<Outbox> {
-        for notice in &out.notices {
-            self.chatter
-                .log(notice.level, format_args!("{}", notice.text));
-        }
-        if !out.events.is_empty() {
-            self.audit.send(&mut out.events);
-        }
-        self.offer_approvals(&mut out);
-        if out.asked {
-            self.deadline_changed.notify_one();
-        }
-        if !out.to_server.is_empty() {
-            let tx = self.lock_sender().clone();
-            if let Some(tx) = tx {
-                let _ = tx.send(std::mem::take(&mut out.to_server)).await;
+        let mark = self.handout.side_effects(&mut out);
+        if self.audit_before_answer && !out.to_client.is_empty() {
+            // The client hears nothing the log does not hold yet; a writer stuck on a dead
+            // disk holds answers for a bounded time only (its loss is then on stderr).
+            let written = self.handout.audit.written(mark);
+            if tokio::time::timeout(AUDIT_WAIT, written).await.is_err() {
+                self.chatter.log(
+                    LogLevel::Warn,
+                    format_args!(
+                        "session {}: the audit log took over {} s to write; answering without it",
+                        self.id,
+                        AUDIT_WAIT.as_secs()
+                    ),
+                );
             }
         }
+        self.to_server.send(&mut out.to_server).await;
         let mut refusals = Vec::new();
         let mut paced = Vec::new();
         if !out.to_client.is_empty() {
             let mut routes = self.lock_routes();
+            // The session says what each line is; none is read again to route it.
+            let mut facts = out.routes.take().unwrap_or_default().into_iter();
             for line in lines(&out.to_client) {
-                if line.is_empty() {
-                    continue;
-                }
-                if self.stateless && routes.park(line) {
+                let route = facts.next();
+                debug_assert!(
+                    route.is_some(),
+                    "the session wrote a line without its route"
+                );
+                let route = route.unwrap_or(Route::Batch);
+                if self.stateless && routes.park(line, &route) {
                     continue;
                 }
                 if self.stateless
-                    && let Some(refusal) = super::modern::answer_server_request(line)
+                    && let Some(refusal) = super::modern::answer_server_request(&route)
                 {
                     // A server request no stateless request can carry (see
                     // `stateless.rs`): the gateway answers it, and the session judges
@@ -583,7 +617,7 @@ impl Conversation {
                         paced.extend(s.pace(Bytes::copy_from_slice(line)));
                     }
                 } else {
-                    routes.route(line);
+                    routes.route(line, &route);
                 }
             }
         }
@@ -636,54 +670,14 @@ impl Conversation {
     }
 
     /// Read the server's lines, judge each, and deliver what the session lets through.
-    async fn read_server(self: Arc<Self>, mut reader: LineReader<tokio::process::ChildStdout>) {
-        loop {
-            while let Some(line) = reader.next_buffered() {
-                let out = self.judged(Peer::Server, line).await;
-                self.deliver(out).await;
-                // A server writing as fast as it can does not keep the one thread from
-                // the other sessions.
-                tokio::task::yield_now().await;
-            }
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    // What is left is a last line without its newline (refused).
-                    while let Some(line) = reader.next_buffered() {
-                        let out = self.judged(Peer::Server, line).await;
-                        self.deliver(out).await;
-                    }
-                    return;
-                }
-                Err(e) => {
-                    self.chatter.log(
-                        LogLevel::Info,
-                        format_args!("reading the server's output failed: {e}"),
-                    );
-                    return;
-                }
-            }
-        }
+    async fn read_server(self: Arc<Self>, reader: LineReader<tokio::process::ChildStdout>) {
+        reading::relay(reader, Peer::Server, &*self, &self.chatter).await;
     }
 
-    /// Judge what the upstream sends, until the link ends or the upstream ends the session.
+    /// Judge what the upstream sends, until the link ends or the upstream ends the
+    /// session (`supervise_upstream` answers what is left).
     async fn read_upstream(self: Arc<Self>, mut rx: mpsc::Receiver<FromUpstream>) {
-        while let Some(item) = rx.recv().await {
-            let line = match &item {
-                FromUpstream::Message(data) => Line::Frame(data),
-                FromUpstream::TooLarge { len, head } => Line::TooLarge { len: *len, head },
-                FromUpstream::Unanswered { sent, why } => {
-                    let out = self
-                        .with_session(|session, out| session.unanswered(sent, why, out))
-                        .await;
-                    self.deliver(out).await;
-                    continue;
-                }
-                FromUpstream::Gone(_) => return,
-            };
-            let out = self.judged(Peer::Server, line).await;
-            self.deliver(out).await;
-        }
+        reading::relay_upstream(&mut rx, &*self).await;
     }
 
     /// Wait for the upstream to end the session or for the session to be ended; then end
@@ -698,7 +692,7 @@ impl Conversation {
             _ = &mut reader => "the upstream ended the session",
             () = self.end.notified() => "the session was ended",
         };
-        self.lock_sender().take();
+        self.to_server.close();
         if tokio::time::timeout(SERVER_GRACE * 4, &mut link)
             .await
             .is_err()
@@ -717,7 +711,7 @@ impl Conversation {
             .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
-        self.deadline_changed.notify_one();
+        self.handout.approvals.wake();
     }
 
     /// Wait for the server to exit or the session to be ended; then answer every request
@@ -731,7 +725,7 @@ impl Conversation {
             status = server.wait() => status,
             () = self.end.notified() => {
                 // Closing stdin is the stdio way to ask a server to exit.
-                self.lock_sender().take();
+                self.to_server.close();
                 match tokio::time::timeout(SERVER_GRACE, server.wait()).await {
                     Ok(status) => status,
                     Err(_) => {
@@ -757,7 +751,7 @@ impl Conversation {
             server.end_leftovers(SERVER_GRACE).await;
         }
         self.ended.store(true, Ordering::Release);
-        self.lock_sender().take();
+        self.to_server.close();
         let why = match status {
             Ok(s) => crate::io::child::describe(s),
             Err(e) => format!("waiting for it failed: {e}"),
@@ -767,56 +761,13 @@ impl Conversation {
             .await;
         self.deliver(out).await;
         self.lock_routes().finish_all();
-        self.deadline_changed.notify_one();
+        self.handout.approvals.wake();
     }
 
-    /// Calls held for `mcpwall approve` go to the pending queue; calls no longer held
-    /// leave it (as the stdio proxy does, `proxy/approvals.rs`).
-    fn offer_approvals(&self, out: &mut Outbox) {
-        if out.approvals.is_empty() && out.withdrawn.is_empty() {
-            return;
-        }
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        crate::approval_queue::hand_over(&mut queue, self.home.as_deref(), out, &self.chatter);
-    }
-
-    /// Apply the decisions `mcpwall approve` wrote for this session's held calls, and
-    /// refuse the calls whose time is up.
-    async fn read_decisions(&self) -> Outbox {
-        self.with_session(|session, out| {
-            let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(queue) = queue.as_ref() {
-                queue.apply_decisions(session, out);
-            }
-            drop(queue);
-            session.expire(std::time::Instant::now(), out);
-        })
-        .await
-    }
-
-    /// Refuse calls held for approval (`action: ask`) when their time is up (the session
-    /// has no clock), and apply `mcpwall approve`'s decisions, read every
-    /// [`APPROVAL_POLL`] while a call waits for one.
+    /// Refuse calls held for approval (`action: ask`) when their time is up, and apply
+    /// `mcpwall approve`'s decisions (`driver::approvals`).
     async fn expire_approvals(self: Arc<Self>) {
-        while !self.is_ended() {
-            let (deadline, waiting) = {
-                let s = self.session.lock().await;
-                (s.next_deadline(), !s.awaiting_cli().is_empty())
-            };
-            let poll = waiting.then(|| std::time::Instant::now() + APPROVAL_POLL);
-            match [deadline, poll].into_iter().flatten().min() {
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => {
-                            let out = self.read_decisions().await;
-                            self.deliver(out).await;
-                        }
-                        () = self.deadline_changed.notified() => {}
-                    }
-                }
-                None => self.deadline_changed.notified().await,
-            }
-        }
+        self.handout.approvals.run(&*self).await;
     }
 
     /// Judge one line under the policy in force now (adopting a reloaded one first), and
@@ -824,7 +775,8 @@ impl Conversation {
     async fn judged(&self, from: Peer, line: Line<'_>) -> Outbox {
         self.adopt_current_policy().await;
         let judge = self.judge.read().await;
-        let mut out = judging::judge(&self.session, &judge.share, from, line).await;
+        let routed = Outbox::with_routes();
+        let mut out = judging::judge(&self.session, &judge.share, from, line, routed).await;
         self.stamp(&judge, &mut out);
         out
     }
@@ -832,16 +784,24 @@ impl Conversation {
     /// Run `f` on the session (a timer, the server's exit), with its events named by the
     /// judge whose program wrote them.
     async fn with_session(&self, f: impl FnOnce(&mut Session, &mut Outbox)) -> Outbox {
-        let judge = self.judge.read().await;
-        let mut out = Outbox::default();
-        f(&mut *self.session.lock().await, &mut out);
-        self.stamp(&judge, &mut out);
-        out
+        self.act(f).await.0
     }
 
     /// Give the session's audit events this conversation's facts and the listener's rule
     /// ids, and count their verdicts.
     fn stamp(&self, judge: &Judge, out: &mut Outbox) {
+        if self.stateless && !out.events.is_empty() {
+            let routes = self.lock_routes();
+            for e in &mut out.events {
+                let client = e.id.as_ref().and_then(|id| {
+                    let key = crate::session::ids::route_key(id.as_bytes())?;
+                    routes.client_ids.get(&key)
+                });
+                if let Some(client) = client {
+                    e.id = Some(client.clone());
+                }
+            }
+        }
         for e in &mut out.events {
             if !judge.verdicts.count(e) {
                 self.metrics.count_builtin_verdict(e);
@@ -874,7 +834,7 @@ impl Conversation {
             self.end();
             return;
         };
-        let mut out = Outbox::default();
+        let mut out = Outbox::with_routes();
         self.session.lock().await.adopt(
             new.program.clone(),
             new.guard.clone(),
@@ -894,9 +854,28 @@ impl Conversation {
     fn lock_routes(&self) -> MutexGuard<'_, Routes> {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    fn lock_sender(&self) -> MutexGuard<'_, Option<mpsc::Sender<Vec<u8>>>> {
-        self.to_server.lock().unwrap_or_else(|e| e.into_inner())
+impl Driven for Conversation {
+    async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
+        self.judged(from, line).await
+    }
+
+    /// Events named by the judge whose program wrote them.
+    async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
+        let judge = self.judge.read().await;
+        let mut out = Outbox::with_routes();
+        let r = f(&mut *self.session.lock().await, &mut out);
+        self.stamp(&judge, &mut out);
+        (out, r)
+    }
+
+    async fn deliver(&self, out: Outbox) {
+        Conversation::deliver(self, out).await;
+    }
+
+    fn is_ended(&self) -> bool {
+        Conversation::is_ended(self)
     }
 }
 
@@ -920,23 +899,19 @@ impl Routes {
         }
     }
 
-    /// Put one message the session let through on the one stream it belongs to.
-    fn route(&mut self, line: &[u8]) {
+    /// Put one message the session let through on the one stream it belongs to, by
+    /// what the session said it is (`route`).
+    fn route(&mut self, line: &[u8], route: &Route) {
         let data = Bytes::copy_from_slice(line);
-        let answered = match classify(line) {
-            Kind::Answer(key) => match self.answers.remove(&key) {
-                Some(stream) => Some(stream),
-                // Every request the session forwards was registered by its POST; an
-                // answer no POST waits for has nowhere to go (the GET stream must not
-                // carry answers), so it is not sent.
-                None => return,
-            },
-            Kind::Other => None,
-        };
-        if let Some(stream) = answered {
-            if let Kind::Answer(key) = classify(line) {
-                self.asking.remove(&key);
-            }
+        if let Route::Answer(Some(key)) = route {
+            // Every request the session forwards was registered by its POST; an answer
+            // no POST waits for has nowhere to go (the GET stream must not carry
+            // answers), so it is not sent.
+            let Some(stream) = self.answers.remove(key) else {
+                return;
+            };
+            self.asking.remove(key);
+            self.client_ids.remove(key);
             self.sse_posts.retain(|s| *s != stream);
             self.progress.retain(|_, s| *s != stream);
             if let Some(s) = self.streams.get_mut(&stream) {
@@ -950,47 +925,53 @@ impl Routes {
             }
             return;
         }
-        let (method, token) = if self.stateless {
-            notification_head(line)
-        } else {
-            (None, None)
-        };
-        if let Some(stream) = token.and_then(|t| self.progress.get(&t)) {
-            if let Some(s) = self.streams.get_mut(stream) {
-                s.push(data, false);
-            }
-            return;
-        }
-        if method.as_deref() == Some(RESOURCE_UPDATED) {
-            // For the listen streams that asked for this resource; when none is left, the
-            // gateway's subscription on the server is ended (`deliver_one`).
-            let uri = updated_uri(line);
-            let mut wanted = false;
-            self.listeners.retain(|l| {
-                if !uri.as_ref().is_some_and(|u| l.uris.contains(u)) {
-                    return true;
-                }
-                let kept = super::modern::tagged(line, &l.id)
-                    .is_some_and(|frame| l.tx.try_send(frame).is_ok());
-                wanted |= kept;
-                kept
-            });
-            if let Some(uri) = uri.filter(|_| !wanted) {
-                self.unwanted.push(uri);
-            }
-            return;
-        }
-        if let Some(method) = method.as_deref()
-            && super::modern::LISTENED.iter().any(|(_, _, m)| *m == method)
+        if self.stateless
+            && let Route::Notification {
+                method,
+                progress,
+                uri,
+            } = route
         {
-            // A listener that is not read (its queue full) or closed is dropped: its
-            // client loses the stream rather than events in the middle of it.
-            self.listeners.retain(|l| {
-                !l.methods.contains(&method)
-                    || super::modern::tagged(line, &l.id)
-                        .is_some_and(|frame| l.tx.try_send(frame).is_ok())
-            });
-            return;
+            if let Some(stream) = progress.as_ref().and_then(|t| self.progress.get(t)) {
+                if let Some(s) = self.streams.get_mut(stream) {
+                    s.push(data, false);
+                }
+                return;
+            }
+            if &**method == RESOURCE_UPDATED {
+                // For the listen streams that asked for this resource; when none is left,
+                // the gateway's subscription on the server is ended (`deliver_one`).
+                let mut wanted = false;
+                self.listeners.retain(|l| {
+                    if !uri
+                        .as_ref()
+                        .is_some_and(|u| l.uris.iter().any(|w| **w == **u))
+                    {
+                        return true;
+                    }
+                    let kept = super::modern::tagged(line, &l.id)
+                        .is_some_and(|frame| l.tx.try_send(frame).is_ok());
+                    wanted |= kept;
+                    kept
+                });
+                if let Some(uri) = uri.as_ref().filter(|_| !wanted) {
+                    self.unwanted.push(uri.to_string());
+                }
+                return;
+            }
+            if super::modern::LISTENED
+                .iter()
+                .any(|(_, _, m)| *m == &**method)
+            {
+                // A listener that is not read (its queue full) or closed is dropped: its
+                // client loses the stream rather than events in the middle of it.
+                self.listeners.retain(|l| {
+                    !l.methods.contains(&&**method)
+                        || super::modern::tagged(line, &l.id)
+                            .is_some_and(|frame| l.tx.try_send(frame).is_ok())
+                });
+                return;
+            }
         }
         // A request or notification of the server's: the newest request stream a client
         // reads as SSE, else the GET stream, which keeps it until a GET comes (a
@@ -1016,17 +997,17 @@ impl Routes {
     /// request's client is answered `input_required` (the server's request as its one
     /// input request) and the call is parked until the client retries with the answer.
     /// `false`: not such a request, or not one request it can belong to.
-    fn park(&mut self, line: &[u8]) -> bool {
-        let Ok(request) = serde_json::from_slice::<serde_json::Value>(line) else {
+    fn park(&mut self, line: &[u8], route: &Route) -> bool {
+        let Route::Request { id, method, params } = route else {
             return false;
         };
-        let (Some(method), Some(server_id)) = (request["method"].as_str(), request.get("id"))
-        else {
+        let Ok(server_id) = serde_json::from_slice::<serde_json::Value>(id) else {
             return false;
         };
         if self.parked.len() >= MAX_PARKED {
             return false;
         }
+        let method = &**method;
         let mut candidates = self
             .asking
             .iter()
@@ -1043,8 +1024,11 @@ impl Routes {
             return false;
         };
         let mut input = serde_json::json!({"method": method});
-        if let Some(params) = request.get("params") {
-            input["params"] = params.clone();
+        if let Some(params) = params
+            .clone()
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(line.get(r)?).ok())
+        {
+            input["params"] = params;
         }
         let answer = serde_json::json!({"jsonrpc": "2.0", "id": ask.gateway_id,
             "result": {"resultType": "input_required",
@@ -1061,7 +1045,7 @@ impl Routes {
             Parked {
                 key,
                 ask,
-                inputs: vec![("input-1".to_string(), server_id.clone())],
+                inputs: vec![("input-1".to_string(), server_id)],
                 since: std::time::Instant::now(),
             },
         );
@@ -1079,68 +1063,8 @@ impl Routes {
     }
 }
 
-enum Kind {
-    /// A response, by its id's canonical JSON text.
-    Answer(String),
-    Other,
-}
-
-/// What kind of message a line the session let through is. The session has parsed the
-/// line whole (duplicate members refused), so its head is read without parsing it again.
-fn classify(line: &[u8]) -> Kind {
-    let head = crate::frame::read_head(line);
-    match head.id {
-        Some(id) if !head.method => match route_key(&line[id]) {
-            Some(key) => Kind::Answer(key),
-            None => Kind::Other,
-        },
-        _ => Kind::Other,
-    }
-}
-
 /// The notification a subscribed resource's change arrives as.
 const RESOURCE_UPDATED: &str = "notifications/resources/updated";
-
-/// The `params.uri` of a `notifications/resources/updated`.
-fn updated_uri(line: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Params {
-        uri: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Updated {
-        params: Params,
-    }
-    serde_json::from_slice::<Updated>(line)
-        .ok()
-        .map(|u| u.params.uri)
-}
-
-/// A notification's method, and its `progressToken` (canonical JSON text) when it is a
-/// `notifications/progress`.
-fn notification_head(line: &[u8]) -> (Option<String>, Option<String>) {
-    #[derive(serde::Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow, rename = "progressToken")]
-        token: Option<&'a serde_json::value::RawValue>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        params: Option<Params<'a>>,
-    }
-    let Ok(head) = serde_json::from_slice::<Head<'_>>(line) else {
-        return (None, None);
-    };
-    let method = head.method.map(|m| m.into_owned());
-    let token = (method.as_deref() == Some("notifications/progress"))
-        .then(|| head.params?.token)
-        .flatten()
-        .and_then(|t| route_key(t.get().as_bytes()));
-    (method, token)
-}
 
 /// The lines of what the session wrote (each ends in `\n`), found with memchr: an answer
 /// of many megabytes is split on the I/O thread.
@@ -1167,19 +1091,84 @@ async fn write_to_server(mut stdin: tokio::process::ChildStdin, mut rx: mpsc::Re
 mod tests {
     use super::*;
 
+    const ANSWER_TO_5: &[u8] = br#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+
+    /// A line goes where the session said it belongs, whatever its text reads as: the
+    /// gateway never reads a line again to route it.
     #[test]
-    fn an_answer_is_told_from_a_request_by_its_head() {
+    fn lines_are_routed_by_what_the_session_said_not_by_their_text() {
+        let mut routes = Routes::default();
+        let five = routes.new_stream();
+        routes.answers.insert("5".into(), five);
+        let seven = routes.new_stream();
+        routes.answers.insert("7".into(), seven);
+
+        routes.route(ANSWER_TO_5, &Route::Answer(Some("7".into())));
         assert!(
-            matches!(classify(br#"{"jsonrpc":"2.0","id":5,"result":{"method":"x"}}"#),
-            Kind::Answer(k) if k == "5")
+            routes.answers.contains_key("5"),
+            "the text's id was not used"
         );
-        assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#),
-            Kind::Other
-        ));
-        assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#),
-            Kind::Other
-        ));
+        assert!(!routes.answers.contains_key("7"));
+        assert_eq!(routes.finished, [seven]);
+
+        // Said to be a notification, the same text waits on the GET stream.
+        let note = Route::Notification {
+            method: "notifications/message".into(),
+            progress: None,
+            uri: None,
+        };
+        routes.route(ANSWER_TO_5, &note);
+        assert!(routes.answers.contains_key("5"));
+        let get = routes.get.expect("a GET stream");
+        assert_eq!(routes.streams[&get].replay_after(0).len(), 1);
+    }
+
+    /// A stateless conversation's progress goes on the stream of the request whose token
+    /// the session named, and a server request is parked by the session's facts.
+    #[test]
+    fn stateless_progress_and_parking_follow_the_routes() {
+        let mut routes = Routes {
+            stateless: true,
+            ..Routes::default()
+        };
+        let call = routes.new_stream();
+        routes.answers.insert(r#""mcpwall-1""#.into(), call);
+        routes.progress.insert(r#""mcpwall-1""#.into(), call);
+        let progress = Route::Notification {
+            method: "notifications/progress".into(),
+            progress: Some(r#""mcpwall-1""#.into()),
+            uri: None,
+        };
+        // The text names no token at all.
+        routes.route(
+            br#"{"jsonrpc":"2.0","method":"notifications/message"}"#,
+            &progress,
+        );
+        assert_eq!(routes.streams[&call].replay_after(0).len(), 1);
+
+        routes.asking.insert(
+            r#""mcpwall-1""#.into(),
+            InputAsk {
+                method: "tools/call".into(),
+                name: Some("x".into()),
+                methods: vec!["sampling/createMessage"],
+                gateway_id: "mcpwall-1".into(),
+            },
+        );
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"roots/list","params":{"a":1}}"#;
+        let params = line.len() - 8..line.len() - 1;
+        assert_eq!(&line[params.clone()], br#"{"a":1}"#);
+        // The text says `roots/list`, which the call cannot take.
+        let sampling = Route::Request {
+            id: b"3"[..].into(),
+            method: "sampling/createMessage".into(),
+            params: Some(params),
+        };
+        assert!(routes.park(line, &sampling));
+        let parked = routes.parked.values().next().expect("parked");
+        assert_eq!(
+            parked.inputs,
+            [("input-1".to_string(), serde_json::json!(3))]
+        );
     }
 }

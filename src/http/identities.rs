@@ -224,11 +224,46 @@ pub struct Federation {
     /// Programs by the indices of the rules that apply.
     programs: Mutex<HashMap<Vec<u32>, Arc<Program>>>,
     members: Mutex<HashMap<Arc<str>, Member>>,
+    /// The replicas' shared state, when the gateway has one: each judge built counts there.
+    sharing: Mutex<Option<Sharing>>,
 }
 
 struct Member {
     groups: Box<[Arc<str>]>,
     judge: Arc<Judge>,
+}
+
+/// Where the replicas' shared state counts a server's judges ([`Judges::share_state`]).
+#[derive(Clone)]
+struct Sharing {
+    state: Arc<dyn crate::shared_state::SharedState>,
+    server: Arc<str>,
+    suspension: std::time::Duration,
+}
+
+impl Sharing {
+    /// Count `judge`'s rate limit and circuit breaker (and its pins) in the shared state.
+    fn apply(&self, judge: &Judge, identity: Option<Arc<str>>) {
+        if let Some(rate) = &judge.rate {
+            let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
+            if !rate.is_shared() {
+                rate.share(crate::session::SharedCount {
+                    state: self.state.clone(),
+                    server: self.server.clone(),
+                    identity: identity.clone(),
+                });
+            }
+        }
+        if let Some(guard) = &judge.guard {
+            guard.share_pins(self.state.clone());
+            guard.share_breaker(crate::guard::SharedBreaker {
+                state: self.state.clone(),
+                server: self.server.clone(),
+                identity,
+                suspension: self.suspension,
+            });
+        }
+    }
 }
 
 /// Every identity-provider identity's judge is in use by a session: no room for another.
@@ -254,7 +289,16 @@ impl Federation {
             names,
             programs: Mutex::default(),
             members: Mutex::default(),
+            sharing: Mutex::default(),
         }
+    }
+
+    /// Count every judge built from now on (and those kept) in the replicas' shared state.
+    fn share(&self, sharing: Sharing) {
+        for (name, judge) in self.judges() {
+            sharing.apply(&judge, Some(name));
+        }
+        *self.sharing.lock().unwrap_or_else(|e| e.into_inner()) = Some(sharing);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Member>> {
@@ -303,6 +347,14 @@ impl Federation {
         let previous = self.lock().get(name).map(|m| m.judge.clone());
         if let Some(old) = previous.as_deref().or(before) {
             judge.inherit(old);
+        }
+        let sharing = self
+            .sharing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(sharing) = sharing {
+            sharing.apply(&judge, Some(name.clone()));
         }
         Ok(Arc::new(judge))
     }
@@ -402,10 +454,10 @@ impl Programs {
         if let Some(program) = self.compiled.get(&key) {
             return Ok(program.clone());
         }
-        let program = Arc::new(Program::compile_with(
-            &policy.for_identity(identity.as_deref()),
-            env,
-        )?);
+        // The policy is kept for the sessions, which compile it again for their
+        // client's roots (decision 16).
+        let policy = Arc::new(policy.for_identity(identity.as_deref()));
+        let program = Arc::new(Program::compile_with(&policy, env)?.keep_source(policy));
         self.compiled.insert(key, program.clone());
         Ok(program)
     }
@@ -451,6 +503,28 @@ impl Judges {
             sandbox: None,
             federation: None,
         })
+    }
+
+    /// Count every judge's rate limit and circuit breaker in `state`, the replicas' shared
+    /// state, as the calls of `server` (its name, the same on every replica), suspending
+    /// for `suspension`. Judges kept from an earlier build are shared already.
+    pub fn share_state(
+        &self,
+        state: &Arc<dyn crate::shared_state::SharedState>,
+        server: &str,
+        suspension: std::time::Duration,
+    ) {
+        let sharing = Sharing {
+            state: state.clone(),
+            server: Arc::from(server),
+            suspension,
+        };
+        for (identity, judge) in &self.by_identity {
+            sharing.apply(judge, identity.clone());
+        }
+        if let Some(federation) = &self.federation {
+            federation.share(sharing);
+        }
     }
 
     /// The judge of an identity: one of the token file's, or one the identity provider

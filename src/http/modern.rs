@@ -20,6 +20,8 @@ use bytes::Bytes;
 use hyper::HeaderMap;
 use serde_json::{Value, json};
 
+use crate::session::Route;
+
 /// The modern revisions the gateway recognises (and validates).
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
 
@@ -241,20 +243,15 @@ pub fn listen_ended(id: &Value) -> Bytes {
     sse_frame(end.to_string().as_bytes())
 }
 
-/// The gateway's answer to a request of the server's, for a conversation whose client
-/// speaks the stateless revision (see the module docs); `None` for other messages.
-pub fn answer_server_request(line: &[u8]) -> Option<Vec<u8>> {
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        #[serde(borrow)]
-        id: Option<&'a serde_json::value::RawValue>,
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    let head: Head<'_> = serde_json::from_slice(line).ok()?;
-    let (id, method) = (head.id?, head.method?);
-    let id: Value = serde_json::from_str(id.get()).ok()?;
-    let answer = if method == "ping" {
+/// The gateway's answer to a request of the server's (`route`, as the session said it
+/// forwarded it), for a conversation whose client speaks the stateless revision (see the
+/// module docs); `None` for other messages.
+pub fn answer_server_request(route: &Route) -> Option<Vec<u8>> {
+    let Route::Request { id, method, .. } = route else {
+        return None;
+    };
+    let id: Value = serde_json::from_slice(id).ok()?;
+    let answer = if &**method == "ping" {
         json!({"jsonrpc": "2.0", "id": id, "result": {}})
     } else {
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!(

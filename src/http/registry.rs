@@ -57,6 +57,11 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// The listener's `settings.gateway`.
+    pub fn limits(&self) -> &GatewaySettings {
+        &self.limits
+    }
+
     pub fn new(limits: GatewaySettings) -> Registry {
         Registry {
             sessions: Mutex::new(HashMap::new()),

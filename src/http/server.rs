@@ -1080,6 +1080,7 @@ impl Gateway {
                 live: self.judges.clone(),
                 generation,
                 metrics: self.metrics.clone(),
+                audit_before_answer: self.sessions.limits().audit_before_answer,
             },
             backend,
             judge,

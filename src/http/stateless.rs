@@ -290,6 +290,7 @@ impl Backends {
             reads_sse && logs,
             client_token.is_some().then(|| key.clone()),
         );
+        conversation.audit_under(&key, &client_id);
         if let Some(mut ask) = ask {
             ask.gateway_id.clone_from(&gateway_id);
             conversation.expect_input(key.clone(), ask);
@@ -335,6 +336,7 @@ impl Backends {
         let gateway_id = parked.ask.gateway_id.clone();
         let key = parked.key.clone();
         let answer = conversation.expect_answer_with_progress(key.clone(), reads_sse && logs, None);
+        conversation.audit_under(&key, &client_id);
         if let Some(mut ask) = ask {
             // The server may ask again; the retry's declared capabilities count now.
             ask.gateway_id.clone_from(&gateway_id);
@@ -719,17 +721,26 @@ mod tests {
 
     #[test]
     fn the_servers_requests_are_answered_by_the_gateway() {
-        let sampling = br#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{}}"#;
-        let a: Value = serde_json::from_slice(&answer_server_request(sampling).unwrap()).unwrap();
+        use crate::session::Route;
+        let request = |id: &[u8], method: &str| Route::Request {
+            id: id.into(),
+            method: method.into(),
+            params: None,
+        };
+        let sampling = request(b"5", "sampling/createMessage");
+        let a: Value = serde_json::from_slice(&answer_server_request(&sampling).unwrap()).unwrap();
         assert_eq!(a["id"], 5);
         assert_eq!(a["error"]["code"], -32601);
-        let ping = br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#;
-        let a: Value = serde_json::from_slice(&answer_server_request(ping).unwrap()).unwrap();
+        let ping = request(br#""x""#, "ping");
+        let a: Value = serde_json::from_slice(&answer_server_request(&ping).unwrap()).unwrap();
+        assert_eq!(a["id"], "x");
         assert_eq!(a["result"], json!({}));
-        assert!(
-            answer_server_request(br#"{"jsonrpc":"2.0","method":"notifications/message"}"#)
-                .is_none()
-        );
-        assert!(answer_server_request(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_none());
+        let notification = Route::Notification {
+            method: "notifications/message".into(),
+            progress: None,
+            uri: None,
+        };
+        assert!(answer_server_request(&notification).is_none());
+        assert!(answer_server_request(&Route::Answer(Some("1".into()))).is_none());
     }
 }

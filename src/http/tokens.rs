@@ -86,6 +86,13 @@ pub struct LiveTokens {
     /// A token is required whatever the file holds (a non-loopback listener, `--client-ca`).
     always_required: bool,
     state: std::sync::Mutex<LiveState>,
+    /// The replicas' shared state (`settings.shared_state`) and how long a revocation is
+    /// kept there: a token removed from this replica's file is refused by all of them, and
+    /// one removed from another replica's file is refused here.
+    shared: std::sync::OnceLock<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
 }
 
 #[derive(Debug)]
@@ -173,6 +180,7 @@ impl LiveTokens {
             None => Store::Absent,
         };
         LiveTokens {
+            shared: std::sync::OnceLock::new(),
             path,
             always_required,
             state: std::sync::Mutex::new(LiveState {
@@ -185,6 +193,42 @@ impl LiveTokens {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publish and consult revocations in `state` from now on, each kept for `ttl` after
+    /// the revoked token was last presented. Set once.
+    pub fn share(
+        &self,
+        state: Arc<dyn crate::shared_state::SharedState>,
+        ttl: std::time::Duration,
+    ) {
+        let _ = self.shared.set((state, ttl));
+    }
+
+    /// Tell the other replicas that the tokens hashed `gone` are revoked. A store that
+    /// cannot be reached is told on stderr by the store; the token is refused here anyway.
+    fn publish_revocations(&self, gone: &[[u8; 32]]) {
+        let Some((state, ttl)) = self.shared.get() else {
+            return;
+        };
+        for hash in gone {
+            if let Err(lost) = state.revoke(hash, *ttl) {
+                eprintln!(
+                    "mcpwall: a token revoked here could not be revoked on the other replicas: \
+                     {lost}; remove it from their token files too"
+                );
+            }
+        }
+    }
+
+    /// Whether the token hashed `hash` may be used: not revoked by any replica. A store
+    /// that cannot be consulted refuses it (fail closed; `on_loss: local_only` answers from
+    /// this replica's own record instead).
+    fn not_revoked(&self, hash: &[u8; 32]) -> bool {
+        match self.shared.get() {
+            None => true,
+            Some((state, ttl)) => matches!(state.is_revoked(hash, *ttl), Ok(false)),
+        }
     }
 
     /// Look at the file (one `stat`); read it again if it changed, and say what that
@@ -202,6 +246,17 @@ impl LiveTokens {
         };
         // The stamp read before the file: a change made while reading it is seen next time.
         state.stamp = now;
+        let gone: Vec<[u8; 32]> = match (&state.store, &store) {
+            (Store::Issued(old), Store::Issued(new)) => old
+                .entries
+                .iter()
+                .filter(|(_, h)| !new.entries.iter().any(|(_, n)| n == h))
+                .map(|(_, h)| *h)
+                .collect(),
+            (Store::Issued(old), Store::Absent) => old.entries.iter().map(|(_, h)| *h).collect(),
+            _ => Vec::new(),
+        };
+        self.publish_revocations(&gone);
         let mut change = Change::default();
         let old_names: Vec<&str> = match &state.store {
             Store::Issued(t) => t.names().collect(),
@@ -251,10 +306,13 @@ impl LiveTokens {
 
     /// The identity a presented token belongs to now.
     pub fn identify(&self, token: &str) -> Option<Arc<str>> {
-        match &self.lock().store {
+        let identity = match &self.lock().store {
             Store::Issued(tokens) => tokens.identify(token).map(Arc::from),
             _ => None,
-        }
+        }?;
+        // Asked outside the lock: a round trip to the shared state holds up no one else.
+        let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.not_revoked(&hash).then_some(identity)
     }
 
     /// The identity a verified client certificate stands for: the one identity of the
@@ -473,10 +531,37 @@ impl Writing {
 
 /// A session id for `Mcp-Session-Id`: 128 random bits, hex (visible ASCII, as the
 /// specification requires).
+///
+/// Behind a load balancer (`serve --replica NAME`), the id starts with `NAME.`, so the
+/// balancer can send every request of the session to the replica that holds it without
+/// a table of its own (docs/fleet.md).
 pub fn new_session_id() -> Result<String, TokenError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).map_err(|e| TokenError::Random(e.to_string()))?;
-    Ok(hex(&bytes))
+    Ok(match REPLICA.get() {
+        Some(name) => format!("{name}.{}", hex(&bytes)),
+        None => hex(&bytes),
+    })
+}
+
+/// This process's replica name (`serve --replica`), set once at start.
+static REPLICA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Name this process's sessions after replica `name` (`serve --replica`); `Err` when the
+/// name is not 1 to 32 letters, digits, `_` or `-` (a `.` would blur where the name ends).
+pub fn set_replica(name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && name.len() <= 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+    if !plain {
+        return Err(format!(
+            "--replica {name:?}: use 1 to 32 letters, digits, `_` or `-`"
+        ));
+    }
+    let _ = REPLICA.set(name.to_string());
+    Ok(())
 }
 
 fn valid_name(name: &str) -> bool {

@@ -279,6 +279,9 @@ pub struct Program {
     pub(crate) detector: engine::secret::SecretEngine,
     pub(crate) rules: Vec<RuleInfo>,
     pub(crate) outbound_rules: Vec<RuleInfo>,
+    /// The policy this program was compiled from, kept by the transports whose sessions
+    /// move the project to the client's roots ([`Program::keep_source`]).
+    pub(crate) source: Option<std::sync::Arc<crate::config::policy::Policy>>,
 }
 
 /// An inbound rule with `exceptions`: a program holding them as deny rules (in file
@@ -624,6 +627,20 @@ impl Program {
     /// HOME and PROJECT_DIR as this program resolves paths.
     pub fn path_env(&self) -> &PathEnv {
         &self.env
+    }
+
+    /// Keep the policy this program was compiled from (with [`Program::path_env`]), so a
+    /// session can compile it again for the client's roots (decision 16). Without it, a
+    /// session judges by the project the program was compiled for, whatever the client's
+    /// roots. `policy` must be the one this program was compiled from.
+    pub fn keep_source(mut self, policy: std::sync::Arc<crate::config::policy::Policy>) -> Program {
+        self.source = Some(policy);
+        self
+    }
+
+    /// The policy kept by [`Program::keep_source`].
+    pub fn source(&self) -> Option<&std::sync::Arc<crate::config::policy::Policy>> {
+        self.source.as_ref()
     }
 
     /// The secret detectors (built-in minus disabled, plus the policy's own), e.g. to

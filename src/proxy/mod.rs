@@ -24,6 +24,8 @@ pub mod queue;
 pub mod shutdown;
 
 use crate::audit::AuditSender;
+use crate::driver::approvals::Approvals;
+use crate::driver::handout::Handout;
 use crate::io::child::{self, describe};
 pub use crate::io::child::{ChildSpec, SpawnError};
 use crate::io::codec::LineReader;
@@ -218,17 +220,21 @@ pub async fn run(
     )));
     let server_writer = tokio::spawn(write_from(server_in, server_rx, server_pool.clone()));
 
-    let (asks_tx, asks_rx) = mpsc::unbounded_channel();
-    let approvals = approvals::Approvals {
-        session: session.clone(),
-        notes: asks_rx,
-        to_client: Sink::strong(client_tx.clone(), client_pool.clone()),
-        // Weak, like the outbound pump's: the server's stdin closes with the client side.
-        to_server: Sink::weak(server_tx.downgrade(), server_pool.clone()),
-        audit: audit.clone(),
+    let handout = Handout {
         chatter: options.chatter,
-        home: options.home.clone(),
-        queue: None,
+        audit: audit.clone(),
+        // The human sits at this machine: a held call is also shown on the desktop.
+        approvals: Arc::new(Approvals::new(options.home.clone(), options.chatter, true)),
+        transport: None,
+    };
+    let approvals = approvals::Timer {
+        session: session.clone(),
+        sinks: tokio::sync::Mutex::new((
+            Sink::strong(client_tx.clone(), client_pool.clone()),
+            // Weak, like the outbound pump's: the server's stdin closes with the client side.
+            Sink::weak(server_tx.downgrade(), server_pool.clone()),
+        )),
+        handout: handout.clone(),
     };
     let approvals = tokio::spawn(approvals.run());
     let outbound = Pump::new(
@@ -236,19 +242,15 @@ pub async fn run(
         Peer::Server,
         Sink::strong(client_tx.clone(), client_pool.clone()),
         Sink::weak(server_tx.downgrade(), server_pool.clone()),
-        audit.clone(),
-        options.chatter,
-    )
-    .with_asks(asks_tx.clone());
+        handout.clone(),
+    );
     let inbound = Pump::new(
         session.clone(),
         Peer::Client,
         Sink::strong(client_tx.clone(), client_pool),
         Sink::strong(server_tx, server_pool),
-        audit.clone(),
-        options.chatter,
-    )
-    .with_asks(asks_tx);
+        handout.clone(),
+    );
     let mut outbound: JoinHandle<()> =
         tokio::spawn(outbound.run(LineReader::new(server_out, max_line)));
     let mut inbound: Option<JoinHandle<()>> = Some(tokio::spawn(
@@ -334,12 +336,7 @@ pub async fn run(
     let mut out = Outbox::default();
     session.lock().server_gone(&describe(status), &mut out);
     audit.send(&mut out.events);
-    if let Some(home) = &options.home {
-        let queue = crate::approval_queue::ApprovalQueue::at(home);
-        for code in &out.withdrawn {
-            queue.withdraw(code);
-        }
-    }
+    handout.approvals.offer(&mut out);
     if !out.to_client.is_empty() {
         let _ = tokio::time::timeout(CLIENT_DRAIN, client_tx.send(out.to_client)).await;
     }

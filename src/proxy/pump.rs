@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::AsyncRead;
 
-use super::Chatter;
 use super::queue::{Queue, Splice, WeakQueue};
-use crate::audit::AuditSender;
+use crate::driver::handout::Handout;
+use crate::driver::reading::{self, Ended, Feed};
 use crate::io::codec::{Line, LineReader};
-use crate::session::{ApprovalRequest, Delivery, Outbox, Peer, Session};
+use crate::session::{Delivery, Outbox, Peer, Session};
 
 /// Hand a sink's bytes to its writer once it holds this much, even mid-burst, so the
 /// peer starts on the first frames of a pipelined burst while the rest are judged.
@@ -291,11 +291,9 @@ pub(crate) struct Pump {
     out: Outbox,
     to_client: Sink,
     to_server: Sink,
-    audit: AuditSender,
-    chatter: Chatter,
-    /// Where calls held for approval are handed over (their timer and the pending
+    /// Notices, audit events, and calls held for approval (their timer and the pending
     /// queue).
-    asks: Option<tokio::sync::mpsc::UnboundedSender<AskNote>>,
+    handout: Handout,
 }
 
 impl Pump {
@@ -304,8 +302,7 @@ impl Pump {
         from: Peer,
         to_client: Sink,
         to_server: Sink,
-        audit: AuditSender,
-        chatter: Chatter,
+        handout: Handout,
     ) -> Pump {
         Pump {
             session,
@@ -317,64 +314,22 @@ impl Pump {
             },
             to_client,
             to_server,
-            audit,
-            chatter,
-            asks: None,
+            handout,
         }
     }
 
-    /// Hand calls held for approval to `asks` (see [`super::approvals`]).
-    pub fn with_asks(mut self, asks: tokio::sync::mpsc::UnboundedSender<AskNote>) -> Pump {
-        self.asks = Some(asks);
-        self
-    }
-
-    fn hand_over_asks(&mut self) {
-        if let Some(note) = AskNote::take(&mut self.out)
-            && let Some(asks) = &self.asks
-        {
-            let _ = asks.send(note);
-        }
-    }
-
-    /// Read lines until EOF or a read error, judging each one. Writes are batched while
-    /// more complete lines are buffered (pipelining) and flushed as soon as the input
-    /// runs dry, so a lone round trip is never delayed. The server side keeps reading
-    /// when the client is gone, so the server never blocks on a full pipe.
+    /// Read lines until EOF or a read error, judging each one (`driver::reading`).
+    /// Writes are batched while more complete lines are buffered (pipelining) and
+    /// flushed as soon as the input runs dry, so a lone round trip is never delayed. The
+    /// server side keeps reading when the client is gone, so the server never blocks on a
+    /// full pipe.
     pub async fn run<R: AsyncRead + Unpin>(mut self, mut reader: LineReader<R>) {
-        loop {
-            while self.handle_line(&mut reader).await {
-                if self.out.to_client.len() >= FLUSH_BYTES
-                    || self.out.to_server.len() >= FLUSH_BYTES
-                {
-                    self.flush_full().await;
-                }
-            }
-            self.flush().await;
-            match reader.fill().await {
-                Ok(true) => {}
-                Ok(false) => {
-                    while self.handle_line(&mut reader).await {}
-                    self.flush().await;
-                    if self.from == Peer::Client {
-                        // Lines held behind a list go to the server before its stdin
-                        // closes (this pump's end drops the last strong sender).
-                        self.session.held_drained().await;
-                    }
-                    return;
-                }
-                Err(e) => {
-                    let peer = match self.from {
-                        Peer::Client => "the client",
-                        Peer::Server => "the server",
-                    };
-                    self.chatter.log(
-                        crate::config::policy::LogLevel::Warn,
-                        format_args!("reading from {peer}: {e}"),
-                    );
-                    return;
-                }
-            }
+        let (from, chatter) = (self.from, self.handout.chatter);
+        let ended = reading::read_lines(&mut reader, &mut self, from, &chatter).await;
+        if ended == Ended::Eof && from == Peer::Client {
+            // Lines held behind a list go to the server before its stdin closes (this
+            // pump's end drops the last strong sender).
+            self.session.held_drained().await;
         }
     }
 
@@ -417,10 +372,7 @@ impl Pump {
             // Released client lines may be among them: not handed over yet.
             self.session.2.unsent.store(true, Ordering::SeqCst);
         }
-        for notice in self.out.notices.drain(..) {
-            self.chatter
-                .log(notice.level, format_args!("{}", notice.text));
-        }
+        self.handout.notices(&mut self.out);
         if let Delivery::InPlace(edits) = delivery {
             let (bytes, line) = match detached.take() {
                 Some(frame) => frame,
@@ -486,8 +438,7 @@ impl Pump {
 
     /// Audit events first, then both sinks.
     async fn flush(&mut self) {
-        self.audit.send(&mut self.out.events);
-        self.hand_over_asks();
+        self.handout.side_effects(&mut self.out);
         self.to_client.flush(&mut self.out.to_client).await;
         self.flush_to_server().await;
     }
@@ -507,8 +458,7 @@ impl Pump {
     /// with 10% refused. Unless the full sink's peer is not reading: then both go, as at
     /// the end of a burst, so that the refusals do not wait for a stalled server.
     async fn flush_full(&mut self) {
-        self.audit.send(&mut self.out.events);
-        self.hand_over_asks();
+        self.handout.side_effects(&mut self.out);
         let (c, s) = (self.out.to_client.len(), self.out.to_server.len());
         let (c_full, s_full) = (c >= FLUSH_BYTES, s >= FLUSH_BYTES);
         let stalled =
@@ -522,25 +472,20 @@ impl Pump {
     }
 }
 
-/// What a pump hands the approval task (`approvals.rs`) after a session call that held
-/// or released calls.
-#[derive(Debug, Default)]
-pub(crate) struct AskNote {
-    pub publish: Vec<ApprovalRequest>,
-    pub withdraw: Vec<String>,
-}
-
-impl AskNote {
-    /// Take what `out` holds for this task, if anything (`None`: nothing changed).
-    pub fn take(out: &mut Outbox) -> Option<AskNote> {
-        if !out.asked && out.approvals.is_empty() && out.withdrawn.is_empty() {
-            return None;
+impl<R: AsyncRead + Unpin> Feed<R> for Pump {
+    /// Mid-burst, a sink holding `FLUSH_BYTES` goes out (see [`Pump::flush_full`]).
+    async fn next_line(&mut self, reader: &mut LineReader<R>) -> bool {
+        if !self.handle_line(reader).await {
+            return false;
         }
-        out.asked = false;
-        Some(AskNote {
-            publish: std::mem::take(&mut out.approvals),
-            withdraw: std::mem::take(&mut out.withdrawn),
-        })
+        if self.out.to_client.len() >= FLUSH_BYTES || self.out.to_server.len() >= FLUSH_BYTES {
+            self.flush_full().await;
+        }
+        true
+    }
+
+    async fn dry(&mut self) {
+        self.flush().await;
     }
 }
 
@@ -563,6 +508,20 @@ mod tests {
         let policy = load_str("t.yml", text, &opts).unwrap();
         let program = Arc::new(Program::compile(&policy).unwrap());
         Shared::new(Session::new(program, Options::quiet("t")))
+    }
+
+    fn handout() -> Handout {
+        let chatter = crate::io::Chatter {
+            level: crate::config::policy::LogLevel::Error,
+        };
+        Handout {
+            chatter,
+            audit: crate::audit::Audit::disabled().sender(),
+            approvals: Arc::new(crate::driver::approvals::Approvals::new(
+                None, chatter, false,
+            )),
+            transport: None,
+        }
     }
 
     fn call(id: usize, path: &str) -> String {
@@ -618,10 +577,7 @@ mod tests {
                 Peer::Client,
                 Sink::strong(client_tx, BufPool::default()),
                 Sink::strong(server_tx, BufPool::default()),
-                crate::audit::Audit::disabled().sender(),
-                Chatter {
-                    level: crate::config::policy::LogLevel::Error,
-                },
+                handout(),
             );
             let run = inbound.run(LineReader::new(input.as_bytes(), 1 << 20));
             let finished = tokio::time::timeout(std::time::Duration::from_millis(200), run)

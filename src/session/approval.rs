@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use super::canonical::Canon;
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
 use super::ids::IdText;
-use super::{Outbox, Peer, Session, synth};
+use super::{Outbox, Peer, Route, Session, synth};
 use crate::config::policy::LogLevel;
 use crate::frame::{Frame, Message};
 
@@ -254,6 +254,7 @@ impl Session {
                 Some("mcpwall:ask_full"),
             );
             out.to_client.push(b'\n');
+            out.routed_answer(Some(id));
             let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
             e.id = Some(IdText::new(id));
             e.method = Some(method_name);
@@ -399,14 +400,22 @@ impl Session {
             }
         });
         // The id first, as its exact text.
+        let line_start = out.to_client.len();
         out.to_client
             .extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         out.to_client.extend_from_slice(id.as_bytes());
         out.to_client
             .extend_from_slice(b",\"method\":\"elicitation/create\",\"params\":");
+        let params_at = out.to_client.len() - line_start;
         out.to_client
             .extend_from_slice(request["params"].to_string().as_bytes());
+        let params = params_at..out.to_client.len() - line_start;
         out.to_client.extend_from_slice(b"}\n");
+        out.routed(|| Route::Request {
+            id: id.as_bytes().into(),
+            method: "elicitation/create".into(),
+            params: Some(params),
+        });
     }
 
     /// Whether a call with this request id is held for a human's approval.
@@ -543,6 +552,11 @@ impl Session {
                 out.to_client.extend_from_slice(eid.as_bytes());
                 out.to_client
                     .extend_from_slice(b",\"reason\":\"the call was cancelled\"}}\n");
+                out.routed(|| Route::Notification {
+                    method: "notifications/cancelled".into(),
+                    progress: None,
+                    uri: None,
+                });
             }
             None => out.withdrawn.push(held.code.clone()),
         }
@@ -572,6 +586,7 @@ impl Session {
                 None,
             );
             out.to_client.push(b'\n');
+            out.routed_answer(Some(held.request_id.as_bytes()));
             let mut e = AuditEvent::new(Direction::Inbound, Verdict::Declined);
             e.id = Some(held.request_id);
             e.method = Some(held.method);
@@ -633,6 +648,7 @@ impl Session {
             Some(&rule),
         );
         out.to_client.push(b'\n');
+        out.routed_answer(Some(held.request_id.as_bytes()));
         self.notice(
             out,
             LogLevel::Info,

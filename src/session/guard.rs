@@ -50,6 +50,7 @@ pub fn check_request(
     let rule = match denial.kind {
         DenialKind::Withheld => RULE_WITHHELD,
         DenialKind::Suspended => RULE_SUSPENDED,
+        DenialKind::SharedStateLost => super::RULE_SHARED_STATE,
     };
     Some((denial, rule))
 }

@@ -42,6 +42,16 @@ impl Ruling {
     }
 }
 
+/// The refusal of a call that needs the replicas' shared state while it is unreachable
+/// (fail closed). The agent and the audit log get the same short message; the store's
+/// address and what failed are told on stderr when it is lost.
+pub(super) fn shared_state_lost() -> Ruling {
+    Ruling::refuse(
+        RuleRef::Builtin(super::RULE_SHARED_STATE),
+        crate::shared_state::Lost::AGENT_MESSAGE,
+    )
+}
+
 /// The message a refusal carries: mcpwall's own, else the rule's, else a default.
 fn refusal_message<'a>(program: &'a Program, d: &'a Ruling) -> Cow<'a, str> {
     if let Some(m) = &d.message {
@@ -283,6 +293,7 @@ impl Session {
             if msg.kind == MessageKind::Request {
                 synth::error_response(&mut out.to_client, id, code, message, Some(rule));
                 out.to_client.push(b'\n');
+                out.routed_answer(id);
             }
             let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
             e.id = id.map(IdText::new);
@@ -352,6 +363,11 @@ impl Session {
             }
         }
         out.to_client.push(b'\n');
+        match ids.requests.as_slice() {
+            [] => out.routed_answer(None),
+            [id] if !ids.batch => out.routed_answer(Some(id)),
+            _ => out.routed(|| super::Route::Batch),
+        }
         let mut e = AuditEvent::new(Direction::Inbound, Verdict::Deny);
         e.id = ids
             .requests
@@ -488,8 +504,14 @@ impl Session {
         {
             let tool = frame.tool(msg).unwrap_or("");
             let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
-            if !rate.admit(tool, Instant::now()) {
-                d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
+            match rate.admit_call(tool, Instant::now()) {
+                super::ratelimit::Admission::Admitted => {}
+                super::ratelimit::Admission::Refused => {
+                    d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
+                }
+                super::ratelimit::Admission::Lost(_) => {
+                    d = shared_state_lost();
+                }
             }
         }
         // Withheld tools and prompts, and a suspended session, are refused whatever
@@ -545,7 +567,7 @@ impl Session {
         let messages = frame.messages();
         if !frame.parsed.is_batch() {
             let Some(msg) = messages.first() else { return };
-            if self.approval_traffic(frame, msg, out) {
+            if self.roots_traffic(frame, msg, out) || self.approval_traffic(frame, msg, out) {
                 return;
             }
             let mut d = self.decide(frame, msg, out);
@@ -573,8 +595,17 @@ impl Session {
                 }
                 out.to_server.extend_from_slice(frame.raw);
                 out.to_server.push(b'\n');
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
+                    self.roots_observed(frame, msg, out);
+                }
             } else if self.refusal(frame, msg, &d, &mut out.to_client, &mut out.to_server) {
                 out.to_client.push(b'\n');
+                // A duplicate's refusal goes out with a null id (see `refusal`).
+                let duplicate = d.rule == Some(RuleRef::Builtin(RULE_DUPLICATE_ID));
+                out.routed_answer(frame.id_raw(msg).filter(|_| !duplicate));
             }
             self.audit_client(frame, msg, &d, names, out);
             return;
@@ -585,6 +616,12 @@ impl Session {
         let mut batch = std::mem::take(&mut self.client.rulings);
         batch.clear();
         for msg in messages {
+            // A batch's notifications and `initialize` count for the roots too; an answer
+            // to mcpwall's own question inside a batch is not looked for (it is refused
+            // as an answer to nothing, and the project stays as it was).
+            if msg.kind == MessageKind::Notification || msg.kind == MessageKind::Request {
+                self.roots_traffic(frame, msg, out);
+            }
             let mut d = self.decide(frame, msg, out);
             if d.ask {
                 // A held member would hold the whole batch (it goes out as one line).
@@ -652,6 +689,14 @@ impl Session {
             }
             out.to_server.extend_from_slice(frame.raw);
             out.to_server.push(b'\n');
+            for (msg, d) in messages.iter().zip(&batch) {
+                if d.answers
+                    .as_ref()
+                    .is_some_and(|e| &*e.method == "roots/list")
+                {
+                    self.roots_observed(frame, msg, out);
+                }
+            }
         } else {
             // Allowed members of a refused batch are refused too, naming the reason.
             let culprit = batch
@@ -685,6 +730,7 @@ impl Session {
                 answers.push(b']');
                 out.to_client.extend_from_slice(&answers);
                 out.to_client.push(b'\n');
+                out.routed(|| super::Route::Batch);
             }
         }
         for (msg, d) in messages.iter().zip(&batch) {

@@ -61,6 +61,7 @@ pub mod pending;
 pub mod preview;
 mod ratelimit;
 mod reload;
+pub mod roots;
 pub mod synth;
 #[cfg(test)]
 mod tests;
@@ -70,7 +71,7 @@ pub use event::{AuditEvent, Direction, Names, RuleRef, Verdict};
 pub use guard::{RULE_SUSPENDED, RULE_WITHHELD};
 pub use ids::IdText;
 pub use outbound::FrameScan;
-pub use ratelimit::RateLimiter;
+pub use ratelimit::{Admission, RateLimiter, SharedCount};
 /// A rate limiter several sessions count against together (the HTTP gateway: all the
 /// sessions of one identity).
 pub type SharedRateLimit = Arc<std::sync::Mutex<RateLimiter>>;
@@ -92,6 +93,9 @@ const MAX_HELD_BYTES: usize = 4 * 1024 * 1024;
 
 /// The rule a request reusing the id of one still in flight is refused under.
 pub const RULE_DUPLICATE_ID: &str = "mcpwall:duplicate_id";
+
+/// The rule a call is refused under while the gateway's shared state (Redis) is lost.
+pub const RULE_SHARED_STATE: &str = "mcpwall:shared_state";
 
 /// The rule a batch is refused under where batches are not part of the protocol.
 pub const RULE_BATCH: &str = "mcpwall:batch";
@@ -192,6 +196,37 @@ pub struct Outbox {
     /// A call was held for approval: its deadline needs a timer (the proxy's
     /// [`Session::next_deadline`] changed).
     pub asked: bool,
+    /// `Some` (set by [`Outbox::with_routes`]): what each line of `to_client` is, in
+    /// order, one [`Route`] per line, so a transport that routes lines (the gateway)
+    /// never reads them again. `None` costs the stdio proxy nothing.
+    pub routes: Option<Vec<Route>>,
+}
+
+/// What a line the session wrote for the client is: where a transport that serves
+/// several streams sends it. Told by the session from what it judged, never read back
+/// from the line's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// The answer (result or error) to the client's request with this id, by its key
+    /// ([`ids::route_key`]); `None` when it carries no id a request can have (a `null`
+    /// id: the refusal of an unreadable or duplicate request).
+    Answer(Option<String>),
+    /// A request of the server's (or mcpwall's own, an approval's elicitation): its
+    /// id's exact JSON text, its method, and where its `params` value lies in the line.
+    Request {
+        id: Box<[u8]>,
+        method: Box<str>,
+        params: Option<Range<usize>>,
+    },
+    /// A notification: its method; for `notifications/progress`, its `progressToken`'s
+    /// key ([`ids::route_key`]); for `notifications/resources/updated`, its `uri`.
+    Notification {
+        method: Box<str>,
+        progress: Option<String>,
+        uri: Option<Box<str>>,
+    },
+    /// A batch: several messages in one line.
+    Batch,
 }
 
 impl Outbox {
@@ -201,6 +236,29 @@ impl Outbox {
             judgements: Some(Vec::new()),
             ..Outbox::default()
         }
+    }
+
+    /// An outbox that also says what each line for the client is ([`Outbox::routes`]).
+    pub fn with_routes() -> Outbox {
+        Outbox {
+            routes: Some(Vec::new()),
+            ..Outbox::default()
+        }
+    }
+
+    /// Say what the line just ended in `to_client` is, when routes are kept (`route` is
+    /// only called then).
+    #[inline]
+    pub(crate) fn routed(&mut self, route: impl FnOnce() -> Route) {
+        if let Some(routes) = &mut self.routes {
+            routes.push(route());
+        }
+    }
+
+    /// Say that the line just ended in `to_client` answers the request with id `raw`.
+    #[inline]
+    pub(crate) fn routed_answer(&mut self, raw: Option<&[u8]>) {
+        self.routed(|| Route::Answer(raw.and_then(ids::route_key)));
     }
 }
 
@@ -244,6 +302,8 @@ pub struct Session {
     /// The transport carries one message per request (Streamable HTTP): every batch is
     /// refused.
     single_messages: bool,
+    /// The client's roots, and the project they make (decision 16, `roots.rs`).
+    project: roots::ClientProject,
 }
 
 /// The reusable state for judging what the client sends.
@@ -302,6 +362,7 @@ impl Session {
             masking: None,
             protocol: None,
             single_messages: false,
+            project: roots::ClientProject::default(),
             program,
         }
     }
@@ -313,6 +374,19 @@ impl Session {
         if self.rate.is_some() {
             self.rate = Some(rate);
         }
+    }
+
+    /// Judging a line may wait on the network: the rate limit or the circuit breaker
+    /// counts in the replicas' shared state (`settings.shared_state`). The transport then
+    /// judges off its I/O thread.
+    pub fn consults_shared_state(&self) -> bool {
+        self.rate
+            .as_ref()
+            .is_some_and(|r| r.lock().unwrap_or_else(|e| e.into_inner()).is_shared())
+            || self
+                .guard
+                .as_ref()
+                .is_some_and(|g| g.consults_shared_state())
     }
 
     /// The transport carries one message per request (Streamable HTTP's POST): batches
@@ -446,6 +520,7 @@ impl Session {
             None,
         );
         out.to_client.push(b'\n');
+        out.routed_answer(Some(entry.id.as_bytes()));
         let mut e = AuditEvent::new(Direction::Outbound, Verdict::Error);
         e.duration = Some(entry.started.elapsed());
         e.id = Some(entry.id);

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::event::{AuditEvent, Direction, RuleRef, Verdict};
-use super::ids::IdText;
+use super::ids::{IdText, route_key};
 use super::pending::Entry;
-use super::{Delivery, Line, Outbox, Peer, REDACT_MARKER, Session, guard, label_counts, synth};
+use super::{
+    Delivery, Line, Outbox, Peer, REDACT_MARKER, Route, Session, guard, label_counts, synth,
+};
 use crate::config::policy::{LogLevel, RedactMarker};
-use crate::frame::{Frame, FrameError, Message, MessageKind};
+use crate::frame::{Frame, FrameError, Message, MessageKind, TokenKind};
 use crate::frame::{Limits, Parsed};
 use crate::program::{CallInfo, Program, Scratch};
 use crate::verdict::{Outcome, RuleId};
@@ -217,6 +219,7 @@ impl Session {
             Some(why.rule),
         );
         out.to_client.push(b'\n');
+        out.routed_answer(Some(entry.id.as_bytes()));
     }
 
     fn judge_server_frame(
@@ -231,6 +234,8 @@ impl Session {
             let Some(msg) = messages.first() else {
                 return Delivery::Written;
             };
+            // Errors written meanwhile go after this line, and so do their routes.
+            let mark = out.routes.as_ref().map_or(0, Vec::len);
             let mut to_client = std::mem::take(&mut out.to_client);
             let mut delivery = Delivery::Written;
             let wrote = self.judge_server_message(
@@ -244,6 +249,10 @@ impl Session {
             );
             if wrote && delivery == Delivery::Written {
                 to_client.push(b'\n');
+                if let Some(routes) = &mut out.routes {
+                    let written = &to_client[..to_client.len() - 1];
+                    routes.insert(mark, server_route(frame, msg, written));
+                }
             }
             // Errors written meanwhile (to requests whose answers were undeliverable)
             // go after this line.
@@ -278,9 +287,11 @@ impl Session {
             // Nothing changed: keep the original bytes (whitespace included).
             out.to_client.extend_from_slice(frame.raw);
             out.to_client.push(b'\n');
+            out.routed(|| Route::Batch);
         } else if n > 0 {
             out.to_client.extend_from_slice(&answers);
             out.to_client.push(b'\n');
+            out.routed(|| Route::Batch);
         }
         Delivery::Written
     }
@@ -349,7 +360,7 @@ impl Session {
         let id = frame.id_raw(msg);
         if msg.kind == MessageKind::Request
             && let Some(id) = id
-            && id.starts_with(super::approval::ELICITATION_ID_PREFIX.as_bytes())
+            && super::roots::is_own_id(id)
         {
             // mcpwall's own questions to the client use these ids: the client's answer
             // must not be taken for the answer to the server's request, or the reverse.
@@ -741,4 +752,64 @@ fn scan_single(
         tool: tool.map(str::to_owned),
         decided,
     })
+}
+
+/// What a server message forwarded on a line of its own (`written`, as it went out,
+/// redactions included) is, from what the parser found in it (only when the transport
+/// keeps routes).
+fn server_route(frame: &Frame<'_>, msg: &Message, written: &[u8]) -> Route {
+    let id = frame.id_raw(msg);
+    let method: Box<str> = frame.method(msg).unwrap_or_default().into();
+    match msg.kind {
+        MessageKind::Result | MessageKind::Error => Route::Answer(id.and_then(route_key)),
+        MessageKind::Request => Route::Request {
+            id: id.unwrap_or(b"null").into(),
+            params: params_range(written),
+            method,
+        },
+        MessageKind::Notification => {
+            // A `params` member's value (depth 2: the message object is depth 1).
+            let param = |name: &str| {
+                let tokens = &frame.tokens()[msg.args.clone()];
+                let at = tokens.iter().position(|t| {
+                    t.kind == TokenKind::Key && t.depth == 2 && frame.text(t.text) == name
+                })?;
+                tokens
+                    .get(at + 1)
+                    .filter(|v| v.depth == 2 && v.kind != TokenKind::Key)
+            };
+            let progress = (&*method == "notifications/progress")
+                .then(|| param("progressToken"))
+                .flatten()
+                .and_then(|t| {
+                    let (start, end) = (t.raw.0 as usize, t.raw.1 as usize);
+                    // A string's raw text is between its quotes.
+                    let quoted = usize::from(t.kind == TokenKind::String);
+                    route_key(frame.raw.get(start - quoted..end + quoted)?)
+                });
+            let uri = (&*method == "notifications/resources/updated")
+                .then(|| param("uri"))
+                .flatten()
+                .filter(|t| t.kind == TokenKind::String)
+                .map(|t| frame.text(t.text).into());
+            Route::Notification {
+                method,
+                progress,
+                uri,
+            }
+        }
+    }
+}
+
+/// Where the `params` value of one message lies in its text.
+fn params_range(message: &[u8]) -> Option<std::ops::Range<usize>> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        params: Option<&'a serde_json::value::RawValue>,
+    }
+    let head: Head<'_> = serde_json::from_slice(message).ok()?;
+    let params = head.params?.get().as_bytes();
+    let start = params.as_ptr() as usize - message.as_ptr() as usize;
+    Some(start..start + params.len())
 }

@@ -3,11 +3,16 @@
 //! A sliding log per tool (the start times of the calls admitted within the window),
 //! so a burst at the end of one window and the start of the next cannot double the
 //! rate, which a fixed window would allow. Refused calls are not counted.
+//!
+//! A gateway with `settings.shared_state` counts in the shared store instead
+//! ([`RateLimiter::share`]), so every replica spends one window per identity.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::policy::RateLimit;
+use crate::shared_state::{Lost, Scope, SharedState, Window};
 
 /// Tools tracked before the oldest idle ones are forgotten; bounds memory when a
 /// client invents tool names.
@@ -18,6 +23,26 @@ pub struct RateLimiter {
     max_calls: usize,
     window: Duration,
     calls: HashMap<Box<str>, VecDeque<Instant>>,
+    /// Counted in the replicas' shared state instead of `calls`.
+    shared: Option<SharedCount>,
+}
+
+/// Where a shared limiter counts: one identity's calls on one server.
+#[derive(Debug, Clone)]
+pub struct SharedCount {
+    pub state: Arc<dyn SharedState>,
+    pub server: Arc<str>,
+    pub identity: Option<Arc<str>>,
+}
+
+/// Whether a call may go on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    /// The window is full.
+    Refused,
+    /// The shared state could not be consulted: refused (fail closed).
+    Lost(Lost),
 }
 
 impl RateLimiter {
@@ -26,6 +51,41 @@ impl RateLimiter {
             max_calls: limit.max_calls as usize,
             window: Duration::from_secs(limit.window_seconds.max(1)),
             calls: HashMap::new(),
+            shared: None,
+        }
+    }
+
+    /// Count in `shared` from now on (the gateway's replicas share one window per identity).
+    pub fn share(&mut self, shared: SharedCount) {
+        self.shared = Some(shared);
+    }
+
+    /// Whether this limiter counts in a shared state (each call a round trip to it).
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// [`Self::admit`], in the shared state when there is one.
+    pub fn admit_call(&mut self, tool: &str, now: Instant) -> Admission {
+        let Some(shared) = &self.shared else {
+            return if self.admit(tool, now) {
+                Admission::Admitted
+            } else {
+                Admission::Refused
+            };
+        };
+        let scope = Scope {
+            server: &shared.server,
+            identity: shared.identity.as_deref(),
+        };
+        let limit = Window {
+            max: u32::try_from(self.max_calls).unwrap_or(u32::MAX),
+            window: self.window,
+        };
+        match shared.state.admit_call(scope, tool, limit) {
+            Ok(true) => Admission::Admitted,
+            Ok(false) => Admission::Refused,
+            Err(lost) => Admission::Lost(lost),
         }
     }
 

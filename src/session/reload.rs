@@ -26,7 +26,10 @@ impl Session {
         rate: Option<SharedRateLimit>,
         out: &mut Outbox,
     ) {
-        if Arc::ptr_eq(&program, &self.program) {
+        // The program in force may be the start one compiled again for the client's
+        // roots: a reload that changed nothing hands back the start one.
+        let current = self.project.base().unwrap_or(&self.program);
+        if Arc::ptr_eq(&program, current) {
             self.guard = guard;
             return;
         }
@@ -50,6 +53,7 @@ impl Session {
         self.masking = None;
         self.guard = guard;
         self.program = program;
+        self.reapply_roots(out);
     }
 }
 

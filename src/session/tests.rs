@@ -373,3 +373,116 @@ fn a_redaction_with_no_span_to_cut_blocks_the_message() {
     assert!(text.starts_with("[BLOCKED BY MCPWALL]"), "{got}");
     assert!(!got.to_string().contains("5678"), "{got}");
 }
+
+/// What one line makes the session write to the client, and the routes it gives.
+fn routed(s: &mut Session, from: super::Peer, line: &str) -> (Vec<String>, Vec<super::Route>) {
+    let mut out = Outbox::with_routes();
+    match from {
+        super::Peer::Client => s.from_client(Line::Frame(line.as_bytes()), &mut out),
+        super::Peer::Server => {
+            s.from_server(Line::Frame(line.as_bytes()), &mut out, false);
+        }
+    }
+    let lines: Vec<String> = String::from_utf8_lossy(&out.to_client)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let routes = out.routes.expect("routes were asked for");
+    assert_eq!(
+        lines.len(),
+        routes.len(),
+        "one route per line: {lines:#?} {routes:#?}"
+    );
+    (lines, routes)
+}
+
+#[test]
+fn every_line_for_the_client_comes_with_what_it_is() {
+    use super::{Peer, Route};
+    let mut s = session();
+    let call = |id: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"x","arguments":{{}}}}}}"#
+        )
+    };
+    // An answer, by its id's key: an escaped string id is filed as written plainly.
+    routed(&mut s, Peer::Client, &call(r#""a\u0062""#));
+    let (_, routes) = routed(
+        &mut s,
+        Peer::Server,
+        r#"{"jsonrpc":"2.0","id":"ab","result":{}}"#,
+    );
+    assert_eq!(routes, [Route::Answer(Some(r#""ab""#.into()))]);
+
+    // A server request: its id, method, and where its params lie in the line.
+    let request =
+        r#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[]}}"#;
+    let (lines, routes) = routed(&mut s, Peer::Server, request);
+    let Route::Request { id, method, params } = &routes[0] else {
+        panic!("{routes:?}")
+    };
+    assert_eq!((&**id, &**method), (&b"9"[..], "sampling/createMessage"));
+    assert_eq!(&lines[0][params.clone().unwrap()], r#"{"messages":[]}"#);
+
+    // Notifications: the progress token's key, a changed resource's uri.
+    for (token, key) in [(r#""t\u0031""#, r#""t1""#), ("7", "7")] {
+        let progress = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progress":1,"progressToken":{token}}}}}"#
+        );
+        let (_, routes) = routed(&mut s, Peer::Server, &progress);
+        assert_eq!(
+            routes,
+            [Route::Notification {
+                method: "notifications/progress".into(),
+                progress: Some(key.into()),
+                uri: None
+            }]
+        );
+    }
+    let updated = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a"}}"#;
+    let (_, routes) = routed(&mut s, Peer::Server, updated);
+    assert_eq!(
+        routes,
+        [Route::Notification {
+            method: "notifications/resources/updated".into(),
+            progress: None,
+            uri: Some("file:///a".into())
+        }]
+    );
+
+    // A batch is one line of several messages.
+    let batch = r#"[{"jsonrpc":"2.0","method":"notifications/a"},{"jsonrpc":"2.0","method":"notifications/b"}]"#;
+    assert_eq!(routed(&mut s, Peer::Server, batch).1, [Route::Batch]);
+
+    // Refusals: a request reusing an id in flight is refused under a null id (it must
+    // not read as the answer to the one in flight); an unreadable one under what can be
+    // read of its id.
+    routed(&mut s, Peer::Client, &call("3"));
+    assert_eq!(
+        routed(&mut s, Peer::Client, &call("3")).1,
+        [Route::Answer(None)]
+    );
+    let broken = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"#;
+    assert_eq!(
+        routed(&mut s, Peer::Client, broken).1,
+        [Route::Answer(Some("4".into()))]
+    );
+
+    // The server's exit answers what is in flight.
+    let mut out = Outbox::with_routes();
+    s.server_gone("it exited", &mut out);
+    assert_eq!(out.routes.unwrap(), [Route::Answer(Some("3".into()))]);
+}
+
+#[test]
+fn an_outbox_without_routes_keeps_none() {
+    let mut s = session();
+    let mut out = Outbox::default();
+    s.from_server(
+        Line::Frame(br#"{"jsonrpc":"2.0","method":"notifications/a"}"#),
+        &mut out,
+        false,
+    );
+    assert!(!out.to_client.is_empty());
+    assert_eq!(out.routes, None);
+}

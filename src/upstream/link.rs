@@ -44,6 +44,11 @@ const CLOSE_GRACE: Duration = Duration::from_secs(3);
 const RESUMES: usize = 3;
 /// Consecutive failures of the GET stream before it is given up.
 const GET_FAILURES: usize = 5;
+/// Consecutive attempts at the GET stream that could not reach the server at all (no
+/// HTTP answer) before the upstream is reported gone: its session's streams end, on
+/// every transport, instead of staying open with nothing more to come. An answer with an
+/// error status is not this: the server is there, it only offers no stream.
+const UNREACHABLE: usize = 3;
 /// Shortest wait before a reconnection, whatever `retry:` the server asks for: a server
 /// answering `retry: 0` and closing at once must not make the link reconnect in a loop.
 const MIN_RETRY: Duration = Duration::from_secs(1);
@@ -546,10 +551,12 @@ impl State {
 
     /// The session's GET stream: what the server sends outside any request. Reconnects
     /// (with `Last-Event-ID`) until it fails [`GET_FAILURES`] times in a row, waiting
-    /// longer after each reconnection that brought no event ([`Backoff`]).
+    /// longer after each reconnection that brought no event ([`Backoff`]); a server not
+    /// reached at all [`UNREACHABLE`] times in a row is reported gone.
     async fn listen(self: Arc<Self>) {
         let mut reader = SseReader::new(self.max_frame);
         let mut failures = 0;
+        let mut unreachable = 0;
         let mut backoff = Backoff::default();
         let mut no_answers = HashSet::new();
         loop {
@@ -570,6 +577,7 @@ impl State {
                 }
                 Ok(r) if r.status().is_success() && is_sse(&r) => {
                     failures = 0;
+                    unreachable = 0;
                     let events = self
                         .read_stream(r.into_body(), &mut reader, &mut no_answers, false)
                         .await;
@@ -579,6 +587,7 @@ impl State {
                 }
                 Ok(r) => {
                     failures += 1;
+                    unreachable = 0;
                     self.chatter.log(
                         LogLevel::Debug,
                         format_args!("upstream GET stream: HTTP {}", r.status()),
@@ -586,9 +595,20 @@ impl State {
                 }
                 Err(e) => {
                     failures += 1;
+                    unreachable += 1;
                     self.chatter
                         .log(LogLevel::Debug, format_args!("upstream GET stream: {e}"));
                 }
+            }
+            if unreachable >= UNREACHABLE {
+                let why = format!(
+                    "the upstream server could not be reached ({unreachable} attempts in a row)"
+                );
+                self.chatter.log(
+                    LogLevel::Warn,
+                    format_args!("upstream: {why}; ending the session"),
+                );
+                return self.send_out(FromUpstream::Gone(why)).await;
             }
             if failures >= GET_FAILURES {
                 self.chatter.log(

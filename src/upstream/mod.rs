@@ -28,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub mod link;
 pub mod sse;
 #[cfg(feature = "tls")]
-mod tls;
+pub mod tls;
 
 /// The environment variable whose value is sent as `Authorization: Bearer <value>`.
 pub const TOKEN_ENV: &str = "MCPWALL_UPSTREAM_TOKEN";

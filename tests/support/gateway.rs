@@ -83,11 +83,22 @@ impl Home {
     }
 
     fn command_with(&self, settings: &str, rules: &str, extra: &[&str]) -> Command {
+        self.command_for(
+            settings,
+            rules,
+            extra,
+            &[env!("CARGO_BIN_EXE_mcpwall-fake-server")],
+        )
+    }
+
+    /// `mcpwall serve` fronting the server command `server`.
+    fn command_for(&self, settings: &str, rules: &str, extra: &[&str], server: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpwall"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "-c"])
             .arg(self.write_policy(settings, rules))
             .args(extra)
-            .args(["--", env!("CARGO_BIN_EXE_mcpwall-fake-server")])
+            .arg("--")
+            .args(server)
             .env("HOME", self.home())
             .env("FAKE_RECV_LOG", self.dir.path().join("received.jsonl"))
             .current_dir(self.dir.path())
@@ -170,8 +181,25 @@ impl Gateway {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Gateway {
-        let mut child = home
-            .command_with(settings, rules, extra)
+        let command = home.command_with(settings, rules, extra);
+        Gateway::spawn(home, command, env)
+    }
+
+    /// [`Gateway::serve_env`] fronting the server command `server` instead of the fake
+    /// server.
+    pub fn serve_server(
+        home: Home,
+        settings: &str,
+        extra: &[&str],
+        server: &[&str],
+        env: &[(&str, &str)],
+    ) -> Gateway {
+        let command = home.command_for(settings, Home::RULES, extra, server);
+        Gateway::spawn(home, command, env)
+    }
+
+    fn spawn(home: Home, mut command: Command, env: &[(&str, &str)]) -> Gateway {
+        let mut child = command
             .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
@@ -221,6 +249,19 @@ impl Gateway {
             assert!(Instant::now() < deadline, "no {what} on stderr:\n{text}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Where `--metrics-listen` listens, once the gateway says so on stderr.
+    pub fn metrics_address(&self) -> String {
+        let stderr = self.stderr_until("the metrics address", |e| e.contains("metrics at http://"));
+        stderr
+            .split("metrics at http://")
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
     }
 
     /// The audit log once a line holds every one of `needles` (the writer lingers).

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::bridge::{self, Options};
 use crate::config;
 use crate::guard::Guard;
@@ -73,13 +73,15 @@ pub fn run(args: super::Args) -> miette::Result<ExitCode> {
         &home,
     )
     .map_err(|e| miette::miette!("{e}"))?;
-    let program = Program::compile_with(&policy, &load_options.path_env())
-        .map(Arc::new)
-        .map_err(miette::Report::new)?;
-    let audit = Audit::start(
+    // Kept for the session, which compiles it again for the client's roots.
+    let program =
+        Program::compile_with(&policy, &load_options.path_env()).map_err(miette::Report::new)?;
+    let program = Arc::new(program.keep_source(Arc::new(policy)));
+    let audit = crate::cli::common::start_audit(
+        &settings,
         crate::cli::common::audit_config(&settings, &home, server_name.clone()),
         program.clone() as Arc<dyn Names>,
-    );
+    )?;
     let options = Options {
         server_name,
         chatter,

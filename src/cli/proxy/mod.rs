@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::audit::{Audit, Names};
+use crate::audit::Names;
 use crate::config;
 use crate::guard::Guard;
 use crate::guard::pins::ServerIdentity;
@@ -205,8 +205,10 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         };
         let compiling = started.elapsed();
         // Paths in the policy resolve against the same HOME and project the loader used.
+        // The session compiles the policy again when the client names its roots
+        // (decision 16), so the program keeps it.
         let program = match Program::compile_with(&policy, &load_options.path_env()) {
-            Ok(p) => Arc::new(p),
+            Ok(p) => Arc::new(p.keep_source(Arc::new(policy))),
             Err(e) => {
                 server.abandon().await;
                 return Err(miette::Report::new(e));
@@ -220,10 +222,11 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                 (started.elapsed() - compiling).as_micros()
             ),
         );
-        let started_audit = Audit::start(
+        let started_audit = crate::cli::common::start_audit(
+            &settings,
             crate::cli::common::audit_config(&settings, &home, server_name),
             program.clone() as Arc<dyn Names>,
-        );
+        )?;
         let sender = started_audit.sender();
         sender.send(&mut vec![sandbox_event]);
         audit = Some(started_audit);

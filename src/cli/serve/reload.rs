@@ -41,6 +41,12 @@ pub(super) struct Builder {
     /// `settings.oauth` was set at start: identities the identity provider vouches for
     /// get judges as they come (`Federation`).
     pub federate: bool,
+    /// `settings.shared_state` as opened at start (a change applies at the next restart):
+    /// the store every judge counts in, and how long a suspension lasts.
+    pub shared: Option<(
+        Arc<dyn crate::shared_state::SharedState>,
+        std::time::Duration,
+    )>,
 }
 
 /// The files whose change asks for a reload: the token file, and the `-c` file or the
@@ -139,6 +145,9 @@ impl Builder {
                         self.names.clone(),
                     )));
                 }
+                if let Some((state, suspension)) = &self.shared {
+                    judges.share_state(state, &front.name, *suspension);
+                }
                 Ok(judges)
             })
             .collect()
@@ -189,6 +198,13 @@ impl Builder {
     fn restart_notes(&self, new: &Policy) -> Vec<String> {
         let (old, now) = (&self.policy.settings, &new.settings);
         let mut notes = Vec::new();
+        if old.shared_state != now.shared_state {
+            notes.push(
+                "settings.shared_state changed: the replicas' shared state changes at the next \
+                 restart"
+                    .to_string(),
+            );
+        }
         if old.gateway != now.gateway {
             notes.push(
                 "settings.gateway changed: the listener's limits change at the next restart"
