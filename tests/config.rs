@@ -841,6 +841,44 @@ fn the_gateways_limits_come_from_trusted_files_only() {
 }
 
 #[test]
+fn the_identity_provider_comes_from_trusted_files_only() {
+    let env = Env::new();
+    let oauth = |issuer: &str| {
+        format!(
+            "version: 1\nsettings:\n  oauth:\n    issuer: {issuer}\n    resource: https://mcp.example.test/mcp\n    jwks_url: {issuer}/jwks\n    algorithms: [ES256]\n"
+        )
+    };
+    env.user(&oauth("https://idp.example.test"));
+    env.project(&oauth("https://attacker.example.test"));
+    let p = env.load();
+    let o = p.settings.oauth.as_ref().expect("the user's oauth");
+    assert_eq!(o.issuer, "https://idp.example.test");
+    assert_eq!(o.identity_claim, "sub", "the default claim");
+    let ignored: Vec<&str> = p.ignored.iter().map(|i| i.what.as_str()).collect();
+    assert!(ignored.contains(&"`oauth`"), "{ignored:?}");
+    env.trust();
+    assert_eq!(
+        env.load().settings.oauth.unwrap().issuer,
+        "https://attacker.example.test"
+    );
+}
+
+#[test]
+fn a_group_rule_matches_groups_and_never_a_name() {
+    let env = Env::new();
+    env.user(
+        "version: 1\nrules:\n  - name: staff-only\n    match: {tool: t, identity: \"group:staff*\"}\n    action: deny\n",
+    );
+    let p = env.load();
+    let staff: Vec<std::sync::Arc<str>> = vec!["staffers".into()];
+    assert_eq!(p.for_member(Some("bob"), &staff).rules.len(), 1);
+    assert_eq!(p.for_member(Some("bob"), &[]).rules.len(), 0);
+    // An identity literally named like the group is not in it.
+    assert_eq!(p.for_identity(Some("group:staff")).rules.len(), 0);
+    assert_eq!(p.for_member(None, &staff).rules.len(), 0);
+}
+
+#[test]
 fn ignored_parts_become_warnings_pointing_at_the_project_file() {
     let env = Env::new();
     env.user(USER);

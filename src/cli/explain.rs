@@ -1333,6 +1333,28 @@ struct YamlSettings {
     log_retention: Option<YamlRetention>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gateway: Option<YamlGateway>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oauth: Option<YamlOAuth>,
+}
+
+/// `settings.oauth`, every key written out (the defaults too: which provider and which
+/// checks is what a reader of the policy wants to see).
+#[derive(Serialize)]
+struct YamlOAuth {
+    issuer: String,
+    resource: String,
+    jwks_url: String,
+    algorithms: Vec<String>,
+    identity_claim: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    groups_claim: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    required_scopes: Vec<String>,
+    leeway_seconds: u32,
+    jwks_max_age_seconds: u32,
+    jwks_min_refresh_seconds: u32,
+    fetch_timeout_seconds: u32,
+    max_token_bytes: u32,
 }
 
 #[derive(Serialize)]
@@ -1420,6 +1442,20 @@ impl From<&Settings> for YamlSettings {
                 max_connections: s.gateway.max_connections,
                 connections_per_peer: s.gateway.connections_per_peer,
                 header_timeout_seconds: s.gateway.header_timeout_seconds,
+            }),
+            oauth: s.oauth.as_ref().map(|o| YamlOAuth {
+                issuer: o.issuer.clone(),
+                resource: o.resource.clone(),
+                jwks_url: o.jwks_url.clone(),
+                algorithms: o.algorithms.clone(),
+                identity_claim: o.identity_claim.clone(),
+                groups_claim: o.groups_claim.clone(),
+                required_scopes: o.required_scopes.clone(),
+                leeway_seconds: o.leeway_seconds,
+                jwks_max_age_seconds: o.jwks_max_age_seconds,
+                jwks_min_refresh_seconds: o.jwks_min_refresh_seconds,
+                fetch_timeout_seconds: o.fetch_timeout_seconds,
+                max_token_bytes: o.max_token_bytes,
             }),
         }
     }

@@ -264,7 +264,14 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
             args.listen
         ));
     }
-    if !loopback && tokens.is_empty() {
+    let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
+    let oauth = oauth_of(
+        &policy,
+        Chatter {
+            level: args.log_level.unwrap_or(policy.settings.log_level),
+        },
+    )?;
+    if !loopback && tokens.is_empty() && oauth.is_none() {
         return Err(miette::miette!(
             help = "issue one with `mcpwall token add NAME` and give it to the client as `Authorization: Bearer TOKEN`",
             "a non-loopback listener needs bearer tokens, and none exist"
@@ -302,7 +309,6 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let policy = config::load_without_pack_examples(&load_options).map_err(miette::Report::new)?;
     let settings = policy.settings.clone();
     let chatter = Chatter {
         level: args.log_level.unwrap_or(settings.log_level),
@@ -367,6 +373,7 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         hash: reload::policy_hash(&policy),
         policy: policy.clone(),
         identities: identities.clone(),
+        federate: oauth.is_some(),
         shared: shared.clone(),
     };
     let judges = builder
@@ -406,12 +413,9 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         let local = listener
             .local_addr()
             .map_err(|e| miette::miette!("cannot read the listening address: {e}"))?;
-        let require_token = !tokens.is_empty() || !loopback || args.client_ca.is_some();
-        let tokens = Arc::new(LiveTokens::new(
-            tokens_path,
-            issued,
-            !loopback || args.client_ca.is_some(),
-        ));
+        let always = !loopback || args.client_ca.is_some() || oauth.is_some();
+        let require_token = !tokens.is_empty() || always;
+        let tokens = Arc::new(LiveTokens::new(tokens_path, issued, always));
         if let (Some((state, _)), Some(s)) = (&shared, &settings.shared_state) {
             let days = std::time::Duration::from_secs(u64::from(s.revocation_days) * 86_400);
             tokens.share(state.clone(), days);
@@ -438,10 +442,13 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
                     sessions: sessions.clone(),
                     home: Some(home.clone()),
                     stateless: Default::default(),
+                    oauth: oauth.clone(),
                 })
             })
             .collect();
-        let access = if args.client_ca.is_some() {
+        let access = if oauth.is_some() {
+            "the identity provider's access token or a bearer token required"
+        } else if args.client_ca.is_some() {
             "client certificate or bearer token required"
         } else if require_token {
             "bearer token required"
@@ -494,6 +501,31 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
     runtime.shutdown_timeout(Duration::from_secs(1));
     audit.finish(Duration::from_secs(2));
     result.map(|()| ExitCode::SUCCESS)
+}
+
+/// The identity provider of `settings.oauth`, if set.
+fn oauth_of(
+    policy: &config::Policy,
+    chatter: Chatter,
+) -> miette::Result<Option<Arc<crate::http::oauth::OAuth>>> {
+    let Some(settings) = &policy.settings.oauth else {
+        return Ok(None);
+    };
+    #[cfg(feature = "tls")]
+    {
+        crate::http::oauth::OAuth::new(settings, chatter)
+            .map(|o| Some(Arc::new(o)))
+            .map_err(|e| miette::miette!(code = "mcpwall::serve::oauth", "{e}"))
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = (settings, chatter);
+        Err(miette::miette!(
+            code = "mcpwall::serve::oauth",
+            help = "use a build with the `tls` feature (the default), or remove settings.oauth",
+            "settings.oauth needs the `tls` feature, which this mcpwall was built without"
+        ))
+    }
 }
 
 /// Say where each server is served.

@@ -1108,6 +1108,9 @@ impl Merger {
         if let Some(v) = set.gateway {
             s.gateway = v.value;
         }
+        if let Some(v) = set.oauth {
+            s.oauth = Some(v.value);
+        }
         if let Some(v) = set.shared_state {
             s.shared_state = Some(v.value);
         }
@@ -1136,6 +1139,11 @@ impl Merger {
             // The gateway's capacity is the operator's: a repository could otherwise
             // shrink it to nothing for everyone served.
             self.ignore(v.span, "`gateway`".into(), UNTRUSTED_WHY);
+        }
+        if let Some(v) = &layer.oauth {
+            // Who may connect is the operator's: a repository could otherwise name an
+            // identity provider it controls.
+            self.ignore(v.span, "`oauth`".into(), UNTRUSTED_WHY);
         }
         if let Some(v) = &layer.shared_state {
             // Where the fleet keeps its limits, and whether it may run without them, is
@@ -1278,6 +1286,7 @@ fn fill(into: &mut RawSettings, from: &RawSettings) {
     f(&mut into.log_retention, &from.log_retention);
     f(&mut into.ask_timeout_seconds, &from.ask_timeout_seconds);
     f(&mut into.gateway, &from.gateway);
+    f(&mut into.oauth, &from.oauth);
     f(&mut into.shared_state, &from.shared_state);
     f(&mut into.log_shipping, &from.log_shipping);
 }

@@ -283,6 +283,7 @@ pub(crate) struct RawSettings {
     pub(crate) log_retention: Option<Spanned<LogRetention>>,
     pub(crate) ask_timeout_seconds: Option<Spanned<u64>>,
     pub(crate) gateway: Option<Spanned<GatewaySettings>>,
+    pub(crate) oauth: Option<Spanned<super::policy::OAuthSettings>>,
     pub(crate) shared_state: Option<Spanned<crate::config::policy::SharedStateSettings>>,
     pub(crate) log_shipping: Option<Spanned<super::policy::LogShipping>>,
 }

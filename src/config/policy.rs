@@ -442,6 +442,55 @@ impl Default for GatewaySettings {
     }
 }
 
+/// `settings.oauth`: `mcpwall serve` accepts the identity provider's OAuth 2.1 access
+/// tokens (signed JWTs) besides the token file's, as the MCP authorization specification
+/// describes (`crate::http::oauth`). Only a trusted file sets it: a repository could
+/// otherwise name an identity provider of its own choosing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSettings {
+    /// The provider's issuer identifier: a token's `iss` must equal it.
+    pub issuer: String,
+    /// This gateway's resource URL (RFC 8707): a token's `aud` must name it, and the
+    /// protected-resource metadata is served for it.
+    pub resource: String,
+    /// Where the provider publishes its signing keys (a JWK set): https, or http on loopback.
+    pub jwks_url: String,
+    /// The signature algorithms accepted (asymmetric only; never `none` or HS*).
+    pub algorithms: Vec<String>,
+    /// The claim naming the identity (default `sub`).
+    pub identity_claim: String,
+    /// The claim listing the identity's groups (`identity: "group:NAME"` in rules).
+    pub groups_claim: Option<String>,
+    /// Scopes every token must hold (403 `insufficient_scope` otherwise).
+    pub required_scopes: Vec<String>,
+    /// Clock skew allowed on `exp`, `nbf` and `iat`, in seconds (at most 300).
+    pub leeway_seconds: u32,
+    /// The key set is fetched again once it is this old.
+    pub jwks_max_age_seconds: u32,
+    /// At most one fetch of the key set per this many seconds (an unknown `kid`, a failed fetch).
+    pub jwks_min_refresh_seconds: u32,
+    /// A fetch of the key set that takes longer fails (at most 60).
+    pub fetch_timeout_seconds: u32,
+    /// Longest token accepted, in bytes (at most 65536).
+    pub max_token_bytes: u32,
+}
+
+/// Defaults and bounds of `settings.oauth`.
+pub mod oauth_limits {
+    pub const LEEWAY_SECONDS: u32 = 30;
+    pub const MAX_LEEWAY_SECONDS: u32 = 300;
+    pub const JWKS_MAX_AGE_SECONDS: u32 = 3600;
+    pub const JWKS_MIN_REFRESH_SECONDS: u32 = 30;
+    pub const FETCH_TIMEOUT_SECONDS: u32 = 5;
+    pub const MAX_FETCH_TIMEOUT_SECONDS: u32 = 60;
+    pub const MAX_TOKEN_BYTES: u32 = 8192;
+    pub const MAX_MAX_TOKEN_BYTES: u32 = 65536;
+    /// The algorithms `algorithms:` may name.
+    pub const ALGORITHMS: &[&str] = &[
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+    ];
+}
+
 /// `settings.shared_state`: the state the replicas of one `mcpwall serve` gateway share
 /// (per-identity rate-limit windows, circuit-breaker suspensions, token revocations), in
 /// Redis. Only a trusted file sets it.
@@ -513,6 +562,8 @@ pub struct Settings {
     pub ask_timeout_seconds: u64,
     /// `mcpwall serve`'s shares and limits.
     pub gateway: GatewaySettings,
+    /// `mcpwall serve`'s identity provider, if any.
+    pub oauth: Option<OAuthSettings>,
     /// `None`: each `mcpwall serve` process keeps its state in its own memory.
     pub shared_state: Option<SharedStateSettings>,
     /// Where a copy of the audit log goes (`None`: nowhere).
@@ -537,6 +588,7 @@ impl Default for Settings {
             log_retention: LogRetention::default(),
             ask_timeout_seconds: 120,
             gateway: GatewaySettings::default(),
+            oauth: None,
             shared_state: None,
             log_shipping: None,
         }
@@ -556,9 +608,18 @@ impl Policy {
     /// one compiled program per identity judges exactly as an identity predicate would,
     /// at no cost per message.
     pub fn for_identity(&self, identity: Option<&str>) -> Policy {
+        self.for_member(identity, &[])
+    }
+
+    /// [`Self::for_identity`] for an identity that belongs to `groups` (an identity
+    /// provider's token): a rule's `identity: "group:GLOB"` applies when one of them
+    /// matches GLOB.
+    pub fn for_member(&self, identity: Option<&str>, groups: &[Arc<str>]) -> Policy {
         // Exceptions name no identity (refused when loaded): they follow their rule.
         let mut policy = self.clone();
-        policy.rules.retain(|rule| applies_to(rule, identity));
+        policy
+            .rules
+            .retain(|rule| applies_to(rule, identity, groups));
         for rule in &mut policy.rules {
             rule.identity = None;
         }
@@ -567,17 +628,29 @@ impl Policy {
 
     /// For each rule of [`Self::for_identity`]`(identity)`, its index in `self.rules`.
     pub fn identity_rule_indices(&self, identity: Option<&str>) -> Vec<u32> {
+        self.member_rule_indices(identity, &[])
+    }
+
+    /// [`Self::identity_rule_indices`] for an identity that belongs to `groups`.
+    pub fn member_rule_indices(&self, identity: Option<&str>, groups: &[Arc<str>]) -> Vec<u32> {
         (0..self.rules.len() as u32)
-            .filter(|&i| applies_to(&self.rules[i as usize], identity))
+            .filter(|&i| applies_to(&self.rules[i as usize], identity, groups))
             .collect()
     }
 }
 
-fn applies_to(rule: &Rule, identity: Option<&str>) -> bool {
-    match &rule.identity {
-        None => true,
-        Some(glob) => identity.is_some_and(|id| identity_matches(&glob.value, id)),
-    }
+/// What an `identity:` glob written `group:GLOB` matches: a group, never a name.
+pub const GROUP_PREFIX: &str = "group:";
+
+fn applies_to(rule: &Rule, identity: Option<&str>, groups: &[Arc<str>]) -> bool {
+    let Some(glob) = &rule.identity else {
+        return true;
+    };
+    // Groups only come with an identity; a client without one belongs to none.
+    identity.is_some_and(|id| match glob.value.strip_prefix(GROUP_PREFIX) {
+        Some(group) => groups.iter().any(|g| identity_matches(group, g)),
+        None => identity_matches(&glob.value, id),
+    })
 }
 
 /// Whether an `identity:` glob (validated when loaded) matches a name.

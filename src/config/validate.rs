@@ -15,10 +15,10 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, LogShipping, Matcher, OnLoss, OutboundRule, PinningMode, PoisonScanMode,
-    RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES, SandboxNetwork,
-    SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId, SourceKind,
-    Span, Spanned, SyslogSink, UpstreamAuth,
+    LogRetention, LogShipping, Matcher, OAuthSettings, OnLoss, OutboundRule, PinningMode,
+    PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES,
+    SandboxNetwork, SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId,
+    SourceKind, Span, Spanned, SyslogSink, UpstreamAuth,
 };
 
 /// Regexes are bounded like globset bounds its sets: a pattern whose compiled form exceeds
@@ -146,6 +146,7 @@ const SETTINGS_KEYS: &[&str] = &[
     "log_retention",
     "ask_timeout_seconds",
     "gateway",
+    "oauth",
     "shared_state",
     "log_shipping",
 ];
@@ -230,6 +231,50 @@ const GATEWAY_KEYS: &[&str] = &[
     "header_timeout_seconds",
     "audit_before_answer",
 ];
+
+const OAUTH_KEYS: &[&str] = &[
+    "issuer",
+    "resource",
+    "jwks_url",
+    "algorithms",
+    "identity_claim",
+    "groups_claim",
+    "required_scopes",
+    "leeway_seconds",
+    "jwks_max_age_seconds",
+    "jwks_min_refresh_seconds",
+    "fetch_timeout_seconds",
+    "max_token_bytes",
+];
+
+/// Why `url` cannot be an `oauth` URL: not absolute http(s) with a host, credentials in it,
+/// a fragment, or plain http to a host that is not loopback.
+pub(crate) fn check_oauth_url(url: &str) -> Result<(), String> {
+    let uri: hyper::Uri = url.parse().map_err(|_| "not a URL".to_string())?;
+    let host = uri.host().ok_or("no host")?;
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err("user:password in a URL".into());
+    }
+    if url.contains('#') {
+        return Err("a fragment (`#…`)".into());
+    }
+    match uri.scheme_str() {
+        Some("https") => Ok(()),
+        Some("http") => {
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback = bare.eq_ignore_ascii_case("localhost")
+                || bare
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if loopback {
+                Ok(())
+            } else {
+                Err("plain http:// to a host that is not loopback: keys and tokens would cross the network unprotected".into())
+            }
+        }
+        _ => Err("not http:// or https://".into()),
+    }
+}
 
 /// The closest of `candidates` to `word`, if it is close enough to be a likely typo.
 pub(crate) fn did_you_mean<'c>(word: &str, candidates: &[&'c str]) -> Option<&'c str> {
@@ -1078,6 +1123,9 @@ impl<'a> Decoder<'a> {
         if let Some(n) = f.get("gateway") {
             s.gateway = self.gateway(n);
         }
+        if let Some(n) = f.get("oauth") {
+            s.oauth = self.oauth(n);
+        }
         if let Some(n) = f.get("shared_state") {
             s.shared_state = self.shared_state(n);
         }
@@ -1390,6 +1438,211 @@ impl<'a> Decoder<'a> {
             }
         }
         fits.then(|| Spanned {
+            value,
+            span: self.span(node),
+        })
+    }
+
+    /// `oauth: {issuer, resource, jwks_url, algorithms, …}`: every URL absolute (https, or
+    /// http on a loopback host), the algorithms a non-empty list of asymmetric ones, the
+    /// numbers within their bounds.
+    fn oauth(&mut self, node: &YNode) -> Option<Spanned<OAuthSettings>> {
+        use super::policy::oauth_limits as lim;
+        let f = self.fields(node, "`oauth`", OAUTH_KEYS)?;
+        let example = "write `oauth: {issuer: https://idp.example, resource: https://gateway.example/mcp, jwks_url: https://idp.example/jwks.json, algorithms: [RS256]}`";
+        let mut ok = true;
+        let url = |this: &mut Self, key: &str| -> Option<String> {
+            let Some(n) = f.get(key) else {
+                this.report(
+                    Code::MissingKey,
+                    format!("`oauth` has no `{key}`"),
+                    this.head_span(node),
+                    format!("`{key}` is missing"),
+                    example,
+                );
+                return None;
+            };
+            let s = this.string(n, &format!("`oauth.{key}`"))?;
+            if let Err(why) = check_oauth_url(&s.value) {
+                this.report(
+                    Code::UnknownValue,
+                    format!("`oauth.{key}` is not a usable URL: {why}"),
+                    s.span,
+                    "not usable here",
+                    "write an absolute https:// URL (http:// only for a loopback host, as in tests)",
+                );
+                return None;
+            }
+            Some(s.value)
+        };
+        let issuer = url(self, "issuer");
+        let resource = url(self, "resource");
+        let jwks_url = url(self, "jwks_url");
+        let mut algorithms = Vec::new();
+        match f.get("algorithms") {
+            None => {
+                self.report(
+                    Code::MissingKey,
+                    "`oauth` has no `algorithms`",
+                    self.head_span(node),
+                    "`algorithms` is missing",
+                    "name the provider's signing algorithms, e.g. `algorithms: [RS256]`: pinning them keeps a token from choosing how it is checked",
+                );
+                ok = false;
+            }
+            Some(n) => {
+                let list = self.strings(n, "`oauth.algorithms`");
+                if list.is_empty() {
+                    self.report(
+                        Code::EmptyMatch,
+                        "`oauth.algorithms` is empty: no token could ever be accepted",
+                        self.span(n),
+                        "no algorithm",
+                        format!("name at least one of: {}", lim::ALGORITHMS.join(", ")),
+                    );
+                    ok = false;
+                }
+                for a in list {
+                    if lim::ALGORITHMS.contains(&a.value.as_str()) {
+                        if !algorithms.contains(&a.value) {
+                            algorithms.push(a.value);
+                        }
+                        continue;
+                    }
+                    let why = if a.value.eq_ignore_ascii_case("none") {
+                        "an unsigned token proves nothing".to_string()
+                    } else if a.value.to_ascii_uppercase().starts_with("HS") {
+                        "a shared-secret algorithm: the key set is public, so anyone could sign"
+                            .to_string()
+                    } else {
+                        "not a signature algorithm mcpwall checks".to_string()
+                    };
+                    self.report(
+                        Code::UnknownValue,
+                        format!(
+                            "`{}` is not an accepted `oauth.algorithms` entry: {why}",
+                            a.value
+                        ),
+                        a.span,
+                        "not accepted",
+                        format!("use one of: {}", lim::ALGORITHMS.join(", ")),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        let claim = |this: &mut Self, key: &str| -> Option<Option<String>> {
+            let Some(n) = f.get(key) else {
+                return Some(None);
+            };
+            let s = this.string(n, &format!("`oauth.{key}`"))?;
+            if s.value.is_empty() || s.value.len() > 128 {
+                this.report(
+                    Code::UnknownValue,
+                    format!("`oauth.{key}` must name a claim (1 to 128 characters)"),
+                    s.span,
+                    "not a claim name",
+                    "write the claim's name, e.g. `sub`, `email` or `groups`",
+                );
+                return None;
+            }
+            Some(Some(s.value))
+        };
+        let identity_claim = claim(self, "identity_claim");
+        let groups_claim = claim(self, "groups_claim");
+        let required_scopes = match f.get("required_scopes") {
+            Some(n) => self
+                .strings(n, "`oauth.required_scopes`")
+                .into_iter()
+                .map(|s| s.value)
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut value = OAuthSettings {
+            issuer: issuer.clone().unwrap_or_default(),
+            resource: resource.clone().unwrap_or_default(),
+            jwks_url: jwks_url.clone().unwrap_or_default(),
+            algorithms,
+            identity_claim: String::new(),
+            groups_claim: None,
+            required_scopes,
+            leeway_seconds: lim::LEEWAY_SECONDS,
+            jwks_max_age_seconds: lim::JWKS_MAX_AGE_SECONDS,
+            jwks_min_refresh_seconds: lim::JWKS_MIN_REFRESH_SECONDS,
+            fetch_timeout_seconds: lim::FETCH_TIMEOUT_SECONDS,
+            max_token_bytes: lim::MAX_TOKEN_BYTES,
+        };
+        ok &= self.positive_u32s(
+            &f,
+            "oauth",
+            [
+                ("jwks_max_age_seconds", &mut value.jwks_max_age_seconds),
+                (
+                    "jwks_min_refresh_seconds",
+                    &mut value.jwks_min_refresh_seconds,
+                ),
+                ("fetch_timeout_seconds", &mut value.fetch_timeout_seconds),
+                ("max_token_bytes", &mut value.max_token_bytes),
+            ],
+        );
+        if let Some(n) = f.get("leeway_seconds") {
+            match &n.value {
+                Node::Int(i) if (0..=i128::from(lim::MAX_LEEWAY_SECONDS)).contains(i) => {
+                    value.leeway_seconds = *i as u32;
+                }
+                _ => {
+                    self.report(
+                        Code::BadThreshold,
+                        format!(
+                            "`oauth.leeway_seconds` must be a whole number from 0 to {}",
+                            lim::MAX_LEEWAY_SECONDS
+                        ),
+                        self.span(n),
+                        "out of range",
+                        "a few seconds of clock skew is enough; an expired token stays expired",
+                    );
+                    ok = false;
+                }
+            }
+        }
+        for (key, v, max) in [
+            (
+                "fetch_timeout_seconds",
+                value.fetch_timeout_seconds,
+                lim::MAX_FETCH_TIMEOUT_SECONDS,
+            ),
+            (
+                "max_token_bytes",
+                value.max_token_bytes,
+                lim::MAX_MAX_TOKEN_BYTES,
+            ),
+            (
+                "jwks_min_refresh_seconds",
+                value.jwks_min_refresh_seconds,
+                value.jwks_max_age_seconds,
+            ),
+        ] {
+            if v > max {
+                let at = f.get(key).map_or_else(|| self.span(node), |n| self.span(n));
+                self.report(
+                    Code::BadThreshold,
+                    format!("`oauth.{key}` ({v}) is more than {max}"),
+                    at,
+                    "too large",
+                    format!("set `{key}` to at most {max}"),
+                );
+                ok = false;
+            }
+        }
+        match (identity_claim, groups_claim) {
+            (Some(id), Some(groups)) => {
+                value.identity_claim = id.unwrap_or_else(|| "sub".to_string());
+                value.groups_claim = groups;
+            }
+            _ => ok = false,
+        }
+        let complete = issuer.is_some() && resource.is_some() && jwks_url.is_some();
+        (ok && complete).then(|| Spanned {
             value,
             span: self.span(node),
         })

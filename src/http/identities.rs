@@ -127,6 +127,46 @@ struct NameIds {
 }
 
 impl Judge {
+    /// The judge of `program`, compiled from `specialised` (a policy as it applies to one
+    /// identity), with a tool guard and rate limiter of its own.
+    fn new(
+        program: Arc<Program>,
+        specialised: &Policy,
+        server: &ServerIdentity,
+        home: &Path,
+        names: &PolicyNames,
+    ) -> Result<Judge, JudgeError> {
+        let guard = Guard::from_policy(specialised, server.clone(), home)
+            .map_err(|e| JudgeError::Guard(e.to_string()))?
+            .per_identity();
+        let rate = program
+            .settings()
+            .rate_limit
+            .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
+        let ids = names.add(&program);
+        Ok(Judge {
+            verdicts: Arc::new(VerdictCounts::new(&ids)),
+            ids,
+            program,
+            rate,
+            guard: Some(Arc::new(guard)),
+            share: Default::default(),
+        })
+    }
+
+    /// Carry over what `old` (the same identity's judge before) counted: its tool guard's
+    /// pins and breaker, and its rate window when the limit is the same.
+    fn inherit(&mut self, old: &Judge) {
+        if let (Some(new), Some(old)) = (&self.guard, &old.guard) {
+            new.take_over(old);
+        }
+        if old.rate.is_some()
+            && self.program.settings().rate_limit == old.program.settings().rate_limit
+        {
+            self.rate.clone_from(&old.rate);
+        }
+    }
+
     /// An event's rule as the audit log names it.
     pub fn audit_rule(&self, rule: RuleRef) -> RuleRef {
         let at = |map: &[u32], i: u32| map.get(i as usize).copied().unwrap_or(i);
@@ -160,6 +200,228 @@ pub struct Judges {
     /// After a reload: the sandbox the server's processes started from now on run in
     /// (`Some(None)`: `sandbox: off`). `None`: the one the server was given at start.
     pub sandbox: Option<Option<Arc<crate::sandbox::Plan>>>,
+    /// The judges of identities the identity provider vouches for (`settings.oauth`),
+    /// built as they come.
+    pub federation: Option<Arc<Federation>>,
+}
+
+/// Most identity-provider identities whose judges are kept at once per server. Past it,
+/// the judge of one no session uses is dropped (its rate window and breaker with it);
+/// when every one is in use, a new identity is refused (503) until one is free.
+pub const MAX_MEMBERS: usize = 4096;
+
+/// The judges of identities first seen at run time, with an identity provider's token:
+/// rules name them or their groups (`identity: "group:NAME"`), so what judges one is the
+/// policy as it applies to that name and those groups. Programs are shared by identities
+/// to whom the same rules apply (one compile per distinct set, not per identity); the
+/// tool guard and rate limiter are each identity's own, as for the token file's.
+pub struct Federation {
+    policy: Arc<Policy>,
+    server: ServerIdentity,
+    home: std::path::PathBuf,
+    env: PathEnv,
+    names: Arc<PolicyNames>,
+    /// Programs by the indices of the rules that apply.
+    programs: Mutex<HashMap<Vec<u32>, Arc<Program>>>,
+    members: Mutex<HashMap<Arc<str>, Member>>,
+    /// The replicas' shared state, when the gateway has one: each judge built counts there.
+    sharing: Mutex<Option<Sharing>>,
+}
+
+struct Member {
+    groups: Box<[Arc<str>]>,
+    judge: Arc<Judge>,
+}
+
+/// Where the replicas' shared state counts a server's judges ([`Judges::share_state`]).
+#[derive(Clone)]
+struct Sharing {
+    state: Arc<dyn crate::shared_state::SharedState>,
+    server: Arc<str>,
+    suspension: std::time::Duration,
+}
+
+impl Sharing {
+    /// Count `judge`'s rate limit and circuit breaker (and its pins) in the shared state.
+    fn apply(&self, judge: &Judge, identity: Option<Arc<str>>) {
+        if let Some(rate) = &judge.rate {
+            let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
+            if !rate.is_shared() {
+                rate.share(crate::session::SharedCount {
+                    state: self.state.clone(),
+                    server: self.server.clone(),
+                    identity: identity.clone(),
+                });
+            }
+        }
+        if let Some(guard) = &judge.guard {
+            guard.share_pins(self.state.clone());
+            guard.share_breaker(crate::guard::SharedBreaker {
+                state: self.state.clone(),
+                server: self.server.clone(),
+                identity,
+                suspension: self.suspension,
+            });
+        }
+    }
+}
+
+/// Every identity-provider identity's judge is in use by a session: no room for another.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{MAX_MEMBERS} identity-provider identities hold sessions on this server; a new one must wait"
+)]
+pub struct Crowded;
+
+impl Federation {
+    pub fn new(
+        policy: Arc<Policy>,
+        server: ServerIdentity,
+        home: std::path::PathBuf,
+        env: PathEnv,
+        names: Arc<PolicyNames>,
+    ) -> Federation {
+        Federation {
+            policy,
+            server,
+            home,
+            env,
+            names,
+            programs: Mutex::default(),
+            members: Mutex::default(),
+            sharing: Mutex::default(),
+        }
+    }
+
+    /// Count every judge built from now on (and those kept) in the replicas' shared state.
+    fn share(&self, sharing: Sharing) {
+        for (name, judge) in self.judges() {
+            sharing.apply(&judge, Some(name));
+        }
+        *self.sharing.lock().unwrap_or_else(|e| e.into_inner()) = Some(sharing);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Member>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The judge of `name` in `groups`, if one is built.
+    pub fn get(&self, name: &str, groups: Option<&[Arc<str>]>) -> Option<Arc<Judge>> {
+        let members = self.lock();
+        let member = members.get(name)?;
+        groups
+            .is_none_or(|g| *g == *member.groups)
+            .then(|| member.judge.clone())
+    }
+
+    /// Build the judge of `name` in `groups` (compiling a program if no identity with the
+    /// same rules has one yet): slow, so off the I/O thread. A judge `name` had before
+    /// (other groups, or the federation this one replaces) hands over its guard and rate
+    /// window.
+    pub fn build(
+        &self,
+        name: &Arc<str>,
+        groups: &[Arc<str>],
+        before: Option<&Judge>,
+    ) -> Result<Arc<Judge>, JudgeError> {
+        let applies = self.policy.member_rule_indices(Some(name), groups);
+        let specialised = self.policy.for_member(Some(name), groups);
+        let cached = self
+            .programs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&applies)
+            .cloned();
+        let program = match cached {
+            Some(p) => p,
+            None => {
+                let p = Arc::new(Program::compile_with(&specialised, &self.env)?);
+                self.programs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(applies, p.clone());
+                p
+            }
+        };
+        let mut judge = Judge::new(program, &specialised, &self.server, &self.home, &self.names)?;
+        let previous = self.lock().get(name).map(|m| m.judge.clone());
+        if let Some(old) = previous.as_deref().or(before) {
+            judge.inherit(old);
+        }
+        let sharing = self
+            .sharing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(sharing) = sharing {
+            sharing.apply(&judge, Some(name.clone()));
+        }
+        Ok(Arc::new(judge))
+    }
+
+    /// Keep `judge` as `name`'s, making room if needed; the judge in force for `name`
+    /// (another request may have built one for the same groups meanwhile: that one stays,
+    /// so an identity never counts its calls in two rate windows).
+    pub fn insert(
+        &self,
+        name: Arc<str>,
+        groups: &[Arc<str>],
+        judge: Arc<Judge>,
+    ) -> Result<Arc<Judge>, Crowded> {
+        let mut members = self.lock();
+        if let Some(member) = members.get(&name)
+            && *member.groups == *groups
+        {
+            return Ok(member.judge.clone());
+        }
+        if members.len() >= MAX_MEMBERS && !members.contains_key(&name) {
+            // Only the map holds it: no session judges with it.
+            let idle = members
+                .iter()
+                .find(|(_, m)| Arc::strong_count(&m.judge) == 1)
+                .map(|(k, _)| k.clone())
+                .ok_or(Crowded)?;
+            members.remove(&idle);
+        }
+        members.insert(
+            name,
+            Member {
+                groups: groups.into(),
+                judge: judge.clone(),
+            },
+        );
+        Ok(judge)
+    }
+
+    /// After a reload: build under this policy the judge of every identity `old` had, so
+    /// their open sessions go on (each judge hands over its guard and rate window).
+    /// Runs on the reload thread; one that fails to build is left out (its sessions end).
+    fn adopt(&self, old: &Federation) {
+        let kept: Vec<(Arc<str>, Member)> = old
+            .lock()
+            .iter()
+            .map(|(k, m)| {
+                let member = Member {
+                    groups: m.groups.clone(),
+                    judge: m.judge.clone(),
+                };
+                (k.clone(), member)
+            })
+            .collect();
+        for (name, old) in kept {
+            if let Ok(new) = self.build(&name, &old.groups, Some(&old.judge)) {
+                let _ = self.insert(name, &old.groups, new);
+            }
+        }
+    }
+
+    /// Every judge kept, with its identity.
+    pub fn judges(&self) -> Vec<(Arc<str>, Arc<Judge>)> {
+        self.lock()
+            .iter()
+            .map(|(k, m)| (k.clone(), m.judge.clone()))
+            .collect()
+    }
 }
 
 /// Building a judge failed.
@@ -228,22 +490,7 @@ impl Judges {
             }
             let program = programs.get(policy, identity.as_ref(), env)?;
             let specialised = policy.for_identity(identity.as_deref());
-            let guard = Guard::from_policy(&specialised, server.clone(), home)
-                .map_err(|e| JudgeError::Guard(e.to_string()))?
-                .per_identity();
-            let rate = program
-                .settings()
-                .rate_limit
-                .map(|l| Arc::new(std::sync::Mutex::new(crate::session::RateLimiter::new(l))));
-            let ids = names.add(&program);
-            let judge = Judge {
-                verdicts: Arc::new(VerdictCounts::new(&ids)),
-                ids,
-                program,
-                rate,
-                guard: Some(Arc::new(guard)),
-                share: Default::default(),
-            };
+            let judge = Judge::new(program, &specialised, server, home, names)?;
             by_identity.insert(identity.clone(), Arc::new(judge));
         }
         let any = match by_identity.values().next() {
@@ -254,6 +501,7 @@ impl Judges {
             by_identity,
             any,
             sandbox: None,
+            federation: None,
         })
     }
 
@@ -266,36 +514,32 @@ impl Judges {
         server: &str,
         suspension: std::time::Duration,
     ) {
-        let server: Arc<str> = Arc::from(server);
+        let sharing = Sharing {
+            state: state.clone(),
+            server: Arc::from(server),
+            suspension,
+        };
         for (identity, judge) in &self.by_identity {
-            if let Some(rate) = &judge.rate {
-                let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
-                if !rate.is_shared() {
-                    rate.share(crate::session::SharedCount {
-                        state: state.clone(),
-                        server: server.clone(),
-                        identity: identity.clone(),
-                    });
-                }
-            }
-            if let Some(guard) = &judge.guard {
-                guard.share_pins(state.clone());
-                guard.share_breaker(crate::guard::SharedBreaker {
-                    state: state.clone(),
-                    server: server.clone(),
-                    identity: identity.clone(),
-                    suspension,
-                });
-            }
+            sharing.apply(judge, identity.clone());
+        }
+        if let Some(federation) = &self.federation {
+            federation.share(sharing);
         }
     }
 
-    /// The judge of an identity known at start.
+    /// The judge of an identity: one of the token file's, or one the identity provider
+    /// vouched for whose judge is built.
     pub fn get(&self, identity: Option<&str>) -> Option<Arc<Judge>> {
-        self.by_identity
+        let known = self
+            .by_identity
             .iter()
             .find(|(k, _)| k.as_deref() == identity)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v.clone());
+        known.or_else(|| {
+            self.federation
+                .as_ref()
+                .and_then(|f| f.get(identity?, None))
+        })
     }
 
     /// Any judge's program (for settings every identity shares).
@@ -369,6 +613,13 @@ impl LiveJudges {
 
     /// Swap in `judges` (after they took over from the ones they replace).
     pub fn replace(&self, mut judges: Judges) {
+        // The identity provider's identities are rebuilt before the lock is taken: that
+        // compiles, and sessions read the judges meanwhile.
+        let before = self.current();
+        if let (Some(new), Some(old)) = (&judges.federation, &before.federation) {
+            new.adopt(old);
+        }
+        drop(before);
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         judges.take_over(&current);
         *current = Arc::new(judges);
@@ -713,5 +964,59 @@ rules:
         assert_eq!(names.rule(first).0, "first-rule");
         let second = ci_after.audit_rule(RuleRef::Inbound(RuleId(0)));
         assert_eq!(names.rule(second).0, "second-rule");
+    }
+
+    #[test]
+    fn a_provider_identity_gets_one_judge_whose_rules_follow_its_name_and_groups() {
+        let opts = LoadOptions {
+            explicit: None,
+            home: "/home/u".into(),
+            project_dir: "/home/u/p".into(),
+        };
+        let text = "version: 1\nsettings:\n  rate_limit: {max_calls: 5, window_seconds: 60}\nrules:\n  - name: ops-no-shell\n    match: {tool: run_command, identity: \"group:ops\"}\n    action: deny\n";
+        let policy = Arc::new(load_str("t.yml", text, &opts).expect("loads"));
+        let dir = tempfile::tempdir().unwrap();
+        let names = Arc::new(PolicyNames::default());
+        let federation = Federation::new(
+            policy,
+            ServerIdentity {
+                name: "t".into(),
+                command: vec!["t".into()],
+            },
+            dir.path().into(),
+            PathEnv::new(Path::new("/home/u"), Path::new("/home/u/p")),
+            names.clone(),
+        );
+        let name: Arc<str> = Arc::from("auth0|42");
+        let ops: Vec<Arc<str>> = vec![Arc::from("ops")];
+        // Two requests racing to build the same identity's judge: the first kept stays.
+        let first = federation.build(&name, &ops, None).unwrap();
+        let second = federation.build(&name, &ops, None).unwrap();
+        let kept = federation
+            .insert(name.clone(), &ops, first.clone())
+            .unwrap();
+        assert!(Arc::ptr_eq(&kept, &first));
+        let kept = federation.insert(name.clone(), &ops, second).unwrap();
+        assert!(Arc::ptr_eq(&kept, &first), "one rate window per identity");
+        assert!(Arc::ptr_eq(
+            &federation.get(&name, Some(&ops)).unwrap(),
+            &first
+        ));
+        assert!(federation.get(&name, Some(&[])).is_none());
+        // Its groups decide which rules apply; identities with the same rules share a program.
+        let judges = Judges {
+            by_identity: HashMap::new(),
+            any: first.program.clone(),
+            sandbox: None,
+            federation: Some(Arc::new(federation)),
+        };
+        let (allowed, rule) = judge_call(&judges, &names, Some("auth0|42"), "run_command", "/tmp");
+        assert!(!allowed);
+        assert_eq!(rule, "ops-no-shell");
+        let federation = judges.federation.as_ref().unwrap();
+        let other = federation.build(&Arc::from("bob"), &ops, None).unwrap();
+        assert!(Arc::ptr_eq(&other.program, &first.program));
+        let outsider = federation.build(&Arc::from("carol"), &[], None).unwrap();
+        assert!(!Arc::ptr_eq(&outsider.program, &first.program));
     }
 }

@@ -169,11 +169,21 @@ impl Metrics {
     /// Count the verdicts of these judges' from now on (at start, and for each reload's).
     pub fn register(&self, judges: &super::identities::Judges) {
         let mut tallies = self.lock_tallies();
-        for (_, judge) in judges.iter() {
+        let federated = judges.federation.iter().flat_map(|f| f.judges());
+        for judge in judges
+            .iter()
+            .map(|(_, j)| j.clone())
+            .chain(federated.map(|(_, j)| j))
+        {
             if !tallies.0.iter().any(|t| Arc::ptr_eq(t, &judge.verdicts)) {
                 tallies.0.push(judge.verdicts.clone());
             }
         }
+    }
+
+    /// Count the verdicts of one judge built after start (an identity provider's identity).
+    pub fn register_judge(&self, judge: &super::identities::Judge) {
+        self.lock_tallies().0.push(judge.verdicts.clone());
     }
 
     fn lock_tallies(&self) -> std::sync::MutexGuard<'_, (Vec<Arc<VerdictCounts>>, Retired)> {

@@ -19,6 +19,7 @@
 //! | `modern.rs` | the stateless 2026-07-28 revision: header/body checks, `server/discover`, era negotiation |
 //! | `stateless.rs` | serving that revision: each identity's session-based conversation, ids and progress mapped |
 //! | `reload.rs` | policy and token-file changes without a restart: watch, rebuild off the I/O thread, swap |
+//! | `oauth.rs` | identities from the identity provider: its signed access tokens, its key set, the resource metadata |
 //! | `metrics.rs` | `/metrics` (Prometheus) on its own listener, for `--metrics-reader` identities only |
 
 pub mod connections;
@@ -26,6 +27,11 @@ pub mod conversation;
 pub mod identities;
 pub mod metrics;
 pub mod modern;
+#[cfg(feature = "tls")]
+pub mod oauth;
+#[cfg(not(feature = "tls"))]
+#[path = "oauth_off.rs"]
+pub mod oauth;
 pub mod refusals;
 pub mod registry;
 pub mod reload;

@@ -103,6 +103,8 @@ pub struct Gateway {
     pub home: Option<std::path::PathBuf>,
     /// Each identity's conversation for its stateless (2026-07-28) requests.
     pub stateless: super::stateless::Backends,
+    /// The identity provider whose access tokens stand for identities (`settings.oauth`).
+    pub oauth: Option<Arc<super::oauth::OAuth>>,
 }
 
 /// Which of a gateway's paths a request is for.
@@ -278,7 +280,9 @@ async fn serve_connection<S>(
                     let gateway = &gateways[0];
                     if let Some(refusal) = gateway.check_origin(&req) {
                         refusal
-                    } else if let Err(refusal) = gateway.authenticate(&req) {
+                    } else if let Some(metadata) = gateway.resource_metadata(&req) {
+                        metadata
+                    } else if let Err(refusal) = gateway.authenticate(&req).await {
                         *refusal
                     } else {
                         plain(StatusCode::NOT_FOUND, "not found\n")
@@ -346,7 +350,7 @@ impl Gateway {
         if let Some(refusal) = self.check_origin(&req) {
             return refusal;
         }
-        let identity = match self.authenticate(&req) {
+        let identity = match self.authenticate(&req).await {
             Ok(identity) => identity,
             Err(refusal) => return *refusal,
         };
@@ -422,9 +426,29 @@ impl Gateway {
         })
     }
 
-    /// The identity of the bearer token or of the connection's client certificate,
-    /// `None` when neither is required. Both may be presented only for the same identity.
-    fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
+    /// The protected-resource metadata (RFC 9728), if the request asks for it: served
+    /// to anyone (a client reads it to learn where to get a token).
+    fn resource_metadata(&self, req: &Request<Incoming>) -> Option<Response<Reply>> {
+        let body = self.oauth.as_ref()?.metadata_at(req.uri().path())?;
+        if req.method() != Method::GET {
+            let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET"));
+            return Some(r);
+        }
+        Some(
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Reply::text(body))
+                .unwrap_or_else(|_| Response::new(Reply::empty())),
+        )
+    }
+
+    /// The identity of the bearer token (the token file's, or the identity provider's
+    /// access token) or of the connection's client certificate, `None` when neither is
+    /// required. Both may be presented only for the same identity.
+    async fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<Arc<str>>, Refusal> {
         let peer = req.extensions().get::<Peer>().map(|p| p.0);
         // One `stat` of the token file: a change since the last request (or watch tick)
         // is read and its revocations applied before this request is let in.
@@ -445,32 +469,126 @@ impl Gateway {
         let cert = req.extensions().get::<Arc<super::tls::ClientCertificate>>();
         let presented = bearer_token(req);
         let by_cert = cert.map(|c| self.tokens.identify_certificate(&c.names));
-        let why = match (presented.map(|t| self.tokens.identify(t)), by_cert) {
+        let mut rejection = None;
+        let by_token = match presented {
+            None => None,
+            Some(token) => match self.tokens.identify(token) {
+                Some(name) => Some(Some(name)),
+                None => match &self.oauth {
+                    Some(oauth) if super::oauth::OAuth::looks_like_jwt(token) => {
+                        match self.federated(oauth, token).await {
+                            Ok(name) => Some(Some(name)),
+                            Err(Err(refusal)) => return Err(refusal),
+                            Err(Ok(r)) => {
+                                rejection = Some(r);
+                                Some(None)
+                            }
+                        }
+                    }
+                    _ => Some(None),
+                },
+            },
+        };
+        let unknown = rejection.as_ref().map(super::oauth::Rejection::reason);
+        let why = match (by_token, by_cert) {
             (Some(Some(name)), None | Some(Err(_))) => return Ok(Some(name)),
             (Some(Some(name)), Some(Ok(by_cert))) if name == by_cert => return Ok(Some(name)),
             (Some(Some(_)), Some(Ok(_))) => {
                 "the bearer token and the client certificate stand for different identities"
             }
-            (Some(None), _) => "unknown bearer token",
+            (Some(None), _) => unknown.as_deref().unwrap_or("unknown bearer token"),
             (None, Some(Ok(name))) => return Ok(Some(name)),
             (None, Some(Err(why))) => why,
             (None, None) => "no bearer token",
         };
         self.audit_refusal("mcpwall:unauthenticated", why, None, req.method(), peer);
-        let mut r = rpc_error(
-            StatusCode::UNAUTHORIZED,
-            -32600,
-            "unauthorized: a valid bearer token or client certificate is required",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        let scope = matches!(rejection, Some(super::oauth::Rejection::Scope(_)));
+        let mut r = if scope {
+            rpc_error(
+                StatusCode::FORBIDDEN,
+                -32600,
+                "forbidden: the access token lacks a scope this gateway requires",
+            )
+        } else {
+            rpc_error(
+                StatusCode::UNAUTHORIZED,
+                -32600,
+                "unauthorized: a valid bearer token or client certificate is required",
+            )
+        };
+        let challenge = match &self.oauth {
+            Some(oauth) => oauth.challenge(rejection.as_ref()),
+            None => HeaderValue::from_static("Bearer"),
+        };
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
         Err(Box::new(r))
+    }
+
+    /// The identity an access token of the identity provider stands for, with its judge
+    /// built (off the I/O thread, the first time an identity with its groups comes).
+    /// `Err(Ok)`: the token is refused; `Err(Err)`: the gateway cannot serve it now.
+    async fn federated(
+        &self,
+        oauth: &super::oauth::OAuth,
+        token: &str,
+    ) -> Result<Arc<str>, Result<super::oauth::Rejection, Refusal>> {
+        let principal = oauth
+            .verify(token, |name| self.tokens.has_name(name))
+            .await
+            .map_err(Ok)?;
+        let judges = self.judges.current();
+        let Some(federation) = judges.federation.clone() else {
+            return Ok(principal.name);
+        };
+        if federation
+            .get(&principal.name, Some(&principal.groups))
+            .is_some()
+        {
+            return Ok(principal.name);
+        }
+        let unavailable = |why: String| {
+            self.chatter.log(
+                LogLevel::Error,
+                format_args!("no policy for {}: {why}", principal.name),
+            );
+            let mut r = rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                -32000,
+                "this identity's policy cannot be loaded now; retry later",
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            Err(Err(Box::new(r)))
+        };
+        let building = {
+            let (federation, name, groups) = (
+                federation.clone(),
+                principal.name.clone(),
+                principal.groups.clone(),
+            );
+            tokio::task::spawn_blocking(move || federation.build(&name, &groups, None))
+        };
+        let judge = match building.await {
+            Ok(Ok(judge)) => judge,
+            Ok(Err(e)) => return unavailable(e.to_string()),
+            Err(e) => return unavailable(e.to_string()),
+        };
+        match federation.insert(principal.name.clone(), &principal.groups, judge.clone()) {
+            Ok(kept) => {
+                if Arc::ptr_eq(&kept, &judge) {
+                    self.metrics.register_judge(&judge);
+                }
+                Ok(principal.name)
+            }
+            Err(e) => unavailable(e.to_string()),
+        }
     }
 
     /// Look at the token file and act on what changed: the sessions of a revoked
     /// identity end at once (on every server and transport: their streams close, their
     /// next message is refused), and so do those of clients without a token once the
-    /// first token is issued or the file becomes unusable.
+    /// first token is issued or the file becomes unusable, and those of an identity
+    /// provider's identity once its latest access token expired.
     pub fn watch_tokens(&self) {
         let Change {
             revoked,
@@ -495,6 +613,19 @@ impl Gateway {
             let text = format!("the token of {name} is gone: {ended} open session(s) ended");
             self.chatter.log(LogLevel::Info, format_args!("{text}"));
             self.audit_gateway_event("mcpwall:token_revoked", text, Some(name));
+        }
+        if let Some(oauth) = &self.oauth {
+            for name in oauth.expired() {
+                let ended = self.sessions.end_identity(Some(&name));
+                if ended == 0 {
+                    continue;
+                }
+                let text = format!(
+                    "the access token of {name} expired without a newer one: {ended} open session(s) ended"
+                );
+                self.chatter.log(LogLevel::Info, format_args!("{text}"));
+                self.audit_gateway_event("mcpwall:token_expired", text, Some(name));
+            }
         }
         if closed {
             let ended = self.sessions.end_identity(None);

@@ -296,6 +296,14 @@ impl LiveTokens {
         }
     }
 
+    /// Whether `name` is an identity of the token file now.
+    pub fn has_name(&self, name: &str) -> bool {
+        match &self.lock().store {
+            Store::Issued(tokens) => tokens.names().any(|n| n == name),
+            _ => false,
+        }
+    }
+
     /// The identity a presented token belongs to now.
     pub fn identify(&self, token: &str) -> Option<Arc<str>> {
         let identity = match &self.lock().store {

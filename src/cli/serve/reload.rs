@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::config::policy::{Policy, ServerBackend};
 use crate::config::{self, LoadOptions};
 use crate::guard::pins::ServerIdentity;
-use crate::http::identities::{JudgeError, Judges, PolicyNames, Programs};
+use crate::http::identities::{Federation, JudgeError, Judges, PolicyNames, Programs};
 use crate::http::reload::{Failed, Outcome, Rebuild, Rebuilt};
 use crate::http::tokens::Tokens;
 use crate::io::Chatter;
@@ -38,6 +38,9 @@ pub(super) struct Builder {
     pub policy: Arc<Policy>,
     pub hash: String,
     pub identities: Vec<Option<Arc<str>>>,
+    /// `settings.oauth` was set at start: identities the identity provider vouches for
+    /// get judges as they come (`Federation`).
+    pub federate: bool,
     /// `settings.shared_state` as opened at start (a change applies at the next restart):
     /// the store every judge counts in, and how long a suspension lasts.
     pub shared: Option<(
@@ -123,7 +126,7 @@ impl Builder {
             .enumerate()
             .map(|(i, front)| {
                 let own = self.own_policy(policy, &front.name);
-                let judges = Judges::build(
+                let mut judges = Judges::build(
                     own,
                     identities,
                     &front.identity,
@@ -133,6 +136,15 @@ impl Builder {
                     &self.names,
                     same.and_then(|s| s.get(i)).map(|j| &**j),
                 )?;
+                if self.federate {
+                    judges.federation = Some(Arc::new(Federation::new(
+                        Arc::new(own.clone()),
+                        front.identity.clone(),
+                        self.home.clone(),
+                        env.clone(),
+                        self.names.clone(),
+                    )));
+                }
                 if let Some((state, suspension)) = &self.shared {
                     judges.share_state(state, &front.name, *suspension);
                 }
@@ -202,6 +214,12 @@ impl Builder {
         if old.log_dir != now.log_dir || old.log_retention != now.log_retention {
             notes.push(
                 "settings.log_dir or log_retention changed: the audit log moves at the next restart"
+                    .to_string(),
+            );
+        }
+        if old.oauth != now.oauth {
+            notes.push(
+                "settings.oauth changed: the identity provider's settings change at the next restart"
                     .to_string(),
             );
         }
