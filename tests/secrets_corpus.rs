@@ -710,3 +710,76 @@ fn disguised_tokens_are_found_in_their_string() {
         assert!(find(&detector, text).is_empty(), "{text:?}");
     }
 }
+
+/// A token cut by a line break (a real one, CRLF, or `\n` written out as in a JSON string
+/// carried as text), written in groups, or written with `%XX` escapes is found, and the
+/// findings are exactly its pieces as written: the break and the text around it are left
+/// alone. A complete token at a line's end is not joined to the next line's setting.
+#[test]
+fn split_and_percent_encoded_tokens_are_found_exactly() {
+    let detector = detector();
+    let mut rng = Rng::new(0x5B117);
+    let token = format!("ghp_{}", rng.alnum(36));
+    let aws = format!("AKIA{}", rng.chars(B32, 16));
+    for brk in ["\n", "\r\n", "\\n", "\\r\\n"] {
+        for (secret, at) in [(&token, 12), (&token, 5), (&aws, 10)] {
+            let (head, tail) = secret.split_at(at);
+            let text = format!("{{\"log\": \"key {head}{brk}{tail} loaded\"}}");
+            let found = find(&detector, &text);
+            let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(got, vec![head, tail], "{text:?}");
+        }
+    }
+    let spaced: Vec<&str> = std::iter::once(&token[..12])
+        .chain(
+            (12..token.len())
+                .step_by(4)
+                .map(|i| &token[i..(i + 4).min(token.len())]),
+        )
+        .collect();
+    let text = format!("The credential {} was pasted.", spaced.join(" "));
+    let found = find(&detector, &text);
+    let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+    assert_eq!(got, spaced, "{text:?}");
+
+    let escaped: String = token
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| {
+            if i % 3 == 0 || b == b'_' {
+                format!("%{b:02X}")
+            } else {
+                char::from(b).to_string()
+            }
+        })
+        .collect();
+    let text = format!("curl 'https://api.example.test/repos?access={escaped}&per_page=5'");
+    let found = find(&detector, &text);
+    let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+    assert_eq!(got, vec![escaped.as_str()], "{text:?}");
+
+    // Hex of a token is found as its run.
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    let text = format!("payload {hex} end");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1, "{text:?}");
+    assert_eq!(&text[found[0].range.clone()], hex);
+
+    // A whole token at a line's end stays itself; the next line is not read into it.
+    for brk in ["\n", "\r\n", "\\n"] {
+        let text = format!("github_token = {token}{brk}region = eu-west-1");
+        let found = find(&detector, &text);
+        let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+        assert_eq!(got, vec![token.as_str()], "{text:?}");
+    }
+    // Short words around a break and ordinary escapes are left alone.
+    for text in [
+        "the quick brown\nfox jumps over the lazy dog",
+        "{\\n  \"name\": \"mcpwall\",\\n  \"version\": \"1.0\"\\n}",
+        "https://example.test/search?q=secret%20key%20rotation&page=2",
+        "Tokens start with ghp_\nfollowed by 36 letters and digits.",
+        "export TOKEN=ghp_XXXX\nregion = eu-west-1",
+    ] {
+        assert!(find(&detector, text).is_empty(), "{text:?}");
+    }
+}
