@@ -361,7 +361,8 @@ mod tests {
             let new = d.for_each_original(0..d.text.len(), |r| ranges.push(r));
             runs.push((d.text.clone(), ranges, new));
         });
-        assert_eq!(runs, vec![("cd_e".to_string(), vec![10..16], true)]);
+        let expected: Vec<Range<usize>> = std::iter::once(10..16).collect();
+        assert_eq!(runs, vec![("cd_e".to_string(), expected, true)]);
     }
 
     #[test]
