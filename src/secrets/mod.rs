@@ -330,9 +330,10 @@ pub struct Detector {
     min_match_len: usize,
     /// The `private-key` detector, which also names key bodies without their header.
     headless_key: Option<u32>,
-    /// Per detector: its match is the whole token from its keyword on (no `secret` group,
-    /// keyword at the start), so a hit it does not confirm may be a token cut short.
-    whole_token: Vec<bool>,
+    /// Per keyword id: some detector it triggers matches the whole token from the keyword
+    /// on (no `secret` group, keyword at the start), so a hit no finding covers may be a
+    /// token cut short. (One load per uncovered hit: on a keyword repeated, every hit is.)
+    whole_token_keyword: Vec<bool>,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -575,7 +576,7 @@ impl Detector {
             .iter()
             .position(|s| s.name == "private-key" && builtin::is_builtin(s))
             .map(|i| i as u32);
-        let whole_token = specs
+        let whole_token: Vec<bool> = specs
             .iter()
             .zip(&plans)
             .map(|(s, plan)| {
@@ -584,8 +585,17 @@ impl Detector {
                     && !s.regex.contains("<secret>")
             })
             .collect();
+        let whole_token_keyword = keywords.as_ref().map_or_else(Vec::new, |k| {
+            (0..k.len() as u32)
+                .map(|kw| {
+                    k.candidates(kw)
+                        .iter()
+                        .any(|c| whole_token[c.detector as usize])
+                })
+                .collect()
+        });
         Ok(Detector {
-            whole_token,
+            whole_token_keyword,
             specs,
             plans,
             keywords,
@@ -827,14 +837,10 @@ impl Detector {
                         last.range.end
                     }
                     _ => {
-                        if let Some(cut) = cut_hits.as_deref_mut() {
-                            let whole = keywords
-                                .candidates(kw)
-                                .iter()
-                                .any(|c| self.whole_token[c.detector as usize]);
-                            if whole {
-                                note_cut_hit(cut, pos);
-                            }
+                        if let Some(cut) = cut_hits.as_deref_mut()
+                            && self.whole_token_keyword[kw as usize]
+                        {
+                            note_cut_hit(cut, pos);
                         }
                         pos + 1
                     }
