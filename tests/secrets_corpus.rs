@@ -7,12 +7,17 @@ mod corpus;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use corpus::{B32, FORMATS, Rng, embed, encoded, encoded_negatives, fake, headless_key, negatives};
+use corpus::{
+    B32, FORMATS, Rng, embed, encoded, encoded_negatives, fake, headless_key, negatives,
+    percent_encoded, split_and_percent_negatives, written_apart,
+};
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
 
 const SAMPLES_PER_FORMAT: usize = 24;
 /// Samples of each format inside a base64 blob.
 const ENCODED_PER_FORMAT: usize = 4;
+/// Samples of each format written apart (cut by a break, in groups), and percent-encoded.
+const SPLIT_PER_FORMAT: usize = 4;
 
 fn detector() -> Detector {
     Detector::new(builtin_specs()).expect("built-ins compile")
@@ -29,6 +34,22 @@ fn covers(findings: &[Finding], secret: &Range<usize>) -> bool {
     findings
         .iter()
         .any(|f| f.range.start <= secret.start && secret.end <= f.range.end)
+}
+
+/// The keyword `secret` starts with, when `format` is a whole token from its keyword on
+/// (no `secret` group, keyword at the start): the shape a cut token is rejoined for.
+fn whole_token_keyword(detector: &Detector, format: &str, secret: &str) -> Option<String> {
+    let index = detector.specs().iter().position(|s| s.name == format)?;
+    let spec = &detector.specs()[index];
+    if spec.regex.contains("<secret>") || *spec.keyword_offset.end() != 0 {
+        return None;
+    }
+    let keyword = spec
+        .keywords
+        .iter()
+        .filter(|k| secret.starts_with(k.as_str()))
+        .max_by_key(|k| k.len())?;
+    Some(keyword.clone())
 }
 
 #[test]
@@ -111,9 +132,72 @@ fn recall_and_false_positive_rate() {
         }
     }
 
-    // Negative corpus: ordinary text that must not be flagged, also base64-encoded.
+    // Whole tokens written apart (cut by a line break, or in groups of four), and every
+    // format percent-encoded in a URL: each piece of the token is found, and the
+    // separators between them are left alone.
+    let mut apart_rows = 0;
+    for &format in FORMATS {
+        for _ in 0..SPLIT_PER_FORMAT {
+            let token = fake(format, &mut rng);
+            if let Some(keyword) = whole_token_keyword(&detector, format, &token.secret)
+                && let Some((written, pieces)) =
+                    written_apart(&token.secret, &keyword, &mut rng, |head| {
+                        !find(&detector, head).is_empty()
+                    })
+            {
+                let (text, at) = embed(
+                    &corpus::Fake {
+                        text: written.clone(),
+                        secret: written,
+                    },
+                    &mut rng,
+                );
+                let pieces: Vec<Range<usize>> = pieces
+                    .iter()
+                    .map(|p| at.start + p.start..at.start + p.end)
+                    .collect();
+                found.clear();
+                detector.find(&text, &mut cache, &mut found);
+                total += 1;
+                apart_rows += 1;
+                // Every piece is found, and nothing around the token as written is.
+                let exact = pieces.iter().all(|p| covers(&found, p))
+                    && found.iter().all(|f| {
+                        f.range.end <= at.start
+                            || f.range.start >= at.end
+                            || (at.start <= f.range.start && f.range.end <= at.end)
+                    });
+                if exact {
+                    detected += 1;
+                } else if misses.len() < 20 {
+                    misses.push(format!(
+                        "{format} written apart: {:?} in {text:?}, found {found:?}",
+                        &text[at.clone()]
+                    ));
+                }
+            }
+            if let Some((text, secret)) = percent_encoded(&fake(format, &mut rng), &mut rng) {
+                found.clear();
+                detector.find(&text, &mut cache, &mut found);
+                total += 1;
+                if covers(&found, &secret) {
+                    detected += 1;
+                } else if misses.len() < 20 {
+                    misses.push(format!(
+                        "{format} percent-encoded: {:?} in {text:?}, found {found:?}",
+                        &text[secret.clone()]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(apart_rows >= 300, "only {apart_rows} rows written apart");
+
+    // Negative corpus: ordinary text that must not be flagged, also base64-encoded, and
+    // text shaped like a token written apart or percent-encoded.
     let mut negatives = negatives(0xC0FFEE);
     negatives.extend(encoded_negatives(0xBA5E64));
+    negatives.extend(split_and_percent_negatives(0x5911));
     let mut false_positives: BTreeMap<&str, usize> = BTreeMap::new();
     let mut fp_examples = Vec::new();
     for (kind, text) in &negatives {
@@ -622,6 +706,79 @@ fn disguised_tokens_are_found_in_their_string() {
         "naïve café déjà vu — ordinary text",
         "zero\u{200B}width in prose is not a key",
         "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ",
+    ] {
+        assert!(find(&detector, text).is_empty(), "{text:?}");
+    }
+}
+
+/// A token cut by a line break (a real one, CRLF, or `\n` written out as in a JSON string
+/// carried as text), written in groups, or written with `%XX` escapes is found, and the
+/// findings are exactly its pieces as written: the break and the text around it are left
+/// alone. A complete token at a line's end is not joined to the next line's setting.
+#[test]
+fn split_and_percent_encoded_tokens_are_found_exactly() {
+    let detector = detector();
+    let mut rng = Rng::new(0x5B117);
+    let token = format!("ghp_{}", rng.alnum(36));
+    let aws = format!("AKIA{}", rng.chars(B32, 16));
+    for brk in ["\n", "\r\n", "\\n", "\\r\\n"] {
+        for (secret, at) in [(&token, 12), (&token, 5), (&aws, 10)] {
+            let (head, tail) = secret.split_at(at);
+            let text = format!("{{\"log\": \"key {head}{brk}{tail} loaded\"}}");
+            let found = find(&detector, &text);
+            let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(got, vec![head, tail], "{text:?}");
+        }
+    }
+    let spaced: Vec<&str> = std::iter::once(&token[..12])
+        .chain(
+            (12..token.len())
+                .step_by(4)
+                .map(|i| &token[i..(i + 4).min(token.len())]),
+        )
+        .collect();
+    let text = format!("The credential {} was pasted.", spaced.join(" "));
+    let found = find(&detector, &text);
+    let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+    assert_eq!(got, spaced, "{text:?}");
+
+    let escaped: String = token
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| {
+            if i % 3 == 0 || b == b'_' {
+                format!("%{b:02X}")
+            } else {
+                char::from(b).to_string()
+            }
+        })
+        .collect();
+    let text = format!("curl 'https://api.example.test/repos?access={escaped}&per_page=5'");
+    let found = find(&detector, &text);
+    let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+    assert_eq!(got, vec![escaped.as_str()], "{text:?}");
+
+    // Hex of a token is found as its run.
+    let hex: String = token.bytes().map(|b| format!("{b:02x}")).collect();
+    let text = format!("payload {hex} end");
+    let found = find(&detector, &text);
+    assert_eq!(found.len(), 1, "{text:?}");
+    assert_eq!(&text[found[0].range.clone()], hex);
+
+    // A whole token at a line's end stays itself; the next line is not read into it.
+    for brk in ["\n", "\r\n", "\\n"] {
+        let text = format!("github_token = {token}{brk}region = eu-west-1");
+        let found = find(&detector, &text);
+        let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+        assert_eq!(got, vec![token.as_str()], "{text:?}");
+    }
+    // Short words around a break and ordinary escapes are left alone.
+    for text in [
+        "the quick brown\nfox jumps over the lazy dog",
+        "{\\n  \"name\": \"mcpwall\",\\n  \"version\": \"1.0\"\\n}",
+        "https://example.test/search?q=secret%20key%20rotation&page=2",
+        "Tokens start with ghp_\nfollowed by 36 letters and digits.",
+        "export TOKEN=ghp_XXXX\nregion = eu-west-1",
     ] {
         assert!(find(&detector, text).is_empty(), "{text:?}");
     }

@@ -87,13 +87,17 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
             probe = end + MIN_RUN - 1;
             continue;
         }
-        let (end, chars, upper, hex) = run_end(text, start);
+        let (end, chars, upper, lower, hex) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
         // of nearly every group of four is), of random bytes two fifths: a run with
         // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
         // not worth decoding. A run of hex digits only is kept: it may be hex of a token.
         let kind = RunKind {
-            base64: upper * 8 >= chars,
+            // A run with no small letter at all is not base64 of anything either: base64
+            // of text or of random bytes holds them everywhere (of random bytes, 24
+            // characters without one: 4 in a million). Capitals and digits alone are a
+            // near-miss key id repeated (`AKIAAKIA…`) or base32, read as they are written.
+            base64: upper * 8 >= chars && lower > 0,
             hex: hex == chars,
         };
         if chars >= MIN_RUN && (kind.base64 || kind.hex) {
@@ -107,17 +111,20 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
 }
 
 /// The end of the run starting at `start` (after its padding), how many base64
-/// characters it holds, how many of those are capital letters and how many hex digits.
-fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize) {
+/// characters it holds, how many of those are capital letters, small letters and hex
+/// digits.
+fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize, usize) {
     let mut at = start;
     let mut chars = 0;
     let mut upper = 0;
+    let mut lower = 0;
     let mut hex = 0;
     let mut line = 0;
     loop {
         let segment = at;
         while at < text.len() && is_base64(text[at]) {
             upper += usize::from(text[at].is_ascii_uppercase());
+            lower += usize::from(text[at].is_ascii_lowercase());
             hex += usize::from(text[at].is_ascii_hexdigit());
             at += 1;
         }
@@ -138,7 +145,7 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize) {
             && text[next] == b'\n'
             && text.get(next + 1).is_some_and(|&b| is_base64(b));
         if !wrapped {
-            return (end, chars, upper, hex);
+            return (end, chars, upper, lower, hex);
         }
         at = next + 1;
         line = 0;
@@ -300,6 +307,22 @@ mod tests {
         let mut out = Vec::new();
         for_each_run(text.as_bytes(), |r, _| out.push(&text[r]));
         out
+    }
+
+    /// Capitals and digits alone (a near-miss key id repeated, base32) are not decoded as
+    /// base64: decoding 1 MiB of `AKIA` repeated and scanning it again was a tenth of that
+    /// text's scan.
+    #[test]
+    fn runs_without_small_letters_are_not_base64() {
+        let mut kinds = Vec::new();
+        let akia = "AKIA".repeat(64);
+        for_each_run(akia.as_bytes(), |_, kind| kinds.push(kind.base64));
+        assert!(kinds.is_empty(), "{kinds:?}");
+        kinds.clear();
+        for_each_run(b"QUtJQVE3WksyTTRYVzNITjVKUFI=", |_, kind| {
+            kinds.push(kind.base64)
+        });
+        assert_eq!(kinds, vec![true]);
     }
 
     #[test]

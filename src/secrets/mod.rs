@@ -39,6 +39,12 @@
 //!    KEY-----` line) is named `private-key`; base64 runs are decoded and the decoded
 //!    text is scanned by steps 1-5 (one level); a finding there marks the whole run
 //!    (`encoded.rs`).
+//! 6. A provider token cut short at a separator (a line break, `\n` written out, or single
+//!    spaces between groups) is rejoined with the pieces after it, and a run of URL
+//!    characters holding `%XX` escapes is decoded; each is scanned by steps 1-5, and a
+//!    finding that crosses a separator or holds an escape is mapped back to exactly the
+//!    bytes of its pieces (`split.rs`). Only a keyword hit that no finding covers starts a
+//!    rejoin, so text with no cut token pays nothing for it.
 //!
 //! Findings are leftmost and non-overlapping. When two matches overlap (a generic
 //! `token = …` value that is also a GitHub token) they are merged into one finding
@@ -67,6 +73,7 @@ mod encoded;
 mod engine;
 mod entropy;
 mod prefilter;
+mod split;
 mod walk;
 
 use std::ops::{Range, RangeInclusive};
@@ -323,6 +330,10 @@ pub struct Detector {
     min_match_len: usize,
     /// The `private-key` detector, which also names key bodies without their header.
     headless_key: Option<u32>,
+    /// Per keyword id: some detector it triggers matches the whole token from the keyword
+    /// on (no `secret` group, keyword at the start), so a hit no finding covers may be a
+    /// token cut short. (One load per uncovered hit: on a keyword repeated, every hit is.)
+    whole_token_keyword: Vec<bool>,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -392,6 +403,11 @@ pub struct DetectorCache {
     /// The decoded text of a base64 run, and what was found in it.
     decoded: String,
     decoded_findings: Vec<Finding>,
+    /// Keyword hits of whole-token formats that no finding covered, as `(first, last)`
+    /// of each cluster of nearby hits: where a token may be cut (`split.rs`).
+    cut_hits: Vec<(usize, usize)>,
+    /// A rejoined or percent-decoded text (`split.rs`).
+    derived: split::Derived,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -560,7 +576,26 @@ impl Detector {
             .iter()
             .position(|s| s.name == "private-key" && builtin::is_builtin(s))
             .map(|i| i as u32);
+        let whole_token: Vec<bool> = specs
+            .iter()
+            .zip(&plans)
+            .map(|(s, plan)| {
+                plan.keywords.is_some()
+                    && *s.keyword_offset.end() == 0
+                    && !s.regex.contains("<secret>")
+            })
+            .collect();
+        let whole_token_keyword = keywords.as_ref().map_or_else(Vec::new, |k| {
+            (0..k.len() as u32)
+                .map(|kw| {
+                    k.candidates(kw)
+                        .iter()
+                        .any(|c| whole_token[c.detector as usize])
+                })
+                .collect()
+        });
         Ok(Detector {
+            whole_token_keyword,
             specs,
             plans,
             keywords,
@@ -585,6 +620,8 @@ impl Detector {
             joined_findings: Vec::new(),
             decoded: String::new(),
             decoded_findings: Vec::new(),
+            cut_hits: Vec::new(),
+            derived: split::Derived::default(),
             owner: self.id,
         }
     }
@@ -615,12 +652,104 @@ impl Detector {
             *cache = self.cache();
         }
         let mut acc = Acc::new(out);
-        self.find_plain(text, cache, &mut acc);
+        let mut cut_hits = std::mem::take(&mut cache.cut_hits);
+        cut_hits.clear();
+        self.find_plain(text, cache, &mut acc, Some(&mut cut_hits));
         self.find_encoded(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
+        if !cut_hits.is_empty() {
+            self.find_cut(text, &cut_hits, cache, &mut acc);
+        }
+        cache.cut_hits = cut_hits;
+        self.find_percent_encoded(text, cache, &mut acc);
         acc.finish();
+    }
+
+    /// Tokens cut short at a separator (`split::rejoin`), from the keyword hits no finding
+    /// covered: each is rejoined with the pieces after it and scanned again, and a
+    /// finding that crosses a separator is added as one finding per piece,
+    /// so a redaction leaves the separators and everything around the token in place.
+    fn find_cut(
+        &self,
+        text: &str,
+        cut_hits: &[(usize, usize)],
+        cache: &mut DetectorCache,
+        acc: &mut Acc<'_>,
+    ) {
+        let mut derived = std::mem::take(&mut cache.derived);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        let mut read_to = 0;
+        for &(first, last) in cut_hits {
+            for hit in [first, last] {
+                if hit < read_to {
+                    continue;
+                }
+                let Some(end) = split::rejoin(text.as_bytes(), hit, &mut derived) else {
+                    continue;
+                };
+                read_to = end;
+                // The pieces after a token's last one may be words of the text (`… 65EB
+                // from environment`), read in because they looked like more groups:
+                // without them (two at most), the token is found.
+                for _ in 0..=MAX_PIECES_DROPPED {
+                    if self.add_derived(&derived, cache, &mut inner, acc) > 0
+                        || !derived.drop_last_piece()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+        cache.derived = derived;
+        cache.decoded_findings = inner;
+    }
+
+    /// Tokens written with `%XX` escapes (`split::for_each_percent_run`): each run of
+    /// URL characters holding one is decoded and scanned, and a finding that holds an
+    /// escape is mapped back to the bytes as written.
+    fn find_percent_encoded(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        let mut derived = std::mem::take(&mut cache.derived);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        split::for_each_percent_run(text.as_bytes(), &mut derived, |d| {
+            self.add_derived(d, cache, &mut inner, acc);
+        });
+        cache.derived = derived;
+        cache.decoded_findings = inner;
+    }
+
+    /// Scans a derived text and adds what it alone holds, mapped back to the original
+    /// bytes; returns how many of its findings were new. (A rejoined text holds token
+    /// characters only, so no labelled row reads a label from one line and a value from
+    /// the next; a finding there is named after the first row of the overlapping matches,
+    /// which need not be the whole-token format whose hit started the rejoin.)
+    fn add_derived(
+        &self,
+        derived: &split::Derived,
+        cache: &mut DetectorCache,
+        inner: &mut Vec<Finding>,
+        acc: &mut Acc<'_>,
+    ) -> usize {
+        inner.clear();
+        let mut inner_acc = Acc::new(inner);
+        self.find_plain(&derived.text, cache, &mut inner_acc, None);
+        inner_acc.finish();
+        let mut pieces = Vec::new();
+        let mut added = 0;
+        for f in inner.iter() {
+            pieces.clear();
+            if derived.for_each_original(f.range.clone(), |r| pieces.push(r)) {
+                added += 1;
+                for range in pieces.drain(..) {
+                    acc.add(Finding {
+                        detector: f.detector,
+                        range,
+                    });
+                }
+            }
+        }
+        added
     }
 
     /// Tokens disguised inside one string: an invisible character inside a token
@@ -642,7 +771,7 @@ impl Detector {
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         inner.clear();
         let mut inner_acc = Acc::new(&mut inner);
-        self.find_plain(&form, cache, &mut inner_acc);
+        self.find_plain(&form, cache, &mut inner_acc, None);
         inner_acc.finish();
         let found_before = acc.count();
         if inner.len() > found_before {
@@ -654,8 +783,16 @@ impl Detector {
         cache.decoded_findings = inner;
     }
 
-    /// The detectors over `text` as written, and key bodies without their header.
-    fn find_plain(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+    /// The detectors over `text` as written, and key bodies without their header. With
+    /// `cut_hits`, the keyword hits of whole-token formats that no finding covers are
+    /// collected there (see [`DetectorCache::cut_hits`]).
+    fn find_plain(
+        &self,
+        text: &str,
+        cache: &mut DetectorCache,
+        acc: &mut Acc<'_>,
+        mut cut_hits: Option<&mut Vec<(usize, usize)>>,
+    ) {
         cache.scan = cache.scan.wrapping_add(1);
         let scan = cache.scan;
         if let Some(keywords) = &self.keywords {
@@ -699,7 +836,14 @@ impl Detector {
                     {
                         last.range.end
                     }
-                    _ => pos + 1,
+                    _ => {
+                        if let Some(cut) = cut_hits.as_deref_mut()
+                            && self.whole_token_keyword[kw as usize]
+                        {
+                            note_cut_hit(cut, pos);
+                        }
+                        pos + 1
+                    }
                 }
             });
         }
@@ -749,13 +893,13 @@ impl Detector {
             // capital letters for base64 of anything is not decoded as base64.
             if kind.hex && encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded) {
                 let mut inner_acc = Acc::new(&mut inner);
-                self.find_plain(&decoded, cache, &mut inner_acc);
+                self.find_plain(&decoded, cache, &mut inner_acc, None);
                 inner_acc.finish();
             }
             if inner.is_empty() && kind.base64 {
                 encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
                 let mut inner_acc = Acc::new(&mut inner);
-                self.find_plain(&decoded, cache, &mut inner_acc);
+                self.find_plain(&decoded, cache, &mut inner_acc, None);
                 inner_acc.finish();
             }
             if let Some(first) = inner.first() {
@@ -948,6 +1092,22 @@ impl Detector {
                 at += 1;
             }
         }
+    }
+}
+
+/// Trailing pieces of a rejoined token dropped, one at a time, when it finds nothing.
+const MAX_PIECES_DROPPED: usize = 2;
+
+/// Hits this close to the last one join its cluster: on a keyword repeated (`AKIAAKIA…`)
+/// every hit is uncovered, and a cluster keeps two of them, not one per hit.
+const CUT_HIT_CLUSTER_GAP: usize = 16;
+
+/// Adds an uncovered keyword hit at `pos` to `cut` (see [`DetectorCache::cut_hits`]).
+#[inline]
+fn note_cut_hit(cut: &mut Vec<(usize, usize)>, pos: usize) {
+    match cut.last_mut() {
+        Some((_, last)) if pos <= *last + CUT_HIT_CLUSTER_GAP => *last = pos,
+        _ => cut.push((pos, pos)),
     }
 }
 

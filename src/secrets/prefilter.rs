@@ -169,6 +169,11 @@ impl Keywords {
         &self.candidates[keyword as usize]
     }
 
+    /// How many keywords there are (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.candidates.len()
+    }
+
     /// Calls `f(position, keyword id)` for every position of `text` where a keyword
     /// starts, in increasing order (the longest keyword when several start there).
     /// `f` returns the position to continue from (at least `position + 1`), which

@@ -1640,3 +1640,226 @@ pub fn encoded_negatives(seed: u64) -> Vec<(&'static str, String)> {
     }
     out
 }
+
+/// The characters a cut token is rejoined over (`src/secrets/split.rs`).
+fn is_token_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'+' | b'/' | b'=')
+}
+
+/// A whole token (`secret`, which starts with `keyword`) written apart, as a terminal,
+/// an editor or a person does: cut by a line break (`\n`, `\r\n`, or `\n` written out as
+/// in a JSON string carried inside text) somewhere after its keyword where what comes
+/// before the cut is not a token of its own (`is_token(head)` is false: the token is
+/// shorter than its format there), or written in groups of four after its first 12
+/// characters. Returns the text written and the byte ranges of the token's pieces in it
+/// (the separators between them are not part of the secret); `None` when the token is
+/// too short, not one run of token characters, or a token at every cut tried.
+pub fn written_apart(
+    secret: &str,
+    keyword: &str,
+    r: &mut Rng,
+    is_token: impl Fn(&str) -> bool,
+) -> Option<(String, Vec<std::ops::Range<usize>>)> {
+    let b = secret.as_bytes();
+    if !b.iter().all(|&c| is_token_char(c)) || b.len() < keyword.len() + 8 {
+        return None;
+    }
+    let mut cuts = Vec::new();
+    let sep = match r.below(4) {
+        3 => {
+            if b.len() < 20 {
+                return None;
+            }
+            let mut at = 12.max(keyword.len() + 8);
+            while at < b.len() {
+                cuts.push(at);
+                at += 4;
+            }
+            " "
+        }
+        k => {
+            let cut = (0..10)
+                .map(|_| r.range(keyword.len() + 1, b.len() - 1))
+                .find(|&cut| !is_token(&secret[..cut]))?;
+            cuts.push(cut);
+            ["\n", "\r\n", "\\n"][k]
+        }
+    };
+    if cuts.first().is_some_and(|&cut| is_token(&secret[..cut])) {
+        return None;
+    }
+    let mut text = String::new();
+    let mut pieces = Vec::new();
+    let mut from = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&b.len())) {
+        if from > 0 {
+            text.push_str(sep);
+        }
+        pieces.push(text.len()..text.len() + cut - from);
+        text.push_str(&secret[from..cut]);
+        from = cut;
+    }
+    Some((text, pieces))
+}
+
+/// `fake` percent-encoded whole (label and all) the way a URL's query carries a value:
+/// every character outside `[A-Za-z0-9_.~-]` escaped, and some letters and digits too.
+/// `None` for a secret with whitespace or a backslash in it (a key block): nobody passes
+/// those in a URL.
+pub fn percent_encoded(fake: &Fake, r: &mut Rng) -> Option<(String, std::ops::Range<usize>)> {
+    if fake
+        .secret
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b == b'\\')
+    {
+        return None;
+    }
+    let mut encode = |s: &str, force_one: bool| {
+        let mut escaped = String::new();
+        let mut escapes = 0;
+        for b in s.bytes() {
+            let plain = b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'~' | b'-');
+            if !plain || r.below(4) == 0 {
+                escaped.push_str(&format!("%{b:02X}"));
+                escapes += 1;
+            } else {
+                escaped.push(char::from(b));
+            }
+        }
+        if force_one && escapes == 0 {
+            escaped = format!("%{:02X}{}", s.as_bytes()[0], &escaped[1..]);
+        }
+        escaped
+    };
+    let at = fake
+        .text
+        .find(&fake.secret)
+        .expect("secret is part of the text");
+    let head = encode(&fake.text[..at], false);
+    let secret = encode(&fake.secret, true);
+    let tail = encode(&fake.text[at + fake.secret.len()..], false);
+    let before = format!(
+        "GET https://api.example.test/v{}/items?q={head}",
+        r.range(1, 3)
+    );
+    let text = format!("{before}{secret}{tail} HTTP/1.1");
+    Some((text, before.len()..before.len() + secret.len()))
+}
+
+/// Ordinary text shaped like what the rejoin and percent-decoding passes read, which must
+/// not be flagged: prose wrapped at a fixed width, a complete key followed by the next
+/// line's setting, identifiers and hashes broken by breaks, words about token prefixes,
+/// base64 and hex wrapped in lines, stringified JSON with `\n` escapes, URLs full of
+/// escapes.
+pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    for _ in 0..200 {
+        let n = r.range(30, 200);
+        let prose = lorem(r, n);
+        let width = r.range(20, 80);
+        let mut wrapped = String::new();
+        for (i, c) in prose.chars().enumerate() {
+            if i > 0 && i % width == 0 {
+                wrapped.push_str(["\n", "\r\n", "\\n", " "][r.below(4)]);
+            }
+            wrapped.push(c);
+        }
+        out.push(("prose wrapped mid-word", wrapped));
+    }
+    for _ in 0..200 {
+        let words = r.range(2, 6);
+        let ident: Vec<String> = (0..words).map(|_| lorem(r, 1)).collect();
+        let snake = ident.join("_");
+        let at = r.range(1, snake.len() - 1);
+        out.push((
+            "identifier split by a break",
+            format!(
+                "let {}\n{} = compute_{}();",
+                &snake[..at],
+                &snake[at..],
+                uuid(r).replace('-', "_")
+            ),
+        ));
+    }
+    for _ in 0..200 {
+        let prefix = r.pick(&[
+            "ghp_",
+            "AKIA",
+            "glpat-",
+            "xoxb-",
+            "sk-ant-",
+            "npm_",
+            "github_pat_",
+            "hf_",
+            "sk_live_",
+        ]);
+        let brk = r.pick(&["\n", "\r\n", "\\n", " "]);
+        let text = match r.below(4) {
+            0 => format!("Tokens start with {prefix}{brk}followed by random characters."),
+            1 => format!(
+                "export TOKEN={prefix}{}{brk}region = eu-west-1",
+                r.pick(&["...", "<redacted>", "XXXX", ""])
+            ),
+            2 => {
+                format!("- the {prefix} prefix{brk}marks a credential; rotate_it_every_ninety_days")
+            }
+            _ => format!("{prefix}example{brk}{}", lorem(r, 6)),
+        };
+        out.push(("words about a token prefix", text));
+    }
+    for _ in 0..200 {
+        let lines: Vec<String> = (0..r.range(2, 8))
+            .map(|_| format!("\"{}\": \"{}\"", lorem(r, 1), lorem(r, 2)))
+            .collect();
+        out.push((
+            "stringified JSON",
+            format!("{{\\n  {}\\n}}", lines.join(",\\n  ")),
+        ));
+    }
+    for _ in 0..200 {
+        let n = r.range(2, 8);
+        let q: String = lorem(r, n)
+            .bytes()
+            .map(|b| match b {
+                b' ' => "%20".to_string(),
+                b',' | b'.' => format!("%{b:02X}"),
+                _ => char::from(b).to_string(),
+            })
+            .collect();
+        let s = match r.below(3) {
+            0 => format!("https://www.example.test/search?q={q}&lang=en"),
+            1 => format!(
+                "file:///home/dev/My%20Documents/{}%20{}.txt",
+                lorem(r, 1),
+                r.range(1, 99)
+            ),
+            _ => format!(
+                "GET /api/v2/items?filter={q}&sort=-created_at&id={} 200",
+                uuid(r)
+            ),
+        };
+        out.push(("URL with escapes", s));
+    }
+    for _ in 0..100 {
+        let sha = r.hex(40);
+        let (a, b) = sha.split_at(r.range(8, 32));
+        out.push((
+            "hash split by a break",
+            format!("commit {a}\n{b}\nAuthor: Dev"),
+        ));
+    }
+    for _ in 0..100 {
+        let len = r.range(120, 600);
+        let url = r.below(2) == 0;
+        let blob = base64(&r.bytes(len), url);
+        let width = *r.pick(&[&64usize, &76]);
+        let lines: Vec<&str> = blob
+            .as_bytes()
+            .chunks(width)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        out.push(("base64 wrapped in lines", lines.join("\n")));
+    }
+    out
+}

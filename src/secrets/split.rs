@@ -1,0 +1,375 @@
+//! Tokens written apart inside one text: a provider token cut by a line break (`\n`,
+//! `\r\n`, or those escapes written out as in a JSON string carried inside text), or
+//! split into groups by single spaces; and tokens written with `%XX` escapes (a URL's
+//! query, a form body).
+//!
+//! Neither pass reads text on its own account. A token cut short is found from the
+//! keyword scan: a hit of a whole-token format (`ghp_`, `AKIA`, `xoxb-`) that no finding
+//! covers is a token shorter than its format at that point, and only there is the text
+//! read on, to the end of the hit's run of token characters and across a separator to
+//! the pieces after it ([`rejoin`]). A token whose run is complete is a finding of its own
+//! and is never joined to the next line, so `ghp_…\nregion = eu-west-1` stays two
+//! things. `%XX` escapes are found by one `memchr` for `%`: only a `%` followed by two
+//! hex digits starts a run to decode ([`for_each_percent_run`]).
+//!
+//! Each shape is rebuilt into a short derived text with, for every derived byte, the
+//! original bytes it came from ([`Derived`]); the plain detectors scan it, and a finding
+//! there is kept only when it crosses a separator or holds an escape (the plain scan has
+//! judged everything else), mapped back to exactly the original bytes of the token:
+//! the separator between two pieces is not part of any finding, and neither is any
+//! text around them.
+
+use std::ops::Range;
+
+/// The longest piece of a token looked at on either side of a separator (a 1Password
+/// service-account token is ~600 characters): a longer run of token characters around a
+/// hit is not a cut token, and this bounds the bytes read per hit.
+const MAX_PIECE: usize = 1024;
+/// The longest rejoined token: a chain stops once it holds this many bytes.
+const MAX_REJOINED: usize = 2048;
+/// Indentation skipped after a line break (a token wrapped inside an indented block).
+const MAX_INDENT: usize = 8;
+/// A token split by spaces must already be this long before its first space, counted
+/// from its keyword's start, and hold a digit or a capital letter after the keyword: a
+/// keyword alone or with a word after it, then prose (`the ghp_ prefix of a token`,
+/// `glpat-example lorem ipsum dolor`), is a word about tokens, not a token.
+const MIN_HEAD_BEFORE_SPACE: usize = 12;
+/// A piece that ends at a separator is a middle piece of a token only when it is this
+/// long (lines of a wrapped token, groups of a spaced one); a short word there ends the
+/// chain.
+const MIN_MIDDLE_PIECE: usize = 4;
+
+/// A character a provider token is made of (base64, base64url, JWT dots).
+#[inline]
+pub(super) fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'/' | b'=')
+}
+
+/// What separates two pieces of a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Separator {
+    /// `\n`, `\r\n`, or `\n`/`\r\n` written out, then up to [`MAX_INDENT`] spaces or tabs.
+    Break,
+    /// One space or tab.
+    Space,
+}
+
+/// The separator starting at `at` and its length, when a token character follows it.
+fn separator_at(text: &[u8], at: usize) -> Option<(Separator, usize)> {
+    let rest = &text[at..];
+    let (kind, mut len) = if rest.starts_with(b"\r\n") || rest.starts_with(b"\\n") {
+        (Separator::Break, 2)
+    } else if rest.starts_with(b"\n") {
+        (Separator::Break, 1)
+    } else if rest.starts_with(b"\\r\\n") {
+        (Separator::Break, 4)
+    } else if rest.starts_with(b" ") || rest.starts_with(b"\t") {
+        (Separator::Space, 1)
+    } else {
+        return None;
+    };
+    if kind == Separator::Break {
+        let indent = rest[len..]
+            .iter()
+            .take(MAX_INDENT)
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        len += indent;
+    }
+    rest.get(len)
+        .is_some_and(|&b| is_token_byte(b))
+        .then_some((kind, len))
+}
+
+/// A derived text and where each of its bytes came from.
+#[derive(Debug, Default)]
+pub(super) struct Derived {
+    /// The rebuilt text (ASCII only).
+    pub text: String,
+    /// `origin[i]`: the offset in the original of the first byte that gave `text[i]`.
+    origin: Vec<usize>,
+    /// `origin_end[i]`: one past the last original byte that gave `text[i]`.
+    origin_end: Vec<usize>,
+    /// Where each piece of a rejoined token after the first one past the cut starts in
+    /// `text`: the words after a token's last group may have been read as more pieces.
+    later_pieces: Vec<usize>,
+}
+
+impl Derived {
+    fn clear(&mut self) {
+        self.later_pieces.clear();
+        self.text.clear();
+        self.origin.clear();
+        self.origin_end.clear();
+    }
+
+    fn push(&mut self, byte: u8, from: Range<usize>) {
+        // ASCII only: the derived text must stay UTF-8, and credentials are ASCII.
+        let byte = if (b' '..=b'~').contains(&byte) {
+            byte
+        } else {
+            b' '
+        };
+        self.text.push(char::from(byte));
+        self.origin.push(from.start);
+        self.origin_end.push(from.end);
+    }
+
+    /// Drops the last piece, unless it is the one right after the cut.
+    pub fn drop_last_piece(&mut self) -> bool {
+        let Some(at) = self.later_pieces.pop() else {
+            return false;
+        };
+        self.text.truncate(at);
+        self.origin.truncate(at);
+        self.origin_end.truncate(at);
+        true
+    }
+
+    /// Copies `text[range]` as it is.
+    fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
+        for i in range {
+            self.push(text[i], i..i + 1);
+        }
+    }
+
+    /// Calls `f` with each run of original bytes that gave `self.text[range]`, in order:
+    /// one run when nothing was removed inside, one per piece across separators.
+    /// Returns whether the finding is new to the plain scan: it crosses a separator, or
+    /// an escape lies inside it.
+    pub fn for_each_original(&self, range: Range<usize>, mut f: impl FnMut(Range<usize>)) -> bool {
+        if range.is_empty() || range.end > self.origin.len() {
+            return false;
+        }
+        let mut start = self.origin[range.start];
+        let mut pieces = 0;
+        for i in range.start..range.end {
+            let last = i + 1 == range.end;
+            if last || self.origin[i + 1] != self.origin_end[i] {
+                f(start..self.origin_end[i]);
+                pieces += 1;
+                if !last {
+                    start = self.origin[i + 1];
+                }
+            }
+        }
+        let span = self.origin_end[range.end - 1] - self.origin[range.start];
+        pieces > 1 || span != range.len()
+    }
+}
+
+/// The end of the run of token characters from `from`, unless it runs on past `limit`.
+fn run_end(text: &[u8], from: usize, limit: usize) -> Option<usize> {
+    let limit = limit.min(text.len());
+    let mut at = from;
+    while at < limit && is_token_byte(text[at]) {
+        at += 1;
+    }
+    (at < limit || at == text.len()).then_some(at)
+}
+
+/// Whether `text[at]` is the letter of a backslash escape written out.
+fn escaped(text: &[u8], at: usize) -> bool {
+    at >= 1 && text[at - 1] == b'\\'
+}
+
+/// The length of the line that ends at `end`: from the last line break (real or written
+/// out) or the start of the text; `None` when it is longer than [`MAX_PIECE`].
+fn line_len(text: &[u8], end: usize) -> Option<usize> {
+    let floor = end.saturating_sub(MAX_PIECE);
+    let mut at = end;
+    while at > floor {
+        let b = text[at - 1];
+        if b == b'\n' || (b == b'n' && escaped(text, at - 1)) {
+            return Some(end - at);
+        }
+        at -= 1;
+    }
+    (at == 0).then_some(end)
+}
+
+/// Rebuilds into `out` the token a keyword hit at `hit` begins when its run of token
+/// characters ends at a separator: the run, then each following piece, without the
+/// separators. Returns the end of what was read (a later hit before it is part of the
+/// same token), or `None` when the hit's run is not cut.
+///
+/// The piece after the cut is always read; a chain goes on past a piece only when that
+/// piece has the shape of a token's middle: for line breaks, as long as the line the
+/// token started on (a token wrapped at a terminal's or an editor's width), for spaces,
+/// as long as the first group (a token written in groups). So the line after a token's
+/// last piece (`…\nLOG_LEVEL=info`) is not read into it.
+pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize> {
+    let end = run_end(text, hit, hit + MAX_PIECE)?;
+    let (kind, sep_len) = separator_at(text, end)?;
+    if kind == Separator::Space
+        && (end - hit < MIN_HEAD_BEFORE_SPACE
+            || !text[hit + 3..end]
+                .iter()
+                .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase()))
+    {
+        return None;
+    }
+    // The token starts at its keyword: what comes before it in the run (`TOKEN=`) is not
+    // read, so no labelled row takes a label from before the cut and a value across it.
+    // A keyword inside a word is not a token's start.
+    if hit > 0
+        && (text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
+        && !escaped(text, hit - 1)
+    {
+        return None;
+    }
+    let start = hit;
+    let width = match kind {
+        Separator::Break => line_len(text, end),
+        Separator::Space => None,
+    };
+    out.clear();
+    out.push_verbatim(text, start..end);
+    let mut at = end + sep_len;
+    let mut width = width;
+    let mut after_cut = 0;
+    while out.text.len() < MAX_REJOINED {
+        let piece_end = run_end(text, at, at + MAX_PIECE)?;
+        if after_cut > 0 {
+            out.later_pieces.push(out.text.len());
+        }
+        after_cut += 1;
+        out.push_verbatim(text, at..piece_end);
+        let len = piece_end - at;
+        let middle = len >= MIN_MIDDLE_PIECE && *width.get_or_insert(len) == len;
+        match separator_at(text, piece_end) {
+            Some((k, n)) if k == kind && middle => at = piece_end + n,
+            _ => return Some(piece_end),
+        }
+    }
+    Some(at)
+}
+
+/// A character of a URL or form body that a `%XX` run is read over.
+#[inline]
+fn is_url_byte(b: u8) -> bool {
+    b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'`' | b'<' | b'>' | b'&' | b'\\')
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|v| v as u8)
+}
+
+/// The byte escaped at `at` when `text[at..]` starts with `%` and two hex digits.
+fn escape_at(text: &[u8], at: usize) -> Option<u8> {
+    if text.get(at) != Some(&b'%') {
+        return None;
+    }
+    let high = hex_value(*text.get(at + 1)?)?;
+    let low = hex_value(*text.get(at + 2)?)?;
+    Some(high << 4 | low)
+}
+
+/// Calls `f(derived)` for each run of URL characters holding a `%XX` escape, decoded
+/// (each escape becomes its byte; a byte outside printable ASCII, a space). Runs do not
+/// overlap, so each byte of `text` is decoded once at most.
+pub(super) fn for_each_percent_run(text: &[u8], out: &mut Derived, mut f: impl FnMut(&Derived)) {
+    let mut done = 0;
+    for pct in memchr::memchr_iter(b'%', text) {
+        if pct < done || escape_at(text, pct).is_none() {
+            continue;
+        }
+        let mut start = pct;
+        while start > done && is_url_byte(text[start - 1]) {
+            start -= 1;
+        }
+        let mut end = pct;
+        while end < text.len() && is_url_byte(text[end]) {
+            end += 1;
+        }
+        out.clear();
+        let mut at = start;
+        while at < end {
+            match escape_at(text, at) {
+                Some(byte) if at + 3 <= end => {
+                    out.push(byte, at..at + 3);
+                    at += 3;
+                }
+                _ => {
+                    out.push(text[at], at..at + 1);
+                    at += 1;
+                }
+            }
+        }
+        f(out);
+        done = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejoined(text: &str, hit: usize) -> Option<(String, usize)> {
+        let mut out = Derived::default();
+        let end = rejoin(text.as_bytes(), hit, &mut out)?;
+        Some((out.text.clone(), end))
+    }
+
+    #[test]
+    fn a_cut_run_is_rejoined_across_breaks_of_one_kind() {
+        assert_eq!(
+            rejoined("x ghp_abc\ndef\r\nghi z", 2),
+            Some(("ghp_abcdef".into(), 13))
+        );
+        // A chain goes on while its lines are as wide as the first one.
+        assert_eq!(
+            rejoined("ghp_ab\\nghp_cd\\nefghij\\nkl\\nLOG=1", 8),
+            Some(("ghp_cdefghijkl".into(), 26))
+        );
+        assert_eq!(
+            rejoined("SETTING=ghp_ab\nrest_of_it\nLOG_LEVEL=info", 8),
+            Some(("ghp_abrest_of_it".into(), 25))
+        );
+        // Indentation after a break is skipped; a spaced token needs a long head.
+        assert_eq!(
+            rejoined("ghp_ab\n    cdef", 0),
+            Some(("ghp_abcdef".into(), 15))
+        );
+        assert_eq!(rejoined("ghp_ab cdef", 0), None);
+        assert_eq!(
+            rejoined("ghp_aBcdefgh ijkl mnop qr", 0),
+            Some(("ghp_aBcdefghijklmnopqr".into(), 25))
+        );
+        // A run that is not cut, or runs on too long, is not read.
+        assert_eq!(rejoined("ghp_abcdef, next", 0), None);
+        assert_eq!(rejoined(&format!("ghp_{}\nx", "a".repeat(1100)), 0), None);
+        // A spaced head of one word is not a token's.
+        assert_eq!(rejoined("glpat-example lorem ipsum dolor", 0), None);
+    }
+
+    #[test]
+    fn findings_map_back_to_the_pieces_as_written() {
+        let text = b"k ghp_ab\r\ncd%5Fe";
+        let mut out = Derived::default();
+        rejoin(text, 2, &mut out).unwrap();
+        assert_eq!(out.text, "ghp_abcd");
+        let mut pieces = Vec::new();
+        assert!(out.for_each_original(0..8, |r| pieces.push(r)));
+        assert_eq!(pieces, vec![2..8, 10..12]);
+        // Inside one piece nothing is new.
+        assert!(!out.for_each_original(0..4, |_| {}));
+
+        let mut runs = Vec::new();
+        for_each_percent_run(text, &mut out, |d| {
+            let mut ranges = Vec::new();
+            let new = d.for_each_original(0..d.text.len(), |r| ranges.push(r));
+            runs.push((d.text.clone(), ranges, new));
+        });
+        let expected: Vec<Range<usize>> = std::iter::once(10..16).collect();
+        assert_eq!(runs, vec![("cd_e".to_string(), expected, true)]);
+    }
+
+    #[test]
+    fn percent_runs_need_an_escape() {
+        let mut n = 0;
+        let mut out = Derived::default();
+        for_each_percent_run(b"50% of 100%, %zz and %4", &mut out, |_| n += 1);
+        assert_eq!(n, 0);
+    }
+}
