@@ -965,12 +965,21 @@ mod tests {
     #[cfg(windows)]
     #[test]
     fn a_short_name_that_cannot_be_expanded_is_unknown() {
+        let mut cache = LinkCache::default();
         assert_eq!(
-            resolve_links("C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1"),
+            resolve_links(
+                "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1",
+                None,
+                &mut cache
+            ),
             Resolution::Unknown
         );
         assert_eq!(
-            resolve_links("C:/nonexistent-mcpwall-test/ssh/id_ed25519"),
+            resolve_links(
+                "C:/nonexistent-mcpwall-test/ssh/id_ed25519",
+                None,
+                &mut cache
+            ),
             Resolution::Unchanged
         );
     }

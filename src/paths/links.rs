@@ -42,7 +42,8 @@ pub struct LinkCache {
     settled: HashMap<String, Entry>,
     /// Whether `/` is settled (its entries are), once looked up.
     root: Option<bool>,
-    /// The effective user id, once asked.
+    /// The effective user id, once asked (Unix: ownership decides what can change).
+    #[cfg(unix)]
     uid: Option<u32>,
 }
 
