@@ -192,16 +192,21 @@ fn percent_decode(text: &str) -> Result<String, RootRefusal> {
 /// canonical forms (a link to the home is the home) and, where the file system ignores
 /// case, without case.
 fn holds_home(root: &Path, home: &Path) -> bool {
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let folded = |p: PathBuf| {
+    // Both as the file system has them (what exists resolved, Windows's `\\?\` prefix
+    // dropped), so a home that does not exist is still compared with a root that does.
+    let resolved = |p: &Path| {
+        let mut clean = String::new();
+        super::clean_into(&super::to_slash_string(p), "/", &mut clean);
+        let real = super::resolve_existing_prefix(&clean).unwrap_or(clean);
         if cfg!(any(windows, target_os = "macos")) {
-            PathBuf::from(p.to_string_lossy().to_ascii_lowercase())
+            real.to_ascii_lowercase()
         } else {
-            p
+            real
         }
     };
-    let r = folded(canonical(root));
-    r.parent().is_none() || folded(canonical(home)).starts_with(&r)
+    let (r, h) = (resolved(root), resolved(home));
+    let r = Path::new(&r);
+    r.parent().is_none() || Path::new(&h).starts_with(r)
 }
 
 #[cfg(test)]
@@ -292,6 +297,42 @@ mod tests {
                 matches!(root_from_uri(uri, &h), Err(RootRefusal::NoProject(_))),
                 "{uri}: {:?}",
                 root_from_uri(uri, &h)
+            );
+        }
+    }
+
+    /// On Windows a root names its drive; a POSIX-style root names none and is refused,
+    /// and the home directory (and what holds it) is no project there either.
+    #[cfg(windows)]
+    #[test]
+    fn a_windows_root_names_its_drive() {
+        let home = PathBuf::from("C:/Users/u");
+        assert_eq!(
+            root_from_uri("file:///C:/Users/u/proj", &home),
+            Ok(PathBuf::from("C:/Users/u/proj"))
+        );
+        assert_eq!(
+            root_from_uri("file:///C%3A/Users/u/my%20proj", &home),
+            Ok(PathBuf::from("C:/Users/u/my proj"))
+        );
+        for refused in ["file:///home/u/proj", "file:///C:x/proj", "file:///1:/proj"] {
+            assert!(
+                matches!(
+                    root_from_uri(refused, &home),
+                    Err(RootRefusal::Malformed(_))
+                ),
+                "{refused}: {:?}",
+                root_from_uri(refused, &home)
+            );
+        }
+        for no_project in ["file:///C:/Users/u", "file:///C:/Users", "file:///C:/"] {
+            assert!(
+                matches!(
+                    root_from_uri(no_project, &home),
+                    Err(RootRefusal::NoProject(_))
+                ),
+                "{no_project}: {:?}",
+                root_from_uri(no_project, &home)
             );
         }
     }
