@@ -1387,23 +1387,26 @@ mod tests {
     /// Events are batched, not written per frame, but a running session's events still
     /// reach the file within about one `LINGER`, and a burst of `WAKE_AT` wakes the
     /// writer at once.
+    /// Lines in the day files of `dir` so far.
+    fn lines_in(dir: &Path) -> usize {
+        files::own_log_files(dir)
+            .iter()
+            .map(|f| {
+                std::fs::read_to_string(&f.path)
+                    .unwrap_or_default()
+                    .lines()
+                    .count()
+            })
+            .sum()
+    }
+
     #[test]
     fn queued_events_reach_the_file_while_the_session_runs() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("logs");
         let audit = Audit::start(config(&dir), Arc::new(TestNames));
         let tx = audit.sender();
-        let lines = || {
-            files::own_log_files(&dir)
-                .iter()
-                .map(|f| {
-                    std::fs::read_to_string(&f.path)
-                        .unwrap_or_default()
-                        .lines()
-                        .count()
-                })
-                .sum::<usize>()
-        };
+        let lines = || lines_in(&dir);
         let wait_for = |want: usize| {
             let start = Instant::now();
             while lines() < want {
@@ -1444,17 +1447,7 @@ mod tests {
             .enable_time()
             .build()
             .unwrap();
-        let lines = || {
-            files::own_log_files(&dir)
-                .iter()
-                .map(|f| {
-                    std::fs::read_to_string(&f.path)
-                        .unwrap_or_default()
-                        .lines()
-                        .count()
-                })
-                .sum::<usize>()
-        };
+        let lines = || lines_in(&dir);
         let mut waited = Duration::ZERO;
         for round in 1..=20 {
             let mut batch = vec![AuditEvent::new(Direction::Inbound, Verdict::Allow)];

@@ -525,21 +525,19 @@ impl Worker {
             Some(conn) => conn,
             None => self.conn.insert(self.target.connect(timeout)?),
         };
-        let result = conn.write_all(bytes).and_then(|()| conn.flush());
-        if result.is_err() {
+        if let Err(e) = conn.write_all(bytes).and_then(|()| conn.flush()) {
             self.conn = None;
-        } else if self.warned {
+            return Err(e);
+        }
+        if std::mem::take(&mut self.warned) {
             eprintln!(
                 "mcpwall: shipping the audit log to {} works again",
                 self.target.address()
             );
-            self.warned = false;
         }
-        if result.is_ok() {
-            self.retry_at = None;
-            self.backoff = FIRST_RETRY;
-        }
-        result
+        self.retry_at = None;
+        self.backoff = FIRST_RETRY;
+        Ok(())
     }
 
     fn failed(&mut self, error: io::Error) -> Progress {

@@ -32,42 +32,11 @@ for tool in redis-server redis-cli haproxy wrk python3; do
 done
 [ -x "$fake" ] || { echo "needs FAKE_MCP_SERVER (run tests/benches/instructions.sh once, or build ../shared/bench)" >&2; exit 2; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "nothing listens on port $1" >&2
-    exit 1
-}
+# shellcheck source=tests/benches/gateway_lib.sh
+source tests/benches/gateway_lib.sh
 # CPU time (user + system) of one process, all its threads, in clock ticks.
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
-version=2025-11-25
-open_session() {
-    local port=$1 id
-    id=$(curl -s -D - -o /dev/null "http://127.0.0.1:$port/mcp" \
-        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"'$version'","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}' |
-        tr -d '\r' | awk -F': ' 'tolower($1)=="mcp-session-id" {print $2}')
-    [ -n "$id" ] || { echo "no session id from port $port" >&2; exit 1; }
-    curl -s -o /dev/null "http://127.0.0.1:$port/mcp" -H "Mcp-Session-Id: $id" \
-        -H "MCP-Protocol-Version: $version" \
-        -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-        -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-    echo "$id"
-}
 
 redis_commands() {
     redis-cli -p "$1" info commandstats | tr -d '\r' |
