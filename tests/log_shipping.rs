@@ -810,3 +810,38 @@ fn an_untrusted_project_file_cannot_ship_the_log_over_otlp() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(receiver.requests().len(), 0);
 }
+
+#[test]
+fn syslog_and_otlp_side_by_side_each_get_every_line_and_log_ship_names_both() {
+    let Some(rsyslogd) = rsyslogd() else { return };
+    let sandbox = Sandbox::new();
+    let collector = services::Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
+    let otlp_port = free_port();
+    sandbox.write(
+        "project/policy.yml",
+        &policy(
+            &format!("tcp://127.0.0.1:{}", collector.port),
+            &format!("    otlp:\n      endpoint: \"http://127.0.0.1:{otlp_port}/v1/logs\"\n"),
+        ),
+    );
+    // The OTLP collector is away: syslog gets its copy all the same.
+    let run = run_proxy(&sandbox, 4);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let local = local_lines(&sandbox);
+    assert_eq!(collector.lines(local.len()), local);
+    // It comes back: `log ship` catches it up, and has nothing left for syslog.
+    let receiver = otlp::Receiver::start(otlp_port, None);
+    let ship = sandbox.run(&["log", "ship", "-c", "policy.yml"], "");
+    assert_eq!(ship.code, 0, "{}{}", ship.stdout, ship.stderr);
+    assert!(
+        ship.stdout.contains(&format!(
+            "shipped 0 lines of {}",
+            sandbox.home().join(".mcpwall/logs").display()
+        )) && ship
+            .stdout
+            .contains(&format!("shipped {} lines", local.len())),
+        "{}",
+        ship.stdout
+    );
+    assert_eq!(receiver.lines(local.len()), local);
+}
