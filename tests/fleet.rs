@@ -520,3 +520,103 @@ fn a_tool_change_seen_on_one_replica_is_withheld_on_all_and_an_approval_on_one_h
     assert_eq!(listed_tools(&a), ["read"]);
     assert_eq!(listed_tools(&b), ["read"]);
 }
+
+/// A 2026-07-28 call: no session, every request stands alone (any replica may take it).
+fn stateless_call(id: &str, auth: &str) -> (Vec<(&'static str, String)>, Vec<u8>) {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": id},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = vec![
+        ("Accept", "application/json, text/event-stream".to_string()),
+        ("Content-Type", "application/json".to_string()),
+        ("MCP-Protocol-Version", "2026-07-28".to_string()),
+        ("Mcp-Method", "tools/call".to_string()),
+        ("Mcp-Name", "echo".to_string()),
+        ("Authorization", auth.to_string()),
+    ];
+    (headers, body.to_string().into_bytes())
+}
+
+#[test]
+fn replicas_behind_the_documented_nginx_keep_sessions_home_and_spread_stateless_calls() {
+    let Some(nginx_bin) = fleet::tool("nginx") else {
+        return;
+    };
+    // Two replicas with the same token file, no shared state: where a request lands is
+    // all this test looks at.
+    let home_a = Home::new();
+    let auth = format!("Bearer {}", home_a.token(&["add", "ci"]));
+    let home_b = Home::new();
+    home_b.token(&["add", "placeholder"]);
+    std::fs::copy(home_a.tokens_file(), home_b.tokens_file()).unwrap();
+    let a = Gateway::serve_rules(home_a, "", Home::RULES, &["--replica", "a"]);
+    let b = Gateway::serve_rules(home_b, "", Home::RULES, &["--replica", "b"]);
+    let lb = fleet::nginx(&nginx_bin, [&a.addr, &b.addr]);
+    let lb_addr = format!("127.0.0.1:{}", lb.port);
+    let via_lb = Client {
+        addr: &lb_addr,
+        auth: auth.clone(),
+    };
+
+    // New sessions are spread over both replicas...
+    let sessions: Vec<String> = (0..4).map(|_| via_lb.initialize()).collect();
+    for replica in ["a.", "b."] {
+        assert!(
+            sessions.iter().any(|s| s.starts_with(replica)),
+            "{sessions:?}"
+        );
+    }
+    // ...and every request of a session reaches the replica holding it (the other would
+    // answer 404: it does not know the session).
+    for session in &sessions {
+        for id in 0..3 {
+            let (status, body) = via_lb.send(
+                session,
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{session}-{id}\",\"method\":\"ping\"}}")
+                    .as_bytes(),
+            );
+            assert_eq!(status, 200, "session {session}, request {id}: {body}");
+        }
+        let answer = via_lb.call(session, 7, "echo");
+        assert!(answer.get("result").is_some(), "{session}: {answer}");
+    }
+
+    // Stateless calls go to any replica: both take some.
+    for n in 0..8 {
+        let id = format!("stateless-{n}");
+        let (headers, body) = stateless_call(&id, &auth);
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, head, answer) = fleet::exchange(&lb_addr, "/mcp", &headers, &body);
+        assert_eq!(status, 200, "{id}: {head}\n{answer}");
+        assert!(answer.contains(&id), "{id}: {answer}");
+    }
+    let taken = |gw: &Gateway| {
+        gw.home
+            .received()
+            .lines()
+            .filter(|l| l.contains("\"stateless-"))
+            .count()
+    };
+    let (on_a, on_b) = (taken(&a), taken(&b));
+    assert_eq!(on_a + on_b, 8, "each stateless call reached one server");
+    assert!(on_a > 0 && on_b > 0, "a took {on_a}, b took {on_b}");
+
+    // Replica a dies: its session's next request is answered 404 by b (start a new
+    // session), and a new session opens on b.
+    let on_a_session = sessions
+        .iter()
+        .find(|s| s.starts_with("a."))
+        .unwrap()
+        .clone();
+    let mut a = a;
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    let (status, body) = via_lb.send(
+        &on_a_session,
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}",
+    );
+    assert_eq!(status, 404, "{body}");
+    assert!(via_lb.initialize().starts_with("b."));
+}

@@ -592,3 +592,295 @@ fn explain_policy_shows_the_identity_provider_in_a_policy_that_loads_again() {
         yaml.lines().skip(1).collect::<Vec<_>>()
     );
 }
+
+/// An identity provider on loopback that publishes its OpenID configuration and its key
+/// set, over TLS with a certificate from a CA made at run time (or plain http): the
+/// configuration names `issuer` (its own URL unless told otherwise) and `jwks_uri`.
+struct Provider {
+    issuer: String,
+    /// What the configuration document says, once the server is up.
+    document: Arc<Mutex<Value>>,
+    /// Requests by path.
+    paths: Arc<Mutex<Vec<String>>>,
+}
+
+impl Provider {
+    fn start(keys: &[&SigningKey], tls: Option<Arc<rustls::ServerConfig>>) -> Provider {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let issuer = match tls {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
+        let document = Arc::new(Mutex::new(
+            json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys"), "response_types_supported": ["code"]}),
+        ));
+        let set = Arc::new(Mutex::new(
+            json!({"keys": keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()}),
+        ));
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let (doc, served, seen) = (document.clone(), set, paths.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (doc, served, seen, tls) =
+                    (doc.clone(), served.clone(), seen.clone(), tls.clone());
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                    match tls {
+                        None => answer(stream, &doc, &served, &seen),
+                        Some(config) => {
+                            let conn = rustls::ServerConnection::new(config).unwrap();
+                            answer(rustls::StreamOwned::new(conn, stream), &doc, &served, &seen);
+                        }
+                    }
+                });
+            }
+        });
+        Provider {
+            issuer,
+            document,
+            paths,
+        }
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
+    }
+}
+
+/// One request: the configuration, the key set, or 404.
+fn answer<S: Read + Write>(
+    mut stream: S,
+    doc: &Mutex<Value>,
+    keys: &Mutex<Value>,
+    seen: &Mutex<Vec<String>>,
+) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let Some(path) = head.split_whitespace().nth(1) else {
+        return;
+    };
+    seen.lock().unwrap().push(path.to_string());
+    let body = match path {
+        "/.well-known/openid-configuration" => doc.lock().unwrap().to_string(),
+        "/keys" => keys.lock().unwrap().to_string(),
+        _ => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = stream.flush();
+            return;
+        }
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
+}
+
+/// A CA and a `localhost` certificate it signed, made now: the CA's PEM file, and the
+/// server's TLS configuration.
+fn provider_tls(
+    dir: &std::path::Path,
+    tag: &str,
+) -> (std::path::PathBuf, Arc<rustls::ServerConfig>) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let ca_file = dir.join(format!("{tag}-ca.pem"));
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (ca_file, Arc::new(config))
+}
+
+/// `settings.oauth` with no `jwks_url`: the key set is discovered from `issuer`.
+fn discovery_settings(issuer: &str, extra: &str) -> String {
+    format!(
+        "  oauth:\n    issuer: \"{issuer}\"\n    resource: {RESOURCE}\n    algorithms: [ES256]\n    jwks_min_refresh_seconds: 1\n{extra}"
+    )
+}
+
+fn claims_from(issuer: &str, sub: &str) -> Value {
+    json!({"iss": issuer, "aud": RESOURCE, "sub": sub, "exp": now() + 600, "iat": now()})
+}
+
+#[test]
+fn the_key_set_is_discovered_from_the_issuer_over_tls_verified_with_the_configured_ca() {
+    let key = SigningKey::new("k1");
+    let home = Home::new();
+    let (ca, tls) = provider_tls(home.dir.path(), "idp");
+    let provider = Provider::start(&[&key], Some(tls));
+    let token = key.sign(&claims_from(&provider.issuer, "alice@example.test"));
+
+    // With the CA that signed the provider's certificate: discovery, then the set.
+    let gw = Gateway::serve_rules(
+        home,
+        &discovery_settings(
+            &provider.issuer,
+            &format!("    jwks_ca_file: \"{}\"\n", ca.display()),
+        ),
+        RULES,
+        &[],
+    );
+    let r = initialize(&gw, &token);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        provider.paths(),
+        ["/.well-known/openid-configuration", "/keys"]
+    );
+    // A token from another issuer is still refused: discovery does not widen the check.
+    assert_refused(
+        &gw,
+        &key.sign(&claims_from("https://idp.example.test", "mallory")),
+        "wrong issuer",
+    );
+    drop(gw);
+
+    // Without it, the provider's certificate is not trusted (the public roots don't
+    // know this CA): no key set, every token refused.
+    let gw = Gateway::serve_rules(
+        Home::new(),
+        &discovery_settings(&provider.issuer, ""),
+        RULES,
+        &[],
+    );
+    assert_refused(&gw, &token, "key set cannot be had");
+    let stderr = gw.stderr_until("the refusal", |e| e.contains("key set cannot be had"));
+    assert!(stderr.contains("openid-configuration"), "{stderr}");
+}
+
+#[test]
+fn the_key_set_url_given_over_tls_is_verified_with_the_configured_ca() {
+    let key = SigningKey::new("k1");
+    let home = Home::new();
+    let (ca, tls) = provider_tls(home.dir.path(), "idp");
+    let provider = Provider::start(&[&key], Some(tls));
+    let jwks = format!("{}/keys", provider.issuer);
+    let settings = |ca: &str| {
+        format!(
+            "  oauth:\n    issuer: {ISSUER}\n    resource: {RESOURCE}\n    jwks_url: \"{jwks}\"\n    algorithms: [ES256]\n{ca}"
+        )
+    };
+    let gw = Gateway::serve_rules(
+        home,
+        &settings(&format!("    jwks_ca_file: \"{}\"\n", ca.display())),
+        RULES,
+        &[],
+    );
+    assert_eq!(
+        initialize(&gw, &key.sign(&claims("alice@example.test"))).status,
+        200
+    );
+    assert_eq!(provider.paths(), ["/keys"]);
+    drop(gw);
+    // Another CA: the provider is not who it claims to be.
+    let other = Home::new();
+    let (stranger, _) = provider_tls(other.dir.path(), "stranger");
+    let gw = Gateway::serve_rules(
+        other,
+        &settings(&format!("    jwks_ca_file: \"{}\"\n", stranger.display())),
+        RULES,
+        &[],
+    );
+    assert_refused(
+        &gw,
+        &key.sign(&claims("alice@example.test")),
+        "key set cannot be had",
+    );
+}
+
+#[test]
+fn a_discovery_document_that_speaks_for_another_issuer_or_points_off_loopback_is_refused() {
+    let key = SigningKey::new("k1");
+    let provider = Provider::start(&[&key], None);
+    let token = key.sign(&claims_from(&provider.issuer, "alice@example.test"));
+    let gw = Gateway::serve_rules(
+        Home::new(),
+        &discovery_settings(&provider.issuer, ""),
+        RULES,
+        &[],
+    );
+    // Another issuer's configuration (a provider speaking for another): not trusted.
+    provider.document.lock().unwrap()["issuer"] = json!("https://idp.example.test");
+    assert_refused(&gw, &token, "key set cannot be had");
+    gw.audit_with(&["names the issuer https://idp.example.test"]);
+    // A key set over plain http to a host that is not loopback: not fetched.
+    std::thread::sleep(Duration::from_millis(1100));
+    *provider.document.lock().unwrap() =
+        json!({"issuer": provider.issuer, "jwks_uri": "http://idp.example.test/keys"});
+    assert_refused(&gw, &token, "key set cannot be had");
+    gw.audit_with(&["is not usable"]);
+    assert!(!provider.paths().contains(&"/keys".to_string()));
+    // Its own again: accepted.
+    std::thread::sleep(Duration::from_millis(1100));
+    *provider.document.lock().unwrap() =
+        json!({"issuer": provider.issuer, "jwks_uri": format!("{}/keys", provider.issuer)});
+    assert_eq!(initialize(&gw, &token).status, 200);
+}
+
+#[test]
+fn a_jwks_ca_file_that_cannot_be_used_stops_serve_at_start_with_its_place() {
+    let home = Home::new();
+    // Over plain http the CA file would verify nothing: a mistake, said with its place.
+    let policy = home.write_policy(
+        &discovery_settings("http://127.0.0.1:9", "    jwks_ca_file: ca.pem\n"),
+        "  []\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+        .arg(&policy)
+        .args(["--", "true"])
+        .env("HOME", home.home())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("applies only to a key set fetched over https://")
+            && err.contains("policy.yml:"),
+        "{err}"
+    );
+    // A CA file that can't be read stops the start.
+    let policy = home.write_policy(
+        &discovery_settings(
+            "https://idp.example.test",
+            "    jwks_ca_file: missing-ca.pem\n",
+        ),
+        "  []\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .args(["serve", "--listen", "127.0.0.1:0", "-c"])
+        .arg(&policy)
+        .args(["--", "true"])
+        .env("HOME", home.home())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing-ca.pem"), "{err}");
+}

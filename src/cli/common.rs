@@ -586,29 +586,31 @@ pub fn start_audit(
     config: crate::audit::AuditConfig,
     names: std::sync::Arc<dyn crate::audit::Names>,
 ) -> miette::Result<AuditLog> {
-    let shipper = match &settings.log_shipping {
-        Some(shipping) => {
-            let target =
-                crate::ship::Target::new(&shipping.syslog).map_err(|e| miette::miette!("{e}"))?;
-            // Before the writer starts: a log shipped for the first time is shipped from
-            // its end as it stands now, so this process's lines are all in the copy.
-            Some(
+    let mut shippers = Vec::new();
+    if let Some(shipping) = &settings.log_shipping {
+        if let Some(file) = shipping.otlp.as_ref().and_then(|o| o.header_file.as_ref()) {
+            warn_if_others_may_read(file, "log_shipping.otlp.header_file");
+        }
+        // Before the writer starts: a log shipped for the first time is shipped from its
+        // end as it stands now, so this process's lines are all in the copy.
+        for target in crate::ship::targets(shipping).map_err(|e| miette::miette!("{e}"))? {
+            shippers.push(
                 crate::ship::Shipper::start(&config.dir, target)
                     .map_err(|e| miette::miette!("{e}"))?,
-            )
+            );
         }
-        None => None,
-    };
-    Ok(AuditLog {
-        audit: crate::audit::Audit::start(config, names),
-        shipper,
-    })
+    }
+    let audit = crate::audit::Audit::start(config, names);
+    for shipper in &shippers {
+        shipper.audit_to(audit.sender());
+    }
+    Ok(AuditLog { audit, shippers })
 }
 
-/// The audit writer and, with `settings.log_shipping`, its shipper.
+/// The audit writer and, with `settings.log_shipping`, its shippers (one per collector).
 pub struct AuditLog {
     pub audit: crate::audit::Audit,
-    shipper: Option<crate::ship::Shipper>,
+    shippers: Vec<crate::ship::Shipper>,
 }
 
 impl AuditLog {
@@ -617,12 +619,14 @@ impl AuditLog {
     }
 
     /// Write what is queued (for at most `timeout`), then ship what is written (for at
-    /// most as long again).
+    /// most as long again; the collectors side by side).
     pub fn finish(self, timeout: std::time::Duration) {
         self.audit.finish(timeout);
-        if let Some(shipper) = self.shipper {
-            shipper.finish(timeout);
-        }
+        std::thread::scope(|scope| {
+            for shipper in self.shippers {
+                scope.spawn(move || shipper.finish(timeout));
+            }
+        });
     }
 }
 

@@ -1343,7 +1343,10 @@ struct YamlSettings {
 struct YamlOAuth {
     issuer: String,
     resource: String,
-    jwks_url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jwks_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jwks_ca_file: Option<String>,
     algorithms: Vec<String>,
     identity_claim: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1447,6 +1450,10 @@ impl From<&Settings> for YamlSettings {
                 issuer: o.issuer.clone(),
                 resource: o.resource.clone(),
                 jwks_url: o.jwks_url.clone(),
+                jwks_ca_file: o
+                    .jwks_ca_file
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned()),
                 algorithms: o.algorithms.clone(),
                 identity_claim: o.identity_claim.clone(),
                 groups_claim: o.groups_claim.clone(),

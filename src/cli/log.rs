@@ -167,8 +167,8 @@ fn run_ship(args: ShipArgs) -> miette::Result<ExitCode> {
     let policy = config::load(&opts).map_err(miette::Report::new)?;
     let Some(shipping) = &policy.settings.log_shipping else {
         return Err(miette::miette!(
-            help =
-                "add `settings.log_shipping: {syslog: {address: tls://HOST:6514}}` to your policy",
+            help = "add `settings.log_shipping: {syslog: {address: tls://HOST:6514}}` or \
+                    `{otlp: {endpoint: https://HOST:4318/v1/logs}}` to your policy",
             "the policy ships the log nowhere"
         ));
     };
@@ -177,29 +177,62 @@ fn run_ship(args: ShipArgs) -> miette::Result<ExitCode> {
         .log_dir
         .clone()
         .unwrap_or_else(|| opts.home.join(".mcpwall").join("logs"));
-    let target = crate::ship::Target::new(&shipping.syslog).map_err(|e| miette::miette!("{e}"))?;
-    let address = target.address();
-    match crate::ship::ship_now(&dir, target, Duration::from_secs(args.timeout)) {
-        Ok(outcome) if outcome.busy => {
-            println!("another mcpwall is shipping {} to {address}", dir.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Ok(outcome) => {
-            println!(
-                "shipped {} lines of {} to {address}",
-                outcome.lines,
-                dir.display()
+    let targets = crate::ship::targets(shipping).map_err(|e| miette::miette!("{e}"))?;
+    let timeout = Duration::from_secs(args.timeout);
+    let mut failed = false;
+    for target in targets {
+        let address = target.address();
+        let mut outcome = crate::ship::ship_now(&dir, target.clone(), timeout);
+        if let Ok(done) = &outcome
+            && !done.notes.is_empty()
+        {
+            // What the shipper had to say goes into the log's chain, and so to the
+            // collector with the next pass.
+            let config = crate::cli::common::audit_config(
+                &policy.settings,
+                &opts.home,
+                "mcpwall log ship".to_string(),
             );
-            Ok(ExitCode::SUCCESS)
+            let audit =
+                crate::audit::Audit::start(config, std::sync::Arc::new(crate::audit::NoNames));
+            let mut events: Vec<_> = done
+                .notes
+                .iter()
+                .map(|n| crate::ship::note_event(n.clone()))
+                .collect();
+            audit.sender().send(&mut events);
+            audit.finish(timeout);
+            let lines = done.lines;
+            outcome = crate::ship::ship_now(&dir, target, timeout).map(|mut more| {
+                more.lines += lines;
+                more
+            });
         }
-        Err(why) => {
-            eprintln!(
-                "mcpwall: error: cannot ship {} to {address}: {why}",
-                dir.display()
-            );
-            Ok(ExitCode::from(1))
+        match outcome {
+            Ok(outcome) if outcome.busy => {
+                println!("another mcpwall is shipping {} to {address}", dir.display());
+            }
+            Ok(outcome) => {
+                println!(
+                    "shipped {} lines of {} to {address}",
+                    outcome.lines,
+                    dir.display()
+                );
+            }
+            Err(why) => {
+                eprintln!(
+                    "mcpwall: error: cannot ship {} to {address}: {why}",
+                    dir.display()
+                );
+                failed = true;
+            }
         }
     }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Which events are shown.

@@ -322,7 +322,33 @@ impl Default for LogRetention {
 /// its choosing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogShipping {
-    pub syslog: SyslogSink,
+    pub syslog: Option<SyslogSink>,
+    pub otlp: Option<OtlpSink>,
+}
+
+/// `log_shipping.otlp`: OpenTelemetry logs over OTLP/HTTP with JSON encoding, one
+/// `LogRecord` per audit line (its body the line as written), lines sent in batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpSink {
+    /// The URL the batches are POSTed to (`…/v1/logs`; added when the URL has no path).
+    pub endpoint: String,
+    /// Headers sent with every batch, as written (never a credential: those come from
+    /// `header_file`).
+    pub headers: Vec<(String, String)>,
+    /// `Name: value` lines read at start (an auth header): kept out of the policy file.
+    pub header_file: Option<PathBuf>,
+    /// https only: the CAs the collector's certificate is verified against (default: the
+    /// public web roots).
+    pub ca_file: Option<PathBuf>,
+    /// The resource's `service.name`.
+    pub service_name: String,
+}
+
+impl OtlpSink {
+    /// The endpoint, as messages and the cursor's file name show it.
+    pub fn address(&self) -> String {
+        self.endpoint.clone()
+    }
 }
 
 /// `log_shipping.syslog`: RFC 5424 messages over TCP or TLS (RFC 5425), octet-counted
@@ -454,7 +480,12 @@ pub struct OAuthSettings {
     /// protected-resource metadata is served for it.
     pub resource: String,
     /// Where the provider publishes its signing keys (a JWK set): https, or http on loopback.
-    pub jwks_url: String,
+    /// `None`: found through OpenID Connect discovery, the `jwks_uri` of
+    /// `<issuer>/.well-known/openid-configuration`.
+    pub jwks_url: Option<String>,
+    /// The CAs the provider's certificate is verified against, for the key set and the
+    /// discovery document (default: the public web roots).
+    pub jwks_ca_file: Option<PathBuf>,
     /// The signature algorithms accepted (asymmetric only; never `none` or HS*).
     pub algorithms: Vec<String>,
     /// The claim naming the identity (default `sub`).

@@ -15,7 +15,7 @@ use super::model::{
 use super::policy::{
     Action, ArgCondition, ArgSelector, BackupSettings, BreakerAction, CircuitBreakerSettings,
     CommandClause, CommandPaths, Examples, Exception, GatewaySettings, LogArgs, LogLevel,
-    LogRetention, LogShipping, Matcher, OAuthSettings, OnLoss, OutboundRule, PinningMode,
+    LogRetention, LogShipping, Matcher, OAuthSettings, OnLoss, OtlpSink, OutboundRule, PinningMode,
     PoisonScanMode, RateLimit, RedactMarker, Remember, Rule, RuleAction, SYSLOG_FACILITIES,
     SandboxNetwork, SecretPattern, ServerBackend, ServerDef, SharedStateSettings, Source, SourceId,
     SourceKind, Span, Spanned, SyslogSink, UpstreamAuth,
@@ -150,7 +150,14 @@ const SETTINGS_KEYS: &[&str] = &[
     "shared_state",
     "log_shipping",
 ];
-const SHIPPING_KEYS: &[&str] = &["syslog"];
+const SHIPPING_KEYS: &[&str] = &["syslog", "otlp"];
+const OTLP_KEYS: &[&str] = &[
+    "endpoint",
+    "headers",
+    "header_file",
+    "ca_file",
+    "service_name",
+];
 const SYSLOG_KEYS: &[&str] = &[
     "address",
     "ca_file",
@@ -236,6 +243,7 @@ const OAUTH_KEYS: &[&str] = &[
     "issuer",
     "resource",
     "jwks_url",
+    "jwks_ca_file",
     "algorithms",
     "identity_claim",
     "groups_claim",
@@ -1264,20 +1272,39 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    /// `log_shipping: {syslog: {address: tls://logs.example.com:6514, …}}`.
+    /// `log_shipping: {syslog: {address: tls://logs.example.com:6514, …}, otlp: {endpoint:
+    /// https://otel.example.com:4318/v1/logs, …}}`: one destination or both.
     fn log_shipping(&mut self, node: &YNode) -> Option<Spanned<LogShipping>> {
-        let example = "write `log_shipping: {syslog: {address: \"tls://logs.example.com:6514\"}}`";
         let f = self.fields(node, "`log_shipping`", SHIPPING_KEYS)?;
-        let Some(syslog) = f.get("syslog") else {
+        if f.get("syslog").is_none() && f.get("otlp").is_none() {
             self.report(
                 Code::MissingKey,
                 "`log_shipping` names no destination".to_string(),
                 self.head_span(node),
-                "`syslog` is missing",
-                example,
+                "`syslog` or `otlp` is missing",
+                "write `log_shipping: {syslog: {address: \"tls://logs.example.com:6514\"}}` \
+                 or `log_shipping: {otlp: {endpoint: \"https://otel.example.com:4318/v1/logs\"}}`",
             );
             return None;
+        }
+        let syslog = match f.get("syslog") {
+            Some(n) => Some(self.syslog_sink(n)?),
+            None => None,
         };
+        let otlp = match f.get("otlp") {
+            Some(n) => Some(self.otlp_sink(n)?),
+            None => None,
+        };
+        Some(Spanned {
+            value: LogShipping { syslog, otlp },
+            span: self.span(node),
+        })
+    }
+
+    /// `syslog: {address: tls://logs.example.com:6514, ca_file, client_cert, client_key,
+    /// facility, app_name}`.
+    fn syslog_sink(&mut self, syslog: &YNode) -> Option<SyslogSink> {
+        let example = "write `log_shipping: {syslog: {address: \"tls://logs.example.com:6514\"}}`";
         let s = self.fields(syslog, "`log_shipping.syslog`", SYSLOG_KEYS)?;
         let Some(address) = s.get("address") else {
             self.report(
@@ -1366,20 +1393,142 @@ impl<'a> Decoder<'a> {
             }
             None => "mcpwall".to_string(),
         };
-        Some(Spanned {
-            value: LogShipping {
-                syslog: SyslogSink {
-                    tls,
-                    host,
-                    port,
-                    ca_file,
-                    client_cert,
-                    client_key,
-                    facility,
-                    app_name,
-                },
-            },
-            span: self.span(node),
+        Some(SyslogSink {
+            tls,
+            host,
+            port,
+            ca_file,
+            client_cert,
+            client_key,
+            facility,
+            app_name,
+        })
+    }
+
+    /// `otlp: {endpoint: https://otel.example.com:4318/v1/logs, headers: {X-Scope-OrgID:
+    /// team}, header_file: ~/.config/mcpwall/otlp.headers, ca_file, service_name}`.
+    fn otlp_sink(&mut self, node: &YNode) -> Option<OtlpSink> {
+        let o = self.fields(node, "`log_shipping.otlp`", OTLP_KEYS)?;
+        let Some(endpoint) = o.get("endpoint") else {
+            self.report(
+                Code::MissingKey,
+                "`log_shipping.otlp` has no `endpoint`".to_string(),
+                self.head_span(node),
+                "`endpoint` is missing",
+                "write `otlp: {endpoint: \"https://otel.example.com:4318/v1/logs\"}`",
+            );
+            return None;
+        };
+        let written = self.string(endpoint, "`log_shipping.otlp.endpoint`")?;
+        let (endpoint, https, loopback) = match otlp_endpoint(&written.value) {
+            Ok(parts) => parts,
+            Err(why) => {
+                self.report(
+                    Code::BadAddress,
+                    format!("`{}` is not an OTLP/HTTP endpoint: {why}", written.value),
+                    written.span,
+                    "not `https://HOST:PORT/v1/logs`",
+                    "write the collector's logs URL, e.g. `https://otel.example.com:4318/v1/logs` \
+                     (`http://` only on a network you trust)",
+                );
+                return None;
+            }
+        };
+        let mut ok = true;
+        let mut headers: Vec<(String, String)> = Vec::new();
+        if let Some(n) = o.get("headers") {
+            match &n.value {
+                Node::Map(entries) => {
+                    for (k, v) in entries {
+                        let (Some(name), Some(value)) = (
+                            self.string(k, "a header name"),
+                            self.string(v, "a header value"),
+                        ) else {
+                            ok = false;
+                            continue;
+                        };
+                        if let Err((why, help)) = otlp_header(&name.value, &value.value) {
+                            self.report(Code::UnknownValue, why, name.span, "not sent", help);
+                            ok = false;
+                            continue;
+                        }
+                        headers.push((name.value, value.value));
+                    }
+                }
+                _ => {
+                    self.wrong_type(
+                        n,
+                        "`log_shipping.otlp.headers`",
+                        "a mapping of header names to values",
+                    );
+                    ok = false;
+                }
+            }
+        }
+        let header_file = match o.get("header_file") {
+            Some(n) => {
+                let file = self.string(n, "`log_shipping.otlp.header_file`")?;
+                if !https && !loopback {
+                    self.report(
+                        Code::UnknownKey,
+                        "`header_file` over plain http:// to a host that is not loopback"
+                            .to_string(),
+                        file.span,
+                        "its credentials would cross the network unprotected",
+                        "ship over `https://`, or drop the credentials",
+                    );
+                    return None;
+                }
+                Some(self.expand(&file)?)
+            }
+            None => None,
+        };
+        let ca_file = match o.get("ca_file") {
+            Some(n) => {
+                let file = self.string(n, "`log_shipping.otlp.ca_file`")?;
+                if !https {
+                    self.report(
+                        Code::UnknownKey,
+                        "`ca_file` applies only to an `https://` endpoint".to_string(),
+                        file.span,
+                        "not used over plain http",
+                        "remove `ca_file`, or ship over `https://`",
+                    );
+                    return None;
+                }
+                Some(self.expand(&file)?)
+            }
+            None => None,
+        };
+        let service_name = match o.get("service_name") {
+            Some(n) => {
+                let name = self.string(n, "`log_shipping.otlp.service_name`")?;
+                if name.value.is_empty()
+                    || name.value.len() > 128
+                    || name.value.chars().any(char::is_control)
+                {
+                    self.report(
+                        Code::UnknownValue,
+                        format!(
+                            "`{}` is not a usable service name",
+                            name.value.escape_debug()
+                        ),
+                        name.span,
+                        "1 to 128 characters, no control characters",
+                        "write e.g. `mcpwall`, or the gateway's name",
+                    );
+                    return None;
+                }
+                name.value
+            }
+            None => "mcpwall".to_string(),
+        };
+        ok.then_some(OtlpSink {
+            endpoint,
+            headers,
+            header_file,
+            ca_file,
+            service_name,
         })
     }
 
@@ -1443,7 +1592,8 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    /// `oauth: {issuer, resource, jwks_url, algorithms, …}`: every URL absolute (https, or
+    /// `oauth: {issuer, resource, jwks_url, algorithms, …}` (without `jwks_url`, the key
+    /// set is discovered from the issuer): every URL absolute (https, or
     /// http on a loopback host), the algorithms a non-empty list of asymmetric ones, the
     /// numbers within their bounds.
     fn oauth(&mut self, node: &YNode) -> Option<Spanned<OAuthSettings>> {
@@ -1477,7 +1627,39 @@ impl<'a> Decoder<'a> {
         };
         let issuer = url(self, "issuer");
         let resource = url(self, "resource");
-        let jwks_url = url(self, "jwks_url");
+        // Without `jwks_url`, the key set is found through OpenID Connect discovery.
+        let jwks_url = f.get("jwks_url").map(|_| url(self, "jwks_url"));
+        let jwks_ca_file = match f.get("jwks_ca_file") {
+            Some(n) => {
+                let file = self.string(n, "`oauth.jwks_ca_file`");
+                let https =
+                    |u: &Option<String>| u.as_deref().is_some_and(|u| u.starts_with("https:"));
+                let fetched_over_https = match &jwks_url {
+                    Some(jwks) => https(jwks),
+                    None => https(&issuer),
+                };
+                match file {
+                    Some(file) if !fetched_over_https => {
+                        self.report(
+                            Code::UnknownKey,
+                            "`jwks_ca_file` applies only to a key set fetched over https://"
+                                .to_string(),
+                            file.span,
+                            "not used over plain http",
+                            "remove `jwks_ca_file`, or publish the key set over https://",
+                        );
+                        ok = false;
+                        None
+                    }
+                    Some(file) => self.expand(&file),
+                    None => {
+                        ok = false;
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
         let mut algorithms = Vec::new();
         match f.get("algorithms") {
             None => {
@@ -1561,7 +1743,8 @@ impl<'a> Decoder<'a> {
         let mut value = OAuthSettings {
             issuer: issuer.clone().unwrap_or_default(),
             resource: resource.clone().unwrap_or_default(),
-            jwks_url: jwks_url.clone().unwrap_or_default(),
+            jwks_url: jwks_url.clone().flatten(),
+            jwks_ca_file,
             algorithms,
             identity_claim: String::new(),
             groups_claim: None,
@@ -1641,7 +1824,9 @@ impl<'a> Decoder<'a> {
             }
             _ => ok = false,
         }
-        let complete = issuer.is_some() && resource.is_some() && jwks_url.is_some();
+        // A `jwks_url` written but unusable is `Some(None)`: reported above.
+        let complete =
+            issuer.is_some() && resource.is_some() && jwks_url.is_none_or(|u| u.is_some());
         (ok && complete).then(|| Spanned {
             value,
             span: self.span(node),
@@ -2859,6 +3044,92 @@ pub(crate) fn to_json(node: &Node) -> serde_json::Value {
 
 /// `tcp://HOST:PORT` or `tls://HOST:PORT` (`[v6]` hosts; the port defaults to 514 over TCP
 /// and 6514 over TLS): `(tls, host, port)`, or why not.
+/// An OTLP/HTTP logs endpoint: the URL to POST to (`/v1/logs` added when it has no
+/// path, as OTLP exporters do with a base URL), whether it is https, whether its host is
+/// loopback.
+fn otlp_endpoint(text: &str) -> Result<(String, bool, bool), &'static str> {
+    let uri: hyper::Uri = text.parse().map_err(|_| "not a URL")?;
+    let https = match uri.scheme_str() {
+        Some("https") => true,
+        Some("http") => false,
+        _ => return Err("the scheme is not `https://` or `http://`"),
+    };
+    let authority = uri.authority().ok_or("the host is missing")?;
+    if authority.as_str().contains('@') {
+        return Err(
+            "user:password in the URL would sit in the process list and the logs; use `header_file`",
+        );
+    }
+    if text.contains('#') {
+        return Err("a fragment (`#…`) is never sent");
+    }
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host.is_empty() {
+        return Err("the host is missing");
+    }
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let endpoint = match uri.path() {
+        "" | "/" if uri.query().is_none() => format!(
+            "{}://{}/v1/logs",
+            uri.scheme_str().unwrap_or("https"),
+            authority.as_str()
+        ),
+        _ => text.to_string(),
+    };
+    Ok((endpoint, https, loopback))
+}
+
+/// A header of `log_shipping.otlp.headers`: a valid name and value, not one the transport
+/// sets, and not a credential (those go in `header_file`, out of the shared policy file).
+fn otlp_header(name: &str, value: &str) -> Result<(), (String, String)> {
+    let Ok(header) = hyper::header::HeaderName::from_bytes(name.as_bytes()) else {
+        return Err((
+            format!("`{name}` is not an HTTP header name"),
+            "use letters, digits and `-`, e.g. `X-Scope-OrgID`".to_string(),
+        ));
+    };
+    if hyper::header::HeaderValue::from_str(value).is_err() {
+        return Err((
+            format!("the value of `{name}` holds control characters"),
+            "write the value on one line, in visible characters".to_string(),
+        ));
+    }
+    let reserved = [
+        "host",
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "accept",
+    ];
+    if reserved.contains(&header.as_str()) {
+        return Err((
+            format!("`{name}` is set by mcpwall itself"),
+            "remove it: the transport sets it for OTLP/HTTP with JSON".to_string(),
+        ));
+    }
+    let credential = ["authorization", "proxy-authorization", "cookie"].contains(&header.as_str())
+        || ["key", "token", "secret", "password"]
+            .iter()
+            .any(|word| header.as_str().contains(word));
+    if credential {
+        return Err((
+            format!("`{name}` looks like a credential written into the policy"),
+            "policy files are shared and printed by `explain-policy`: put `Name: value` lines in a file \
+             and name it with `header_file: ~/.config/mcpwall/otlp.headers`"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
 fn parse_sink_address(text: &str) -> Result<(bool, String, u16), &'static str> {
     let (tls, rest) = if let Some(rest) = text.strip_prefix("tls://") {
         (true, rest)

@@ -33,6 +33,13 @@
 //! cannot be fetched or read refuses every token once no set younger than
 //! `jwks_max_age_seconds` is in force (or none was ever fetched), until a later fetch
 //! succeeds: fail closed.
+//!
+//! **Without `jwks_url`**, the set's URL is found by OpenID Connect discovery before each
+//! fetch of the set: the `jwks_uri` of `<issuer>/.well-known/openid-configuration`, a
+//! document that must name exactly the configured `issuer` (OpenID Connect Discovery
+//! §4.3: a provider cannot speak for another) and a `jwks_uri` that is https (http only
+//! on loopback). Both fetches share one `fetch_timeout_seconds`, and
+//! [`MAX_JWKS_BYTES`] bounds each. `jwks_ca_file` names the CAs both are verified against.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,6 +57,8 @@ use crate::config::policy::OAuthSettings;
 
 /// The well-known path of the protected-resource metadata (RFC 9728).
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+/// The well-known path of an OpenID provider's configuration, under its issuer.
+pub const DISCOVERY_PATH: &str = "/.well-known/openid-configuration";
 /// Longest token header (base64url) read before the signature is checked.
 pub const MAX_HEADER_BYTES: usize = 2048;
 /// Largest key set read.
@@ -120,7 +129,7 @@ struct Cache {
 pub struct OAuth {
     settings: OAuthSettings,
     algorithms: Vec<Algorithm>,
-    client: crate::upstream::Upstream,
+    source: KeySource,
     cache: tokio::sync::Mutex<Cache>,
     /// The metadata document, and the paths it is served at.
     metadata: Bytes,
@@ -139,6 +148,21 @@ pub struct OAuth {
     /// Emptied whenever the key set is fetched (a key gone from the set takes its tokens
     /// along), and a token is remembered no longer than its key set is in force.
     verified: std::sync::Mutex<HashMap<[u8; 32], Verified>>,
+}
+
+/// Where the key set is fetched from.
+enum KeySource {
+    /// `jwks_url`, as configured.
+    Fixed {
+        url: String,
+        client: Arc<crate::upstream::Upstream>,
+    },
+    /// OpenID Connect discovery: the issuer's configuration document, and a client for
+    /// the `jwks_uri` it named last.
+    Discovered {
+        document: Box<crate::upstream::Upstream>,
+        keys: std::sync::Mutex<Option<(String, Arc<crate::upstream::Upstream>)>>,
+    },
 }
 
 /// A token that passed, and the times it is good between (the leeway applied).
@@ -194,11 +218,20 @@ impl OAuth {
         if algorithms.is_empty() {
             return Err(SetupError("no algorithm is accepted".into()));
         }
-        let client = crate::upstream::Upstream::new(&crate::upstream::Settings {
-            url: settings.jwks_url.clone(),
-            ..Default::default()
-        })
-        .map_err(|e| SetupError(format!("jwks_url: {e}")))?;
+        let source = match &settings.jwks_url {
+            Some(url) => KeySource::Fixed {
+                url: url.clone(),
+                client: Arc::new(client(url, settings, "jwks_url")?),
+            },
+            None => KeySource::Discovered {
+                document: Box::new(client(
+                    &discovery_url(&settings.issuer),
+                    settings,
+                    "issuer",
+                )?),
+                keys: std::sync::Mutex::new(None),
+            },
+        };
         let resource: hyper::Uri = settings
             .resource
             .parse()
@@ -225,7 +258,7 @@ impl OAuth {
         Ok(OAuth {
             settings: settings.clone(),
             algorithms,
-            client,
+            source,
             cache: tokio::sync::Mutex::new(Cache::default()),
             metadata: Bytes::from(doc.to_string()),
             metadata_paths,
@@ -588,35 +621,120 @@ impl OAuth {
         }
     }
 
-    /// One fetch of the key set, bounded in time and size.
+    /// One fetch of the key set (after discovering where it is, without `jwks_url`),
+    /// bounded in time and size.
     async fn fetch(&self) -> Result<HashMap<String, Key>, String> {
         let timeout = Duration::from_secs(u64::from(self.settings.fetch_timeout_seconds));
-        let url = &self.settings.jwks_url;
-        let body = tokio::time::timeout(timeout, async {
-            let accept = (
-                hyper::header::ACCEPT,
-                HeaderValue::from_static("application/json"),
-            );
-            let response = self
-                .client
-                .send(hyper::Method::GET, &[accept], Bytes::new())
-                .await
-                .map_err(|e| e.to_string())?;
-            if response.status() != hyper::StatusCode::OK {
-                return Err(format!("{url} answered {}", response.status()));
-            }
-            http_body_util::Limited::new(response.into_body(), MAX_JWKS_BYTES)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .map_err(|_| {
-                    format!("{url}: the key set is unreadable or over {MAX_JWKS_BYTES} bytes")
-                })
+        tokio::time::timeout(timeout, async {
+            let (url, client) = match &self.source {
+                KeySource::Fixed { url, client } => (url.clone(), client.clone()),
+                KeySource::Discovered { document, keys } => {
+                    let url = self.discover(document).await?;
+                    let mut known = keys.lock().unwrap_or_else(|e| e.into_inner());
+                    let client = match &*known {
+                        Some((at, client)) if *at == url => client.clone(),
+                        _ => {
+                            let client = Arc::new(
+                                client(&url, &self.settings, "jwks_uri")
+                                    .map_err(|e| e.0.clone())?,
+                            );
+                            *known = Some((url.clone(), client.clone()));
+                            client
+                        }
+                    };
+                    (url, client)
+                }
+            };
+            let body = get_json(&client, &url).await?;
+            parse_key_set(&body).map_err(|why| format!("{url}: {why}"))
         })
         .await
-        .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))??;
-        parse_key_set(&body).map_err(|why| format!("{url}: {why}"))
+        .map_err(|_| {
+            format!(
+                "the identity provider did not answer within {} s",
+                timeout.as_secs()
+            )
+        })?
     }
+
+    /// The `jwks_uri` of the issuer's OpenID configuration, if the document is the
+    /// issuer's own and the URI is one mcpwall may fetch.
+    async fn discover(&self, document: &crate::upstream::Upstream) -> Result<String, String> {
+        let url = discovery_url(&self.settings.issuer);
+        let body = get_json(document, &url).await?;
+        let doc: Value = serde_json::from_slice(&body).map_err(|_| format!("{url}: not JSON"))?;
+        if !doc.is_object() {
+            return Err(format!("{url}: not a JSON object"));
+        }
+        match doc["issuer"].as_str() {
+            Some(issuer) if issuer == self.settings.issuer => {}
+            Some(other) => {
+                return Err(format!(
+                    "{url} names the issuer {}, not {}: a provider's configuration is trusted only for its own issuer",
+                    bounded(other),
+                    self.settings.issuer
+                ));
+            }
+            None => return Err(format!("{url}: no `issuer`")),
+        }
+        let jwks_uri = doc["jwks_uri"]
+            .as_str()
+            .ok_or_else(|| format!("{url}: no `jwks_uri`"))?;
+        crate::config::check_oauth_url(jwks_uri).map_err(|why| {
+            format!(
+                "{url}: its `jwks_uri` {} is not usable: {why}",
+                bounded(jwks_uri)
+            )
+        })?;
+        Ok(jwks_uri.to_string())
+    }
+}
+
+/// `<issuer>/.well-known/openid-configuration` (OpenID Connect Discovery §4: the issuer's
+/// trailing `/` removed first).
+fn discovery_url(issuer: &str) -> String {
+    format!("{}{DISCOVERY_PATH}", issuer.trim_end_matches('/'))
+}
+
+/// A client for a URL of the identity provider (`what`: the setting it comes from), with
+/// `jwks_ca_file`'s CAs.
+fn client(
+    url: &str,
+    settings: &OAuthSettings,
+    what: &str,
+) -> Result<crate::upstream::Upstream, SetupError> {
+    crate::upstream::Upstream::new(&crate::upstream::Settings {
+        url: url.to_string(),
+        ca_file: settings.jwks_ca_file.clone(),
+        ..Default::default()
+    })
+    .map_err(|e| match e {
+        crate::upstream::UpstreamError::CaFile { path, why } => SetupError(format!(
+            "jwks_ca_file {}: {why}; give a readable PEM file, or remove the key to verify the provider against the public roots",
+            path.display()
+        )),
+        other => SetupError(format!("{what}: {other}")),
+    })
+}
+
+/// GET a JSON document of at most [`MAX_JWKS_BYTES`].
+async fn get_json(client: &crate::upstream::Upstream, url: &str) -> Result<Bytes, String> {
+    let accept = (
+        hyper::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    let response = client
+        .send(hyper::Method::GET, &[accept], Bytes::new())
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    if response.status() != hyper::StatusCode::OK {
+        return Err(format!("{url} answered {}", response.status()));
+    }
+    http_body_util::Limited::new(response.into_body(), MAX_JWKS_BYTES)
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .map_err(|_| format!("{url}: the document is unreadable or over {MAX_JWKS_BYTES} bytes"))
 }
 
 /// The usable signing keys of a JWK set (RFC 7517), by `kid`. Keys of other uses or types

@@ -22,24 +22,31 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// The cursor at `path`; `None` if there is none or it can't be read whole (the caller
-    /// then starts from the log's current end, and says so).
-    pub fn load(path: &Path) -> Option<Cursor> {
-        let text = std::fs::read_to_string(path).ok()?;
+    /// The cursor at `path`: `Ok(None)` if there is none, `Err` (why) if there is one that
+    /// can't be read whole. The caller then ships from the log's first line: lines sent
+    /// twice are told apart by their hash, lines skipped would be lost to the copy.
+    pub fn load(path: &Path) -> Result<Option<Cursor>, String> {
+        let text = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        };
+        let text = String::from_utf8(text).map_err(|_| "it is not text".to_string())?;
         let mut lines = text.lines();
-        if lines.next()? != MAGIC {
-            return None;
+        if lines.next() != Some(MAGIC) {
+            return Err(format!("it does not start with `{MAGIC}`"));
         }
         let mut files = Vec::new();
-        for line in lines {
-            let (name, offset) = line.rsplit_once(' ')?;
+        for (n, line) in lines.enumerate() {
+            let bad = || format!("line {} is not `DAY-FILE OFFSET`", n + 2);
+            let (name, offset) = line.rsplit_once(' ').ok_or_else(bad)?;
             if !crate::audit::is_own_log_file(name) {
-                return None;
+                return Err(bad());
             }
-            files.push((name.to_string(), offset.parse().ok()?));
+            files.push((name.to_string(), offset.parse().map_err(|_| bad())?));
         }
         files.sort();
-        Some(Cursor { files })
+        Ok(Some(Cursor { files }))
     }
 
     pub fn save(&self, path: &Path) -> io::Result<()> {
@@ -140,10 +147,15 @@ mod tests {
         let path = tmp.path().join("x.cursor");
         let c = Cursor::at_end_of(&[(D2.into(), 10), (D3.into(), 20)]);
         c.save(&path).unwrap();
-        assert_eq!(Cursor::load(&path), Some(c));
+        assert_eq!(Cursor::load(&path), Ok(Some(c)));
         std::fs::write(&path, format!("{MAGIC}\n../../etc/passwd 3\n")).unwrap();
-        assert_eq!(Cursor::load(&path), None);
+        assert!(Cursor::load(&path).is_err());
         std::fs::write(&path, format!("{MAGIC}\n{D2} ten\n")).unwrap();
-        assert_eq!(Cursor::load(&path), None);
+        assert!(Cursor::load(&path).is_err());
+        std::fs::write(&path, b"\xff\xfe").unwrap();
+        assert!(Cursor::load(&path).is_err());
+        std::fs::write(&path, "").unwrap();
+        assert!(Cursor::load(&path).is_err());
+        assert_eq!(Cursor::load(&tmp.path().join("none.cursor")), Ok(None));
     }
 }

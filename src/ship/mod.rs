@@ -15,21 +15,24 @@
 //! slow or gone only delays the copy.
 
 pub mod cursor;
+pub mod otlp;
 pub mod syslog;
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::config::policy::SyslogSink;
-use cursor::Cursor;
-use syslog::{Connection, Header};
+use memchr::memmem;
 
-/// Bytes read from a day file at a time.
+use crate::audit::{AuditEvent, AuditSender, Direction, RuleRef, Verdict};
+use crate::config::policy::LogShipping;
+use cursor::Cursor;
+
+/// Bytes read from a day file at a time (and so the most lines in one batch).
 const CHUNK: usize = 256 * 1024;
 /// A line longer than this (no audit line is: frames are capped) is not shipped; a
 /// record says where it was.
@@ -42,6 +45,9 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 /// Reconnection back-off.
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// The audit log's rule for what the shipper itself has to say (a damaged cursor).
+pub const RULE_LOG_SHIPPING: &str = "mcpwall:log_shipping";
 
 /// Why shipping could not start (the proxy or gateway then does not start either: a copy
 /// the user asked for is not silently dropped).
@@ -60,91 +66,108 @@ pub enum ShipError {
         why: String,
     },
     #[error(
-        "log_shipping.syslog: `tls://` needs a build with TLS (the `tls` feature); use such a build, or `tcp://` on a network you trust"
+        "log_shipping.{sink}: `{scheme}` needs a build with TLS (the `tls` feature); use such a build, or a plain address on a network you trust"
     )]
-    NoTls,
+    NoTls {
+        sink: &'static str,
+        scheme: &'static str,
+    },
+    #[error("log_shipping.otlp: {endpoint}: {why}")]
+    Otlp { endpoint: String, why: String },
     #[error("log_shipping: cannot prepare {dir}: {why}")]
     Dir { dir: PathBuf, why: io::Error },
 }
 
-/// What one shipper needs to reach its collector.
+/// One collector, with everything that can be checked before the first connection:
+/// certificates and header files read, TLS configured.
 #[derive(Clone)]
-pub struct Target {
-    sink: SyslogSink,
-    header: Arc<Header>,
-    #[cfg(feature = "tls")]
-    tls: Option<Arc<rustls::ClientConfig>>,
+pub enum Target {
+    Syslog(syslog::Target),
+    Otlp(otlp::Target),
+}
+
+/// The collectors `shipping` names, each ready to ship to (syslog first).
+pub fn targets(shipping: &LogShipping) -> Result<Vec<Target>, ShipError> {
+    let mut out = Vec::new();
+    if let Some(sink) = &shipping.syslog {
+        out.push(Target::Syslog(syslog::Target::new(sink)?));
+    }
+    if let Some(sink) = &shipping.otlp {
+        out.push(Target::Otlp(otlp::Target::new(sink)?));
+    }
+    Ok(out)
 }
 
 impl Target {
-    /// Everything that can be checked before the first connection: certificates read,
-    /// TLS configured.
-    pub fn new(sink: &SyslogSink) -> Result<Target, ShipError> {
-        #[cfg(not(feature = "tls"))]
-        if sink.tls {
-            return Err(ShipError::NoTls);
-        }
-        Ok(Target {
-            sink: sink.clone(),
-            header: Arc::new(Header::new(sink)),
-            #[cfg(feature = "tls")]
-            tls: if sink.tls {
-                Some(tls_config(sink)?)
-            } else {
-                None
-            },
-        })
-    }
-
+    /// The collector's address as the policy wrote it (`tls://HOST:PORT`, an OTLP URL).
     pub fn address(&self) -> String {
-        self.sink.address()
+        match self {
+            Target::Syslog(t) => t.address(),
+            Target::Otlp(t) => t.address(),
+        }
     }
 
-    fn connect(&self, timeout: Duration) -> io::Result<Connection> {
-        Connection::open(
-            &self.sink,
-            #[cfg(feature = "tls")]
-            self.tls.as_ref(),
-            timeout,
-        )
+    fn sink(&self) -> Box<dyn Sink> {
+        match self {
+            Target::Syslog(t) => Box::new(syslog::Sender::new(t.clone())),
+            Target::Otlp(t) => Box::new(otlp::Sender::new(t.clone())),
+        }
     }
 }
 
-#[cfg(feature = "tls")]
-fn tls_config(sink: &SyslogSink) -> Result<Arc<rustls::ClientConfig>, ShipError> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let roots =
-        crate::upstream::tls::roots(sink.ca_file.as_deref()).map_err(|why| ShipError::CaFile {
-            path: sink.ca_file.clone().unwrap_or_default(),
-            why,
-        })?;
-    let builder = crate::upstream::tls::builder(roots).map_err(|why| ShipError::CaFile {
-        path: sink.ca_file.clone().unwrap_or_default(),
-        why,
-    })?;
-    let config = match (&sink.client_cert, &sink.client_key) {
-        (Some(cert), Some(key)) => {
-            let bad = |why: String| ShipError::ClientCert {
-                cert: cert.clone(),
-                key: key.clone(),
-                why,
-            };
-            let chain = CertificateDer::pem_file_iter(cert)
-                .map_err(|e| bad(e.to_string()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| bad(e.to_string()))?;
-            if chain.is_empty() {
-                return Err(bad("the certificate file holds no PEM certificate".into()));
-            }
-            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(e.to_string()))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| bad(e.to_string()))?
-        }
-        _ => builder.with_no_client_auth(),
+/// A collector's connection and the batch of lines on its way there.
+trait Sink: Send {
+    /// Add one line (without its newline) to the batch.
+    fn add(&mut self, line: &[u8]);
+    /// Send the batch within `timeout`. It is emptied whether or not it went: on an error
+    /// the lines are read from the day file again, from the cursor.
+    fn send(&mut self, timeout: Duration) -> io::Result<()>;
+    /// Forget the connection and the batch (after a failure), so the next send connects
+    /// anew and sends what the cursor says.
+    fn disconnect(&mut self);
+}
+
+/// How serious an audit line is, for the collector's filters: the writer's records (a
+/// gap, a cut line) are warnings; refusals notices; errors errors; the rest informational.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Severity {
+    Info,
+    Notice,
+    Warning,
+    Error,
+}
+
+/// The line's severity, and whether it is one of the writer's records.
+fn classify(line: &[u8]) -> (Severity, bool) {
+    let head = &line[..line.len().min(80)];
+    if memmem::find(head, b"\"record\":\"").is_some() {
+        return (Severity::Warning, true);
+    }
+    let Some(at) = memmem::find(line, b"\"action\":\"") else {
+        return (Severity::Info, false);
     };
-    Ok(Arc::new(config))
+    let word = &line[at + 10..];
+    let word = &word[..memchr::memchr(b'"', word).unwrap_or(0)];
+    let severity = match word {
+        b"error" => Severity::Error,
+        b"deny" | b"block" | b"redact" | b"drop" | b"declined" | b"timed_out" => Severity::Notice,
+        _ => Severity::Info,
+    };
+    (severity, false)
+}
+
+/// The line's own time (`{"ts":"2026-12-06T13:22:04.123456Z",…`): RFC 3339 with at most
+/// six fractional digits.
+fn event_time(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"{\"ts\":\"")?;
+    let end = memchr::memchr(b'"', rest.get(..40)?)?;
+    let ts = std::str::from_utf8(&rest[..end]).ok()?;
+    let well_formed = ts.len() >= 20
+        && ts.ends_with('Z')
+        && ts
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"-:.TZ".contains(&b));
+    well_formed.then_some(ts)
 }
 
 /// The shipping thread of one process.
@@ -157,19 +180,50 @@ struct Control {
     stop: AtomicBool,
     /// Set by [`Shipper::finish`]: the last pass ends by then.
     deadline: Mutex<Option<Instant>>,
+    /// What the shipper has to tell the audit log, and the writer to tell it to once the
+    /// log is open ([`Shipper::audit_to`]).
+    audit: Mutex<Notes>,
+}
+
+#[derive(Default)]
+struct Notes {
+    waiting: Vec<String>,
+    sender: Option<AuditSender>,
+}
+
+impl Control {
+    /// Say `text` in the audit log, now if the writer is there, or once it is.
+    fn note(&self, text: String) {
+        let mut notes = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sender) = &notes.sender {
+            sender.send(&mut vec![note_event(text)]);
+        } else {
+            notes.waiting.push(text);
+        }
+    }
+}
+
+/// The audit event of something the shipper has to say (in the chain, so in the copy).
+pub fn note_event(text: String) -> AuditEvent {
+    let mut event = AuditEvent::new(Direction::Inbound, Verdict::LogOnly);
+    event.method = Some("mcpwall/log_shipping".into());
+    event.rule = Some(RuleRef::Builtin(RULE_LOG_SHIPPING));
+    event.message = Some(text.into());
+    event
 }
 
 impl Shipper {
     /// Ship the log of `dir` to `target` from now on, on a thread of its own.
     pub fn start(dir: &Path, target: Target) -> Result<Shipper, ShipError> {
         let mut worker = Worker::new(dir, target)?;
-        // Taken now, when it is free, so the cursor of a log shipped for the first time
-        // is its end before this process writes a line.
-        worker.try_hold();
         let control = Arc::new(Control {
             stop: AtomicBool::new(false),
             deadline: Mutex::new(None),
+            audit: Mutex::new(Notes::default()),
         });
+        // Taken now, when it is free, so the cursor of a log shipped for the first time
+        // is its end before this process writes a line.
+        worker.try_hold(&control);
         let thread_control = control.clone();
         let thread = std::thread::Builder::new()
             .name("mcpwall-ship".into())
@@ -182,6 +236,15 @@ impl Shipper {
             control,
             thread: Some(thread),
         })
+    }
+
+    /// The audit log is open: what the shipper had to say goes there now, and whatever it
+    /// has to say later.
+    pub fn audit_to(&self, sender: AuditSender) {
+        let mut notes = self.control.audit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut events: Vec<AuditEvent> = notes.waiting.drain(..).map(note_event).collect();
+        sender.send(&mut events);
+        notes.sender = Some(sender);
     }
 
     /// Ship what is left (call it after the audit writer has finished), for at most
@@ -206,6 +269,8 @@ pub struct Outcome {
     pub lines: u64,
     /// Another process holds the sink's lock: it ships.
     pub busy: bool,
+    /// What the caller is to write into the audit log (a damaged cursor).
+    pub notes: Vec<String>,
 }
 
 /// One pass in the calling thread (`mcpwall log ship`): everything outstanding, within
@@ -213,12 +278,25 @@ pub struct Outcome {
 pub fn ship_now(dir: &Path, target: Target, timeout: Duration) -> Result<Outcome, String> {
     let mut worker = Worker::new(dir, target).map_err(|e| e.to_string())?;
     worker.from_start = true;
-    if !worker.try_hold() {
+    let control = Control {
+        stop: AtomicBool::new(true),
+        deadline: Mutex::new(None),
+        audit: Mutex::new(Notes::default()),
+    };
+    if !worker.try_hold(&control) {
         return Ok(Outcome {
             lines: 0,
             busy: true,
+            notes: Vec::new(),
         });
     }
+    let notes = std::mem::take(
+        &mut control
+            .audit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .waiting,
+    );
     let deadline = Instant::now() + timeout;
     match worker.pass(Some(deadline)) {
         Progress::Failed(why) => Err(why),
@@ -229,6 +307,7 @@ pub fn ship_now(dir: &Path, target: Target, timeout: Duration) -> Result<Outcome
         _ => Ok(Outcome {
             lines: worker.shipped,
             busy: false,
+            notes,
         }),
     }
 }
@@ -251,7 +330,7 @@ struct Worker {
     /// With no cursor yet: ship from the first line (`log ship`), not from now.
     from_start: bool,
     cursor: Cursor,
-    conn: Option<Connection>,
+    sink: Box<dyn Sink>,
     retry_at: Option<Instant>,
     backoff: Duration,
     /// The current outage was reported on stderr.
@@ -260,7 +339,6 @@ struct Worker {
     /// A day file ends in a line still being written.
     waiting: bool,
     buf: Vec<u8>,
-    out: Vec<u8>,
 }
 
 impl Worker {
@@ -282,25 +360,24 @@ impl Worker {
         })?;
         Ok(Worker {
             dir: dir.to_path_buf(),
+            sink: target.sink(),
             target,
             cursor_path,
             lock,
             holding: false,
             from_start: false,
             cursor: Cursor::default(),
-            conn: None,
             retry_at: None,
             backoff: FIRST_RETRY,
             warned: false,
             shipped: 0,
             waiting: false,
             buf: Vec::new(),
-            out: Vec::new(),
         })
     }
 
     /// Become the one process shipping this log to this sink, if none is.
-    fn try_hold(&mut self) -> bool {
+    fn try_hold(&mut self, control: &Control) -> bool {
         if self.holding {
             return true;
         }
@@ -309,16 +386,24 @@ impl Worker {
         }
         self.holding = true;
         self.cursor = match Cursor::load(&self.cursor_path) {
-            Some(cursor) => cursor,
-            None if self.from_start => Cursor::default(),
-            None => {
-                if self.cursor_path.exists() {
-                    eprintln!(
-                        "mcpwall: warning: {} cannot be read; shipping to {} starts at the log's end",
-                        self.cursor_path.display(),
-                        self.target.address()
-                    );
-                }
+            Ok(Some(cursor)) => cursor,
+            // Where shipping stopped is unknown: from the first line, so that no line is
+            // missing from the copy. Lines sent again are told apart by their hash; a
+            // line skipped could never be told from one deleted.
+            Err(why) => {
+                let text = format!(
+                    "the shipping cursor {} is damaged ({why}): shipping to {} starts again from the log's first line, so the collector may get lines it already has (the same `hash`)",
+                    self.cursor_path.display(),
+                    self.target.address()
+                );
+                eprintln!("mcpwall: warning: {text}");
+                control.note(text);
+                let cursor = Cursor::default();
+                let _ = cursor.save(&self.cursor_path);
+                cursor
+            }
+            Ok(None) if self.from_start => Cursor::default(),
+            Ok(None) => {
                 let now: Vec<(String, u64)> = crate::audit::files::own_log_files(&self.dir)
                     .into_iter()
                     .filter_map(|f| Some((f.name, std::fs::metadata(&f.path).ok()?.len())))
@@ -340,7 +425,7 @@ impl Worker {
                 // The last pass: whatever the back-off says, one more try.
                 self.retry_at = None;
             }
-            if self.try_hold() {
+            if self.try_hold(control) {
                 match self.pass(deadline) {
                     Progress::Sent => poll = BUSY_POLL,
                     Progress::Idle | Progress::Failed(_) => poll = (poll * 2).min(IDLE_POLL),
@@ -431,18 +516,14 @@ impl Worker {
                 let why = format!("a line longer than {MAX_LINE} bytes was not shipped");
                 self.send_record(name, offset, &why, deadline)?;
             } else {
-                self.out.clear();
                 let mut lines = 0;
                 for line in self.buf[..complete].split(|&b| b == b'\n') {
                     if !line.is_empty() {
-                        self.target.header.frame(&mut self.out, line);
+                        self.sink.add(line);
                         lines += 1;
                     }
                 }
-                let out = std::mem::take(&mut self.out);
-                let result = self.send(&out, deadline);
-                self.out = out;
-                result?;
+                self.send(deadline)?;
                 self.shipped += lines;
             }
             offset += complete as u64;
@@ -503,12 +584,12 @@ impl Worker {
             "mcpwall: warning: shipping the audit log to {}: {file}: {why}",
             self.target.address()
         );
-        let mut out = Vec::new();
-        self.target.header.frame(&mut out, line.as_bytes());
-        self.send(&out, deadline)
+        self.sink.add(line.as_bytes());
+        self.send(deadline)
     }
 
-    fn send(&mut self, bytes: &[u8], deadline: Option<Instant>) -> io::Result<()> {
+    /// Send the sink's batch.
+    fn send(&mut self, deadline: Option<Instant>) -> io::Result<()> {
         let timeout = match deadline {
             Some(at) => at
                 .saturating_duration_since(Instant::now())
@@ -516,19 +597,13 @@ impl Worker {
             None => IO_TIMEOUT,
         };
         if deadline.is_some_and(|at| Instant::now() >= at) {
+            self.sink.disconnect();
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the time to ship ran out",
             ));
         }
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            None => self.conn.insert(self.target.connect(timeout)?),
-        };
-        if let Err(e) = conn.write_all(bytes).and_then(|()| conn.flush()) {
-            self.conn = None;
-            return Err(e);
-        }
+        self.sink.send(timeout)?;
         if std::mem::take(&mut self.warned) {
             eprintln!(
                 "mcpwall: shipping the audit log to {} works again",
@@ -541,7 +616,7 @@ impl Worker {
     }
 
     fn failed(&mut self, error: io::Error) -> Progress {
-        self.conn = None;
+        self.sink.disconnect();
         let why = error.to_string();
         if !self.warned {
             eprintln!(

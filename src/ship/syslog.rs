@@ -8,17 +8,147 @@
 
 use std::io::{self, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
-use memchr::memmem;
-
+use super::{Severity, ShipError, classify, event_time};
 use crate::config::policy::SyslogSink;
 
-/// RFC 5424 severities used here.
-const WARNING: u8 = 4;
-const NOTICE: u8 = 5;
-const INFO: u8 = 6;
-const ERROR: u8 = 3;
+/// RFC 5424's code for a severity.
+fn code(severity: Severity) -> u8 {
+    match severity {
+        Severity::Error => 3,
+        Severity::Warning => 4,
+        Severity::Notice => 5,
+        Severity::Info => 6,
+    }
+}
+
+/// A syslog collector, checked and configured at start.
+#[derive(Clone)]
+pub struct Target {
+    sink: SyslogSink,
+    header: Arc<Header>,
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Target {
+    /// Everything that can be checked before the first connection: certificates read,
+    /// TLS configured.
+    pub fn new(sink: &SyslogSink) -> Result<Target, ShipError> {
+        #[cfg(not(feature = "tls"))]
+        if sink.tls {
+            return Err(ShipError::NoTls {
+                sink: "syslog",
+                scheme: "tls://",
+            });
+        }
+        Ok(Target {
+            sink: sink.clone(),
+            header: Arc::new(Header::new(sink)),
+            #[cfg(feature = "tls")]
+            tls: if sink.tls {
+                Some(tls_config(sink)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    pub fn address(&self) -> String {
+        self.sink.address()
+    }
+
+    fn connect(&self, timeout: Duration) -> io::Result<Connection> {
+        Connection::open(
+            &self.sink,
+            #[cfg(feature = "tls")]
+            self.tls.as_ref(),
+            timeout,
+        )
+    }
+}
+
+#[cfg(feature = "tls")]
+fn tls_config(sink: &SyslogSink) -> Result<Arc<rustls::ClientConfig>, ShipError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let roots =
+        crate::upstream::tls::roots(sink.ca_file.as_deref()).map_err(|why| ShipError::CaFile {
+            path: sink.ca_file.clone().unwrap_or_default(),
+            why,
+        })?;
+    let builder = crate::upstream::tls::builder(roots).map_err(|why| ShipError::CaFile {
+        path: sink.ca_file.clone().unwrap_or_default(),
+        why,
+    })?;
+    let config = match (&sink.client_cert, &sink.client_key) {
+        (Some(cert), Some(key)) => {
+            let bad = |why: String| ShipError::ClientCert {
+                cert: cert.clone(),
+                key: key.clone(),
+                why,
+            };
+            let chain = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if chain.is_empty() {
+                return Err(bad("the certificate file holds no PEM certificate".into()));
+            }
+            let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(e.to_string()))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| bad(e.to_string()))?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
+
+/// The stream to one collector and the octet-counted messages waiting to be written.
+pub struct Sender {
+    target: Target,
+    conn: Option<Connection>,
+    out: Vec<u8>,
+}
+
+impl Sender {
+    pub fn new(target: Target) -> Sender {
+        Sender {
+            target,
+            conn: None,
+            out: Vec::new(),
+        }
+    }
+}
+
+impl super::Sink for Sender {
+    fn add(&mut self, line: &[u8]) {
+        self.target.header.frame(&mut self.out, line);
+    }
+
+    fn send(&mut self, timeout: Duration) -> io::Result<()> {
+        let result = (|| {
+            let conn = match &mut self.conn {
+                Some(conn) => conn,
+                None => self.conn.insert(self.target.connect(timeout)?),
+            };
+            conn.write_all(&self.out).and_then(|()| conn.flush())
+        })();
+        self.out.clear();
+        if result.is_err() {
+            self.conn = None;
+        }
+        result
+    }
+
+    fn disconnect(&mut self) {
+        self.conn = None;
+        self.out.clear();
+    }
+}
 
 /// What every message of one shipper has in common.
 pub struct Header {
@@ -38,8 +168,9 @@ impl Header {
 
     /// Append `line` (without its newline) to `out` as one octet-counted message.
     pub fn frame(&self, out: &mut Vec<u8>, line: &[u8]) {
-        let (severity, msgid) = classify(line);
-        let pri = u16::from(self.facility) * 8 + u16::from(severity);
+        let (severity, record) = classify(line);
+        let msgid = if record { "record" } else { "audit" };
+        let pri = u16::from(self.facility) * 8 + u16::from(code(severity));
         let ts = event_time(line).unwrap_or("-");
         let head = format!(
             "<{pri}>1 {ts} {} {} - {msgid} - ",
@@ -53,42 +184,8 @@ impl Header {
     }
 }
 
-/// The line's own time (`{"ts":"2026-12-06T13:22:04.123456Z",…`): RFC 3339 with at most
-/// six fractional digits, as RFC 5424 allows.
-fn event_time(line: &[u8]) -> Option<&str> {
-    let rest = line.strip_prefix(b"{\"ts\":\"")?;
-    let end = memchr::memchr(b'"', rest.get(..40)?)?;
-    let ts = std::str::from_utf8(&rest[..end]).ok()?;
-    let well_formed = ts.len() >= 20
-        && ts.ends_with('Z')
-        && ts
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b"-:.TZ".contains(&b));
-    well_formed.then_some(ts)
-}
-
-/// Severity and MSGID: the writer's records (a gap, a cut line) are warnings; refusals
-/// notices; errors errors; the rest informational.
-fn classify(line: &[u8]) -> (u8, &'static str) {
-    let head = &line[..line.len().min(80)];
-    if memmem::find(head, b"\"record\":\"").is_some() {
-        return (WARNING, "record");
-    }
-    let Some(at) = memmem::find(line, b"\"action\":\"") else {
-        return (INFO, "audit");
-    };
-    let word = &line[at + 10..];
-    let word = &word[..memchr::memchr(b'"', word).unwrap_or(0)];
-    let severity = match word {
-        b"error" => ERROR,
-        b"deny" | b"block" | b"redact" | b"drop" | b"declined" | b"timed_out" => NOTICE,
-        _ => INFO,
-    };
-    (severity, "audit")
-}
-
 /// This machine's name as RFC 5424 wants it (printable ASCII, at most 255), or `-`.
-fn hostname() -> String {
+pub(super) fn hostname() -> String {
     let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())

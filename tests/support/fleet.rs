@@ -1,5 +1,5 @@
-//! A fleet on loopback: a `redis-server` and an HAProxy of their own (Debian's packages),
-//! started on free ports and killed when dropped. Include with
+//! A fleet on loopback: a `redis-server`, an HAProxy and an nginx of their own (Debian's
+//! packages), started on free ports and killed when dropped. Include with
 //! `#[path = "support/fleet.rs"] mod fleet;` beside `support/gateway.rs`.
 //!
 //! A missing tool skips the test with the reason on stderr; with
@@ -51,6 +51,8 @@ fn wait_listening(port: u16, what: &str) {
 pub struct Running {
     pub child: Child,
     pub port: u16,
+    /// Files the process needs while it runs (nginx's configuration and temp files).
+    pub dir: Option<tempfile::TempDir>,
 }
 
 impl Running {
@@ -84,7 +86,11 @@ pub fn redis(binary: &Path) -> Running {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let running = Running { child, port };
+    let running = Running {
+        child,
+        port,
+        dir: None,
+    };
     wait_listening(port, "redis-server");
     running
 }
@@ -106,8 +112,73 @@ pub fn haproxy(binary: &Path, [replica_a, replica_b, replica_c]: [&str; 3]) -> R
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let running = Running { child, port };
+    let running = Running {
+        child,
+        port,
+        dir: None,
+    };
     wait_listening(port, "haproxy");
+    running
+}
+
+/// nginx with the documented configuration (`docs/fleet/nginx.conf`, its `http` part),
+/// listening on a free port, in front of replicas `a` and `b` at these addresses: the
+/// file's example addresses are replaced, nothing else. One process (`master_process
+/// off`), so killing it leaves no worker behind.
+pub fn nginx(binary: &Path, [replica_a, replica_b]: [&str; 2]) -> Running {
+    let port = free_port();
+    let documented = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet/nginx.conf"),
+    )
+    .unwrap();
+    for example in ["127.0.0.1:8801", "127.0.0.1:8802", "127.0.0.1:8808"] {
+        assert!(
+            documented.contains(example),
+            "nginx.conf no longer names {example}"
+        );
+    }
+    let routing = documented
+        .replace("127.0.0.1:8801", replica_a)
+        .replace("127.0.0.1:8802", replica_b)
+        .replace("127.0.0.1:8808", &format!("127.0.0.1:{port}"));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("mcpwall.conf"), routing).unwrap();
+    let main = format!(
+        "daemon off;
+master_process off;
+error_log stderr warn;
+pid {root}/nginx.pid;
+         events {{ worker_connections 256; }}
+         http {{
+  access_log off;
+  client_body_temp_path {root}/body;
+  proxy_temp_path {root}/proxy;
+           fastcgi_temp_path {root}/fastcgi;
+  uwsgi_temp_path {root}/uwsgi;
+  scgi_temp_path {root}/scgi;
+           include {root}/mcpwall.conf;
+}}
+",
+        root = root.display()
+    );
+    std::fs::write(root.join("nginx.conf"), main).unwrap();
+    let child = Command::new(binary)
+        .args(["-e", "stderr", "-p"])
+        .arg(root)
+        .arg("-c")
+        .arg(root.join("nginx.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = Running {
+        child,
+        port,
+        dir: Some(dir),
+    };
+    wait_listening(port, "nginx");
     running
 }
 
