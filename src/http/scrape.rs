@@ -60,7 +60,7 @@ impl Scrape {
         }
         let presented = super::server::bearer_token(req);
         let reader = presented
-            .and_then(|t| gateway.tokens.identify(t))
+            .and_then(|t| gateway.tokens.identify(t).ok().flatten())
             .filter(|name| self.readers.iter().any(|r| **r == **name));
         if reader.is_none() {
             self.metrics.note_refused_scrape();
