@@ -608,7 +608,9 @@ fn a_call_held_on_one_replica_is_decided_on_another_machine_and_answered_at_home
     // Held on replica a (its client has no elicitation); listed on replica b's machine,
     // whose own queue is empty, as held by replica a.
     let waiting = hold("dep-1");
-    let code = listed_code(&b.home, "replica a");
+    let code = listed_code(&b.home, "dep-1");
+    let (_, listed) = approve_on(&b.home, &[]);
+    assert!(listed.contains("held by:   replica a"), "{listed}");
     assert!(!a.home.received().contains("dep-1"), "forwarded unapproved");
     // Without a terminal or --yes nothing is decided, there as here.
     let (decided, text) = approve_on(&b.home, &[&code]);
@@ -623,7 +625,7 @@ fn a_call_held_on_one_replica_is_decided_on_another_machine_and_answered_at_home
 
     // Refused on b's machine: replica a refuses it.
     let waiting = hold("dep-2");
-    let code = listed_code(&b.home, "replica a");
+    let code = listed_code(&b.home, "dep-2");
     let (decided, text) = approve_on(&b.home, &["--deny", "--yes", &code]);
     assert!(decided && text.contains("Refused"), "{text}");
     let answer = waiting.join().unwrap().json();
@@ -664,7 +666,29 @@ fn a_token_revoked_on_one_replica_closes_its_streams_on_the_others_at_once() {
     std::fs::copy(home_a.tokens_file(), home_b.tokens_file()).unwrap();
     let a = Gateway::serve_rules(home_a, &shared, Home::RULES, &["--replica", "a"]);
     let b = Gateway::serve_rules(home_b, &shared, Home::RULES, &["--replica", "b"]);
-    b.stderr_until("the listener", |e| e.contains("shared state at"));
+
+    // Each replica listens for revocations on the gateway's channel.
+    let mut redis_client = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, listeners): (String, u32) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("mcpwall:fleet-test:revocations")
+            .query::<Vec<(String, u32)>>(&mut redis_client)
+            .unwrap()
+            .remove(0);
+        if listeners == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{listeners} replica(s) listening"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // Replica b holds a WebSocket and a legacy SSE stream of `gone`, and a WebSocket of
     // `ci`.

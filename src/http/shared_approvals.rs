@@ -71,6 +71,7 @@ pub fn start(
                 chatter,
                 pid: std::process::id(),
                 offered: HashMap::new(),
+                decided: std::collections::HashSet::new(),
                 stamp: None,
                 listed: None,
                 failing: false,
@@ -95,6 +96,9 @@ struct Offering {
     pid: u32,
     /// The calls offered, by code.
     offered: HashMap<String, ApprovalRequest>,
+    /// The calls decided elsewhere, whose decision is home: not offered again while the
+    /// session applies it.
+    decided: std::collections::HashSet<String>,
     /// The directory's time stamp when last listed.
     stamp: Option<SystemTime>,
     listed: Option<Instant>,
@@ -147,8 +151,9 @@ impl Offering {
                 Err(e) => self.failed(&e),
             }
         }
+        self.decided.retain(|code| held.contains_key(code));
         for (code, request) in held {
-            if self.offered.contains_key(&code) {
+            if self.offered.contains_key(&code) || self.decided.contains(&code) {
                 continue;
             }
             let ttl = Duration::from_secs(request.expires_unix.saturating_sub(now).max(1));
@@ -188,6 +193,10 @@ impl Offering {
                 // Bound to the call the approver was shown: one under the same code with
                 // other arguments is not decided by it.
                 Some(d) if d.digest == request.digest && self.queue.get(&code).is_some() => {
+                    // Decided: no longer offered (another approver would decide nothing).
+                    self.offered.remove(&code);
+                    self.decided.insert(code.clone());
+                    let _ = self.state.withdraw_held(&code);
                     if let Err(e) = self.queue.record(&request, d.approve) {
                         self.chatter.log(
                             LogLevel::Error,
