@@ -330,7 +330,7 @@ impl SharedState for Local {
     fn decide_held(&self, code: &str, decision: &str) -> Result<bool, Unavailable> {
         let now = Instant::now();
         let mut inner = self.lock();
-        if !inner.held.map.get(code).is_some_and(|(_, end)| *end > now) {
+        if inner.held.map.get(code).is_none_or(|(_, end)| *end <= now) {
             return Ok(false);
         }
         inner
