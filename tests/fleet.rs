@@ -747,6 +747,9 @@ fn a_token_revoked_on_one_replica_closes_its_streams_on_the_others_at_once() {
         }
     };
     assert!(close.contains("Again") || close.contains("1013"), "{close}");
+    b.stderr_until("the loss of the revocation channel", |e| {
+        e.contains("not hearing the other replicas' revocations")
+    });
     let client = Client {
         addr: &b.addr,
         auth: ci.clone(),

@@ -1,6 +1,7 @@
 //! What the replicas of one `mcpwall serve` gateway keep in common
 //! (`settings.shared_state`): per-identity rate-limit windows, circuit-breaker
-//! suspensions, token revocations and tool pin records.
+//! suspensions, token revocations (and a channel announcing them), tool pin records, and
+//! the calls held for `mcpwall approve` offered to every replica's machine.
 //!
 //! Without the setting, nothing here is used: each process counts in its own memory, as a
 //! single gateway always has. With it, every replica consults one Redis ([`redis`]) so

@@ -9,8 +9,14 @@
 //!
 //! Losing Redis (an I/O error, a timeout, an error reply) fails closed: the call gets
 //! [`Lost`], and the caller refuses what it was asked to admit. With `on_loss: local_only`
-//! the replica counts on [`Local`] instead until Redis answers again. Both transitions are
-//! told once on stderr.
+//! the replica counts on [`Local`] instead until Redis answers again (not for held calls,
+//! which only other replicas would need). Both transitions are told once on stderr.
+//!
+//! A revocation is recorded and published on `mcpwall:<name>:revocations` in one
+//! transaction; each replica listens on that channel from a thread of its own
+//! ([`SharedState::listen_for_revocations`]), with a PING every [`LISTEN_PING`] of quiet so
+//! a connection that died silently is noticed, and connects again a second after a
+//! failure.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -325,8 +331,11 @@ fn listen(
     listening: &std::sync::atomic::AtomicBool,
     tell: &(dyn Fn(Heard) -> bool + Send),
 ) {
+    // Told on stderr once per loss, and once when listening again.
+    let mut deaf = false;
     loop {
-        let heard = (|| -> redis::RedisResult<bool> {
+        // `Ok`: told to stop.
+        let heard = (|| -> redis::RedisResult<()> {
             let mut c = client.get_connection_with_timeout(timeout)?;
             c.set_write_timeout(Some(timeout))?;
             c.set_read_timeout(Some(timeout))?;
@@ -334,8 +343,11 @@ fn listen(
             pubsub.subscribe(channel)?;
             pubsub.set_read_timeout(Some(LISTEN_PING))?;
             listening.store(true, Ordering::Release);
+            if std::mem::replace(&mut deaf, false) {
+                eprintln!("mcpwall: hearing the other replicas' revocations again");
+            }
             if !tell(Heard::Listening) {
-                return Ok(false);
+                return Ok(());
             }
             loop {
                 match pubsub.get_message() {
@@ -344,7 +356,7 @@ fn listen(
                         if let Some(hash) = hash
                             && !tell(Heard::Revoked(hash))
                         {
-                            return Ok(false);
+                            return Ok(());
                         }
                     }
                     Err(e) if e.is_timeout() => {
@@ -357,8 +369,13 @@ fn listen(
             }
         })();
         listening.store(false, Ordering::Release);
-        if matches!(heard, Ok(false)) {
-            return;
+        match heard {
+            Ok(()) => return,
+            Err(e) if !std::mem::replace(&mut deaf, true) => eprintln!(
+                "mcpwall: not hearing the other replicas' revocations ({e}): open streams are \
+                 checked against the shared state at each message and every 250 ms meanwhile"
+            ),
+            Err(_) => {}
         }
         std::thread::sleep(RETRY_AFTER);
     }
