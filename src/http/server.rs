@@ -174,7 +174,7 @@ pub async fn serve(
             _ = watch.tick() => {
                 gateway.watch_tokens();
                 if !gateway.tokens.hears_revocations() {
-                    gateway.end_revoked_elsewhere();
+                    gateway.check_revoked_elsewhere();
                 }
             }
             Some(news) = next_heard(&mut heard) => gateway.heard(news),
@@ -680,33 +680,49 @@ impl Gateway {
     /// Act on what was heard of another replica's revocations: the sessions of the
     /// identity whose token it revoked end at once (their streams close); on listening
     /// (again), every open identity is checked, as revocations made meanwhile were missed.
-    fn heard(&self, news: crate::shared_state::Heard) {
+    fn heard(self: &Arc<Self>, news: crate::shared_state::Heard) {
         match news {
             crate::shared_state::Heard::Revoked(hash) => {
                 if let Some(name) = self.tokens.name_of(&hash) {
                     self.end_revoked(name);
                 }
             }
-            crate::shared_state::Heard::Listening => self.end_revoked_elsewhere(),
+            crate::shared_state::Heard::Listening => self.check_revoked_elsewhere(),
         }
     }
 
-    /// End the sessions of every open identity another replica revoked (asked of the
-    /// shared state, one round trip per identity). An identity whose revocation cannot be
-    /// checked now keeps its sessions: each of its requests is refused meanwhile (503), and
-    /// checked again at the next tick.
-    pub fn end_revoked_elsewhere(&self) {
-        let open: std::collections::BTreeSet<Arc<str>> = self
+    /// End the sessions of every open identity another replica revoked, asked of the
+    /// shared state (one round trip per identity) on the blocking pool, so a slow store
+    /// never holds up the listener's thread; one check at a time. An identity whose
+    /// revocation cannot be checked now keeps its sessions: each of its requests is
+    /// refused meanwhile (503), and it is checked again at the next tick.
+    pub fn check_revoked_elsewhere(self: &Arc<Self>) {
+        if !self.tokens.begin_check() {
+            return;
+        }
+        let open: Vec<Arc<str>> = self
             .sessions
             .open_counts()
             .into_keys()
             .filter_map(|(_, identity)| identity)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
-        for name in open {
-            if let Ok(false) = self.tokens.still_valid(&name) {
-                self.end_revoked(name);
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            let tokens = gateway.tokens.clone();
+            let revoked = tokio::task::spawn_blocking(move || {
+                open.into_iter()
+                    .filter(|name| matches!(tokens.still_valid(name), Ok(false)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+            for name in revoked {
+                gateway.end_revoked(name);
             }
-        }
+            gateway.tokens.end_check();
+        });
     }
 
     /// The sessions of `name`, whose token another replica revoked, end.

@@ -96,6 +96,9 @@ pub struct LiveTokens {
     /// Whether this replica hears the others' revocations as they are made (`None`: it
     /// has not started listening, see [`Self::listen`]).
     listening: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    /// The open identities are being checked against the shared state (one check at a
+    /// time, [`Self::begin_check`]).
+    checking: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -185,6 +188,7 @@ impl LiveTokens {
         LiveTokens {
             shared: std::sync::OnceLock::new(),
             listening: std::sync::OnceLock::new(),
+            checking: std::sync::atomic::AtomicBool::new(false),
             path,
             always_required,
             state: std::sync::Mutex::new(LiveState {
@@ -257,6 +261,20 @@ impl LiveTokens {
             Some(flag) => flag.load(std::sync::atomic::Ordering::Acquire),
             None => self.shared.get().is_none(),
         }
+    }
+
+    /// Start checking the open identities against the shared state; `false` while a
+    /// check runs already.
+    pub fn begin_check(&self) -> bool {
+        !self
+            .checking
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The check [`Self::begin_check`] started is over.
+    pub fn end_check(&self) {
+        self.checking
+            .store(false, std::sync::atomic::Ordering::Release);
     }
 
     /// The identity of the token file whose token is hashed `hash`.
