@@ -25,6 +25,16 @@ pub struct Decision {
     pub digest: String,
 }
 
+/// A held call as offered to every replica of a gateway (`settings.shared_state`): what
+/// `mcpwall approve` on any replica's machine shows, and which replica holds it (only
+/// that one can forward or refuse it; the decision reaches it through the shared state).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Offer {
+    /// The holder's `serve --replica` name, if it has one.
+    pub replica: Option<String>,
+    pub request: ApprovalRequest,
+}
+
 /// The pending directory.
 #[derive(Debug, Clone)]
 pub struct ApprovalQueue {

@@ -12,7 +12,7 @@ mod services;
 
 use std::time::{Duration, Instant};
 
-use gateway::{Gateway, Home, initialize_msg};
+use gateway::{Gateway, Home, initialize_msg, ws_call};
 use serde_json::{Value, json};
 
 use mcpwall::config::policy::{OnLoss, SharedStateSettings};
@@ -104,6 +104,7 @@ fn the_redis_store_keeps_the_shared_state_contract() {
     .unwrap();
     store.ping().expect("redis answers");
     mcpwall::shared_state::local::contract::check(&store, "r");
+    mcpwall::shared_state::local::contract::check_held(&store, "r");
 }
 
 #[test]
@@ -311,10 +312,12 @@ fn replicas_behind_haproxy_share_limits_breakers_and_revocations_and_keep_sessio
     assert_eq!(status, 200, "{body}");
 
     // Redis stops: the replica holding the session fails closed (no token is honoured
-    // it cannot check) and says why on stderr.
+    // it cannot check: 503, retry later, not 401, which would tell the client its token
+    // is bad) and says why on stderr.
     redis.kill();
-    let (status, _) = via_lb.send(&again, &call(10, "echo"));
-    assert_eq!(status, 401);
+    let (status, body) = via_lb.send(&again, &call(10, "echo"));
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("revoked"), "{body}");
     let holder = if again.starts_with("b.") { &b } else { &c };
     holder.stderr_until("the loss of the shared state", |e| {
         e.contains("shared state at redis://127.0.0.1:") && e.contains("is unreachable")
@@ -423,7 +426,7 @@ fn legacy_sse(addr: &str, auth: &str) -> SseStream {
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "GET /sse HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nAuthorization: {auth}\r\n\r\n"
+        "GET /sse HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: text/event-stream\r\nAuthorization: {auth}\r\n\r\n"
     )
     .unwrap();
     SseStream {
@@ -433,6 +436,23 @@ fn legacy_sse(addr: &str, auth: &str) -> SseStream {
 }
 
 impl SseStream {
+    /// Read until the gateway closes the stream; panics when it stays open `within`.
+    fn ends_within(&mut self, within: Duration) {
+        use std::io::BufRead;
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(within))
+            .unwrap();
+        loop {
+            let mut line = String::new();
+            match self.reader.read_line(&mut line) {
+                Ok(0) => return,
+                Ok(_) => self.seen.push_str(&line),
+                Err(e) => panic!("the stream stayed open ({e}): {}", self.seen),
+            }
+        }
+    }
+
     /// Read until `needle` has arrived; everything seen so far.
     fn read_until(&mut self, needle: &str) -> &str {
         use std::io::BufRead;
@@ -619,4 +639,228 @@ fn replicas_behind_the_documented_nginx_keep_sessions_home_and_spread_stateless_
     );
     assert_eq!(status, 404, "{body}");
     assert!(via_lb.initialize().starts_with("b."));
+}
+
+/// `mcpwall approve ARGS -c POLICY` on the machine of `home`: (success, stdout and stderr).
+fn approve_on(home: &Home, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpwall"))
+        .arg("approve")
+        .args(args)
+        .arg("-c")
+        .arg(home.policy_file())
+        .env("HOME", home.home())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The code of the first call `approve_on(home)` lists with `marker` in its entry.
+fn listed_code(home: &Home, marker: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, listed) = approve_on(home, &[]);
+        let code = listed.split("\n\n").find_map(|entry| {
+            let (code, _) = entry.trim_start().split_once("  server ")?;
+            entry.contains(marker).then(|| code.trim().to_string())
+        });
+        if let Some(code) = code {
+            return code;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no call {marker:?} listed: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_call_held_on_one_replica_is_decided_on_another_machine_and_answered_at_home() {
+    let Some(redis_server) = fleet::tool("redis-server") else {
+        return;
+    };
+    let mut redis = fleet::redis(&redis_server);
+    let shared = format!(
+        "  shared_state: {{redis: \"redis://127.0.0.1:{}/0\", name: asks-test, timeout_ms: 300}}",
+        redis.port
+    );
+    let rules = "  - name: ask-deploy\n    match: {tool: deploy}\n    action: ask\n";
+    let a = std::sync::Arc::new(Gateway::serve_rules(
+        Home::new(),
+        &shared,
+        rules,
+        &["--replica", "a"],
+    ));
+    let b = Gateway::serve_rules(Home::new(), &shared, rules, &["--replica", "b"]);
+    let session = a.initialize(&[]);
+    let hold = |id: &str| {
+        let (a, session) = (a.clone(), session.clone());
+        let call = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"deploy","arguments":{"env":id}}});
+        std::thread::spawn(move || a.post(Some(&session), call.to_string().as_bytes(), &[]))
+    };
+
+    // Held on replica a (its client has no elicitation); listed on replica b's machine,
+    // whose own queue is empty, as held by replica a.
+    let waiting = hold("dep-1");
+    let code = listed_code(&b.home, "dep-1");
+    let (_, listed) = approve_on(&b.home, &[]);
+    assert!(listed.contains("held by:   replica a"), "{listed}");
+    assert!(!a.home.received().contains("dep-1"), "forwarded unapproved");
+    // Without a terminal or --yes nothing is decided, there as here.
+    let (decided, text) = approve_on(&b.home, &[&code]);
+    assert!(!decided, "{text}");
+    // Approved on b's machine: replica a forwards it and answers its client.
+    let (decided, text) = approve_on(&b.home, &["--yes", &code]);
+    assert!(decided && text.contains("Approved"), "{text}");
+    let answer = waiting.join().unwrap().json();
+    assert_eq!(answer["id"], "dep-1");
+    assert!(answer.get("result").is_some(), "{answer}");
+    assert!(a.home.received().contains("dep-1"));
+
+    // Refused on b's machine: replica a refuses it.
+    let waiting = hold("dep-2");
+    let code = listed_code(&b.home, "dep-2");
+    let (decided, text) = approve_on(&b.home, &["--deny", "--yes", &code]);
+    assert!(decided && text.contains("Refused"), "{text}");
+    let answer = waiting.join().unwrap().json();
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(!a.home.received().contains("dep-2"));
+
+    // Redis is lost: nothing can be decided from another machine (fail closed), and the
+    // call can still be decided at home.
+    redis.kill();
+    let waiting = hold("dep-3");
+    a.stderr_until("the held call not offered", |e| {
+        e.contains("cannot be offered to the other replicas")
+    });
+    let (_, listed) = approve_on(&b.home, &[]);
+    assert!(
+        listed.contains("cannot be listed") && !listed.contains("dep-3"),
+        "{listed}"
+    );
+    let code = listed_code(&a.home, "dep-3");
+    let (decided, text) = approve_on(&a.home, &["--yes", &code]);
+    assert!(decided, "{text}");
+    let answer = waiting.join().unwrap().json();
+    assert!(answer.get("result").is_some(), "{answer}");
+}
+
+#[test]
+fn a_token_revoked_on_one_replica_closes_its_streams_on_the_others_at_once() {
+    let Some(redis_server) = fleet::tool("redis-server") else {
+        return;
+    };
+    let mut redis = fleet::redis(&redis_server);
+    let shared = settings(redis.port, "fail_closed");
+    let home_a = Home::new();
+    let ci = format!("Bearer {}", home_a.token(&["add", "ci"]));
+    let gone = format!("Bearer {}", home_a.token(&["add", "gone"]));
+    let home_b = Home::new();
+    home_b.token(&["add", "placeholder"]);
+    std::fs::copy(home_a.tokens_file(), home_b.tokens_file()).unwrap();
+    let a = Gateway::serve_rules(home_a, &shared, Home::RULES, &["--replica", "a"]);
+    let b = Gateway::serve_rules(home_b, &shared, Home::RULES, &["--replica", "b"]);
+
+    // Each replica listens for revocations on the gateway's channel.
+    let mut redis_client = redis::Client::open(format!("redis://127.0.0.1:{}/0", redis.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, listeners): (String, u32) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("mcpwall:fleet-test:revocations")
+            .query::<Vec<(String, u32)>>(&mut redis_client)
+            .unwrap()
+            .remove(0);
+        if listeners == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{listeners} replica(s) listening"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Replica b holds a WebSocket and a legacy SSE stream of `gone`, and a WebSocket of
+    // `ci`.
+    let ping = |id: &str| json!({"jsonrpc":"2.0","id":id,"method":"ping"});
+    let open_ws = |auth: &str| {
+        let mut socket = b.websocket(&[("Authorization", auth)]).unwrap();
+        ws_call(&mut socket, &initialize_msg()).unwrap();
+        ws_call(&mut socket, &ping("p0")).unwrap();
+        socket
+    };
+    let mut gone_ws = open_ws(&gone);
+    let mut ci_ws = open_ws(&ci);
+    let mut gone_sse = legacy_sse(&b.addr, &gone);
+    gone_sse.read_until("session_id=");
+
+    // Removed from replica a's file: a publishes the revocation when it sees the file
+    // change (no request needed), and b closes both of `gone`'s streams without a
+    // message from them.
+    a.home.token(&["remove", "gone"]);
+    let revoked = Instant::now();
+    gone_sse.ends_within(Duration::from_secs(10));
+    gone_ws
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let closed = loop {
+        match gone_ws.read() {
+            Ok(tokio_tungstenite::tungstenite::Message::Close(frame)) => break frame,
+            Ok(_) => {}
+            Err(e) => panic!("the revoked WebSocket stayed open: {e}"),
+        }
+    };
+    assert!(closed.is_some(), "closed without a reason");
+    assert!(
+        revoked.elapsed() < Duration::from_secs(5),
+        "heard late: {:?}",
+        revoked.elapsed()
+    );
+    let audit = b.audit_with(&["mcpwall:token_revoked", "another replica"]);
+    assert!(audit.contains("revoked on another replica"), "{audit}");
+    // `ci` is untouched.
+    ws_call(&mut ci_ws, &ping("p1")).unwrap();
+
+    // Redis is lost: b no longer hears revocations, so it checks each message, cannot,
+    // and fails closed: the WebSocket closes with 1013 (try again later), a request
+    // gets 503, not 401.
+    redis.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let close = loop {
+        match ws_call(&mut ci_ws, &ping("p2")) {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(Instant::now() < deadline, "messages pass unchecked");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert!(close.contains("Again") || close.contains("1013"), "{close}");
+    b.stderr_until("the loss of the revocation channel", |e| {
+        e.contains("not hearing the other replicas' revocations")
+    });
+    let client = Client {
+        addr: &b.addr,
+        auth: ci.clone(),
+    };
+    let (status, head, body) = fleet::exchange(
+        client.addr,
+        "/mcp",
+        &client.headers(None),
+        initialize_msg().to_string().as_bytes(),
+    );
+    assert_eq!(status, 503, "{head}\n{body}");
+    assert!(fleet::header(&head, "retry-after").is_some(), "{head}");
+    drop(a);
 }

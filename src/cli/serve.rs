@@ -350,6 +350,21 @@ pub fn run(args: Args) -> miette::Result<ExitCode> {
         tokens::set_replica(name).map_err(|e| miette::miette!("{e}"))?;
     }
     let shared = open_shared_state(&settings)?;
+    // Calls held here for `mcpwall approve` are offered to every replica's machine.
+    let _shared_approvals = match &shared {
+        Some((state, _)) => Some(
+            crate::http::shared_approvals::start(
+                state.clone(),
+                home.clone(),
+                args.replica.clone(),
+                chatter,
+            )
+            .map_err(|e| {
+                miette::miette!("cannot start offering held calls to the replicas: {e}")
+            })?,
+        ),
+        None => None,
+    };
     let names = Arc::new(PolicyNames::default());
     let policy = Arc::new(policy);
     let mut builder = reload::Builder {

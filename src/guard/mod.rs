@@ -275,6 +275,8 @@ pub enum DenialKind {
     Suspended,
     /// The replicas' shared state, which holds the breaker, cannot be consulted.
     SharedStateLost,
+    /// The in-memory shared state is too full to track this identity's breaker.
+    SharedStateFull,
 }
 
 /// A refusal, with the message for the JSON-RPC error.
@@ -531,10 +533,14 @@ impl Guard {
             match shared.state.is_suspended(shared.scope()) {
                 Ok(false) => {}
                 Ok(true) => return Some(self.suspension_denial()),
-                Err(_) => {
+                Err(why) => {
+                    let kind = match why {
+                        crate::shared_state::Unavailable::Lost(_) => DenialKind::SharedStateLost,
+                        crate::shared_state::Unavailable::Full(_) => DenialKind::SharedStateFull,
+                    };
                     return Some(Denial {
-                        kind: DenialKind::SharedStateLost,
-                        message: crate::shared_state::Lost::AGENT_MESSAGE.to_string(),
+                        kind,
+                        message: why.agent_message().into_owned(),
                     });
                 }
             }
@@ -586,8 +592,9 @@ impl Guard {
     }
 
     /// [`Self::record_violation`] in the shared state: the suspension, when this violation
-    /// trips it, holds on every replica for `shared.suspension` (a lost store records
-    /// nothing: the calls it would have counted are refused meanwhile, fail closed).
+    /// trips it, holds on every replica for `shared.suspension` (a lost store, or an
+    /// in-memory one too full to track this identity, records nothing: the calls it would
+    /// have counted are refused meanwhile, fail closed).
     fn record_shared_violation(&self, shared: &SharedBreaker, what: &str) -> Option<GuardEvent> {
         let limits = self.config.circuit_breaker?;
         let window = crate::shared_state::Window {

@@ -384,3 +384,23 @@ pub struct Gauges {
     /// Each identity's circuit breaker per server: suspended or not.
     pub breakers: Vec<(Arc<str>, String, bool)>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_refused_by_a_full_shared_state_is_counted_under_its_rule() {
+        let metrics = Metrics::new(Arc::default(), "h".to_string());
+        let mut event = AuditEvent::new(Direction::Inbound, Verdict::Deny);
+        event.rule = Some(RuleRef::Builtin(crate::shared_state::RULE_FULL));
+        metrics.count_builtin_verdict(&event);
+        metrics.count_builtin_verdict(&event);
+        let text = metrics.render(&Gauges::default());
+        let line = text
+            .lines()
+            .find(|l| l.contains("rule=\"mcpwall:shared_state_full\""))
+            .unwrap_or_else(|| panic!("not counted:\n{text}"));
+        assert!(line.ends_with(" 2") && line.contains("deny"), "{line}");
+    }
+}

@@ -21,6 +21,7 @@
 //! | `reload.rs` | policy and token-file changes without a restart: watch, rebuild off the I/O thread, swap |
 //! | `oauth.rs` | identities from the identity provider: its signed access tokens, its key set, the resource metadata |
 //! | `metrics.rs` | `/metrics` (Prometheus) on its own listener, for `--metrics-reader` identities only |
+//! | `shared_approvals.rs` | calls held for `mcpwall approve` offered to every replica: approve anywhere, answer at home |
 
 pub mod connections;
 pub mod conversation;
@@ -37,6 +38,7 @@ pub mod registry;
 pub mod reload;
 pub mod scrape;
 pub mod server;
+pub mod shared_approvals;
 pub mod sse;
 pub mod stateless;
 pub mod tls;

@@ -59,9 +59,26 @@ impl Scrape {
             }
         }
         let presented = super::server::bearer_token(req);
-        let reader = presented
-            .and_then(|t| gateway.tokens.identify(t))
-            .filter(|name| self.readers.iter().any(|r| **r == **name));
+        let identified = match presented.map(|t| gateway.tokens.identify(t)) {
+            Some(Err(why)) => {
+                // Whether the reader's token was revoked elsewhere cannot be known now.
+                self.metrics.note_refused_scrape();
+                gateway.chatter.log(
+                    LogLevel::Info,
+                    format_args!("a scrape of /metrics refused: {why}"),
+                );
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "service unavailable: the token's revocation cannot be checked now; retry later\n",
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
+            }
+            Some(Ok(name)) => name,
+            None => None,
+        };
+        let reader = identified.filter(|name| self.readers.iter().any(|r| **r == **name));
         if reader.is_none() {
             self.metrics.note_refused_scrape();
             let why = match presented {

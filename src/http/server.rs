@@ -133,6 +133,16 @@ pub fn route<'g>(gateways: &'g [Arc<Gateway>], path: &str) -> Option<(&'g Arc<Ga
     Some((gateway, endpoint))
 }
 
+/// The next revocation heard, or never when nothing is listened to.
+async fn next_heard(
+    heard: &mut Option<tokio::sync::mpsc::UnboundedReceiver<crate::shared_state::Heard>>,
+) -> Option<crate::shared_state::Heard> {
+    match heard {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Serve `listener` until `shutdown` completes; then end every session. `gateways`
 /// share one session registry. With `tls`, every connection is HTTPS. `limits` bound
 /// the connections (`connections.rs`).
@@ -157,9 +167,17 @@ pub async fn serve(
     summary.tick().await;
     let mut watch = tokio::time::interval(TOKEN_WATCH);
     watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The revocations other replicas make, as they make them (`settings.shared_state`).
+    let mut heard = gateway.tokens.listen();
     loop {
         tokio::select! {
-            _ = watch.tick() => gateway.watch_tokens(),
+            _ = watch.tick() => {
+                gateway.watch_tokens();
+                if !gateway.tokens.hears_revocations() {
+                    gateway.check_revoked_elsewhere();
+                }
+            }
+            Some(news) = next_heard(&mut heard) => gateway.heard(news),
             _ = summary.tick() => gateway.summarise_refusals(),
             _ = reaper.tick() => {
                 // A client that vanished without DELETE does not hold a process for long.
@@ -473,8 +491,30 @@ impl Gateway {
         let by_token = match presented {
             None => None,
             Some(token) => match self.tokens.identify(token) {
-                Some(name) => Some(Some(name)),
-                None => match &self.oauth {
+                Ok(Some(name)) => Some(Some(name)),
+                Err(why) => {
+                    // Whether another replica revoked the token cannot be known now: not
+                    // a bad credential (401 would tell the client to drop it), a service
+                    // that cannot check it (fail closed).
+                    let audited = format!("the bearer token's revocation cannot be checked: {why}");
+                    self.audit_refusal(
+                        crate::session::RULE_SHARED_STATE,
+                        &audited,
+                        None,
+                        req.method(),
+                        peer,
+                    );
+                    let mut r = rpc_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        -32000,
+                        "service unavailable: the gateway cannot check whether the token was \
+                         revoked (fail closed); retry later",
+                    );
+                    r.headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    return Err(Box::new(r));
+                }
+                Ok(None) => match &self.oauth {
                     Some(oauth) if super::oauth::OAuth::looks_like_jwt(token) => {
                         match self.federated(oauth, token).await {
                             Ok(name) => Some(Some(name)),
@@ -635,6 +675,67 @@ impl Gateway {
             self.chatter.log(LogLevel::Info, format_args!("{text}"));
             self.audit_gateway_event("mcpwall:token_required", text, None);
         }
+    }
+
+    /// Act on what was heard of another replica's revocations: the sessions of the
+    /// identity whose token it revoked end at once (their streams close); on listening
+    /// (again), every open identity is checked, as revocations made meanwhile were missed.
+    fn heard(self: &Arc<Self>, news: crate::shared_state::Heard) {
+        match news {
+            crate::shared_state::Heard::Revoked(hash) => {
+                if let Some(name) = self.tokens.name_of(&hash) {
+                    self.end_revoked(name);
+                }
+            }
+            crate::shared_state::Heard::Listening => self.check_revoked_elsewhere(),
+        }
+    }
+
+    /// End the sessions of every open identity another replica revoked, asked of the
+    /// shared state (one round trip per identity) on the blocking pool, so a slow store
+    /// never holds up the listener's thread; one check at a time. An identity whose
+    /// revocation cannot be checked now keeps its sessions: each of its requests is
+    /// refused meanwhile (503), and it is checked again at the next tick.
+    pub fn check_revoked_elsewhere(self: &Arc<Self>) {
+        if !self.tokens.begin_check() {
+            return;
+        }
+        let open: Vec<Arc<str>> = self
+            .sessions
+            .open_counts()
+            .into_keys()
+            .filter_map(|(_, identity)| identity)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let gateway = self.clone();
+        tokio::spawn(async move {
+            let tokens = gateway.tokens.clone();
+            let revoked = tokio::task::spawn_blocking(move || {
+                open.into_iter()
+                    .filter(|name| matches!(tokens.still_valid(name), Ok(false)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .unwrap_or_default();
+            for name in revoked {
+                gateway.end_revoked(name);
+            }
+            gateway.tokens.end_check();
+        });
+    }
+
+    /// The sessions of `name`, whose token another replica revoked, end.
+    fn end_revoked(&self, name: Arc<str>) {
+        let ended = self.sessions.end_identity(Some(&name));
+        if ended == 0 {
+            return;
+        }
+        let text = format!(
+            "the token of {name} was revoked on another replica: {ended} open session(s) ended"
+        );
+        self.chatter.log(LogLevel::Info, format_args!("{text}"));
+        self.audit_gateway_event("mcpwall:token_revoked", text, Some(name));
     }
 
     /// An event of the gateway itself (no client message) in the audit log.
@@ -1107,12 +1208,26 @@ impl Gateway {
             Ok(shake) => shake,
             Err(why) => return plain(StatusCode::BAD_REQUEST, why),
         };
+        let tokens = self.tokens.clone();
+        let whose = identity.clone();
+        let credential: super::websocket::CredentialCheck = Box::new(move || {
+            use super::websocket::Credential;
+            // Heard as they are made, a revocation ends the session (and its socket).
+            let Some(name) = whose.as_deref().filter(|_| !tokens.hears_revocations()) else {
+                return Credential::Valid;
+            };
+            match tokens.still_valid(name) {
+                Ok(true) => Credential::Valid,
+                Ok(false) => Credential::Revoked,
+                Err(_) => Credential::Unchecked,
+            }
+        });
         let conversation = match self.open_session(identity, true, false, "websocket") {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
         let max = self.max_frame_bytes();
-        super::websocket::accept(req, shake, conversation, max, self.chatter)
+        super::websocket::accept(req, shake, conversation, max, self.chatter, credential)
     }
 
     /// `GET /sse`: a new session whose every message goes on this one stream, after an

@@ -93,6 +93,12 @@ pub struct LiveTokens {
         Arc<dyn crate::shared_state::SharedState>,
         std::time::Duration,
     )>,
+    /// Whether this replica hears the others' revocations as they are made (`None`: it
+    /// has not started listening, see [`Self::listen`]).
+    listening: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>>,
+    /// The open identities are being checked against the shared state (one check at a
+    /// time, [`Self::begin_check`]).
+    checking: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -181,6 +187,8 @@ impl LiveTokens {
         };
         LiveTokens {
             shared: std::sync::OnceLock::new(),
+            listening: std::sync::OnceLock::new(),
+            checking: std::sync::atomic::AtomicBool::new(false),
             path,
             always_required,
             state: std::sync::Mutex::new(LiveState {
@@ -221,13 +229,81 @@ impl LiveTokens {
         }
     }
 
-    /// Whether the token hashed `hash` may be used: not revoked by any replica. A store
-    /// that cannot be consulted refuses it (fail closed; `on_loss: local_only` answers from
-    /// this replica's own record instead).
-    fn not_revoked(&self, hash: &[u8; 32]) -> bool {
+    /// Whether the token hashed `hash` may be used: not revoked by any replica. `Err`: the
+    /// store cannot say (the caller refuses it, fail closed; `on_loss: local_only` answers
+    /// from this replica's own record instead).
+    fn not_revoked(&self, hash: &[u8; 32]) -> Result<bool, crate::shared_state::Unavailable> {
         match self.shared.get() {
-            None => true,
-            Some((state, ttl)) => matches!(state.is_revoked(hash, *ttl), Ok(false)),
+            None => Ok(true),
+            Some((state, ttl)) => state.is_revoked(hash, *ttl).map(|revoked| !revoked),
+        }
+    }
+
+    /// Start hearing the revocations the other replicas make (once; `None` without a
+    /// shared state, or when already listening): what is heard arrives on the receiver.
+    pub fn listen(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::shared_state::Heard>> {
+        let (state, _) = self.shared.get()?;
+        if self.listening.get().is_some() {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let flag = state.listen_for_revocations(Box::new(move |heard| tx.send(heard).is_ok()))?;
+        let _ = self.listening.set(flag);
+        Some(rx)
+    }
+
+    /// Whether a revocation made by another replica reaches this one as it is made. While
+    /// not, every message of an open stream is checked ([`Self::still_valid`]).
+    pub fn hears_revocations(&self) -> bool {
+        match self.listening.get() {
+            Some(flag) => flag.load(std::sync::atomic::Ordering::Acquire),
+            None => self.shared.get().is_none(),
+        }
+    }
+
+    /// Start checking the open identities against the shared state; `false` while a
+    /// check runs already.
+    pub fn begin_check(&self) -> bool {
+        !self
+            .checking
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// The check [`Self::begin_check`] started is over.
+    pub fn end_check(&self) {
+        self.checking
+            .store(false, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The identity of the token file whose token is hashed `hash`.
+    pub fn name_of(&self, hash: &[u8; 32]) -> Option<Arc<str>> {
+        match &self.lock().store {
+            Store::Issued(tokens) => tokens
+                .entries
+                .iter()
+                .find(|(_, h)| h == hash)
+                .map(|(n, _)| Arc::from(n.as_str())),
+            _ => None,
+        }
+    }
+
+    /// Whether identity `name` of the token file may still come in: its token is in the
+    /// file and no replica revoked it. Identities the file never held (an identity
+    /// provider's) are not revoked here. `Err`: the shared state cannot say.
+    pub fn still_valid(&self, name: &str) -> Result<bool, crate::shared_state::Unavailable> {
+        let hash = match &self.lock().store {
+            Store::Issued(tokens) => tokens
+                .entries
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, h)| *h),
+            _ => None,
+        };
+        match hash {
+            Some(hash) => self.not_revoked(&hash),
+            None => Ok(true),
         }
     }
 
@@ -304,15 +380,22 @@ impl LiveTokens {
         }
     }
 
-    /// The identity a presented token belongs to now.
-    pub fn identify(&self, token: &str) -> Option<Arc<str>> {
+    /// The identity a presented token belongs to now (`None`: none, or it was revoked).
+    /// `Err`: the shared state cannot say whether another replica revoked it.
+    pub fn identify(
+        &self,
+        token: &str,
+    ) -> Result<Option<Arc<str>>, crate::shared_state::Unavailable> {
         let identity = match &self.lock().store {
             Store::Issued(tokens) => tokens.identify(token).map(Arc::from),
             _ => None,
-        }?;
+        };
+        let Some(identity) = identity else {
+            return Ok(None);
+        };
         // Asked outside the lock: a round trip to the shared state holds up no one else.
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.not_revoked(&hash).then_some(identity)
+        Ok(self.not_revoked(&hash)?.then_some(identity))
     }
 
     /// The identity a verified client certificate stands for: the one identity of the
@@ -700,7 +783,7 @@ mod tests {
         let change = live.refresh();
         assert!(change.closed && change.revoked.is_empty(), "{change:?}");
         assert_eq!(live.gate(), Gate::Required);
-        assert_eq!(live.identify(&token).as_deref(), Some("dev"));
+        assert_eq!(live.identify(&token).unwrap().as_deref(), Some("dev"));
         assert_eq!(live.refresh(), Change::default());
         Tokens::add(&path, "ci").unwrap();
         assert_eq!(live.refresh(), Change::default());
@@ -708,7 +791,7 @@ mod tests {
         let change = live.refresh();
         assert_eq!(change.revoked, [Arc::from("dev")]);
         assert!(!change.closed);
-        assert_eq!(live.identify(&token), None);
+        assert_eq!(live.identify(&token).unwrap(), None);
         // Gone: still closed, nobody identified.
         Tokens::remove(&path, "ci").unwrap();
         assert_eq!(live.refresh().revoked, [Arc::from("ci")]);

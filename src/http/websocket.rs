@@ -46,6 +46,23 @@ const WRITE_SLACK: usize = 64 * 1024;
 /// one more closes it with 1008.
 const MAX_UNREAD_PONGS: usize = 64;
 
+/// Whether the socket's identity may still send, as a check before a client message
+/// finds it ([`CredentialCheck`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    Valid,
+    /// Its token was revoked (on this replica or another): the socket closes with 1008.
+    Revoked,
+    /// Whether it was revoked cannot be known now (the shared state is unreachable): the
+    /// socket closes with 1013, try again later (fail closed).
+    Unchecked,
+}
+
+/// Asked before each client message: a replica that hears revocations as they are made
+/// answers at once (a revocation closes the socket when heard); one that does not asks
+/// the shared state.
+pub type CredentialCheck = Box<dyn Fn() -> Credential + Send + Sync>;
+
 /// What an upgrade request asks for, once its headers are found to be a WebSocket
 /// handshake: the `Sec-WebSocket-Accept` value and whether to confirm `mcp`.
 pub struct Handshake {
@@ -101,6 +118,7 @@ pub fn accept(
     conversation: Arc<Conversation>,
     max_message: usize,
     chatter: Chatter,
+    credential: CredentialCheck,
 ) -> Response<Reply> {
     let Ok(accept) = HeaderValue::from_str(&shake.accept) else {
         conversation.end();
@@ -138,7 +156,7 @@ pub fn accept(
                     blocked: blocked.clone(),
                 };
                 let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-                relay(socket, &conversation, &blocked, chatter).await;
+                relay(socket, &conversation, &blocked, chatter, &credential).await;
             }
             Err(e) => chatter.log(
                 LogLevel::Info,
@@ -161,6 +179,7 @@ async fn relay<S>(
     conversation: &Conversation,
     blocked: &AtomicBool,
     chatter: Chatter,
+    credential: &CredentialCheck,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -182,6 +201,18 @@ async fn relay<S>(
         loop {
             match source.next().await {
                 Some(Ok(Message::Text(text))) => {
+                    match credential() {
+                        Credential::Valid => {}
+                        Credential::Revoked => {
+                            return Some((CloseCode::Policy, "the token was revoked"));
+                        }
+                        Credential::Unchecked => {
+                            return Some((
+                                CloseCode::Again,
+                                "the gateway cannot check the token now: reconnect later",
+                            ));
+                        }
+                    }
                     conversation.touch();
                     // JSON allows newlines only as whitespace between tokens, and the
                     // server reads one message per line.

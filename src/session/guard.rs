@@ -51,6 +51,7 @@ pub fn check_request(
         DenialKind::Withheld => RULE_WITHHELD,
         DenialKind::Suspended => RULE_SUSPENDED,
         DenialKind::SharedStateLost => super::RULE_SHARED_STATE,
+        DenialKind::SharedStateFull => crate::shared_state::RULE_FULL,
     };
     Some((denial, rule))
 }

@@ -42,14 +42,23 @@ impl Ruling {
     }
 }
 
-/// The refusal of a call that needs the replicas' shared state while it is unreachable
-/// (fail closed). The agent and the audit log get the same short message; the store's
-/// address and what failed are told on stderr when it is lost.
-pub(super) fn shared_state_lost() -> Ruling {
+/// The refusal of a call that needs the replicas' shared state while it cannot answer
+/// (fail closed): unreachable, or too full to track what the call needs. The agent and
+/// the audit log get the same short message; the store's address and what failed are
+/// told on stderr.
+pub(super) fn shared_state_unavailable(why: &crate::shared_state::Unavailable) -> Ruling {
     Ruling::refuse(
-        RuleRef::Builtin(super::RULE_SHARED_STATE),
-        crate::shared_state::Lost::AGENT_MESSAGE,
+        RuleRef::Builtin(shared_state_rule(why)),
+        why.agent_message(),
     )
+}
+
+/// The rule a refusal for `why` is audited (and counted in `/metrics`) under.
+pub(super) fn shared_state_rule(why: &crate::shared_state::Unavailable) -> &'static str {
+    match why {
+        crate::shared_state::Unavailable::Lost(_) => super::RULE_SHARED_STATE,
+        crate::shared_state::Unavailable::Full(_) => crate::shared_state::RULE_FULL,
+    }
 }
 
 /// The message a refusal carries: mcpwall's own, else the rule's, else a default.
@@ -509,8 +518,8 @@ impl Session {
                 super::ratelimit::Admission::Refused => {
                     d = Ruling::refuse(RuleRef::Builtin("mcpwall:rate_limit"), rate.message(tool));
                 }
-                super::ratelimit::Admission::Lost(_) => {
-                    d = shared_state_lost();
+                super::ratelimit::Admission::Unavailable(why) => {
+                    d = shared_state_unavailable(&why);
                 }
             }
         }

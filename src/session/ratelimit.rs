@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::policy::RateLimit;
-use crate::shared_state::{Lost, Scope, SharedState, Window};
+use crate::shared_state::{Scope, SharedState, Unavailable, Window};
 
 /// Tools tracked before the oldest idle ones are forgotten; bounds memory when a
 /// client invents tool names.
@@ -41,8 +41,9 @@ pub enum Admission {
     Admitted,
     /// The window is full.
     Refused,
-    /// The shared state could not be consulted: refused (fail closed).
-    Lost(Lost),
+    /// The shared state could not be consulted (lost, or too full to count a new
+    /// window): refused (fail closed).
+    Unavailable(Unavailable),
 }
 
 impl RateLimiter {
@@ -85,7 +86,7 @@ impl RateLimiter {
         match shared.state.admit_call(scope, tool, limit) {
             Ok(true) => Admission::Admitted,
             Ok(false) => Admission::Refused,
-            Err(lost) => Admission::Lost(lost),
+            Err(why) => Admission::Unavailable(why),
         }
     }
 

@@ -486,3 +486,71 @@ fn an_outbox_without_routes_keeps_none() {
     assert!(!out.to_client.is_empty());
     assert_eq!(out.routes, None);
 }
+
+/// A call that would need a new rate-limit window while the in-memory shared state holds
+/// as many as it may is refused, audited under its own rule with the bound in its message;
+/// the windows already open keep counting.
+#[test]
+fn a_call_the_full_local_shared_state_cannot_count_is_refused_and_audited() {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let policy = load_str(
+        "t.yml",
+        "version: 1\nsettings: {rate_limit: {max_calls: 5, window_seconds: 60}}\nrules: []\n",
+        &opts,
+    )
+    .expect("loads");
+    let program = Arc::new(Program::compile(&policy).expect("compiles"));
+    let mut options = Options::quiet("t");
+    options.audit = true;
+    let mut s = Session::new(program, options);
+    let mut limiter = super::RateLimiter::new(crate::config::policy::RateLimit {
+        max_calls: 5,
+        window_seconds: 60,
+    });
+    limiter.share(super::SharedCount {
+        state: Arc::new(crate::shared_state::Local::with_capacity(1)),
+        server: Arc::from("fs"),
+        identity: Some(Arc::from("ci")),
+    });
+    s.share_rate_limit(Arc::new(std::sync::Mutex::new(limiter)));
+    let call = |id: u32, tool: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        )
+    };
+    let (client, server) = from_client(&mut s, &call(1, "read"));
+    assert_eq!(
+        (client.len(), server.len()),
+        (0, 1),
+        "the first window opens"
+    );
+    let mut out = Outbox::default();
+    s.from_client(Line::Frame(call(2, "write").as_bytes()), &mut out);
+    assert!(out.to_server.is_empty(), "forwarded uncounted");
+    assert_eq!(
+        answers(&out.to_client),
+        pairs(&[("2", crate::shared_state::RULE_FULL)])
+    );
+    let event = out
+        .events
+        .iter()
+        .find(|e| {
+            e.rule
+                == Some(crate::audit::RuleRef::Builtin(
+                    crate::shared_state::RULE_FULL,
+                ))
+        })
+        .expect("audited");
+    let message = event.message.as_deref().unwrap_or("");
+    assert!(
+        message.contains("rate-limit windows") && message.contains("fail closed"),
+        "{message}"
+    );
+    // The open window still counts.
+    let (_, server) = from_client(&mut s, &call(3, "read"));
+    assert_eq!(server.len(), 1);
+}
