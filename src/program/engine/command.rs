@@ -323,7 +323,16 @@ impl PathCond {
         let prefilter = pieces
             .as_ref()
             .filter(|p| !p.is_empty())
-            .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
+            // Without the automaton's own prefilter: it is asked about one shell word at a
+            // time, mostly a few bytes long, and the pieces start with `/` or `.`, which
+            // path-like words are full of, so its skip loop restarted on nearly every
+            // byte (about 450 instructions for an 11-byte word).
+            .and_then(|p| {
+                aho_corasick::AhoCorasickBuilder::new()
+                    .prefilter(false)
+                    .build(p)
+                    .ok()
+            });
         let prefilter_written = prefilter.as_ref().is_some_and(|ac| {
             !ac.is_match(env.home()) && !ac.is_match(env.project_dir()) && !ac.is_match(env.cwd())
         });
@@ -744,11 +753,12 @@ fn path_word_meets(
 
 /// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
 fn key_value(s: &str) -> Option<&str> {
-    let eq = s.find('=')?;
-    s[..eq]
+    // The key's characters, then `=`: reading only the key, not the whole word (asked
+    // about every operand, for every clause with a path condition).
+    let eq = s
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        .then(|| &s[eq + 1..])
+        .position(|b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))?;
+    (s.as_bytes()[eq] == b'=').then(|| &s[eq + 1..])
 }
 
 /// A command run over what `find` lists (`fans_out`) is selective: the project itself as
