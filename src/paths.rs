@@ -446,8 +446,10 @@ fn clean_components(path: &str, base: &str, out: &mut String, known_missing: &mu
                         LinkState::Other => {}
                     }
                 }
-                let cut = out[root_len..]
-                    .rfind('/')
+                // A byte search: `rfind` with a `char` cost about 140 instructions a `..`.
+                let cut = out.as_bytes()[root_len..]
+                    .iter()
+                    .rposition(|&c| c == b'/')
                     .map_or(root_len, |i| root_len + i);
                 out.truncate(cut.max(root_len));
                 if missing.is_some_and(|n| out.len() < n) {
