@@ -141,6 +141,9 @@ pub struct Parsed {
     pub too_deep: bool,
     /// Budget of words, so a pathological input stays linear.
     budget: u32,
+    /// Counts the parses into this arena: what a caller remembers about the words of
+    /// one parse ([`Parsed::generation`]) is stale once it changes.
+    generation: u64,
     /// Variables the line assigns, in order: what `$NAME` may expand to ([`Value`]).
     vars: Vec<(String, Value)>,
     /// Names the line defines as aliases: a command by that name runs something else.
@@ -181,6 +184,17 @@ impl Parsed {
 
     pub fn word(&self, i: u32) -> &Word {
         &self.words[i as usize]
+    }
+
+    /// Which parse the arena holds: a different number after every parse into it.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The word indices ([`Parsed::word`]) of the arguments after the command name.
+    pub fn arg_ids(&self, c: &Command) -> impl Iterator<Item = u32> + '_ {
+        let start = (c.name_at + 1).min(c.argv.1);
+        self.argv[start as usize..c.argv.1 as usize].iter().copied()
     }
 
     /// All words of a command, wrappers and assignments included.
@@ -248,6 +262,7 @@ impl Parsed {
         self.seen_download = false;
         self.too_deep = false;
         self.budget = 100_000;
+        self.generation = self.generation.wrapping_add(1);
         self.vars.clear();
         self.aliases.clear();
         self.vars_overflow = false;

@@ -111,6 +111,16 @@ fn is_meta(c: u8) -> bool {
     )
 }
 
+/// Bytes an unquoted word copies as they are: none that ends a word, quotes, escapes,
+/// expands or globs.
+fn is_plain(c: u8) -> bool {
+    !is_meta(c)
+        && !matches!(
+            c,
+            b'\\' | b'\'' | b'"' | b'`' | b'$' | b'*' | b'?' | b'[' | b'{' | b'}' | b',' | b']'
+        )
+}
+
 fn is_name_start(c: u8) -> bool {
     c.is_ascii_alphabetic() || c == b'_'
 }
@@ -1043,10 +1053,17 @@ impl P<'_, '_> {
                     self.i += 1;
                 }
                 _ => {
-                    let ch = self.src[self.i..].chars().next().unwrap_or(' ');
-                    lit.push(ch);
-                    pat.push(ch);
-                    self.i += ch.len_utf8();
+                    // A run of plain characters (this one is plain: no arm above took
+                    // it), copied at once: most of a long value is such runs, and a
+                    // character at a time cost about 40 instructions a byte. The run
+                    // ends at an ASCII byte or the end, so on a character boundary.
+                    let run = self.b[self.i..]
+                        .iter()
+                        .position(|&c| !is_plain(c))
+                        .map_or(self.b.len(), |k| self.i + k);
+                    lit.push_str(&self.src[self.i..run]);
+                    pat.push_str(&self.src[self.i..run]);
+                    self.i = run;
                 }
             }
         }

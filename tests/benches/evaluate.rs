@@ -204,10 +204,18 @@ fn evaluate_shell_command(bencher: Bencher, what: &str) {
 
 /// 1 MiB of path-like argument text (issue 39's adversarial inputs), judged by the shipped
 /// default pack: `/home/u/.sshx/id_rsa.pubx/../.envx` repeated with and without spaces as
-/// a `write_file` content, the same with spaces as a command, and `/home/u/x/../y`
-/// repeated as a `read_file` path. The target is 50 MB/s each.
+/// a `write_file` content, the same with spaces as a command (also as the operands of
+/// `cat`, which more of the pack's clauses judge), `/home/u/x/../y` repeated as a
+/// `read_file` path, and `a/../b/../c ` repeated as a command. The target is 50 MB/s each.
 #[divan::bench(
-    args = ["sshx-spaces-content", "sshx-content", "sshx-spaces-command", "dotdot-path"],
+    args = [
+        "sshx-spaces-content",
+        "sshx-content",
+        "sshx-spaces-command",
+        "cat-sshx-spaces-command",
+        "dotdot-path",
+        "abc-command",
+    ],
     sample_count = 10
 )]
 fn evaluate_path_text(bencher: Bencher, what: &str) {
@@ -229,10 +237,19 @@ fn evaluate_path_text(bencher: Bencher, what: &str) {
             "run_command",
             "command",
         ),
+        "cat-sshx-spaces-command" => (
+            "/home/u/.sshx/id_rsa.pubx/../.envx ",
+            "run_command",
+            "command",
+        ),
+        "abc-command" => ("a/../b/../c ", "run_command", "command"),
         _ => ("/home/u/x/../y", "read_file", "path"),
     };
     let len = 1 << 20;
-    let text = unit.repeat(len / unit.len() + 1)[..len].to_string();
+    let mut text = unit.repeat(len / unit.len() + 1)[..len].to_string();
+    if what.starts_with("cat-") {
+        text.replace_range(..4, "cat ");
+    }
     let line = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": tool, "arguments": {key: text}}})
     .to_string();

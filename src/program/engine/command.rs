@@ -323,7 +323,16 @@ impl PathCond {
         let prefilter = pieces
             .as_ref()
             .filter(|p| !p.is_empty())
-            .and_then(|p| aho_corasick::AhoCorasick::new(p).ok());
+            // Without the automaton's own prefilter: it is asked about one shell word at a
+            // time, mostly a few bytes long, and the pieces start with `/` or `.`, which
+            // path-like words are full of, so its skip loop restarted on nearly every
+            // byte (about 450 instructions for an 11-byte word).
+            .and_then(|p| {
+                aho_corasick::AhoCorasickBuilder::new()
+                    .prefilter(false)
+                    .build(p)
+                    .ok()
+            });
         let prefilter_written = prefilter.as_ref().is_some_and(|ac| {
             !ac.is_match(env.home()) && !ac.is_match(env.project_dir()) && !ac.is_match(env.cwd())
         });
@@ -438,6 +447,7 @@ pub(crate) struct CommandScratch {
     seen: gate::Seen,
     bufs: PathBuffers,
     norm: String,
+    normals: Normals,
     alts: Vec<String>,
     /// `: VALUE`, for a path-shaped glob judged as a shell operand.
     operand_line: String,
@@ -445,6 +455,60 @@ pub(crate) struct CommandScratch {
     /// now: what the parser read is judged, but a limit it hit does not make the value
     /// "any command" (a 25-deep Lisp file is data; see `Program::scan_arguments`).
     pub data_only: bool,
+}
+
+/// The normal forms of the parsed line's operands, each computed once per parse: every
+/// clause with a path condition that a command reaches asks about each of its operands
+/// (a `cat` of thousands of words was normalised again for each of the five clauses of
+/// the default pack that name `cat` or no command).
+#[derive(Debug, Default)]
+struct Normals {
+    /// The [`Parsed::generation`] the forms belong to.
+    generation: u64,
+    /// Per word index: the span of its normal form in `text`, or [`Normals::UNSET`].
+    spans: Vec<(u32, u32)>,
+    text: String,
+}
+
+impl Normals {
+    const UNSET: (u32, u32) = (u32::MAX, 0);
+
+    /// Forget the forms of an earlier parse; after a huge one, give its memory back.
+    fn sync(&mut self, p: &Parsed) {
+        if self.generation == p.generation() {
+            return;
+        }
+        self.generation = p.generation();
+        if self.text.capacity() > 1 << 20 {
+            self.text = String::new();
+            self.spans = Vec::new();
+        }
+        self.text.clear();
+        self.spans.clear();
+    }
+
+    /// The normal form of word `id`, whose literal text is `lit`.
+    fn get(
+        &mut self,
+        id: u32,
+        lit: &str,
+        env: &PathEnv,
+        bufs: &mut PathBuffers,
+        tmp: &mut String,
+    ) -> &str {
+        let i = id as usize;
+        if i >= self.spans.len() {
+            self.spans.resize(i + 1, Self::UNSET);
+        }
+        if self.spans[i] == Self::UNSET {
+            normalize_word(lit, env, bufs, tmp);
+            let start = self.text.len() as u32;
+            self.text.push_str(tmp);
+            self.spans[i] = (start, self.text.len() as u32);
+        }
+        let (a, b) = self.spans[i];
+        &self.text[a as usize..b as usize]
+    }
 }
 
 impl CommandScratch {
@@ -480,6 +544,7 @@ impl CommandEngine {
 
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
     pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+        s.normals.sync(&s.parsed);
         if s.parsed.unreadable().is_some()
             && !s.data_only
             && p.clauses.get().iter().any(Clause::admits_unknown)
@@ -501,6 +566,7 @@ impl CommandEngine {
     /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
     /// for `check`.
     pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+        s.normals.sync(&s.parsed);
         if let Some(reason) = s.parsed.unreadable()
             && !s.data_only
             && let Some((k, cl)) = p
@@ -550,6 +616,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
         parsed: p,
         bufs,
         norm,
+        normals,
         alts,
         ..
     } = s;
@@ -622,9 +689,15 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
     }
     if let Some(pc) = &cl.paths {
         let pc = pc.get(|p| PathCond::compile(p, env).unwrap_or_else(|_| PathCond::everything()));
+        let mut bufs = PathScratch {
+            bufs,
+            norm,
+            normals,
+            alts,
+        };
         if !p
-            .args(c)
-            .any(|w| path_word_meets(pc, p, w, c.fans_out, env, bufs, norm, alts))
+            .arg_ids(c)
+            .any(|id| path_word_meets(pc, p, id, c.fans_out, env, &mut bufs))
         {
             return false;
         }
@@ -698,27 +771,48 @@ fn has_subcommand(cl: &Clause, c: &Command, p: &Parsed) -> bool {
     })
 }
 
-/// Whether an operand (or the value of a `key=value` operand) meets the path condition.
-#[allow(clippy::too_many_arguments)]
+/// The buffers [`path_word_meets`] works in.
+struct PathScratch<'a> {
+    bufs: &'a mut PathBuffers,
+    norm: &'a mut String,
+    normals: &'a mut Normals,
+    alts: &'a mut Vec<String>,
+}
+
+/// Whether operand `id` (or the value of a `key=value` operand) meets the path condition.
 fn path_word_meets(
     pc: &PathCond,
     p: &Parsed,
-    w: &Word,
+    id: u32,
     fans_out: bool,
     env: &PathEnv,
-    bufs: &mut PathBuffers,
-    norm: &mut String,
-    alts: &mut Vec<String>,
+    s: &mut PathScratch<'_>,
 ) -> bool {
+    let w = p.word(id);
+    let PathScratch {
+        bufs,
+        norm,
+        normals,
+        alts,
+    } = s;
     let is_glob = w.flags & (GLOB | BRACE | COMPUTED) != 0;
     if !is_glob {
-        // The common case, without copies: the operand, then the value after `key=`.
+        // The common case, without copies: the operand (its normal form shared by every
+        // clause), then the value after `key=`.
         let lit = p.lit(w);
         if lit.is_empty() {
             return false;
         }
-        return literal_meets(pc, lit, fans_out, env, bufs, norm)
-            || key_value(lit).is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm));
+        return literal_meets(
+            pc,
+            lit,
+            fans_out,
+            env,
+            bufs,
+            norm,
+            Some((&mut **normals, id)),
+        ) || key_value(lit)
+            .is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm, None));
     }
     alts.clear();
     brace_expand(p.pattern(w), alts, 64);
@@ -733,7 +827,7 @@ fn path_word_meets(
         let hit = if has_meta(a) {
             glob_meets(pc, a, fans_out, env, bufs, norm)
         } else {
-            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm)
+            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm, None)
         };
         if hit {
             return true;
@@ -744,15 +838,17 @@ fn path_word_meets(
 
 /// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
 fn key_value(s: &str) -> Option<&str> {
-    let eq = s.find('=')?;
-    s[..eq]
+    // The key's characters, then `=`: reading only the key, not the whole word (asked
+    // about every operand, for every clause with a path condition).
+    let eq = s
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        .then(|| &s[eq + 1..])
+        .position(|b| !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))?;
+    (s.as_bytes()[eq] == b'=').then(|| &s[eq + 1..])
 }
 
 /// A command run over what `find` lists (`fans_out`) is selective: the project itself as
 /// its start is not a delete of the whole project; a directory above it still is.
+/// `memo`: where the normal form of `lit`, a whole word of the parse, is kept.
 fn literal_meets(
     pc: &PathCond,
     lit: &str,
@@ -760,6 +856,7 @@ fn literal_meets(
     env: &PathEnv,
     bufs: &mut PathBuffers,
     norm: &mut String,
+    memo: Option<(&mut Normals, u32)>,
 ) -> bool {
     if lit.starts_with('-') {
         return false;
@@ -776,8 +873,13 @@ fn literal_meets(
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
     }
-    normalize_word(lit, env, bufs, norm);
-    let norm = norm.as_str();
+    let norm = match memo {
+        Some((normals, id)) => normals.get(id, lit, env, bufs, norm),
+        None => {
+            normalize_word(lit, env, bufs, norm);
+            norm.as_str()
+        }
+    };
     if pc
         .ancestors
         .iter()
@@ -786,13 +888,17 @@ fn literal_meets(
         return true;
     }
     let same = norm == lit;
-    if let Some(ac) = &pc.prefilter
-        && written_hit == Some(false)
-        && (same || !ac.is_match(norm))
-    {
+    // The glob set is asked only about a form that holds one of the pieces (every
+    // pattern's match holds one): it costs about 1.5 k instructions a call.
+    let norm_hit = match same {
+        true => written_hit,
+        false => pc.prefilter.as_ref().map(|ac| ac.is_match(norm)),
+    };
+    if written_hit == Some(false) && norm_hit == Some(false) {
         return false;
     }
-    let matched = pc.set.is_match(lit) || !same && pc.set.is_match(norm);
+    let matched = written_hit != Some(false) && pc.set.is_match(lit)
+        || !same && norm_hit != Some(false) && pc.set.is_match(norm);
     matched && pc.not_under.iter().all(|r| !r.contains(norm))
 }
 
@@ -814,7 +920,7 @@ fn glob_meets(
         && !has_meta(dir)
     {
         let dir = if dir.is_empty() { "/" } else { dir };
-        if literal_meets(pc, dir, fans_out, env, bufs, norm) {
+        if literal_meets(pc, dir, fans_out, env, bufs, norm, None) {
             return true;
         }
     }

@@ -238,3 +238,24 @@ fn every_clause_of_the_embedded_packs_builds() {
         }
     }
 }
+
+/// Operands' normal forms are shared by the clauses judging one parse, never carried into
+/// the next: the same scratch judges an allowed operand, then a secret file at the same
+/// word position, then the allowed one again.
+#[test]
+fn a_parse_never_reuses_the_normal_forms_of_the_one_before() {
+    let (_dir, program) = program("version: 1\nextends: [default]\n");
+    let ce = program.inbound.command.as_ref().expect("command matchers");
+    let mut s = CommandScratch::default();
+    let mut holds = |line: &str| {
+        crate::shell::parse_into(line, &mut s.parsed);
+        ce.preds.iter().any(|p| ce.holds(p, &program.env, &mut s))
+    };
+    // Only the normal form of `../../../../../../etc/shadow` meets `/etc/shadow`; that of
+    // `…/etc/shadow.txt`, which the prefilter lets through, does not.
+    let up = "../".repeat(8);
+    assert!(!holds(&format!("cat {up}etc/shadow.txt a b")));
+    assert!(holds(&format!("cat {up}etc/shadow a b")));
+    assert!(!holds(&format!("cat {up}etc/shadow.txt a b")));
+    assert!(holds(&format!("cat a {up}etc/shadow b")));
+}
