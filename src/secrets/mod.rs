@@ -656,18 +656,20 @@ impl Detector {
             *cache = self.cache();
         }
         let mut acc = Acc::new(out);
-        let mut cut_hits = std::mem::take(&mut cache.cut_hits);
-        cut_hits.clear();
-        self.find_plain(text, cache, &mut acc, Some(&mut cut_hits));
+        cache.cut_hits.clear();
+        // The keyword pass also says whether the text holds a `%`: on the many texts
+        // that do not, the percent pass costs nothing, not a `memchr` of its own.
+        let percent = self.find_plain(text, cache, &mut acc, true);
         self.find_encoded(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
-        if !cut_hits.is_empty() {
-            self.find_cut(text, &cut_hits, cache, &mut acc);
+        if !cache.cut_hits.is_empty() {
+            self.find_cut(text, cache, &mut acc);
         }
-        cache.cut_hits = cut_hits;
-        self.find_percent_encoded(text, cache, &mut acc);
+        if percent {
+            self.find_percent_encoded(text, cache, &mut acc);
+        }
         acc.finish();
     }
 
@@ -675,17 +677,12 @@ impl Detector {
     /// covered: each is rejoined with the pieces after it and scanned again, and a
     /// finding that crosses a separator is added as one finding per piece,
     /// so a redaction leaves the separators and everything around the token in place.
-    fn find_cut(
-        &self,
-        text: &str,
-        cut_hits: &[(usize, usize)],
-        cache: &mut DetectorCache,
-        acc: &mut Acc<'_>,
-    ) {
+    fn find_cut(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        let cut_hits = std::mem::take(&mut cache.cut_hits);
         let mut derived = std::mem::take(&mut cache.derived);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         let mut read_to = 0;
-        for &(first, last) in cut_hits {
+        for &(first, last) in &cut_hits {
             for hit in [first, last] {
                 if hit < read_to {
                     continue;
@@ -706,6 +703,7 @@ impl Detector {
                 }
             }
         }
+        cache.cut_hits = cut_hits;
         cache.derived = derived;
         cache.decoded_findings = inner;
     }
@@ -737,7 +735,7 @@ impl Detector {
     ) -> usize {
         inner.clear();
         let mut inner_acc = Acc::new(inner);
-        self.find_plain(&derived.text, cache, &mut inner_acc, None);
+        self.find_plain(&derived.text, cache, &mut inner_acc, false);
         inner_acc.finish();
         let mut pieces = Vec::new();
         let mut added = 0;
@@ -775,7 +773,7 @@ impl Detector {
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         inner.clear();
         let mut inner_acc = Acc::new(&mut inner);
-        self.find_plain(&form, cache, &mut inner_acc, None);
+        self.find_plain(&form, cache, &mut inner_acc, false);
         inner_acc.finish();
         let found_before = acc.count();
         if inner.len() > found_before {
@@ -788,20 +786,23 @@ impl Detector {
     }
 
     /// The detectors over `text` as written, and key bodies without their header. With
-    /// `cut_hits`, the keyword hits of whole-token formats that no finding covers are
-    /// collected there (see [`DetectorCache::cut_hits`]).
+    /// `note_cuts`, the keyword hits of whole-token formats that no finding covers are
+    /// collected in [`DetectorCache::cut_hits`]. Returns whether the text may hold a `%`
+    /// outside the whole-token secrets found (the keyword pass reads every byte it does
+    /// not skip anyway).
     fn find_plain(
         &self,
         text: &str,
         cache: &mut DetectorCache,
         acc: &mut Acc<'_>,
-        mut cut_hits: Option<&mut Vec<(usize, usize)>>,
-    ) {
+        note_cuts: bool,
+    ) -> bool {
         cache.scan = cache.scan.wrapping_add(1);
         let scan = cache.scan;
-        if let Some(keywords) = &self.keywords {
+        let bytes = text.as_bytes();
+        let percent = if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
-            let bytes = text.as_bytes();
+            let cut_hits = &mut cache.cut_hits;
             keywords.for_each_hit(bytes, |pos, kw| {
                 for cand in keywords.candidates(kw) {
                     for offset in (cand.min_offset..=cand.max_offset).rev() {
@@ -841,16 +842,16 @@ impl Detector {
                         last.range.end
                     }
                     _ => {
-                        if let Some(cut) = cut_hits.as_deref_mut()
-                            && self.whole_token_keyword[kw as usize]
-                        {
-                            note_cut_hit(cut, pos);
+                        if note_cuts && self.whole_token_keyword[kw as usize] {
+                            note_cut_hit(cut_hits, pos);
                         }
                         pos + 1
                     }
                 }
-            });
-        }
+            })
+        } else {
+            memchr::memchr(b'%', bytes).is_some()
+        };
         if let (Some(full), Some(re_cache), Some(caps)) = (
             &self.full_scan,
             cache.full_cache.as_mut(),
@@ -859,6 +860,7 @@ impl Detector {
             self.find_full_scan(full, re_cache, caps, text, acc);
         }
         self.find_headless_keys(text, acc);
+        percent
     }
 
     /// Key bodies whose header is missing (see `encoded::headless_key_body`), named
@@ -897,13 +899,13 @@ impl Detector {
             // capital letters for base64 of anything is not decoded as base64.
             if kind.hex && encoded::decode_hex_into(text.as_bytes(), run.clone(), &mut decoded) {
                 let mut inner_acc = Acc::new(&mut inner);
-                self.find_plain(&decoded, cache, &mut inner_acc, None);
+                self.find_plain(&decoded, cache, &mut inner_acc, false);
                 inner_acc.finish();
             }
             if inner.is_empty() && kind.base64 {
                 encoded::decode_into(text.as_bytes(), run.clone(), &mut decoded);
                 let mut inner_acc = Acc::new(&mut inner);
-                self.find_plain(&decoded, cache, &mut inner_acc, None);
+                self.find_plain(&decoded, cache, &mut inner_acc, false);
                 inner_acc.finish();
             }
             if let Some(first) = inner.first() {
