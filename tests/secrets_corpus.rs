@@ -715,6 +715,102 @@ fn disguised_tokens_are_found_in_their_string() {
 /// carried as text), written in groups, or written with `%XX` escapes is found, and the
 /// findings are exactly its pieces as written: the break and the text around it are left
 /// alone. A complete token at a line's end is not joined to the next line's setting.
+/// A line break inside a token's own keyword (a wrap after `gh`, `s`, `AKI`), a
+/// labelled value cut by a wrap, and the tail of an open-length token whose head on the
+/// wrapped line is already a token: every piece is found, and nothing else. A value is
+/// read on across a break only after a line as wide as a wrap (60 bytes); a narrow
+/// line's break ends what is on it, and words cut like keywords are not tokens.
+#[test]
+fn tokens_cut_inside_their_keyword_or_by_a_wrap_are_found_piece_by_piece() {
+    let detector = detector();
+    let mut rng = Rng::new(0xC07);
+    let pieces_found = |text: &str| -> Vec<String> {
+        find(&detector, text)
+            .iter()
+            .map(|f| text[f.range.clone()].to_string())
+            .collect()
+    };
+    // Every whole-token format, cut at each byte inside its keyword.
+    let mut cut_in_keyword = 0;
+    for &format in FORMATS {
+        let token = fake(format, &mut rng);
+        let Some(keyword) = whole_token_keyword(&detector, format, &token.secret) else {
+            continue;
+        };
+        if !token
+            .secret
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.+/=".contains(&b))
+        {
+            continue;
+        }
+        for at in 1..keyword.len() {
+            for brk in ["\n", "\r\n", "\\n"] {
+                let (head, tail) = token.secret.split_at(at);
+                let text = format!("export TOKEN={head}{brk}{tail} done");
+                let start = "export TOKEN=".len();
+                let (head_at, tail_at) = (start..start + at, start + at + brk.len()..);
+                let tail_at = tail_at.start..tail_at.start + tail.len();
+                let found = find(&detector, &text);
+                // Both pieces, and nothing outside the token as written (a break written
+                // out as `\n` before `api_` also reads as `napi_`: its `n` may go too).
+                assert!(
+                    covers(&found, &head_at)
+                        && covers(&found, &tail_at)
+                        && found
+                            .iter()
+                            .all(|f| head_at.start <= f.range.start && f.range.end <= tail_at.end),
+                    "{format}: {text:?}: {found:?}"
+                );
+                cut_in_keyword += 1;
+            }
+        }
+    }
+    assert!(cut_in_keyword > 300, "{cut_in_keyword} cuts");
+
+    let wide = "# the rest of a long line, as a terminal wraps it at eighty columns:";
+    let password = ["xQ7v", "Lp2Rz9Kw"].concat();
+    let gitlab = format!("glpat-{}", rng.alnum(26));
+    for brk in ["\n", "\r\n", "\\n"] {
+        // A labelled value cut by a wrap: too short to be found before it.
+        // (Written out, `\\n` is read as part of the value already: one finding.)
+        for at in [4, 6, 9] {
+            let (head, tail) = password.split_at(at);
+            let text = format!("{wide} DB_PASSWORD={head}{brk}{tail}");
+            let found = pieces_found(&text);
+            if brk.starts_with('\\') {
+                assert_eq!(found, vec![format!("{head}{brk}{tail}")], "{text:?}");
+            } else {
+                assert_eq!(found, vec![head, tail], "{text:?}");
+            }
+        }
+        // An open-length token complete before the wrap, its tail after it.
+        let (head, tail) = gitlab.split_at(28);
+        let text = format!("{wide} {head}{brk}{tail} ok");
+        assert_eq!(pieces_found(&text), vec![head, tail], "{text:?}");
+        // Not read on: a narrow line, a next line of words, a word cut like a keyword.
+        // (Compared with the break as a separator no value crosses; a written-out one is
+        // part of a password's value already, as above.)
+        let real_break = !brk.starts_with('\\');
+        for text in [
+            format!("{head}{brk}{tail}"),
+            format!("{wide} {gitlab}{brk}region = eu-west-1"),
+            format!("password={head}{brk}LOG_LEVEL=info"),
+        ]
+        .into_iter()
+        .filter(|_| real_break)
+        {
+            let want: Vec<String> = find(&detector, &text.replace(brk, " | "))
+                .iter()
+                .map(|f| text.replace(brk, " | ")[f.range.clone()].to_string())
+                .collect();
+            assert_eq!(pieces_found(&text), want, "{text:?}");
+        }
+        let text = format!("the gh{brk}p_ prefix, sk{brk}- keys and AKI{brk}A ids are words");
+        assert_eq!(pieces_found(&text), Vec::<String>::new(), "{text:?}");
+    }
+}
+
 #[test]
 fn split_and_percent_encoded_tokens_are_found_exactly() {
     let detector = detector();

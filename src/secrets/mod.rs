@@ -410,6 +410,9 @@ pub struct DetectorCache {
     /// Keyword hits of whole-token formats that no finding covered, as `(first, last)`
     /// of each cluster of nearby hits: where a token may be cut (`split.rs`).
     cut_hits: Vec<(usize, usize)>,
+    /// Keyword hits of any format, as `(first, last)` of each cluster of nearby hits: a
+    /// value on a wrapped line may go on after the break (`split::rejoin_wrapped`).
+    wrap_hits: Vec<(usize, usize)>,
     /// A rejoined or percent-decoded text (`split.rs`).
     derived: split::Derived,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
@@ -625,6 +628,7 @@ impl Detector {
             decoded: String::new(),
             decoded_findings: Vec::new(),
             cut_hits: Vec::new(),
+            wrap_hits: Vec::new(),
             derived: split::Derived::default(),
             owner: self.id,
         }
@@ -657,9 +661,10 @@ impl Detector {
         }
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
-        // The keyword pass also says whether the text holds a `%`: on the many texts
-        // that do not, the percent pass costs nothing, not a `memchr` of its own.
-        let percent = self.find_plain(text, cache, &mut acc, true);
+        cache.wrap_hits.clear();
+        // The keyword pass also says whether the text holds a `%` or a line break: on the
+        // many texts that do not, the passes for those cost nothing, not a search each.
+        let marks = self.find_plain(text, cache, &mut acc, true);
         self.find_encoded(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
@@ -667,10 +672,71 @@ impl Detector {
         if !cache.cut_hits.is_empty() {
             self.find_cut(text, cache, &mut acc);
         }
-        if percent {
+        if marks.breaks {
+            if !cache.wrap_hits.is_empty() {
+                self.find_wrapped(text, cache, &mut acc);
+            }
+            self.find_cut_keywords(text, cache, &mut acc);
+        }
+        if marks.percent {
             self.find_percent_encoded(text, cache, &mut acc);
         }
         acc.finish();
+    }
+
+    /// Values that look complete, or too short to be found, before a line's wrap
+    /// (`split::rejoin_wrapped`): from each cluster of keyword hits on a wide line that
+    /// ends inside a run of token characters, the line's end is rejoined with the pieces
+    /// after the break and scanned again; a finding that crosses the break is added as
+    /// one finding per piece.
+    fn find_wrapped(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        let wrap_hits = std::mem::take(&mut cache.wrap_hits);
+        let mut derived = std::mem::take(&mut cache.derived);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        let mut read_to = 0;
+        for &(first, _) in &wrap_hits {
+            if first < read_to {
+                continue;
+            }
+            if let Some(end) =
+                split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived)
+            {
+                read_to = end;
+                self.add_derived(&derived, cache, &mut inner, acc);
+            }
+        }
+        cache.wrap_hits = wrap_hits;
+        cache.derived = derived;
+        cache.decoded_findings = inner;
+    }
+
+    /// Tokens whose keyword a line break cuts (`gh` + break + `p_…`, found by no keyword
+    /// hit): at each break, the bytes before it joined with those after are looked up as
+    /// a whole-token format's keyword (`split::for_each_cut_keyword`), and only where one
+    /// is the token rejoined and scanned, as for a cut hit.
+    fn find_cut_keywords(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
+        let Some(keywords) = &self.keywords else {
+            return;
+        };
+        let mut derived = std::mem::take(&mut cache.derived);
+        let mut inner = std::mem::take(&mut cache.decoded_findings);
+        let starts_token = |bytes: &[u8], head: usize| {
+            keywords.longest_prefix(bytes).is_some_and(|kw| {
+                self.whole_token_keyword[kw as usize] && keywords.keyword_len(kw) > head
+            })
+        };
+        split::for_each_cut_keyword(
+            text.as_bytes(),
+            keywords.longest_len(),
+            starts_token,
+            |start| {
+                if split::rejoin(text.as_bytes(), start, &mut derived).is_some() {
+                    self.add_derived(&derived, cache, &mut inner, acc);
+                }
+            },
+        );
+        cache.derived = derived;
+        cache.decoded_findings = inner;
     }
 
     /// Tokens cut short at a separator (`split::rejoin`), from the keyword hits no finding
@@ -787,23 +853,28 @@ impl Detector {
 
     /// The detectors over `text` as written, and key bodies without their header. With
     /// `note_cuts`, the keyword hits of whole-token formats that no finding covers are
-    /// collected in [`DetectorCache::cut_hits`]. Returns whether the text may hold a `%`
-    /// outside the whole-token secrets found (the keyword pass reads every byte it does
-    /// not skip anyway).
+    /// collected in [`DetectorCache::cut_hits`], and every hit in
+    /// [`DetectorCache::wrap_hits`]. Returns whether the text may hold a `%` or a line
+    /// break outside the whole-token secrets found (the keyword pass reads every byte it
+    /// does not skip anyway).
     fn find_plain(
         &self,
         text: &str,
         cache: &mut DetectorCache,
         acc: &mut Acc<'_>,
         note_cuts: bool,
-    ) -> bool {
+    ) -> prefilter::Marks {
         cache.scan = cache.scan.wrapping_add(1);
         let scan = cache.scan;
         let bytes = text.as_bytes();
-        let percent = if let Some(keywords) = &self.keywords {
+        let marks = if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let cut_hits = &mut cache.cut_hits;
+            let wrap_hits = &mut cache.wrap_hits;
             keywords.for_each_hit(bytes, |pos, kw| {
+                if note_cuts {
+                    note_cut_hit(wrap_hits, pos);
+                }
                 for cand in keywords.candidates(kw) {
                     for offset in (cand.min_offset..=cand.max_offset).rev() {
                         let Some(start) = pos.checked_sub(offset) else {
@@ -850,7 +921,7 @@ impl Detector {
                 }
             })
         } else {
-            memchr::memchr(b'%', bytes).is_some()
+            prefilter::Marks::of(bytes)
         };
         if let (Some(full), Some(re_cache), Some(caps)) = (
             &self.full_scan,
@@ -860,7 +931,7 @@ impl Detector {
             self.find_full_scan(full, re_cache, caps, text, acc);
         }
         self.find_headless_keys(text, acc);
-        percent
+        marks
     }
 
     /// Key bodies whose header is missing (see `encoded::headless_key_body`), named

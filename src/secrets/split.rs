@@ -225,8 +225,19 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
     };
     out.clear();
     out.push_verbatim(text, start..end);
-    let mut at = end + sep_len;
-    let mut width = width;
+    chain(text, end + sep_len, kind, width, out)
+}
+
+/// Appends to `out` the pieces of a token from `at` on, the first one right after a
+/// separator of `kind` (see [`rejoin`]); `width` is the width of a middle piece, when
+/// known. Returns the end of what was read.
+fn chain(
+    text: &[u8],
+    mut at: usize,
+    kind: Separator,
+    mut width: Option<usize>,
+    out: &mut Derived,
+) -> Option<usize> {
     let mut after_cut = 0;
     while out.text.len() < MAX_REJOINED {
         let piece_end = run_end(text, at, at + MAX_PIECE)?;
@@ -244,6 +255,133 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
     }
     Some(at)
 }
+
+/// A line at least this wide before a break is read as wrapped at a terminal's or an
+/// editor's width (72 to 120 columns, base64 at 64 or 76): only there is a value that
+/// looks complete before the break (an open-length token, a labelled password) read on
+/// across it. A short line's break ends what is on it (`glpat-…\nregion = eu-west-1`).
+pub(super) const MIN_WRAPPED_WIDTH: usize = 60;
+
+/// The break (real or written out) that ends the line holding `at`, looked for within
+/// [`MAX_PIECE`] bytes: where it starts, and its length (indentation included) when a
+/// token character follows it.
+fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
+    let limit = (at + MAX_PIECE).min(text.len());
+    for c in memchr::memchr2_iter(b'\n', b'\\', &text[at..limit]) {
+        let c = at + c;
+        let start = if text[c] == b'\n' {
+            if c > at && text[c - 1] == b'\r' {
+                c - 1
+            } else {
+                c
+            }
+        } else if text[c..].starts_with(b"\\n") || text[c..].starts_with(b"\\r\\n") {
+            c
+        } else {
+            continue;
+        };
+        let sep = separator_at(text, start)
+            .filter(|&(kind, _)| kind == Separator::Break)
+            .map(|(_, len)| len);
+        return Some((start, sep));
+    }
+    None
+}
+
+/// Rebuilds into `out` the end of the wrapped line holding a keyword hit at `hit`, from
+/// `label` bytes before the hit (where a labelled row's match starts; not before the
+/// line), to the break that ends the line, then the pieces after the break as [`rejoin`]
+/// reads them. Returns the end of what was read, or `None` when the line is narrower
+/// than [`MIN_WRAPPED_WIDTH`] or does not end inside a run of token characters.
+///
+/// This reads on what the plain scan found complete, or did not find at all, before a
+/// wrap: an open-length token whose head is already a token (`glpat-…` at the end of an
+/// 80-column line, its tail on the next), a labelled value cut by the wrap
+/// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`).
+pub(super) fn rejoin_wrapped(
+    text: &[u8],
+    hit: usize,
+    label: usize,
+    out: &mut Derived,
+) -> Option<usize> {
+    let (brk, sep) = line_break_after(text, hit)?;
+    let sep = sep?;
+    if brk == 0 || !is_token_byte(text[brk - 1]) {
+        return None;
+    }
+    // A line longer than `MAX_PIECE` is wide; where it starts does not matter then.
+    let width = line_len(text, brk).unwrap_or(MAX_PIECE);
+    if width < MIN_WRAPPED_WIDTH {
+        return None;
+    }
+    // What follows a complete value on a wide line is as often the next line's word
+    // (`region`, `LOG_LEVEL`) as a tail: a token's tail holds a digit or a capital letter
+    // (all but 3% of random 4-character ones), a lower-case word does not.
+    let next = brk + sep;
+    let next_end = run_end(text, next, next + MAX_PIECE)?;
+    if !text[next..next_end]
+        .iter()
+        .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    let start = hit.saturating_sub(label).max(brk.saturating_sub(width));
+    out.clear();
+    out.push_verbatim(text, start..brk);
+    chain(text, brk + sep, Separator::Break, Some(width), out)
+}
+
+/// Calls `f(start)` for each line break (real or written out) followed by a token
+/// character where a token may start in the last bytes before the break, its keyword cut
+/// by it (`gh` + break + `p_…`): `starts_token(bytes, head)` says whether `bytes` (the
+/// `head` bytes before the break, then those after it) begin with a keyword longer than
+/// `head`. `longest` is the longest keyword; a start is where a token may start (not
+/// inside a word). At most one start per break.
+pub(super) fn for_each_cut_keyword(
+    text: &[u8],
+    longest: usize,
+    starts_token: impl Fn(&[u8], usize) -> bool,
+    mut f: impl FnMut(usize),
+) {
+    let mut buf = [0u8; 2 * MAX_KEYWORD_SPAN];
+    let longest = longest.min(MAX_KEYWORD_SPAN);
+    let mut done = 0;
+    for c in memchr::memchr2_iter(b'\n', b'\\', text) {
+        let brk = if text[c] == b'\n' && c > 0 && text[c - 1] == b'\r' {
+            c - 1
+        } else {
+            c
+        };
+        if brk < done || brk == 0 || !is_token_byte(text[brk - 1]) {
+            continue;
+        }
+        let Some((Separator::Break, sep)) = separator_at(text, brk) else {
+            continue;
+        };
+        let after = brk + sep;
+        let tail = &text[after..(after + longest).min(text.len())];
+        for start in brk.saturating_sub(longest - 1)..brk {
+            let head = &text[start..brk];
+            let token_start = start == 0
+                || !(text[start - 1].is_ascii_alphanumeric() || text[start - 1] == b'_')
+                || escaped(text, start - 1);
+            if !token_start || !head.iter().all(|&b| is_token_byte(b)) {
+                continue;
+            }
+            buf[..head.len()].copy_from_slice(head);
+            buf[head.len()..head.len() + tail.len()].copy_from_slice(tail);
+            if starts_token(&buf[..head.len() + tail.len()], head.len()) {
+                f(start);
+                done = after;
+                break;
+            }
+        }
+    }
+}
+
+/// The longest keyword looked for across a break ([`for_each_cut_keyword`]): longer
+/// prefixes (`-----BEGIN`, labels) are not token prefixes a wrap cuts.
+const MAX_KEYWORD_SPAN: usize = 16;
 
 /// A character of a URL or form body that a `%XX` run is read over.
 #[inline]
