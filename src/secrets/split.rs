@@ -482,6 +482,39 @@ mod tests {
     }
 
     #[test]
+    fn only_a_wide_line_is_read_on_across_its_break() {
+        let wide = "w".repeat(MIN_WRAPPED_WIDTH);
+        let wrapped = |text: &str, hit: usize| {
+            let mut out = Derived::default();
+            rejoin_wrapped(text.as_bytes(), hit, 4, &mut out).map(|_| out.text.clone())
+        };
+        let text = format!("{wide} pw=ab\\nC9d e");
+        let hit = wide.len() + 1;
+        assert_eq!(
+            wrapped(&text, hit),
+            Some(format!("{wide} pw=abC9d")[hit - 4..].into())
+        );
+        // A narrow line, a next line without a digit or a capital, a line ending in a
+        // space: not read on.
+        assert_eq!(wrapped("x pw=ab\nC9d", 2), None);
+        assert_eq!(wrapped(&format!("{wide} pw=ab\nregion"), hit), None);
+        assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
+    }
+
+    #[test]
+    fn a_keyword_cut_by_a_break_is_looked_up_once_per_break() {
+        let mut starts = Vec::new();
+        let text = b"k gh\np_x, ab\r\ncd, word\\nghp_";
+        for_each_cut_keyword(
+            text,
+            4,
+            |bytes, head| bytes.starts_with(b"ghp_") && head < 4,
+            |start| starts.push(start),
+        );
+        assert_eq!(starts, vec![2]);
+    }
+
+    #[test]
     fn findings_map_back_to_the_pieces_as_written() {
         let text = b"k ghp_ab\r\ncd%5Fe";
         let mut out = Derived::default();
