@@ -698,11 +698,12 @@ impl Detector {
             if first < read_to {
                 continue;
             }
-            if let Some(end) =
-                split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived)
-            {
-                read_to = end;
-                self.add_derived(&derived, cache, &mut inner, acc);
+            match split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived) {
+                Ok(end) => {
+                    read_to = end;
+                    self.add_derived(&derived, cache, &mut inner, acc);
+                }
+                Err(next) => read_to = next,
             }
         }
         cache.wrap_hits = wrap_hits;

@@ -291,8 +291,12 @@ fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
 /// Rebuilds into `out` the end of the wrapped line holding a keyword hit at `hit`, from
 /// `label` bytes before the hit (where a labelled row's match starts; not before the
 /// line), to the break that ends the line, then the pieces after the break as [`rejoin`]
-/// reads them. Returns the end of what was read, or `None` when the line is narrower
-/// than [`MIN_WRAPPED_WIDTH`] or does not end inside a run of token characters.
+/// reads them. Returns the end of what was read, or else where the next hit worth
+/// trying may start: past the line's break when the line is narrower than
+/// [`MIN_WRAPPED_WIDTH`], does not end inside a run of token characters or has no token's
+/// tail after it (every hit on it gets the same answer), and near the end of the bytes
+/// looked through when no break was found (so a text of one long line with hits all along
+/// it is searched about once, not once per hit).
 ///
 /// This reads on what the plain scan found complete, or did not find at all, before a
 /// wrap: an open-length token whose head is already a token (`glpat-…` at the end of an
@@ -303,33 +307,45 @@ pub(super) fn rejoin_wrapped(
     hit: usize,
     label: usize,
     out: &mut Derived,
-) -> Option<usize> {
-    let (brk, sep) = line_break_after(text, hit)?;
-    let sep = sep?;
+) -> Result<usize, usize> {
+    let Some((brk, sep)) = line_break_after(text, hit) else {
+        return Err((hit + MAX_PIECE)
+            .saturating_sub(WRAP_LOOK_BACK)
+            .max(hit + 1));
+    };
+    let line_done = Err(brk + 1);
+    let Some(sep) = sep else {
+        return line_done;
+    };
     if brk == 0 || !is_token_byte(text[brk - 1]) {
-        return None;
+        return line_done;
     }
     // A line longer than `MAX_PIECE` is wide; where it starts does not matter then.
     let width = line_len(text, brk).unwrap_or(MAX_PIECE);
     if width < MIN_WRAPPED_WIDTH {
-        return None;
+        return line_done;
     }
     // What follows a complete value on a wide line is as often the next line's word
     // (`region`, `LOG_LEVEL`) as a tail: a token's tail holds a digit or a capital letter
     // (all but 3% of random 4-character ones), a lower-case word does not.
     let next = brk + sep;
-    let next_end = run_end(text, next, next + MAX_PIECE)?;
-    if !text[next..next_end]
-        .iter()
-        .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
-    {
-        return None;
+    let tail_like = run_end(text, next, next + MAX_PIECE).is_some_and(|next_end| {
+        text[next..next_end]
+            .iter()
+            .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    });
+    if !tail_like {
+        return line_done;
     }
     let start = hit.saturating_sub(label).max(brk.saturating_sub(width));
     out.clear();
     out.push_verbatim(text, start..brk);
-    chain(text, brk + sep, Separator::Break, Some(width), out)
+    chain(text, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
 }
+
+/// A hit this close to the end of the bytes searched for a line's break, in vain, is
+/// searched again ([`rejoin_wrapped`]): its line may end just past them.
+const WRAP_LOOK_BACK: usize = 128;
 
 /// Calls `f(start)` for each line break (real or written out) followed by a token
 /// character where a token may start in the last bytes before the break, its keyword cut
@@ -486,7 +502,9 @@ mod tests {
         let wide = "w".repeat(MIN_WRAPPED_WIDTH);
         let wrapped = |text: &str, hit: usize| {
             let mut out = Derived::default();
-            rejoin_wrapped(text.as_bytes(), hit, 4, &mut out).map(|_| out.text.clone())
+            rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
+                .ok()
+                .map(|_| out.text.clone())
         };
         let text = format!("{wide} pw=ab\\nC9d e");
         let hit = wide.len() + 1;
