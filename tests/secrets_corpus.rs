@@ -715,13 +715,12 @@ fn disguised_tokens_are_found_in_their_string() {
 /// carried as text), written in groups, or written with `%XX` escapes is found, and the
 /// findings are exactly its pieces as written: the break and the text around it are left
 /// alone. A complete token at a line's end is not joined to the next line's setting.
-/// A line break inside a token's own keyword (a wrap after `gh`, `s`, `AKI`), a
-/// labelled value cut by a wrap, and the tail of an open-length token whose head on the
-/// wrapped line is already a token: every piece is found, and nothing else. A value is
-/// read on across a break only after a line as wide as a wrap (60 bytes); a narrow
+/// A labelled value cut by a wrap, and the tail of an open-length token whose head on
+/// the wrapped line is already a token: every piece is found, and nothing else. A value
+/// is read on across a break only after a line as wide as a wrap (60 bytes); a narrow
 /// line's break ends what is on it, and words cut like keywords are not tokens.
 #[test]
-fn tokens_cut_inside_their_keyword_or_by_a_wrap_are_found_piece_by_piece() {
+fn values_cut_by_a_wrap_are_found_piece_by_piece() {
     let detector = detector();
     let mut rng = Rng::new(0xC07);
     let pieces_found = |text: &str| -> Vec<String> {
@@ -730,44 +729,6 @@ fn tokens_cut_inside_their_keyword_or_by_a_wrap_are_found_piece_by_piece() {
             .map(|f| text[f.range.clone()].to_string())
             .collect()
     };
-    // Every whole-token format, cut at each byte inside its keyword.
-    let mut cut_in_keyword = 0;
-    for &format in FORMATS {
-        let token = fake(format, &mut rng);
-        let Some(keyword) = whole_token_keyword(&detector, format, &token.secret) else {
-            continue;
-        };
-        if !token
-            .secret
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.+/=".contains(&b))
-        {
-            continue;
-        }
-        for at in 1..keyword.len() {
-            for brk in ["\n", "\r\n", "\\n"] {
-                let (head, tail) = token.secret.split_at(at);
-                let text = format!("export TOKEN={head}{brk}{tail} done");
-                let start = "export TOKEN=".len();
-                let (head_at, tail_at) = (start..start + at, start + at + brk.len()..);
-                let tail_at = tail_at.start..tail_at.start + tail.len();
-                let found = find(&detector, &text);
-                // Both pieces, and nothing outside the token as written (a break written
-                // out as `\n` before `api_` also reads as `napi_`: its `n` may go too).
-                assert!(
-                    covers(&found, &head_at)
-                        && covers(&found, &tail_at)
-                        && found
-                            .iter()
-                            .all(|f| head_at.start <= f.range.start && f.range.end <= tail_at.end),
-                    "{format}: {text:?}: {found:?}"
-                );
-                cut_in_keyword += 1;
-            }
-        }
-    }
-    assert!(cut_in_keyword > 300, "{cut_in_keyword} cuts");
-
     let wide = "# the rest of a long line, as a terminal wraps it at eighty columns:";
     let password = ["xQ7v", "Lp2Rz9Kw"].concat();
     let gitlab = format!("glpat-{}", rng.alnum(26));

@@ -662,9 +662,9 @@ impl Detector {
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
         cache.wrap_hits.clear();
-        // The keyword pass also says whether the text holds a `%` or a line break: on the
-        // many texts that do not, the passes for those cost nothing, not a search each.
-        let marks = self.find_plain(text, cache, &mut acc, true);
+        // The keyword pass also says whether the text holds a `%`: on the many texts
+        // that do not, the percent pass costs nothing, not a `memchr` of its own.
+        let percent = self.find_plain(text, cache, &mut acc, true);
         self.find_encoded(text, cache, &mut acc);
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
@@ -672,13 +672,10 @@ impl Detector {
         if !cache.cut_hits.is_empty() {
             self.find_cut(text, cache, &mut acc);
         }
-        if marks.breaks {
-            if !cache.wrap_hits.is_empty() {
-                self.find_wrapped(text, cache, &mut acc);
-            }
-            self.find_cut_keywords(text, cache, &mut acc);
+        if !cache.wrap_hits.is_empty() {
+            self.find_wrapped(text, cache, &mut acc);
         }
-        if marks.percent {
+        if percent {
             self.find_percent_encoded(text, cache, &mut acc);
         }
         acc.finish();
@@ -707,35 +704,6 @@ impl Detector {
             }
         }
         cache.wrap_hits = wrap_hits;
-        cache.derived = derived;
-        cache.decoded_findings = inner;
-    }
-
-    /// Tokens whose keyword a line break cuts (`gh` + break + `p_…`, found by no keyword
-    /// hit): at each break, the bytes before it joined with those after are looked up as
-    /// a whole-token format's keyword (`split::for_each_cut_keyword`), and only where one
-    /// is the token rejoined and scanned, as for a cut hit.
-    fn find_cut_keywords(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
-        let Some(keywords) = &self.keywords else {
-            return;
-        };
-        let mut derived = std::mem::take(&mut cache.derived);
-        let mut inner = std::mem::take(&mut cache.decoded_findings);
-        let starts_token = |bytes: &[u8], head: usize| {
-            keywords.longest_prefix(bytes).is_some_and(|kw| {
-                self.whole_token_keyword[kw as usize] && keywords.keyword_len(kw) > head
-            })
-        };
-        split::for_each_cut_keyword(
-            text.as_bytes(),
-            keywords.longest_len(),
-            starts_token,
-            |start| {
-                if split::rejoin(text.as_bytes(), start, &mut derived).is_some() {
-                    self.add_derived(&derived, cache, &mut inner, acc);
-                }
-            },
-        );
         cache.derived = derived;
         cache.decoded_findings = inner;
     }
@@ -855,20 +823,20 @@ impl Detector {
     /// The detectors over `text` as written, and key bodies without their header. With
     /// `note_cuts`, the keyword hits of whole-token formats that no finding covers are
     /// collected in [`DetectorCache::cut_hits`], and every hit in
-    /// [`DetectorCache::wrap_hits`]. Returns whether the text may hold a `%` or a line
-    /// break outside the whole-token secrets found (the keyword pass reads every byte it
-    /// does not skip anyway).
+    /// [`DetectorCache::wrap_hits`]. Returns whether the text may hold a `%` outside the
+    /// whole-token secrets found (the keyword pass reads every byte it does not skip
+    /// anyway).
     fn find_plain(
         &self,
         text: &str,
         cache: &mut DetectorCache,
         acc: &mut Acc<'_>,
         note_cuts: bool,
-    ) -> prefilter::Marks {
+    ) -> bool {
         cache.scan = cache.scan.wrapping_add(1);
         let scan = cache.scan;
         let bytes = text.as_bytes();
-        let marks = if let Some(keywords) = &self.keywords {
+        let percent = if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let cut_hits = &mut cache.cut_hits;
             let wrap_hits = &mut cache.wrap_hits;
@@ -922,7 +890,7 @@ impl Detector {
                 }
             })
         } else {
-            prefilter::Marks::of(bytes)
+            memchr::memchr(b'%', bytes).is_some()
         };
         if let (Some(full), Some(re_cache), Some(caps)) = (
             &self.full_scan,
@@ -932,7 +900,7 @@ impl Detector {
             self.find_full_scan(full, re_cache, caps, text, acc);
         }
         self.find_headless_keys(text, acc);
-        marks
+        percent
     }
 
     /// Key bodies whose header is missing (see `encoded::headless_key_body`), named

@@ -66,8 +66,6 @@ pub(super) struct Keywords {
     hasher: BlockHasher,
     /// Whether a candidate reuses the keyword run of the previous one ([`HeadRun`]).
     remember_heads: bool,
-    /// The length of the longest keyword.
-    longest: usize,
 }
 
 #[derive(Debug)]
@@ -155,7 +153,6 @@ impl Keywords {
             (Search::Walk(Box::new(dfa)), Box::default())
         };
         Ok(Keywords {
-            longest: keywords.iter().map(String::len).max().unwrap_or(0),
             heads,
             candidates: candidates.into_iter().map(Vec::into_boxed_slice).collect(),
             search,
@@ -177,48 +174,27 @@ impl Keywords {
         self.candidates.len()
     }
 
-    /// The length of keyword `keyword`.
-    pub fn keyword_len(&self, keyword: u32) -> usize {
-        self.sorted[keyword as usize].len()
-    }
-
-    /// The length of the longest keyword.
-    pub fn longest_len(&self) -> usize {
-        self.longest
-    }
-
-    /// The longest keyword `bytes` starts with.
-    pub fn longest_prefix(&self, bytes: &[u8]) -> Option<u32> {
-        match &self.search {
-            Search::Blocks(_) => self.longest_at(bytes, 0, &mut HeadRun::default()),
-            Search::Walk(dfa) => {
-                next_hit(dfa, bytes, 0).and_then(|(at, kw)| (at == 0).then_some(kw))
-            }
-        }
-    }
-
     /// Calls `f(position, keyword id)` for every position of `text` where a keyword
     /// starts, in increasing order (the longest keyword when several start there).
     /// `f` returns the position to continue from (at least `position + 1`), which
     /// lets the caller skip over a secret it has just found.
     ///
-    /// Returns which of the bytes the detector's later passes start from ([`Marks`]) lie
-    /// among the bytes read, which are all but those `f` skipped over: the block filter
-    /// compares each block's bytes with them as it loads them (a few vector
-    /// instructions a block), so those passes need no search of their own on the texts
-    /// without such a byte, most of them.
-    pub fn for_each_hit(&self, text: &[u8], mut f: impl FnMut(usize, u32) -> usize) -> Marks {
+    /// Returns whether a `%` lies among the bytes read, which are all but those `f`
+    /// skipped over: the block filter compares each block's bytes with `%` as it loads
+    /// them (two vector instructions a block), so the detector's search for `%XX`
+    /// escapes needs no pass of its own on the texts without one, most of them.
+    pub fn for_each_hit(&self, text: &[u8], mut f: impl FnMut(usize, u32) -> usize) -> bool {
         let table = match &self.search {
             Search::Blocks(table) => &**table,
             Search::Walk(dfa) => {
                 walk(dfa, text, f);
-                return Marks::of(text);
+                return memchr::memchr(b'%', text).is_some();
             }
         };
         // A block compares its bytes from `at + 3` on (those it reads as fourth bytes):
         // the three before, at the start and after each skip, are compared here.
-        let head = |at: usize| Marks::of(&text[at..(at + 3).min(text.len())]);
-        let mut marks = head(0);
+        let head_percent = |at: usize| text[at..(at + 3).min(text.len())].contains(&b'%');
+        let mut percent = head_percent(0);
         let mut at = 0;
         let mut heads = HeadRun::default();
         // The last block, shorter than `BLOCK_READ`, is read from a zero-padded copy, so
@@ -226,7 +202,7 @@ impl Keywords {
         let mut padded = [0u8; BLOCK_READ];
         // A keyword (three bytes at least) can still start at `at`.
         'blocks: while at + 2 < text.len() {
-            let (mut candidates, found) = if at + BLOCK_READ <= text.len() {
+            let (mut candidates, percents) = if at + BLOCK_READ <= text.len() {
                 self.block_candidates(text, at, table, BLOCK)
             } else {
                 let n = text.len() - at;
@@ -235,10 +211,10 @@ impl Keywords {
                 // Only positions whose first three bytes are text: `n - 2` of them
                 // (between 1 and `BLOCK`, as `3 <= n < BLOCK_READ`). Most texts are
                 // short values that need only the first half of the block hashed.
-                let (candidates, found) = self.block_candidates(&padded, 0, table, n - 2);
-                (candidates & (u32::MAX >> (BLOCK + 2 - n)), found)
+                let (candidates, percents) = self.block_candidates(&padded, 0, table, n - 2);
+                (candidates & (u32::MAX >> (BLOCK + 2 - n)), percents)
             };
-            marks.add(found);
+            percent |= percents != 0;
             while candidates != 0 {
                 let pos = at + candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
@@ -246,9 +222,7 @@ impl Keywords {
                     let resume = f(pos, kw).max(pos + 1);
                     if resume >= at + BLOCK {
                         at = resume;
-                        if at < text.len() {
-                            marks.add(head(at));
-                        }
+                        percent |= at < text.len() && head_percent(at);
                         continue 'blocks;
                     }
                     // Drop the candidates the caller skipped over.
@@ -257,14 +231,15 @@ impl Keywords {
             }
             at += BLOCK;
         }
-        marks
+        percent
     }
 
     /// The candidates among positions `at..at + BLOCK`, bit `k` for `at + k`: those
     /// whose prefix hash is in `table` with the bit of their fourth byte set (which
     /// rules out about seven in eight 3-byte matches before the look-up). Positions from
-    /// `wanted` on (rounded up to a half block) may be left out. Then the [`Marks`] of
-    /// `at + 3..at + BLOCK_READ`. Needs `at + BLOCK_READ <= text.len()`.
+    /// `wanted` on (rounded up to a half block) may be left out. Then the `%` bytes
+    /// among `at + 3..at + BLOCK_READ`, bit `k` for `at + 3 + k`. Needs
+    /// `at + BLOCK_READ <= text.len()`.
     ///
     /// The mask is built without branches: which positions are candidates is random,
     /// so a branch per position is mispredicted at each of them.
@@ -275,7 +250,7 @@ impl Keywords {
         at: usize,
         table: &[u8; TABLE_LEN],
         wanted: usize,
-    ) -> (u32, Marks) {
+    ) -> (u32, u32) {
         assert!(at + BLOCK_READ <= text.len());
         match self.hasher {
             #[cfg(target_arch = "x86_64")]
@@ -289,13 +264,14 @@ impl Keywords {
                 // otherwise unused where there is no AVX2 path, as on aarch64).
                 let _ = wanted;
                 let block = &text[at..at + BLOCK_READ];
-                let mut candidates = 0u32;
+                let (mut candidates, mut percents) = (0u32, 0u32);
                 for k in 0..BLOCK {
                     let entry = table[prefix_hash(block[k], block[k + 1], block[k + 2])];
                     let hit = entry & fourth_byte_bit(block[k + 3]) != 0;
                     candidates |= u32::from(hit) << k;
+                    percents |= u32::from(block[k + 3] == b'%') << k;
                 }
-                (candidates, Marks::of(&block[3..]))
+                (candidates, percents)
             }
         }
     }
@@ -332,29 +308,6 @@ impl Keywords {
             }
         }
         longest
-    }
-}
-
-/// Which bytes a text holds that start one of the detector's later passes: `%` (a
-/// `%XX` escape) and `\n` or `\\` (a line break, real or written out).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Marks {
-    pub percent: bool,
-    pub breaks: bool,
-}
-
-impl Marks {
-    /// The marks of `bytes`, by searching them.
-    pub fn of(bytes: &[u8]) -> Marks {
-        Marks {
-            percent: memchr::memchr(b'%', bytes).is_some(),
-            breaks: memchr::memchr2(b'\n', b'\\', bytes).is_some(),
-        }
-    }
-
-    fn add(&mut self, other: Marks) {
-        self.percent |= other.percent;
-        self.breaks |= other.breaks;
     }
 }
 
@@ -426,14 +379,14 @@ fn prefix_hash(b0: u8, b1: u8, b2: u8) -> usize {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::{BLOCK, BLOCK_READ, HASH_MULTIPLIERS, Marks, PREFIX_HASH_BITS, TABLE_LEN};
+    use super::{BLOCK, BLOCK_READ, HASH_MULTIPLIERS, PREFIX_HASH_BITS, TABLE_LEN};
 
     /// [`super::Keywords`]'s `block_candidates`: the prefix hashes 16 at a time in
     /// 16-bit lanes, the table entries read from general registers (the hashes come
     /// out 64 bits at a time, half the loads of reading them back from memory: a
     /// fifth of the filter's time), then the fourth-byte test and the mask in vectors.
     /// Only the first `halves` halves (16 positions each) of the block; the rest are
-    /// left out. With them, the [`super::Marks`] of the fourth bytes, all 32 of them.
+    /// left out. With them, the `%` bytes among the fourth bytes, all 32 of them.
     ///
     /// # Safety
     ///
@@ -444,7 +397,7 @@ mod avx2 {
         at: usize,
         table: &[u8; TABLE_LEN],
         halves: usize,
-    ) -> (u32, Marks) {
+    ) -> (u32, u32) {
         debug_assert!(at + BLOCK_READ <= text.len());
         let [m0, m1, m2] = HASH_MULTIPLIERS.map(|m| _mm256_set1_epi16(m as i16));
         let shift = _mm_cvtsi32_si128(16 - PREFIX_HASH_BITS as i32);
@@ -500,16 +453,9 @@ mod avx2 {
         let bits = _mm256_shuffle_epi8(bit_of, _mm256_and_si256(fourth, _mm256_set1_epi8(7)));
         let misses = _mm256_cmpeq_epi8(_mm256_and_si256(entries, bits), _mm256_setzero_si256());
         let percents = _mm256_cmpeq_epi8(fourth, _mm256_set1_epi8(b'%' as i8));
-        let breaks = _mm256_or_si256(
-            _mm256_cmpeq_epi8(fourth, _mm256_set1_epi8(b'\n' as i8)),
-            _mm256_cmpeq_epi8(fourth, _mm256_set1_epi8(b'\\' as i8)),
-        );
         (
             !(_mm256_movemask_epi8(misses) as u32),
-            Marks {
-                percent: _mm256_movemask_epi8(percents) != 0,
-                breaks: _mm256_movemask_epi8(breaks) != 0,
-            },
+            _mm256_movemask_epi8(percents) as u32,
         )
     }
 }
@@ -553,7 +499,8 @@ mod tests {
     }
 
     /// Hits reported when the callback resumes at `resume(position, keyword length)`.
-    /// Checks on the way that the pass reports the `%`, `\n` and `\\` bytes it read.
+    /// Checks on the way that the pass says whether the text holds a `%` (no keyword
+    /// here holds one, so no `%` is ever skipped over).
     fn hits(
         keywords: &Keywords,
         sorted: &[String],
@@ -561,23 +508,14 @@ mod tests {
         resume: fn(usize, usize) -> usize,
     ) -> Vec<(usize, u32)> {
         let mut got = Vec::new();
-        let mut read = vec![true; text.len()];
-        let marks = keywords.for_each_hit(text, |pos, kw| {
+        let percent = keywords.for_each_hit(text, |pos, kw| {
             got.push((pos, kw));
-            let to = resume(pos, sorted[kw as usize].len());
-            read[pos + 1..to.min(text.len())].fill(false);
-            to
+            resume(pos, sorted[kw as usize].len())
         });
-        // Every mark among the bytes read is reported, and none that is not in the text.
-        let kept: Vec<u8> = (0..text.len())
-            .filter(|&i| read[i])
-            .map(|i| text[i])
-            .collect();
-        let (least, most) = (Marks::of(&kept), Marks::of(text));
-        assert!(
-            (least.percent <= marks.percent && marks.percent <= most.percent)
-                && (least.breaks <= marks.breaks && marks.breaks <= most.breaks),
-            "{marks:?} for {:?}",
+        assert_eq!(
+            percent,
+            text.contains(&b'%'),
+            "{:?}",
             String::from_utf8_lossy(text)
         );
         got
@@ -673,7 +611,6 @@ mod tests {
                 }
                 4 => text.extend((0..r.below(12)).map(|_| b'a' + r.below(26) as u8)),
                 5 if r.below(4) == 0 => text.extend_from_slice(b"%2F"),
-                6 if r.below(4) == 0 => text.extend_from_slice(b"\\n"),
                 _ => text.extend_from_slice(kw),
             }
         }
@@ -751,14 +688,12 @@ mod tests {
                 let mut text: Vec<u8> = b"tokensk-ant-://".repeat(len / 15 + 1);
                 text.truncate(len);
                 check(&words, &text, hasher);
-                // A mark at every place of the text, alone or after a keyword skipped.
+                // A `%` at every place of the text, alone or after a keyword skipped.
                 for at in 0..len.min(70) {
-                    for mark in [b'%', b'\n', b'\\'] {
-                        for mut text in [vec![b'x'; len], b"ghp_".repeat(len / 4 + 1)] {
-                            text.truncate(len);
-                            text[at] = mark;
-                            check(&words, &text, hasher);
-                        }
+                    for mut text in [vec![b'x'; len], b"ghp_".repeat(len / 4 + 1)] {
+                        text.truncate(len);
+                        text[at] = b'%';
+                        check(&words, &text, hasher);
                     }
                 }
             }

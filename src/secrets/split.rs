@@ -347,58 +347,6 @@ pub(super) fn rejoin_wrapped(
 /// searched again ([`rejoin_wrapped`]): its line may end just past them.
 const WRAP_LOOK_BACK: usize = 128;
 
-/// Calls `f(start)` for each line break (real or written out) followed by a token
-/// character where a token may start in the last bytes before the break, its keyword cut
-/// by it (`gh` + break + `p_…`): `starts_token(bytes, head)` says whether `bytes` (the
-/// `head` bytes before the break, then those after it) begin with a keyword longer than
-/// `head`. `longest` is the longest keyword; a start is where a token may start (not
-/// inside a word). At most one start per break.
-pub(super) fn for_each_cut_keyword(
-    text: &[u8],
-    longest: usize,
-    starts_token: impl Fn(&[u8], usize) -> bool,
-    mut f: impl FnMut(usize),
-) {
-    let mut buf = [0u8; 2 * MAX_KEYWORD_SPAN];
-    let longest = longest.min(MAX_KEYWORD_SPAN);
-    let mut done = 0;
-    for c in memchr::memchr2_iter(b'\n', b'\\', text) {
-        let brk = if text[c] == b'\n' && c > 0 && text[c - 1] == b'\r' {
-            c - 1
-        } else {
-            c
-        };
-        if brk < done || brk == 0 || !is_token_byte(text[brk - 1]) {
-            continue;
-        }
-        let Some((Separator::Break, sep)) = separator_at(text, brk) else {
-            continue;
-        };
-        let after = brk + sep;
-        let tail = &text[after..(after + longest).min(text.len())];
-        for start in brk.saturating_sub(longest - 1)..brk {
-            let head = &text[start..brk];
-            let token_start = start == 0
-                || !(text[start - 1].is_ascii_alphanumeric() || text[start - 1] == b'_')
-                || escaped(text, start - 1);
-            if !token_start || !head.iter().all(|&b| is_token_byte(b)) {
-                continue;
-            }
-            buf[..head.len()].copy_from_slice(head);
-            buf[head.len()..head.len() + tail.len()].copy_from_slice(tail);
-            if starts_token(&buf[..head.len() + tail.len()], head.len()) {
-                f(start);
-                done = after;
-                break;
-            }
-        }
-    }
-}
-
-/// The longest keyword looked for across a break ([`for_each_cut_keyword`]): longer
-/// prefixes (`-----BEGIN`, labels) are not token prefixes a wrap cuts.
-const MAX_KEYWORD_SPAN: usize = 16;
-
 /// A character of a URL or form body that a `%XX` run is read over.
 #[inline]
 fn is_url_byte(b: u8) -> bool {
@@ -517,19 +465,6 @@ mod tests {
         assert_eq!(wrapped("x pw=ab\nC9d", 2), None);
         assert_eq!(wrapped(&format!("{wide} pw=ab\nregion"), hit), None);
         assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
-    }
-
-    #[test]
-    fn a_keyword_cut_by_a_break_is_looked_up_once_per_break() {
-        let mut starts = Vec::new();
-        let text = b"k gh\np_x, ab\r\ncd, word\\nghp_";
-        for_each_cut_keyword(
-            text,
-            4,
-            |bytes, head| bytes.starts_with(b"ghp_") && head < 4,
-            |start| starts.push(start),
-        );
-        assert_eq!(starts, vec![2]);
     }
 
     #[test]
