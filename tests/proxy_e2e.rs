@@ -655,6 +655,51 @@ fn secrets_in_responses_are_redacted_in_place() {
     assert!(!serde_json::to_string(&events).unwrap().contains(&key));
 }
 
+/// A token cut by a line break inside one string of a server's result (a wrapped
+/// terminal line, a pasted config) and a token written with `%XX` escapes in a URL are
+/// redacted through the real proxy: each piece of the cut token is replaced, and every
+/// other byte (the break between the pieces, the text around them, the rest of the
+/// frame) comes out as the server wrote it.
+#[test]
+fn a_token_cut_by_a_line_break_is_redacted_piece_by_piece() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    hold(&mut p, r#""s1""#);
+    let token = format!("ghp_{}", "Zq8Rt2Lm7Vw4Ks9Hd3Jf6Np1Xc5Bg0Ya2Ue7");
+    let (head, tail) = token.split_at(17);
+    let escaped = format!("glpat-{}", "Xr7Kp2%5FQm9Lt4Vw8Zs3J");
+    let text =
+        format!("token: {head}\\n{tail}\\nregion = eu-west-1 see https://h/x?k={escaped}&a=1");
+    let server_line = format!(
+        r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"{text}"}}],"note":"untouched  spacing"}}}}"#
+    );
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{}]}}}}"#,
+        serde_json::to_string(&server_line).unwrap()
+    ));
+    let line = p.recv_str();
+    let marker = "[REDACTED BY MCPWALL]";
+    let want = server_line
+        .replace(head, marker)
+        .replace(tail, marker)
+        .replace(&escaped, marker);
+    assert_eq!(line, want + "\n");
+    assert_eq!(p.recv_json()["id"], 2);
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let red = events
+        .iter()
+        .find(|e| e["action"] == "redact")
+        .expect("redact audited");
+    assert_eq!(red["redactions"]["github-token"], 2, "{red}");
+    let logged = serde_json::to_string(&events).unwrap();
+    for piece in [head, tail, &escaped] {
+        assert!(!logged.contains(piece), "{piece} in the audit log");
+        assert!(!p.stderr_text().contains(piece), "{piece} on stderr");
+    }
+}
+
 /// A file read as media comes back as a base64 `blob` (issue 22: the AWS key and the
 /// GitHub token inside were delivered as they were). The blob is decoded and scanned;
 /// a finding redacts the whole blob and the response stays valid JSON. A key's body

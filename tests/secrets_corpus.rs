@@ -715,6 +715,63 @@ fn disguised_tokens_are_found_in_their_string() {
 /// carried as text), written in groups, or written with `%XX` escapes is found, and the
 /// findings are exactly its pieces as written: the break and the text around it are left
 /// alone. A complete token at a line's end is not joined to the next line's setting.
+/// A labelled value cut by a wrap, and the tail of an open-length token whose head on
+/// the wrapped line is already a token: every piece is found, and nothing else. A value
+/// is read on across a break only after a line as wide as a wrap (60 bytes); a narrow
+/// line's break ends what is on it, and words cut like keywords are not tokens.
+#[test]
+fn values_cut_by_a_wrap_are_found_piece_by_piece() {
+    let detector = detector();
+    let mut rng = Rng::new(0xC07);
+    let pieces_found = |text: &str| -> Vec<String> {
+        find(&detector, text)
+            .iter()
+            .map(|f| text[f.range.clone()].to_string())
+            .collect()
+    };
+    let wide = "# the rest of a long line, as a terminal wraps it at eighty columns:";
+    let password = ["xQ7v", "Lp2Rz9Kw"].concat();
+    let gitlab = format!("glpat-{}", rng.alnum(26));
+    for brk in ["\n", "\r\n", "\\n"] {
+        // A labelled value cut by a wrap: too short to be found before it.
+        // (Written out, `\\n` is read as part of the value already: one finding.)
+        for at in [4, 6, 9] {
+            let (head, tail) = password.split_at(at);
+            let text = format!("{wide} DB_PASSWORD={head}{brk}{tail}");
+            let found = pieces_found(&text);
+            if brk.starts_with('\\') {
+                assert_eq!(found, vec![format!("{head}{brk}{tail}")], "{text:?}");
+            } else {
+                assert_eq!(found, vec![head, tail], "{text:?}");
+            }
+        }
+        // An open-length token complete before the wrap, its tail after it.
+        let (head, tail) = gitlab.split_at(28);
+        let text = format!("{wide} {head}{brk}{tail} ok");
+        assert_eq!(pieces_found(&text), vec![head, tail], "{text:?}");
+        // Not read on: a narrow line, a next line of words, a word cut like a keyword.
+        // (Compared with the break as a separator no value crosses; a written-out one is
+        // part of a password's value already, as above.)
+        let real_break = !brk.starts_with('\\');
+        for text in [
+            format!("{head}{brk}{tail}"),
+            format!("{wide} {gitlab}{brk}region = eu-west-1"),
+            format!("password={head}{brk}LOG_LEVEL=info"),
+        ]
+        .into_iter()
+        .filter(|_| real_break)
+        {
+            let want: Vec<String> = find(&detector, &text.replace(brk, " | "))
+                .iter()
+                .map(|f| text.replace(brk, " | ")[f.range.clone()].to_string())
+                .collect();
+            assert_eq!(pieces_found(&text), want, "{text:?}");
+        }
+        let text = format!("the gh{brk}p_ prefix, sk{brk}- keys and AKI{brk}A ids are words");
+        assert_eq!(pieces_found(&text), Vec::<String>::new(), "{text:?}");
+    }
+}
+
 #[test]
 fn split_and_percent_encoded_tokens_are_found_exactly() {
     let detector = detector();

@@ -87,7 +87,7 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
             probe = end + MIN_RUN - 1;
             continue;
         }
-        let (end, chars, upper, lower, hex) = run_end(text, start);
+        let (end, chars, upper, hex) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
         // of nearly every group of four is), of random bytes two fifths: a run with
         // fewer is a path or an identifier (`/home/user/project/src`, `snake_case_name`),
@@ -97,7 +97,9 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
             // of text or of random bytes holds them everywhere (of random bytes, 24
             // characters without one: 4 in a million). Capitals and digits alone are a
             // near-miss key id repeated (`AKIAAKIA…`) or base32, read as they are written.
-            base64: upper * 8 >= chars && lower > 0,
+            // Looked for only in a run with enough capitals (the first small letter
+            // ends the look), not counted over every run.
+            base64: upper * 8 >= chars && text[start..end].iter().any(u8::is_ascii_lowercase),
             hex: hex == chars,
         };
         if chars >= MIN_RUN && (kind.base64 || kind.hex) {
@@ -111,20 +113,17 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
 }
 
 /// The end of the run starting at `start` (after its padding), how many base64
-/// characters it holds, how many of those are capital letters, small letters and hex
-/// digits.
-fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize, usize) {
+/// characters it holds, how many of those are capital letters and how many hex digits.
+fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize) {
     let mut at = start;
     let mut chars = 0;
     let mut upper = 0;
-    let mut lower = 0;
     let mut hex = 0;
     let mut line = 0;
     loop {
         let segment = at;
         while at < text.len() && is_base64(text[at]) {
             upper += usize::from(text[at].is_ascii_uppercase());
-            lower += usize::from(text[at].is_ascii_lowercase());
             hex += usize::from(text[at].is_ascii_hexdigit());
             at += 1;
         }
@@ -145,7 +144,7 @@ fn run_end(text: &[u8], start: usize) -> (usize, usize, usize, usize, usize) {
             && text[next] == b'\n'
             && text.get(next + 1).is_some_and(|&b| is_base64(b));
         if !wrapped {
-            return (end, chars, upper, lower, hex);
+            return (end, chars, upper, hex);
         }
         at = next + 1;
         line = 0;

@@ -225,8 +225,19 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
     };
     out.clear();
     out.push_verbatim(text, start..end);
-    let mut at = end + sep_len;
-    let mut width = width;
+    chain(text, end + sep_len, kind, width, out)
+}
+
+/// Appends to `out` the pieces of a token from `at` on, the first one right after a
+/// separator of `kind` (see [`rejoin`]); `width` is the width of a middle piece, when
+/// known. Returns the end of what was read.
+fn chain(
+    text: &[u8],
+    mut at: usize,
+    kind: Separator,
+    mut width: Option<usize>,
+    out: &mut Derived,
+) -> Option<usize> {
     let mut after_cut = 0;
     while out.text.len() < MAX_REJOINED {
         let piece_end = run_end(text, at, at + MAX_PIECE)?;
@@ -244,6 +255,97 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
     }
     Some(at)
 }
+
+/// A line at least this wide before a break is read as wrapped at a terminal's or an
+/// editor's width (72 to 120 columns, base64 at 64 or 76): only there is a value that
+/// looks complete before the break (an open-length token, a labelled password) read on
+/// across it. A short line's break ends what is on it (`glpat-…\nregion = eu-west-1`).
+pub(super) const MIN_WRAPPED_WIDTH: usize = 60;
+
+/// The break (real or written out) that ends the line holding `at`, looked for within
+/// [`MAX_PIECE`] bytes: where it starts, and its length (indentation included) when a
+/// token character follows it.
+fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
+    let limit = (at + MAX_PIECE).min(text.len());
+    for c in memchr::memchr2_iter(b'\n', b'\\', &text[at..limit]) {
+        let c = at + c;
+        let start = if text[c] == b'\n' {
+            if c > at && text[c - 1] == b'\r' {
+                c - 1
+            } else {
+                c
+            }
+        } else if text[c..].starts_with(b"\\n") || text[c..].starts_with(b"\\r\\n") {
+            c
+        } else {
+            continue;
+        };
+        let sep = separator_at(text, start)
+            .filter(|&(kind, _)| kind == Separator::Break)
+            .map(|(_, len)| len);
+        return Some((start, sep));
+    }
+    None
+}
+
+/// Rebuilds into `out` the end of the wrapped line holding a keyword hit at `hit`, from
+/// `label` bytes before the hit (where a labelled row's match starts; not before the
+/// line), to the break that ends the line, then the pieces after the break as [`rejoin`]
+/// reads them. Returns the end of what was read, or else where the next hit worth
+/// trying may start: past the line's break when the line is narrower than
+/// [`MIN_WRAPPED_WIDTH`], does not end inside a run of token characters or has no token's
+/// tail after it (every hit on it gets the same answer), and near the end of the bytes
+/// looked through when no break was found (so a text of one long line with hits all along
+/// it is searched about once, not once per hit).
+///
+/// This reads on what the plain scan found complete, or did not find at all, before a
+/// wrap: an open-length token whose head is already a token (`glpat-…` at the end of an
+/// 80-column line, its tail on the next), a labelled value cut by the wrap
+/// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`).
+pub(super) fn rejoin_wrapped(
+    text: &[u8],
+    hit: usize,
+    label: usize,
+    out: &mut Derived,
+) -> Result<usize, usize> {
+    let Some((brk, sep)) = line_break_after(text, hit) else {
+        return Err((hit + MAX_PIECE)
+            .saturating_sub(WRAP_LOOK_BACK)
+            .max(hit + 1));
+    };
+    let line_done = Err(brk + 1);
+    let Some(sep) = sep else {
+        return line_done;
+    };
+    if brk == 0 || !is_token_byte(text[brk - 1]) {
+        return line_done;
+    }
+    // A line longer than `MAX_PIECE` is wide; where it starts does not matter then.
+    let width = line_len(text, brk).unwrap_or(MAX_PIECE);
+    if width < MIN_WRAPPED_WIDTH {
+        return line_done;
+    }
+    // What follows a complete value on a wide line is as often the next line's word
+    // (`region`, `LOG_LEVEL`) as a tail: a token's tail holds a digit or a capital letter
+    // (all but 3% of random 4-character ones), a lower-case word does not.
+    let next = brk + sep;
+    let tail_like = run_end(text, next, next + MAX_PIECE).is_some_and(|next_end| {
+        text[next..next_end]
+            .iter()
+            .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    });
+    if !tail_like {
+        return line_done;
+    }
+    let start = hit.saturating_sub(label).max(brk.saturating_sub(width));
+    out.clear();
+    out.push_verbatim(text, start..brk);
+    chain(text, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
+}
+
+/// A hit this close to the end of the bytes searched for a line's break, in vain, is
+/// searched again ([`rejoin_wrapped`]): its line may end just past them.
+const WRAP_LOOK_BACK: usize = 128;
 
 /// A character of a URL or form body that a `%XX` run is read over.
 #[inline]
@@ -341,6 +443,28 @@ mod tests {
         assert_eq!(rejoined(&format!("ghp_{}\nx", "a".repeat(1100)), 0), None);
         // A spaced head of one word is not a token's.
         assert_eq!(rejoined("glpat-example lorem ipsum dolor", 0), None);
+    }
+
+    #[test]
+    fn only_a_wide_line_is_read_on_across_its_break() {
+        let wide = "w".repeat(MIN_WRAPPED_WIDTH);
+        let wrapped = |text: &str, hit: usize| {
+            let mut out = Derived::default();
+            rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
+                .ok()
+                .map(|_| out.text.clone())
+        };
+        let text = format!("{wide} pw=ab\\nC9d e");
+        let hit = wide.len() + 1;
+        assert_eq!(
+            wrapped(&text, hit),
+            Some(format!("{wide} pw=abC9d")[hit - 4..].into())
+        );
+        // A narrow line, a next line without a digit or a capital, a line ending in a
+        // space: not read on.
+        assert_eq!(wrapped("x pw=ab\nC9d", 2), None);
+        assert_eq!(wrapped(&format!("{wide} pw=ab\nregion"), hit), None);
+        assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
     }
 
     #[test]

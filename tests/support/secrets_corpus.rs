@@ -913,7 +913,14 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 "-passwd",
             ]);
             let s = r.pick(&[" ", "  ", " '", "\t"]);
-            labelled(flag, s, password(r))
+            // A value starting with `-` is the next option to argparse, clap and most
+            // parsers (`--password -q5B…` is refused or read as `-q`), and the detector
+            // leaves it alone so that `-password -tls-skip-verify` is not a password.
+            let mut value = password(r);
+            while value.starts_with('-') {
+                value = password(r);
+            }
+            labelled(flag, s, value)
         }
         "generic-secret" => {
             let label = r.pick(&[
