@@ -37,7 +37,7 @@ mod links;
 pub mod roots;
 mod users;
 
-pub use links::{LinkCache, MAX_LINKS};
+pub use links::{LinkCache, Lookups, MAX_LINKS};
 
 /// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
 /// against them. All are kept normalised (absolute, `/`-separated, no trailing `/` except
@@ -631,14 +631,14 @@ impl Root {
     }
 }
 
-/// The clean absolute `path` as the file system opens it (see [`LinkCache::resolve`]);
+/// The clean absolute `path` as the file system opens it (see [`Lookups::resolve`]);
 /// on Windows, with its 8.3 short names expanded.
-/// `cwd`: see [`LinkCache::resolve`].
-pub fn resolve_links(path: &str, cwd: Option<&str>, cache: &mut LinkCache) -> Resolution {
+/// `cwd`: see [`Lookups::resolve`].
+pub fn resolve_links(path: &str, cwd: Option<&str>, lookups: &mut Lookups<'_>) -> Resolution {
     if cfg!(windows) {
         return resolve_short_names(path);
     }
-    cache.resolve(path, cwd)
+    lookups.resolve(path, cwd)
 }
 
 /// Whether a server opens `value` relative to its working directory: not absolute, not
@@ -1025,7 +1025,7 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1",
                 None,
-                &mut cache
+                &mut cache.lookups()
             ),
             Resolution::Unknown
         );
@@ -1033,7 +1033,7 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/ssh/id_ed25519",
                 None,
-                &mut cache
+                &mut cache.lookups()
             ),
             Resolution::Unchanged
         );
@@ -1047,11 +1047,11 @@ mod tests {
     fn a_dot_after_a_space_is_dropped_when_resolving() {
         let mut cache = LinkCache::default();
         assert_eq!(
-            resolve_links("C:/Users/u/.ssh/id_rsa .", None, &mut cache),
+            resolve_links("C:/Users/u/.ssh/id_rsa .", None, &mut cache.lookups()),
             Resolution::Resolved("C:/Users/u/.ssh/id_rsa".to_string())
         );
         assert_eq!(
-            resolve_links("C:/Users/u/.aws. ./credentials", None, &mut cache),
+            resolve_links("C:/Users/u/.aws. ./credentials", None, &mut cache.lookups()),
             Resolution::Resolved("C:/Users/u/.aws/credentials".to_string())
         );
     }
@@ -1078,11 +1078,11 @@ mod tests {
         let file = format!("{long}/private key file.pem");
         let short_file = crate::platform::short_path_name(&file).unwrap();
         assert_eq!(
-            resolve_links(&short_file, None, &mut cache),
+            resolve_links(&short_file, None, &mut cache.lookups()),
             Resolution::Resolved(file)
         );
         assert_eq!(
-            resolve_links(&format!("{short}/new.txt"), None, &mut cache),
+            resolve_links(&format!("{short}/new.txt"), None, &mut cache.lookups()),
             Resolution::Resolved(format!("{long}/new.txt"))
         );
     }

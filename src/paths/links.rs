@@ -24,8 +24,9 @@
 //! - **Watched entries.** The others (a project's files; as root, every entry, since root
 //!   can change any directory) are remembered only while the kernel says their directory
 //!   has not changed: each directory looked up is watched ([`DirWatch`], inotify on
-//!   Linux) *before* its entries are read, and every resolution starts by reading the
-//!   changes queued since the last one (one `read`, which finds none in the usual case).
+//!   Linux) *before* its entries are read, and the resolutions of each message start by
+//!   reading the changes queued since the last ones ([`LinkCache::lookups`]: one `read`,
+//!   which finds none in the usual case).
 //!   An entry is used only if its directory has had no change since it was read, and a
 //!   directory is reached only through entries so checked, from `/` down: renaming or
 //!   replacing any directory on the way is a change of its parent. The kernel queues the
@@ -105,14 +106,12 @@ enum Entry {
     Link(Option<String>),
 }
 
-/// The outcome of looking one name up.
-enum Step {
-    Entry(Entry),
-    /// The look-up failed for another reason than the name missing.
-    Unreadable,
+/// The resolutions of one message's paths: [`LinkCache::lookups`].
+pub struct Lookups<'c> {
+    cache: &'c mut LinkCache,
 }
 
-impl LinkCache {
+impl Lookups<'_> {
     /// The clean absolute `path` as the file system opens it: [`Resolution::Unchanged`]
     /// when no existing component is a link (or the path is not one the kernel opens:
     /// relative, longer than `PATH_MAX`), [`Resolution::Resolved`] when one is and the
@@ -123,37 +122,83 @@ impl LinkCache {
     ///
     /// `cwd`, when given, is the server's working directory, a prefix of `path`, which
     /// came from a relative value: the server opens such a value from the directory it
-    /// runs in, whatever its path names now, so only the components below it are
-    /// looked up (and a link among them resolved from the directory's real path).
+    /// runs in, so when the directory's path holds a link (or is gone) only the
+    /// components below it are looked up (and a link among them resolved from the
+    /// directory's real path).
     pub fn resolve(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
+        self.cache.resolve(path, cwd)
+    }
+}
+
+/// Where a walk of the written path stopped.
+enum Walked {
+    /// Below a missing name or a file, or at the end: no link on the way.
+    Plain,
+    Link,
+    Unreadable,
+}
+
+/// The outcome of looking one name up.
+enum Step {
+    Entry(Entry),
+    /// The look-up failed for another reason than the name missing.
+    Unreadable,
+}
+
+impl LinkCache {
+    /// Start resolving the paths of one message: the changes reported since the last
+    /// resolution are taken in first (see the module docs), so what is remembered holds
+    /// for the file system as it is now.
+    pub fn lookups(&mut self) -> Lookups<'_> {
+        self.catch_up();
+        Lookups { cache: self }
+    }
+
+    fn resolve(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
         if !path.starts_with('/') || path.len() > PATH_MAX {
             return Resolution::Unchanged;
         }
-        self.catch_up();
-        // First the usual case, in place: walk the written path until a component is
-        // missing, is not a directory, or is a link (only then build the real path).
         let below = cwd.filter(|c| c.len() > 1 && super::is_under(path, c));
-        // Below the working directory nothing is remembered: its path may name another
-        // directory than the one the server runs in.
-        let (mut dir, mut end) = match below {
-            Some(c) => (Dir::Unknown, c.len()),
-            None => (self.root_dir(), 0),
-        };
+        let root = self.root_dir();
+        match self.walk(path, 0, root, below.map_or(0, str::len)) {
+            Some(Walked::Plain) => Resolution::Unchanged,
+            Some(Walked::Link) => self.follow(path, below),
+            Some(Walked::Unreadable) => Resolution::Unknown,
+            // The working directory's path is not a plain directory's now (a link on the
+            // way, or gone): the server still runs where it started, so only what is
+            // below the written directory is looked up, and nothing of it remembered.
+            None => match self.walk(path, below.map_or(0, str::len), Dir::Unknown, 0) {
+                Some(Walked::Plain) | None => Resolution::Unchanged,
+                Some(Walked::Link) => self.follow(path, below),
+                Some(Walked::Unreadable) => Resolution::Unknown,
+            },
+        }
+    }
+
+    /// Walk the written `path` from byte `end` (a directory remembered as `dir`) until a
+    /// component is missing, is not a directory, or is a link, in place (only a link makes
+    /// the real path worth building). `None` when a component of the first `prefix` bytes
+    /// is not a directory that exists.
+    fn walk(&mut self, path: &str, mut end: usize, mut dir: Dir, prefix: usize) -> Option<Walked> {
         while end + 1 < path.len() {
             let start = end + 1;
             let next = path[start..].find('/').map_or(path.len(), |i| start + i);
-            match self.look(&path[..next], dir) {
+            let step = self.look(&path[..next], dir);
+            if next <= prefix && !matches!(step, Step::Entry(Entry::Dir(_))) {
+                return None;
+            }
+            match step {
                 Step::Entry(Entry::Dir(d)) => {
                     dir = d;
                     end = next;
                 }
                 // Nothing below a missing name exists, and nothing below a file opens.
-                Step::Entry(Entry::Missing | Entry::Other) => return Resolution::Unchanged,
-                Step::Entry(Entry::Link(_)) => return self.follow(path, below),
-                Step::Unreadable => return Resolution::Unknown,
+                Step::Entry(Entry::Missing | Entry::Other) => return Some(Walked::Plain),
+                Step::Entry(Entry::Link(_)) => return Some(Walked::Link),
+                Step::Unreadable => return Some(Walked::Unreadable),
             }
         }
-        Resolution::Unchanged
+        Some(Walked::Plain)
     }
 
     /// The real path of `path`, one of whose components (below `cwd`, when given) is a
@@ -459,8 +504,11 @@ mod tests {
 
         let notes = format!("{tmp}/a/b/notes.txt");
         let missing = format!("{tmp}/a/b/missing/x");
-        assert_eq!(cache.resolve(&notes, None), Resolution::Unchanged);
-        assert_eq!(cache.resolve(&missing, None), Resolution::Unchanged);
+        assert_eq!(cache.lookups().resolve(&notes, None), Resolution::Unchanged);
+        assert_eq!(
+            cache.lookups().resolve(&missing, None),
+            Resolution::Unchanged
+        );
         if cfg!(target_os = "linux") {
             assert!(
                 cache.watched.contains_key(&notes) || cache.settled.contains_key(&notes),
@@ -471,23 +519,23 @@ mod tests {
         std::fs::remove_file(&notes).unwrap();
         symlink("../../secret/pgpass", &notes).unwrap();
         assert_eq!(
-            cache.resolve(&notes, None),
+            cache.lookups().resolve(&notes, None),
             Resolution::Resolved(format!("{secret}/pgpass"))
         );
 
         symlink(&secret, format!("{tmp}/a/b/missing")).unwrap();
         assert_eq!(
-            cache.resolve(&missing, None),
+            cache.lookups().resolve(&missing, None),
             Resolution::Resolved(format!("{secret}/x"))
         );
 
         // A directory two levels up swapped for a link by renames.
         let deep = format!("{tmp}/a/b/other/file");
-        assert_eq!(cache.resolve(&deep, None), Resolution::Unchanged);
+        assert_eq!(cache.lookups().resolve(&deep, None), Resolution::Unchanged);
         std::fs::rename(format!("{tmp}/a"), format!("{tmp}/a-old")).unwrap();
         symlink(&secret, format!("{tmp}/a")).unwrap();
         assert_eq!(
-            cache.resolve(&deep, None),
+            cache.lookups().resolve(&deep, None),
             Resolution::Resolved(format!("{secret}/b/other/file"))
         );
     }
@@ -503,18 +551,18 @@ mod tests {
         let mut cache = LinkCache::default();
         let path = format!("{link}/config");
         assert_eq!(
-            cache.resolve(&path, None),
+            cache.lookups().resolve(&path, None),
             Resolution::Resolved(format!("{tmp}/one/config"))
         );
         assert_eq!(
-            cache.resolve(&path, None),
+            cache.lookups().resolve(&path, None),
             Resolution::Resolved(format!("{tmp}/one/config"))
         );
         let next = format!("{tmp}/current.new");
         symlink("two", &next).unwrap();
         std::fs::rename(&next, &link).unwrap();
         assert_eq!(
-            cache.resolve(&path, None),
+            cache.lookups().resolve(&path, None),
             Resolution::Resolved(format!("{tmp}/two/config"))
         );
     }
@@ -527,12 +575,12 @@ mod tests {
         std::fs::create_dir_all(format!("{tmp}/d/e")).unwrap();
         let mut cache = LinkCache::default();
         let path = format!("{tmp}/d/e/f");
-        assert_eq!(cache.resolve(&path, None), Resolution::Unchanged);
+        assert_eq!(cache.lookups().resolve(&path, None), Resolution::Unchanged);
         std::fs::remove_dir(format!("{tmp}/d/e")).unwrap();
         std::fs::remove_dir(format!("{tmp}/d")).unwrap();
         symlink("/etc", format!("{tmp}/d")).unwrap();
         assert_eq!(
-            cache.resolve(&path, None),
+            cache.lookups().resolve(&path, None),
             Resolution::Resolved("/etc/e/f".to_string())
         );
     }

@@ -1022,16 +1022,21 @@ impl Program {
     fn resolve_deferred_links(&self, s: &mut Scratch) {
         let inb = &self.inbound;
         let mut deferred = std::mem::take(&mut s.deferred_links);
-        for (sel, path, relative) in deferred.drain(..) {
-            let best = s.state.best;
-            let denied = best != NONE && {
+        let denied = |best: u32| {
+            best != NONE && {
                 let rule = &inb.rules[best as usize];
                 !rule.allow && !rule.ask
-            };
-            let resolved = if denied {
-                crate::paths::Resolution::Unchanged
-            } else {
-                crate::paths::resolve_links(&path, relative.then_some(self.env.cwd()), &mut s.links)
+            }
+        };
+        // One `read` of the file system's changes per message, when a path is looked up.
+        let mut lookups =
+            (!deferred.is_empty() && !denied(s.state.best)).then(|| s.links.lookups());
+        for (sel, path, relative) in deferred.drain(..) {
+            let resolved = match &mut lookups {
+                Some(lookups) if !denied(s.state.best) => {
+                    crate::paths::resolve_links(&path, relative.then_some(self.env.cwd()), lookups)
+                }
+                _ => crate::paths::Resolution::Unchanged,
             };
             if resolved == crate::paths::Resolution::Unknown {
                 s.unreadable_path = true;
