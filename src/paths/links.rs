@@ -584,4 +584,42 @@ mod tests {
             Resolution::Resolved("/etc/e/f".to_string())
         );
     }
+
+    /// A relative value is opened from the server's working directory: what is below it
+    /// is remembered and dropped on change like the rest, and a working directory whose
+    /// path holds a link is resolved from its real path.
+    #[test]
+    fn relative_values_are_resolved_below_the_working_directory() {
+        let (_guard, tmp) = real_tempdir();
+        let proj = format!("{tmp}/proj");
+        std::fs::create_dir_all(format!("{proj}/src")).unwrap();
+        std::fs::create_dir_all(format!("{tmp}/secret")).unwrap();
+        let mut cache = LinkCache::default();
+        let text = format!("{proj}/text/html");
+        assert_eq!(
+            cache.lookups().resolve(&text, Some(&proj)),
+            Resolution::Unchanged
+        );
+        symlink("../secret", format!("{proj}/text")).unwrap();
+        assert_eq!(
+            cache.lookups().resolve(&text, Some(&proj)),
+            Resolution::Resolved(format!("{tmp}/secret/html"))
+        );
+
+        // The working directory named through a link.
+        symlink("proj", format!("{tmp}/here")).unwrap();
+        let here = format!("{tmp}/here");
+        assert_eq!(
+            cache
+                .lookups()
+                .resolve(&format!("{here}/text/html"), Some(&here)),
+            Resolution::Resolved(format!("{tmp}/secret/html"))
+        );
+        assert_eq!(
+            cache
+                .lookups()
+                .resolve(&format!("{here}/src/main.rs"), Some(&here)),
+            Resolution::Unchanged
+        );
+    }
 }
