@@ -37,6 +37,10 @@
 //!   not a change of a directory's entries and is not seen, by the walk either: it needs
 //!   no link to redirect a path. Without a watcher (other systems, too many in the
 //!   process) these entries are looked up for each value.
+//!
+//! A path with a link on the way (`/bin/bash`, through `/bin -> usr/bin`) is resolved
+//! once and its result kept with the watches of every directory read for it: while none
+//! reports a change, the same walk would read the same entries, so it gives the same.
 
 use std::collections::HashMap;
 
@@ -45,6 +49,9 @@ use crate::platform::DirWatch;
 
 /// Links followed on one walk before it counts as a loop (Linux's `MAXSYMLINKS`).
 pub const MAX_LINKS: usize = 40;
+
+/// At most this many resolved paths with links are kept (see `MAX_ENTRIES`).
+const MAX_FOLLOWED: usize = 256;
 
 /// At most this many entries are kept; when full the cache starts again, so made-up
 /// names (`/usr/x1`, `/usr/x2`, …) cannot grow it without bound.
@@ -58,8 +65,14 @@ pub struct LinkCache {
     settled: HashMap<String, Entry>,
     /// Entries of watched directories, with the watch and its count of changes when read.
     watched: HashMap<String, (Entry, Seen)>,
-    /// Per watch of the current watcher: the changes it reported.
-    watches: HashMap<i32, u64>,
+    /// Per watch of the current watcher: the changes it reported. (Fx: the kernel numbers
+    /// watches, not the agent.)
+    watches: rustc_hash::FxHashMap<i32, u64>,
+    /// Paths with a link on the way, as [`Self::follow`] resolved them, with the watches
+    /// of the directories it read and their changes then.
+    followed: HashMap<String, (Resolution, Vec<(i32, u64)>)>,
+    /// How many times everything was forgotten (watch numbers start again each time).
+    forgotten: u64,
     watcher: Watcher,
     /// What `/` is, once looked up.
     root: Option<Dir>,
@@ -162,14 +175,14 @@ impl LinkCache {
         let root = self.root_dir();
         match self.walk(path, 0, root, below.map_or(0, str::len)) {
             Some(Walked::Plain) => Resolution::Unchanged,
-            Some(Walked::Link) => self.follow(path, below),
+            Some(Walked::Link) => self.follow_remembered(path, below),
             Some(Walked::Unreadable) => Resolution::Unknown,
             // The working directory's path is not a plain directory's now (a link on the
             // way, or gone): the server still runs where it started, so only what is
             // below the written directory is looked up, and nothing of it remembered.
             None => match self.walk(path, below.map_or(0, str::len), Dir::Unknown, 0) {
                 Some(Walked::Plain) | None => Resolution::Unchanged,
-                Some(Walked::Link) => self.follow(path, below),
+                Some(Walked::Link) => self.follow(path, below, &mut None),
                 Some(Walked::Unreadable) => Resolution::Unknown,
             },
         }
@@ -201,9 +214,45 @@ impl LinkCache {
         Some(Walked::Plain)
     }
 
+    /// [`Self::follow`], or what it gave for `path` before when no directory it read has
+    /// changed since (`/bin/bash` through `/bin -> usr/bin` on every call costs a hash).
+    fn follow_remembered(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
+        if cwd.is_none()
+            && let Some((resolution, read)) = self.followed.get(path)
+            && read
+                .iter()
+                .all(|(wd, changes)| self.watches.get(wd) == Some(changes))
+        {
+            return resolution.clone();
+        }
+        let forgotten = self.forgotten;
+        let mut read = Some(Vec::new());
+        let resolution = self.follow(path, cwd, &mut read);
+        // Only a walk from `/` through remembered directories, with the same watches
+        // throughout, says the same while they report no change.
+        if let Some(read) = read
+            && cwd.is_none()
+            && self.forgotten == forgotten
+            && resolution != Resolution::Unknown
+        {
+            if self.followed.len() >= MAX_FOLLOWED {
+                self.followed.clear();
+            }
+            self.followed
+                .insert(path.to_string(), (resolution.clone(), read));
+        }
+        resolution
+    }
+
     /// The real path of `path`, one of whose components (below `cwd`, when given) is a
-    /// link.
-    fn follow(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
+    /// link. `read`, when given, gets the watches of the directories whose entries were
+    /// read, with their changes then, or becomes `None` when one was not remembered.
+    fn follow(
+        &mut self,
+        path: &str,
+        cwd: Option<&str>,
+        read: &mut Option<Vec<(i32, u64)>>,
+    ) -> Resolution {
         // Components still to walk, the next one last.
         let (mut out, rest) = match cwd.and_then(|c| Some((std::fs::canonicalize(c).ok()?, c))) {
             Some((real, c)) => (real.to_string_lossy().into_owned(), &path[c.len()..]),
@@ -237,6 +286,14 @@ impl LinkCache {
                 return Resolution::Unknown;
             }
             let parent = *dirs.last().unwrap_or(&Dir::Unknown);
+            match parent {
+                Dir::Settled => {}
+                Dir::Watched(wd) => match (read.as_mut(), self.watches.get(&wd)) {
+                    (Some(read), Some(&changes)) => read.push((wd, changes)),
+                    _ => *read = None,
+                },
+                Dir::Unknown => *read = None,
+            }
             match self.look(&out, parent) {
                 Step::Entry(Entry::Dir(d)) => dirs.push(d),
                 Step::Entry(Entry::Missing | Entry::Other) => {
@@ -416,6 +473,8 @@ impl LinkCache {
 
     /// Forget every remembered entry and watch (a new watcher is made on next use).
     fn forget(&mut self) {
+        self.forgotten += 1;
+        self.followed.clear();
         self.settled.clear();
         self.watched.clear();
         self.root = None;
@@ -540,7 +599,8 @@ mod tests {
         );
     }
 
-    /// A link's target read once is read again when the link is replaced.
+    /// A path through a link, resolved once, is resolved again when the link is replaced
+    /// or a directory on its way changes.
     #[test]
     fn a_replaced_link_is_followed_to_its_new_target() {
         let (_guard, tmp) = real_tempdir();
@@ -558,6 +618,13 @@ mod tests {
             cache.lookups().resolve(&path, None),
             Resolution::Resolved(format!("{tmp}/one/config"))
         );
+        // A link made below the target, in a directory the first resolutions read.
+        symlink("../two/key", format!("{tmp}/one/config")).unwrap();
+        assert_eq!(
+            cache.lookups().resolve(&path, None),
+            Resolution::Resolved(format!("{tmp}/two/key"))
+        );
+        std::fs::remove_file(format!("{tmp}/one/config")).unwrap();
         let next = format!("{tmp}/current.new");
         symlink("two", &next).unwrap();
         std::fs::rename(&next, &link).unwrap();
