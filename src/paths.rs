@@ -632,11 +632,17 @@ impl Root {
 }
 
 /// The clean absolute `path` as the file system opens it (see [`Lookups::resolve`]);
-/// on Windows, with its 8.3 short names expanded.
+/// on Windows, with its 8.3 short names expanded (and, when `one_name`, every trailing
+/// run of dots and spaces dropped: see [`resolve_short_names`]).
 /// `cwd`: see [`Lookups::resolve`].
-pub fn resolve_links(path: &str, cwd: Option<&str>, lookups: &mut Lookups<'_>) -> Resolution {
+pub fn resolve_links(
+    path: &str,
+    cwd: Option<&str>,
+    one_name: bool,
+    lookups: &mut Lookups<'_>,
+) -> Resolution {
     if cfg!(windows) {
-        return resolve_short_names(path);
+        return resolve_short_names(path, one_name);
     }
     lookups.resolve(path, cwd)
 }
@@ -699,15 +705,16 @@ pub enum Resolution {
     Unknown,
 }
 
-/// On Windows, `path` as the file system opens it: every component without its trailing
-/// dots and spaces (the normal form keeps ` .` after a name, `app.log .`, which in a command
-/// line is more often a second word: here the worse reading is judged too), and its 8.3
-/// short names (`C:/Users/u/SSH~1/ID_ED2~1`) expanded to the long names of what exists
+/// On Windows, `path` as the file system opens it: when it is `one_name` (a path
+/// argument's value), every component without its trailing dots and spaces (the normal
+/// form keeps ` .` after a name, `app.log .`, which in a command line is more often a
+/// second word, as in `scp host:/tmp/app.log .`; a path argument's `id_rsa .` is the file
+/// `id_rsa`), and its 8.3 short names (`C:/Users/u/SSH~1/ID_ED2~1`) expanded to the long names of what exists
 /// ([`crate::platform::long_path_name`]). A short name below what exists cannot be
 /// expanded: it could stand for any name there, so the path is [`Resolution::Unknown`]
 /// (refused unless a rule denies it).
-fn resolve_short_names(path: &str) -> Resolution {
-    let stripped = strip_windows_names(path);
+fn resolve_short_names(path: &str, one_name: bool) -> Resolution {
+    let stripped = one_name.then(|| strip_windows_names(path)).flatten();
     let path_now = stripped.as_deref().unwrap_or(path);
     if !path_now.split('/').any(is_short_name) {
         return match stripped {
@@ -1025,6 +1032,7 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1",
                 None,
+                true,
                 &mut cache.lookups()
             ),
             Resolution::Unknown
@@ -1033,6 +1041,7 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/ssh/id_ed25519",
                 None,
+                true,
                 &mut cache.lookups()
             ),
             Resolution::Unchanged
@@ -1047,12 +1056,27 @@ mod tests {
     fn a_dot_after_a_space_is_dropped_when_resolving() {
         let mut cache = LinkCache::default();
         assert_eq!(
-            resolve_links("C:/Users/u/.ssh/id_rsa .", None, &mut cache.lookups()),
+            resolve_links("C:/Users/u/.ssh/id_rsa .", None, true, &mut cache.lookups()),
             Resolution::Resolved("C:/Users/u/.ssh/id_rsa".to_string())
         );
         assert_eq!(
-            resolve_links("C:/Users/u/.aws. ./credentials", None, &mut cache.lookups()),
+            resolve_links(
+                "C:/Users/u/.aws. ./credentials",
+                None,
+                true,
+                &mut cache.lookups()
+            ),
             Resolution::Resolved("C:/Users/u/.aws/credentials".to_string())
+        );
+        // Not in text that may hold several words: `scp host:/tmp/app.log .`.
+        assert_eq!(
+            resolve_links(
+                "C:/proj/scp user@h:/tmp/app.log .",
+                None,
+                false,
+                &mut cache.lookups()
+            ),
+            Resolution::Unchanged
         );
     }
 
@@ -1078,11 +1102,16 @@ mod tests {
         let file = format!("{long}/private key file.pem");
         let short_file = crate::platform::short_path_name(&file).unwrap();
         assert_eq!(
-            resolve_links(&short_file, None, &mut cache.lookups()),
+            resolve_links(&short_file, None, true, &mut cache.lookups()),
             Resolution::Resolved(file)
         );
         assert_eq!(
-            resolve_links(&format!("{short}/new.txt"), None, &mut cache.lookups()),
+            resolve_links(
+                &format!("{short}/new.txt"),
+                None,
+                true,
+                &mut cache.lookups()
+            ),
             Resolution::Resolved(format!("{long}/new.txt"))
         );
     }
