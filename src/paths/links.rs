@@ -50,6 +50,11 @@ use crate::platform::DirWatch;
 /// Links followed on one walk before it counts as a loop (Linux's `MAXSYMLINKS`).
 pub const MAX_LINKS: usize = 40;
 
+/// At most this many directories are watched at once (each costs the kernel about 1 KiB
+/// of the user's `fs.inotify.max_user_watches`); when more are needed the cache starts
+/// again, with a new watcher.
+const MAX_WATCHES: usize = 1024;
+
 /// At most this many resolved paths with links are kept (see `MAX_ENTRIES`).
 const MAX_FOLLOWED: usize = 256;
 
@@ -351,6 +356,7 @@ impl LinkCache {
         if let Some(entry) = self.remembered(path, parent) {
             return Step::Entry(entry.clone_kind());
         }
+        let forgotten = self.forgotten;
         let entry = match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_symlink() => Entry::Link(None),
             Ok(meta) if meta.is_dir() => Entry::Dir(self.dir_kind(path, &meta, parent)),
@@ -360,7 +366,11 @@ impl LinkCache {
             Err(e) if e.kind() == std::io::ErrorKind::InvalidFilename => Entry::Missing,
             Err(_) => return Step::Unreadable,
         };
-        self.remember(path, parent, entry.clone_kind());
+        // Watching the directory may have made the cache start again: `parent` is then a
+        // watch number of the old watcher, which may name another directory now.
+        if self.forgotten == forgotten {
+            self.remember(path, parent, entry.clone_kind());
+        }
         Step::Entry(entry)
     }
 
@@ -439,6 +449,9 @@ impl LinkCache {
     /// Watch the directory `path` names now, through this cache's watcher (made on first
     /// use).
     fn watch(&mut self, path: &str) -> Option<i32> {
+        if self.watches.len() >= MAX_WATCHES {
+            self.forget();
+        }
         if matches!(self.watcher, Watcher::Untried) {
             self.watcher = DirWatch::new().map_or(Watcher::None, Watcher::On);
         }

@@ -15,11 +15,6 @@
 #[cfg(target_os = "linux")]
 const MAX_WATCHERS: usize = 8;
 
-/// Watches per watcher; beyond them, directories are not watched (their entries are
-/// looked up each time).
-#[cfg(target_os = "linux")]
-const MAX_WATCHES: usize = 1024;
-
 #[cfg(target_os = "linux")]
 static WATCHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -28,7 +23,7 @@ static WATCHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 #[derive(Debug)]
 pub struct DirWatch {
     fd: std::os::fd::OwnedFd,
-    watches: usize,
+    watching: bool,
 }
 
 #[cfg(target_os = "linux")]
@@ -43,7 +38,10 @@ impl DirWatch {
             return None;
         }
         match init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
-            Ok(fd) => Some(DirWatch { fd, watches: 0 }),
+            Ok(fd) => Some(DirWatch {
+                fd,
+                watching: false,
+            }),
             Err(_) => {
                 WATCHERS.fetch_sub(1, Ordering::Relaxed);
                 None
@@ -53,12 +51,9 @@ impl DirWatch {
 
     /// Watch the directory `dir` names now (not following a link in its last component):
     /// the watch's number, the same for every path of one directory, or `None` when it
-    /// cannot be watched (not a directory any more, the watch limit reached).
+    /// cannot be watched (not a directory any more, the user's watches used up).
     pub fn watch(&mut self, dir: &str) -> Option<i32> {
         use rustix::fs::inotify::{WatchFlags, add_watch};
-        if self.watches >= MAX_WATCHES {
-            return None;
-        }
         // Everything that changes what a name in the directory is (created, removed,
         // renamed, its mode or owner changed) or the directory itself.
         let events = WatchFlags::CREATE
@@ -71,13 +66,13 @@ impl DirWatch {
             | WatchFlags::DONT_FOLLOW
             | WatchFlags::ONLYDIR;
         let wd = add_watch(&self.fd, dir, events).ok()?;
-        self.watches += 1;
+        self.watching = true;
         Some(wd)
     }
 
     /// Whether any directory is watched.
     pub fn is_watching(&self) -> bool {
-        self.watches > 0
+        self.watching
     }
 
     /// Calls `changed` with the number of each watched directory whose entries changed
