@@ -434,7 +434,9 @@ impl LinkCache {
             && !self.settled.contains_key(path)
             && !self.watched.contains_key(path)
         {
+            // Start again; this entry was read under a watcher now gone.
             self.forget();
+            return;
         }
         match seen {
             None => {
