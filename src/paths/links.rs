@@ -438,13 +438,21 @@ impl LinkCache {
             self.forget();
             return;
         }
+        // An entry read again after its directory changed replaces the old one in place:
+        // no new key (the warm allow path does not allocate while `/tmp` churns).
         match seen {
-            None => {
-                self.settled.insert(path.to_string(), entry);
-            }
-            Some(seen) => {
-                self.watched.insert(path.to_string(), (entry, seen));
-            }
+            None => match self.settled.get_mut(path) {
+                Some(slot) => *slot = entry,
+                None => {
+                    self.settled.insert(path.to_string(), entry);
+                }
+            },
+            Some(seen) => match self.watched.get_mut(path) {
+                Some(slot) => *slot = (entry, seen),
+                None => {
+                    self.watched.insert(path.to_string(), (entry, seen));
+                }
+            },
         }
     }
 
