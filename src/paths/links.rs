@@ -62,7 +62,7 @@ const MAX_FOLLOWED: usize = 256;
 /// names (`/usr/x1`, `/usr/x2`, …) cannot grow it without bound.
 const MAX_ENTRIES: usize = 4096;
 
-/// Remembered directory entries (see the module docs), for [`LinkCache::resolve`]. One
+/// Remembered directory entries (see the module docs), for [`Lookups::resolve`]. One
 /// per [`crate::program::Scratch`]: no lock.
 #[derive(Debug, Default)]
 pub struct LinkCache {
