@@ -37,7 +37,7 @@ mod links;
 pub mod roots;
 mod users;
 
-pub use links::{LinkCache, MAX_LINKS};
+pub use links::{LinkCache, Lookups, MAX_LINKS};
 
 /// HOME, PROJECT_DIR and the server's working directory as a program resolves paths
 /// against them. All are kept normalised (absolute, `/`-separated, no trailing `/` except
@@ -659,14 +659,20 @@ impl Root {
     }
 }
 
-/// The clean absolute `path` as the file system opens it (see [`LinkCache::resolve`]);
-/// on Windows, with its 8.3 short names expanded.
-/// `cwd`: see [`LinkCache::resolve`].
-pub fn resolve_links(path: &str, cwd: Option<&str>, cache: &mut LinkCache) -> Resolution {
+/// The clean absolute `path` as the file system opens it (see [`Lookups::resolve`]);
+/// on Windows, with its 8.3 short names expanded (and, when `one_name`, every trailing
+/// run of dots and spaces dropped: see [`resolve_short_names`]).
+/// `cwd`: see [`Lookups::resolve`].
+pub fn resolve_links(
+    path: &str,
+    cwd: Option<&str>,
+    one_name: bool,
+    lookups: &mut Lookups<'_>,
+) -> Resolution {
     if cfg!(windows) {
-        return resolve_short_names(path);
+        return resolve_short_names(path, one_name);
     }
-    cache.resolve(path, cwd)
+    lookups.resolve(path, cwd)
 }
 
 /// Whether a server opens `value` relative to its working directory: not absolute, not
@@ -727,17 +733,73 @@ pub enum Resolution {
     Unknown,
 }
 
-/// On Windows, a path with an 8.3 short name (`C:/Users/u/SSH~1/ID_ED2~1`) as the long
-/// path the file system opens (`canonicalize` expands short names of what exists).
-/// A short name below what exists cannot be expanded: [`Resolution::Unknown`].
-fn resolve_short_names(path: &str) -> Resolution {
-    if !path.split('/').any(is_short_name) {
-        return Resolution::Unchanged;
+/// On Windows, `path` as the file system opens it: when it is `one_name` (a path
+/// argument's value), every component without its trailing dots and spaces (the normal
+/// form keeps ` .` after a name, `app.log .`, which in a command line is more often a
+/// second word, as in `scp host:/tmp/app.log .`; a path argument's `id_rsa .` is the file
+/// `id_rsa`), and its 8.3 short names (`C:/Users/u/SSH~1/ID_ED2~1`) expanded to the long names of what exists
+/// ([`crate::platform::long_path_name`]). A short name below what exists cannot be
+/// expanded: it could stand for any name there, so the path is [`Resolution::Unknown`]
+/// (refused unless a rule denies it).
+fn resolve_short_names(path: &str, one_name: bool) -> Resolution {
+    let stripped = one_name.then(|| strip_windows_names(path)).flatten();
+    let path_now = stripped.as_deref().unwrap_or(path);
+    if !path_now.split('/').any(is_short_name) {
+        return match stripped {
+            Some(stripped) => Resolution::Resolved(stripped),
+            None => Resolution::Unchanged,
+        };
     }
-    match resolve_existing_prefix(path) {
-        Some(long) if !long.split('/').any(is_short_name) => Resolution::Resolved(long),
-        _ => Resolution::Unknown,
+    // The longest existing prefix, expanded; what follows it must hold no short name.
+    let root = root_len_of(path_now).min(path_now.len());
+    let mut end = path_now.len();
+    loop {
+        if let Some(long) = crate::platform::long_path_name(&path_now[..end]) {
+            let rest = &path_now[end..];
+            if long.split('/').any(is_short_name) || rest.split('/').any(is_short_name) {
+                return Resolution::Unknown;
+            }
+            let mut long = long;
+            long.truncate(long.trim_end_matches('/').len().max(root));
+            if !rest.is_empty() && !long.ends_with('/') {
+                long.push('/');
+            }
+            long.push_str(rest.trim_start_matches('/'));
+            return if long == path {
+                Resolution::Unchanged
+            } else {
+                Resolution::Resolved(long)
+            };
+        }
+        match path_now[..end].rfind('/') {
+            Some(i) if i >= root => end = i.max(root),
+            Some(i) if end > root && i + 1 == root => end = root,
+            _ => return Resolution::Unknown,
+        }
     }
+}
+
+/// `path` with every component's trailing dots and spaces dropped, as Windows opens it,
+/// when that changes it.
+fn strip_windows_names(path: &str) -> Option<String> {
+    if !path
+        .split('/')
+        .any(|c| c != "." && c != ".." && c.ends_with(['.', ' ']))
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    for (i, component) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        if component == "." || component == ".." {
+            out.push_str(component);
+        } else {
+            out.push_str(component.trim_end_matches(['.', ' ']));
+        }
+    }
+    Some(out)
 }
 
 /// Whether a path component is spelled as an 8.3 short name: one to six characters, `~`,
@@ -1017,7 +1079,8 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1",
                 None,
-                &mut cache
+                true,
+                &mut cache.lookups()
             ),
             Resolution::Unknown
         );
@@ -1025,9 +1088,80 @@ mod tests {
             resolve_links(
                 "C:/nonexistent-mcpwall-test/ssh/id_ed25519",
                 None,
-                &mut cache
+                true,
+                &mut cache.lookups()
             ),
             Resolution::Unchanged
+        );
+    }
+
+    /// On Windows, a name followed by ` .` (kept as written in the normal form, where it
+    /// is mostly a second word of a command line) is judged stripped too: Windows opens
+    /// `id_rsa .` as `id_rsa`.
+    #[cfg(windows)]
+    #[test]
+    fn a_dot_after_a_space_is_dropped_when_resolving() {
+        let mut cache = LinkCache::default();
+        assert_eq!(
+            resolve_links("C:/Users/u/.ssh/id_rsa .", None, true, &mut cache.lookups()),
+            Resolution::Resolved("C:/Users/u/.ssh/id_rsa".to_string())
+        );
+        assert_eq!(
+            resolve_links(
+                "C:/Users/u/.aws. ./credentials",
+                None,
+                true,
+                &mut cache.lookups()
+            ),
+            Resolution::Resolved("C:/Users/u/.aws/credentials".to_string())
+        );
+        // Not in text that may hold several words: `scp host:/tmp/app.log .`.
+        assert_eq!(
+            resolve_links(
+                "C:/proj/scp user@h:/tmp/app.log .",
+                None,
+                false,
+                &mut cache.lookups()
+            ),
+            Resolution::Unchanged
+        );
+    }
+
+    /// On Windows, an 8.3 short name of what exists is expanded to its long name
+    /// (`GetLongPathNameW`), also when what follows it does not exist yet.
+    #[cfg(windows)]
+    #[test]
+    fn a_short_name_of_what_exists_is_expanded() {
+        let dir = tempfile::tempdir().unwrap();
+        let long_dir = dir.path().join("credentials store");
+        std::fs::create_dir(&long_dir).unwrap();
+        std::fs::write(long_dir.join("private key file.pem"), "x").unwrap();
+        let long = crate::platform::long_path_name(&long_dir.to_string_lossy()).unwrap();
+        let Some(short) = crate::platform::short_path_name(&long) else {
+            eprintln!("note: this file system gives no short names; not checked");
+            return;
+        };
+        // Whatever form the short names take (Wine makes `CRED~SRS`), they expand back.
+        assert_eq!(crate::platform::long_path_name(&short), Some(long.clone()));
+        if !short.split('/').any(is_short_name) {
+            eprintln!("note: no 8.3 name for {long} ({short}); not checked");
+            return;
+        }
+        let mut cache = LinkCache::default();
+        let file = format!("{long}/private key file.pem");
+        let short_file = crate::platform::short_path_name(&file).unwrap();
+        assert_eq!(
+            resolve_links(&short_file, None, true, &mut cache.lookups()),
+            Resolution::Resolved(file)
+        );
+        assert_eq!(
+            resolve_links(
+                &format!("{short}/new.txt"),
+                None,
+                true,
+                &mut cache.lookups()
+            ),
+            Resolution::Resolved(format!("{long}/new.txt"))
         );
     }
 

@@ -1488,3 +1488,54 @@ const INJECTION_EVERYWHERE: &[RuleCase] = &[
 fn injection_is_judged_in_every_message_that_reaches_the_model() {
     run(INJECTION_EVERYWHERE);
 }
+
+/// What one scratch learnt of the file system is not trusted after it changes: a file of
+/// the project allowed on one call and then replaced by a link to a key (or a directory on
+/// the way swapped for one) is judged as the key on the next call, by the same scratch.
+#[cfg(unix)]
+#[test]
+fn a_link_made_between_two_calls_is_followed_on_the_second() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"rules: [{name: keys, match: {arguments: {path: {pattern: '**/.ssh/**'}}}, action: deny}]",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let notes = env.project.join("src/notes.txt");
+    std::fs::write(&notes, "x").unwrap();
+    std::fs::create_dir_all(env.project.join("docs/site")).unwrap();
+    let call = |path: &std::path::Path| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": path}}})
+        .to_string()
+    };
+    let deep = env.project.join("docs/site/id_ed25519");
+    for _ in 0..2 {
+        assert_eq!(
+            support::engine_inbound(&program, &call(&notes), &mut scratch),
+            ["default:allow"]
+        );
+        assert_eq!(
+            support::engine_inbound(&program, &call(&deep), &mut scratch),
+            ["default:allow"]
+        );
+    }
+
+    std::fs::remove_file(&notes).unwrap();
+    symlink(env.home.join(".ssh/id_ed25519"), &notes).unwrap();
+    assert_eq!(
+        support::engine_inbound(&program, &call(&notes), &mut scratch),
+        ["deny:keys"]
+    );
+
+    std::fs::rename(env.project.join("docs"), env.project.join("docs-old")).unwrap();
+    symlink(env.home.join(".ssh"), env.project.join("docs-link")).unwrap();
+    std::fs::create_dir_all(env.project.join("docs")).unwrap();
+    symlink(env.project.join("docs-link"), env.project.join("docs/site")).unwrap();
+    assert_eq!(
+        support::engine_inbound(&program, &call(&deep), &mut scratch),
+        ["deny:keys"]
+    );
+}

@@ -10,6 +10,7 @@
 //! | open without following a link | `O_NOFOLLOW` | not offered (links need privilege to create) |
 //! | replace a file atomically | `rename(2)`, `renameat2(RENAME_EXCHANGE)` | `MoveFileEx`, retried while the file is held open |
 //! | is a process still running | signal 0 (`ESRCH` = gone) | `OpenProcess` + `GetExitCodeProcess` |
+//! | know when a directory's entries change | Linux: inotify (`dir_watch`); elsewhere none | none |
 //! | sandbox a server | Linux: namespaces, mounts, Landlock (`linux_sandbox`); macOS: `sandbox-exec` (`other_sandbox`) | none (`other_sandbox` says so) |
 //!
 //! The rest of the code base uses only what this module exports, under the same names on
@@ -24,6 +25,9 @@ pub use unix::*;
 mod windows;
 #[cfg(windows)]
 pub use windows::*;
+
+mod dir_watch;
+pub use dir_watch::DirWatch;
 
 // The sandbox every server starts in (`crate::sandbox`): what a plan is, the Seatbelt
 // profile it becomes on macOS, and the calls that apply it.

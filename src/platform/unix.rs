@@ -340,6 +340,12 @@ pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// Windows' long form of a path with 8.3 short names: Unix file systems have none, so
+/// there is nothing to expand.
+pub fn long_path_name(_path: &str) -> Option<String> {
+    None
+}
+
 /// Flush a directory's entries (a rename is durable only once its directory is).
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -682,6 +682,60 @@ fn check(ok: windows_sys::core::BOOL) -> io::Result<()> {
     }
 }
 
+/// The long form of the existing path `path` (`/` or `\\` separators): each 8.3 short
+/// name in it (`SSH~1`, `ID_ED2~1`) replaced by the name it stands for, with `/`
+/// separators; `None` when the path does not exist or cannot be read. Needs only the
+/// right to list its directories, not to open the file (as `canonicalize` does).
+pub fn long_path_name(path: &str) -> Option<String> {
+    use windows_sys::Win32::Storage::FileSystem::GetLongPathNameW;
+    let wide: Vec<u16> = path
+        .encode_utf16()
+        .map(|c| {
+            if c == u16::from(b'/') {
+                u16::from(b'\\')
+            } else {
+                c
+            }
+        })
+        .chain([0])
+        .collect();
+    let mut long = vec![0u16; 260];
+    // Twice at most: once to learn the size a long path needs.
+    for _ in 0..3 {
+        let room = u32::try_from(long.len()).ok()?;
+        // SAFETY: `wide` is NUL-terminated; `long` has room for `room` UTF-16 units, the
+        // size we pass, and the call writes no more than that.
+        let n = unsafe { GetLongPathNameW(wide.as_ptr(), long.as_mut_ptr(), room) } as usize;
+        if n == 0 {
+            return None;
+        }
+        if n < long.len() {
+            // Success: `n` units written, without the NUL.
+            long.truncate(n);
+            return Some(String::from_utf16(&long).ok()?.replace('\\', "/"));
+        }
+        // Too small: `n` is the size needed, NUL included.
+        long.resize(n, 0);
+    }
+    None
+}
+
+/// The 8.3 short form of the existing path `path`, where the file system gives one. For
+/// tests of [`long_path_name`].
+#[cfg(test)]
+pub fn short_path_name(path: &str) -> Option<String> {
+    use windows_sys::Win32::Storage::FileSystem::GetShortPathNameW;
+    let wide: Vec<u16> = path.encode_utf16().chain([0]).collect();
+    let mut short = vec![0u16; 1024];
+    // SAFETY: `wide` is NUL-terminated; `short` has room for the 1024 units we pass.
+    let n = unsafe { GetShortPathNameW(wide.as_ptr(), short.as_mut_ptr(), 1024) } as usize;
+    if n == 0 || n >= short.len() {
+        return None;
+    }
+    short.truncate(n);
+    Some(String::from_utf16(&short).ok()?.replace('\\', "/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -430,8 +430,9 @@ pub struct Scratch {
     deferred_paths: Vec<(u32, String)>,
     /// Path-shaped values (their normal form, with their selector) to judge again with
     /// their symlinks resolved, after the pass.
-    /// (Whether the value was relative: opened from the server's working directory.)
-    deferred_links: Vec<(u32, String, bool)>,
+    /// (Whether the value was relative: opened from the server's working directory; and
+    /// whether it is a path argument's, one name, not text that may hold several words.)
+    deferred_links: Vec<(u32, String, bool, bool)>,
     /// A path argument names something whose real path could not be found (a link loop,
     /// a directory that may not be searched, a Windows short name below what exists):
     /// refused unless a rule denies first.
@@ -941,7 +942,7 @@ impl Program {
                     crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
                 }
                 s.deferred_links
-                    .push((sel, path, crate::paths::is_relative(text)));
+                    .push((sel, path, crate::paths::is_relative(text), names_path));
             }
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
@@ -1022,16 +1023,24 @@ impl Program {
     fn resolve_deferred_links(&self, s: &mut Scratch) {
         let inb = &self.inbound;
         let mut deferred = std::mem::take(&mut s.deferred_links);
-        for (sel, path, relative) in deferred.drain(..) {
-            let best = s.state.best;
-            let denied = best != NONE && {
+        let denied = |best: u32| {
+            best != NONE && {
                 let rule = &inb.rules[best as usize];
                 !rule.allow && !rule.ask
-            };
-            let resolved = if denied {
-                crate::paths::Resolution::Unchanged
-            } else {
-                crate::paths::resolve_links(&path, relative.then_some(self.env.cwd()), &mut s.links)
+            }
+        };
+        // One `read` of the file system's changes per message, when a path is looked up.
+        let mut lookups =
+            (!deferred.is_empty() && !denied(s.state.best)).then(|| s.links.lookups());
+        for (sel, path, relative, one_name) in deferred.drain(..) {
+            let resolved = match &mut lookups {
+                Some(lookups) if !denied(s.state.best) => crate::paths::resolve_links(
+                    &path,
+                    relative.then_some(self.env.cwd()),
+                    one_name,
+                    lookups,
+                ),
+                _ => crate::paths::Resolution::Unchanged,
             };
             if resolved == crate::paths::Resolution::Unknown {
                 s.unreadable_path = true;
