@@ -75,25 +75,8 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
 /// The [`Feed`] of a [`Judged`] conversation: each line judged by it and handed out at
 /// once.
 pub struct Relay<'a, D> {
-    driven: &'a D,
-    from: Peer,
-    /// The buffer of the last large server line judged, for the reader to go on in when
-    /// the next one is handed over (none kept past [`SPARE_MAX`]).
-    spare: Vec<u8>,
-}
-
-/// The largest buffer a [`Relay`] keeps for its reader between large lines: a
-/// conversation that once got a 16 MiB answer does not keep 16 MiB more for good.
-const SPARE_MAX: usize = 1024 * 1024;
-
-impl<'a, D: Judged> Relay<'a, D> {
-    pub fn new(driven: &'a D, from: Peer) -> Self {
-        Relay {
-            driven,
-            from,
-            spare: Vec::new(),
-        }
-    }
+    pub driven: &'a D,
+    pub from: Peer,
 }
 
 impl<R: AsyncRead + Unpin, D: Judged> Feed<R> for Relay<'_, D> {
@@ -104,11 +87,11 @@ impl<R: AsyncRead + Unpin, D: Judged> Feed<R> for Relay<'_, D> {
         let held = self.from == Peer::Server
             && matches!(line, Line::Frame(bytes) if bytes.len() >= self.driven.off_loop_bytes());
         let out = if held {
-            let held = Held::detach(reader, std::mem::take(&mut self.spare));
+            // The reader goes on in a small buffer while the line is away (it reads
+            // nothing meanwhile), and back in the line's once it is judged.
+            let held = Held::detach(reader, Vec::new());
             let (out, back) = self.driven.judge_held(held).await;
-            if back.bytes.capacity() <= SPARE_MAX {
-                self.spare = back.bytes;
-            }
+            reader.reattach(back.bytes);
             out
         } else {
             self.driven.judge(self.from, line).await
@@ -130,7 +113,7 @@ pub async fn relay<R: AsyncRead + Unpin>(
     driven: &impl Judged,
     chatter: &Chatter,
 ) -> Ended {
-    read_lines(&mut reader, &mut Relay::new(driven, from), from, chatter).await
+    read_lines(&mut reader, &mut Relay { driven, from }, from, chatter).await
 }
 
 /// Judge what an upstream link reports until it ends: its messages as the server's
