@@ -34,7 +34,7 @@ const SINK_BUF: usize = 8 * 1024;
 /// Frames at least this long from the server that go out unchanged or redacted are
 /// written from the buffer they were read into (`LineReader::detach_line`), not copied.
 /// A 1 MiB result lived four times over (read, decoded, forwarded copy, and the one
-/// before still being written); now twice (see `Pump::before_large_line`). Frames of
+/// before still being written); now twice (see [`before_large_line`]). Frames of
 /// [`OFF_LOOP_BYTES_ALONE`] and more are judged off the loop (`driver::judging`) in the
 /// same buffer, handed over and back.
 const DETACH_BYTES: usize = 256 * 1024;
