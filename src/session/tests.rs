@@ -190,8 +190,8 @@ fn malformed_server_batch_errors_every_request_it_answers() {
     assert_eq!(s.calls_in_flight(), 0);
 }
 
-/// A frame judged through [`Session::scan_off_loop`] (the proxy's path for server frames
-/// of 4 MiB and more, its scan run on another thread) gets what the in-line path gives:
+/// A frame judged through [`Session::scan_off_loop`] (every transport's path for large
+/// server frames, `driver::judging`, its scan run on another thread) gets what the in-line path gives:
 /// the same delivery (a redaction in place), the same bytes and the same audit events,
 /// judged for the call it answers (a block by a rule on that call's tool).
 #[test]
