@@ -22,8 +22,8 @@ use tokio::sync::mpsc;
 use crate::audit::AuditSender;
 use crate::driver::approvals::Approvals;
 use crate::driver::handout::{Handout, Side};
-use crate::driver::judging::{self, Share, SharedSession};
-use crate::driver::{Driven, reading};
+use crate::driver::judging::{Held, Judging, OFF_LOOP_BYTES, Share, SharedSession};
+use crate::driver::{Driven, Judged, reading};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel, stdio};
 use crate::program::Program;
@@ -199,11 +199,31 @@ impl Bridge {
     }
 }
 
-impl Driven for Bridge {
+impl Bridge {
+    fn judging(&self) -> Judging<'_> {
+        Judging {
+            session: &self.session,
+            share: &self.share,
+            off_loop: OFF_LOOP_BYTES,
+        }
+    }
+}
+
+impl Judged for Bridge {
     async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
-        judging::judge(&self.session, &self.share, from, line, Outbox::default()).await
+        let mut out = Outbox::default();
+        self.judging().judge(from, line, &mut out, false).await;
+        out
     }
 
+    async fn judge_held(&self, held: Held) -> (Outbox, Held) {
+        let mut out = Outbox::default();
+        let (_, held) = self.judging().judge_held(held, &mut out, false).await;
+        (out, held)
+    }
+}
+
+impl Driven for Bridge {
     async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
         let mut out = Outbox::default();
         let r = f(&mut *self.session.lock().await, &mut out);

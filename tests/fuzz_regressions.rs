@@ -65,15 +65,15 @@ fn session_regressions() {
 }
 
 /// The session's fuzz target, run on stable for a few seconds: its kept inputs (the
-/// committed regressions, and `tests/fuzz/corpus/session/` when `cargo fuzz run
-/// --fuzz-dir tests/fuzz session` grew one here) replayed, then random scripts and random
+/// committed regressions, and `tests/fuzz/corpus/session/`: libFuzzer's corpus, minimised
+/// with `cargo fuzz cmin` and committed) replayed, then random scripts and random
 /// mutations of those inputs. Without coverage
 /// guidance this finds less than libFuzzer does, but it runs on every CI run. A failure
 /// prints the seed and the input; `MCPWALL_FUZZ_SECONDS` sets the time (default 5).
 #[test]
 fn session_scripts_keep_the_contract() {
-    // The committed regressions seed the mutations, with libFuzzer's corpus when a local
-    // `cargo fuzz` run left one (it is not committed: `.gitignore`).
+    // The committed regressions and libFuzzer's minimised corpus seed the mutations (a
+    // local `cargo fuzz run` grows the corpus here; `cargo fuzz cmin` before committing).
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let corpus: Vec<Vec<u8>> = [
         "tests/fuzz/regressions/session",
@@ -84,13 +84,15 @@ fn session_scripts_keep_the_contract() {
     .flat_map(|entries| entries.filter_map(|e| std::fs::read(e.ok()?.path()).ok()))
     .collect();
     assert!(!corpus.is_empty(), "no session inputs to start from");
-    for input in &corpus {
-        run_one(input, 0);
-    }
     let seconds: u64 = std::env::var("MCPWALL_FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    // The replay counts toward the time: the corpus grows the coverage, not CI's time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    for input in &corpus {
+        run_one(input, 0);
+    }
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64)
@@ -102,7 +104,6 @@ fn session_scripts_keep_the_contract() {
         rng ^= rng << 17;
         rng
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
     let mut runs = 0u64;
     while std::time::Instant::now() < deadline {
         let mut input = match corpus.len() {
@@ -120,7 +121,10 @@ fn session_scripts_keep_the_contract() {
         run_one(&input, seed);
         runs += 1;
     }
-    eprintln!("{runs} random session scripts (seed {seed})");
+    eprintln!(
+        "{} kept inputs replayed, then {runs} random session scripts (seed {seed})",
+        corpus.len()
+    );
 }
 
 fn run_one(input: &[u8], seed: u64) {

@@ -14,26 +14,25 @@
 //!   transport's two sides.
 //!
 //! A transport implements [`Driven`] (how to reach its session and how to write an
-//! outbox's lines) and the driver does the rest. The stdio proxy's pumps, the hot path,
-//! keep their own batching of writes ([`reading::Feed`] is the seam) and use the same
-//! hand-out and timer.
+//! outbox's lines) and [`Judged`] (how it has a line judged: through
+//! [`judging::Judging`] with its own outbox and share), and the driver does the rest. The
+//! stdio proxy's pumps, the hot path, keep their own batching of writes and their writing
+//! of large answers from the buffer they were read into ([`reading::Feed`] is the seam),
+//! and use the same read loop, judging, hand-out and timer.
 
 use std::future::Future;
 
 use crate::session::{Line, Outbox, Peer, Session};
+use judging::Held;
 
 pub mod approvals;
 pub mod handout;
 pub mod judging;
 pub mod reading;
 
-/// A conversation as the driver sees it: a session to judge lines with and two sides to
+/// A conversation as the driver's timer sees it: a session to act on and two sides to
 /// write to. Implemented by each transport.
 pub trait Driven {
-    /// Judge one line from `from` (off the loop when it is large, where the transport
-    /// serves many conversations) and return what comes of it.
-    fn judge(&self, from: Peer, line: Line<'_>) -> impl Future<Output = Outbox>;
-
     /// Run `f` on the session (a timer, an upstream's report, the server's exit) and
     /// return what it wrote, with `f`'s result.
     fn act<R>(
@@ -47,5 +46,21 @@ pub trait Driven {
     /// The conversation has ended: its timer stops.
     fn is_ended(&self) -> bool {
         false
+    }
+}
+
+/// A conversation whose lines the driver's read loops judge ([`reading`]): each through
+/// [`judging::Judging`], a large server line held in its own buffer.
+pub trait Judged: Driven {
+    /// Judge one line from `from` and return what comes of it.
+    fn judge(&self, from: Peer, line: Line<'_>) -> impl Future<Output = Outbox>;
+
+    /// Judge a server line of at least [`Self::off_loop_bytes`], held in a buffer of its
+    /// own, and return what comes of it with the buffer (for the reader to go on in).
+    fn judge_held(&self, held: Held) -> impl Future<Output = (Outbox, Held)>;
+
+    /// From what length a line is judged off the I/O thread.
+    fn off_loop_bytes(&self) -> usize {
+        judging::OFF_LOOP_BYTES
     }
 }

@@ -3,17 +3,19 @@
 //! and none goes out unjudged). The end of input and read errors are handled here once.
 //!
 //! [`read_lines`] is the loop over a [`LineReader`]; what is done with each line is a
-//! [`Feed`]: [`Relay`] for a [`Driven`] conversation (the bridge's client side, the
+//! [`Feed`]: [`Relay`] for a [`Judged`] conversation (the bridge's client side, the
 //! gateway's servers), the stdio proxy's pumps for the hot path (they batch writes and
-//! keep large server frames in the reader's buffer). [`relay_upstream`] is the loop over
-//! what an upstream link reports.
+//! write large server frames from the reader's buffer). [`relay_upstream`] is the loop
+//! over what an upstream link reports. A large server line is handed to the judging in
+//! the buffer it was read into ([`Held`]), not copied.
 
 use std::future::Future;
 
 use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 
-use super::Driven;
+use super::Judged;
+use super::judging::Held;
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
 use crate::session::{Line, Peer};
@@ -70,19 +72,30 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
     }
 }
 
-/// The [`Feed`] of a [`Driven`] conversation: each line judged by it and handed out at
+/// The [`Feed`] of a [`Judged`] conversation: each line judged by it and handed out at
 /// once.
 pub struct Relay<'a, D> {
     pub driven: &'a D,
     pub from: Peer,
 }
 
-impl<R: AsyncRead + Unpin, D: Driven> Feed<R> for Relay<'_, D> {
+impl<R: AsyncRead + Unpin, D: Judged> Feed<R> for Relay<'_, D> {
     async fn next_line(&mut self, reader: &mut LineReader<R>) -> bool {
         let Some(line) = reader.next_buffered() else {
             return false;
         };
-        let out = self.driven.judge(self.from, line).await;
+        let held = self.from == Peer::Server
+            && matches!(line, Line::Frame(bytes) if bytes.len() >= self.driven.off_loop_bytes());
+        let out = if held {
+            // The reader goes on in a small buffer while the line is away (it reads
+            // nothing meanwhile), and back in the line's once it is judged.
+            let held = Held::detach(reader, Vec::new());
+            let (out, back) = self.driven.judge_held(held).await;
+            reader.reattach(back.bytes);
+            out
+        } else {
+            self.driven.judge(self.from, line).await
+        };
         self.driven.deliver(out).await;
         // A peer writing as fast as it can does not keep the thread from the other
         // conversations (the gateway serves many on one).
@@ -97,7 +110,7 @@ impl<R: AsyncRead + Unpin, D: Driven> Feed<R> for Relay<'_, D> {
 pub async fn relay<R: AsyncRead + Unpin>(
     mut reader: LineReader<R>,
     from: Peer,
-    driven: &impl Driven,
+    driven: &impl Judged,
     chatter: &Chatter,
 ) -> Ended {
     read_lines(&mut reader, &mut Relay { driven, from }, from, chatter).await
@@ -109,22 +122,25 @@ pub async fn relay<R: AsyncRead + Unpin>(
 /// session makes of that is the transport's to decide.
 pub async fn relay_upstream(
     rx: &mut mpsc::Receiver<FromUpstream>,
-    driven: &impl Driven,
+    driven: &impl Judged,
 ) -> Option<String> {
     while let Some(item) = rx.recv().await {
-        let out = match &item {
-            FromUpstream::Message(data) => driven.judge(Peer::Server, Line::Frame(data)).await,
+        let out = match item {
+            FromUpstream::Message(data) if data.len() >= driven.off_loop_bytes() => {
+                driven.judge_held(Held::whole(data)).await.0
+            }
+            FromUpstream::Message(data) => driven.judge(Peer::Server, Line::Frame(&data)).await,
             FromUpstream::TooLarge { len, head } => {
-                let line = Line::TooLarge { len: *len, head };
+                let line = Line::TooLarge { len, head: &head };
                 driven.judge(Peer::Server, line).await
             }
             FromUpstream::Unanswered { sent, why } => {
                 driven
-                    .act(|session, out| session.unanswered(sent, why, out))
+                    .act(|session, out| session.unanswered(&sent, &why, out))
                     .await
                     .0
             }
-            FromUpstream::Gone(why) => return Some(why.clone()),
+            FromUpstream::Gone(why) => return Some(why),
         };
         driven.deliver(out).await;
     }

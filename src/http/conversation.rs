@@ -43,8 +43,8 @@ use super::sse::{Event, Stream};
 use crate::audit::AuditSender;
 use crate::driver::approvals::Approvals;
 use crate::driver::handout::{Handout, Side};
-use crate::driver::judging::{self, SharedSession};
-use crate::driver::{Driven, reading};
+use crate::driver::judging::{Held, Judging, OFF_LOOP_BYTES, SharedSession};
+use crate::driver::{Driven, Judged, reading};
 use crate::io::child::{self, ChildSpec, ServerProcess, SpawnError};
 use crate::io::codec::LineReader;
 use crate::io::{Chatter, LogLevel};
@@ -775,10 +775,32 @@ impl Conversation {
     async fn judged(&self, from: Peer, line: Line<'_>) -> Outbox {
         self.adopt_current_policy().await;
         let judge = self.judge.read().await;
-        let routed = Outbox::with_routes();
-        let mut out = judging::judge(&self.session, &judge.share, from, line, routed).await;
+        let mut out = Outbox::with_routes();
+        self.judging(&judge)
+            .judge(from, line, &mut out, false)
+            .await;
         self.stamp(&judge, &mut out);
         out
+    }
+
+    /// [`Self::judged`] for a large server line held in its own buffer.
+    async fn judged_held(&self, held: Held) -> (Outbox, Held) {
+        self.adopt_current_policy().await;
+        let judge = self.judge.read().await;
+        let mut out = Outbox::with_routes();
+        let (_, held) = self.judging(&judge).judge_held(held, &mut out, false).await;
+        self.stamp(&judge, &mut out);
+        (out, held)
+    }
+
+    /// How this conversation's lines are judged: off the loop from [`OFF_LOOP_BYTES`],
+    /// one large line at a time for its identity.
+    fn judging<'a>(&'a self, judge: &'a Judge) -> Judging<'a> {
+        Judging {
+            session: &self.session,
+            share: &judge.share,
+            off_loop: OFF_LOOP_BYTES,
+        }
     }
 
     /// Run `f` on the session (a timer, the server's exit), with its events named by the
@@ -856,11 +878,17 @@ impl Conversation {
     }
 }
 
-impl Driven for Conversation {
+impl Judged for Conversation {
     async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
         self.judged(from, line).await
     }
 
+    async fn judge_held(&self, held: Held) -> (Outbox, Held) {
+        self.judged_held(held).await
+    }
+}
+
+impl Driven for Conversation {
     /// Events named by the judge whose program wrote them.
     async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
         let judge = self.judge.read().await;
@@ -949,8 +977,8 @@ impl Routes {
                     {
                         return true;
                     }
-                    let kept = super::modern::tagged(line, &l.id)
-                        .is_some_and(|frame| l.tx.try_send(frame).is_ok());
+                    let frame = super::modern::tagged(method, uri.as_deref(), &l.id);
+                    let kept = l.tx.try_send(frame).is_ok();
                     wanted |= kept;
                     kept
                 });
@@ -967,8 +995,9 @@ impl Routes {
                 // client loses the stream rather than events in the middle of it.
                 self.listeners.retain(|l| {
                     !l.methods.contains(&&**method)
-                        || super::modern::tagged(line, &l.id)
-                            .is_some_and(|frame| l.tx.try_send(frame).is_ok())
+                        || l.tx
+                            .try_send(super::modern::tagged(method, None, &l.id))
+                            .is_ok()
                 });
                 return;
             }

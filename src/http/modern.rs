@@ -220,20 +220,18 @@ pub const LISTENED: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// A change notification for the subscription `id`, as an SSE event.
-pub fn tagged(line: &[u8], id: &Value) -> Option<Bytes> {
-    let mut message: Value = serde_json::from_slice(line).ok()?;
-    let params = message
-        .as_object_mut()?
-        .entry("params")
-        .or_insert_with(|| json!({}));
-    let meta = params
-        .as_object_mut()?
-        .entry("_meta")
-        .or_insert_with(|| json!({}));
-    meta.as_object_mut()?
-        .insert("io.modelcontextprotocol/subscriptionId".into(), id.clone());
-    Some(sse_frame(&serde_json::to_vec(&message).ok()?))
+/// A change notification for the subscription `id`, as an SSE event, made from what the
+/// session said the server's notification is (its method, and for a resource's update its
+/// uri): the server's line is not read again. Nothing else of it is carried (these
+/// notifications say which list or resource changed, and nothing more), so the
+/// subscription id is always the gateway's.
+pub fn tagged(method: &str, uri: Option<&str>, id: &Value) -> Bytes {
+    let mut params = json!({"_meta": {"io.modelcontextprotocol/subscriptionId": id}});
+    if let Some(uri) = uri {
+        params["uri"] = uri.into();
+    }
+    let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+    sse_frame(message.to_string().as_bytes())
 }
 
 /// The result that ends the subscription `id` when its conversation ends.
@@ -298,6 +296,27 @@ mod tests {
     }
 
     const LEGACY: &[&str] = &["2025-06-18", "2025-11-25"];
+
+    #[test]
+    fn a_tagged_notification_carries_the_gateways_subscription_id() {
+        let frame = tagged(
+            "notifications/resources/updated",
+            Some("file:///a"),
+            &json!("sub-1"),
+        );
+        let text = std::str::from_utf8(&frame).unwrap();
+        let data = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .expect("a data line");
+        let message: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(
+            message,
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": "file:///a",
+                    "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-1"}}})
+        );
+    }
 
     #[test]
     fn headers_that_say_something_else_than_the_body_are_refused() {

@@ -57,7 +57,7 @@ use super::conversation::{Conversation, InputAsk, Listener};
 use super::modern::{LISTENED, sse_frame};
 use super::sse::Reply;
 use crate::session::Line;
-use crate::session::ids::route_key;
+use crate::session::ids::string_key;
 
 /// How long the server may take to answer the gateway's `initialize`.
 const HANDSHAKE: Duration = Duration::from_secs(30);
@@ -231,7 +231,7 @@ impl Backends {
         params: Value,
     ) -> Result<Value, Failure> {
         let id = self.gateway_id();
-        let key = json_key(&id);
+        let key = string_key(&id);
         let mut answer = conversation.expect_answer(key.clone(), false);
         let request =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
@@ -284,7 +284,7 @@ impl Backends {
             logs,
             method,
         } = translate(request, &gateway_id);
-        let key = json_key(&gateway_id);
+        let key = string_key(&gateway_id);
         let answer = conversation.expect_answer_with_progress(
             key.clone(),
             reads_sse && logs,
@@ -638,10 +638,6 @@ impl Back {
         }
         serde_json::to_vec(&message).ok()
     }
-}
-
-fn json_key(id: &str) -> String {
-    route_key(Value::String(id.to_string()).to_string().as_bytes()).unwrap_or_default()
 }
 
 /// The conversation ended before the answer (its server died): the next request starts

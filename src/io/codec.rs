@@ -163,6 +163,21 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         (std::mem::replace(&mut self.buf, fresh), line)
     }
 
+    /// Go back to `buf`, a buffer [`Self::detach_line`] gave away that is free again,
+    /// when it is larger than the one the reader went on in: what is buffered moves into
+    /// it. A reader whose large lines are handed away and back this way keeps one large
+    /// buffer, as one whose lines are copied out does, and no line is copied.
+    pub fn reattach(&mut self, mut buf: Vec<u8>) {
+        if buf.capacity() <= self.buf.capacity() {
+            return;
+        }
+        buf.clear();
+        buf.extend_from_slice(&self.buf[self.start..]);
+        self.scanned -= self.start.min(self.scanned);
+        self.start = 0;
+        self.buf = buf;
+    }
+
     /// Whether a complete line (or the end of input) is already buffered, i.e. whether
     /// [`Self::next_buffered`] would return something without reading. Used to decide
     /// when to flush: batch under pipelining, never delay a lone round trip.
@@ -430,6 +445,45 @@ mod tests {
             assert_eq!(r.next_buffered(), Some(Line::Frame(b"four")));
             assert_eq!(r.next_buffered(), None);
             assert!(!r.fill().await.unwrap());
+        });
+    }
+
+    /// A detached buffer given back is read on in, with what the reader held meanwhile,
+    /// when it is the larger; a smaller one is dropped.
+    #[test]
+    fn a_buffer_given_back_is_read_on_in() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let long = "x".repeat(3 * READ_CHUNK);
+            let chunks = vec![
+                format!(
+                    "{long}
+ne"
+                )
+                .into_bytes(),
+                b"xt
+last
+"
+                .to_vec(),
+            ];
+            let mut r = LineReader::new(Chunks(chunks.into()), 4 * READ_CHUNK);
+            while r.next_buffered().is_none() {
+                r.fill().await.unwrap();
+            }
+            let (buf, line) = r.detach_line(Vec::new());
+            assert_eq!(buf[line].len(), long.len());
+            let (large, small) = (buf.capacity(), r.buf.capacity());
+            assert!(large > small);
+            r.reattach(Vec::with_capacity(8));
+            assert_eq!(r.buf.capacity(), small);
+            r.reattach(buf);
+            assert_eq!(r.buf.capacity(), large);
+            r.fill().await.unwrap();
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"next")));
+            assert_eq!(r.next_buffered(), Some(Line::Frame(b"last")));
+            assert_eq!(r.next_buffered(), None);
         });
     }
 }

@@ -4,7 +4,7 @@
 use super::pump::{Shared, Sink};
 use crate::driver::Driven;
 use crate::driver::handout::Handout;
-use crate::session::{Line, Outbox, Peer, Session};
+use crate::session::{Outbox, Session};
 
 /// What the timer task drives: the pumps' session, and senders of its own to both
 /// writers (the server's weak, like the server side pump's, so the server's stdin closes
@@ -23,21 +23,9 @@ impl Timer {
 }
 
 impl Driven for Timer {
-    async fn judge(&self, from: Peer, line: Line<'_>) -> Outbox {
-        let mut out = Outbox::default();
-        let mut session = self.session.lock();
-        match from {
-            Peer::Client => session.from_client(line, &mut out),
-            Peer::Server => {
-                session.from_server(line, &mut out, false);
-            }
-        }
-        out
-    }
-
     async fn act<R>(&self, f: impl FnOnce(&mut Session, &mut Outbox) -> R) -> (Outbox, R) {
         let mut out = Outbox::default();
-        let r = f(&mut self.session.lock(), &mut out);
+        let r = f(&mut *self.session.lock().await, &mut out);
         (out, r)
     }
 

@@ -334,7 +334,10 @@ pub async fn run(
 
     // Every request still pending gets an error, oldest first.
     let mut out = Outbox::default();
-    session.lock().server_gone(&describe(status), &mut out);
+    session
+        .lock()
+        .await
+        .server_gone(&describe(status), &mut out);
     audit.send(&mut out.events);
     handout.approvals.offer(&mut out);
     if !out.to_client.is_empty() {

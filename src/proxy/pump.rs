@@ -9,12 +9,13 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncRead;
 
 use super::queue::{Queue, Splice, WeakQueue};
 use crate::driver::handout::Handout;
+use crate::driver::judging::{Held, Judging, OFF_LOOP_BYTES_ALONE, Share, SharedSession};
 use crate::driver::reading::{self, Ended, Feed};
 use crate::io::codec::{Line, LineReader};
 use crate::session::{Delivery, Outbox, Peer, Session};
@@ -33,27 +34,25 @@ const SINK_BUF: usize = 8 * 1024;
 /// Frames at least this long from the server that go out unchanged or redacted are
 /// written from the buffer they were read into (`LineReader::detach_line`), not copied.
 /// A 1 MiB result lived four times over (read, decoded, forwarded copy, and the one
-/// before still being written); now twice (see `Pump::before_large_line`).
+/// before still being written); now twice (see [`before_large_line`]). Frames of
+/// [`OFF_LOOP_BYTES_ALONE`] and more are judged off the loop (`driver::judging`) in the
+/// same buffer, handed over and back.
 const DETACH_BYTES: usize = 256 * 1024;
 
-/// Server frames at least this long are parsed and scanned on a blocking thread
-/// ([`Pump::scan_off_loop`]) while the client's lines go on being judged and forwarded
-/// (issue 22: no head-of-line stall beyond the frame itself). Smaller frames are judged
-/// in line: the hand-over costs a thread wake-up and a third large buffer (the reader
-/// goes on in a new one while the frame's is away). At 4 MiB, a 2-4 MiB frame still
-/// held the client's lines back for its whole scan (tens of milliseconds for an
-/// adversarial one). At 1 MiB the responses of the shared throughput bench (1 MiB of
-/// text each) were handed over too, which cost that scenario about 10% more proxy CPU
-/// and 40% more peak memory (0.19 → 0.21 s, 12.2 → 17.1 MiB, five alternated rounds);
-/// at 2 MiB it was unchanged.
-const OFF_LOOP_BYTES: usize = 2 * 1024 * 1024;
-
-/// The session both pumps feed. Both run on one current-thread runtime, so the lock is
-/// never contended; it is held for the judging of one line and never across an await.
-/// With it, whether a frame is being scanned off the loop (see [`Pump::scan_off_loop`]),
-/// and how the server side's pump tells the client side's that held lines went out.
+/// The session both pumps feed, judged through `driver::judging` (a line of
+/// [`OFF_LOOP_BYTES_ALONE`] or more off the loop). Both pumps run on one current-thread
+/// runtime, so the lock is contended only while a large client line is judged off the
+/// loop. With it, whether a frame is being judged off the loop, and how the server
+/// side's pump tells the client side's that held lines went out.
 #[derive(Clone)]
-pub(crate) struct Shared(Arc<Mutex<Session>>, Arc<AtomicBool>, Arc<HeldDrain>);
+pub(crate) struct Shared {
+    session: SharedSession,
+    /// The proxy's one conversation: one large line judged off the loop at a time.
+    share: Share,
+    /// The server side's pump waits for a frame judged off the loop.
+    scanning: Arc<AtomicBool>,
+    held: Arc<HeldDrain>,
+}
 
 /// Client lines held behind an unanswered list (session contract point 6) are released
 /// by the server side's pump, when the list's answer comes, into its weak sender to the
@@ -78,24 +77,34 @@ const HELD_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Shared {
     pub fn new(session: Session) -> Shared {
-        Shared(
-            Arc::new(Mutex::new(session)),
-            Arc::default(),
-            Arc::default(),
-        )
+        Shared {
+            session: Arc::new(tokio::sync::Mutex::new(session)),
+            share: Share::default(),
+            scanning: Arc::default(),
+            held: Arc::default(),
+        }
+    }
+
+    fn judging(&self) -> Judging<'_> {
+        Judging {
+            session: &self.session,
+            share: &self.share,
+            off_loop: OFF_LOOP_BYTES_ALONE,
+        }
     }
 
     /// Wait until no client line is held and every released one was handed to the
     /// server's writer, or `HELD_DRAIN` passes.
     async fn held_drained(&self) {
-        self.2.waiting.store(true, Ordering::SeqCst);
+        self.held.waiting.store(true, Ordering::SeqCst);
         let wait = async {
             loop {
-                let flushed = self.2.flushed.notified();
+                let flushed = self.held.flushed.notified();
                 tokio::pin!(flushed);
                 // Registered before the check, so a notification in between is not lost.
                 flushed.as_mut().enable();
-                if !self.lock().holds_client_lines() && !self.2.unsent.load(Ordering::SeqCst) {
+                let holds = self.lock().await.holds_client_lines();
+                if !holds && !self.held.unsent.load(Ordering::SeqCst) {
                     return;
                 }
                 flushed.await;
@@ -107,20 +116,20 @@ impl Shared {
     /// The server side's pump handed over what it had for the server (`unsent`: some
     /// is still left in its buffer).
     fn server_lines_flushed(&self, unsent: bool) {
-        self.2.unsent.store(unsent, Ordering::SeqCst);
-        if self.2.waiting.load(Ordering::SeqCst) {
-            self.2.flushed.notify_waiters();
+        self.held.unsent.store(unsent, Ordering::SeqCst);
+        if self.held.waiting.load(Ordering::SeqCst) {
+            self.held.flushed.notify_waiters();
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, Session> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, Session> {
+        self.session.lock().await
     }
 
-    /// Whether the server side's pump is waiting for the scan of a frame it read: it is
-    /// busy, not waiting for the server's output (see `STDOUT_DRAIN`).
+    /// Whether the server side's pump is waiting for a frame it read to be judged off the
+    /// loop: it is busy, not waiting for the server's output (see `STDOUT_DRAIN`).
     pub fn scanning(&self) -> bool {
-        self.1.load(Ordering::Relaxed)
+        self.scanning.load(Ordering::Relaxed)
     }
 }
 
@@ -333,107 +342,68 @@ impl Pump {
         }
     }
 
-    /// Judge one buffered line; one the session leaves in place is queued from the
-    /// reader's buffer at once, after what the client's sink holds. Returns whether
-    /// there was a line.
+    /// Judge one buffered line (`driver::judging`); one the session leaves in place is
+    /// queued from the reader's buffer at once, after what the client's sink holds.
+    /// Returns whether there was a line.
     async fn handle_line<R: AsyncRead + Unpin>(&mut self, reader: &mut LineReader<R>) -> bool {
         let Some(line) = reader.next_buffered() else {
             return false;
         };
+        let judging = self.session.judging();
         // A frame judged off the loop was detached from the reader already.
         let mut detached = None;
         let delivery = match self.from {
             Peer::Client => {
-                self.session.lock().from_client(line, &mut self.out);
-                Delivery::Written
+                judging
+                    .judge(Peer::Client, line, &mut self.out, false)
+                    .await
             }
             Peer::Server => {
                 let large = matches!(line, Line::Frame(raw) if raw.len() >= DETACH_BYTES);
-                if large {
-                    self.before_large_line().await;
-                }
-                let scan = match line {
-                    Line::Frame(raw) if raw.len() >= OFF_LOOP_BYTES => {
-                        self.session.lock().scan_off_loop(raw)
-                    }
-                    _ => None,
+                let spare = if large {
+                    before_large_line(&self.to_client).await
+                } else {
+                    None
                 };
-                match scan {
-                    Some(scan) => {
-                        let (delivery, frame) = self.scan_off_loop(reader, scan).await;
-                        detached = frame;
-                        delivery
+                if judging.goes_off_loop(&line) {
+                    // The reader goes on in the buffer of the frame written before.
+                    let held = Held::detach(reader, spare.unwrap_or_default());
+                    self.session.scanning.store(true, Ordering::Relaxed);
+                    let (delivery, held) = judging.judge_held(held, &mut self.out, true).await;
+                    self.session.scanning.store(false, Ordering::Relaxed);
+                    detached = Some(held);
+                    delivery
+                } else {
+                    if let Some(buf) = spare {
+                        self.session.lock().await.give_server_text_buffer(buf);
                     }
-                    None => self.session.lock().from_server(line, &mut self.out, large),
+                    judging
+                        .judge(Peer::Server, line, &mut self.out, large)
+                        .await
                 }
             }
         };
         if self.from == Peer::Server && !self.out.to_server.is_empty() {
             // Released client lines may be among them: not handed over yet.
-            self.session.2.unsent.store(true, Ordering::SeqCst);
+            self.session.held.unsent.store(true, Ordering::SeqCst);
         }
         self.handout.notices(&mut self.out);
         if let Delivery::InPlace(edits) = delivery {
-            let (bytes, line) = match detached.take() {
-                Some(frame) => frame,
+            let Held { bytes, line } = match detached.take() {
+                Some(held) => held,
                 None => {
-                    let fresh = self.session.lock().take_server_text_buffer();
-                    reader.detach_line(fresh)
+                    let fresh = self.session.lock().await.take_server_text_buffer();
+                    Held::detach(reader, fresh)
                 }
             };
             self.to_client
                 .send_spliced(&mut self.out.to_client, bytes, Splice { line, edits })
                 .await;
         }
-        if let Some((bytes, _)) = detached {
-            self.to_client.pool.give_line(bytes);
+        if let Some(held) = detached {
+            self.to_client.pool.give_line(held.bytes);
         }
         true
-    }
-
-    /// Judge the line just read, whose scan the session gave out, with the scan on a
-    /// blocking thread: this pump waits for it (so this side's frames keep their order
-    /// and none goes out unjudged) while the runtime goes on with the other pump. The
-    /// line is detached from the reader for that; it comes back with the verdict.
-    async fn scan_off_loop<R: AsyncRead + Unpin>(
-        &mut self,
-        reader: &mut LineReader<R>,
-        mut scan: crate::session::FrameScan,
-    ) -> (Delivery, Option<(Vec<u8>, std::ops::Range<usize>)>) {
-        let (bytes, line) = reader.detach_line(Vec::new());
-        let head = bytes[line.start..line.end.min(line.start + 4096)].to_vec();
-        let job = tokio::task::spawn_blocking(move || {
-            scan.run(&bytes[line.clone()]);
-            (scan, bytes, line)
-        });
-        self.session.1.store(true, Ordering::Relaxed);
-        let job = job.await;
-        self.session.1.store(false, Ordering::Relaxed);
-        match job {
-            Ok((scan, bytes, line)) => {
-                let delivery = self.session.lock().from_server_scanned(
-                    &bytes[line.clone()],
-                    scan,
-                    &mut self.out,
-                    true,
-                );
-                (delivery, Some((bytes, line)))
-            }
-            Err(_) => (self.session.lock().scan_lost(&head, &mut self.out), None),
-        }
-    }
-
-    /// Two large buffers take turns, so that streaming large results holds each frame
-    /// once and faults in no new memory: the reader's, and one that is in turn the
-    /// decoded text of the frame being judged, the buffer the reader goes on in once
-    /// that frame is detached, and (the detached frame's) the one being written. Before
-    /// a large line is judged, the one before it must have been written: it was read
-    /// while that one was being written, and judging it decodes its text.
-    async fn before_large_line(&mut self) {
-        self.to_client.drained().await;
-        if let Some(buf) = self.to_client.pool.take_line() {
-            self.session.lock().give_server_text_buffer(buf);
-        }
     }
 
     /// Audit events first, then both sinks.
@@ -470,6 +440,19 @@ impl Pump {
             self.flush_to_server().await;
         }
     }
+}
+
+/// Two large buffers take turns, so that streaming large results holds each frame once
+/// and faults in no new memory: the reader's, and one that is in turn the decoded text of
+/// the frame being judged, the buffer the reader goes on in once that frame is detached,
+/// and (the detached frame's) the one being written. Before a large line is judged, the
+/// one before it must have been written: it was read while that one was being written,
+/// and judging it decodes its text. Returns that one's buffer, for the session's decoded
+/// text (a frame judged in line) or for the reader to go on in (a frame judged off the
+/// loop, whose text the session decodes into the buffer it has).
+async fn before_large_line(to_client: &Sink) -> Option<Vec<u8>> {
+    to_client.drained().await;
+    to_client.pool.take_line()
 }
 
 impl<R: AsyncRead + Unpin> Feed<R> for Pump {

@@ -74,6 +74,14 @@ pub fn route_key(raw: &[u8]) -> Option<String> {
     String::from_utf8(IdText::key_of(raw).as_bytes().to_vec()).ok()
 }
 
+/// The key of a string id given as text (not as JSON): what [`route_key`] gives for the
+/// JSON string holding it, for a transport that makes up ids of its own (the gateway's
+/// requests for stateless clients).
+pub fn string_key(text: &str) -> String {
+    // serde_json writes a string with the fewest escapes, as `IdText::key_of` does.
+    serde_json::Value::from(text).to_string()
+}
+
 /// Hashes the id's text alone, not the unused tail of the inline array (equal ids have
 /// equal text, whichever variant holds them).
 impl std::hash::Hash for IdText {
@@ -144,6 +152,20 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_string_key_is_the_route_key_of_the_string() {
+        for text in ["mcpwall-1", "a\"b", "tab\there", "é/ü", "\u{1}"] {
+            let json = serde_json::Value::from(text).to_string();
+            assert_eq!(
+                Some(string_key(text)),
+                route_key(json.as_bytes()),
+                "{text:?}"
+            );
+        }
+        // A string with escapes that need not be there still has the one key.
+        assert_eq!(Some(string_key("a/b")), route_key(br#""a\/b""#));
+    }
 
     #[test]
     fn keys_are_json_values() {

@@ -92,7 +92,8 @@ impl Session {
 
     /// Judge the frame of a [`FrameScan`] that has run: the verdict is put together here,
     /// in the one session, as by [`Self::from_server`]; the scan's outcome stands if the
-    /// frame still answers the request it was scanned for (else it is scanned again).
+    /// frame still answers the request it was scanned for and the program it ran with is
+    /// still the session's (else it is parsed and scanned again).
     pub fn from_server_scanned(
         &mut self,
         raw: &[u8],
@@ -100,6 +101,12 @@ impl Session {
         out: &mut Outbox,
         in_place: bool,
     ) -> Delivery {
+        if !Arc::ptr_eq(&scan.program, &self.program) {
+            // A policy swapped in meanwhile (a reload, the client's roots) has made its
+            // own scratch; the scan's verdict, rule ids and scratch are the old program's
+            // and mean nothing to the new one.
+            return self.judge_server_line(raw, scan.parsed, None, out, in_place, None);
+        }
         self.server_side.scratch = scan.scratch;
         self.judge_server_line(raw, scan.parsed, scan.parse, out, in_place, scan.scanned)
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Line, Options, Outbox, Session};
+use super::{Delivery, Line, Options, Outbox, Session};
 use crate::config::{LoadOptions, load_str};
 use crate::program::Program;
 
@@ -190,8 +190,8 @@ fn malformed_server_batch_errors_every_request_it_answers() {
     assert_eq!(s.calls_in_flight(), 0);
 }
 
-/// A frame judged through [`Session::scan_off_loop`] (the proxy's path for server frames
-/// of 4 MiB and more, its scan run on another thread) gets what the in-line path gives:
+/// A frame judged through [`Session::scan_off_loop`] (every transport's path for large
+/// server frames, `driver::judging`, its scan run on another thread) gets what the in-line path gives:
 /// the same delivery (a redaction in place), the same bytes and the same audit events,
 /// judged for the call it answers (a block by a rule on that call's tool).
 #[test]
@@ -246,6 +246,39 @@ fn a_frame_scanned_off_the_session_is_judged_as_in_line() {
         }
         assert_eq!(judged[0], judged[1], "{tool}: {text}");
     }
+}
+
+/// A policy swapped in while a frame's scan was away (a reload, the client's roots)
+/// judges that frame: the old program's verdict and scratch are not used with the new
+/// one. Before, the scan's "pass" stood and the new program ran with the old scratch.
+#[test]
+fn a_frame_scanned_under_a_policy_swapped_out_meanwhile_is_judged_by_the_new_one() {
+    let opts = LoadOptions {
+        explicit: None,
+        home: "/home/u".into(),
+        project_dir: "/home/u/p".into(),
+    };
+    let compile = |text: &str| {
+        let policy = load_str("t.yml", text, &opts).expect("loads");
+        Arc::new(Program::compile(&policy).expect("compiles"))
+    };
+    let before = compile("version: 1\nrules: []\n");
+    let after = compile(
+        "version: 1\nrules: []\noutbound_rules:\n  - name: no-boom\n    match: {response_contains: [boom]}\n    action: deny\n  - name: also-bang\n    match: {response_contains: [bang]}\n    action: deny\n",
+    );
+    let mut s = Session::new(before, Options::quiet("t"));
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"read_file","arguments":{}}}"#;
+    s.from_client(Line::Frame(call.as_bytes()), &mut Outbox::default());
+    let line = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"boom"}]}}"#;
+    let mut scan = s.scan_off_loop(line).expect("an answer named in its head");
+    scan.run(line);
+    s.adopt(after, None, None, &mut Outbox::default());
+    let mut out = Outbox::default();
+    let delivery = s.from_server_scanned(line, scan, &mut out, true);
+    assert_eq!(delivery, Delivery::Written);
+    let text = String::from_utf8_lossy(&out.to_client);
+    assert!(text.contains("no-boom"), "{text}");
+    assert!(!text.contains(r#""text":"boom""#), "{text}");
 }
 
 /// A resource the policy would refuse to read is hidden from `resources/list`, as a
