@@ -271,6 +271,43 @@ fn two_proxies_sharing_a_log_ship_each_line_once() {
 }
 
 #[test]
+fn a_proxy_ending_while_another_holds_the_shipping_lock_leaves_no_line_unshipped() {
+    let Some(rsyslogd) = rsyslogd() else { return };
+    let sandbox = Sandbox::new();
+    let collector = services::Collector::start(&rsyslogd, &sandbox.root(), free_port(), None);
+    sandbox.write(
+        "project/policy.yml",
+        &policy(&format!("tcp://127.0.0.1:{}", collector.port), ""),
+    );
+    assert_eq!(run_proxy(&sandbox, 2).code, 0);
+    let before = local_lines(&sandbox).len();
+    assert_eq!(collector.lines(before).len(), before);
+    // Another process holds the sink's lock: its last pass may already have read the log.
+    let lock_path = cursor_file(&sandbox).with_extension("lock");
+    let holder = std::fs::File::open(&lock_path).unwrap();
+    holder.try_lock().unwrap();
+    std::thread::scope(|s| {
+        let proxy = s.spawn(|| run_proxy(&sandbox, 10));
+        // Every line of the second proxy is written (it has stopped writing), and only
+        // then does the holder end.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = 0;
+        loop {
+            let now = local_lines(&sandbox).len();
+            if now > before && now == seen || Instant::now() > deadline {
+                break;
+            }
+            seen = now;
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        drop(holder);
+        assert_eq!(proxy.join().unwrap().code, 0);
+    });
+    let local = local_lines(&sandbox);
+    assert_eq!(collector.lines(local.len()), local);
+}
+
+#[test]
 fn tls_shipping_verifies_the_collector_against_the_configured_ca() {
     let Some(rsyslogd) = rsyslogd() else { return };
     if !Path::new("/usr/lib/x86_64-linux-gnu/rsyslog/lmnsd_gtls.so").exists()

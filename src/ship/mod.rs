@@ -42,6 +42,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Polling the log while lines arrive, and at most while idle.
 const BUSY_POLL: Duration = Duration::from_millis(50);
 const IDLE_POLL: Duration = Duration::from_secs(1);
+/// How long a process ending waits for another to ship its last lines, when no deadline
+/// is given.
+const HAND_OVER: Duration = Duration::from_secs(2);
 /// Reconnection back-off.
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -432,9 +435,40 @@ impl Worker {
                 }
             }
             if stopping {
+                if !self.holding {
+                    self.hand_over(control, deadline);
+                }
                 return;
             }
             std::thread::park_timeout(poll);
+        }
+    }
+
+    /// The last pass of a process that does not hold the sink's lock: its lines are
+    /// written, but the holder's last pass may have read the log before they were (two
+    /// proxies ending together). Wait, until `deadline`, for the holder's cursor to pass
+    /// the end of the log as it stands now, or for the lock to come free (the holder
+    /// ended) and ship them itself: giving up at once could leave them unshipped until
+    /// some later start or `log ship`.
+    fn hand_over(&mut self, control: &Control, deadline: Option<Instant>) {
+        let written: Vec<(String, u64)> = crate::audit::files::own_log_files(&self.dir)
+            .into_iter()
+            .filter_map(|f| Some((f.name, std::fs::metadata(&f.path).ok()?.len())))
+            .collect();
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + HAND_OVER);
+        while Instant::now() < deadline {
+            if self.try_hold(control) {
+                self.pass(Some(deadline));
+                return;
+            }
+            if let Ok(Some(cursor)) = Cursor::load(&self.cursor_path)
+                && written
+                    .iter()
+                    .all(|(name, len)| cursor.offset(name).is_none_or(|at| at >= *len))
+            {
+                return;
+            }
+            std::thread::sleep(BUSY_POLL / 5);
         }
     }
 
