@@ -39,6 +39,8 @@ pub use diag::{Code, PolicyDiagnostic, PolicyError};
 pub use merge::{Packs, UNTRUSTED_WHY, extends_names, resolve_extends};
 pub use policy::Policy;
 pub use trust::{PROJECT_FILE, TrustStatus, TrustStore};
+// The discovered key-set address is held to the same rule (only with TLS: `http::oauth`).
+#[cfg(feature = "tls")]
 pub(crate) use validate::check_oauth_url;
 pub use validate::{DEFAULT_METHOD, REGEX_SIZE_LIMIT};
 
