@@ -700,7 +700,8 @@ pub fn long_path_name(path: &str) -> Option<String> {
         .chain([0])
         .collect();
     let mut long = vec![0u16; 260];
-    // Twice at most: once to learn the size a long path needs.
+    // Once to learn the size a long path needs, then with that size; a third time only
+    // if the path grew in between.
     for _ in 0..3 {
         let room = u32::try_from(long.len()).ok()?;
         // SAFETY: `wide` is NUL-terminated; `long` has room for `room` UTF-16 units, the

@@ -315,6 +315,14 @@ pub fn ship_now(dir: &Path, target: Target, timeout: Duration) -> Result<Outcome
     }
 }
 
+/// The log's day files as they stand now: `(name, length)`.
+fn log_lengths(dir: &Path) -> Vec<(String, u64)> {
+    crate::audit::files::own_log_files(dir)
+        .into_iter()
+        .filter_map(|f| Some((f.name, std::fs::metadata(&f.path).ok()?.len())))
+        .collect()
+}
+
 enum Progress {
     /// Lines went out.
     Sent,
@@ -407,11 +415,7 @@ impl Worker {
             }
             Ok(None) if self.from_start => Cursor::default(),
             Ok(None) => {
-                let now: Vec<(String, u64)> = crate::audit::files::own_log_files(&self.dir)
-                    .into_iter()
-                    .filter_map(|f| Some((f.name, std::fs::metadata(&f.path).ok()?.len())))
-                    .collect();
-                let cursor = Cursor::at_end_of(&now);
+                let cursor = Cursor::at_end_of(&log_lengths(&self.dir));
                 let _ = cursor.save(&self.cursor_path);
                 cursor
             }
@@ -451,10 +455,7 @@ impl Worker {
     /// ended) and ship them itself: giving up at once could leave them unshipped until
     /// some later start or `log ship`.
     fn hand_over(&mut self, control: &Control, deadline: Option<Instant>) {
-        let written: Vec<(String, u64)> = crate::audit::files::own_log_files(&self.dir)
-            .into_iter()
-            .filter_map(|f| Some((f.name, std::fs::metadata(&f.path).ok()?.len())))
-            .collect();
+        let written = log_lengths(&self.dir);
         let deadline = deadline.unwrap_or_else(|| Instant::now() + HAND_OVER);
         while Instant::now() < deadline {
             if self.try_hold(control) {
