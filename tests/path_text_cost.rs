@@ -5,7 +5,8 @@
 //!
 //! The test judges each adversarial text at N and 2N bytes with the default pack, in
 //! process, and requires the larger to cost at most about twice the smaller (the best of
-//! three runs each, so a busy machine does not decide); quadratic cost would be four times.
+//! three runs each, and a pair that looks slow measured again, so a busy machine does not
+//! decide); quadratic cost would be four times.
 
 use std::time::{Duration, Instant};
 
@@ -78,16 +79,22 @@ fn doubling_path_like_text_at_most_doubles_the_time_to_judge_it() {
             ("read_file", "path"),
             ("run_command", "command"),
         ] {
-            let small = judge_time(&program, tool, json!({ key: repeated(unit, n) }));
-            let large = judge_time(&program, tool, json!({ key: repeated(unit, 2 * n) }));
-            let line = format!(
-                "{unit:?} as {tool}.{key}: {small:?} for {n} bytes, {large:?} for {} bytes",
-                2 * n
-            );
-            eprintln!("{line}");
             // Twice the work, plus room for caches that no longer fit and a busy machine;
-            // quadratic cost would be four times.
-            if large > small * 3 + Duration::from_millis(20) {
+            // quadratic cost would be four times. A pair that looks slow is measured
+            // again (up to three pairs): a load spike lands on one pair, a quadratic
+            // cost on every one.
+            let mut line = String::new();
+            let linear = (0..3).any(|_| {
+                let small = judge_time(&program, tool, json!({ key: repeated(unit, n) }));
+                let large = judge_time(&program, tool, json!({ key: repeated(unit, 2 * n) }));
+                line = format!(
+                    "{unit:?} as {tool}.{key}: {small:?} for {n} bytes, {large:?} for {} bytes",
+                    2 * n
+                );
+                eprintln!("{line}");
+                large <= small * 3 + Duration::from_millis(20)
+            });
+            if !linear {
                 slow.push(line);
             }
         }
