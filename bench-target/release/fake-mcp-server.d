@@ -1,1 +1,0 @@
-/work/wt/h1/bench-target/release/fake-mcp-server: /work/shared/bench/fake-server/src/main.rs /work/shared/bench/fake-server/src/payload.rs /work/shared/bench/fake-server/src/protocol.rs /work/shared/bench/minijson/src/lib.rs /work/shared/bench/minijson/src/parse.rs /work/shared/bench/minijson/src/skim.rs
