@@ -17,7 +17,9 @@ use std::sync::OnceLock;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::policy::{CommandClause, CommandPaths};
-use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
+use crate::paths::{
+    LinkCache, PathBuffers, PathEnv, Root, is_relative, normalize_into, resolve_links,
+};
 use crate::shell::{ANY, ANY_HIDDEN, BRACE, COMPUTED, Command, GLOB, Parsed, RedirectKind, Word};
 
 mod gate;
@@ -543,7 +545,14 @@ impl CommandEngine {
     }
 
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
-    pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+    /// `links`: the scratch's symlink look-ups, for the clauses' `not_under` roots.
+    pub fn holds(
+        &self,
+        p: &CommandPred,
+        env: &PathEnv,
+        s: &mut CommandScratch,
+        links: &mut LinkCache,
+    ) -> bool {
         s.normals.sync(&s.parsed);
         if s.parsed.unreadable().is_some()
             && !s.data_only
@@ -555,7 +564,7 @@ impl CommandEngine {
         for i in 0..commands {
             let c = s.parsed.commands()[i];
             for cl in p.clauses.get() {
-                if clause_holds(cl, &c, env, s) {
+                if clause_holds(cl, &c, env, s, links) {
                     return true;
                 }
             }
@@ -565,7 +574,13 @@ impl CommandEngine {
 
     /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
     /// for `check`.
-    pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+    pub fn why(
+        &self,
+        p: &CommandPred,
+        env: &PathEnv,
+        s: &mut CommandScratch,
+        links: &mut LinkCache,
+    ) -> Option<String> {
         s.normals.sync(&s.parsed);
         if let Some(reason) = s.parsed.unreadable()
             && !s.data_only
@@ -587,7 +602,7 @@ impl CommandEngine {
         for i in 0..commands {
             let c = s.parsed.commands()[i];
             for (k, cl) in p.clauses.get().iter().enumerate() {
-                if clause_holds(cl, &c, env, s) {
+                if clause_holds(cl, &c, env, s, links) {
                     let words: Vec<String> = s
                         .parsed
                         .all_words(&c)
@@ -611,7 +626,13 @@ impl CommandEngine {
     }
 }
 
-fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch) -> bool {
+fn clause_holds(
+    cl: &Clause,
+    c: &Command,
+    env: &PathEnv,
+    s: &mut CommandScratch,
+    links: &mut LinkCache,
+) -> bool {
     let CommandScratch {
         parsed: p,
         bufs,
@@ -694,6 +715,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             norm,
             normals,
             alts,
+            links,
         };
         if !p
             .arg_ids(c)
@@ -777,6 +799,7 @@ struct PathScratch<'a> {
     norm: &'a mut String,
     normals: &'a mut Normals,
     alts: &'a mut Vec<String>,
+    links: &'a mut LinkCache,
 }
 
 /// Whether operand `id` (or the value of a `key=value` operand) meets the path condition.
@@ -794,6 +817,7 @@ fn path_word_meets(
         norm,
         normals,
         alts,
+        links,
     } = s;
     let is_glob = w.flags & (GLOB | BRACE | COMPUTED) != 0;
     if !is_glob {
@@ -810,9 +834,10 @@ fn path_word_meets(
             env,
             bufs,
             norm,
+            links,
             Some((&mut **normals, id)),
         ) || key_value(lit)
-            .is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm, None));
+            .is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm, links, None));
     }
     alts.clear();
     brace_expand(p.pattern(w), alts, 64);
@@ -825,9 +850,9 @@ fn path_word_meets(
     }
     for a in alts.iter() {
         let hit = if has_meta(a) {
-            glob_meets(pc, a, fans_out, env, bufs, norm)
+            glob_meets(pc, a, fans_out, env, bufs, norm, links)
         } else {
-            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm, None)
+            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm, links, None)
         };
         if hit {
             return true;
@@ -856,6 +881,7 @@ fn literal_meets(
     env: &PathEnv,
     bufs: &mut PathBuffers,
     norm: &mut String,
+    links: &mut LinkCache,
     memo: Option<(&mut Normals, u32)>,
 ) -> bool {
     if lit.starts_with('-') {
@@ -899,7 +925,29 @@ fn literal_meets(
     }
     let matched = written_hit != Some(false) && pc.set.is_match(lit)
         || !same && norm_hit != Some(false) && pc.set.is_match(norm);
-    matched && pc.not_under.iter().all(|r| !r.contains(norm))
+    matched && outside_every_root(pc, lit, norm, env, links)
+}
+
+/// Whether the normal form `norm` of the operand `written` lies outside every `not_under`
+/// root of the condition, judged by what it opens (its symlinks resolved, as for the
+/// argument rules).
+fn outside_every_root(
+    pc: &PathCond,
+    written: &str,
+    norm: &str,
+    env: &PathEnv,
+    links: &mut LinkCache,
+) -> bool {
+    if pc.not_under.is_empty() {
+        return true;
+    }
+    let opened = resolve_links(
+        norm,
+        is_relative(written).then_some(env.cwd()),
+        true,
+        &mut links.lookups(),
+    );
+    pc.not_under.iter().all(|r| !r.contains(norm, &opened))
 }
 
 fn glob_meets(
@@ -909,6 +957,7 @@ fn glob_meets(
     env: &PathEnv,
     bufs: &mut PathBuffers,
     norm: &mut String,
+    links: &mut LinkCache,
 ) -> bool {
     if pat.starts_with('-') {
         return false;
@@ -920,7 +969,7 @@ fn glob_meets(
         && !has_meta(dir)
     {
         let dir = if dir.is_empty() { "/" } else { dir };
-        if literal_meets(pc, dir, fans_out, env, bufs, norm, None) {
+        if literal_meets(pc, dir, fans_out, env, bufs, norm, links, None) {
             return true;
         }
     }
@@ -955,7 +1004,7 @@ fn glob_meets(
         Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
         None => glob.as_str(),
     };
-    pc.not_under.iter().all(|r| !r.contains(fixed))
+    outside_every_root(pc, pat, fixed, env, links)
 }
 
 /// Whether the literal endings of a tokenised glob and a clause glob agree (the shorter
