@@ -812,13 +812,6 @@ fn path_word_meets(
     s: &mut PathScratch<'_>,
 ) -> bool {
     let w = p.word(id);
-    let PathScratch {
-        bufs,
-        norm,
-        normals,
-        alts,
-        links,
-    } = s;
     let is_glob = w.flags & (GLOB | BRACE | COMPUTED) != 0;
     if !is_glob {
         // The common case, without copies: the operand (its normal form shared by every
@@ -827,20 +820,13 @@ fn path_word_meets(
         if lit.is_empty() {
             return false;
         }
-        return literal_meets(
-            pc,
-            lit,
-            fans_out,
-            env,
-            bufs,
-            norm,
-            links,
-            Some((&mut **normals, id)),
-        ) || key_value(lit)
-            .is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm, links, None));
+        return literal_meets(pc, lit, fans_out, env, s, Some(id))
+            || key_value(lit).is_some_and(|v| literal_meets(pc, v, fans_out, env, s, None));
     }
+    // Taken out while its entries are judged (which needs the rest of `s`), then put back.
+    let mut alts = std::mem::take(&mut *s.alts);
     alts.clear();
-    brace_expand(p.pattern(w), alts, 64);
+    brace_expand(p.pattern(w), &mut alts, 64);
     let n = alts.len();
     for k in 0..n {
         if let Some(v) = key_value(&alts[k]) {
@@ -848,17 +834,15 @@ fn path_word_meets(
             alts.push(v);
         }
     }
-    for a in alts.iter() {
-        let hit = if has_meta(a) {
-            glob_meets(pc, a, fans_out, env, bufs, norm, links)
+    let hit = alts.iter().any(|a| {
+        if has_meta(a) {
+            glob_meets(pc, a, fans_out, env, s)
         } else {
-            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm, links, None)
-        };
-        if hit {
-            return true;
+            literal_meets(pc, &unescape(a), fans_out, env, s, None)
         }
-    }
-    false
+    });
+    *s.alts = alts;
+    hit
 }
 
 /// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
@@ -873,16 +857,15 @@ fn key_value(s: &str) -> Option<&str> {
 
 /// A command run over what `find` lists (`fans_out`) is selective: the project itself as
 /// its start is not a delete of the whole project; a directory above it still is.
-/// `memo`: where the normal form of `lit`, a whole word of the parse, is kept.
+/// `memo`: the id of `lit` when it is a whole word of the parse, whose normal form
+/// `s.normals` keeps.
 fn literal_meets(
     pc: &PathCond,
     lit: &str,
     fans_out: bool,
     env: &PathEnv,
-    bufs: &mut PathBuffers,
-    norm: &mut String,
-    links: &mut LinkCache,
-    memo: Option<(&mut Normals, u32)>,
+    s: &mut PathScratch<'_>,
+    memo: Option<u32>,
 ) -> bool {
     if lit.starts_with('-') {
         return false;
@@ -899,8 +882,15 @@ fn literal_meets(
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
     }
+    let PathScratch {
+        bufs,
+        norm,
+        normals,
+        links,
+        ..
+    } = s;
     let norm = match memo {
-        Some((normals, id)) => normals.get(id, lit, env, bufs, norm),
+        Some(id) => normals.get(id, lit, env, bufs, norm),
         None => {
             normalize_word(lit, env, bufs, norm);
             norm.as_str()
@@ -955,21 +945,19 @@ fn glob_meets(
     pat: &str,
     fans_out: bool,
     env: &PathEnv,
-    bufs: &mut PathBuffers,
-    norm: &mut String,
-    links: &mut LinkCache,
+    s: &mut PathScratch<'_>,
 ) -> bool {
     if pat.starts_with('-') {
         return false;
     }
-    normalize_pattern(pat, env, bufs, norm);
-    let glob = norm.clone();
+    normalize_pattern(pat, env, s.bufs, s.norm);
+    let glob = s.norm.clone();
     // `dir/*` removes everything in `dir`: judge it as `dir` too.
     if let Some(dir) = glob.strip_suffix("/*")
         && !has_meta(dir)
     {
         let dir = if dir.is_empty() { "/" } else { dir };
-        if literal_meets(pc, dir, fans_out, env, bufs, norm, links, None) {
+        if literal_meets(pc, dir, fans_out, env, s, None) {
             return true;
         }
     }
@@ -1004,7 +992,7 @@ fn glob_meets(
         Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
         None => glob.as_str(),
     };
-    outside_every_root(pc, pat, fixed, env, links)
+    outside_every_root(pc, pat, fixed, env, s.links)
 }
 
 /// Whether the literal endings of a tokenised glob and a clause glob agree (the shorter
