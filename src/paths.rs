@@ -1250,6 +1250,29 @@ mod tests {
         assert!(!inside("escape/x"));
     }
 
+    /// What cannot be resolved is outside every root, the root itself included; so is a
+    /// path longer than the kernel opens. On Windows, a short name below what exists
+    /// (which could stand for any name there) is such a path.
+    #[test]
+    fn what_cannot_be_resolved_is_outside() {
+        let env = env();
+        let root = Root::new(Path::new("/proj"), &env);
+        // (On Windows, `/proj` is taken on the current drive.)
+        assert!(cfg!(windows) || root.contains("/proj/src", &Resolution::Unchanged));
+        assert!(!root.contains("/proj", &Resolution::Unknown));
+        assert!(!root.contains("/proj/src", &Resolution::Unknown));
+        let long = format!("/proj/{}", "x/".repeat(PATH_MAX));
+        assert!(!root.contains(&long, &Resolution::Unchanged));
+        #[cfg(windows)]
+        {
+            let root = Root::new(Path::new("C:/nonexistent-mcpwall-test"), &env);
+            let short = "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1";
+            let mut cache = LinkCache::default();
+            let opened = resolve_links(short, None, true, &mut cache.lookups());
+            assert!(!root.contains(short, &opened));
+        }
+    }
+
     /// Running on Windows, a Windows user's key path is judged against a Windows home,
     /// in any case and with either separator.
     #[cfg(windows)]
