@@ -25,8 +25,9 @@
 //! Normalisation is string work into a caller-owned buffer, with no allocation once the
 //! buffer has grown, and no I/O except for a `..` (one `lstat` of the component it
 //! removes, and `canonicalize` only when that is a symlink) and `~user` (the password
-//! database, read once). [`Root::contains`] (behind `not_under`) also touches the file
-//! system, to resolve symlinks; see its docs for when it does.
+//! database, read once). Symlinks are resolved by one walk, [`resolve_links`] (what it
+//! looks up is remembered, [`LinkCache`]), whose answer every rule kind judges: the regex
+//! and glob rules match it, [`Root::contains`] (behind `not_under`) places it.
 //!
 //! Comparisons are by path component (`/proj2` is not under `/proj`) and ignore
 //! ASCII case on macOS and Windows, whose default file systems do.
@@ -630,32 +631,33 @@ impl Root {
         Root { lexical, canonical }
     }
 
-    /// Whether the normalised path `path` really lies under this root once symlinks
-    /// are taken into account.
+    /// Whether the value whose normal form is `path` lies under this root, judged by what
+    /// the file system opens for it: `opened`, what [`resolve_links`] found for `path`,
+    /// the one resolution the regex and glob rules judge too.
     ///
-    /// Cost: when `path` is lexically under the root, each of its components below
-    /// the root is `lstat`ed (no allocation for paths under ~380 bytes) until one
-    /// does not exist; only if one of them is a symlink is the path fully resolved
-    /// (`canonicalize` of its longest existing ancestor, which allocates). A path that
-    /// is lexically outside is always resolved, since a symlink elsewhere may lead
-    /// back inside; that is the deny path, where the cost does not matter.
-    pub fn contains(&self, path: &str) -> bool {
-        let prefix = if is_under(path, &self.lexical) {
-            Some(self.lexical.len())
-        } else if is_under(path, &self.canonical) {
-            Some(self.canonical.len())
-        } else {
-            None
+    /// A path with no link on the way is inside when it is under the root as written or
+    /// under the root's real path; one through a link, when the real path it leads to is
+    /// (a link inside the root leading out is outside, one elsewhere leading in is
+    /// inside). What cannot be resolved ([`Resolution::Unknown`]: a loop, a directory
+    /// that may not be searched) and a path longer than the kernel opens are outside:
+    /// nobody can say where they lead.
+    ///
+    /// No I/O (the walk was `resolve_links`'s) and no allocation, except on Windows,
+    /// where junctions and symlinks are followed here (`canonicalize` of the longest
+    /// existing prefix), since `resolve_links` there expands short names only.
+    pub fn contains(&self, path: &str, opened: &Resolution) -> bool {
+        let real = match opened {
+            Resolution::Unknown => return false,
+            Resolution::Unchanged => path,
+            Resolution::Resolved(real) => real.as_str(),
         };
-        if let Some(prefix) = prefix
-            && !has_symlink_below(path, prefix)
-        {
-            return true;
+        if real.len() > PATH_MAX {
+            return false;
         }
-        match resolve_existing_prefix(path) {
-            Some(resolved) => is_under(&resolved, &self.canonical),
-            None => false,
+        if cfg!(windows) {
+            return resolve_existing_prefix(real).is_some_and(|r| is_under(&r, &self.canonical));
         }
+        is_under(real, &self.canonical) || is_under(real, &self.lexical)
     }
 }
 
@@ -836,29 +838,9 @@ pub fn windows_name(component: &str) -> &str {
     name
 }
 
-/// Whether some existing component of `path` after byte `prefix` is a symlink.
-fn has_symlink_below(path: &str, prefix: usize) -> bool {
-    if !path.starts_with('/') {
-        // Drive-letter paths on a Unix host name nothing on this file system.
-        return cfg!(windows);
-    }
-    let mut end = prefix;
-    while end < path.len().min(PATH_MAX) {
-        let next = path[end + 1..]
-            .find('/')
-            .map_or(path.len(), |i| end + 1 + i);
-        match std::fs::symlink_metadata(&path[..next]) {
-            Ok(meta) if meta.file_type().is_symlink() => return true,
-            Ok(_) => end = next,
-            Err(_) => return false,
-        }
-    }
-    false
-}
-
 /// `canonicalize` the longest existing ancestor of the clean absolute `path` and
 /// append the rest. `None` when nothing of it exists on this file system.
-pub fn resolve_existing_prefix(path: &str) -> Option<String> {
+fn resolve_existing_prefix(path: &str) -> Option<String> {
     if !(path.starts_with('/') || cfg!(windows)) {
         return None;
     }
@@ -1254,16 +1236,41 @@ mod tests {
         std::os::unix::fs::symlink(&outside, proj.join("escape")).unwrap();
         let env = PathEnv::new(Path::new("/home/u"), &proj);
         let root = Root::new(&proj, &env);
-        let n = |s: &str| {
-            let mut out = String::new();
-            normalize_into(s, &env, &mut PathBuffers::default(), &mut out);
-            out
+        let mut cache = LinkCache::default();
+        let mut inside = |s: &str| {
+            let mut path = String::new();
+            normalize_into(s, &env, &mut PathBuffers::default(), &mut path);
+            let opened = resolve_links(&path, None, true, &mut cache.lookups());
+            root.contains(&path, &opened)
         };
-        assert!(root.contains(&n("sub/new-file")));
-        assert!(root.contains(&n("not-yet/created/file")));
-        assert!(!root.contains(&n("../outside/x")));
+        assert!(inside("sub/new-file"));
+        assert!(inside("not-yet/created/file"));
+        assert!(!inside("../outside/x"));
         #[cfg(unix)]
-        assert!(!root.contains(&n("escape/x")));
+        assert!(!inside("escape/x"));
+    }
+
+    /// What cannot be resolved is outside every root, the root itself included; so is a
+    /// path longer than the kernel opens. On Windows, a short name below what exists
+    /// (which could stand for any name there) is such a path.
+    #[test]
+    fn what_cannot_be_resolved_is_outside() {
+        let env = env();
+        let root = Root::new(Path::new("/proj"), &env);
+        // (On Windows, `/proj` is taken on the current drive.)
+        assert!(cfg!(windows) || root.contains("/proj/src", &Resolution::Unchanged));
+        assert!(!root.contains("/proj", &Resolution::Unknown));
+        assert!(!root.contains("/proj/src", &Resolution::Unknown));
+        let long = format!("/proj/{}", "x/".repeat(PATH_MAX));
+        assert!(!root.contains(&long, &Resolution::Unchanged));
+        #[cfg(windows)]
+        {
+            let root = Root::new(Path::new("C:/nonexistent-mcpwall-test"), &env);
+            let short = "C:/nonexistent-mcpwall-test/SSH~1/ID_ED2~1";
+            let mut cache = LinkCache::default();
+            let opened = resolve_links(short, None, true, &mut cache.lookups());
+            assert!(!root.contains(short, &opened));
+        }
     }
 
     /// Running on Windows, a Windows user's key path is judged against a Windows home,
@@ -1278,6 +1285,11 @@ mod tests {
             out
         };
         let ssh = Root::new(Path::new("~/.ssh"), &env);
+        let mut cache = LinkCache::default();
+        let mut inside = |path: &str| {
+            let opened = resolve_links(path, None, true, &mut cache.lookups());
+            ssh.contains(path, &opened)
+        };
         for spelling in [
             "C:\\Users\\x\\.ssh\\id_rsa",
             "c:\\users\\X\\.SSH\\id_rsa",
@@ -1286,9 +1298,9 @@ mod tests {
             "~\\.ssh\\id_rsa",
             "..\\..\\Users\\x\\.ssh\\id_rsa",
         ] {
-            assert!(ssh.contains(&n(spelling)), "{spelling} -> {}", n(spelling));
+            assert!(inside(&n(spelling)), "{spelling} -> {}", n(spelling));
         }
-        assert!(!ssh.contains(&n("C:\\Users\\x\\.sshx\\id_rsa")));
-        assert!(!ssh.contains(&n("D:\\Users\\x\\.ssh\\id_rsa")));
+        assert!(!inside(&n("C:\\Users\\x\\.sshx\\id_rsa")));
+        assert!(!inside(&n("D:\\Users\\x\\.ssh\\id_rsa")));
     }
 }

@@ -1539,3 +1539,84 @@ fn a_link_made_between_two_calls_is_followed_on_the_second() {
         ["deny:keys"]
     );
 }
+
+/// `not_under` judges what a value opens, found by the walk the regex and glob rules use
+/// (issue 39): a chain of links out of the project to a directory not made yet (a write
+/// makes it there), a dangling link to a file outside, a loop (nobody can say where it
+/// leads: outside), and a link made between two calls judged by the same scratch. A link
+/// elsewhere that leads into the project opens a file inside it, and stays inside.
+#[cfg(unix)]
+#[test]
+fn not_under_judges_the_path_a_value_opens() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    let policy = support::load_policy(NOT_UNDER_POLICY, &env);
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    let project = &env.project;
+    let outside = project.parent().unwrap().join("outside");
+    symlink("b", project.join("a")).unwrap();
+    symlink("../outside/not-yet", project.join("b")).unwrap();
+    symlink(outside.join("new-file"), project.join("dangling")).unwrap();
+    symlink("loop2", project.join("loop1")).unwrap();
+    symlink("loop1", project.join("loop2")).unwrap();
+    symlink(project.join("src"), outside.join("into-project")).unwrap();
+    let mut judge = |path: &str| {
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "write_file", "arguments": {"path": path}}})
+        .to_string();
+        support::engine_inbound(&program, &call, &mut scratch).join(", ")
+    };
+    let abs = |rel: &str| project.join(rel).to_string_lossy().into_owned();
+
+    for path in ["src/main.rs".to_string(), abs("src/new/file")] {
+        assert_eq!(judge(&path), "default:allow", "{path}");
+    }
+    for path in [
+        "a/x".to_string(),
+        abs("a/x"),
+        "dangling".to_string(),
+        "loop1/x".to_string(),
+        abs("loop2"),
+    ] {
+        assert_eq!(judge(&path), "deny:outside", "{path}");
+    }
+    let into = outside.join("into-project/main.rs");
+    assert_eq!(judge(&into.to_string_lossy()), "default:allow");
+
+    let later = abs("src/later/x");
+    assert_eq!(judge(&later), "default:allow");
+    symlink(&outside, project.join("src/later")).unwrap();
+    assert_eq!(judge(&later), "deny:outside");
+}
+
+/// A value whose real path cannot be found (a loop) is outside every root, and when no
+/// rule denies it the call is refused as unreadable: an `allow` rule with `not_under`
+/// does not let it through.
+#[cfg(unix)]
+#[test]
+fn not_under_refuses_a_value_that_cannot_be_resolved() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    let policy = support::load_policy(
+        r"{settings: {default_action: deny}, rules: [{name: not-in-cache, match: {tool: read_file, arguments: {path: {not_under: '{project}/cache'}}}, action: allow}]}",
+        &env,
+    );
+    let program = mcpwall::program::Program::compile_with(&policy, &env.env).unwrap();
+    let mut scratch = program.scratch();
+    symlink("loop2", env.project.join("loop1")).unwrap();
+    symlink("loop1", env.project.join("loop2")).unwrap();
+    let call = |path: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": path}}})
+        .to_string()
+    };
+    assert_eq!(
+        support::engine_inbound(&program, &call("src/main.rs"), &mut scratch),
+        ["allow:not-in-cache"]
+    );
+    assert_eq!(
+        support::engine_inbound(&program, &call("loop1/x"), &mut scratch),
+        ["unreadable_path"]
+    );
+}

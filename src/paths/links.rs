@@ -127,6 +127,8 @@ enum Entry {
 /// The resolutions of one message's paths: [`LinkCache::lookups`].
 pub struct Lookups<'c> {
     cache: &'c mut LinkCache,
+    /// The changes reported before the first resolution have been taken in.
+    caught_up: bool,
 }
 
 impl Lookups<'_> {
@@ -144,6 +146,10 @@ impl Lookups<'_> {
     /// components below it are looked up (and a link among them resolved from the
     /// directory's real path).
     pub fn resolve(&mut self, path: &str, cwd: Option<&str>) -> Resolution {
+        if !self.caught_up {
+            self.cache.catch_up();
+            self.caught_up = true;
+        }
         self.cache.resolve(path, cwd)
     }
 }
@@ -165,11 +171,14 @@ enum Step {
 
 impl LinkCache {
     /// Start resolving the paths of one message: the changes reported since the last
-    /// resolution are taken in first (see the module docs), so what is remembered holds
-    /// for the file system as it is now.
+    /// resolution are taken in before its first resolution (see the module docs), so
+    /// what is remembered holds for the file system as it is now. A message that
+    /// resolves nothing costs nothing.
     pub fn lookups(&mut self) -> Lookups<'_> {
-        self.catch_up();
-        Lookups { cache: self }
+        Lookups {
+            cache: self,
+            caught_up: false,
+        }
     }
 
     fn resolve(&mut self, path: &str, cwd: Option<&str>) -> Resolution {

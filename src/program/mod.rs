@@ -251,11 +251,11 @@ pub(crate) fn string_id(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 /// hostile pattern fails to compile rather than exhausting memory. Evaluation touches
 /// each argument token once per engine class it needs; its cost grows with the size
 /// of the message and the number of *satisfied* conditions, not with the number of
-/// rules. The only I/O is `not_under`, which `lstat`s the components of a value below
-/// its root (see [`Root::contains`]), the normal form of a path with `..` (one `lstat`
-/// per `..`) or `~user` (the password file, read once per process), and the symlinks of
-/// path values for the regex and glob rules (an `lstat` per component, except what
-/// [`crate::paths::LinkCache`] remembers; a `readlink` per link). A `command`
+/// rules. The only I/O is the normal form of a path with `..` (one `lstat` per `..`) or
+/// `~user` (the password file, read once per process), and the symlinks of path values,
+/// resolved once per value for `not_under` and the regex and glob rules alike (an `lstat`
+/// per component, except what [`crate::paths::LinkCache`] remembers; a `readlink` per
+/// link). A `command`
 /// matcher parses each value it reads as a shell command line once (linear in its length,
 /// nesting bounded at 24 levels, into a per-[`Scratch`] arena) and judges each simple
 /// command against its clauses; the glob sets of the embedded packs' clauses are built on
@@ -405,6 +405,26 @@ struct Hit {
     what: u32,
 }
 
+/// A value of the message judged after the pass, with its symlinks resolved: one walk
+/// ([`crate::paths::resolve_links`]) serves its `not_under` checks and the regex and glob
+/// rules that read it again.
+#[derive(Debug)]
+struct DeferredPath {
+    sel: u32,
+    /// The value's normal form.
+    path: String,
+    /// Opened from the server's working directory (the value is relative).
+    relative: bool,
+    /// A path argument's value: one name, not text that may hold several words.
+    one_name: bool,
+    /// Judged again by the regex and glob rules when it resolves elsewhere.
+    rematch: bool,
+    /// Its `not_under` checks: `Scratch::deferred_checks[checks.0..checks.1]`.
+    checks: (u32, u32),
+    /// What the walk found, once a check or the rematch needed it.
+    opened: Option<crate::paths::Resolution>,
+}
+
 /// Per-pump mutable state for evaluation, so the hot path does not allocate.
 ///
 /// Made by [`Program::scratch`]; use it only with the program that made it.
@@ -425,14 +445,11 @@ pub struct Scratch {
     /// Directory entries no agent can change, remembered across messages.
     links: crate::paths::LinkCache,
     norm: String,
-    /// `not_under` checks (index into `Inbound::not_under`) and the normalised path, judged
-    /// after the pass; spent strings go back to the pool.
-    deferred_paths: Vec<(u32, String)>,
-    /// Path-shaped values (their normal form, with their selector) to judge again with
-    /// their symlinks resolved, after the pass.
-    /// (Whether the value was relative: opened from the server's working directory; and
-    /// whether it is a path argument's, one name, not text that may hold several words.)
-    deferred_links: Vec<(u32, String, bool, bool)>,
+    /// The values judged after the pass with their symlinks resolved; spent strings go
+    /// back to the pool.
+    deferred_paths: Vec<DeferredPath>,
+    /// Their `not_under` checks (indices into `Inbound::not_under`), each value's a range.
+    deferred_checks: Vec<u32>,
     /// A path argument names something whose real path could not be found (a link loop,
     /// a directory that may not be searched, a Windows short name below what exists):
     /// refused unless a rule denies first.
@@ -608,7 +625,7 @@ impl Program {
             links: Default::default(),
             norm: String::with_capacity(256),
             deferred_paths: Vec::new(),
-            deferred_links: Vec::new(),
+            deferred_checks: Vec::new(),
             unreadable_path: false,
             path_pool: Vec::new(),
             secret_hits: Vec::new(),
@@ -807,31 +824,6 @@ impl Program {
         scratch.state.best
     }
 
-    /// Judge the `not_under` checks the pass collected, each only when a rule needing it
-    /// could still decide: its method and tool hold, no earlier rule has decided, and every
-    /// argument condition it still lacks is a `not_under` one.
-    fn resolve_deferred_not_under(&self, s: &mut Scratch) {
-        let inb = &self.inbound;
-        let mut deferred = std::mem::take(&mut s.deferred_paths);
-        for (check, path) in deferred.drain(..) {
-            let c = &inb.not_under[check as usize];
-            let st = &s.state;
-            let viable = !st.is_set(c.pred)
-                && inb.pred_rules.get(c.pred as usize).iter().any(|&r| {
-                    let rule = &inb.rules[r as usize];
-                    r < st.best
-                        && st.is_set(rule.method)
-                        && (rule.tool == NONE || st.is_set(rule.tool))
-                        && rule.n_args - st.counts[r as usize] <= rule.n_not_under
-                });
-            if viable && !inb.roots[c.root as usize].contains(&path) {
-                s.state.satisfy(inb, c.pred);
-            }
-            s.path_pool.push(path);
-        }
-        s.deferred_paths = deferred;
-    }
-
     /// One pass over the message's argument tokens, setting predicate bits.
     fn scan_arguments(&self, frame: &Frame<'_>, msg: &Message, s: &mut Scratch) {
         use engine::{COMMAND, GLOB, NOT_UNDER, REGEX, SECRETS};
@@ -928,22 +920,15 @@ impl Program {
             // name is expanded wherever it stands, as before), or text no kernel would
             // open as one path (a line break, longer than PATH_MAX), costs no look-up. What the look-ups
             // cost, and why most of them are remembered: `crate::paths::LinkCache`.
-            if needs & (REGEX | GLOB) != 0
+            let rematch = needs & (REGEX | GLOB) != 0
                 && tok.kind == TokenKind::String
                 && (names_path
                     || shaped && !content_arg && (cfg!(windows) || !looks_like_prose_or_url(text)))
-                && crate::paths::may_name_a_file(text)
-            {
-                let mut path = s.path_pool.pop().unwrap_or_default();
-                if has_norm {
-                    path.clear();
-                    path.push_str(&s.norm);
-                } else {
-                    crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
-                }
-                s.deferred_links
-                    .push((sel, path, crate::paths::is_relative(text), names_path));
-            }
+                && crate::paths::may_name_a_file(text);
+            // `not_under` is judged after the pass too, and only for a rule that can still
+            // match: containment reads the file system (symlinks), which costs more than
+            // every other matcher of the frame together.
+            let first_check = s.deferred_checks.len() as u32;
             if needs & NOT_UNDER != 0 && tok.kind == TokenKind::String && has_norm {
                 for (i, c) in inb.not_under.iter().enumerate() {
                     if s.state.is_set(c.pred) || !applies(c.pred) {
@@ -952,14 +937,27 @@ impl Program {
                     if c.selector == ANY_SEL && !shaped {
                         continue;
                     }
-                    // Resolved after the pass, and only for a rule that can still match:
-                    // containment reads the file system (symlinks), which costs more than
-                    // every other matcher of the frame together.
-                    let mut path = s.path_pool.pop().unwrap_or_default();
+                    s.deferred_checks.push(i as u32);
+                }
+            }
+            let checks = (first_check, s.deferred_checks.len() as u32);
+            if rematch || checks.0 != checks.1 {
+                let mut path = s.path_pool.pop().unwrap_or_default();
+                if has_norm {
                     path.clear();
                     path.push_str(&s.norm);
-                    s.deferred_paths.push((i as u32, path));
+                } else {
+                    crate::paths::normalize_into(text, &self.env, &mut s.path_bufs, &mut path);
                 }
+                s.deferred_paths.push(DeferredPath {
+                    sel,
+                    path,
+                    relative: crate::paths::is_relative(text),
+                    one_name: names_path,
+                    rematch,
+                    checks,
+                    opened: None,
+                });
             }
             // A path-shaped glob (`~/.s*/id*`, a file tool's `paths` entry) is expanded by
             // the server or its glob library: judged as a shell operand, by its expansions.
@@ -991,7 +989,7 @@ impl Program {
                         }
                         parsed = true;
                     }
-                    if ce.holds(cp, &self.env, &mut s.command) {
+                    if ce.holds(cp, &self.env, &mut s.command, &mut s.links) {
                         s.state.satisfy(inb, cp.pred);
                     }
                 }
@@ -1009,20 +1007,27 @@ impl Program {
                 }
             }
         }
-        self.resolve_deferred_not_under(s);
-        self.resolve_deferred_links(s);
+        self.resolve_deferred_paths(s);
     }
 
-    /// Judge each path-shaped value collected by the pass again with its symlinks
-    /// resolved (component by component, `crate::paths::resolve_links`), by the regex and
-    /// glob rules: `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst
-    /// verdict of the two spellings wins. A dangling link is read as the path it names;
-    /// a path that cannot be resolved (a loop, a directory that may not be searched) makes
-    /// the message unreadable, refused unless a rule denies it. Skipped when a deny rule
-    /// has already decided: nothing found now could make the verdict worse.
-    fn resolve_deferred_links(&self, s: &mut Scratch) {
+    /// Judge the values the pass deferred with their symlinks resolved (component by
+    /// component, [`crate::paths::resolve_links`]; one walk per value, whatever needs it):
+    ///
+    /// 1. each `not_under` check, only when a rule needing it could still decide: its
+    ///    method and tool hold, no earlier rule has decided, and every argument condition
+    ///    it still lacks is a `not_under` one. A value is inside only if what it opens is
+    ///    ([`crate::paths::Root::contains`]);
+    /// 2. the regex and glob rules again, on the path the value opens when it differs:
+    ///    `project/link -> ~/.ssh` is read as `~/.ssh` too, and the worst verdict of the two
+    ///    spellings wins. A dangling link is read as the path it names. Skipped when a deny
+    ///    rule has already decided: nothing found now could make the verdict worse.
+    ///
+    /// A value that cannot be resolved (a loop, a directory that may not be searched) is
+    /// outside every root, and makes the message unreadable: refused unless a rule denies
+    /// it.
+    fn resolve_deferred_paths(&self, s: &mut Scratch) {
         let inb = &self.inbound;
-        let mut deferred = std::mem::take(&mut s.deferred_links);
+        let mut deferred = std::mem::take(&mut s.deferred_paths);
         let denied = |best: u32| {
             best != NONE && {
                 let rule = &inb.rules[best as usize];
@@ -1030,48 +1035,80 @@ impl Program {
             }
         };
         // One `read` of the file system's changes per message, when a path is looked up.
-        let mut lookups =
-            (!deferred.is_empty() && !denied(s.state.best)).then(|| s.links.lookups());
-        for (sel, path, relative, one_name) in deferred.drain(..) {
-            let resolved = match &mut lookups {
-                Some(lookups) if !denied(s.state.best) => crate::paths::resolve_links(
-                    &path,
-                    relative.then_some(self.env.cwd()),
-                    one_name,
-                    lookups,
-                ),
-                _ => crate::paths::Resolution::Unchanged,
-            };
-            if resolved == crate::paths::Resolution::Unknown {
-                s.unreadable_path = true;
-            }
-            if let crate::paths::Resolution::Resolved(resolved) = resolved {
-                let applies = |p: u32| {
-                    let ps = inb.pred_selector[p as usize];
-                    ps == ANY_SEL || ps == sel
-                };
-                if let Some(re) = &inb.regex {
-                    re.for_each_match(&mut s.in_regex, &resolved, |preds| {
-                        for &p in preds {
-                            if applies(p) {
-                                s.state.satisfy(inb, p);
-                            }
-                        }
+        let mut lookups = s.links.lookups();
+        for d in deferred.iter_mut() {
+            for k in d.checks.0..d.checks.1 {
+                let c = &inb.not_under[s.deferred_checks[k as usize] as usize];
+                let st = &s.state;
+                let viable = !st.is_set(c.pred)
+                    && inb.pred_rules.get(c.pred as usize).iter().any(|&r| {
+                        let rule = &inb.rules[r as usize];
+                        r < st.best
+                            && st.is_set(rule.method)
+                            && (rule.tool == NONE || st.is_set(rule.tool))
+                            && rule.n_args - st.counts[r as usize] <= rule.n_not_under
                     });
+                if !viable {
+                    continue;
                 }
-                if let Some(globs) = &inb.glob {
-                    globs.for_each_match(&mut s.in_globs, &resolved, |preds| {
-                        for &p in preds {
-                            if applies(p) {
-                                s.state.satisfy(inb, p);
-                            }
-                        }
-                    });
+                let opened = d.opened.get_or_insert_with(|| {
+                    crate::paths::resolve_links(
+                        &d.path,
+                        d.relative.then_some(self.env.cwd()),
+                        d.one_name,
+                        &mut lookups,
+                    )
+                });
+                if !inb.roots[c.root as usize].contains(&d.path, opened) {
+                    s.state.satisfy(inb, c.pred);
                 }
             }
-            s.path_pool.push(path);
         }
-        s.deferred_links = deferred;
+        for d in deferred.drain(..) {
+            let opened = if d.opened.is_some() || !d.rematch || denied(s.state.best) {
+                d.opened
+            } else {
+                Some(crate::paths::resolve_links(
+                    &d.path,
+                    d.relative.then_some(self.env.cwd()),
+                    d.one_name,
+                    &mut lookups,
+                ))
+            };
+            match opened {
+                Some(crate::paths::Resolution::Unknown) => s.unreadable_path = true,
+                Some(crate::paths::Resolution::Resolved(resolved))
+                    if d.rematch && !denied(s.state.best) =>
+                {
+                    let applies = |p: u32| {
+                        let ps = inb.pred_selector[p as usize];
+                        ps == ANY_SEL || ps == d.sel
+                    };
+                    if let Some(re) = &inb.regex {
+                        re.for_each_match(&mut s.in_regex, &resolved, |preds| {
+                            for &p in preds {
+                                if applies(p) {
+                                    s.state.satisfy(inb, p);
+                                }
+                            }
+                        });
+                    }
+                    if let Some(globs) = &inb.glob {
+                        globs.for_each_match(&mut s.in_globs, &resolved, |preds| {
+                            for &p in preds {
+                                if applies(p) {
+                                    s.state.satisfy(inb, p);
+                                }
+                            }
+                        });
+                    }
+                }
+                _ => {}
+            }
+            s.path_pool.push(d.path);
+        }
+        s.deferred_checks.clear();
+        s.deferred_paths = deferred;
     }
 
     /// `_any_value: {secrets: true}` judges the message's method, tool name and string
@@ -1572,6 +1609,7 @@ impl Program {
         }
         let mut out = Vec::new();
         let mut s = engine::command::CommandScratch::default();
+        let mut links = crate::paths::LinkCache::default();
         let tokens = frame.tokens();
         for i in msg.args.clone() {
             let tok = &tokens[i];
@@ -1605,7 +1643,7 @@ impl Program {
                 } else {
                     crate::shell::parse_into(text, &mut s.parsed);
                 }
-                if let Some(why) = ce.why(p, &self.env, &mut s) {
+                if let Some(why) = ce.why(p, &self.env, &mut s, &mut links) {
                     out.push(CommandExplanation {
                         understood: s.parsed.describe(),
                         why,

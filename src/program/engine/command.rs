@@ -17,7 +17,9 @@ use std::sync::OnceLock;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::config::policy::{CommandClause, CommandPaths};
-use crate::paths::{PathBuffers, PathEnv, Root, normalize_into};
+use crate::paths::{
+    LinkCache, PathBuffers, PathEnv, Root, is_relative, normalize_into, resolve_links,
+};
 use crate::shell::{ANY, ANY_HIDDEN, BRACE, COMPUTED, Command, GLOB, Parsed, RedirectKind, Word};
 
 mod gate;
@@ -543,7 +545,14 @@ impl CommandEngine {
     }
 
     /// Whether this predicate's clauses meet the command line already in `s.parsed`.
-    pub fn holds(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> bool {
+    /// `links`: the scratch's symlink look-ups, for the clauses' `not_under` roots.
+    pub fn holds(
+        &self,
+        p: &CommandPred,
+        env: &PathEnv,
+        s: &mut CommandScratch,
+        links: &mut LinkCache,
+    ) -> bool {
         s.normals.sync(&s.parsed);
         if s.parsed.unreadable().is_some()
             && !s.data_only
@@ -555,7 +564,7 @@ impl CommandEngine {
         for i in 0..commands {
             let c = s.parsed.commands()[i];
             for cl in p.clauses.get() {
-                if clause_holds(cl, &c, env, s) {
+                if clause_holds(cl, &c, env, s, links) {
                     return true;
                 }
             }
@@ -565,7 +574,13 @@ impl CommandEngine {
 
     /// Why the command line in `s.parsed` meets a predicate: the command and the clause,
     /// for `check`.
-    pub fn why(&self, p: &CommandPred, env: &PathEnv, s: &mut CommandScratch) -> Option<String> {
+    pub fn why(
+        &self,
+        p: &CommandPred,
+        env: &PathEnv,
+        s: &mut CommandScratch,
+        links: &mut LinkCache,
+    ) -> Option<String> {
         s.normals.sync(&s.parsed);
         if let Some(reason) = s.parsed.unreadable()
             && !s.data_only
@@ -587,7 +602,7 @@ impl CommandEngine {
         for i in 0..commands {
             let c = s.parsed.commands()[i];
             for (k, cl) in p.clauses.get().iter().enumerate() {
-                if clause_holds(cl, &c, env, s) {
+                if clause_holds(cl, &c, env, s, links) {
                     let words: Vec<String> = s
                         .parsed
                         .all_words(&c)
@@ -611,7 +626,13 @@ impl CommandEngine {
     }
 }
 
-fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch) -> bool {
+fn clause_holds(
+    cl: &Clause,
+    c: &Command,
+    env: &PathEnv,
+    s: &mut CommandScratch,
+    links: &mut LinkCache,
+) -> bool {
     let CommandScratch {
         parsed: p,
         bufs,
@@ -694,6 +715,7 @@ fn clause_holds(cl: &Clause, c: &Command, env: &PathEnv, s: &mut CommandScratch)
             norm,
             normals,
             alts,
+            links,
         };
         if !p
             .arg_ids(c)
@@ -777,6 +799,7 @@ struct PathScratch<'a> {
     norm: &'a mut String,
     normals: &'a mut Normals,
     alts: &'a mut Vec<String>,
+    links: &'a mut LinkCache,
 }
 
 /// Whether operand `id` (or the value of a `key=value` operand) meets the path condition.
@@ -789,12 +812,6 @@ fn path_word_meets(
     s: &mut PathScratch<'_>,
 ) -> bool {
     let w = p.word(id);
-    let PathScratch {
-        bufs,
-        norm,
-        normals,
-        alts,
-    } = s;
     let is_glob = w.flags & (GLOB | BRACE | COMPUTED) != 0;
     if !is_glob {
         // The common case, without copies: the operand (its normal form shared by every
@@ -803,19 +820,13 @@ fn path_word_meets(
         if lit.is_empty() {
             return false;
         }
-        return literal_meets(
-            pc,
-            lit,
-            fans_out,
-            env,
-            bufs,
-            norm,
-            Some((&mut **normals, id)),
-        ) || key_value(lit)
-            .is_some_and(|v| literal_meets(pc, v, fans_out, env, bufs, norm, None));
+        return literal_meets(pc, lit, fans_out, env, s, Some(id))
+            || key_value(lit).is_some_and(|v| literal_meets(pc, v, fans_out, env, s, None));
     }
+    // Taken out while its entries are judged (which needs the rest of `s`), then put back.
+    let mut alts = std::mem::take(&mut *s.alts);
     alts.clear();
-    brace_expand(p.pattern(w), alts, 64);
+    brace_expand(p.pattern(w), &mut alts, 64);
     let n = alts.len();
     for k in 0..n {
         if let Some(v) = key_value(&alts[k]) {
@@ -823,17 +834,15 @@ fn path_word_meets(
             alts.push(v);
         }
     }
-    for a in alts.iter() {
-        let hit = if has_meta(a) {
-            glob_meets(pc, a, fans_out, env, bufs, norm)
+    let hit = alts.iter().any(|a| {
+        if has_meta(a) {
+            glob_meets(pc, a, fans_out, env, s)
         } else {
-            literal_meets(pc, &unescape(a), fans_out, env, bufs, norm, None)
-        };
-        if hit {
-            return true;
+            literal_meets(pc, &unescape(a), fans_out, env, s, None)
         }
-    }
-    false
+    });
+    *s.alts = alts;
+    hit
 }
 
 /// The value of a `key=value` operand (`of=/dev/sda`, `--output=x`).
@@ -848,15 +857,15 @@ fn key_value(s: &str) -> Option<&str> {
 
 /// A command run over what `find` lists (`fans_out`) is selective: the project itself as
 /// its start is not a delete of the whole project; a directory above it still is.
-/// `memo`: where the normal form of `lit`, a whole word of the parse, is kept.
+/// `memo`: the id of `lit` when it is a whole word of the parse, whose normal form
+/// `s.normals` keeps.
 fn literal_meets(
     pc: &PathCond,
     lit: &str,
     fans_out: bool,
     env: &PathEnv,
-    bufs: &mut PathBuffers,
-    norm: &mut String,
-    memo: Option<(&mut Normals, u32)>,
+    s: &mut PathScratch<'_>,
+    memo: Option<u32>,
 ) -> bool {
     if lit.starts_with('-') {
         return false;
@@ -873,8 +882,15 @@ fn literal_meets(
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
     }
+    let PathScratch {
+        bufs,
+        norm,
+        normals,
+        links,
+        ..
+    } = s;
     let norm = match memo {
-        Some((normals, id)) => normals.get(id, lit, env, bufs, norm),
+        Some(id) => normals.get(id, lit, env, bufs, norm),
         None => {
             normalize_word(lit, env, bufs, norm);
             norm.as_str()
@@ -899,7 +915,29 @@ fn literal_meets(
     }
     let matched = written_hit != Some(false) && pc.set.is_match(lit)
         || !same && norm_hit != Some(false) && pc.set.is_match(norm);
-    matched && pc.not_under.iter().all(|r| !r.contains(norm))
+    matched && outside_every_root(pc, lit, norm, env, links)
+}
+
+/// Whether the normal form `norm` of the operand `written` lies outside every `not_under`
+/// root of the condition, judged by what it opens (its symlinks resolved, as for the
+/// argument rules).
+fn outside_every_root(
+    pc: &PathCond,
+    written: &str,
+    norm: &str,
+    env: &PathEnv,
+    links: &mut LinkCache,
+) -> bool {
+    if pc.not_under.is_empty() {
+        return true;
+    }
+    let opened = resolve_links(
+        norm,
+        is_relative(written).then_some(env.cwd()),
+        true,
+        &mut links.lookups(),
+    );
+    pc.not_under.iter().all(|r| !r.contains(norm, &opened))
 }
 
 fn glob_meets(
@@ -907,20 +945,19 @@ fn glob_meets(
     pat: &str,
     fans_out: bool,
     env: &PathEnv,
-    bufs: &mut PathBuffers,
-    norm: &mut String,
+    s: &mut PathScratch<'_>,
 ) -> bool {
     if pat.starts_with('-') {
         return false;
     }
-    normalize_pattern(pat, env, bufs, norm);
-    let glob = norm.clone();
+    normalize_pattern(pat, env, s.bufs, s.norm);
+    let glob = s.norm.clone();
     // `dir/*` removes everything in `dir`: judge it as `dir` too.
     if let Some(dir) = glob.strip_suffix("/*")
         && !has_meta(dir)
     {
         let dir = if dir.is_empty() { "/" } else { dir };
-        if literal_meets(pc, dir, fans_out, env, bufs, norm, None) {
+        if literal_meets(pc, dir, fans_out, env, s, None) {
             return true;
         }
     }
@@ -955,7 +992,7 @@ fn glob_meets(
         Some(i) => glob[..i].rfind('/').map_or("/", |j| &glob[..j.max(1)]),
         None => glob.as_str(),
     };
-    pc.not_under.iter().all(|r| !r.contains(fixed))
+    outside_every_root(pc, pat, fixed, env, s.links)
 }
 
 /// Whether the literal endings of a tokenised glob and a clause glob agree (the shorter

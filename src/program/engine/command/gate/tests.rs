@@ -103,13 +103,14 @@ fn check(program: &Program, lines: &[String], label: &str) -> usize {
         .as_ref()
         .expect("the pack has command matchers");
     let mut s = CommandScratch::default();
+    let mut links = crate::paths::LinkCache::default();
     let mut held = 0;
     for line in lines {
         ce.gate_scan(line, &program.env, &mut s);
         let gate: Vec<bool> = (0..ce.preds.len()).map(|k| ce.may_hold(k, &s)).collect();
         crate::shell::parse_into(line, &mut s.parsed);
         for (k, p) in ce.preds.iter().enumerate() {
-            if ce.holds(p, &program.env, &mut s) {
+            if ce.holds(p, &program.env, &mut s, &mut links) {
                 held += 1;
                 assert!(
                     gate[k],
@@ -249,9 +250,12 @@ fn a_parse_never_reuses_the_normal_forms_of_the_one_before() {
     let (_dir, program) = program("version: 1\nextends: [default]\n");
     let ce = program.inbound.command.as_ref().expect("command matchers");
     let mut s = CommandScratch::default();
+    let mut links = crate::paths::LinkCache::default();
     let mut holds = |line: &str| {
         crate::shell::parse_into(line, &mut s.parsed);
-        ce.preds.iter().any(|p| ce.holds(p, &program.env, &mut s))
+        ce.preds
+            .iter()
+            .any(|p| ce.holds(p, &program.env, &mut s, &mut links))
     };
     // Only the normal form of `../../../../../../etc/shadow` meets `/etc/shadow`; that of
     // `…/etc/shadow.txt`, which the prefilter lets through, does not.
