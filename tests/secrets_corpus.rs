@@ -844,6 +844,26 @@ fn split_and_percent_encoded_tokens_are_found_exactly() {
         let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
         assert_eq!(got, vec![token.as_str()], "{text:?}");
     }
+    // After a token's full-width lines (40 characters here), the next line is its last
+    // piece when it is a tail, not when it is an assignment's label.
+    let gitlab = format!("glpat-{}", rng.alnum(56));
+    let (head, middle) = gitlab.split_at(22);
+    for brk in ["\n", "\r\n", "\\n"] {
+        let tail = rng.alnum(5);
+        for (next, want) in [
+            ("region = eu-west-1".to_string(), vec![head, middle]),
+            ("region: eu-west-1".to_string(), vec![head, middle]),
+            (
+                format!("{tail}{brk}region = eu-west-1"),
+                vec![head, middle, tail.as_str()],
+            ),
+        ] {
+            let text = format!("the runner key is {head}{brk}{middle}{brk}{next}");
+            let found = find(&detector, &text);
+            let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
     // Short words around a break and ordinary escapes are left alone.
     for text in [
         "the quick brown\nfox jumps over the lazy dog",
