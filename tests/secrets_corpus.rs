@@ -547,6 +547,8 @@ fn every_label_shape_is_found_by_its_row() {
     #[derive(Clone, Copy)]
     enum V {
         Password,
+        /// A password whose first character is `-` (only a quoted flag value may be).
+        DashPassword,
         Alnum(usize),
         Hex(usize),
         Punct,
@@ -568,6 +570,9 @@ fn every_label_shape_is_found_by_its_row() {
         ("password-flag", "mysql -u root --password ", Password, " -h db"),
         ("password-flag", "psql --db-password '", Password, "'"),
         ("password-flag", "tool -password ", Password, ""),
+        ("password-flag-quoted", "psql --password '", DashPassword, "'"),
+        ("password-flag-quoted", "--db-password \"", DashPassword, "\""),
+        ("password-flag-quoted", "tool -password `", DashPassword, "`"),
         ("generic-password", "--password=", Password, ""),
         // generic-secret / generic-api-key / generic-token and their suffixes.
         ("generic-secret", "client_secret=", Alnum(32), ""),
@@ -607,6 +612,11 @@ fn every_label_shape_is_found_by_its_row() {
                         "ABCDEFGHJKMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789!*_~.",
                         n,
                     )
+                }
+                DashPassword => {
+                    let n = rng.range(12, 24);
+                    let chars = "ABCDEFGHJKMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz23456789!*_~.";
+                    format!("-{}", rng.chars(chars, n))
                 }
                 Alnum(n) => rng.alnum(n),
                 Hex(n) => rng.hex(n),
@@ -652,6 +662,11 @@ fn label_shapes_leave_names_paths_and_flags_alone() {
     for text in [
         "docker login --username ci --password-stdin < token.txt",
         "--password-file /run/secrets/db",
+        // Unquoted, a value starting with `-` is the next option; `$PW` is a variable.
+        "mysql --password --verbose -h db",
+        "tool -password -x7Qp2Lr9KwZ3 run",
+        "psql --password \"$PW\" -h db",
+        "psql --password '$DB_PASSWORD_FROM_ENV'",
         "<input type=\"password\" name=\"password\">",
         "<password></password>",
         "cache_key = \"users/12345/profile?include=settings\"",
@@ -828,6 +843,26 @@ fn split_and_percent_encoded_tokens_are_found_exactly() {
         let found = find(&detector, &text);
         let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
         assert_eq!(got, vec![token.as_str()], "{text:?}");
+    }
+    // After a token's full-width lines (40 characters here), the next line is its last
+    // piece when it is a tail, not when it is an assignment's label.
+    let gitlab = format!("glpat-{}", rng.alnum(56));
+    let (head, middle) = gitlab.split_at(22);
+    for brk in ["\n", "\r\n", "\\n"] {
+        let tail = rng.alnum(5);
+        for (next, want) in [
+            ("region = eu-west-1".to_string(), vec![head, middle]),
+            ("region: eu-west-1".to_string(), vec![head, middle]),
+            (
+                format!("{tail}{brk}region = eu-west-1"),
+                vec![head, middle, tail.as_str()],
+            ),
+        ] {
+            let text = format!("the runner key is {head}{brk}{middle}{brk}{next}");
+            let found = find(&detector, &text);
+            let got: Vec<&str> = found.iter().map(|f| &text[f.range.clone()]).collect();
+            assert_eq!(got, want, "{text:?}");
+        }
     }
     // Short words around a break and ordinary escapes are left alone.
     for text in [

@@ -1107,6 +1107,19 @@ pub(super) const BUILTINS: &[Builtin] = &[
         r#"-(?i-u:passwd|password)(?-u:[ \t])+["'`]?(?P<secret>[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%-][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{7,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#,
         Some(3.0),
     ),
+    // The same flag with a quoted value that starts with `-` (`--password '-x7Q…'`):
+    // quoted, a leading dash is part of the value, where unquoted it is the next option
+    // (`--password --verbose`). A row of its own because a pattern has one `secret`
+    // group and the regex has no look-behind: the dash rule depends on the quote before
+    // the group. A second dash (`'--no-prompt'`) is an option quoted. Same keywords, so
+    // a text pays one more anchored search per flag hit, which the bytes past the blanks
+    // (a quote, then `-`) end.
+    row(
+        "password-flag-quoted",
+        &["-password", "-Password", "-PASSWORD", "-passwd", "-PASSWD"],
+        r#"-(?i-u:passwd|password)(?-u:[ \t])+["'`](?P<secret>-[^\t\n\x0B\f\r "'`,;$<>{}()\[\]%-][^\t\n\x0B\f\r "'`,;<>{}()\[\]]{6,})(?:["'`\t\n\x0B\f\r ,;<]|$)"#,
+        Some(3.0),
+    ),
     // Two label shapes: an assignment (`password = …`, `"password": "…"`) and an XML
     // element's text (`<password>…</password>`).
     row_at(

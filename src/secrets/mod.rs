@@ -1351,6 +1351,32 @@ mod tests {
         }
     }
 
+    /// Quoted, a flag's value may start with `-` (the quote says where it begins);
+    /// unquoted, a dash starts the next option, and `$PW` names a variable.
+    #[test]
+    fn a_quoted_flag_value_may_start_with_a_dash() {
+        let password = ["-x7Qp", "2Lr9Kw"].concat();
+        for text in [
+            format!("mysql --password '{password}' -h db"),
+            format!("psql -password \"{password}\""),
+            format!("run --db-password `{password}`"),
+        ] {
+            assert_eq!(
+                found_texts(&text),
+                vec![("password-flag-quoted".to_string(), password.clone())],
+                "{text}"
+            );
+        }
+        for text in [
+            format!("mysql --password {password} -h db"),
+            "mysql --password --verbose -h db".to_string(),
+            "psql --password \"$PW\" -h db".to_string(),
+            "psql --password '--no-password-prompt'".to_string(),
+        ] {
+            assert_eq!(found_texts(&text), vec![], "{text}");
+        }
+    }
+
     /// The cost of a scan, counted in DFA steps (machine-independent): on texts made of
     /// one keyword repeated, where every hit's match runs to the end of the text, a scan
     /// of 256 KiB takes fewer than two steps per byte, as a scan of 16 KiB does.

@@ -239,8 +239,15 @@ fn chain(
     out: &mut Derived,
 ) -> Option<usize> {
     let mut after_cut = 0;
+    let mut read_to = None;
     while out.text.len() < MAX_REJOINED {
-        let piece_end = run_end(text, at, at + MAX_PIECE)?;
+        let run = run_end(text, at, at + MAX_PIECE)?;
+        let Some(piece_end) = unless_label(text, at, run) else {
+            // The chain ends before the label: a token's last piece is never the next
+            // line's first word when that word is assigned to.
+            return read_to;
+        };
+        read_to = Some(piece_end);
         if after_cut > 0 {
             out.later_pieces.push(out.text.len());
         }
@@ -254,6 +261,58 @@ fn chain(
         }
     }
     Some(at)
+}
+
+/// Blanks looked past after a piece for an assignment's `=` or `:` (as the labelled
+/// rows allow around theirs).
+const MAX_BLANKS_BEFORE_ASSIGNMENT: usize = 4;
+
+/// The longest name read as an assignment's label ([`unless_label`]).
+const MAX_LABEL: usize = 32;
+
+/// `run`, the end of the run of token characters from `at`, unless the run starts with
+/// an assignment's label: a name (a letter, then letters, digits, `_`, `.` or `-`, in one
+/// case: `region`, `LOG_LEVEL`, `db.host`) followed by a `=` inside the run
+/// (`region=eu-west-1`; not `==`, base64's padding), or the whole run a name followed
+/// by `=` or `:`, or by blanks and one of them standing alone (`region = eu-west-1`,
+/// `region: eu`, `LOG := 1`). A token's
+/// tail is random characters, mixed in case, and ends at the end of its line, a quote
+/// or punctuation; a checksum after a `=` (`…Zxh=46D0A07B`) or a group starting with
+/// one (`yebF =D78`) follows no name.
+fn unless_label(text: &[u8], at: usize, run: usize) -> Option<usize> {
+    let piece = &text[at..run];
+    let name_len = piece
+        .iter()
+        .take(MAX_LABEL + 1)
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        .count();
+    let name = &piece[..name_len];
+    let is_name = name_len <= MAX_LABEL
+        && name.first().is_some_and(u8::is_ascii_alphabetic)
+        && !(name.iter().any(u8::is_ascii_lowercase) && name.iter().any(u8::is_ascii_uppercase));
+    if !is_name {
+        return Some(run);
+    }
+    let assigned = if name_len < piece.len() {
+        piece[name_len] == b'=' && piece.get(name_len + 1).is_some_and(|&b| b != b'=')
+    } else {
+        // Past blanks, the operator must stand alone (`region = eu`, `LOG := 1`): a group
+        // of a spaced token may start with a `=` (`KW79 =3A2`).
+        let rest = &text[run..];
+        let blanks = rest
+            .iter()
+            .take(MAX_BLANKS_BEFORE_ASSIGNMENT)
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        let op = &rest[blanks..];
+        let op_len = match op {
+            [b':' | b'=', b'=' | b'>', ..] => 2,
+            [b':' | b'=', ..] => 1,
+            _ => 0,
+        };
+        op_len > 0 && (blanks == 0 || op.get(op_len).is_none_or(|&b| !is_token_byte(b)))
+    };
+    (!assigned).then_some(run)
 }
 
 /// A line at least this wide before a break is read as wrapped at a terminal's or an
@@ -443,6 +502,49 @@ mod tests {
         assert_eq!(rejoined(&format!("ghp_{}\nx", "a".repeat(1100)), 0), None);
         // A spaced head of one word is not a token's.
         assert_eq!(rejoined("glpat-example lorem ipsum dolor", 0), None);
+    }
+
+    /// After a token's full-width middle lines, the next line is its last piece only
+    /// when it is not an assignment's label (`region = …` once was read in).
+    #[test]
+    fn a_last_piece_stops_before_an_assignment() {
+        let lines = "ghp_abcdefgh\nijklmnopqrst\n";
+        for next in [
+            "region = eu-west-1",
+            "region=eu-west-1",
+            "region: eu",
+            "LOG := 1",
+        ] {
+            assert_eq!(
+                rejoined(&format!("{lines}{next}"), 0),
+                Some(("ghp_abcdefghijklmnopqrst".into(), 25)),
+                "{next}"
+            );
+        }
+        // A genuine short last piece is still read, up to a quote, a space or the end.
+        for (next, end) in [("uv7X", 30), ("uv7X\" more", 30), ("uv7X is it", 30)] {
+            assert_eq!(
+                rejoined(&format!("{lines}{next}"), 0),
+                Some(("ghp_abcdefghijklmnopqrstuv7X".into(), end)),
+                "{next}"
+            );
+        }
+        // Nor is a name before a group that starts with `=` (a spaced token's checksum).
+        assert_eq!(
+            rejoined(&format!("{lines}uv7x =46D0"), 0),
+            Some(("ghp_abcdefghijklmnopqrstuv7x".into(), 30))
+        );
+        // Base64 padding and a checksum after a random tail are no assignments.
+        assert_eq!(
+            rejoined(&format!("{lines}uv7X=="), 0),
+            Some(("ghp_abcdefghijklmnopqrstuv7X==".into(), 32))
+        );
+        assert_eq!(
+            rejoined(&format!("{lines}uv7X=46D0A07B"), 0),
+            Some(("ghp_abcdefghijklmnopqrstuv7X=46D0A07B".into(), 39))
+        );
+        // The piece right after the cut is no label's either: no rejoin at all.
+        assert_eq!(rejoined("ghp_ab\nregion = eu", 0), None);
     }
 
     #[test]

@@ -333,6 +333,7 @@ pub const FORMATS: &[&str] = &[
     "http-authorization-header",
     "http-bearer-token",
     "password-flag",
+    "password-flag-quoted",
     "generic-password",
     "generic-secret",
     "generic-api-key",
@@ -921,6 +922,21 @@ pub fn fake(name: &str, rng: &mut Rng) -> Fake {
                 value = password(r);
             }
             labelled(flag, s, value)
+        }
+        "password-flag-quoted" => {
+            // Quoted, a value may start with `-`: the quote says where it begins.
+            let flag = r.pick(&["--password", "--db-password", "-password", "-passwd"]);
+            let quote = r.pick(&["'", "\"", "`"]);
+            // One dash: `'--no-prompt'` is an option quoted.
+            let mut rest = password(r);
+            while rest.starts_with('-') {
+                rest = password(r);
+            }
+            let value = format!("-{rest}");
+            Fake {
+                text: format!("{flag} {quote}{value}{quote}"),
+                secret: value,
+            }
         }
         "generic-secret" => {
             let label = r.pick(&[
