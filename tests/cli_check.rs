@@ -805,6 +805,43 @@ fn r22_explain_policy_names_overrides_and_differences_from_the_original() {
     );
 }
 
+/// `secrets.disable` lifts a built-in with its variants: a password after a flag, quoted
+/// so it may start with `-`, is `password-flag-quoted`, which `disable: [password-flag]`
+/// lifts too; lifting only the variant leaves the plain shape found.
+#[test]
+fn disabling_a_builtin_detector_lifts_its_variants() {
+    let quoted = "deploy --password '-x7Qp2Lr9KwZ4'";
+    let plain = "deploy --password x7Qp2Lr9KwZ4";
+    let judged = |disable: &str, text: &str| {
+        let s = Sandbox::new();
+        std::fs::create_dir_all(s.home().join(".mcpwall")).unwrap();
+        std::fs::write(
+            s.home().join(".mcpwall/config.yml"),
+            format!("version: 1\nextends: [default]\nsecrets: {{disable: [{disable}]}}\n"),
+        )
+        .unwrap();
+        s.check(&["--tool", "read_file"], &result(3, text))
+    };
+    let r = judged("slack-token", quoted);
+    assert!(
+        r.code == 1 && r.stdout.contains("password-flag-quoted"),
+        "found while its family is on: {}{}",
+        r.stdout,
+        r.stderr
+    );
+    for text in [quoted, plain] {
+        let r = judged("password-flag", text);
+        assert_eq!(r.code, 0, "{text}: {}{}", r.stdout, r.stderr);
+    }
+    let r = judged("password-flag-quoted", plain);
+    assert!(
+        r.code == 1 && r.stdout.contains("password-flag ×1"),
+        "lifting the variant leaves the detector: {}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
 /// An untrusted project file cannot weaken a built-in detector by naming a pattern after
 /// it: the built-in stays, and the replacement is listed as ignored.
 #[test]

@@ -237,7 +237,12 @@ fn build_detector(policy: &Policy, diags: &mut Diags<'_>) -> Option<secret::Secr
     // get this far with one, see `config::merge`).
     let mut specs: Vec<DetectorSpec> = builtin
         .into_iter()
-        .filter(|s| !policy.disabled_secrets.iter().any(|d| d.value == s.name))
+        .filter(|s| {
+            !policy
+                .disabled_secrets
+                .iter()
+                .any(|d| crate::secrets::lifts(&d.value, &s.name))
+        })
         .filter(|s| {
             !policy
                 .secret_patterns

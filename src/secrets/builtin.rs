@@ -1250,6 +1250,16 @@ pub fn builtin_specs() -> Vec<DetectorSpec> {
         .collect()
 }
 
+/// Whether `secrets.disable: [disabled]` turns the built-in `name` off: the detector of
+/// that name and its variants, the rows named after it with a suffix
+/// (`password-flag-quoted`, `private-key-body`): a variant finds the same secret in
+/// another shape, so a user who lifts the detector for a false positive would otherwise
+/// meet the same finding under a name they did not know to lift.
+pub fn lifts(disabled: &str, name: &str) -> bool {
+    name.strip_prefix(disabled)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+}
+
 /// No built-in row matches fewer bytes (`url-basic-auth`, `a://b:c@d`). Built-ins are
 /// not parsed until their keyword is found, so the bound that lets short texts skip the
 /// search is kept here; a test checks it against every row's parsed regex.
@@ -1300,6 +1310,35 @@ mod tests {
         let mut spec = builtin_specs().remove(0);
         spec.name = "renamed".into();
         assert!(!is_builtin(&spec));
+    }
+
+    /// The families `secrets.disable` lifts together, pinned: a new row named after
+    /// another one joins its family, which must be a decision, not an accident of naming.
+    #[test]
+    fn a_detector_lifts_exactly_its_named_variants() {
+        let names: Vec<String> = builtin_specs().into_iter().map(|s| s.name).collect();
+        let mut families: Vec<(&str, &str)> = Vec::new();
+        for d in &names {
+            for n in &names {
+                if d != n && lifts(d, n) {
+                    families.push((d, n));
+                }
+            }
+        }
+        families.sort_unstable();
+        assert_eq!(
+            families,
+            [
+                ("aws-secret-access-key", "aws-secret-access-key-unlabelled"),
+                ("heroku-api-key", "heroku-api-key-labelled"),
+                ("netlify-token", "netlify-token-labelled"),
+                ("password-flag", "password-flag-quoted"),
+                ("private-key", "private-key-body"),
+            ]
+        );
+        assert!(lifts("password-flag", "password-flag"));
+        assert!(!lifts("password-flag-quoted", "password-flag"));
+        assert!(!lifts("password", "passwordx"));
     }
 
     #[test]

@@ -84,7 +84,7 @@ use regex_automata::{Anchored, Input, PatternID, meta};
 use regex_syntax::hir::Hir;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
-pub use builtin::builtin_specs;
+pub use builtin::{builtin_specs, lifts};
 pub use entropy::shannon_entropy;
 
 use engine::{Engine, EngineCache};
