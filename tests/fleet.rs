@@ -864,3 +864,74 @@ fn a_token_revoked_on_one_replica_closes_its_streams_on_the_others_at_once() {
     assert!(fleet::header(&head, "retry-after").is_some(), "{head}");
     drop(a);
 }
+
+/// A Redis that takes connections and never answers (a host gone behind a firewall
+/// that drops packets) holds a bearer token's revocation check for its whole
+/// `timeout_ms`. That wait is one request's: the gateway's I/O thread, which serves every
+/// connection, goes on serving the others meanwhile. Plain TCP stands in for the
+/// silent Redis, so this runs without `redis-server`.
+#[test]
+fn a_redis_that_never_answers_holds_up_only_the_request_waiting_for_it() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    // Accepted and kept open, never read from or written to.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let home = Home::new();
+    let ci = format!("Bearer {}", home.token(&["add", "ci"]));
+    let gw = Gateway::serve(
+        home,
+        &format!(
+            "  shared_state: {{redis: \"redis://127.0.0.1:{port}/0\", name: silent, timeout_ms: 4000}}"
+        ),
+    );
+    // Past the second after a failed call in which calls fail at once (what the gateway
+    // asked Redis while starting failed), so the next check waits for Redis again.
+    std::thread::sleep(Duration::from_millis(1500));
+    let addr = gw.addr.clone();
+    let waiting = std::thread::spawn(move || {
+        let client = Client {
+            addr: &addr,
+            auth: ci,
+        };
+        let started = Instant::now();
+        let (status, head, body) = fleet::exchange(
+            client.addr,
+            "/mcp",
+            &client.headers(None),
+            initialize_msg().to_string().as_bytes(),
+        );
+        (status, format!("{head}\n{body}"), started.elapsed())
+    });
+    // Let the known token's request reach its check, then send one the token file
+    // answers alone: an unknown token.
+    std::thread::sleep(Duration::from_millis(500));
+    let stranger = Client {
+        addr: &gw.addr,
+        auth: "Bearer mcpwall_not-a-token-of-this-gateway".to_string(),
+    };
+    let started = Instant::now();
+    let (status, head, _) = fleet::exchange(
+        stranger.addr,
+        "/mcp",
+        &stranger.headers(None),
+        initialize_msg().to_string().as_bytes(),
+    );
+    let answered_in = started.elapsed();
+    assert_eq!(status, 401, "{head}");
+    let (waited_status, waited_head, waited) = waiting.join().unwrap();
+    assert_eq!(waited_status, 503, "fail closed: {waited_head}");
+    assert!(
+        waited >= Duration::from_secs(3),
+        "the check did not wait for the silent Redis ({waited:?}), so this proves nothing: {waited_head}\n{}",
+        gw.stderr()
+    );
+    assert!(
+        answered_in < Duration::from_millis(1500),
+        "another connection waited {answered_in:?} behind the revocation check"
+    );
+}

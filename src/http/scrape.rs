@@ -32,7 +32,7 @@ pub struct Scrape {
 }
 
 impl Scrape {
-    fn answer(&self, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    async fn answer(&self, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
         let text = |status: StatusCode, body: &'static str| {
             let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
             *r.status_mut() = status;
@@ -59,7 +59,11 @@ impl Scrape {
             }
         }
         let presented = super::server::bearer_token(req);
-        let identified = match presented.map(|t| gateway.tokens.identify(t)) {
+        let identified = match presented {
+            Some(t) => Some(gateway.tokens.identify(t).await),
+            None => None,
+        };
+        let identified = match identified {
             Some(Err(why)) => {
                 // Whether the reader's token was revoked elsewhere cannot be known now.
                 self.metrics.note_refused_scrape();
@@ -138,8 +142,8 @@ pub async fn serve(
                 tokio::spawn(async move {
                     let _permit = permit;
                     let service = hyper::service::service_fn(move |req| {
-                        let r = scrape.answer(&req);
-                        async move { Ok::<_, Infallible>(r) }
+                        let scrape = scrape.clone();
+                        async move { Ok::<_, Infallible>(scrape.answer(&req).await) }
                     });
                     let _ = tokio::time::timeout(
                         Duration::from_secs(30),

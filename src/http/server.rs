@@ -490,7 +490,7 @@ impl Gateway {
         let mut rejection = None;
         let by_token = match presented {
             None => None,
-            Some(token) => match self.tokens.identify(token) {
+            Some(token) => match self.tokens.identify(token).await {
                 Ok(Some(name)) => Some(Some(name)),
                 Err(why) => {
                     // Whether another replica revoked the token cannot be known now: not
@@ -1208,26 +1208,18 @@ impl Gateway {
             Ok(shake) => shake,
             Err(why) => return plain(StatusCode::BAD_REQUEST, why),
         };
-        let tokens = self.tokens.clone();
-        let whose = identity.clone();
-        let credential: super::websocket::CredentialCheck = Box::new(move || {
-            use super::websocket::Credential;
-            // Heard as they are made, a revocation ends the session (and its socket).
-            let Some(name) = whose.as_deref().filter(|_| !tokens.hears_revocations()) else {
-                return Credential::Valid;
-            };
-            match tokens.still_valid(name) {
-                Ok(true) => Credential::Valid,
-                Ok(false) => Credential::Revoked,
-                Err(_) => Credential::Unchecked,
-            }
+        // Only identities of the token file can be revoked; an identity provider's
+        // tokens end when they expire (`still_valid` answers `true` for them).
+        let holder = identity.clone().map(|identity| super::websocket::Holder {
+            tokens: self.tokens.clone(),
+            identity,
         });
         let conversation = match self.open_session(identity, true, false, "websocket") {
             Ok(c) => c,
             Err(refusal) => return *refusal,
         };
         let max = self.max_frame_bytes();
-        super::websocket::accept(req, shake, conversation, max, self.chatter, credential)
+        super::websocket::accept(req, shake, conversation, max, self.chatter, holder)
     }
 
     /// `GET /sse`: a new session whose every message goes on this one stream, after an

@@ -174,6 +174,16 @@ fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
+/// A revocation check that ended without an answer (its task panicked): the token is
+/// refused as when the shared state is lost (fail closed).
+fn check_failed() -> crate::shared_state::Unavailable {
+    crate::shared_state::Lost {
+        store: "the shared state".to_string(),
+        why: "the revocation check ended without an answer".to_string(),
+    }
+    .into()
+}
+
 impl LiveTokens {
     /// The file at `path` as `serve` read it at start (`None`: there was none).
     /// `always_required`: a token is required even while none exists.
@@ -382,8 +392,12 @@ impl LiveTokens {
 
     /// The identity a presented token belongs to now (`None`: none, or it was revoked).
     /// `Err`: the shared state cannot say whether another replica revoked it.
-    pub fn identify(
-        &self,
+    ///
+    /// Asking the shared state is a round trip of up to its `timeout_ms`, made on the
+    /// blocking pool: on the I/O thread it would hold up every other connection, each
+    /// identity's included, while one waits for Redis.
+    pub async fn identify(
+        self: &Arc<Self>,
         token: &str,
     ) -> Result<Option<Arc<str>>, crate::shared_state::Unavailable> {
         let identity = match &self.lock().store {
@@ -393,9 +407,34 @@ impl LiveTokens {
         let Some(identity) = identity else {
             return Ok(None);
         };
-        // Asked outside the lock: a round trip to the shared state holds up no one else.
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        Ok(self.not_revoked(&hash)?.then_some(identity))
+        if self.shared.get().is_none() {
+            return Ok(Some(identity));
+        }
+        let tokens = self.clone();
+        let fresh = tokio::task::spawn_blocking(move || tokens.not_revoked(&hash))
+            .await
+            .unwrap_or_else(|_| Err(check_failed()))?;
+        Ok(fresh.then_some(identity))
+    }
+
+    /// Whether identity `name`'s token may still be used ([`Self::still_valid`]), asked
+    /// on the blocking pool when the shared state must be asked: `None` when it need not
+    /// be (this replica hears revocations as they are made, or shares none), so an open
+    /// stream's messages pay nothing for the question in the usual case.
+    pub async fn still_valid_unless_heard(
+        self: &Arc<Self>,
+        name: &Arc<str>,
+    ) -> Option<Result<bool, crate::shared_state::Unavailable>> {
+        if self.hears_revocations() {
+            return None;
+        }
+        let (tokens, name) = (self.clone(), name.clone());
+        Some(
+            tokio::task::spawn_blocking(move || tokens.still_valid(&name))
+                .await
+                .unwrap_or_else(|_| Err(check_failed())),
+        )
     }
 
     /// The identity a verified client certificate stands for: the one identity of the
@@ -777,13 +816,17 @@ mod tests {
     fn a_live_store_reports_revocations_and_closing_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens");
-        let live = LiveTokens::new(path.clone(), None, false);
+        let live = Arc::new(LiveTokens::new(path.clone(), None, false));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let identify = |token: &str| runtime.block_on(live.identify(token));
         assert_eq!(live.gate(), Gate::Open);
         let token = Tokens::add(&path, "dev").unwrap();
         let change = live.refresh();
         assert!(change.closed && change.revoked.is_empty(), "{change:?}");
         assert_eq!(live.gate(), Gate::Required);
-        assert_eq!(live.identify(&token).unwrap().as_deref(), Some("dev"));
+        assert_eq!(identify(&token).unwrap().as_deref(), Some("dev"));
         assert_eq!(live.refresh(), Change::default());
         Tokens::add(&path, "ci").unwrap();
         assert_eq!(live.refresh(), Change::default());
@@ -791,7 +834,7 @@ mod tests {
         let change = live.refresh();
         assert_eq!(change.revoked, [Arc::from("dev")]);
         assert!(!change.closed);
-        assert_eq!(live.identify(&token).unwrap(), None);
+        assert_eq!(identify(&token).unwrap(), None);
         // Gone: still closed, nobody identified.
         Tokens::remove(&path, "ci").unwrap();
         assert_eq!(live.refresh().revoked, [Arc::from("ci")]);

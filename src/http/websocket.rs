@@ -31,6 +31,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, error::CapacityE
 
 use super::conversation::Conversation;
 use super::sse::Reply;
+use super::tokens::LiveTokens;
 use crate::io::{Chatter, LogLevel};
 use crate::session::Line;
 
@@ -46,22 +47,30 @@ const WRITE_SLACK: usize = 64 * 1024;
 /// one more closes it with 1008.
 const MAX_UNREAD_PONGS: usize = 64;
 
-/// Whether the socket's identity may still send, as a check before a client message
-/// finds it ([`CredentialCheck`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credential {
-    Valid,
-    /// Its token was revoked (on this replica or another): the socket closes with 1008.
-    Revoked,
-    /// Whether it was revoked cannot be known now (the shared state is unreachable): the
-    /// socket closes with 1013, try again later (fail closed).
-    Unchecked,
+/// The identity of a socket opened with a token of the token file, checked before each
+/// client message: a replica that hears revocations as they are made closes the socket
+/// when one is heard and asks nothing; one that does not asks the shared state, on the
+/// blocking pool ([`LiveTokens::still_valid_unless_heard`]).
+pub struct Holder {
+    pub tokens: Arc<LiveTokens>,
+    pub identity: Arc<str>,
 }
 
-/// Asked before each client message: a replica that hears revocations as they are made
-/// answers at once (a revocation closes the socket when heard); one that does not asks
-/// the shared state.
-pub type CredentialCheck = Box<dyn Fn() -> Credential + Send + Sync>;
+impl Holder {
+    /// Why the socket must close before this message is relayed, if it must.
+    async fn refusal(&self) -> Option<(CloseCode, &'static str)> {
+        match self.tokens.still_valid_unless_heard(&self.identity).await {
+            None | Some(Ok(true)) => None,
+            // Revoked on this replica or another.
+            Some(Ok(false)) => Some((CloseCode::Policy, "the token was revoked")),
+            // Whether it was revoked cannot be known now: fail closed, try again later.
+            Some(Err(_)) => Some((
+                CloseCode::Again,
+                "the gateway cannot check the token now: reconnect later",
+            )),
+        }
+    }
+}
 
 /// What an upgrade request asks for, once its headers are found to be a WebSocket
 /// handshake: the `Sec-WebSocket-Accept` value and whether to confirm `mcp`.
@@ -118,7 +127,7 @@ pub fn accept(
     conversation: Arc<Conversation>,
     max_message: usize,
     chatter: Chatter,
-    credential: CredentialCheck,
+    holder: Option<Holder>,
 ) -> Response<Reply> {
     let Ok(accept) = HeaderValue::from_str(&shake.accept) else {
         conversation.end();
@@ -156,7 +165,7 @@ pub fn accept(
                     blocked: blocked.clone(),
                 };
                 let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-                relay(socket, &conversation, &blocked, chatter, &credential).await;
+                relay(socket, &conversation, &blocked, chatter, holder.as_ref()).await;
             }
             Err(e) => chatter.log(
                 LogLevel::Info,
@@ -179,7 +188,7 @@ async fn relay<S>(
     conversation: &Conversation,
     blocked: &AtomicBool,
     chatter: Chatter,
-    credential: &CredentialCheck,
+    holder: Option<&Holder>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -201,17 +210,10 @@ async fn relay<S>(
         loop {
             match source.next().await {
                 Some(Ok(Message::Text(text))) => {
-                    match credential() {
-                        Credential::Valid => {}
-                        Credential::Revoked => {
-                            return Some((CloseCode::Policy, "the token was revoked"));
-                        }
-                        Credential::Unchecked => {
-                            return Some((
-                                CloseCode::Again,
-                                "the gateway cannot check the token now: reconnect later",
-                            ));
-                        }
+                    if let Some(holder) = holder
+                        && let Some(refusal) = holder.refusal().await
+                    {
+                        return Some(refusal);
                     }
                     conversation.touch();
                     // JSON allows newlines only as whitespace between tokens, and the
