@@ -812,7 +812,7 @@ fn r22_explain_policy_names_overrides_and_differences_from_the_original() {
 fn disabling_a_builtin_detector_lifts_its_variants() {
     let quoted = "deploy --password '-x7Qp2Lr9KwZ4'";
     let plain = "deploy --password x7Qp2Lr9KwZ4";
-    let judged = |disable: &str, text: &str| {
+    let sandbox = |disable: &str| {
         let s = Sandbox::new();
         std::fs::create_dir_all(s.home().join(".mcpwall")).unwrap();
         std::fs::write(
@@ -820,8 +820,19 @@ fn disabling_a_builtin_detector_lifts_its_variants() {
             format!("version: 1\nextends: [default]\nsecrets: {{disable: [{disable}]}}\n"),
         )
         .unwrap();
-        s.check(&["--tool", "read_file"], &result(3, text))
+        s
     };
+    let judged = |disable: &str, text: &str| {
+        sandbox(disable).check(&["--tool", "read_file"], &result(3, text))
+    };
+    let explained = sandbox("password-flag").run(&["explain-policy"], "");
+    assert!(
+        explained
+            .stdout
+            .contains("disabled: password-flag, with password-flag-quoted"),
+        "explain-policy says what the name lifts: {}",
+        explained.stdout
+    );
     let r = judged("slack-token", quoted);
     assert!(
         r.code == 1 && r.stdout.contains("password-flag-quoted"),

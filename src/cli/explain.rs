@@ -426,7 +426,21 @@ pub fn render_text(policy: &Policy, program: &Program, order_warnings: &[String]
         let _ = writeln!(w, "  {}  {origin}{entropy}{replaces}", spec.name);
     }
     for d in &policy.disabled_secrets {
-        let _ = writeln!(w, "  disabled: {}  ({})", d.value, location(policy, d.span));
+        let variants: Vec<String> = crate::secrets::builtin_specs()
+            .into_iter()
+            .filter(|b| b.name != d.value && crate::secrets::lifts(&d.value, &b.name))
+            .map(|b| b.name)
+            .collect();
+        let with = match variants.is_empty() {
+            true => String::new(),
+            false => format!(", with {}", variants.join(", ")),
+        };
+        let _ = writeln!(
+            w,
+            "  disabled: {}{with}  ({})",
+            d.value,
+            location(policy, d.span)
+        );
     }
 
     o
