@@ -205,8 +205,10 @@ fn evaluate_shell_command(bencher: Bencher, what: &str) {
 /// 1 MiB of path-like argument text (issue 39's adversarial inputs), judged by the shipped
 /// default pack: `/home/u/.sshx/id_rsa.pubx/../.envx` repeated with and without spaces as
 /// a `write_file` content, the same with spaces as a command (also as the operands of
-/// `cat`, which more of the pack's clauses judge), `/home/u/x/../y` repeated as a
-/// `read_file` path, and `a/../b/../c ` repeated as a command. The target is 50 MB/s each.
+/// `cat`, which more of the pack's clauses judge) and without spaces as a `read_file` path,
+/// `/home/u/x/../y` repeated as a `read_file` path and as a `write_file` content, and
+/// `a/../b/../c ` repeated as a command. The target is 50 MB/s each
+/// (`tests/benches/path_text.sh` measures the same eight through `mcpwall check`).
 #[divan::bench(
     args = [
         "sshx-spaces-content",
@@ -214,6 +216,8 @@ fn evaluate_shell_command(bencher: Bencher, what: &str) {
         "sshx-spaces-command",
         "cat-sshx-spaces-command",
         "dotdot-path",
+        "dotdot-content",
+        "sshx-path",
         "abc-command",
     ],
     sample_count = 10
@@ -242,7 +246,9 @@ fn evaluate_path_text(bencher: Bencher, what: &str) {
             "run_command",
             "command",
         ),
+        "sshx-path" => ("/home/u/.sshx/id_rsa.pubx/../.envx", "read_file", "path"),
         "abc-command" => ("a/../b/../c ", "run_command", "command"),
+        "dotdot-content" => ("/home/u/x/../y", "write_file", "content"),
         _ => ("/home/u/x/../y", "read_file", "path"),
     };
     let len = 1 << 20;

@@ -16,6 +16,8 @@ use std::sync::OnceLock;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
+use super::glob::PathGlobs;
+
 use crate::config::policy::{CommandClause, CommandPaths};
 use crate::paths::{
     LinkCache, PathBuffers, PathEnv, Root, is_relative, normalize_into, resolve_links,
@@ -133,7 +135,7 @@ impl<S, T> OnReach<S, T> {
 /// A compiled `redirect:` condition.
 #[derive(Debug)]
 struct RedirectCond {
-    set: GlobSet,
+    set: PathGlobs,
     /// The globs, expanded (`~`, braces), for glob targets ([`tokenize`]d when one comes).
     patterns: Box<[Box<str>]>,
 }
@@ -141,7 +143,7 @@ struct RedirectCond {
 impl RedirectCond {
     fn compile(globs: &[String], env: &PathEnv) -> Result<RedirectCond, ClauseFailure> {
         Ok(RedirectCond {
-            set: glob_set(globs, Some(env), true)?.unwrap_or_else(GlobSet::empty),
+            set: path_globs(globs, env)?,
             patterns: patterns_of(globs, env),
         })
     }
@@ -149,10 +151,7 @@ impl RedirectCond {
     /// What a condition that failed to build stands for: every target (fail closed).
     fn everything() -> RedirectCond {
         RedirectCond {
-            set: glob_set(&["**".to_string()], None, false)
-                .ok()
-                .flatten()
-                .unwrap_or_else(GlobSet::empty),
+            set: every_path(),
             patterns: Box::new(["**".into()]),
         }
     }
@@ -160,14 +159,13 @@ impl RedirectCond {
 
 #[derive(Debug)]
 struct PathCond {
-    set: GlobSet,
+    set: PathGlobs,
     /// Literal pieces one of which every pattern's match contains (the longest plain
-    /// run of each pattern), when each is at least three bytes: an operand whose written
-    /// and normal forms hold none of them cannot match, and skips the glob set.
+    /// run of each pattern), when each is at least three bytes, and none is in the
+    /// directories normalisation adds (HOME, the project, the working directory): an
+    /// operand whose written form holds none of them (and that normalisation expands
+    /// nothing in) cannot match, and is not normalised.
     prefilter: Option<aho_corasick::AhoCorasick>,
-    /// The prefilter may be asked about the written form alone: the directories
-    /// normalisation adds (HOME, the project) hold none of the pieces.
-    prefilter_written: bool,
     /// The same patterns, expanded (`~`, braces), for glob operands: [`tokenize`]d one
     /// at a time when a glob operand comes (kept as tokens, the default pack's 300
     /// expansions held a third of a megabyte).
@@ -275,6 +273,17 @@ fn glob_set(
     })
 }
 
+/// Path globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded.
+fn path_globs(globs: &[String], env: &PathEnv) -> Result<PathGlobs, ClauseFailure> {
+    let expanded: Vec<String> = globs.iter().map(|g| env.expand_glob_prefix(g)).collect();
+    PathGlobs::new(&expanded).map_err(|e| ClauseFailure { reason: e.reason })
+}
+
+/// What a path condition that failed to build matches: every path (fail closed).
+fn every_path() -> PathGlobs {
+    PathGlobs::new(&["**".to_string()]).expect("`**` is a glob")
+}
+
 /// Clause globs with `~`/`${HOME}`/`${PROJECT_DIR}` expanded and brace-expanded, to
 /// meet glob operands.
 fn patterns_of(globs: &[String], env: &PathEnv) -> Box<[Box<str>]> {
@@ -299,11 +308,6 @@ fn tokens_of(globs: &[String], env: &PathEnv) -> Vec<Vec<Tok>> {
 
 impl PathCond {
     fn compile(p: &CommandPaths, env: &PathEnv) -> Result<PathCond, ClauseFailure> {
-        let expanded: Vec<String> = p
-            .patterns
-            .iter()
-            .map(|g| env.expand_glob_prefix(g))
-            .collect();
         let patterns = patterns_of(&p.patterns, env);
         let mut ancestors = Vec::new();
         for root in &p.ancestors_of {
@@ -335,13 +339,12 @@ impl PathCond {
                     .build(p)
                     .ok()
             });
-        let prefilter_written = prefilter.as_ref().is_some_and(|ac| {
+        let prefilter = prefilter.filter(|ac| {
             !ac.is_match(env.home()) && !ac.is_match(env.project_dir()) && !ac.is_match(env.cwd())
         });
         Ok(PathCond {
             prefilter,
-            prefilter_written,
-            set: glob_set(&expanded, None, true)?.unwrap_or_else(GlobSet::empty),
+            set: path_globs(&p.patterns, env)?,
             patterns,
             not_under: p.not_under.iter().map(|r| Root::new(r, env)).collect(),
             ancestors,
@@ -351,12 +354,8 @@ impl PathCond {
     /// What a condition that failed to build stands for: every operand (fail closed).
     fn everything() -> PathCond {
         PathCond {
-            set: glob_set(&["**".to_string()], None, false)
-                .ok()
-                .flatten()
-                .unwrap_or_else(GlobSet::empty),
+            set: every_path(),
             prefilter: None,
-            prefilter_written: false,
             patterns: Box::new(["**".into()]),
             not_under: Vec::new(),
             ancestors: Vec::new(),
@@ -870,14 +869,10 @@ fn literal_meets(
     if lit.starts_with('-') {
         return false;
     }
-    // Each automaton reads each form once: the written form's prefilter answer serves
-    // both checks below, and a normal form equal to the written one is not read again.
-    let written_hit = pc.prefilter.as_ref().map(|ac| ac.is_match(lit));
     if pc.ancestors.is_empty()
-        && pc.prefilter_written
-        && written_hit == Some(false)
         && !lit.starts_with(['~', '$'])
         && !lit.contains('%')
+        && pc.prefilter.as_ref().is_some_and(|ac| !ac.is_match(lit))
     {
         // Normalising adds only HOME or the project directory, which hold no piece.
         return false;
@@ -903,18 +898,8 @@ fn literal_meets(
     {
         return true;
     }
-    let same = norm == lit;
-    // The glob set is asked only about a form that holds one of the pieces (every
-    // pattern's match holds one): it costs about 1.5 k instructions a call.
-    let norm_hit = match same {
-        true => written_hit,
-        false => pc.prefilter.as_ref().map(|ac| ac.is_match(norm)),
-    };
-    if written_hit == Some(false) && norm_hit == Some(false) {
-        return false;
-    }
-    let matched = written_hit != Some(false) && pc.set.is_match(lit)
-        || !same && norm_hit != Some(false) && pc.set.is_match(norm);
+    // A normal form equal to the written one is not read again.
+    let matched = pc.set.is_match(lit) || norm != lit && pc.set.is_match(norm);
     matched && outside_every_root(pc, lit, norm, env, links)
 }
 

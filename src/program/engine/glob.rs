@@ -10,7 +10,8 @@
 
 use std::sync::OnceLock;
 
-use globset::Glob;
+use globset::{Glob, GlobBuilder};
+use regex_automata::{Input, meta};
 use regex_syntax::ParserBuilder;
 
 use super::PredMap;
@@ -108,6 +109,74 @@ fn build(globs: &[String], map: PredMap) -> Result<RegexEngine, GlobFailure> {
     })
 }
 
+/// Globs judged against paths (a `command` clause's `paths:` and `redirects:`): `*` stays
+/// within one component, `**` crosses them, as in .gitignore. Asked only whether any glob
+/// matches, about each form of every path-like shell word, so it is the command engine's
+/// inner loop: one anchored regex over globset's translations of all of them answers in
+/// one walk of its lazy DFA: about 500 instructions for a 35-byte path, where a `GlobSet`
+/// cost about 1.5 k a call (a `Candidate` with its basename and extension, then each
+/// strategy in turn) on issue 39's path-like text, and needed an Aho-Corasick prefilter in
+/// front of it (docs/performance.md, "Third pass").
+#[derive(Debug)]
+pub(crate) struct PathGlobs {
+    /// `None`: no glob, nothing matches.
+    regex: Option<meta::Regex>,
+}
+
+impl PathGlobs {
+    pub fn new(globs: &[String]) -> Result<PathGlobs, GlobFailure> {
+        if globs.is_empty() {
+            return Ok(PathGlobs { regex: None });
+        }
+        let regexes = globs
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                GlobBuilder::new(g)
+                    .literal_separator(true)
+                    .build()
+                    .map(|g| g.regex().to_string())
+                    .map_err(|e| GlobFailure {
+                        pattern: Some(i),
+                        reason: format!("{g}: {e}"),
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // The options globset builds its own matchers with: bytes, `*` crosses newlines.
+        let syntax = regex_automata::util::syntax::Config::new()
+            .utf8(false)
+            .dot_matches_new_line(true);
+        let config = meta::Regex::config()
+            .utf8_empty(false)
+            .nfa_size_limit(Some(super::regex::SIZE_LIMIT))
+            .hybrid_cache_capacity(super::regex::SIZE_LIMIT)
+            // Only `is_match` is asked, which these never serve: not built.
+            .onepass(false)
+            .backtrack(false);
+        let regex = meta::Regex::builder()
+            .syntax(syntax)
+            .configure(config)
+            .build_many(&regexes)
+            .map_err(|e| GlobFailure {
+                pattern: e.pattern().map(|p| p.as_usize()),
+                reason: e.to_string(),
+            })?;
+        Ok(PathGlobs { regex: Some(regex) })
+    }
+
+    /// Whether some glob matches `path`.
+    #[inline]
+    pub fn is_match(&self, path: &str) -> bool {
+        let Some(regex) = &self.regex else {
+            return false;
+        };
+        // globset reads every separator of the platform as `/`.
+        #[cfg(windows)]
+        let path = path.replace('\\', "/");
+        regex.is_match(Input::new(path.as_bytes()).anchored(regex_automata::Anchored::Yes))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +247,76 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{text:?}");
         }
+    }
+
+    /// Path globs agree with globset's own `GlobSet` built as the command engine built
+    /// it (`literal_separator`), on texts at the edges of its strategies: `*` within a
+    /// component, `**` across them, basenames, extensions, classes, braces, newlines.
+    #[test]
+    fn path_globs_agree_with_a_globset() {
+        let globs = [
+            "**/.ssh/**",
+            "**/id_rsa*",
+            "**/.env",
+            "**/.env.*",
+            "/home/u/*",
+            "/home/u/**/*.pem",
+            "*.key",
+            "**/{credentials,config}.json",
+            "/etc/[ps]hadow",
+            "/dev/sd?",
+            "**",
+        ];
+        let texts = [
+            "",
+            "/",
+            "/home/u/.ssh",
+            "/home/u/.ssh/id_rsa",
+            "/home/u/.sshx/id_rsa.pubx/../.envx",
+            "/home/u/.envx",
+            "/home/u/.env",
+            ".env",
+            "a/.env.local",
+            "/home/u/x",
+            "/home/u/x/y",
+            "/home/u/a/b/k.pem",
+            "/home/u/k.pem",
+            "k.key",
+            "a/k.key",
+            "/p/credentials.json",
+            "config.json",
+            "/etc/shadow",
+            "/etc/passwd",
+            "/etc/xhadow",
+            "/dev/sda",
+            "/dev/sda1",
+            "line\n/.ssh/x",
+            "/home/u/id_rsa\n.pub",
+        ];
+        for k in 0..globs.len() {
+            // Each glob alone, and all but the catch-all `**` together.
+            let chosen: Vec<String> = match k {
+                0 => globs[..globs.len() - 1]
+                    .iter()
+                    .map(|g| g.to_string())
+                    .collect(),
+                _ => vec![globs[k].to_string()],
+            };
+            let ours = PathGlobs::new(&chosen).unwrap();
+            let mut b = globset::GlobSetBuilder::new();
+            for g in &chosen {
+                b.add(GlobBuilder::new(g).literal_separator(true).build().unwrap());
+            }
+            let theirs = b.build().unwrap();
+            for text in texts {
+                assert_eq!(
+                    ours.is_match(text),
+                    theirs.is_match(text),
+                    "{chosen:?} on {text:?}"
+                );
+            }
+        }
+        assert!(!PathGlobs::new(&[]).unwrap().is_match("/home/u/.ssh/id_rsa"));
     }
 
     #[test]
