@@ -338,6 +338,10 @@ pub struct Detector {
     /// on (no `secret` group, keyword at the start), so a hit no finding covers may be a
     /// token cut short. (One load per uncovered hit: on a keyword repeated, every hit is.)
     whole_token_keyword: Vec<bool>,
+    /// Per keyword id: for a keyword made of the head of a whole-token keyword and a line
+    /// break (`gh\n`, `AK\r\n`, `g\n ` …, see [`cut_head_keywords`]), the head's length;
+    /// 0 for every other keyword.
+    cut_head_len: Vec<u8>,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -410,6 +414,9 @@ pub struct DetectorCache {
     /// Keyword hits of whole-token formats that no finding covered, as `(first, last)`
     /// of each cluster of nearby hits: where a token may be cut (`split.rs`).
     cut_hits: Vec<(usize, usize)>,
+    /// Hits of a whole-token keyword's head at a line's end whose next line goes on with
+    /// the rest of that keyword: a token cut inside its keyword (`split.rs`).
+    cut_heads: Vec<usize>,
     /// Keyword hits of any format, as `(first, last)` of each cluster of nearby hits: a
     /// value on a wrapped line may go on after the break (`split::rejoin_wrapped`).
     wrap_hits: Vec<(usize, usize)>,
@@ -536,6 +543,21 @@ impl Detector {
             })
             .min()
             .unwrap_or(0);
+        let whole_token: Vec<bool> = specs
+            .iter()
+            .zip(&plans)
+            .map(|(s, plan)| {
+                plan.keywords.is_some()
+                    && *s.keyword_offset.end() == 0
+                    && !s.regex.contains("<secret>")
+            })
+            .collect();
+        let heads = cut_head_keywords(
+            entries
+                .iter()
+                .filter(|(_, c)| whole_token[c.detector as usize])
+                .map(|(k, _)| k.as_str()),
+        );
         let keywords = if entries.is_empty() {
             None
         } else {
@@ -545,13 +567,12 @@ impl Detector {
                 prefilter::BlockHasher::detect()
             };
             Some(
-                Keywords::with_hasher(entries, hasher, !machinery.no_hit_memos).map_err(|e| {
-                    DetectorError {
+                Keywords::with_hasher(entries, heads.clone(), hasher, !machinery.no_hit_memos)
+                    .map_err(|e| DetectorError {
                         index: 0,
                         name: String::new(),
                         reason: format!("keyword prefilter: {}", e.0),
-                    }
-                })?,
+                    })?,
             )
         };
         let full_scan = if full_scan_ids.is_empty() {
@@ -583,15 +604,6 @@ impl Detector {
             .iter()
             .position(|s| s.name == "private-key" && builtin::is_builtin(s))
             .map(|i| i as u32);
-        let whole_token: Vec<bool> = specs
-            .iter()
-            .zip(&plans)
-            .map(|(s, plan)| {
-                plan.keywords.is_some()
-                    && *s.keyword_offset.end() == 0
-                    && !s.regex.contains("<secret>")
-            })
-            .collect();
         let whole_token_keyword = keywords.as_ref().map_or_else(Vec::new, |k| {
             (0..k.len() as u32)
                 .map(|kw| {
@@ -601,8 +613,24 @@ impl Detector {
                 })
                 .collect()
         });
+        let cut_head_len = keywords.as_ref().map_or_else(Vec::new, |k| {
+            (0..k.len() as u32)
+                .map(|kw| {
+                    let bytes = k.keyword(kw);
+                    if heads.iter().any(|h| h.as_bytes() == bytes) {
+                        bytes
+                            .iter()
+                            .position(|b| matches!(b, b'\n' | b'\r' | b'\\'))
+                            .map_or(0, |n| n as u8)
+                    } else {
+                        0
+                    }
+                })
+                .collect()
+        });
         Ok(Detector {
             whole_token_keyword,
+            cut_head_len,
             specs,
             plans,
             keywords,
@@ -628,6 +656,7 @@ impl Detector {
             decoded: String::new(),
             decoded_findings: Vec::new(),
             cut_hits: Vec::new(),
+            cut_heads: Vec::new(),
             wrap_hits: Vec::new(),
             derived: split::Derived::default(),
             owner: self.id,
@@ -661,6 +690,7 @@ impl Detector {
         }
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
+        cache.cut_heads.clear();
         cache.wrap_hits.clear();
         // The keyword pass also says whether the text holds a `%`: on the many texts
         // that do not, the percent pass costs nothing, not a `memchr` of its own.
@@ -669,7 +699,7 @@ impl Detector {
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
-        if !cache.cut_hits.is_empty() {
+        if !cache.cut_hits.is_empty() || !cache.cut_heads.is_empty() {
             self.find_cut(text, cache, &mut acc);
         }
         if !cache.wrap_hits.is_empty() {
@@ -714,18 +744,29 @@ impl Detector {
     /// so a redaction leaves the separators and everything around the token in place.
     fn find_cut(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
         let cut_hits = std::mem::take(&mut cache.cut_hits);
+        let cut_heads = std::mem::take(&mut cache.cut_heads);
         let mut derived = std::mem::take(&mut cache.derived);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
-        let mut read_to = 0;
-        for &(first, last) in &cut_hits {
-            for hit in [first, last] {
-                if hit < read_to {
+        // A keyword's head at a line's end is read as a hit of its own: its run ends at
+        // the break like that of a keyword cut after its last byte. Each list is in
+        // order; what one read does not cover the other.
+        let hits = cut_hits
+            .iter()
+            .flat_map(|&(first, last)| [(false, first), (false, last)])
+            .chain(cut_heads.iter().map(|&hit| (true, hit)));
+        let mut read_to = (false, 0);
+        for (head, hit) in hits {
+            {
+                if read_to.0 != head {
+                    read_to = (head, 0);
+                }
+                if hit < read_to.1 {
                     continue;
                 }
                 let Some(end) = split::rejoin(text.as_bytes(), hit, &mut derived) else {
                     continue;
                 };
-                read_to = end;
+                read_to.1 = end;
                 // The pieces after a token's last one may be words of the text (`… 65EB
                 // from environment`), read in because they looked like more groups:
                 // without them (two at most), the token is found.
@@ -739,6 +780,7 @@ impl Detector {
             }
         }
         cache.cut_hits = cut_hits;
+        cache.cut_heads = cut_heads;
         cache.derived = derived;
         cache.decoded_findings = inner;
     }
@@ -839,6 +881,7 @@ impl Detector {
         let percent = if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let cut_hits = &mut cache.cut_hits;
+            let cut_heads = &mut cache.cut_heads;
             let wrap_hits = &mut cache.wrap_hits;
             keywords.for_each_hit(bytes, |pos, kw| {
                 if note_cuts {
@@ -885,6 +928,10 @@ impl Detector {
                         if note_cuts && self.whole_token_keyword[kw as usize] {
                             note_cut_hit(cut_hits, pos);
                         }
+                        let head = self.cut_head_len[kw as usize];
+                        if note_cuts && head > 0 && self.cuts_keyword(keywords, bytes, pos, head) {
+                            cut_heads.push(pos);
+                        }
                         pos + 1
                     }
                 }
@@ -901,6 +948,22 @@ impl Detector {
         }
         self.find_headless_keys(text, acc);
         percent
+    }
+
+    /// Whether the line ending `head` bytes after `pos` (a hit of a cut head keyword)
+    /// goes on after its break with the rest of a whole-token keyword that starts with
+    /// those bytes: `gh` then `p_…`, not `gh` then `to`.
+    fn cuts_keyword(&self, keywords: &Keywords, text: &[u8], pos: usize, head: u8) -> bool {
+        let head = usize::from(head);
+        let mut joined = [0u8; split::CUT_JOIN_LEN];
+        let Some(len) = split::join_across_break(text, pos, head, &mut joined) else {
+            return false;
+        };
+        keywords
+            .longest_prefix_of(&joined[..len])
+            .is_some_and(|kw| {
+                self.whole_token_keyword[kw as usize] && keywords.keyword(kw).len() > head
+            })
     }
 
     /// Key bodies whose header is missing (see `encoded::headless_key_body`), named
@@ -1144,6 +1207,59 @@ impl Detector {
             }
         }
     }
+}
+
+/// The line breaks a keyword may be cut by, as [`split`] reads them (indentation after
+/// them is skipped there).
+const CUT_BREAKS: [&str; 4] = ["\n", "\r\n", "\\n", "\\r\\n"];
+
+/// Keywords for a token cut inside its own keyword (`gh` / `p_…`): each head of a
+/// whole-token keyword (its first bytes, short of the whole) followed by a line break.
+/// A hit of one is where a line ends in such a head; only there is the next line read
+/// ([`Detector::cuts_keyword`]).
+///
+/// Why keywords: the prefilter finds them in the pass it makes anyway, at no cost per
+/// byte or per line break. A head of four bytes or more shares its first four with its
+/// keyword (`pscale_\n` with `pscale_tkn_`), so it adds nothing to the prefilter's
+/// table and is a candidate exactly where the keyword's own first bytes are; only the
+/// heads of one to three bytes add entries. A head that begins with a whole-token
+/// keyword (`sk-or` when `sk-` is one) is left out: that keyword's own hit is cut short
+/// and rejoined. A keyword is at least three bytes (the prefilter's minimum), so a
+/// one-byte head and `\n` take the next line's first byte too: indentation, or the
+/// keyword's next byte.
+fn cut_head_keywords<'k>(whole_token: impl Iterator<Item = &'k str>) -> Vec<String> {
+    let whole: Vec<&str> = whole_token.collect();
+    let mut heads = Vec::new();
+    for kw in &whole {
+        for cut in 1..kw.len() {
+            if !kw.is_char_boundary(cut) {
+                continue;
+            }
+            let (head, rest) = kw.split_at(cut);
+            if head.bytes().any(|b| !split::is_token_byte(b))
+                || whole.iter().any(|w| head.starts_with(w))
+            {
+                continue;
+            }
+            for brk in CUT_BREAKS {
+                let keyword = format!("{head}{brk}");
+                if keyword.len() >= 3 {
+                    heads.push(keyword);
+                    continue;
+                }
+                for next in [
+                    " ",
+                    "\t",
+                    &rest[..rest.chars().next().map_or(0, char::len_utf8)],
+                ] {
+                    heads.push(format!("{keyword}{next}"));
+                }
+            }
+        }
+    }
+    heads.sort();
+    heads.dedup();
+    heads
 }
 
 /// Trailing pieces of a rejoined token dropped, one at a time, when it finds nothing.

@@ -110,17 +110,21 @@ impl Keywords {
     /// `entries` are `(keyword, candidate)` pairs; a keyword may appear many times.
     #[cfg(test)]
     pub fn new(entries: Vec<(String, Candidate)>) -> Result<Keywords, KeywordError> {
-        Keywords::with_hasher(entries, BlockHasher::detect(), true)
+        Keywords::with_hasher(entries, Vec::new(), BlockHasher::detect(), true)
     }
 
     /// The prefilter over `entries` (`(keyword, candidate)` pairs; a keyword may appear
-    /// many times), hashing with `hasher` (the bench can force the portable one).
+    /// many times) and `bare`, keywords found without candidates of their own (they
+    /// carry those of the keywords they start with), hashing with `hasher` (the bench
+    /// can force the portable one).
     pub(super) fn with_hasher(
         entries: Vec<(String, Candidate)>,
+        bare: Vec<String>,
         hasher: BlockHasher,
         remember_heads: bool,
     ) -> Result<Keywords, KeywordError> {
         let mut keywords: Vec<String> = entries.iter().map(|(k, _)| k.clone()).collect();
+        keywords.extend(bare);
         keywords.sort();
         keywords.dedup();
         let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); keywords.len()];
@@ -172,6 +176,24 @@ impl Keywords {
     /// How many keywords there are (ids are `0..len`).
     pub fn len(&self) -> usize {
         self.candidates.len()
+    }
+
+    /// The bytes of keyword `id`.
+    pub fn keyword(&self, id: u32) -> &[u8] {
+        &self.sorted[id as usize]
+    }
+
+    /// The longest keyword that `bytes` starts with.
+    pub fn longest_prefix_of(&self, bytes: &[u8]) -> Option<u32> {
+        if self.heads.is_empty() {
+            // The automaton's set (a keyword under three bytes): no runs by head.
+            return self
+                .sorted
+                .iter()
+                .rposition(|k| bytes.starts_with(k))
+                .map(|id| id as u32);
+        }
+        self.longest_at(bytes, 0, &mut HeadRun::default())
     }
 
     /// Calls `f(position, keyword id)` for every position of `text` where a keyword
@@ -493,7 +515,7 @@ mod tests {
             .enumerate()
             .map(|(i, w)| (w.clone(), candidate(i as u32)))
             .collect();
-        let keywords = Keywords::with_hasher(entries, hasher, true).unwrap();
+        let keywords = Keywords::with_hasher(entries, Vec::new(), hasher, true).unwrap();
         let mut sorted = words.to_vec();
         sorted.sort();
         sorted.dedup();

@@ -188,6 +188,45 @@ fn line_len(text: &[u8], end: usize) -> Option<usize> {
     (at == 0).then_some(end)
 }
 
+/// The bytes a keyword cut by a break is looked up by ([`join_across_break`]): more
+/// than the longest keyword of a whole-token format (`sk-ant-admin01-`, 15).
+pub(super) const CUT_JOIN_LEN: usize = 24;
+
+/// For a line ending `head` bytes after `hit` in a run of token characters that starts
+/// there (the head of a keyword cut by the break: `gh` of `gh` / `p_…`): the head joined
+/// with the first bytes of the run after the break (past its indentation), written to
+/// `out`, and how many bytes that is; `None` when no break follows the head, or the head
+/// is inside a word (`high` / `…`), as a keyword hit is for [`rejoin`]. Whether the
+/// joined bytes begin a keyword is the caller's look-up: a prose line ending in `gh`,
+/// `AK` or `sk` is followed by a word that does not continue one.
+pub(super) fn join_across_break(
+    text: &[u8],
+    hit: usize,
+    head: usize,
+    out: &mut [u8; CUT_JOIN_LEN],
+) -> Option<usize> {
+    if hit > 0
+        && (text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
+        && !escaped(text, hit - 1)
+    {
+        return None;
+    }
+    let (kind, sep) = separator_at(text, hit + head)?;
+    if kind != Separator::Break || head >= CUT_JOIN_LEN {
+        return None;
+    }
+    out[..head].copy_from_slice(&text[hit..hit + head]);
+    let mut len = head;
+    for &b in text[hit + head + sep..].iter().take(CUT_JOIN_LEN - head) {
+        if !is_token_byte(b) {
+            break;
+        }
+        out[len] = b;
+        len += 1;
+    }
+    Some(len)
+}
+
 /// Rebuilds into `out` the token a keyword hit at `hit` begins when its run of token
 /// characters ends at a separator: the run, then each following piece, without the
 /// separators. Returns the end of what was read (a later hit before it is part of the
