@@ -617,7 +617,8 @@ impl Detector {
             (0..k.len() as u32)
                 .map(|kw| {
                     let bytes = k.keyword(kw);
-                    if heads.iter().any(|h| h.as_bytes() == bytes) {
+                    // `heads` is sorted, as its bytes.
+                    if heads.binary_search_by(|h| h.as_bytes().cmp(bytes)).is_ok() {
                         bytes
                             .iter()
                             .position(|b| matches!(b, b'\n' | b'\r' | b'\\'))
@@ -884,7 +885,9 @@ impl Detector {
             let cut_heads = &mut cache.cut_heads;
             let wrap_hits = &mut cache.wrap_hits;
             keywords.for_each_hit(bytes, |pos, kw| {
-                if note_cuts {
+                // A cut head's keyword alone (`g\n `) triggers no detector: it is no
+                // value on a wrapped line.
+                if note_cuts && !keywords.candidates(kw).is_empty() {
                     note_cut_hit(wrap_hits, pos);
                 }
                 for cand in keywords.candidates(kw) {
@@ -1213,6 +1216,40 @@ impl Detector {
 /// them is skipped there).
 const CUT_BREAKS: [&str; 4] = ["\n", "\r\n", "\\n", "\\r\\n"];
 
+/// The shortest keyword made for a cut head. The prefilter hashes a keyword's first
+/// three bytes and tests its fourth in one bit of eight; a three-byte keyword sets all
+/// eight, so every position whose three bytes hash there is a candidate, looked up among
+/// the sorted keywords. Three-byte heads and breaks (`g\n `, `A\r\n`, `gh\n`: some
+/// hundreds) made that look-up the cost of the whole change (docs/performance.md).
+const MIN_CUT_HEAD: usize = 4;
+
+/// What a line after a cut keyword's head may begin with, `need` bytes of it: the rest
+/// of the keyword, or indentation (spaces or tabs) and then the rest.
+fn next_line_starts(rest: &str, need: usize) -> Vec<String> {
+    let mut starts = vec![String::new()];
+    for _ in 0..need {
+        starts = starts
+            .into_iter()
+            .flat_map(|start| {
+                let in_indent = start.bytes().all(|b| b == b' ' || b == b'\t');
+                let done = start.bytes().filter(|&b| b != b' ' && b != b'\t').count();
+                let mut next = Vec::new();
+                if in_indent {
+                    next.push(format!("{start} "));
+                    next.push(format!("{start}\t"));
+                }
+                // The rest of the keyword goes on from where the indentation ended.
+                if let Some(c) = rest.get(done..).and_then(|r| r.chars().next()) {
+                    next.push(format!("{start}{c}"));
+                }
+                next
+            })
+            .collect();
+    }
+    starts.retain(|s| s.len() == need);
+    starts
+}
+
 /// Keywords for a token cut inside its own keyword (`gh` / `p_…`): each head of a
 /// whole-token keyword (its first bytes, short of the whole) followed by a line break.
 /// A hit of one is where a line ends in such a head; only there is the next line read
@@ -1224,9 +1261,8 @@ const CUT_BREAKS: [&str; 4] = ["\n", "\r\n", "\\n", "\\r\\n"];
 /// table and is a candidate exactly where the keyword's own first bytes are; only the
 /// heads of one to three bytes add entries. A head that begins with a whole-token
 /// keyword (`sk-or` when `sk-` is one) is left out: that keyword's own hit is cut short
-/// and rejoined. A keyword is at least three bytes (the prefilter's minimum), so a
-/// one-byte head and `\n` take the next line's first byte too: indentation, or the
-/// keyword's next byte.
+/// and rejoined. A keyword is at least [`MIN_CUT_HEAD`] bytes, so a short head and its
+/// break take the next line's first bytes too: indentation, or the keyword's next bytes.
 fn cut_head_keywords<'k>(whole_token: impl Iterator<Item = &'k str>) -> Vec<String> {
     let whole: Vec<&str> = whole_token.collect();
     let mut heads = Vec::new();
@@ -1243,16 +1279,13 @@ fn cut_head_keywords<'k>(whole_token: impl Iterator<Item = &'k str>) -> Vec<Stri
             }
             for brk in CUT_BREAKS {
                 let keyword = format!("{head}{brk}");
-                if keyword.len() >= 3 {
-                    heads.push(keyword);
-                    continue;
-                }
-                for next in [
-                    " ",
-                    "\t",
-                    &rest[..rest.chars().next().map_or(0, char::len_utf8)],
-                ] {
-                    heads.push(format!("{keyword}{next}"));
+                match MIN_CUT_HEAD.saturating_sub(keyword.len()) {
+                    0 => heads.push(keyword),
+                    need => {
+                        for next in next_line_starts(rest, need) {
+                            heads.push(format!("{keyword}{next}"));
+                        }
+                    }
                 }
             }
         }
@@ -1428,6 +1461,29 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// Every keyword made for a cut head is at least three bytes, so the built-in set is
+    /// still searched by the block filter (a shorter keyword would send every text
+    /// through the automaton's walk), and each is a head of a whole-token keyword and a
+    /// break.
+    #[test]
+    fn cut_head_keywords_are_heads_and_breaks_of_three_bytes_or_more() {
+        let whole = ["ghp_", "AKIA", "xoxb-", "sk-", "sk-ant-api03-"];
+        let heads = cut_head_keywords(whole.iter().copied());
+        assert!(heads.iter().all(|h| h.len() >= MIN_CUT_HEAD), "{heads:?}");
+        for want in [
+            "gh\np", "gh\n ", "g\nhp", "g\n\th", "g\n  ", "A\nKI", "AKI\r\n", "xo\\n", "sk\\r\\n",
+        ] {
+            assert!(heads.iter().any(|h| h == want), "{want:?} missing");
+        }
+        // `sk-ant…` begins with the whole-token `sk-`: that hit is rejoined already.
+        assert!(!heads.iter().any(|h| h.starts_with("sk-a")), "{heads:?}");
+        let detector = Detector::new(builtin_specs()).unwrap();
+        let keywords = detector.keywords.as_ref().unwrap();
+        let added = detector.cut_head_len.iter().filter(|&&n| n > 0).count();
+        println!("{added} cut head keywords of {} in all", keywords.len());
+        assert!((0..keywords.len() as u32).all(|kw| keywords.keyword(kw).len() >= 3));
     }
 
     /// A password whose letters repeat (the property test planted this one after

@@ -127,11 +127,21 @@ impl Keywords {
         keywords.extend(bare);
         keywords.sort();
         keywords.dedup();
+        // Each keyword's own candidates, in the order given; a keyword then takes those of
+        // each of its prefixes that is a keyword (looked up by prefix: with the heads of
+        // cut keywords there are thousands of keywords, and a pass over every entry for
+        // each one was most of the detector's construction).
+        let mut own: std::collections::HashMap<&str, Vec<Candidate>> = Default::default();
+        for (kw, cand) in &entries {
+            own.entry(kw.as_str()).or_default().push(*cand);
+        }
         let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); keywords.len()];
         for (i, kw) in keywords.iter().enumerate() {
-            for (other, cand) in &entries {
-                if kw.starts_with(other.as_str()) && !candidates[i].contains(cand) {
-                    candidates[i].push(*cand);
+            for end in (1..=kw.len()).filter(|&end| kw.is_char_boundary(end)) {
+                for cand in own.get(&kw[..end]).into_iter().flatten() {
+                    if !candidates[i].contains(cand) {
+                        candidates[i].push(*cand);
+                    }
                 }
             }
             // Priority order: the detector listed first is tried first.

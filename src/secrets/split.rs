@@ -608,6 +608,25 @@ mod tests {
         assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
     }
 
+    /// A keyword's head at a line's end is joined with the next line's run, past the
+    /// indentation; a head inside a word, or not followed by a break, is not.
+    #[test]
+    fn a_head_is_joined_across_its_break() {
+        let joined = |text: &str, hit: usize, head: usize| {
+            let mut out = [0u8; CUT_JOIN_LEN];
+            join_across_break(text.as_bytes(), hit, head, &mut out)
+                .map(|n| String::from_utf8_lossy(&out[..n]).into_owned())
+        };
+        assert_eq!(joined("x gh\np_ab cd", 2, 2), Some("ghp_ab".into()));
+        assert_eq!(joined("x gh\r\n\tp_ab", 2, 2), Some("ghp_ab".into()));
+        assert_eq!(joined("x gh\\n    p_ab", 2, 2), Some("ghp_ab".into()));
+        let long = format!("=A\n{}", "K".repeat(40));
+        assert_eq!(joined(&long, 1, 1).map(|j| j.len()), Some(CUT_JOIN_LEN));
+        assert_eq!(joined("high\np_ab", 2, 2), None);
+        assert_eq!(joined("x gh p_ab", 2, 2), None);
+        assert_eq!(joined("x gh\n\n", 2, 2), None);
+    }
+
     #[test]
     fn findings_map_back_to_the_pieces_as_written() {
         let text = b"k ghp_ab\r\ncd%5Fe";
