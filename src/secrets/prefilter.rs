@@ -376,10 +376,12 @@ impl Keywords {
                 [byte(0), byte(1), byte(2), byte(3)]
             }
         };
-        (self.bare_first[usize::from(b0)]
-            && (is_break_byte(b1) || is_break_byte(b2) || is_break_byte(b3))
-            && starts_a_word(text, pos))
-            || plain[prefix_hash(b0, b1, b2)] & fourth_byte_bit(b3) != 0
+        if plain[prefix_hash(b0, b1, b2)] & fourth_byte_bit(b3) != 0 {
+            return true;
+        }
+        // Three table loads and no branch: a compare chain per byte cost twice as much.
+        let [k1, k2, k3] = [b1, b2, b3].map(|b| BREAK_BYTES[usize::from(b)]);
+        self.bare_first[usize::from(b0)] && (k1 | k2 | k3) && starts_a_word(text, pos)
     }
 
     /// The longest keyword starting exactly at `pos`: among the sorted keywords, those
@@ -475,6 +477,15 @@ fn starts_a_word(text: &[u8], pos: usize) -> bool {
 fn is_break_byte(b: u8) -> bool {
     matches!(b, b'\n' | b'\r' | b'\\')
 }
+
+/// [`is_break_byte`] as a table.
+static BREAK_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
 /// The first three bytes of `bytes` (at least three) as a number ordered like them.
 #[inline]
