@@ -338,10 +338,6 @@ pub struct Detector {
     /// on (no `secret` group, keyword at the start), so a hit no finding covers may be a
     /// token cut short. (One load per uncovered hit: on a keyword repeated, every hit is.)
     whole_token_keyword: Vec<bool>,
-    /// Per keyword id: for a keyword made of the head of a whole-token keyword and a line
-    /// break (`gh\n`, `AK\r\n`, `g\n ` …, see [`cut_head_keywords`]), the head's length;
-    /// 0 for every other keyword.
-    cut_head_len: Vec<u8>,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -414,9 +410,6 @@ pub struct DetectorCache {
     /// Keyword hits of whole-token formats that no finding covered, as `(first, last)`
     /// of each cluster of nearby hits: where a token may be cut (`split.rs`).
     cut_hits: Vec<(usize, usize)>,
-    /// Hits of a whole-token keyword's head at a line's end whose next line goes on with
-    /// the rest of that keyword: a token cut inside its keyword (`split.rs`).
-    cut_heads: Vec<usize>,
     /// Keyword hits of any format, as `(first, last)` of each cluster of nearby hits: a
     /// value on a wrapped line may go on after the break (`split::rejoin_wrapped`).
     wrap_hits: Vec<(usize, usize)>,
@@ -543,21 +536,6 @@ impl Detector {
             })
             .min()
             .unwrap_or(0);
-        let whole_token: Vec<bool> = specs
-            .iter()
-            .zip(&plans)
-            .map(|(s, plan)| {
-                plan.keywords.is_some()
-                    && *s.keyword_offset.end() == 0
-                    && !s.regex.contains("<secret>")
-            })
-            .collect();
-        let heads = cut_head_keywords(
-            entries
-                .iter()
-                .filter(|(_, c)| whole_token[c.detector as usize])
-                .map(|(k, _)| k.as_str()),
-        );
         let keywords = if entries.is_empty() {
             None
         } else {
@@ -567,12 +545,13 @@ impl Detector {
                 prefilter::BlockHasher::detect()
             };
             Some(
-                Keywords::with_hasher(entries, heads.clone(), hasher, !machinery.no_hit_memos)
-                    .map_err(|e| DetectorError {
+                Keywords::with_hasher(entries, hasher, !machinery.no_hit_memos).map_err(|e| {
+                    DetectorError {
                         index: 0,
                         name: String::new(),
                         reason: format!("keyword prefilter: {}", e.0),
-                    })?,
+                    }
+                })?,
             )
         };
         let full_scan = if full_scan_ids.is_empty() {
@@ -604,6 +583,15 @@ impl Detector {
             .iter()
             .position(|s| s.name == "private-key" && builtin::is_builtin(s))
             .map(|i| i as u32);
+        let whole_token: Vec<bool> = specs
+            .iter()
+            .zip(&plans)
+            .map(|(s, plan)| {
+                plan.keywords.is_some()
+                    && *s.keyword_offset.end() == 0
+                    && !s.regex.contains("<secret>")
+            })
+            .collect();
         let whole_token_keyword = keywords.as_ref().map_or_else(Vec::new, |k| {
             (0..k.len() as u32)
                 .map(|kw| {
@@ -613,25 +601,8 @@ impl Detector {
                 })
                 .collect()
         });
-        let cut_head_len = keywords.as_ref().map_or_else(Vec::new, |k| {
-            (0..k.len() as u32)
-                .map(|kw| {
-                    let bytes = k.keyword(kw);
-                    // `heads` is sorted, as its bytes.
-                    if heads.binary_search_by(|h| h.as_bytes().cmp(bytes)).is_ok() {
-                        bytes
-                            .iter()
-                            .position(|b| matches!(b, b'\n' | b'\r' | b'\\'))
-                            .map_or(0, |n| n as u8)
-                    } else {
-                        0
-                    }
-                })
-                .collect()
-        });
         Ok(Detector {
             whole_token_keyword,
-            cut_head_len,
             specs,
             plans,
             keywords,
@@ -657,7 +628,6 @@ impl Detector {
             decoded: String::new(),
             decoded_findings: Vec::new(),
             cut_hits: Vec::new(),
-            cut_heads: Vec::new(),
             wrap_hits: Vec::new(),
             derived: split::Derived::default(),
             owner: self.id,
@@ -691,7 +661,6 @@ impl Detector {
         }
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
-        cache.cut_heads.clear();
         cache.wrap_hits.clear();
         // The keyword pass also says whether the text holds a `%`: on the many texts
         // that do not, the percent pass costs nothing, not a `memchr` of its own.
@@ -700,7 +669,7 @@ impl Detector {
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
-        if !cache.cut_hits.is_empty() || !cache.cut_heads.is_empty() {
+        if !cache.cut_hits.is_empty() {
             self.find_cut(text, cache, &mut acc);
         }
         if !cache.wrap_hits.is_empty() {
@@ -745,29 +714,18 @@ impl Detector {
     /// so a redaction leaves the separators and everything around the token in place.
     fn find_cut(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
         let cut_hits = std::mem::take(&mut cache.cut_hits);
-        let cut_heads = std::mem::take(&mut cache.cut_heads);
         let mut derived = std::mem::take(&mut cache.derived);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
-        // A keyword's head at a line's end is read as a hit of its own: its run ends at
-        // the break like that of a keyword cut after its last byte. Each list is in
-        // order; what one read does not cover the other.
-        let hits = cut_hits
-            .iter()
-            .flat_map(|&(first, last)| [(false, first), (false, last)])
-            .chain(cut_heads.iter().map(|&hit| (true, hit)));
-        let mut read_to = (false, 0);
-        for (head, hit) in hits {
-            {
-                if read_to.0 != head {
-                    read_to = (head, 0);
-                }
-                if hit < read_to.1 {
+        let mut read_to = 0;
+        for &(first, last) in &cut_hits {
+            for hit in [first, last] {
+                if hit < read_to {
                     continue;
                 }
                 let Some(end) = split::rejoin(text.as_bytes(), hit, &mut derived) else {
                     continue;
                 };
-                read_to.1 = end;
+                read_to = end;
                 // The pieces after a token's last one may be words of the text (`… 65EB
                 // from environment`), read in because they looked like more groups:
                 // without them (two at most), the token is found.
@@ -781,7 +739,6 @@ impl Detector {
             }
         }
         cache.cut_hits = cut_hits;
-        cache.cut_heads = cut_heads;
         cache.derived = derived;
         cache.decoded_findings = inner;
     }
@@ -882,12 +839,9 @@ impl Detector {
         let percent = if let Some(keywords) = &self.keywords {
             let caches = &mut cache.caches;
             let cut_hits = &mut cache.cut_hits;
-            let cut_heads = &mut cache.cut_heads;
             let wrap_hits = &mut cache.wrap_hits;
             keywords.for_each_hit(bytes, |pos, kw| {
-                // A cut head's keyword alone (`g\n `) triggers no detector: it is no
-                // value on a wrapped line.
-                if note_cuts && !keywords.candidates(kw).is_empty() {
+                if note_cuts {
                     note_cut_hit(wrap_hits, pos);
                 }
                 for cand in keywords.candidates(kw) {
@@ -931,10 +885,6 @@ impl Detector {
                         if note_cuts && self.whole_token_keyword[kw as usize] {
                             note_cut_hit(cut_hits, pos);
                         }
-                        let head = self.cut_head_len[kw as usize];
-                        if note_cuts && head > 0 && self.cuts_keyword(keywords, bytes, pos, head) {
-                            cut_heads.push(pos);
-                        }
                         pos + 1
                     }
                 }
@@ -951,22 +901,6 @@ impl Detector {
         }
         self.find_headless_keys(text, acc);
         percent
-    }
-
-    /// Whether the line ending `head` bytes after `pos` (a hit of a cut head keyword)
-    /// goes on after its break with the rest of a whole-token keyword that starts with
-    /// those bytes: `gh` then `p_…`, not `gh` then `to`.
-    fn cuts_keyword(&self, keywords: &Keywords, text: &[u8], pos: usize, head: u8) -> bool {
-        let head = usize::from(head);
-        let mut joined = [0u8; split::CUT_JOIN_LEN];
-        let Some(len) = split::join_across_break(text, pos, head, &mut joined) else {
-            return false;
-        };
-        keywords
-            .longest_prefix_of(&joined[..len])
-            .is_some_and(|kw| {
-                self.whole_token_keyword[kw as usize] && keywords.keyword(kw).len() > head
-            })
     }
 
     /// Key bodies whose header is missing (see `encoded::headless_key_body`), named
@@ -1212,89 +1146,6 @@ impl Detector {
     }
 }
 
-/// The line breaks a keyword may be cut by, as [`split`] reads them (indentation after
-/// them is skipped there).
-const CUT_BREAKS: [&str; 4] = ["\n", "\r\n", "\\n", "\\r\\n"];
-
-/// The shortest keyword made for a cut head. The prefilter hashes a keyword's first
-/// three bytes and tests its fourth in one bit of eight; a three-byte keyword sets all
-/// eight, so every position whose three bytes hash there is a candidate, looked up among
-/// the sorted keywords. Three-byte heads and breaks (`g\n `, `A\r\n`, `gh\n`: some
-/// hundreds) made that look-up the cost of the whole change (docs/performance.md).
-const MIN_CUT_HEAD: usize = 4;
-
-/// What a line after a cut keyword's head may begin with, `need` bytes of it: the rest
-/// of the keyword, or indentation (spaces or tabs) and then the rest.
-fn next_line_starts(rest: &str, need: usize) -> Vec<String> {
-    let mut starts = vec![String::new()];
-    for _ in 0..need {
-        starts = starts
-            .into_iter()
-            .flat_map(|start| {
-                let in_indent = start.bytes().all(|b| b == b' ' || b == b'\t');
-                let done = start.bytes().filter(|&b| b != b' ' && b != b'\t').count();
-                let mut next = Vec::new();
-                if in_indent {
-                    next.push(format!("{start} "));
-                    next.push(format!("{start}\t"));
-                }
-                // The rest of the keyword goes on from where the indentation ended.
-                if let Some(c) = rest.get(done..).and_then(|r| r.chars().next()) {
-                    next.push(format!("{start}{c}"));
-                }
-                next
-            })
-            .collect();
-    }
-    starts.retain(|s| s.len() == need);
-    starts
-}
-
-/// Keywords for a token cut inside its own keyword (`gh` / `p_…`): each head of a
-/// whole-token keyword (its first bytes, short of the whole) followed by a line break.
-/// A hit of one is where a line ends in such a head; only there is the next line read
-/// ([`Detector::cuts_keyword`]).
-///
-/// Why keywords: the prefilter finds them in the pass it makes anyway, at no cost per
-/// byte or per line break. A head of four bytes or more shares its first four with its
-/// keyword (`pscale_\n` with `pscale_tkn_`), so it adds nothing to the prefilter's
-/// table and is a candidate exactly where the keyword's own first bytes are; only the
-/// heads of one to three bytes add entries. A head that begins with a whole-token
-/// keyword (`sk-or` when `sk-` is one) is left out: that keyword's own hit is cut short
-/// and rejoined. A keyword is at least [`MIN_CUT_HEAD`] bytes, so a short head and its
-/// break take the next line's first bytes too: indentation, or the keyword's next bytes.
-fn cut_head_keywords<'k>(whole_token: impl Iterator<Item = &'k str>) -> Vec<String> {
-    let whole: Vec<&str> = whole_token.collect();
-    let mut heads = Vec::new();
-    for kw in &whole {
-        for cut in 1..kw.len() {
-            if !kw.is_char_boundary(cut) {
-                continue;
-            }
-            let (head, rest) = kw.split_at(cut);
-            if head.bytes().any(|b| !split::is_token_byte(b))
-                || whole.iter().any(|w| head.starts_with(w))
-            {
-                continue;
-            }
-            for brk in CUT_BREAKS {
-                let keyword = format!("{head}{brk}");
-                match MIN_CUT_HEAD.saturating_sub(keyword.len()) {
-                    0 => heads.push(keyword),
-                    need => {
-                        for next in next_line_starts(rest, need) {
-                            heads.push(format!("{keyword}{next}"));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    heads.sort();
-    heads.dedup();
-    heads
-}
-
 /// Trailing pieces of a rejoined token dropped, one at a time, when it finds nothing.
 const MAX_PIECES_DROPPED: usize = 2;
 
@@ -1461,29 +1312,6 @@ mod tests {
                 )
             })
             .collect()
-    }
-
-    /// Every keyword made for a cut head is at least three bytes, so the built-in set is
-    /// still searched by the block filter (a shorter keyword would send every text
-    /// through the automaton's walk), and each is a head of a whole-token keyword and a
-    /// break.
-    #[test]
-    fn cut_head_keywords_are_heads_and_breaks_of_three_bytes_or_more() {
-        let whole = ["ghp_", "AKIA", "xoxb-", "sk-", "sk-ant-api03-"];
-        let heads = cut_head_keywords(whole.iter().copied());
-        assert!(heads.iter().all(|h| h.len() >= MIN_CUT_HEAD), "{heads:?}");
-        for want in [
-            "gh\np", "gh\n ", "g\nhp", "g\n\th", "g\n  ", "A\nKI", "AKI\r\n", "xo\\n", "sk\\r\\n",
-        ] {
-            assert!(heads.iter().any(|h| h == want), "{want:?} missing");
-        }
-        // `sk-ant…` begins with the whole-token `sk-`: that hit is rejoined already.
-        assert!(!heads.iter().any(|h| h.starts_with("sk-a")), "{heads:?}");
-        let detector = Detector::new(builtin_specs()).unwrap();
-        let keywords = detector.keywords.as_ref().unwrap();
-        let added = detector.cut_head_len.iter().filter(|&&n| n > 0).count();
-        println!("{added} cut head keywords of {} in all", keywords.len());
-        assert!((0..keywords.len() as u32).all(|kw| keywords.keyword(kw).len() >= 3));
     }
 
     /// A password whose letters repeat (the property test planted this one after

@@ -64,14 +64,6 @@ pub(super) struct Keywords {
     /// order): the binary search compares integers, not slices.
     heads: Box<[u32]>,
     hasher: BlockHasher,
-    /// With bare keywords (see [`Keywords::with_hasher`]): the table of every other
-    /// keyword, and of the bare ones with no line break among their second to fourth
-    /// bytes. A candidate is looked up only when this table has it or such a break
-    /// follows it ([`Keywords::worth_a_look`]).
-    plain: Option<Box<[u8; TABLE_LEN]>>,
-    /// With [`Keywords::plain`]: the first bytes of the bare keywords it leaves out (a
-    /// break follows a head of token characters, never `)` as in `);\n`).
-    bare_first: [bool; 256],
     /// Whether a candidate reuses the keyword run of the previous one ([`HeadRun`]).
     remember_heads: bool,
 }
@@ -118,70 +110,24 @@ impl Keywords {
     /// `entries` are `(keyword, candidate)` pairs; a keyword may appear many times.
     #[cfg(test)]
     pub fn new(entries: Vec<(String, Candidate)>) -> Result<Keywords, KeywordError> {
-        Keywords::with_hasher(entries, Vec::new(), BlockHasher::detect(), true)
+        Keywords::with_hasher(entries, BlockHasher::detect(), true)
     }
 
     /// The prefilter over `entries` (`(keyword, candidate)` pairs; a keyword may appear
-    /// many times) and `bare`, keywords found without candidates of their own (they
-    /// carry those of the keywords they start with), hashing with `hasher` (the bench
-    /// can force the portable one).
-    ///
-    /// A bare keyword is reported only where it starts a word (see
-    /// [`Keywords::worth_a_look`]) or shares its first four bytes with another keyword.
-    ///
-    /// Bare keywords are the heads of cut keywords and a line break (`gh\np`,
-    /// `A\r\nK`): thousands of them, a line break (`\n`, `\r` or `\\`) among the
-    /// second to fourth bytes of most. Their table entries make positions of ordinary
-    /// text candidates by collision (`note`, `Resp`, `);\n ` in the shared bench's text:
-    /// 19,000 a MiB against 136 without them); such a candidate is dropped by one more
-    /// table load or the break test before the binary search among the keywords.
+    /// many times), hashing with `hasher` (the bench can force the portable one).
     pub(super) fn with_hasher(
         entries: Vec<(String, Candidate)>,
-        bare: Vec<String>,
         hasher: BlockHasher,
         remember_heads: bool,
     ) -> Result<Keywords, KeywordError> {
         let mut keywords: Vec<String> = entries.iter().map(|(k, _)| k.clone()).collect();
-        let add = |table: &mut [u8; TABLE_LEN], kw: &str| {
-            let b = kw.as_bytes();
-            table[prefix_hash(b[0], b[1], b[2])] |=
-                b.get(3).map_or(0xFF, |&b3| fourth_byte_bit(b3));
-        };
-        let mut plain = (!bare.is_empty()).then(|| Box::new([0u8; TABLE_LEN]));
-        let no_break = |k: &str| !k.bytes().skip(1).take(3).any(is_break_byte);
-        let mut bare_first = [false; 256];
-        for kw in bare.iter().filter(|k| !no_break(k)) {
-            bare_first[usize::from(kw.as_bytes()[0])] = true;
-        }
-        if let Some(plain) = plain.as_deref_mut() {
-            for kw in entries
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .chain(bare.iter().map(String::as_str).filter(|k| no_break(k)))
-            {
-                if kw.len() >= 3 {
-                    add(plain, kw);
-                }
-            }
-        }
-        keywords.extend(bare);
         keywords.sort();
         keywords.dedup();
-        // Each keyword's own candidates, in the order given; a keyword then takes those of
-        // each of its prefixes that is a keyword (looked up by prefix: with the heads of
-        // cut keywords there are thousands of keywords, and a pass over every entry for
-        // each one was most of the detector's construction).
-        let mut own: std::collections::HashMap<&str, Vec<Candidate>> = Default::default();
-        for (kw, cand) in &entries {
-            own.entry(kw.as_str()).or_default().push(*cand);
-        }
         let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); keywords.len()];
         for (i, kw) in keywords.iter().enumerate() {
-            for end in (1..=kw.len()).filter(|&end| kw.is_char_boundary(end)) {
-                for cand in own.get(&kw[..end]).into_iter().flatten() {
-                    if !candidates[i].contains(cand) {
-                        candidates[i].push(*cand);
-                    }
+            for (other, cand) in &entries {
+                if kw.starts_with(other.as_str()) && !candidates[i].contains(cand) {
+                    candidates[i].push(*cand);
                 }
             }
             // Priority order: the detector listed first is tried first.
@@ -190,7 +136,9 @@ impl Keywords {
         let (search, heads) = if keywords.iter().all(|k| k.len() >= 3) {
             let mut table = Box::new([0u8; TABLE_LEN]);
             for kw in &keywords {
-                add(&mut table, kw);
+                let b = kw.as_bytes();
+                table[prefix_hash(b[0], b[1], b[2])] |=
+                    b.get(3).map_or(0xFF, |&b3| fourth_byte_bit(b3));
             }
             let heads = keywords.iter().map(|k| head_of(k.as_bytes())).collect();
             (Search::Blocks(table), heads)
@@ -202,7 +150,6 @@ impl Keywords {
                 .prefilter(false)
                 .build(&keywords)
                 .map_err(|e| KeywordError(e.to_string()))?;
-            plain = None;
             (Search::Walk(Box::new(dfa)), Box::default())
         };
         Ok(Keywords {
@@ -214,8 +161,6 @@ impl Keywords {
                 .map(|k| k.into_bytes().into_boxed_slice())
                 .collect(),
             hasher,
-            plain,
-            bare_first,
             remember_heads,
         })
     }
@@ -227,24 +172,6 @@ impl Keywords {
     /// How many keywords there are (ids are `0..len`).
     pub fn len(&self) -> usize {
         self.candidates.len()
-    }
-
-    /// The bytes of keyword `id`.
-    pub fn keyword(&self, id: u32) -> &[u8] {
-        &self.sorted[id as usize]
-    }
-
-    /// The longest keyword that `bytes` starts with.
-    pub fn longest_prefix_of(&self, bytes: &[u8]) -> Option<u32> {
-        if self.heads.is_empty() {
-            // The automaton's set (a keyword under three bytes): no runs by head.
-            return self
-                .sorted
-                .iter()
-                .rposition(|k| bytes.starts_with(k))
-                .map(|id| id as u32);
-        }
-        self.longest_at(bytes, 0, &mut HeadRun::default())
     }
 
     /// Calls `f(position, keyword id)` for every position of `text` where a keyword
@@ -293,9 +220,6 @@ impl Keywords {
             while candidates != 0 {
                 let pos = at + candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                if !self.worth_a_look(text, pos) {
-                    continue;
-                }
                 if let Some(kw) = self.longest_at(text, pos, &mut heads) {
                     let resume = f(pos, kw).max(pos + 1);
                     if resume >= at + BLOCK {
@@ -352,36 +276,6 @@ impl Keywords {
                 (candidates, percents)
             }
         }
-    }
-
-    /// Whether a candidate at `pos` may start a keyword: always without bare keywords;
-    /// with them, when the table of the others has it, or it starts like a bare keyword
-    /// and a line break follows within three bytes (see [`Keywords::plain`]) and it
-    /// starts a word: a cut keyword's head is a token's start, and most lines that end
-    /// in a letter end in a word (`escaping` then an indented line, every sixth line of
-    /// the shared bench's text). Bytes past the text read as 0, as the
-    /// zero-padded last block does.
-    #[inline]
-    fn worth_a_look(&self, text: &[u8], pos: usize) -> bool {
-        let Some(plain) = self.plain.as_deref() else {
-            return true;
-        };
-        // One bounds check for the four bytes: per byte, the checks were a third of the
-        // test's cost, and it runs at every colliding position (19,000 a MiB of the
-        // shared bench's text).
-        let [b0, b1, b2, b3] = match text.get(pos..pos + 4) {
-            Some(&[b0, b1, b2, b3]) => [b0, b1, b2, b3],
-            _ => {
-                let byte = |i: usize| text.get(pos + i).copied().unwrap_or(0);
-                [byte(0), byte(1), byte(2), byte(3)]
-            }
-        };
-        if plain[prefix_hash(b0, b1, b2)] & fourth_byte_bit(b3) != 0 {
-            return true;
-        }
-        // Three table loads and no branch: a compare chain per byte cost twice as much.
-        let [k1, k2, k3] = [b1, b2, b3].map(|b| BREAK_BYTES[usize::from(b)]);
-        self.bare_first[usize::from(b0)] && (k1 | k2 | k3) && starts_a_word(text, pos)
     }
 
     /// The longest keyword starting exactly at `pos`: among the sorted keywords, those
@@ -459,33 +353,6 @@ fn next_hit(dfa: &DFA, text: &[u8], at: usize) -> Option<(usize, u32)> {
     }
     hit
 }
-
-/// Whether `pos` starts a word: no letter, digit or `_` before it, unless that is the
-/// `n` of a `\n` written out.
-#[inline]
-fn starts_a_word(text: &[u8], pos: usize) -> bool {
-    let Some(&before) = pos.checked_sub(1).and_then(|i| text.get(i)) else {
-        return true;
-    };
-    !(before.is_ascii_alphanumeric() || before == b'_')
-        || (before == b'n' && pos >= 2 && text[pos - 2] == b'\\')
-}
-
-/// A byte a line break starts with, as text carries it (`\n`, `\r\n`, `\n` written
-/// out).
-#[inline]
-fn is_break_byte(b: u8) -> bool {
-    matches!(b, b'\n' | b'\r' | b'\\')
-}
-
-/// [`is_break_byte`] as a table.
-static BREAK_BYTES: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'\n' as usize] = true;
-    t[b'\r' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
 
 /// The first three bytes of `bytes` (at least three) as a number ordered like them.
 #[inline]
@@ -626,7 +493,7 @@ mod tests {
             .enumerate()
             .map(|(i, w)| (w.clone(), candidate(i as u32)))
             .collect();
-        let keywords = Keywords::with_hasher(entries, Vec::new(), hasher, true).unwrap();
+        let keywords = Keywords::with_hasher(entries, hasher, true).unwrap();
         let mut sorted = words.to_vec();
         sorted.sort();
         sorted.dedup();
@@ -831,56 +698,6 @@ mod tests {
                         check(&words, &text, hasher);
                     }
                 }
-            }
-        }
-    }
-
-    /// Bare keywords (heads of cut keywords and a break) are hit where they start a word
-    /// or share their first four bytes with another keyword, and the others as before:
-    /// the filter before the look-up drops no other keyword.
-    #[test]
-    fn bare_keywords_hit_exactly_what_a_reference_search_finds() {
-        let words: Vec<String> = ["ghp_", "AKIA", "pscale_tkn_", "sk-", "://", "oken"]
-            .map(String::from)
-            .to_vec();
-        let bare: Vec<String> = [
-            "gh\np",
-            "gh\n ",
-            "A\r\nK",
-            "A\\nK",
-            "pscale_\n",
-            "psc\r\n",
-            "AKIAQ",
-        ]
-        .map(String::from)
-        .to_vec();
-        let r = &mut Rng(23);
-        for hasher in hashers() {
-            let entries = words
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (w.clone(), candidate(i as u32)))
-                .collect();
-            let keywords = Keywords::with_hasher(entries, bare.clone(), hasher, true).unwrap();
-            let mut all: Vec<String> = words.iter().chain(&bare).cloned().collect();
-            all.sort();
-            for _ in 0..300 {
-                let text = random_text(r, &all);
-                // Every position's longest keyword, but a bare one with a break that does
-                // not start a word and has no other keyword at its start.
-                let want: Vec<(usize, u32)> = (0..text.len())
-                    .filter_map(|pos| {
-                        let at = |k: &String| text[pos..].starts_with(k.as_bytes());
-                        let kw = all.iter().rposition(at)?;
-                        let dropped = bare.contains(&all[kw])
-                            && all[kw].bytes().skip(1).take(3).any(is_break_byte)
-                            && !starts_a_word(&text, pos)
-                            && !words.iter().any(at);
-                        (!dropped).then_some((pos, kw as u32))
-                    })
-                    .collect();
-                let got = hits(&keywords, &all, &text, |pos, _| pos + 1);
-                assert_eq!(got, want, "{hasher:?} {:?}", String::from_utf8_lossy(&text));
             }
         }
     }

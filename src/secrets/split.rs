@@ -188,45 +188,6 @@ fn line_len(text: &[u8], end: usize) -> Option<usize> {
     (at == 0).then_some(end)
 }
 
-/// The bytes a keyword cut by a break is looked up by ([`join_across_break`]): more
-/// than the longest keyword of a whole-token format (`sk-ant-admin01-`, 15).
-pub(super) const CUT_JOIN_LEN: usize = 24;
-
-/// For a line ending `head` bytes after `hit` in a run of token characters that starts
-/// there (the head of a keyword cut by the break: `gh` of `gh` / `p_…`): the head joined
-/// with the first bytes of the run after the break (past its indentation), written to
-/// `out`, and how many bytes that is; `None` when no break follows the head, or the head
-/// is inside a word (`high` / `…`), as a keyword hit is for [`rejoin`]. Whether the
-/// joined bytes begin a keyword is the caller's look-up: a prose line ending in `gh`,
-/// `AK` or `sk` is followed by a word that does not continue one.
-pub(super) fn join_across_break(
-    text: &[u8],
-    hit: usize,
-    head: usize,
-    out: &mut [u8; CUT_JOIN_LEN],
-) -> Option<usize> {
-    if hit > 0
-        && (text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
-        && !escaped(text, hit - 1)
-    {
-        return None;
-    }
-    let (kind, sep) = separator_at(text, hit + head)?;
-    if kind != Separator::Break || head >= CUT_JOIN_LEN {
-        return None;
-    }
-    out[..head].copy_from_slice(&text[hit..hit + head]);
-    let mut len = head;
-    for &b in text[hit + head + sep..].iter().take(CUT_JOIN_LEN - head) {
-        if !is_token_byte(b) {
-            break;
-        }
-        out[len] = b;
-        len += 1;
-    }
-    Some(len)
-}
-
 /// Rebuilds into `out` the token a keyword hit at `hit` begins when its run of token
 /// characters ends at a separator: the run, then each following piece, without the
 /// separators. Returns the end of what was read (a later hit before it is part of the
@@ -606,25 +567,6 @@ mod tests {
         assert_eq!(wrapped("x pw=ab\nC9d", 2), None);
         assert_eq!(wrapped(&format!("{wide} pw=ab\nregion"), hit), None);
         assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
-    }
-
-    /// A keyword's head at a line's end is joined with the next line's run, past the
-    /// indentation; a head inside a word, or not followed by a break, is not.
-    #[test]
-    fn a_head_is_joined_across_its_break() {
-        let joined = |text: &str, hit: usize, head: usize| {
-            let mut out = [0u8; CUT_JOIN_LEN];
-            join_across_break(text.as_bytes(), hit, head, &mut out)
-                .map(|n| String::from_utf8_lossy(&out[..n]).into_owned())
-        };
-        assert_eq!(joined("x gh\np_ab cd", 2, 2), Some("ghp_ab".into()));
-        assert_eq!(joined("x gh\r\n\tp_ab", 2, 2), Some("ghp_ab".into()));
-        assert_eq!(joined("x gh\\n    p_ab", 2, 2), Some("ghp_ab".into()));
-        let long = format!("=A\n{}", "K".repeat(40));
-        assert_eq!(joined(&long, 1, 1).map(|j| j.len()), Some(CUT_JOIN_LEN));
-        assert_eq!(joined("high\np_ab", 2, 2), None);
-        assert_eq!(joined("x gh p_ab", 2, 2), None);
-        assert_eq!(joined("x gh\n\n", 2, 2), None);
     }
 
     #[test]

@@ -1725,27 +1725,6 @@ pub fn written_apart(
     Some((text, pieces))
 }
 
-/// The line breaks a token may be cut by, as text carries them: a real one, a Windows
-/// one, one written out inside a JSON string, and each with the indentation of a block.
-pub const CUT_BREAKS: &[&str] = &["\n", "\r\n", "\\n", "\n    ", "\r\n\t", "\\n  "];
-
-/// `secret` cut by `brk` after its first `cut` bytes (inside its keyword, or anywhere),
-/// and the two pieces' ranges in the text. `None` for a secret that is not one run of
-/// token characters (a key block): no cut of it is a token's.
-pub fn cut_at(
-    secret: &str,
-    cut: usize,
-    brk: &str,
-) -> Option<(String, [std::ops::Range<usize>; 2])> {
-    if !secret.bytes().all(is_token_char) || !secret.is_char_boundary(cut) {
-        return None;
-    }
-    let (head, tail) = secret.split_at(cut);
-    let text = format!("{head}{brk}{tail}");
-    let second = head.len() + brk.len();
-    Some((text, [0..head.len(), second..second + tail.len()]))
-}
-
 /// `fake` percent-encoded whole (label and all) the way a URL's query carries a value:
 /// every character outside `[A-Za-z0-9_.~-]` escaped, and some letters and digits too.
 /// `None` for a secret with whitespace or a backslash in it (a key block): nobody passes
@@ -1904,24 +1883,6 @@ pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
             .map(|c| std::str::from_utf8(c).unwrap())
             .collect();
         out.push(("base64 wrapped in lines", lines.join("\n")));
-    }
-    // A line ending in what could be a keyword's head (`gh`, `AK`, `sk`), and the next
-    // line's word, code or indentation: a keyword cut by the break is looked for here.
-    for _ in 0..300 {
-        let head = r.pick(&[
-            "gh", "AK", "AKI", "A", "sk", "g", "xo", "gl", "np", "dp", "hv", "C",
-        ]);
-        let brk = r.pick(CUT_BREAKS);
-        let text = match r.below(4) {
-            0 => format!("{} {head}{brk}{}", lorem(r, 4), lorem(r, 6)),
-            1 => format!(
-                "    let x = {head}{brk}if y > {} {{ z() }}",
-                r.range(1, 999)
-            ),
-            2 => format!("alias {head}{brk}p_{} = 1", lorem(r, 1)),
-            _ => format!("{head}{brk}{}_{}", lorem(r, 1), r.alnum(6)),
-        };
-        out.push(("a line ending in a keyword's head", text));
     }
     out
 }
