@@ -892,12 +892,9 @@ fn a_redis_that_never_answers_holds_up_only_the_request_waiting_for_it() {
     // Past the second after a failed call in which calls fail at once (what the gateway
     // asked Redis while starting failed), so the next check waits for Redis again.
     std::thread::sleep(Duration::from_millis(1500));
-    let addr = gw.addr.clone();
-    let waiting = std::thread::spawn(move || {
-        let client = Client {
-            addr: &addr,
-            auth: ci,
-        };
+    // `initialize` with `auth`: the status, the answer, and how long it took.
+    let initialize = |addr: &str, auth: String| {
+        let client = Client { addr, auth };
         let started = Instant::now();
         let (status, head, body) = fleet::exchange(
             client.addr,
@@ -906,22 +903,16 @@ fn a_redis_that_never_answers_holds_up_only_the_request_waiting_for_it() {
             initialize_msg().to_string().as_bytes(),
         );
         (status, format!("{head}\n{body}"), started.elapsed())
-    });
+    };
+    let addr = gw.addr.clone();
+    let waiting = std::thread::spawn(move || initialize(&addr, ci));
     // Let the known token's request reach its check, then send one the token file
     // answers alone: an unknown token.
     std::thread::sleep(Duration::from_millis(500));
-    let stranger = Client {
-        addr: &gw.addr,
-        auth: "Bearer mcpwall_not-a-token-of-this-gateway".to_string(),
-    };
-    let started = Instant::now();
-    let (status, head, _) = fleet::exchange(
-        stranger.addr,
-        "/mcp",
-        &stranger.headers(None),
-        initialize_msg().to_string().as_bytes(),
+    let (status, head, answered_in) = initialize(
+        &gw.addr,
+        "Bearer mcpwall_not-a-token-of-this-gateway".to_string(),
     );
-    let answered_in = started.elapsed();
     assert_eq!(status, 401, "{head}");
     let (waited_status, waited_head, waited) = waiting.join().unwrap();
     assert_eq!(waited_status, 503, "fail closed: {waited_head}");

@@ -60,11 +60,11 @@ impl Scrape {
         }
         let presented = super::server::bearer_token(req);
         let identified = match presented {
-            Some(t) => Some(gateway.tokens.identify(t).await),
-            None => None,
+            Some(t) => gateway.tokens.identify(t).await,
+            None => Ok(None),
         };
         let identified = match identified {
-            Some(Err(why)) => {
+            Err(why) => {
                 // Whether the reader's token was revoked elsewhere cannot be known now.
                 self.metrics.note_refused_scrape();
                 gateway.chatter.log(
@@ -79,8 +79,7 @@ impl Scrape {
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 return r;
             }
-            Some(Ok(name)) => name,
-            None => None,
+            Ok(name) => name,
         };
         let reader = identified.filter(|name| self.readers.iter().any(|r| **r == **name));
         if reader.is_none() {

@@ -303,18 +303,38 @@ impl LiveTokens {
     /// file and no replica revoked it. Identities the file never held (an identity
     /// provider's) are not revoked here. `Err`: the shared state cannot say.
     pub fn still_valid(&self, name: &str) -> Result<bool, crate::shared_state::Unavailable> {
-        let hash = match &self.lock().store {
+        match self.hash_of(name) {
+            Some(hash) => self.not_revoked(&hash),
+            None => Ok(true),
+        }
+    }
+
+    /// The hash of identity `name`'s token, when the token file holds it.
+    fn hash_of(&self, name: &str) -> Option<[u8; 32]> {
+        match &self.lock().store {
             Store::Issued(tokens) => tokens
                 .entries
                 .iter()
                 .find(|(n, _)| n == name)
                 .map(|(_, h)| *h),
             _ => None,
-        };
-        match hash {
-            Some(hash) => self.not_revoked(&hash),
-            None => Ok(true),
         }
+    }
+
+    /// [`Self::not_revoked`] for the I/O thread: asking the shared state is a round trip
+    /// of up to its `timeout_ms`, so it is made on the blocking pool, where it holds up no
+    /// other connection; without a shared state there is nothing to ask.
+    async fn not_revoked_off_thread(
+        self: &Arc<Self>,
+        hash: [u8; 32],
+    ) -> Result<bool, crate::shared_state::Unavailable> {
+        if self.shared.get().is_none() {
+            return Ok(true);
+        }
+        let tokens = self.clone();
+        tokio::task::spawn_blocking(move || tokens.not_revoked(&hash))
+            .await
+            .unwrap_or_else(|_| Err(check_failed()))
     }
 
     /// Look at the file (one `stat`); read it again if it changed, and say what that
@@ -392,10 +412,6 @@ impl LiveTokens {
 
     /// The identity a presented token belongs to now (`None`: none, or it was revoked).
     /// `Err`: the shared state cannot say whether another replica revoked it.
-    ///
-    /// Asking the shared state is a round trip of up to its `timeout_ms`, made on the
-    /// blocking pool: on the I/O thread it would hold up every other connection, each
-    /// identity's included, while one waits for Redis.
     pub async fn identify(
         self: &Arc<Self>,
         token: &str,
@@ -408,33 +424,23 @@ impl LiveTokens {
             return Ok(None);
         };
         let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if self.shared.get().is_none() {
-            return Ok(Some(identity));
-        }
-        let tokens = self.clone();
-        let fresh = tokio::task::spawn_blocking(move || tokens.not_revoked(&hash))
-            .await
-            .unwrap_or_else(|_| Err(check_failed()))?;
-        Ok(fresh.then_some(identity))
+        Ok(self.not_revoked_off_thread(hash).await?.then_some(identity))
     }
 
-    /// Whether identity `name`'s token may still be used ([`Self::still_valid`]), asked
-    /// on the blocking pool when the shared state must be asked: `None` when it need not
-    /// be (this replica hears revocations as they are made, or shares none), so an open
-    /// stream's messages pay nothing for the question in the usual case.
+    /// [`Self::still_valid`] for an open stream's next message: `None` when nothing need
+    /// be asked (this replica hears revocations as they are made, or shares none), so
+    /// its messages pay nothing for the question in the usual case.
     pub async fn still_valid_unless_heard(
         self: &Arc<Self>,
-        name: &Arc<str>,
+        name: &str,
     ) -> Option<Result<bool, crate::shared_state::Unavailable>> {
         if self.hears_revocations() {
             return None;
         }
-        let (tokens, name) = (self.clone(), name.clone());
-        Some(
-            tokio::task::spawn_blocking(move || tokens.still_valid(&name))
-                .await
-                .unwrap_or_else(|_| Err(check_failed())),
-        )
+        Some(match self.hash_of(name) {
+            Some(hash) => self.not_revoked_off_thread(hash).await,
+            None => Ok(true),
+        })
     }
 
     /// The identity a verified client certificate stands for: the one identity of the

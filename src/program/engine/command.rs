@@ -83,7 +83,7 @@ impl NameSet {
             exact: exact.into(),
             prefixes: prefixes.into(),
             by_path: rest.iter().any(|n| n.contains('/')),
-            globs: glob_set(&rest, None, true)?,
+            globs: glob_set(&rest, true)?,
         }))
     }
 
@@ -245,22 +245,14 @@ pub(crate) struct ClauseFailure {
     pub reason: String,
 }
 
-fn glob_set(
-    globs: &[String],
-    env: Option<&PathEnv>,
-    paths: bool,
-) -> Result<Option<GlobSet>, ClauseFailure> {
+fn glob_set(globs: &[String], paths: bool) -> Result<Option<GlobSet>, ClauseFailure> {
     if globs.is_empty() {
         return Ok(None);
     }
     let mut b = GlobSetBuilder::new();
     for g in globs {
-        let g = match env {
-            Some(env) => env.expand_glob_prefix(g),
-            None => g.clone(),
-        };
         // `*` stays within one path component, `**` crosses them (as in .gitignore).
-        let glob = GlobBuilder::new(&g)
+        let glob = GlobBuilder::new(g)
             .literal_separator(paths)
             .build()
             .map_err(|e| ClauseFailure {
@@ -433,7 +425,7 @@ impl Clause {
                 .collect(),
             paths,
             redirects,
-            words: glob_set(&c.words, None, false)?,
+            words: glob_set(&c.words, false)?,
             input: c.input,
             after_download: c.after_download,
             over_find: c.over_find,

@@ -170,9 +170,13 @@ impl PathGlobs {
         let Some(regex) = &self.regex else {
             return false;
         };
-        // globset reads every separator of the platform as `/`.
+        // globset reads every separator of the platform as `/` (a copy only when
+        // there is one to turn).
         #[cfg(windows)]
-        let path = path.replace('\\', "/");
+        let path = match path.contains('\\') {
+            true => std::borrow::Cow::Owned(path.replace('\\', "/")),
+            false => std::borrow::Cow::Borrowed(path),
+        };
         regex.is_match(Input::new(path.as_bytes()).anchored(regex_automata::Anchored::Yes))
     }
 }
