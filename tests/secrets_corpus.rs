@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use corpus::{
-    B32, FORMATS, Rng, embed, encoded, encoded_negatives, fake, headless_key, negatives,
-    percent_encoded, split_and_percent_negatives, written_apart,
+    B32, FORMATS, Rng, cut_in_keyword, embed, encoded, encoded_negatives, fake, headless_key,
+    negatives, percent_encoded, split_and_percent_negatives, written_apart,
 };
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
 
@@ -192,6 +192,55 @@ fn recall_and_false_positive_rate() {
         }
     }
     assert!(apart_rows >= 300, "only {apart_rows} rows written apart");
+
+    // Whole tokens cut by a line break inside their keyword (`gh` / `p_…`): no keyword
+    // hit starts them, the run of their rest does. Both pieces are found, and nothing
+    // around them.
+    let mut cut_keyword_rows = 0;
+    for &format in FORMATS {
+        for _ in 0..SPLIT_PER_FORMAT {
+            let token = fake(format, &mut rng);
+            let Some(keyword) = whole_token_keyword(&detector, format, &token.secret) else {
+                continue;
+            };
+            let Some((written, pieces)) = cut_in_keyword(&token.secret, &keyword, &mut rng) else {
+                continue;
+            };
+            let (text, at) = embed(
+                &corpus::Fake {
+                    text: written.clone(),
+                    secret: written,
+                },
+                &mut rng,
+            );
+            let pieces: Vec<Range<usize>> = pieces
+                .iter()
+                .map(|p| at.start + p.start..at.start + p.end)
+                .collect();
+            found.clear();
+            detector.find(&text, &mut cache, &mut found);
+            total += 1;
+            cut_keyword_rows += 1;
+            let exact = pieces.iter().all(|p| covers(&found, p))
+                && found.iter().all(|f| {
+                    f.range.end <= at.start
+                        || f.range.start >= at.end
+                        || (at.start <= f.range.start && f.range.end <= at.end)
+                });
+            if exact {
+                detected += 1;
+            } else if misses.len() < 20 {
+                misses.push(format!(
+                    "{format} cut inside {keyword:?}: {:?} in {text:?}, found {found:?}",
+                    &text[at.clone()]
+                ));
+            }
+        }
+    }
+    assert!(
+        cut_keyword_rows >= 300,
+        "only {cut_keyword_rows} rows cut inside a keyword"
+    );
 
     // Negative corpus: ordinary text that must not be flagged, also base64-encoded, and
     // text shaped like a token written apart or percent-encoded.

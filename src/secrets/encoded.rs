@@ -9,15 +9,20 @@
 //! Decoding costs a pass over each run and a buffer of three quarters of its length,
 //! so a scan stays linear in its text.
 //!
-//! Runs are found by probing every [`MIN_RUN`]-th byte: every run that long holds a probe,
-//! and a probe on a base64 character is widened to its run, so ordinary prose costs a
-//! look at one byte in 24 and a word's length around each probe that lands on a letter.
+//! Runs are found by probing every [`MIN_REPORTED_RUN`]-th byte: every run that long holds
+//! a probe, and a probe on a base64 character is widened to its run, so ordinary prose
+//! costs a look at one byte in 17 and a word's length around each probe that lands on a
+//! letter. Runs shorter than [`MIN_RUN`] are not decoded; they are reported for the tail
+//! of a token cut inside its keyword (`split::keyword_cut_before`).
 
 use std::ops::Range;
 
 /// Shortest base64 run that is decoded: 18 bytes of decoded text, as short as a labelled
 /// credential gets (`key=` and an AWS key id of 20 characters is 32 characters encoded).
 pub(super) const MIN_RUN: usize = 24;
+/// Shortest run reported: the rest of the shortest whole token (an AWS key id, 20
+/// characters) cut after the third byte of its keyword.
+const MIN_REPORTED_RUN: usize = 17;
 /// A line break continues a run only after a line at least this long: base64 wrapped for
 /// PEM (64) or MIME (76), not a column of short words.
 const MIN_WRAPPED_LINE: usize = 48;
@@ -59,16 +64,28 @@ pub(super) struct RunKind {
     pub base64: bool,
     /// Hex digits only.
     pub hex: bool,
+    /// At least [`MIN_RUN`] characters.
+    pub long: bool,
 }
 
-/// Calls `f(run, kind)` for every base64 run of at least [`MIN_RUN`] characters in `text`, in
-/// order; a run includes its `=` padding and the line breaks of wrapped base64.
+impl RunKind {
+    /// Worth decoding: long enough, and base64 of something or hex.
+    pub fn decodable(self) -> bool {
+        self.long && (self.base64 || self.hex)
+    }
+}
+
+/// Calls `f(run, kind)` for every base64 run of at least [`MIN_REPORTED_RUN`] characters in
+/// `text`, in order; a run includes its `=` padding and the line breaks of wrapped base64.
+/// Runs not worth decoding (short ones, paths, identifiers: see [`RunKind`]) are reported
+/// too, as the tail of a token cut inside its keyword may be one
+/// (`split::keyword_cut_before`).
 pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)) {
-    let mut probe = MIN_RUN - 1;
+    let mut probe = MIN_REPORTED_RUN - 1;
     let mut done = 0;
     while probe < text.len() {
         if !is_base64(text[probe]) {
-            probe += MIN_RUN;
+            probe += MIN_REPORTED_RUN;
             continue;
         }
         let mut start = probe;
@@ -79,12 +96,12 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
         // shorter than a run cannot begin wrapped base64 either (its lines are longer),
         // and an earlier line of a wrapped run held a probe of its own.
         let mut end = probe + 1;
-        while end < text.len() && end - start < MIN_RUN && is_base64(text[end]) {
+        while end < text.len() && end - start < MIN_REPORTED_RUN && is_base64(text[end]) {
             end += 1;
         }
-        if end - start < MIN_RUN {
+        if end - start < MIN_REPORTED_RUN {
             done = end;
-            probe = end + MIN_RUN - 1;
+            probe = end + MIN_REPORTED_RUN - 1;
             continue;
         }
         let (end, chars, upper, hex) = run_end(text, start);
@@ -101,14 +118,13 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
             // ends the look), not counted over every run.
             base64: upper * 8 >= chars && text[start..end].iter().any(u8::is_ascii_lowercase),
             hex: hex == chars,
+            long: chars >= MIN_RUN,
         };
-        if chars >= MIN_RUN && (kind.base64 || kind.hex) {
-            f(start..end, kind);
-        }
+        f(start..end, kind);
         // The next run starts at `end` at the earliest (after padding, a base64
         // character may follow), so its last byte at the minimum length is probed.
         done = end;
-        probe = end + MIN_RUN - 1;
+        probe = end + MIN_REPORTED_RUN - 1;
     }
 }
 
@@ -304,7 +320,11 @@ mod tests {
 
     fn runs(text: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        for_each_run(text.as_bytes(), |r, _| out.push(&text[r]));
+        for_each_run(text.as_bytes(), |r, kind| {
+            if kind.decodable() {
+                out.push(&text[r])
+            }
+        });
         out
     }
 
@@ -315,11 +335,11 @@ mod tests {
     fn runs_without_small_letters_are_not_base64() {
         let mut kinds = Vec::new();
         let akia = "AKIA".repeat(64);
-        for_each_run(akia.as_bytes(), |_, kind| kinds.push(kind.base64));
-        assert!(kinds.is_empty(), "{kinds:?}");
+        for_each_run(akia.as_bytes(), |_, kind| kinds.push(kind.decodable()));
+        assert_eq!(kinds, vec![false]);
         kinds.clear();
         for_each_run(b"QUtJQVE3WksyTTRYVzNITjVKUFI=", |_, kind| {
-            kinds.push(kind.base64)
+            kinds.push(kind.decodable())
         });
         assert_eq!(kinds, vec![true]);
     }

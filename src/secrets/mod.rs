@@ -338,6 +338,8 @@ pub struct Detector {
     /// on (no `secret` group, keyword at the start), so a hit no finding covers may be a
     /// token cut short. (One load per uncovered hit: on a keyword repeated, every hit is.)
     whole_token_keyword: Vec<bool>,
+    /// Those keywords themselves, for a token whose keyword a line break cuts.
+    cut_keywords: split::CutKeywords,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -601,8 +603,14 @@ impl Detector {
                 })
                 .collect()
         });
+        let cut_keywords = split::CutKeywords::new(keywords.iter().flat_map(|k| {
+            (0..k.len() as u32)
+                .filter(|&kw| whole_token_keyword[kw as usize])
+                .map(|kw| Box::from(k.keyword(kw)))
+        }));
         Ok(Detector {
             whole_token_keyword,
+            cut_keywords,
             specs,
             plans,
             keywords,
@@ -933,7 +941,19 @@ impl Detector {
         }
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
+        let mut cut_hits = std::mem::take(&mut cache.cut_hits);
+        let noted = cut_hits.len();
         encoded::for_each_run(text.as_bytes(), |run, kind| {
+            // A run near a line's start may be the rest of a token whose keyword the
+            // break cut: its head is a hit for `find_cut`.
+            if let Some(head) =
+                split::keyword_cut_before(text.as_bytes(), run.start, &self.cut_keywords)
+            {
+                cut_hits.push((head, head));
+            }
+            if !kind.decodable() {
+                return;
+            }
             inner.clear();
             // A run of hex digits is read as hex (a token written as hex); one with too few
             // capital letters for base64 of anything is not decoded as base64.
@@ -955,6 +975,10 @@ impl Detector {
                 });
             }
         });
+        if cut_hits.len() > noted {
+            cut_hits.sort_unstable();
+        }
+        cache.cut_hits = cut_hits;
         cache.decoded = decoded;
         cache.decoded_findings = inner;
     }
@@ -1312,6 +1336,53 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A token whose keyword a line break cuts (`gh` / `p_…`) is found as its two pieces,
+    /// at every byte of its keyword and by every kind of break; a line ending in a
+    /// keyword's head before a line that does not go on with the keyword is left alone.
+    #[test]
+    fn a_token_cut_inside_its_keyword_is_found_as_its_pieces() {
+        let tokens = [
+            format!("ghp_{}", "q7Vd2Lx9Rk4Tz8Wm1Np6Bs3Hc5Jf0GaYe2Ui"),
+            format!("xoxb-{}", "2048-1024-Zq8Rk2Lm4Nv6Bx9Cs1Dt3Fw"),
+            format!("glpat-{}", "Xq7Rk2Lm4Nv6Bx9Cs1Dt"),
+            format!(
+                "SG.{}.{}",
+                "t7S9nzJDgqhHo70uBMjQGY", "oH1AXzN63meu593DwagsMkmCe8oJu66Yoxo6K55DUbW"
+            ),
+            format!(
+                "sk-ant-api03-{}AA",
+                "Zq8Rk2Lm4Nv6Bx9Cs1Dt3Fw5Gy7Hz0Jq2Kr4Ls6Mt8Nu0Pv2Qw4Rx6Sy8Tz0Ua2Vb4Wc6Xd8Ye0Zf2Ag4Bh6Ci8Dj0Ek2Fl4Gm6Hn"
+            ),
+        ];
+        for token in &tokens {
+            let keyword_len = token.find(['_', '-', '.']).unwrap() + 1;
+            for cut in 1..=keyword_len {
+                for brk in ["\n", "\r\n", "\\n", "\n    ", "\\r\\n  "] {
+                    let (head, tail) = token.split_at(cut);
+                    let text = format!("token: {head}{brk}{tail}\nnext line");
+                    let found = found_texts(&text);
+                    let texts: Vec<&str> = found.iter().map(|(_, t)| t.as_str()).collect();
+                    assert_eq!(
+                        texts,
+                        vec![head, tail],
+                        "cut at {cut} by {brk:?} in {text:?}"
+                    );
+                }
+            }
+        }
+        for text in [
+            "git push gh\np_lain words after a break are not a token",
+            "ssh-keygen -t ed25519 -C gh\nAKIAQ7ZK2M4XW3HN5JPRmore",
+            "see https://example.com/gh\np_the_rest_of_an_ordinary_identifier",
+        ] {
+            assert!(
+                found_texts(text).is_empty(),
+                "{text:?}: {:?}",
+                found_texts(text)
+            );
+        }
     }
 
     /// A password whose letters repeat (the property test planted this one after

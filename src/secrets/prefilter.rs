@@ -169,6 +169,11 @@ impl Keywords {
         &self.candidates[keyword as usize]
     }
 
+    /// The keyword with id `keyword`.
+    pub fn keyword(&self, keyword: u32) -> &[u8] {
+        &self.sorted[keyword as usize]
+    }
+
     /// How many keywords there are (ids are `0..len`).
     pub fn len(&self) -> usize {
         self.candidates.len()

@@ -315,6 +315,116 @@ fn unless_label(text: &[u8], at: usize, run: usize) -> Option<usize> {
     (!assigned).then_some(run)
 }
 
+/// The keywords of the whole-token formats (`ghp_`, `AKIA`, `xoxb-`), for finding a
+/// token whose keyword a line break cuts (`gh` / `p_…`): no keyword hit starts such a
+/// token, so it is looked for from the run of its tail ([`keyword_cut_before`]).
+#[derive(Debug, Default)]
+pub(super) struct CutKeywords {
+    /// Sorted, so the keywords a joined text may start with are those sharing its first
+    /// byte, one range.
+    sorted: Vec<Box<[u8]>>,
+    /// The longest keyword's length: a cut inside one leaves at most one byte less on
+    /// either side of the break.
+    longest: usize,
+}
+
+impl CutKeywords {
+    pub fn new(keywords: impl IntoIterator<Item = Box<[u8]>>) -> CutKeywords {
+        let mut sorted: Vec<Box<[u8]>> = keywords.into_iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        let longest = sorted.iter().map(|k| k.len()).max().unwrap_or(0);
+        CutKeywords { sorted, longest }
+    }
+
+    /// Whether `head` then `tail` start with a keyword that the cut between them falls
+    /// inside (a keyword `head` holds whole has a hit of its own).
+    fn crosses(&self, head: &[u8], tail: &[u8]) -> bool {
+        let Some(&first) = head.first() else {
+            return false;
+        };
+        let from = self.sorted.partition_point(|k| k[0] < first);
+        self.sorted[from..]
+            .iter()
+            .take_while(|k| k[0] == first)
+            .any(|k| {
+                k.len() > head.len() && k.starts_with(head) && tail.starts_with(&k[head.len()..])
+            })
+    }
+}
+
+/// Token characters looked back over from a run to its line's start: a token's tail
+/// may hold a few short parts before its first long run (`G.` of `SG.…`, `pt.` of
+/// `dp.pt.…`, a JWT's header before its payload).
+const MAX_LEAD_BEFORE_RUN: usize = 64;
+
+/// Where a whole-token keyword cut by a line break starts (`token: gh` then `p_…`),
+/// looked for from a long run of token characters (`run_start`, as the base64 pass finds
+/// them) near the start of a line: that is what the rest of a cut token is. The line
+/// before must end in the head of a keyword, starting a word, whose rest the line holding
+/// the run begins with. Returns the head's start, a hit for [`rejoin`]: it reads the head
+/// to the break and the pieces after it.
+///
+/// Ordinary text pays a look at the bytes before each long run (most are not preceded by
+/// token characters, nor at a line's start); a break alone, the common case, costs
+/// nothing.
+pub(super) fn keyword_cut_before(
+    text: &[u8],
+    run_start: usize,
+    keywords: &CutKeywords,
+) -> Option<usize> {
+    if keywords.longest < 2 {
+        return None;
+    }
+    // The run's line starts after its lead of token characters and its indentation; a
+    // lead starting with the `n` of a `\n` written out starts after that `n`.
+    let mut line = run_start;
+    let floor = run_start.saturating_sub(MAX_LEAD_BEFORE_RUN);
+    while line > floor && is_token_byte(text[line - 1]) {
+        line -= 1;
+    }
+    if line > 0 && text[line - 1] == b'\\' && text[line] == b'n' {
+        line += 1;
+    }
+    let content = line;
+    let indent_floor = line.saturating_sub(MAX_INDENT);
+    while line > indent_floor && matches!(text[line - 1], b' ' | b'\t') {
+        line -= 1;
+    }
+    let brk = break_ending_at(text, line)?;
+    // The line before ends in the keyword's head: its last token characters, fewer than
+    // the longest keyword's.
+    let mut head = brk;
+    let head_floor = brk.saturating_sub(keywords.longest - 1);
+    while head > head_floor && is_token_byte(text[head - 1]) {
+        head -= 1;
+    }
+    let tail = &text[content..(content + keywords.longest).min(text.len())];
+    (head..brk).find(|&q| {
+        let starts_word = q == 0
+            || !(text[q - 1].is_ascii_alphanumeric() || text[q - 1] == b'_')
+            || escaped(text, q - 1);
+        starts_word && keywords.crosses(&text[q..brk], tail)
+    })
+}
+
+/// The start of the line break (real or written out, `\n` or `\r\n`) that ends just
+/// before `at`.
+fn break_ending_at(text: &[u8], at: usize) -> Option<usize> {
+    let before = &text[..at];
+    if before.ends_with(b"\r\n") {
+        Some(at - 2)
+    } else if before.ends_with(b"\n") {
+        Some(at - 1)
+    } else if before.ends_with(b"\\r\\n") {
+        Some(at - 4)
+    } else if before.ends_with(b"\\n") {
+        Some(at - 2)
+    } else {
+        None
+    }
+}
+
 /// A line at least this wide before a break is read as wrapped at a terminal's or an
 /// editor's width (72 to 120 columns, base64 at 64 or 76): only there is a value that
 /// looks complete before the break (an open-length token, a labelled password) read on

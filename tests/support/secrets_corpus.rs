@@ -1725,6 +1725,27 @@ pub fn written_apart(
     Some((text, pieces))
 }
 
+/// A whole token (`secret`, which starts with `keyword`) cut by a line break inside its
+/// keyword or right after it (`gh` / `p_…`, `AKIA` / `Q7ZK…`): the break a real one, CRLF
+/// or `\n` written out, sometimes with the next line indented. Returns the text and the
+/// two pieces' ranges in it.
+pub fn cut_in_keyword(
+    secret: &str,
+    keyword: &str,
+    r: &mut Rng,
+) -> Option<(String, Vec<std::ops::Range<usize>>)> {
+    if !secret.bytes().all(is_token_char) || keyword.len() < 2 || !secret.is_char_boundary(1) {
+        return None;
+    }
+    let cut = r.range(1, keyword.len());
+    let brk = r.pick(&["\n", "\r\n", "\\n", "\\r\\n"]);
+    let indent = r.pick(&["", "", "  ", "\t"]);
+    let (head, tail) = secret.split_at(cut);
+    let text = format!("{head}{brk}{indent}{tail}");
+    let pieces = vec![0..head.len(), text.len() - tail.len()..text.len()];
+    Some((text, pieces))
+}
+
 /// `fake` percent-encoded whole (label and all) the way a URL's query carries a value:
 /// every character outside `[A-Za-z0-9_.~-]` escaped, and some letters and digits too.
 /// `None` for a secret with whitespace or a backslash in it (a key block): nobody passes
@@ -1863,6 +1884,39 @@ pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
             ),
         };
         out.push(("URL with escapes", s));
+    }
+    // A line ending in a word that begins a token's keyword (`gh`, `AK`, `sk-`), then a
+    // line starting with a long run that does not go on with that keyword.
+    for _ in 0..300 {
+        let head = r.pick(&[
+            "gh", "AK", "AKI", "AS", "xo", "xox", "gl", "glp", "sk", "sk-", "hf", "np", "npm",
+            "SG", "dp", "ya2", "sq0", "dap", "NR", "LT", "rzp", "AI", "AIz",
+        ]);
+        let brk = r.pick(&["\n", "\r\n", "\\n"]);
+        let indent = r.pick(&["", "    ", "\t"]);
+        let run = match r.below(6) {
+            0 => r.hex(40),
+            1 => uuid(r),
+            2 => {
+                let len = r.range(24, 60);
+                base64(&r.bytes(len), r.below(2) == 0)
+            }
+            3 => (0..r.range(3, 6))
+                .map(|_| lorem(r, 1))
+                .collect::<Vec<_>>()
+                .join("_"),
+            4 => format!("p_{}", lorem(r, 4).replace(' ', "_")),
+            _ => format!("/usr/share/{}/{}.conf", lorem(r, 1), lorem(r, 1)),
+        };
+        let before = match r.below(3) {
+            0 => format!("$ {head}"),
+            1 => format!("- name: {}\n  tool: {head}", lorem(r, 1)),
+            _ => format!("{} {head}", lorem(r, 4)),
+        };
+        out.push((
+            "line ending in a keyword's head",
+            format!("{before}{brk}{indent}{run} {}", lorem(r, 3)),
+        ));
     }
     for _ in 0..100 {
         let sha = r.hex(40);
