@@ -700,6 +700,52 @@ fn a_token_cut_by_a_line_break_is_redacted_piece_by_piece() {
     }
 }
 
+/// A token whose keyword a line break cuts (`gh` / `p_…`, `AKI` / `A…`) is redacted
+/// through the real proxy piece by piece, the break and the rest of the text as written.
+#[test]
+fn a_token_cut_inside_its_keyword_is_redacted_piece_by_piece() {
+    let mut p = Proxy::start();
+    handshake(&mut p);
+    hold(&mut p, r#""s1""#);
+    let github = format!("ghp_{}", "Wq3Rt8Lm2Vw6Ks1Hd9Jf4Np7Xc0Bg5Ya8Ue3");
+    let aws = format!("AKIA{}", "Q7ZK2M4XW3HN5JPR");
+    let (gh_head, gh_tail) = github.split_at(2);
+    let (aws_head, aws_tail) = aws.split_at(3);
+    let text = format!(
+        "GITHUB_TOKEN={gh_head}\\n{gh_tail}\\nid: {aws_head}\\r\\n  {aws_tail}\\nregion = eu-west-1"
+    );
+    let server_line = format!(
+        r#"{{"jsonrpc":"2.0","id":"s1","result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#
+    );
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"fake/say","params":{{"lines":[{}]}}}}"#,
+        serde_json::to_string(&server_line).unwrap()
+    ));
+    let line = p.recv_str();
+    let marker = "[REDACTED BY MCPWALL]";
+    let want = server_line
+        .replace(&format!("={gh_head}\\"), &format!("={marker}\\"))
+        .replace(gh_tail, marker)
+        .replace(&format!(" {aws_head}\\"), &format!(" {marker}\\"))
+        .replace(aws_tail, marker);
+    assert_eq!(line, want + "\n");
+    assert_eq!(p.recv_json()["id"], 2);
+    p.close_stdin();
+    assert_eq!(p.wait(), 0);
+    let events = p.audit();
+    let red = events
+        .iter()
+        .find(|e| e["action"] == "redact")
+        .expect("redact audited");
+    assert_eq!(red["redactions"]["github-token"], 2, "{red}");
+    assert_eq!(red["redactions"]["aws-access-key-id"], 2, "{red}");
+    let logged = serde_json::to_string(&events).unwrap();
+    for piece in [gh_tail, aws_tail] {
+        assert!(!logged.contains(piece), "{piece} in the audit log");
+        assert!(!p.stderr_text().contains(piece), "{piece} on stderr");
+    }
+}
+
 /// A file read as media comes back as a base64 `blob` (issue 22: the AWS key and the
 /// GitHub token inside were delivered as they were). The blob is decoded and scanned;
 /// a finding redacts the whole blob and the response stays valid JSON. A key's body

@@ -395,6 +395,56 @@ fn hit_memos_find_what_searching_every_hit_finds() {
     }
 }
 
+/// The portable run finder (a probe every 17 bytes) and the one this CPU runs (AVX2 masks
+/// on x86-64) give the same findings: on keyword soups with line breaks, tokens cut
+/// inside their keyword and the adversarial texts.
+#[test]
+fn the_portable_run_finder_finds_what_the_vector_one_finds() {
+    let vector = detector();
+    let portable = Detector::with_machinery(
+        builtin_specs(),
+        mcpwall::secrets::Machinery {
+            portable_run_finder: true,
+            ..Default::default()
+        },
+    )
+    .expect("built-ins compile");
+    let mut keywords: Vec<String> = builtin_specs()
+        .iter()
+        .flat_map(|s| s.keywords.clone())
+        .collect();
+    keywords.sort();
+    keywords.dedup();
+    let (mut vector_cache, mut portable_cache) = (vector.cache(), portable.cache());
+    let mut r = Rng::new(17);
+    let mut with_findings = 0;
+    for i in 0..3000 {
+        let mut text = keyword_soup(&mut r, &keywords);
+        if i % 3 == 0 {
+            // A token cut inside its keyword, somewhere in the soup.
+            let token = fake(FORMATS[r.below(FORMATS.len())], &mut r).secret;
+            let cut = 1 + r.below(4.min(token.len() - 1));
+            if token.is_char_boundary(cut) {
+                let at = (0..=text.len().min(200))
+                    .rev()
+                    .find(|&at| text.is_char_boundary(at))
+                    .unwrap_or(0);
+                let (head, tail) = token.split_at(cut);
+                text.insert_str(at, &format!(" {head}\n  {tail}\n"));
+            }
+        }
+        let want = found(&portable, &mut portable_cache, &text);
+        with_findings += usize::from(!want.is_empty());
+        assert_eq!(found(vector, &mut vector_cache, &text), want, "{text:?}");
+    }
+    assert!(with_findings > 300, "{with_findings} texts with findings");
+    for kind in corpus::ADVERSARIAL {
+        let text = corpus::adversarial_text(kind, 3, 64 << 10);
+        let want = found(&portable, &mut portable_cache, &text);
+        assert_eq!(found(vector, &mut vector_cache, &text), want, "{kind}");
+    }
+}
+
 /// A detector's search that read the rest of the text for nothing is followed by one
 /// unanchored pass that refutes every later hit at once (`Engine::none_from`). It never
 /// changes what is found: a label repeated with no separator (where the pass refutes

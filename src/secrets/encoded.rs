@@ -9,11 +9,9 @@
 //! Decoding costs a pass over each run and a buffer of three quarters of its length,
 //! so a scan stays linear in its text.
 //!
-//! Runs are found by probing every [`MIN_REPORTED_RUN`]-th byte: every run that long holds
-//! a probe, and a probe on a base64 character is widened to its run, so ordinary prose
-//! costs a look at one byte in 17 and a word's length around each probe that lands on a
-//! letter. Runs shorter than [`MIN_RUN`] are not decoded; they are reported for the tail
-//! of a token cut inside its keyword (`split::keyword_cut_before`).
+//! Runs of at least [`MIN_REPORTED_RUN`] characters are found ([`RunFinder`]) and
+//! reported; only those of [`MIN_RUN`] and more are decoded. The shorter ones may be the
+//! rest of a token cut inside its keyword (`split::keyword_cut_before`).
 
 use std::ops::Range;
 
@@ -22,7 +20,7 @@ use std::ops::Range;
 pub(super) const MIN_RUN: usize = 24;
 /// Shortest run reported: the rest of the shortest whole token (an AWS key id, 20
 /// characters) cut after the third byte of its keyword.
-const MIN_REPORTED_RUN: usize = 17;
+pub(super) const MIN_REPORTED_RUN: usize = 17;
 /// A line break continues a run only after a line at least this long: base64 wrapped for
 /// PEM (64) or MIME (76), not a column of short words.
 const MIN_WRAPPED_LINE: usize = 48;
@@ -75,35 +73,84 @@ impl RunKind {
     }
 }
 
-/// Calls `f(run, kind)` for every base64 run of at least [`MIN_REPORTED_RUN`] characters in
-/// `text`, in order; a run includes its `=` padding and the line breaks of wrapped base64.
-/// Runs not worth decoding (short ones, paths, identifiers: see [`RunKind`]) are reported
-/// too, as the tail of a token cut inside its keyword may be one
-/// (`split::keyword_cut_before`).
-pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)) {
-    let mut probe = MIN_REPORTED_RUN - 1;
-    let mut done = 0;
+/// How the runs of a text are found. Both find the same runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunFinder {
+    /// 32 bytes classified at a time, and the windows of [`MIN_REPORTED_RUN`] base64
+    /// characters found in the masks: a word costs nothing, only a run is widened.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// A probe every [`MIN_REPORTED_RUN`] bytes: every run that long holds one, and a
+    /// probe on a base64 character is widened to its word, so ordinary prose costs a look
+    /// at one byte in 17 and a word's length around each probe that lands on a letter.
+    Portable,
+}
+
+impl RunFinder {
+    /// The fastest finder this CPU runs.
+    pub(super) fn detect() -> RunFinder {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") {
+            return RunFinder::Avx2;
+        }
+        RunFinder::Portable
+    }
+
+    /// The start of the first run of at least [`MIN_REPORTED_RUN`] base64 characters that
+    /// is not before `from` (a run that began before `from` starts there).
+    fn next_run(self, text: &[u8], from: usize) -> Option<usize> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            RunFinder::Avx2 => {
+                // SAFETY: `detect` chose this finder only on a CPU with AVX2.
+                unsafe { avx2::next_window(text, from) }
+            }
+            RunFinder::Portable => next_run_by_probes(text, from),
+        }
+    }
+}
+
+/// [`RunFinder::Portable`].
+fn next_run_by_probes(text: &[u8], from: usize) -> Option<usize> {
+    let mut probe = from + MIN_REPORTED_RUN - 1;
+    let mut floor = from;
     while probe < text.len() {
         if !is_base64(text[probe]) {
             probe += MIN_REPORTED_RUN;
             continue;
         }
         let mut start = probe;
-        while start > done && is_base64(text[start - 1]) {
+        while start > floor && is_base64(text[start - 1]) {
             start -= 1;
         }
-        // Most probes land in a word: find its end before anything else. A segment
-        // shorter than a run cannot begin wrapped base64 either (its lines are longer),
-        // and an earlier line of a wrapped run held a probe of its own.
+        // Most probes land in a word: find its end before anything else.
         let mut end = probe + 1;
         while end < text.len() && end - start < MIN_REPORTED_RUN && is_base64(text[end]) {
             end += 1;
         }
-        if end - start < MIN_REPORTED_RUN {
-            done = end;
-            probe = end + MIN_REPORTED_RUN - 1;
-            continue;
+        if end - start >= MIN_REPORTED_RUN {
+            return Some(start);
         }
+        floor = end;
+        probe = end + MIN_REPORTED_RUN - 1;
+    }
+    None
+}
+
+/// Calls `f(run, kind)` for every base64 run of at least [`MIN_REPORTED_RUN`] characters in
+/// `text`, in order; a run includes its `=` padding and the line breaks of wrapped base64.
+/// Runs not worth decoding (short ones, paths, identifiers: see [`RunKind`]) are reported
+/// too, as the rest of a token cut inside its keyword may be one
+/// (`split::keyword_cut_before`).
+pub(super) fn for_each_run(
+    text: &[u8],
+    finder: RunFinder,
+    mut f: impl FnMut(Range<usize>, RunKind),
+) {
+    let mut done = 0;
+    // A segment shorter than a run cannot begin wrapped base64 (its lines are longer),
+    // and an earlier line of a wrapped run is found first.
+    while let Some(start) = finder.next_run(text, done) {
         let (end, chars, upper, hex) = run_end(text, start);
         // Base64 of text is about a fifth capital letters or more (the first character
         // of nearly every group of four is), of random bytes two fifths: a run with
@@ -122,9 +169,139 @@ pub(super) fn for_each_run(text: &[u8], mut f: impl FnMut(Range<usize>, RunKind)
         };
         f(start..end, kind);
         // The next run starts at `end` at the earliest (after padding, a base64
-        // character may follow), so its last byte at the minimum length is probed.
+        // character may follow).
         done = end;
-        probe = end + MIN_REPORTED_RUN - 1;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::MIN_REPORTED_RUN;
+
+    /// Bytes classified at a time.
+    const BLOCK: usize = 32;
+
+    /// Which bytes of the 32 at `at` are base64 characters, as bits. A byte is one when
+    /// the class of its low nibble and the class of its high nibble share a bit: high
+    /// nibble 2 (`+`, `-`, `/`), 3 (digits), 4 and 6 (letters from `A`/`a`), 5 (letters
+    /// from `P`, and `_`), 7 (letters from `p`); bytes from 0x80 have none.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have AVX2, and `at + BLOCK <= text.len()`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn base64_mask(text: &[u8], at: usize) -> u32 {
+        const SIGN: i8 = 1;
+        const DIGIT: i8 = 2;
+        const FROM_A: i8 = 4;
+        const FROM_P: i8 = 8;
+        const FROM_SMALL_P: i8 = 16;
+        // Per low nibble, the high-nibble classes it completes (0 to 9: digits and
+        // letters but `@` and `` ` ``; A: `Z`, `z`, `J`, `j`; B, D, F: `+`, `-`, `/`;
+        // F: `_`, and `O`, `o`, but not DEL).
+        const BY_LOW: [i8; 16] = [
+            DIGIT | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
+            FROM_A | FROM_P | FROM_SMALL_P,
+            FROM_A | SIGN,
+            FROM_A,
+            FROM_A | SIGN,
+            FROM_A,
+            FROM_A | FROM_P | SIGN,
+        ];
+        const BY_HIGH: [i8; 16] = [
+            0,
+            0,
+            SIGN,
+            DIGIT,
+            FROM_A,
+            FROM_P,
+            FROM_A,
+            FROM_SMALL_P,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        let table = |t: [i8; 16]| {
+            // SAFETY: reads the 16 bytes of `t`.
+            let half = unsafe { _mm_loadu_si128(t.as_ptr().cast::<__m128i>()) };
+            _mm256_broadcastsi128_si256(half)
+        };
+        let nibble = _mm256_set1_epi8(0x0F);
+        // SAFETY: reads `at..at + BLOCK`, inside `text` by the caller's contract.
+        let bytes = unsafe { _mm256_loadu_si256(text.as_ptr().add(at).cast::<__m256i>()) };
+        let low = _mm256_shuffle_epi8(table(BY_LOW), _mm256_and_si256(bytes, nibble));
+        let high = _mm256_shuffle_epi8(
+            table(BY_HIGH),
+            _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble),
+        );
+        let none = _mm256_cmpeq_epi8(_mm256_and_si256(low, high), _mm256_setzero_si256());
+        !(_mm256_movemask_epi8(none) as u32)
+    }
+
+    /// Bit `j` set when bits `j..j + MIN_REPORTED_RUN` of `mask` all are.
+    fn window_starts(mask: u64) -> u64 {
+        const _: () = assert!(MIN_REPORTED_RUN == 17);
+        let two = mask & (mask >> 1);
+        let four = two & (two >> 2);
+        let eight = four & (four >> 4);
+        let sixteen = eight & (eight >> 8);
+        sixteen & (mask >> 16)
+    }
+
+    /// [`super::RunFinder::next_run`]: the start of the first window of
+    /// [`MIN_REPORTED_RUN`] base64 characters at or after `from`.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn next_window(text: &[u8], from: usize) -> Option<usize> {
+        let mut at = from;
+        if at + 2 * BLOCK <= text.len() {
+            // SAFETY: `at + BLOCK <= text.len()`, checked above.
+            let mut this = unsafe { base64_mask(text, at) };
+            while at + 2 * BLOCK <= text.len() {
+                // SAFETY: `at + 2 * BLOCK <= text.len()`, the loop's condition.
+                let next = unsafe { base64_mask(text, at + BLOCK) };
+                // Windows starting in this block end at most 16 bytes into the next.
+                let starts = window_starts(u64::from(this) | (u64::from(next) << 32)) as u32;
+                if starts != 0 {
+                    return Some(at + starts.trailing_zeros() as usize);
+                }
+                this = next;
+                at += BLOCK;
+            }
+        }
+        // The last bytes, fewer than two blocks (all of most short strings), padded with
+        // zeros: not base64, so no window runs past the text's end.
+        let rest = &text[at.min(text.len())..];
+        if rest.len() < MIN_REPORTED_RUN {
+            return None;
+        }
+        let mut padded = [0u8; 2 * BLOCK];
+        padded[..rest.len()].copy_from_slice(rest);
+        // SAFETY: `padded` holds two blocks.
+        let mask = unsafe {
+            u64::from(base64_mask(&padded, 0)) | (u64::from(base64_mask(&padded, BLOCK)) << 32)
+        };
+        let starts = window_starts(mask);
+        (starts != 0).then(|| at + starts.trailing_zeros() as usize)
     }
 }
 
@@ -320,7 +497,7 @@ mod tests {
 
     fn runs(text: &str) -> Vec<&str> {
         let mut out = Vec::new();
-        for_each_run(text.as_bytes(), |r, kind| {
+        for_each_run(text.as_bytes(), RunFinder::detect(), |r, kind| {
             if kind.decodable() {
                 out.push(&text[r])
             }
@@ -335,13 +512,143 @@ mod tests {
     fn runs_without_small_letters_are_not_base64() {
         let mut kinds = Vec::new();
         let akia = "AKIA".repeat(64);
-        for_each_run(akia.as_bytes(), |_, kind| kinds.push(kind.decodable()));
-        assert_eq!(kinds, vec![false]);
-        kinds.clear();
-        for_each_run(b"QUtJQVE3WksyTTRYVzNITjVKUFI=", |_, kind| {
+        for_each_run(akia.as_bytes(), RunFinder::detect(), |_, kind| {
             kinds.push(kind.decodable())
         });
+        assert_eq!(kinds, vec![false]);
+        kinds.clear();
+        for_each_run(
+            b"QUtJQVE3WksyTTRYVzNITjVKUFI=",
+            RunFinder::detect(),
+            |_, kind| kinds.push(kind.decodable()),
+        );
         assert_eq!(kinds, vec![true]);
+    }
+
+    /// Every run a finder reports, with its kind's length flag.
+    fn all_runs(text: &[u8], finder: RunFinder) -> Vec<(Range<usize>, bool)> {
+        let mut out = Vec::new();
+        for_each_run(text, finder, |r, kind| out.push((r, kind.long)));
+        out
+    }
+
+    /// Runs from 17 characters are reported (the rest of an AWS key id cut after `AKI`),
+    /// at every offset; 16 are not. Only runs from 24 are worth decoding.
+    #[test]
+    fn runs_from_seventeen_characters_are_reported() {
+        for finder in finders() {
+            for pad in 0..80 {
+                for len in [16, 17, 23, 24] {
+                    let run = "Q".repeat(len);
+                    let text = format!("{} {run} {}", "x ".repeat(pad), ". ".repeat(pad));
+                    let at = 2 * pad + 1;
+                    let want = if len >= MIN_REPORTED_RUN {
+                        vec![(at..at + len, len >= MIN_RUN)]
+                    } else {
+                        vec![]
+                    };
+                    assert_eq!(
+                        all_runs(text.as_bytes(), finder),
+                        want,
+                        "{finder:?} {pad} {len}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The finders to compare: the one this CPU runs and the portable one.
+    fn finders() -> Vec<RunFinder> {
+        let mut out = vec![RunFinder::Portable];
+        if RunFinder::detect() != RunFinder::Portable {
+            out.push(RunFinder::detect());
+        }
+        out
+    }
+
+    /// The vector classification agrees with the table for every byte, in every lane.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_vector_classification_agrees_with_the_table() {
+        if RunFinder::detect() == RunFinder::Portable {
+            return;
+        }
+        for byte in 0..=255u8 {
+            for lane in 0..32 {
+                let mut block = [b' '; 32];
+                block[lane] = byte;
+                // SAFETY: AVX2 is there (`detect`), and the block is 32 bytes.
+                let mask = unsafe { avx2::base64_mask(&block, 0) };
+                let want = if is_base64(byte) { 1 << lane } else { 0 };
+                assert_eq!(mask, want, "byte {byte:#04x} in lane {lane}");
+            }
+        }
+    }
+
+    /// Both finders report the same runs, over texts of random words and runs of every
+    /// length around the limits, wrapped base64 and bytes outside ASCII.
+    #[test]
+    fn the_finders_report_the_same_runs() {
+        let finders = finders();
+        let mut r = crate::test_rng::Rng(0x5EED_0F2B);
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_";
+        for _ in 0..3000 {
+            let mut text = Vec::new();
+            let target = r.below(400);
+            while text.len() < target {
+                match r.below(6) {
+                    0 => text.extend_from_slice(b" "),
+                    1 => text.extend_from_slice(b"\n"),
+                    2 => text.extend_from_slice("é.,=\"".as_bytes()),
+                    3 => {
+                        let len = 10 + r.below(20);
+                        text.extend((0..len).map(|_| B64[r.below(B64.len())]));
+                    }
+                    4 => {
+                        // Wrapped lines of base64, some long enough to join.
+                        for _ in 0..1 + r.below(3) {
+                            let len = 40 + r.below(30);
+                            text.extend((0..len).map(|_| B64[r.below(B64.len())]));
+                            text.push(b'\n');
+                        }
+                    }
+                    _ => text.extend_from_slice(b"word"),
+                }
+            }
+            let first = all_runs(&text, finders[0]);
+            for &finder in &finders[1..] {
+                assert_eq!(
+                    all_runs(&text, finder),
+                    first,
+                    "{:?}",
+                    String::from_utf8_lossy(&text)
+                );
+            }
+            // And both agree with the definition: every maximal run of 17 or more.
+            let mut want = Vec::new();
+            let mut start = None;
+            for (i, &b) in text.iter().chain([b' '].iter()).enumerate() {
+                match (is_base64(b), start) {
+                    (true, None) => start = Some(i),
+                    (false, Some(s)) => {
+                        if i - s >= MIN_REPORTED_RUN {
+                            want.push(s);
+                        }
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            let got: Vec<usize> = first.iter().map(|(r, _)| r.start).collect();
+            // A wrapped run takes in the lines after it: those are not runs of their own.
+            assert!(
+                want.iter()
+                    .all(|s| got.contains(s) || first.iter().any(|(r, _)| r.contains(s))),
+                "{want:?} {got:?} in {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            assert!(got.iter().all(|s| want.contains(s)), "{want:?} {got:?}");
+        }
     }
 
     #[test]

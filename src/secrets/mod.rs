@@ -44,7 +44,9 @@
 //!    characters holding `%XX` escapes is decoded; each is scanned by steps 1-5, and a
 //!    finding that crosses a separator or holds an escape is mapped back to exactly the
 //!    bytes of its pieces (`split.rs`). Only a keyword hit that no finding covers starts a
-//!    rejoin, so text with no cut token pays nothing for it.
+//!    rejoin, so text with no cut token pays nothing for it. A token cut inside its
+//!    keyword has no hit: the head of its keyword at the end of the line before a base64
+//!    run of its rest (step 5 finds every run from 17 characters) is its hit.
 //!
 //! Findings are leftmost and non-overlapping. When two matches overlap (a generic
 //! `token = …` value that is also a GitHub token) they are merged into one finding
@@ -140,6 +142,8 @@ static FOOTER: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
 pub struct Machinery {
     /// The keyword prefilter hashes blocks one position at a time instead of with AVX2.
     pub portable_prefilter: bool,
+    /// Base64 runs are found by probes a run's length apart instead of in AVX2 masks.
+    pub portable_run_finder: bool,
     /// Short secrets' entropy is summed in `f64` instead of the fixed-point table.
     pub float_entropy: bool,
     /// Every keyword hit is searched: no skipping a hit whose bytes refuted the last
@@ -340,6 +344,8 @@ pub struct Detector {
     whole_token_keyword: Vec<bool>,
     /// Those keywords themselves, for a token whose keyword a line break cuts.
     cut_keywords: split::CutKeywords,
+    /// How base64 runs are found.
+    run_finder: encoded::RunFinder,
     /// [`Machinery::float_entropy`].
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
@@ -608,9 +614,15 @@ impl Detector {
                 .filter(|&kw| whole_token_keyword[kw as usize])
                 .map(|kw| Box::from(k.keyword(kw)))
         }));
+        let run_finder = if machinery.portable_run_finder {
+            encoded::RunFinder::Portable
+        } else {
+            encoded::RunFinder::detect()
+        };
         Ok(Detector {
             whole_token_keyword,
             cut_keywords,
+            run_finder,
             specs,
             plans,
             keywords,
@@ -936,14 +948,14 @@ impl Detector {
     /// Base64 runs, decoded and scanned (one level), hex runs also as hex; a finding
     /// marks the whole run.
     fn find_encoded(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
-        if text.len() < encoded::MIN_RUN {
+        if text.len() < encoded::MIN_REPORTED_RUN {
             return;
         }
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         let mut cut_hits = std::mem::take(&mut cache.cut_hits);
         let noted = cut_hits.len();
-        encoded::for_each_run(text.as_bytes(), |run, kind| {
+        encoded::for_each_run(text.as_bytes(), self.run_finder, |run, kind| {
             // A run near a line's start may be the rest of a token whose keyword the
             // break cut: its head is a hit for `find_cut`.
             if let Some(head) =

@@ -368,14 +368,34 @@ const MAX_LEAD_BEFORE_RUN: usize = 64;
 /// Ordinary text pays a look at the bytes before each long run (most are not preceded by
 /// token characters, nor at a line's start); a break alone, the common case, costs
 /// nothing.
+#[inline]
 pub(super) fn keyword_cut_before(
     text: &[u8],
     run_start: usize,
     keywords: &CutKeywords,
 ) -> Option<usize> {
-    if keywords.longest < 2 {
+    // The run starts a line's content, or its lead or indentation does: what is before
+    // it is a break, indentation or a token's own punctuation. Most runs follow one
+    // blank after a word.
+    let before = *text.get(run_start.checked_sub(1)?)?;
+    let maybe = match before {
+        b'\n' | b'\\' | b'.' | b'=' => true,
+        b' ' | b'\t' => run_start < 2 || matches!(text[run_start - 2], b'\n' | b' ' | b'\t' | b'n'),
+        _ => false,
+    };
+    if !maybe || keywords.longest < 2 {
         return None;
     }
+    keyword_cut_at_line_start(text, run_start, keywords)
+}
+
+/// [`keyword_cut_before`] past its first test: kept out of the run finder's loop.
+#[inline(never)]
+fn keyword_cut_at_line_start(
+    text: &[u8],
+    run_start: usize,
+    keywords: &CutKeywords,
+) -> Option<usize> {
     // The run's line starts after its lead of token characters and its indentation; a
     // lead starting with the `n` of a `\n` written out starts after that `n`.
     let mut line = run_start;

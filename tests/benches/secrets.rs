@@ -168,6 +168,7 @@ const MACHINERY: &[&str] = &[
     "portable-prefilter",
     "f64-entropy",
     "no-hit-memos",
+    "portable-run-finder",
 ];
 
 fn with_machinery(variant: &str) -> Detector {
@@ -175,6 +176,10 @@ fn with_machinery(variant: &str) -> Detector {
         "as-built" => Machinery::default(),
         "portable-prefilter" => Machinery {
             portable_prefilter: true,
+            ..Machinery::default()
+        },
+        "portable-run-finder" => Machinery {
+            portable_run_finder: true,
             ..Machinery::default()
         },
         "f64-entropy" => Machinery {

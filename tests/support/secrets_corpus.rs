@@ -1522,6 +1522,8 @@ pub const ADVERSARIAL: &[&str] = &[
     "base64-run",
     "base64-lines",
     "dense-key-value",
+    "cut-keyword-near-miss",
+    "runs-of-seventeen",
 ];
 
 /// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`]).
@@ -1585,6 +1587,25 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
                 let label = LABELS[r.below(LABELS.len())];
                 let value = "abab".repeat(r.range(4, 12));
                 s.push_str(&format!("{label}={value}&"));
+            }
+            s.truncate(len);
+            s
+        }
+        // A keyword's head at each line's end, its rest and one character too few on the
+        // next: every line is rejoined and scanned again for nothing.
+        "cut-keyword-near-miss" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&format!("token: gh\n  p_{}\n", r.alnum(35)));
+            }
+            s.truncate(len);
+            s
+        }
+        // Words of exactly the shortest reported run, each after a line's indentation.
+        "runs-of-seventeen" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&format!("{}\n    {} ", r.alnum(17), r.alnum(17)));
             }
             s.truncate(len);
             s
