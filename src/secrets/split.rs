@@ -356,19 +356,18 @@ fn is_cut_tail(text: &[u8], at: usize) -> bool {
 }
 
 /// Whether every part of `run` between its punctuation (`_-./+=`) is a word or a number:
-/// digits, then letters in one case or capitalised words run together (`end`, `EOF`,
-/// `Region`, `nextToken`), then digits, any of them left out (`ID123`, `x86`, `2nd`,
-/// `v1`). `HTTP/1.1`, `eu-west-1`, `node-01`, `README.md` are; random characters mixed
-/// in case and digits (`Lp2Rz9Kw`, `7pQ2Xz`) are not.
+/// letters in one case or capitalised words run together (`end`, `EOF`, `Region`,
+/// `nextToken`), then digits, either left out (`ID123`, `x86`, `v1`, `2024`).
+/// `HTTP/1.1`, `eu-west-1`, `node-01`, `README.md` are; random characters mixed in case
+/// and digits (`Lp2Rz9Kw`, `7pQ2Xz`) are not. Digits before a word (`2nd`, `64bit`) are
+/// not read as one: a random tail of hex or of capitals and digits starts so too often
+/// (`3fa9`, `7PQ2`).
 fn reads_as_words(run: &[u8]) -> bool {
-    run.split(|b| !b.is_ascii_alphanumeric())
-        .all(|part| {
-            let digits_before = part.iter().take_while(|b| b.is_ascii_digit()).count();
-            let part = &part[digits_before..];
-            let letters = part.iter().take_while(|b| b.is_ascii_alphabetic()).count();
-            let (word, digits_after) = part.split_at(letters);
-            digits_after.iter().all(u8::is_ascii_digit) && is_word(word)
-        })
+    run.split(|b| !b.is_ascii_alphanumeric()).all(|part| {
+        let letters = part.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        let (word, digits) = part.split_at(letters);
+        digits.iter().all(u8::is_ascii_digit) && is_word(word)
+    })
 }
 
 /// Letters that read as a word: all small, all capitals, or words each starting with one
@@ -376,8 +375,7 @@ fn reads_as_words(run: &[u8]) -> bool {
 /// `NextPage`). Random letters mixed in case (`xQvLpR`) are not, nor are words with a
 /// two-letter one among them (`EndOfFile`): a price paid to let fewer random tails go.
 fn is_word(letters: &[u8]) -> bool {
-    if letters.iter().all(u8::is_ascii_lowercase) || letters.iter().all(u8::is_ascii_uppercase)
-    {
+    if letters.iter().all(u8::is_ascii_lowercase) || letters.iter().all(u8::is_ascii_uppercase) {
         return true;
     }
     let mut small_after_capital = 2;
@@ -405,7 +403,11 @@ fn is_id_line(run: &[u8]) -> bool {
     let hash = matches!(run.len(), 32 | 40 | 64);
     let one_case =
         !(run.iter().any(u8::is_ascii_lowercase) && run.iter().any(u8::is_ascii_uppercase));
-    (uuid || hash) && one_case && run.iter().all(|&b| b.is_ascii_hexdigit() || (uuid && b == b'-'))
+    (uuid || hash)
+        && one_case
+        && run
+            .iter()
+            .all(|&b| b.is_ascii_hexdigit() || (uuid && b == b'-'))
 }
 
 /// The break (real or written out) that ends the line holding `at`, looked for within
@@ -668,8 +670,10 @@ mod tests {
             ("pw=ab\\nC9d7\\n", "pw=abC9d7"),
             ("\"pw=ab\n7pQ2Xz\", next", "\"pw=ab7pQ2Xz"),
             ("{\"log\": \"pw=ab\\n7pQ2Xz\\\"\"}", "\": \"pw=ab7pQ2Xz"),
-            // Hex is a tail unless it is a whole hash or UUID.
+            // Hex, or capitals and digits, is a tail unless it is a whole hash or UUID
+            // or starts with a word.
             ("key=3fa9\n0c1d2e", "key=3fa90c1d2e"),
+            ("key=AKQ2\n7PQ2X", "key=AKQ27PQ2X"),
         ] {
             let hit = text.find("pw=").or(text.find("key=")).unwrap();
             assert_eq!(wrapped(text, hit).as_deref(), Some(want), "{text:?}");
@@ -692,6 +696,7 @@ mod tests {
             "v1.2.3",
             "x86_64",
             "node-01",
+            "TEMPOR28",
             "README.md",
             "12345",
             "7pQ2Xz and more",
