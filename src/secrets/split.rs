@@ -661,7 +661,7 @@ mod tests {
     }
 
     /// A narrow line (issue 40) is read on only when its next line, as a whole, is a cut
-    /// tail's shape; on main every one of these was `None`.
+    /// tail's shape; before the narrow-line pass every one of these was `None`.
     #[test]
     fn a_narrow_line_is_read_on_only_into_a_whole_line_of_tail() {
         for (text, want) in [
