@@ -1916,7 +1916,12 @@ pub fn cut_on_a_narrow_line(
     is_whole_token: impl Fn(&str) -> bool,
 ) -> Option<(String, Vec<std::ops::Range<usize>>)> {
     let value_at = fake.text.len().checked_sub(fake.secret.len())?;
-    if !fake.text.ends_with(&fake.secret) || fake.secret.len() < 8 {
+    // A value whose label is on a line before it (an AWS secret under its key id) is
+    // not read from the label's line.
+    if !fake.text.ends_with(&fake.secret)
+        || fake.secret.len() < 8
+        || fake.text[..value_at].contains('\n')
+    {
         return None;
     }
     let close = match fake.text[..value_at].chars().last() {
@@ -1929,7 +1934,7 @@ pub fn cut_on_a_narrow_line(
         .map(|_| secret.len() - r.range(4, 48.min(secret.len() - 1)))
         .find(|&cut| {
             let (head, tail) = secret.split_at(cut);
-            value_at + cut < 52
+            value_at + cut < 56
                 && is_token_char(head.as_bytes()[cut - 1])
                 && tail.bytes().all(is_token_char)
                 && is_random_tail(tail)
@@ -1952,7 +1957,7 @@ pub fn cut_on_a_narrow_line(
                     .collect::<String>()
             })
             .find(|tail| tail.bytes().all(is_token_char) && is_random_tail(tail))?;
-        if secret.len() >= 52 || !is_whole_token(&format!("{secret}{tail}")) {
+        if secret.len() >= 56 || !is_whole_token(&format!("{secret}{tail}")) {
             return None;
         }
         (secret.clone(), tail)
