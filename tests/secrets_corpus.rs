@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use corpus::{
-    B32, FORMATS, Rng, cut_in_keyword, embed, encoded, encoded_negatives, fake, headless_key,
-    negatives, percent_encoded, split_and_percent_negatives, written_apart,
+    B32, FORMATS, Rng, cut_in_keyword, cut_on_a_narrow_line, embed, encoded, encoded_negatives,
+    fake, headless_key, narrow_line_negatives, negatives, percent_encoded,
+    split_and_percent_negatives, written_apart,
 };
 use mcpwall::secrets::{Detector, DetectorSpec, Finding, builtin_specs};
 
@@ -18,6 +19,8 @@ const SAMPLES_PER_FORMAT: usize = 24;
 const ENCODED_PER_FORMAT: usize = 4;
 /// Samples of each format written apart (cut by a break, in groups), and percent-encoded.
 const SPLIT_PER_FORMAT: usize = 4;
+/// Samples of each format cut on a narrow line.
+const NARROW_PER_FORMAT: usize = 8;
 
 fn detector() -> Detector {
     Detector::new(builtin_specs()).expect("built-ins compile")
@@ -242,11 +245,63 @@ fn recall_and_false_positive_rate() {
         "only {cut_keyword_rows} rows cut inside a keyword"
     );
 
+    // Labelled values and open-length tokens cut on a narrow line (issue 40), the tail a
+    // whole line of random characters: each piece is found, and nothing around them.
+    let mut narrow_rows = 0;
+    let mut narrow_formats = Vec::new();
+    for &format in FORMATS {
+        for _ in 0..NARROW_PER_FORMAT {
+            let secret = fake(format, &mut rng);
+            let Some((text, pieces)) = cut_on_a_narrow_line(&secret, &mut rng, |token| {
+                find(&detector, token)
+                    .iter()
+                    .any(|f| f.range == (0..token.len()))
+            }) else {
+                continue;
+            };
+            let at = pieces[0].start..pieces[pieces.len() - 1].end;
+            found.clear();
+            detector.find(&text, &mut cache, &mut found);
+            total += 1;
+            narrow_rows += 1;
+            if narrow_formats.last() != Some(&format) {
+                narrow_formats.push(format);
+            }
+            let exact = pieces.iter().all(|p| covers(&found, p))
+                && found.iter().all(|f| {
+                    f.range.end <= at.start
+                        || f.range.start >= at.end
+                        || (at.start <= f.range.start && f.range.end <= at.end)
+                });
+            if exact {
+                detected += 1;
+            } else if misses.len() < 20 {
+                let got: Vec<_> = found
+                    .iter()
+                    .map(|f| (detector.name(f.detector), &text[f.range.clone()]))
+                    .collect();
+                misses.push(format!(
+                    "{format} cut on a narrow line: {:?} in {text:?}, found {got:?}",
+                    &text[at.clone()]
+                ));
+            }
+        }
+    }
+    println!(
+        "cut on a narrow line: {narrow_rows} rows of {} formats: {narrow_formats:?}",
+        narrow_formats.len()
+    );
+    assert!(
+        narrow_rows >= 200,
+        "only {narrow_rows} rows cut on a narrow line"
+    );
+
     // Negative corpus: ordinary text that must not be flagged, also base64-encoded, and
     // text shaped like a token written apart or percent-encoded.
     let mut negatives = negatives(0xC0FFEE);
     negatives.extend(encoded_negatives(0xBA5E64));
     negatives.extend(split_and_percent_negatives(0x5911));
+    negatives.extend(narrow_line_negatives(0x7A440));
     let mut false_positives: BTreeMap<&str, usize> = BTreeMap::new();
     let mut fp_examples = Vec::new();
     for (kind, text) in &negatives {
@@ -254,11 +309,15 @@ fn recall_and_false_positive_rate() {
         detector.find(text, &mut cache, &mut found);
         if !found.is_empty() {
             *false_positives.entry(kind).or_default() += 1;
-            if false_positives[kind] <= 3 {
+            if false_positives[kind] <= 12 {
                 fp_examples.push(format!(
-                    "{kind}: {:?} flagged as {}",
+                    "{kind}: {:?} flagged as {} in {text:?} {:?}",
                     &text[found[0].range.clone()],
-                    detector.name(found[0].detector)
+                    detector.name(found[0].detector),
+                    found
+                        .iter()
+                        .map(|f| &text[f.range.clone()])
+                        .collect::<Vec<_>>()
                 ));
             }
         }
@@ -780,9 +839,11 @@ fn disguised_tokens_are_found_in_their_string() {
 /// findings are exactly its pieces as written: the break and the text around it are left
 /// alone. A complete token at a line's end is not joined to the next line's setting.
 /// A labelled value cut by a wrap, and the tail of an open-length token whose head on
-/// the wrapped line is already a token: every piece is found, and nothing else. A value
-/// is read on across a break only after a line as wide as a wrap (60 bytes); a narrow
-/// line's break ends what is on it, and words cut like keywords are not tokens.
+/// the wrapped line is already a token: every piece is found, and nothing else. After a
+/// line as wide as a wrap (60 bytes) a value is read on into a next line that starts with
+/// a tail; after a narrow line (issue 40) only into a next line that is a whole line of
+/// tail (random characters, not a word, a number, a name with a number or a setting).
+/// Words cut like keywords are not tokens.
 #[test]
 fn values_cut_by_a_wrap_are_found_piece_by_piece() {
     let detector = detector();
@@ -813,14 +874,86 @@ fn values_cut_by_a_wrap_are_found_piece_by_piece() {
         let (head, tail) = gitlab.split_at(28);
         let text = format!("{wide} {head}{brk}{tail} ok");
         assert_eq!(pieces_found(&text), vec![head, tail], "{text:?}");
-        // Not read on: a narrow line, a next line of words, a word cut like a keyword.
-        // (Compared with the break as a separator no value crosses; a written-out one is
-        // part of a password's value already, as above.)
+        // On a narrow line: a labelled value, an open-length token's tail, each piece.
         let real_break = !brk.starts_with('\\');
+        for at in [4, 6] {
+            let (pw_head, pw_tail) = password.split_at(at);
+            for (text, want) in [
+                (
+                    format!("HOST=db\nDB_PASSWORD={pw_head}{brk}{pw_tail}\nPORT=5432"),
+                    vec![pw_head, pw_tail],
+                ),
+                (
+                    format!("env:\n  db_password: \"{pw_head}{brk}  {pw_tail}\"\n"),
+                    vec![pw_head, pw_tail],
+                ),
+                (format!("{head}{brk}7pQ2Xz"), vec![head, "7pQ2Xz"]),
+                (
+                    format!("token: {head}{brk}7pQ2Xz\n$ "),
+                    vec![head, "7pQ2Xz"],
+                ),
+            ] {
+                if real_break || !text.contains("PASSWORD") && !text.contains("password") {
+                    assert_eq!(pieces_found(&text), want, "{text:?}");
+                }
+            }
+        }
+        // Every labelled shape whose value ends its line or its quotes, cut on a narrow
+        // line.
+        for (label, close) in [
+            ("password=", ""),
+            ("PASSWORD: ", ""),
+            ("\"password\": \"", "\""),
+            ("db_password_hash := '", "'"),
+            ("smtpPassword => ", ""),
+            ("tool -password ", ""),
+            ("psql --db-password '", "'"),
+            ("client_secret=", ""),
+            ("\"secret_key\": \"", "\""),
+            ("SECRET_VALUE: ", ""),
+            ("api_key=", ""),
+            ("x-api-key: ", ""),
+            ("\"apiKey\": \"", "\""),
+            ("access_token=", ""),
+            ("\"refreshToken\": \"", "\""),
+            ("TOKEN_VALUE: ", ""),
+            ("Authorization: Bearer ", ""),
+            ("TWILIO_AUTH_TOKEN=", ""),
+            ("COHERE_API_KEY=", ""),
+            ("VERCEL_TOKEN=", ""),
+        ]
+        .into_iter()
+        .filter(|_| real_break)
+        {
+            let value = match label {
+                "TWILIO_AUTH_TOKEN=" => format!("0f{}a9", rng.hex(28)),
+                _ => format!("{}7Qx{}", rng.alnum(20), rng.alnum(17)),
+            };
+            let (value_head, value_tail) = value.split_at(value.len() - 24);
+            let text = format!("{label}{value_head}{brk}{value_tail}{close}\nnext: 1");
+            assert_eq!(
+                pieces_found(&text),
+                vec![value_head, value_tail],
+                "{text:?}"
+            );
+        }
+        // Not read on: a narrow line's next line that is a word, a name with a number, a
+        // version, a hash or a setting; a tail shorter than 4 (the head is found alone);
+        // a wide line's next line of words; a word cut like a keyword. (Compared with
+        // the break as a separator no value crosses; a written-out one is part of a
+        // password's value already, as above.)
+        let hash = rng.hex(40);
         for text in [
-            format!("{head}{brk}{tail}"),
             format!("{wide} {gitlab}{brk}region = eu-west-1"),
             format!("password={head}{brk}LOG_LEVEL=info"),
+            format!("password={}{brk}{}", &password[..9], &password[9..]),
+            format!("{head}{brk}EOF"),
+            format!("token: {head}{brk}ID123"),
+            format!("password={head}{brk}HTTP/1.1"),
+            format!("password={head}{brk}Region2: x"),
+            format!("api_key={head}{brk}{hash}"),
+            format!("secret: {head}{brk}123e4567-e89b-12d3-a456-426614174000"),
+            format!("token: {head}{brk}7pQ2Xz and more"),
         ]
         .into_iter()
         .filter(|_| real_break)

@@ -446,10 +446,99 @@ fn break_ending_at(text: &[u8], at: usize) -> Option<usize> {
 }
 
 /// A line at least this wide before a break is read as wrapped at a terminal's or an
-/// editor's width (72 to 120 columns, base64 at 64 or 76): only there is a value that
-/// looks complete before the break (an open-length token, a labelled password) read on
-/// across it. A short line's break ends what is on it (`glpat-…\nregion = eu-west-1`).
+/// editor's width (72 to 120 columns, base64 at 64 or 76): there a value that looks
+/// complete before the break (an open-length token, a labelled password) is read on
+/// across it when the next line starts with a tail's characters. A narrower line's
+/// break ends what is on it unless the next line is a cut tail as a whole
+/// ([`is_cut_tail`]): a narrow line is as often a list of settings as a cut value.
 pub(super) const MIN_WRAPPED_WIDTH: usize = 60;
+
+/// The shortest tail read on after a narrow line's break: shorter lines (`OK`, `v2`,
+/// `A1`) are table cells and answers, and a value cut that late is mostly found before
+/// the break already.
+const MIN_NARROW_TAIL: usize = 4;
+
+/// Whether the line from `at`, the first after a narrow line's break, is the shape a
+/// deliberately cut tail leaves: one run of token characters, at least
+/// [`MIN_NARROW_TAIL`] long, that ends the line (a break, the text's end, or a closing
+/// quote, `\"` included), holds a digit or a capital letter, and reads as neither words
+/// nor numbers ([`reads_as_words`]) nor a hash or UUID on a line of its own
+/// ([`is_id_line`]). What a narrow line's next line usually is, a setting
+/// (`region: eu`), a word (`EOF`, `END`, `fi`), an id or a version (`ID123`,
+/// `HTTP/1.1`, `2024-01-01`), a commit hash or a sentence, is none of that.
+fn is_cut_tail(text: &[u8], at: usize) -> bool {
+    let Some(end) = run_end(text, at, at + MAX_PIECE) else {
+        return false;
+    };
+    let tail = &text[at..end];
+    let rest = &text[end..];
+    let ends_line = matches!(rest, [] | [b'\n' | b'\r' | b'"' | b'\'' | b'`', ..])
+        || [&b"\\n"[..], b"\\r", b"\\\""]
+            .iter()
+            .any(|escape| rest.starts_with(escape));
+    tail.len() >= MIN_NARROW_TAIL
+        && ends_line
+        && tail
+            .iter()
+            .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        && !reads_as_words(tail)
+        && !is_id_line(tail)
+}
+
+/// Whether every part of `run` between its punctuation (`_-./+=`) is a word or a number:
+/// letters in one case or capitalised words run together (`end`, `EOF`, `Region`,
+/// `nextToken`), then digits, either left out (`ID123`, `x86`, `v1`, `2024`).
+/// `HTTP/1.1`, `eu-west-1`, `node-01`, `README.md` are; random characters mixed in case
+/// and digits (`Lp2Rz9Kw`, `7pQ2Xz`) are not. Digits before a word (`2nd`, `64bit`) are
+/// not read as one: a random tail of hex or of capitals and digits starts so too often
+/// (`3fa9`, `7PQ2`).
+fn reads_as_words(run: &[u8]) -> bool {
+    run.split(|b| !b.is_ascii_alphanumeric()).all(|part| {
+        let letters = part.iter().take_while(|b| b.is_ascii_alphabetic()).count();
+        let (word, digits) = part.split_at(letters);
+        digits.iter().all(u8::is_ascii_digit) && is_word(word)
+    })
+}
+
+/// Letters that read as a word: all small, all capitals, or words each starting with one
+/// capital and going on in at least two small letters (`Region`, `nextToken`,
+/// `NextPage`). Random letters mixed in case (`xQvLpR`) are not, nor are words with a
+/// two-letter one among them (`EndOfFile`): a price paid to let fewer random tails go.
+fn is_word(letters: &[u8]) -> bool {
+    if letters.iter().all(u8::is_ascii_lowercase) || letters.iter().all(u8::is_ascii_uppercase) {
+        return true;
+    }
+    let mut small_after_capital = 2;
+    for &b in letters {
+        if b.is_ascii_uppercase() {
+            if small_after_capital < 2 {
+                return false;
+            }
+            small_after_capital = 0;
+        } else {
+            small_after_capital += 1;
+        }
+    }
+    small_after_capital >= 2
+}
+
+/// Whether `run` is an id printed on a line of its own: a UUID, or the hex digits of an
+/// MD5, SHA-1 or SHA-256 hash (32, 40 or 64 of them, in one case).
+fn is_id_line(run: &[u8]) -> bool {
+    let uuid = run.len() == 36
+        && run
+            .split(|&b| b == b'-')
+            .map(<[u8]>::len)
+            .eq([8, 4, 4, 4, 12]);
+    let hash = matches!(run.len(), 32 | 40 | 64);
+    let one_case =
+        !(run.iter().any(u8::is_ascii_lowercase) && run.iter().any(u8::is_ascii_uppercase));
+    (uuid || hash)
+        && one_case
+        && run
+            .iter()
+            .all(|&b| b.is_ascii_hexdigit() || (uuid && b == b'-'))
+}
 
 /// The break (real or written out) that ends the line holding `at`, looked for within
 /// [`MAX_PIECE`] bytes: where it starts, and its length (indentation included) when a
@@ -477,20 +566,21 @@ fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
     None
 }
 
-/// Rebuilds into `out` the end of the wrapped line holding a keyword hit at `hit`, from
-/// `label` bytes before the hit (where a labelled row's match starts; not before the
-/// line), to the break that ends the line, then the pieces after the break as [`rejoin`]
-/// reads them. Returns the end of what was read, or else where the next hit worth
-/// trying may start: past the line's break when the line is narrower than
-/// [`MIN_WRAPPED_WIDTH`], does not end inside a run of token characters or has no token's
-/// tail after it (every hit on it gets the same answer), and near the end of the bytes
-/// looked through when no break was found (so a text of one long line with hits all along
-/// it is searched about once, not once per hit).
+/// Rebuilds into `out` the end of the line holding a keyword hit at `hit`, from `label`
+/// bytes before the hit (where a labelled row's match starts; not before the line), to
+/// the break that ends the line, then the pieces after the break as [`rejoin`] reads
+/// them. Returns the end of what was read, or else where the next hit worth trying may
+/// start: past the line's break when the line does not end inside a run of token
+/// characters or has no token's tail after it (a line narrower than
+/// [`MIN_WRAPPED_WIDTH`] needs a whole line of one, [`is_cut_tail`]; every hit on the
+/// line gets the same answer), and near the end of the bytes looked through when no
+/// break was found (so a text of one long line with hits all along it is searched about
+/// once, not once per hit).
 ///
 /// This reads on what the plain scan found complete, or did not find at all, before a
-/// wrap: an open-length token whose head is already a token (`glpat-…` at the end of an
-/// 80-column line, its tail on the next), a labelled value cut by the wrap
-/// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`).
+/// wrap or a cut: an open-length token whose head is already a token (`glpat-…` at the
+/// end of an 80-column line, its tail on the next), a labelled value cut by the wrap
+/// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`), the same on a narrow line or column.
 pub(super) fn rejoin_wrapped(
     text: &[u8],
     hit: usize,
@@ -511,18 +601,20 @@ pub(super) fn rejoin_wrapped(
     }
     // A line longer than `MAX_PIECE` is wide; where it starts does not matter then.
     let width = line_len(text, brk).unwrap_or(MAX_PIECE);
-    if width < MIN_WRAPPED_WIDTH {
-        return line_done;
-    }
+    let next = brk + sep;
     // What follows a complete value on a wide line is as often the next line's word
     // (`region`, `LOG_LEVEL`) as a tail: a token's tail holds a digit or a capital letter
-    // (all but 3% of random 4-character ones), a lower-case word does not.
-    let next = brk + sep;
-    let tail_like = run_end(text, next, next + MAX_PIECE).is_some_and(|next_end| {
-        text[next..next_end]
-            .iter()
-            .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
-    });
+    // (all but 3% of random 4-character ones), a lower-case word does not. After a narrow
+    // line the whole next line must be a cut tail's.
+    let tail_like = if width < MIN_WRAPPED_WIDTH {
+        is_cut_tail(text, next)
+    } else {
+        run_end(text, next, next + MAX_PIECE).is_some_and(|next_end| {
+            text[next..next_end]
+                .iter()
+                .any(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+        })
+    };
     if !tail_like {
         return line_done;
     }
@@ -677,26 +769,75 @@ mod tests {
         assert_eq!(rejoined("ghp_ab\nregion = eu", 0), None);
     }
 
+    fn wrapped(text: &str, hit: usize) -> Option<String> {
+        let mut out = Derived::default();
+        rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
+            .ok()
+            .map(|_| out.text.clone())
+    }
+
     #[test]
-    fn only_a_wide_line_is_read_on_across_its_break() {
+    fn a_wide_line_is_read_on_into_a_tail_that_starts_the_next_line() {
         let wide = "w".repeat(MIN_WRAPPED_WIDTH);
-        let wrapped = |text: &str, hit: usize| {
-            let mut out = Derived::default();
-            rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
-                .ok()
-                .map(|_| out.text.clone())
-        };
         let text = format!("{wide} pw=ab\\nC9d e");
         let hit = wide.len() + 1;
         assert_eq!(
             wrapped(&text, hit),
             Some(format!("{wide} pw=abC9d")[hit - 4..].into())
         );
-        // A narrow line, a next line without a digit or a capital, a line ending in a
-        // space: not read on.
-        assert_eq!(wrapped("x pw=ab\nC9d", 2), None);
+        // A next line without a digit or a capital, a line ending in a space: not read on.
         assert_eq!(wrapped(&format!("{wide} pw=ab\nregion"), hit), None);
         assert_eq!(wrapped(&format!("{wide} pw=ab \nC9d"), hit), None);
+    }
+
+    /// A narrow line (issue 40) is read on only when its next line, as a whole, is a cut
+    /// tail's shape; before the narrow-line pass every one of these was `None`.
+    #[test]
+    fn a_narrow_line_is_read_on_only_into_a_whole_line_of_tail() {
+        for (text, want) in [
+            ("DB_pw=xQ7v\nLp2Rz9Kw", "DB_pw=xQ7vLp2Rz9Kw"),
+            ("DB_pw=xQ7v\r\n  Lp2Rz9Kw\nPORT=1", "DB_pw=xQ7vLp2Rz9Kw"),
+            ("pw=ab\\nC9d7\\n", "pw=abC9d7"),
+            ("\"pw=ab\n7pQ2Xz\", next", "\"pw=ab7pQ2Xz"),
+            ("{\"log\": \"pw=ab\\n7pQ2Xz\\\"\"}", "\": \"pw=ab7pQ2Xz"),
+            // Hex, or capitals and digits, is a tail unless it is a whole hash or UUID
+            // or starts with a word.
+            ("key=3fa9\n0c1d2e", "key=3fa90c1d2e"),
+            ("key=AKQ2\n7PQ2X", "key=AKQ27PQ2X"),
+        ] {
+            let hit = text.find("pw=").or(text.find("key=")).unwrap();
+            assert_eq!(wrapped(text, hit).as_deref(), Some(want), "{text:?}");
+        }
+        for next in [
+            "C9d",
+            "region",
+            "EOF",
+            "END",
+            "Done",
+            "NextPage",
+            "EOF_MARKER",
+            "ID123",
+            "Region2: x",
+            "region = eu-west-1",
+            "region=eu-west-1",
+            "HTTP/1.1",
+            "HTTP/1.1 200 OK",
+            "2024-01-01",
+            "v1.2.3",
+            "x86_64",
+            "node-01",
+            "TEMPOR28",
+            "README.md",
+            "12345",
+            "7pQ2Xz and more",
+            "7pQ2Xz ",
+            "0123456789abcdef0123456789abcdef01234567",
+            "0123456789ABCDEF0123456789ABCDEF",
+            "123e4567-e89b-12d3-a456-426614174000",
+        ] {
+            let text = format!("pw=ab\n{next}");
+            assert_eq!(wrapped(&text, 0), None, "{text:?}");
+        }
     }
 
     #[test]

@@ -1961,3 +1961,270 @@ pub fn split_and_percent_negatives(seed: u64) -> Vec<(&'static str, String)> {
     }
     out
 }
+
+/// Whether `tail` is random characters as a deliberate cut leaves them: a digit with a
+/// letter on each side (`Lp2Rz9Kw`, `a3f9`), which no word, number, version or name
+/// with a number (`EOF`, `ID123`, `HTTP/1.1`, `node-01`) holds, and not a hash's hex
+/// digits alone (32, 40 or 64 of them), which a line of its own reads as.
+fn is_random_tail(tail: &str) -> bool {
+    let hash = matches!(tail.len(), 32 | 40 | 64) && tail.bytes().all(|b| b.is_ascii_hexdigit());
+    !hash
+        && tail.as_bytes().windows(3).any(|w| {
+            w[0].is_ascii_alphabetic() && w[1].is_ascii_digit() && w[2].is_ascii_alphabetic()
+        })
+}
+
+/// `fake` cut on a narrow line (issue 40), as a person or a server printing into a
+/// narrow column cuts it: a labelled value anywhere in its value; a token whose format
+/// has no fixed length after a head that is a token already (`is_whole_token(head)`),
+/// or whole on the line, then more of it (a longer token of the same format:
+/// `is_whole_token(head + tail)`). A format of fixed length cut short is
+/// [`written_apart`]'s. The line before the break is narrower than a wrap (under 60
+/// bytes) and the tail is a whole line of 4 to 48 random characters
+/// ([`is_random_tail`]; a token's drawn from its own last characters), closed by the
+/// value's quote when it has one. Returns the text and the byte ranges of the value's
+/// pieces in it; `None` when no such cut was found in a few tries (a fixed-length or a
+/// long token, a value with punctuation in its tail).
+pub fn cut_on_a_narrow_line(
+    fake: &Fake,
+    r: &mut Rng,
+    is_whole_token: impl Fn(&str) -> bool,
+) -> Option<(String, Vec<std::ops::Range<usize>>)> {
+    let value_at = fake.text.len().checked_sub(fake.secret.len())?;
+    // A value whose label is on a line before it (an AWS secret under its key id) is
+    // not read from the label's line.
+    if !fake.text.ends_with(&fake.secret)
+        || fake.secret.len() < 8
+        || fake.text[..value_at].contains('\n')
+    {
+        return None;
+    }
+    let close = match fake.text[..value_at].chars().last() {
+        Some(q @ ('"' | '\'' | '`')) => q.to_string(),
+        _ => String::new(),
+    };
+    let secret = &fake.secret;
+    let labelled = value_at > 0;
+    let inner_cut = (0..20)
+        .map(|_| secret.len() - r.range(4, 48.min(secret.len() - 1)))
+        .find(|&cut| {
+            let (head, tail) = secret.split_at(cut);
+            value_at + cut < 56
+                && is_token_char(head.as_bytes()[cut - 1])
+                && tail.bytes().all(is_token_char)
+                && is_random_tail(tail)
+                && (labelled || is_whole_token(head))
+        });
+    let (head, tail) = if let Some(cut) = inner_cut {
+        (
+            fake.text[..value_at + cut].to_string(),
+            secret[cut..].to_string(),
+        )
+    } else if labelled {
+        return None;
+    } else {
+        let body = &secret.as_bytes()[secret.len().saturating_sub(16)..];
+        let tail = (0..20)
+            .map(|_| {
+                let n = r.range(4, 16);
+                (0..n)
+                    .map(|_| char::from(body[r.below(body.len())]))
+                    .collect::<String>()
+            })
+            .find(|tail| tail.bytes().all(is_token_char) && is_random_tail(tail))?;
+        if secret.len() >= 56 || !is_whole_token(&format!("{secret}{tail}")) {
+            return None;
+        }
+        (secret.clone(), tail)
+    };
+    let brk = r.pick(&["\n", "\r\n", "\\n"]);
+    let (before, indent, after) = match r.below(5) {
+        0 => ("", "", String::new()),
+        1 => (
+            "config:\n",
+            "  ",
+            format!("\n  region: eu-west-{}", r.range(1, 3)),
+        ),
+        2 => ("HOST=db.internal\n", "", "\nPORT=5432\n".to_string()),
+        3 => ("cat <<EOF > .env\n", "", "\nEOF\n".to_string()),
+        _ => ("$ print-credentials --narrow\n", "", "\n$ ".to_string()),
+    };
+    let mut text = format!("{before}{indent}");
+    let head_start = text.len() + value_at;
+    text.push_str(&head);
+    let head = head_start..text.len();
+    text.push_str(brk);
+    text.push_str(indent);
+    let tail_range = text.len()..text.len() + tail.len();
+    text.push_str(&tail);
+    text.push_str(&close);
+    text.push_str(&after);
+    Some((text, vec![head, tail_range]))
+}
+
+/// Ordinary narrow-line text (issue 40) that must not be flagged when a narrow line's
+/// value is read on into a cut tail: settings lists, `.env` files, heredocs, shell
+/// scripts, code and tables, where a line with a password, token or key label and a
+/// placeholder value is followed by a line that is a word (`EOF`, `END`), a name with a
+/// number (`ID123`, `Region2: x`), a version, a date, `HTTP/1.1`, a commit hash or a
+/// UUID.
+pub fn narrow_line_negatives(seed: u64) -> Vec<(&'static str, String)> {
+    let r = &mut Rng::new(seed);
+    let mut out = Vec::new();
+    let labels = [
+        "password",
+        "PASSWORD",
+        "db_password",
+        "DB_PASSWORD",
+        "token",
+        "TOKEN",
+        "access_token",
+        "ACCESS_TOKEN",
+        "auth_token",
+        "secret",
+        "client_secret",
+        "SECRET_VALUE",
+        "api_key",
+        "API_KEY",
+        "apiKey",
+        "passwd",
+    ];
+    // A password label takes any value of 8 characters or more as its secret (the plain
+    // scan flags `password=changeme`), and its value reads on over a `\n` written out:
+    // after one, a placeholder is short and the break real.
+    let short_values = [
+        "none", "null", "dev", "test", "env", "local", "true", "5432", "db01", "example", "sample",
+        "default", "unset", "empty", "N/A",
+    ];
+    let long_values = [
+        "changeme",
+        "required",
+        "placeholder",
+        "from-vault",
+        "redacted",
+        "prod-eu-1",
+        "us-east-1",
+        "sample-value",
+        "xxxxxxxx",
+    ];
+    let value_for = |r: &mut Rng, label: &str| -> String {
+        if label.to_ascii_lowercase().contains("pass") || r.below(2) == 0 {
+            r.pick(&short_values).to_string()
+        } else {
+            r.pick(&long_values).to_string()
+        }
+    };
+    let break_for = |r: &mut Rng, label: &str| -> &'static str {
+        if label.to_ascii_lowercase().contains("pass") {
+            r.pick(&["\n", "\r\n"])
+        } else {
+            r.pick(&["\n", "\r\n", "\\n"])
+        }
+    };
+    let next_line = |r: &mut Rng| -> String {
+        match r.below(16) {
+            0 => format!("Region{}: {}", r.range(1, 9), lorem(r, 1)),
+            1 => format!("ID{}", r.range(1, 99999)),
+            2 => r
+                .pick(&["END", "EOF", "EOT", "DONE", "OK", "FIN"])
+                .to_string(),
+            3 => format!("HTTP/1.{}", r.below(2)),
+            4 => r.hex(40),
+            5 => uuid(r),
+            6 => format!(
+                "{}-{:02}-{:02}",
+                r.range(2019, 2026),
+                r.range(1, 12),
+                r.range(1, 28)
+            ),
+            7 => format!("v{}.{}.{}", r.range(0, 9), r.range(0, 30), r.range(0, 99)),
+            8 => format!("node-{:02}", r.range(1, 40)),
+            9 => r
+                .pick(&["NextPage", "Done", "Summary", "ReadMe", "Continue", "Retry"])
+                .to_string(),
+            10 => format!("{}", r.range(1000, 999_999)),
+            11 => r
+                .pick(&["x86_64", "aarch64", "arm64", "i686", "UTF-8", "en_US"])
+                .to_string(),
+            12 => format!("{}{}", lorem(r, 1).to_uppercase(), r.range(1, 99)),
+            13 => r.hex(32),
+            14 => format!(
+                "{}.{}",
+                lorem(r, 1),
+                r.pick(&["md", "txt", "yaml", "json", "PDF"])
+            ),
+            _ => format!("Q{}", r.range(1, 4)),
+        }
+    };
+    for _ in 0..120 {
+        let label = r.pick(&labels);
+        let sep = r.pick(&[": ", "=", " = "]);
+        let value = value_for(r, label);
+        let next = next_line(r);
+        // Not `\n` written out before `api_key`: `\napi_` reads as neon's `napi_`
+        // prefix cut by a break, a false positive of the cut-token pass (`rejoin`),
+        // not of this one.
+        let brk = if label.starts_with("api") {
+            "\n"
+        } else {
+            break_for(r, label)
+        };
+        let before = lorem(r, 1);
+        out.push((
+            "settings list, then a name or an id",
+            format!(
+                "{before}: {}{brk}{label}{sep}{value}{brk}{next}{brk}",
+                r.range(1, 9)
+            ),
+        ));
+    }
+    for _ in 0..60 {
+        let label = r.pick(&labels).to_uppercase();
+        let value = value_for(r, &label);
+        let next = next_line(r);
+        let text = match r.below(3) {
+            0 => format!("cat <<EOF > .env\nAPP_ENV=prod\n{label}={value}\nEOF\n{next}\n"),
+            1 => format!("ssh deploy@host <<-END\n\texport {label}={value}\n\tEND\n{next}"),
+            _ => format!("# .env\n{label}={value}\n{next}\nLOG_LEVEL=info\n"),
+        };
+        out.push(("heredoc or .env file", text));
+    }
+    for _ in 0..60 {
+        let label = r.pick(&labels);
+        let value = value_for(r, label);
+        let next = next_line(r);
+        let text = match r.below(4) {
+            0 => format!("if [ -z \"$1\" ]; then\n  {label}={value}\nfi\n{next}\n"),
+            1 => format!("local {label} = {value}\nif {label} then\n  return {label}\nend\n{next}"),
+            2 => format!("def {label}\n  @{label} ||= {value}\nend\n{next}"),
+            _ => format!("10 LET {label} = {value}\n20 PRINT {label}\n{next}"),
+        };
+        out.push(("script or code", text));
+    }
+    for _ in 0..60 {
+        let label = r.pick(&labels);
+        let value = value_for(r, label);
+        let next = next_line(r);
+        let text = match r.below(3) {
+            0 => format!("NAME      {label}\nweb01     {value}\n{next}\n"),
+            1 => format!("| key | value |\n| {label} | {value} |\n{next}"),
+            _ => format!("{label}\n  {value}\n{next}\n"),
+        };
+        out.push(("table or column", text));
+    }
+    for _ in 0..60 {
+        let label = r.pick(&labels);
+        let value = value_for(r, label);
+        let text = match r.below(3) {
+            0 => format!(
+                "commit: {}\n{label}: {value}\n{}\nAuthor: Dev",
+                r.hex(7),
+                r.hex(40)
+            ),
+            1 => format!("request_id: {}\n{label}: {value}\n{}\n", r.hex(8), uuid(r)),
+            _ => format!("{label}: {value}\nsha256:\n{}\n", r.hex(64)),
+        };
+        out.push(("hash or UUID line", text));
+    }
+    out
+}
