@@ -211,10 +211,12 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
     }
     // The token starts at its keyword: what comes before it in the run (`TOKEN=`) is not
     // read, so no labelled row takes a label from before the cut and a value across it.
-    // A keyword inside a word is not a token's start.
+    // A keyword inside a word is not a token's start, nor one whose first letter is an
+    // escape's (`\napi_key=…`: the `n` of `\n`, not neon's `napi_`).
     if hit > 0
-        && (text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
-        && !escaped(text, hit - 1)
+        && (((text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
+            && !escaped(text, hit - 1))
+            || escaped(text, hit))
     {
         return None;
     }
@@ -422,8 +424,9 @@ fn keyword_cut_at_line_start(
     let tail = &text[content..(content + keywords.longest).min(text.len())];
     (head..brk).find(|&q| {
         let starts_word = q == 0
-            || !(text[q - 1].is_ascii_alphanumeric() || text[q - 1] == b'_')
-            || escaped(text, q - 1);
+            || (!(text[q - 1].is_ascii_alphanumeric() || text[q - 1] == b'_')
+                || escaped(text, q - 1))
+                && !escaped(text, q);
         starts_word && keywords.crosses(&text[q..brk], tail)
     })
 }

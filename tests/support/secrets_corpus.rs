@@ -2161,14 +2161,9 @@ pub fn narrow_line_negatives(seed: u64) -> Vec<(&'static str, String)> {
         let sep = r.pick(&[": ", "=", " = "]);
         let value = value_for(r, label);
         let next = next_line(r);
-        // Not `\n` written out before `api_key`: `\napi_` reads as neon's `napi_`
-        // prefix cut by a break, a false positive of the cut-token pass (`rejoin`),
-        // not of this one.
-        let brk = if label.starts_with("api") {
-            "\n"
-        } else {
-            break_for(r, label)
-        };
+        // `\n` written out before `api_key` too: its `n` is no keyword's first letter
+        // (`napi_`, neon's prefix).
+        let brk = break_for(r, label);
         let before = lorem(r, 1);
         out.push((
             "settings list, then a name or an id",
