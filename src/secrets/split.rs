@@ -126,11 +126,18 @@ impl Derived {
         true
     }
 
-    /// Copies `text[range]` as it is.
+    /// Copies `text[range]` as it is (each byte from itself), as [`Derived::push`] would
+    /// byte by byte, in one extend of each list: a rejoin copies whole pieces.
     fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
-        for i in range {
-            self.push(text[i], i..i + 1);
-        }
+        self.text.extend(text[range.clone()].iter().map(|&byte| {
+            char::from(if (b' '..=b'~').contains(&byte) {
+                byte
+            } else {
+                b' '
+            })
+        }));
+        self.origin.extend(range.clone());
+        self.origin_end.extend(range.start + 1..range.end + 1);
     }
 
     /// Calls `f` with each run of original bytes that gave `self.text[range]`, in order:

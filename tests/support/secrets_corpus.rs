@@ -1524,6 +1524,7 @@ pub const ADVERSARIAL: &[&str] = &[
     "dense-key-value",
     "cut-keyword-near-miss",
     "runs-of-seventeen",
+    "narrow-line-cut-values",
 ];
 
 /// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`]).
@@ -1596,7 +1597,7 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
         "cut-keyword-near-miss" => {
             let mut s = String::with_capacity(len + 80);
             while s.len() < len {
-                s.push_str(&format!("token: gh\n  p_{}\n", r.alnum(35)));
+                s.push_str(&format!("- gh\n  p_{}\n", r.alnum(35)));
             }
             s.truncate(len);
             s
@@ -1606,6 +1607,16 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
             let mut s = String::with_capacity(len + 80);
             while s.len() < len {
                 s.push_str(&format!("{}\n    {} ", r.alnum(17), r.alnum(17)));
+            }
+            s.truncate(len);
+            s
+        }
+        // A label and a short value on each narrow line, a whole line of random tail after
+        // it: every line is read on and is a finding (a text dense with secrets).
+        "narrow-line-cut-values" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&format!("token: {}\n  {}\n", r.alnum(2), r.alnum(35)));
             }
             s.truncate(len);
             s
