@@ -39,6 +39,38 @@ fn covers(findings: &[Finding], secret: &Range<usize>) -> bool {
         .any(|f| f.range.start <= secret.start && secret.end <= f.range.end)
 }
 
+/// `written` (a token written apart, its `pieces` as ranges in it) in one of the usual
+/// surroundings: the text, where `written` sits in it, and the pieces moved there.
+fn embed_pieces(
+    written: String,
+    pieces: &[Range<usize>],
+    rng: &mut Rng,
+) -> (String, Range<usize>, Vec<Range<usize>>) {
+    let (text, at) = embed(
+        &corpus::Fake {
+            text: written.clone(),
+            secret: written,
+        },
+        rng,
+    );
+    let pieces = pieces
+        .iter()
+        .map(|p| at.start + p.start..at.start + p.end)
+        .collect();
+    (text, at, pieces)
+}
+
+/// Every piece of a token written apart is found, and nothing around the token (`at`)
+/// as written is.
+fn found_exactly(found: &[Finding], pieces: &[Range<usize>], at: &Range<usize>) -> bool {
+    pieces.iter().all(|p| covers(found, p))
+        && found.iter().all(|f| {
+            f.range.end <= at.start
+                || f.range.start >= at.end
+                || (at.start <= f.range.start && f.range.end <= at.end)
+        })
+}
+
 /// The keyword `secret` starts with, when `format` is a whole token from its keyword on
 /// (no `secret` group, keyword at the start): the shape a cut token is rejoined for.
 fn whole_token_keyword(detector: &Detector, format: &str, secret: &str) -> Option<String> {
@@ -148,29 +180,12 @@ fn recall_and_false_positive_rate() {
                         !find(&detector, head).is_empty()
                     })
             {
-                let (text, at) = embed(
-                    &corpus::Fake {
-                        text: written.clone(),
-                        secret: written,
-                    },
-                    &mut rng,
-                );
-                let pieces: Vec<Range<usize>> = pieces
-                    .iter()
-                    .map(|p| at.start + p.start..at.start + p.end)
-                    .collect();
+                let (text, at, pieces) = embed_pieces(written, &pieces, &mut rng);
                 found.clear();
                 detector.find(&text, &mut cache, &mut found);
                 total += 1;
                 apart_rows += 1;
-                // Every piece is found, and nothing around the token as written is.
-                let exact = pieces.iter().all(|p| covers(&found, p))
-                    && found.iter().all(|f| {
-                        f.range.end <= at.start
-                            || f.range.start >= at.end
-                            || (at.start <= f.range.start && f.range.end <= at.end)
-                    });
-                if exact {
+                if found_exactly(&found, &pieces, &at) {
                     detected += 1;
                 } else if misses.len() < 20 {
                     misses.push(format!(
@@ -209,28 +224,12 @@ fn recall_and_false_positive_rate() {
             let Some((written, pieces)) = cut_in_keyword(&token.secret, &keyword, &mut rng) else {
                 continue;
             };
-            let (text, at) = embed(
-                &corpus::Fake {
-                    text: written.clone(),
-                    secret: written,
-                },
-                &mut rng,
-            );
-            let pieces: Vec<Range<usize>> = pieces
-                .iter()
-                .map(|p| at.start + p.start..at.start + p.end)
-                .collect();
+            let (text, at, pieces) = embed_pieces(written, &pieces, &mut rng);
             found.clear();
             detector.find(&text, &mut cache, &mut found);
             total += 1;
             cut_keyword_rows += 1;
-            let exact = pieces.iter().all(|p| covers(&found, p))
-                && found.iter().all(|f| {
-                    f.range.end <= at.start
-                        || f.range.start >= at.end
-                        || (at.start <= f.range.start && f.range.end <= at.end)
-                });
-            if exact {
+            if found_exactly(&found, &pieces, &at) {
                 detected += 1;
             } else if misses.len() < 20 {
                 misses.push(format!(
@@ -267,13 +266,7 @@ fn recall_and_false_positive_rate() {
             if narrow_formats.last() != Some(&format) {
                 narrow_formats.push(format);
             }
-            let exact = pieces.iter().all(|p| covers(&found, p))
-                && found.iter().all(|f| {
-                    f.range.end <= at.start
-                        || f.range.start >= at.end
-                        || (at.start <= f.range.start && f.range.end <= at.end)
-                });
-            if exact {
+            if found_exactly(&found, &pieces, &at) {
                 detected += 1;
             } else if misses.len() < 20 {
                 let got: Vec<_> = found

@@ -299,6 +299,17 @@ fn a_cache_from_another_detector_does_not_hide_its_secrets() {
     assert!(found(&plain, &mut cache, "tok1234").is_empty());
 }
 
+/// Every built-in keyword once, sorted: what [`keyword_soup`] draws from.
+fn builtin_keywords() -> Vec<String> {
+    let mut keywords: Vec<String> = builtin_specs()
+        .iter()
+        .flat_map(|s| s.keywords.clone())
+        .collect();
+    keywords.sort();
+    keywords.dedup();
+    keywords
+}
+
 /// Texts made of keywords and the pieces of values packed together (labels, separators,
 /// near-miss prefixes, value characters, fake credentials), repeated in runs so that the
 /// same bytes come back at many hits: what the hit memos answer from memory.
@@ -372,12 +383,7 @@ fn hit_memos_find_what_searching_every_hit_finds() {
         },
     )
     .expect("built-ins compile");
-    let mut keywords: Vec<String> = builtin_specs()
-        .iter()
-        .flat_map(|s| s.keywords.clone())
-        .collect();
-    keywords.sort();
-    keywords.dedup();
+    let keywords = builtin_keywords();
     let (mut memo_cache, mut plain_cache) = (memos.cache(), plain.cache());
     let mut r = Rng::new(22);
     let mut with_findings = 0;
@@ -409,12 +415,7 @@ fn the_portable_run_finder_finds_what_the_vector_one_finds() {
         },
     )
     .expect("built-ins compile");
-    let mut keywords: Vec<String> = builtin_specs()
-        .iter()
-        .flat_map(|s| s.keywords.clone())
-        .collect();
-    keywords.sort();
-    keywords.dedup();
+    let keywords = builtin_keywords();
     let (mut vector_cache, mut portable_cache) = (vector.cache(), portable.cache());
     let mut r = Rng::new(17);
     let mut with_findings = 0;

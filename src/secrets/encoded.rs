@@ -102,7 +102,8 @@ impl RunFinder {
         match self {
             #[cfg(target_arch = "x86_64")]
             RunFinder::Avx2 => {
-                // SAFETY: `detect` chose this finder only on a CPU with AVX2.
+                // SAFETY: `detect` chose this finder only on a CPU with AVX2, which is
+                // all `next_window` needs: it reads `text` through safe slices.
                 unsafe { avx2::next_window(text, from) }
             }
             RunFinder::Portable => next_run_by_probes(text, from),
@@ -183,43 +184,40 @@ mod avx2 {
     /// Bytes classified at a time.
     const BLOCK: usize = 32;
 
-    /// Which bytes of the 32 at `at` are base64 characters, as bits. A byte is one when
-    /// the class of its low nibble and the class of its high nibble share a bit: high
-    /// nibble 2 (`+`, `-`, `/`), 3 (digits), 4 and 6 (letters from `A`/`a`), 5 (letters
-    /// from `P`, and `_`), 7 (letters from `p`); bytes from 0x80 have none.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have AVX2, and `at + BLOCK <= text.len()`.
+    /// Which bytes of `block` are base64 characters, as bits. A byte is one when the
+    /// class of its low nibble and the class of its high nibble share a bit: high nibble
+    /// 2 (`+`, `-`, `/`), 3 (digits), 4 and 6 (letters from `A`/`a`), 5 (letters from
+    /// `P`, and `_`), 7 (letters from `p`); bytes from 0x80 have none.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn base64_mask(text: &[u8], at: usize) -> u32 {
+    pub(super) fn base64_mask(block: &[u8; BLOCK]) -> u32 {
         const SIGN: i8 = 1;
         const DIGIT: i8 = 2;
         const FROM_A: i8 = 4;
         const FROM_P: i8 = 8;
         const FROM_SMALL_P: i8 = 16;
+        const LETTER: i8 = FROM_A | FROM_P | FROM_SMALL_P;
         // Per low nibble, the high-nibble classes it completes (0 to 9: digits and
         // letters but `@` and `` ` ``; A: `Z`, `z`, `J`, `j`; B, D, F: `+`, `-`, `/`;
         // F: `_`, and `O`, `o`, but not DEL).
-        const BY_LOW: [i8; 16] = [
+        let by_low = _mm256_broadcastsi128_si256(_mm_setr_epi8(
             DIGIT | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            DIGIT | FROM_A | FROM_P | FROM_SMALL_P,
-            FROM_A | FROM_P | FROM_SMALL_P,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            DIGIT | LETTER,
+            LETTER,
             FROM_A | SIGN,
             FROM_A,
             FROM_A | SIGN,
             FROM_A,
             FROM_A | FROM_P | SIGN,
-        ];
-        const BY_HIGH: [i8; 16] = [
+        ));
+        let by_high = _mm256_broadcastsi128_si256(_mm_setr_epi8(
             0,
             0,
             SIGN,
@@ -236,22 +234,27 @@ mod avx2 {
             0,
             0,
             0,
-        ];
-        let table = |t: [i8; 16]| {
-            // SAFETY: reads the 16 bytes of `t`.
-            let half = unsafe { _mm_loadu_si128(t.as_ptr().cast::<__m128i>()) };
-            _mm256_broadcastsi128_si256(half)
-        };
+        ));
+        // Four lanes read from the array (the compiler makes them one load): no pointer,
+        // so no `unsafe`.
+        let (lanes, _) = block.as_chunks::<8>();
+        let lane = |i: usize| i64::from_le_bytes(lanes[i]);
+        let bytes = _mm256_setr_epi64x(lane(0), lane(1), lane(2), lane(3));
         let nibble = _mm256_set1_epi8(0x0F);
-        // SAFETY: reads `at..at + BLOCK`, inside `text` by the caller's contract.
-        let bytes = unsafe { _mm256_loadu_si256(text.as_ptr().add(at).cast::<__m256i>()) };
-        let low = _mm256_shuffle_epi8(table(BY_LOW), _mm256_and_si256(bytes, nibble));
+        let low = _mm256_shuffle_epi8(by_low, _mm256_and_si256(bytes, nibble));
         let high = _mm256_shuffle_epi8(
-            table(BY_HIGH),
+            by_high,
             _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble),
         );
         let none = _mm256_cmpeq_epi8(_mm256_and_si256(low, high), _mm256_setzero_si256());
         !(_mm256_movemask_epi8(none) as u32)
+    }
+
+    /// The block of `text` at `at`, which must hold one.
+    fn block(text: &[u8], at: usize) -> &[u8; BLOCK] {
+        text[at..at + BLOCK]
+            .try_into()
+            .expect("a block lies inside the text")
     }
 
     /// Bit `j` set when bits `j..j + MIN_REPORTED_RUN` of `mask` all are.
@@ -266,19 +269,13 @@ mod avx2 {
 
     /// [`super::RunFinder::next_run`]: the start of the first window of
     /// [`MIN_REPORTED_RUN`] base64 characters at or after `from`.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn next_window(text: &[u8], from: usize) -> Option<usize> {
+    pub(super) fn next_window(text: &[u8], from: usize) -> Option<usize> {
         let mut at = from;
         if at + 2 * BLOCK <= text.len() {
-            // SAFETY: `at + BLOCK <= text.len()`, checked above.
-            let mut this = unsafe { base64_mask(text, at) };
+            let mut this = base64_mask(block(text, at));
             while at + 2 * BLOCK <= text.len() {
-                // SAFETY: `at + 2 * BLOCK <= text.len()`, the loop's condition.
-                let next = unsafe { base64_mask(text, at + BLOCK) };
+                let next = base64_mask(block(text, at + BLOCK));
                 // Windows starting in this block end at most 16 bytes into the next.
                 let starts = window_starts(u64::from(this) | (u64::from(next) << 32)) as u32;
                 if starts != 0 {
@@ -296,10 +293,8 @@ mod avx2 {
         }
         let mut padded = [0u8; 2 * BLOCK];
         padded[..rest.len()].copy_from_slice(rest);
-        // SAFETY: `padded` holds two blocks.
-        let mask = unsafe {
-            u64::from(base64_mask(&padded, 0)) | (u64::from(base64_mask(&padded, BLOCK)) << 32)
-        };
+        let mask = u64::from(base64_mask(block(&padded, 0)))
+            | (u64::from(base64_mask(block(&padded, BLOCK))) << 32);
         let starts = window_starts(mask);
         (starts != 0).then(|| at + starts.trailing_zeros() as usize)
     }
@@ -577,8 +572,8 @@ mod tests {
             for lane in 0..32 {
                 let mut block = [b' '; 32];
                 block[lane] = byte;
-                // SAFETY: AVX2 is there (`detect`), and the block is 32 bytes.
-                let mask = unsafe { avx2::base64_mask(&block, 0) };
+                // SAFETY: AVX2 is there (`detect`).
+                let mask = unsafe { avx2::base64_mask(&block) };
                 let want = if is_base64(byte) { 1 << lane } else { 0 };
                 assert_eq!(mask, want, "byte {byte:#04x} in lane {lane}");
             }

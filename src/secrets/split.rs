@@ -81,6 +81,16 @@ fn separator_at(text: &[u8], at: usize) -> Option<(Separator, usize)> {
         .then_some((kind, len))
 }
 
+/// `byte` as a derived text holds it: ASCII only (a space for anything else), since the
+/// derived text must stay UTF-8 and credentials are ASCII.
+fn printable(byte: u8) -> char {
+    char::from(if (b' '..=b'~').contains(&byte) {
+        byte
+    } else {
+        b' '
+    })
+}
+
 /// A derived text and where each of its bytes came from.
 #[derive(Debug, Default)]
 pub(super) struct Derived {
@@ -104,13 +114,7 @@ impl Derived {
     }
 
     fn push(&mut self, byte: u8, from: Range<usize>) {
-        // ASCII only: the derived text must stay UTF-8, and credentials are ASCII.
-        let byte = if (b' '..=b'~').contains(&byte) {
-            byte
-        } else {
-            b' '
-        };
-        self.text.push(char::from(byte));
+        self.text.push(printable(byte));
         self.origin.push(from.start);
         self.origin_end.push(from.end);
     }
@@ -129,13 +133,8 @@ impl Derived {
     /// Copies `text[range]` as it is (each byte from itself), as [`Derived::push`] would
     /// byte by byte, in one extend of each list: a rejoin copies whole pieces.
     fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
-        self.text.extend(text[range.clone()].iter().map(|&byte| {
-            char::from(if (b' '..=b'~').contains(&byte) {
-                byte
-            } else {
-                b' '
-            })
-        }));
+        self.text
+            .extend(text[range.clone()].iter().map(|&byte| printable(byte)));
         self.origin.extend(range.clone());
         self.origin_end.extend(range.start + 1..range.end + 1);
     }
