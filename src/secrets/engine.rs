@@ -34,6 +34,8 @@ const HYBRID_CACHE_CAPACITY: usize = 2 << 20;
 /// A detector's compiled regex.
 #[derive(Debug)]
 pub(super) struct Engine {
+    /// For a pattern of a token's usual shape: its match, decided by comparing bytes.
+    shape: Option<Box<TokenShape>>,
     /// For `prefix (?P<secret>…) suffix`: three DFAs, tried before `whole`.
     staged: Option<Box<Staged>>,
     /// Engines for the whole pattern. A staged pattern needs them only when a staged
@@ -177,6 +179,193 @@ impl ClassRun {
     }
 }
 
+/// A whole pattern of the shape most provider tokens have: a word boundary or none, a
+/// literal prefix (or single-byte classes), one ASCII class repeated `{min,max}` or
+/// `{min,}`, and a word boundary or none (`\bghp_[A-Za-z0-9]{36}\b`,
+/// `\bglpat-[A-Za-z0-9_.-]{20,}`, `\bEZ[AT]K[A-Za-z0-9]{54}`). Its anchored
+/// leftmost-first match is decided by comparing bytes: the lead, then the length of the
+/// class's run and the bytes on either side of the match.
+///
+/// Why not a DFA walk: a hit whose token is one character short (a near miss, or a cut
+/// token's pieces rejoined and scanned again) costs a walk's start-up, a few dozen steps
+/// and its bookkeeping, about 1,300 instructions; comparing the bytes costs a few per
+/// byte. A word boundary next to a non-ASCII character (a Unicode `\b` asks whether that
+/// character is a letter) is left to the DFA.
+#[derive(Debug)]
+struct TokenShape {
+    /// The word boundary before the lead, if the pattern starts with one.
+    before: Option<Boundary>,
+    lead: Box<[[bool; 256]]>,
+    /// The repeated class: ASCII bytes only.
+    class: [bool; 256],
+    min: usize,
+    max: Option<usize>,
+    /// The word boundary after the repetition, if the pattern ends with one. Only a
+    /// class of word characters takes one: then no shorter repetition can end at a
+    /// boundary the greedy one did not (two word characters have none between them).
+    after: Option<Boundary>,
+}
+
+/// A `\b`, as written: Unicode (`\b`) or ASCII (`(?-u:\b)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Boundary {
+    Unicode,
+    Ascii,
+}
+
+/// What [`TokenShape::search`] could decide.
+enum Shape {
+    Match(usize),
+    /// No match, decided by the byte before the start and the `read` bytes from it (as
+    /// a walk that died; `walk::same_window`).
+    NoMatch {
+        read: usize,
+    },
+    /// A Unicode word boundary next to a non-ASCII character: the DFA decides.
+    Unsure,
+}
+
+impl TokenShape {
+    /// The shape of the whole pattern `hir`, if it has this one.
+    fn of(hir: &Hir) -> Option<TokenShape> {
+        use regex_syntax::hir::{HirKind, Look};
+        let HirKind::Concat(parts) = hir.kind() else {
+            return None;
+        };
+        let boundary = |part: &Hir| match part.kind() {
+            HirKind::Look(Look::WordUnicode) => Some(Boundary::Unicode),
+            HirKind::Look(Look::WordAscii) => Some(Boundary::Ascii),
+            _ => None,
+        };
+        let mut parts = &parts[..];
+        let before = parts.first().and_then(boundary);
+        if before.is_some() {
+            parts = &parts[1..];
+        }
+        let after = parts.last().and_then(boundary);
+        if after.is_some() {
+            parts = &parts[..parts.len() - 1];
+        }
+        let (last, lead_parts) = parts.split_last()?;
+        let HirKind::Repetition(rep) = last.kind() else {
+            return None;
+        };
+        let class = ascii_set(&rep.sub)?;
+        if !rep.greedy || class[0x80..].iter().any(|&b| b) {
+            return None;
+        }
+        let mut lead = Vec::new();
+        for part in lead_parts {
+            match part.kind() {
+                HirKind::Literal(lit) if lit.0.is_ascii() => {
+                    lead.extend(lit.0.iter().map(|&b| {
+                        let mut set = [false; 256];
+                        set[usize::from(b)] = true;
+                        set
+                    }));
+                }
+                _ => lead.push(ascii_set(part).filter(|set| !set[0x80..].iter().any(|&b| b))?),
+            }
+        }
+        let min = rep.min as usize;
+        // The byte before a repetition that may be empty is the lead's last: it must be a
+        // word character too for the boundary after to be read as above.
+        let words_before_after = (0..256).all(|b| !class[b] || is_word_byte(b as u8))
+            && (min > 0
+                || lead
+                    .last()
+                    .is_some_and(|set| (0..256).all(|b| !set[b] || is_word_byte(b as u8))));
+        if after.is_some() && !words_before_after {
+            return None;
+        }
+        Some(TokenShape {
+            before,
+            lead: lead.into(),
+            class,
+            min,
+            max: rep.max.map(|m| m as usize),
+            after,
+        })
+    }
+
+    /// The end of the match anchored at `start`, as a leftmost-first search finds it.
+    /// `memo` remembers the last run of the class read, so that hits inside one long run
+    /// (a keyword repeated) do not read it again.
+    fn search(&self, hay: &[u8], start: usize, memo: &mut RunMemo, scan: u64) -> Shape {
+        // Decided at `at`: by the bytes before it and the one there.
+        let no_match = |at: usize| Shape::NoMatch {
+            read: at + 1 - start,
+        };
+        if let Some(boundary) = self.before {
+            let prev = start.checked_sub(1).map(|i| hay[i]);
+            let next = hay.get(start).copied();
+            match word_boundary(boundary, prev, next) {
+                Some(true) => {}
+                Some(false) => return no_match(start),
+                None => return Shape::Unsure,
+            }
+        }
+        let mut at = start;
+        for set in &self.lead {
+            match hay.get(at) {
+                Some(&b) if set[usize::from(b)] => at += 1,
+                _ => return no_match(at),
+            }
+        }
+        let run_end = if memo.scan == scan && memo.from <= at && at <= memo.end {
+            memo.end
+        } else {
+            let end = hay[at..]
+                .iter()
+                .position(|&b| !self.class[usize::from(b)])
+                .map_or(hay.len(), |n| at + n);
+            *memo = RunMemo {
+                scan,
+                from: at,
+                end,
+            };
+            end
+        };
+        let run = run_end - at;
+        let taken = self.max.map_or(run, |max| run.min(max));
+        if taken < self.min {
+            return no_match(run_end);
+        }
+        let end = at + taken;
+        if let Some(boundary) = self.after {
+            // The bytes before `end` are word characters (see `after`).
+            match word_boundary(
+                boundary,
+                end.checked_sub(1).map(|i| hay[i]),
+                hay.get(end).copied(),
+            ) {
+                Some(true) => {}
+                Some(false) => return no_match(end),
+                None => return Shape::Unsure,
+            }
+        }
+        Shape::Match(end)
+    }
+}
+
+/// Whether `b` is an ASCII word character (`[0-9A-Za-z_]`).
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Whether a word boundary lies between the bytes `prev` and `next` (`None`: the start
+/// or the end of the text); `None` when a Unicode boundary depends on a non-ASCII
+/// character.
+fn word_boundary(boundary: Boundary, prev: Option<u8>, next: Option<u8>) -> Option<bool> {
+    let word = |b: Option<u8>| match b {
+        None => Some(false),
+        Some(b) if b.is_ascii() => Some(is_word_byte(b)),
+        Some(_) if boundary == Boundary::Ascii => Some(false),
+        Some(_) => None,
+    };
+    Some(word(prev)? != word(next)?)
+}
+
 /// The bytes of a character class (or a one-byte ASCII literal) whose non-ASCII part is
 /// empty or every non-ASCII character (a negated ASCII class such as `[^\s"']`): on
 /// UTF-8 text such a class holds a character exactly when it holds the character's
@@ -291,12 +480,17 @@ impl Engine {
     pub fn new(hir: &Hir, complete: bool) -> Result<Engine, String> {
         let has_secret = has_secret_group(hir);
         let staged = staged(hir)?.map(Box::new);
+        let shape = (!has_secret)
+            .then(|| TokenShape::of(hir))
+            .flatten()
+            .map(Box::new);
         let whole = OnceLock::new();
-        if complete || staged.is_none() {
+        if complete || (staged.is_none() && shape.is_none()) {
             let _ = whole.set(Whole::new(hir, has_secret)?);
         }
         let hir = whole.get().is_none().then(|| Box::new(hir.clone()));
         Ok(Engine {
+            shape,
             staged,
             whole,
             hir,
@@ -357,6 +551,26 @@ impl Engine {
         debug_assert_eq!(input.end(), input.haystack().len());
         cache.refuted = None;
         cache.ran_to_end = false;
+        if let Some(shape) = &self.shape {
+            let start = input.start();
+            match shape.search(input.haystack(), start, &mut cache.run, scan) {
+                Shape::Match(end) => {
+                    return Some(Found {
+                        whole: start..end,
+                        secret: start..end,
+                    });
+                }
+                Shape::NoMatch { read } => {
+                    // Like a walk that died: a later hit over the same bytes is answered
+                    // by comparing them, unless the end of the text decided this one.
+                    cache.refuted = (read <= walk::MAX_REFUTED_READ
+                        && start + read <= input.haystack().len())
+                    .then_some(read);
+                    return None;
+                }
+                Shape::Unsure => {}
+            }
+        }
         if let Some(staged) = &self.staged {
             match staged.search(
                 &mut cache.stages,
@@ -665,6 +879,35 @@ mod tests {
         }
     }
 
+    /// Most provider formats are read by comparing bytes, not by a DFA walk.
+    #[test]
+    fn token_formats_are_read_by_comparing_bytes() {
+        let shaped: Vec<String> = crate::secrets::builtin_specs()
+            .into_iter()
+            .filter(|spec| {
+                let hir = regex_syntax::parse(&spec.regex).unwrap();
+                Engine::new(&hir, false).unwrap().shape.is_some()
+            })
+            .map(|spec| spec.name)
+            .collect();
+        for name in [
+            "github-token",
+            "gitlab-pat",
+            "huggingface-token",
+            "npm-token",
+        ] {
+            assert!(
+                shaped.iter().any(|n| n == name),
+                "{name} is walked by a DFA"
+            );
+        }
+        assert!(
+            shaped.len() >= 70,
+            "only {} formats: {shaped:?}",
+            shaped.len()
+        );
+    }
+
     /// The engine (staged, one-pass or DFA + backtracker) against a meta regex's
     /// capture search, anchored at every position of many small random texts. The
     /// patterns are ambiguous on purpose: where the preferred prefix path cannot be
@@ -683,8 +926,17 @@ mod tests {
             // Read as runs of bytes (`ClassRun`), non-ASCII characters included.
             r"k=?(?P<secret>[^ =][^ ]{2,})(?:[ ]|$)",
             r"k(?P<secret>[a-cé]{3,})",
+            // Read by comparing bytes (`TokenShape`), word boundaries next to non-ASCII
+            // characters left to the DFA.
+            r"\bk[a-c]{3}\b",
+            r"\bk[a-c]{2,}",
+            r"\bka[a-c_]{1,3}\b",
+            r"(?-u:\b)k[a-c_]{2}(?-u:\b)",
+            r"k[a-c=]{0,2}",
+            r"\bk[ab][a-c]{2,3}\b",
+            r"\bk=[abc]{0,2}\b",
         ];
-        let alphabet = ["k", "a", "b", "c", "=", ":", " ", "é", "€"];
+        let alphabet = ["k", "a", "b", "c", "=", ":", " ", "é", "€", "_"];
         let mut rng = crate::test_rng::Rng(0x9E37_79B9_7F4A_7C15);
         let mut next = || rng.next();
         for pattern in patterns {

@@ -29,7 +29,7 @@ const STRIDE: usize = 4;
 const SHORT_WALK: usize = 16;
 /// Longest walk that died whose bytes are remembered as refuting a search
 /// ([`Trail::refuted_within`]): each later hit of the detector compares up to this many.
-const MAX_REFUTED_READ: usize = 128;
+pub(super) const MAX_REFUTED_READ: usize = 128;
 /// Most runs a record keeps (16 bytes each): past this, a walk's state is no longer
 /// recorded. Only a walk whose state changes at nearly every recorded position (a text
 /// full of partial footers, `-----E-----E…`) fills it, after 2 MiB of text.
