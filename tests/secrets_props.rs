@@ -394,7 +394,10 @@ fn hit_memos_find_what_searching_every_hit_finds() {
         assert_eq!(found(memos, &mut memo_cache, &text), want, "{text:?}");
     }
     assert!(with_findings > 300, "{with_findings} texts with findings");
-    for kind in corpus::ADVERSARIAL {
+    for kind in corpus::ADVERSARIAL
+        .iter()
+        .chain(corpus::FINDINGS_ON_EVERY_LINE)
+    {
         let text = corpus::adversarial_text(kind, 3, 64 << 10);
         let want = found(&plain, &mut plain_cache, &text);
         assert_eq!(found(memos, &mut memo_cache, &text), want, "{kind}");
@@ -439,7 +442,10 @@ fn the_portable_run_finder_finds_what_the_vector_one_finds() {
         assert_eq!(found(vector, &mut vector_cache, &text), want, "{text:?}");
     }
     assert!(with_findings > 300, "{with_findings} texts with findings");
-    for kind in corpus::ADVERSARIAL {
+    for kind in corpus::ADVERSARIAL
+        .iter()
+        .chain(corpus::FINDINGS_ON_EVERY_LINE)
+    {
         let text = corpus::adversarial_text(kind, 3, 64 << 10);
         let want = found(&portable, &mut portable_cache, &text);
         assert_eq!(found(vector, &mut vector_cache, &text), want, "{kind}");

@@ -153,6 +153,16 @@ fn adversarial_1mib(bencher: Bencher, kind: &str) {
     scan(bencher, &detector, &text);
 }
 
+/// A text whose every line holds a secret in an adversarial shape
+/// (`corpus::FINDINGS_ON_EVERY_LINE`, a secret every 48 bytes): what a finding costs,
+/// compared per finding with `dense_1mib` (a secret every ~200 bytes).
+#[divan::bench(args = corpus::FINDINGS_ON_EVERY_LINE)]
+fn findings_on_every_line_1mib(bencher: Bencher, kind: &str) {
+    let detector = Detector::new(builtin_specs()).unwrap();
+    let text = corpus::adversarial_text(kind, 6, MIB);
+    scan(bencher, &detector, &text);
+}
+
 /// The adversarial texts again, every keyword hit searched (`Machinery::no_hit_memos`):
 /// what the hit memos are worth, against `adversarial_1mib` in the same run.
 #[divan::bench(args = corpus::ADVERSARIAL)]

@@ -1524,10 +1524,16 @@ pub const ADVERSARIAL: &[&str] = &[
     "dense-key-value",
     "cut-keyword-near-miss",
     "runs-of-seventeen",
-    "narrow-line-cut-values",
+    "narrow-line-near-miss",
 ];
 
-/// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`]).
+/// Texts in an adversarial shape whose every line holds a secret: they measure what a
+/// finding costs (compared with `dense_text`, per finding), not work done for nothing,
+/// so they are not in [`ADVERSARIAL`].
+pub const FINDINGS_ON_EVERY_LINE: &[&str] = &["narrow-line-cut-values"];
+
+/// About `len` bytes of the adversarial text `kind` (one of [`ADVERSARIAL`] or
+/// [`FINDINGS_ON_EVERY_LINE`]).
 pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
     let r = &mut Rng::new(seed);
     let repeat = |unit: &str| {
@@ -1611,8 +1617,25 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
             s.truncate(len);
             s
         }
+        // A label and a short value on each narrow line, then a line that has a cut
+        // tail's shape (a capital and a digit, repeated: not words) but is no secret's: every
+        // line is read on, rejoined and scanned again, and the joined value fails its row's
+        // entropy.
+        "narrow-line-near-miss" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                let capital = char::from(b'G' + r.below(20) as u8);
+                let digit = char::from(b'0' + r.below(10) as u8);
+                let mut tail = format!("{capital}{digit}").repeat(18);
+                tail.truncate(35);
+                s.push_str(&format!("token: {}\n  {tail}\n", r.alnum(2)));
+            }
+            s.truncate(len);
+            s
+        }
         // A label and a short value on each narrow line, a whole line of random tail after
-        // it: every line is read on and is a finding (a text dense with secrets).
+        // it: every line is read on and is a finding (a text dense with secrets; one of
+        // `FINDINGS_ON_EVERY_LINE`).
         "narrow-line-cut-values" => {
             let mut s = String::with_capacity(len + 80);
             while s.len() < len {
