@@ -91,32 +91,78 @@ fn printable(byte: u8) -> char {
     })
 }
 
-/// A derived text and where each of its bytes came from.
+/// A derived text and where its bytes came from, as a list of pieces.
 #[derive(Debug, Default)]
 pub(super) struct Derived {
     /// The rebuilt text (ASCII only).
     pub text: String,
-    /// `origin[i]`: the offset in the original of the first byte that gave `text[i]`.
-    origin: Vec<usize>,
-    /// `origin_end[i]`: one past the last original byte that gave `text[i]`.
-    origin_end: Vec<usize>,
+    /// The pieces of `text`, in order and covering it: bytes copied as written from
+    /// contiguous original bytes are one piece, a `%XX` escape's byte is one of its own.
+    /// A rejoin holds a few; per-byte lists cost more than the copy itself.
+    pieces: Vec<Piece>,
     /// Where each piece of a rejoined token after the first one past the cut starts in
     /// `text`: the words after a token's last group may have been read as more pieces.
     later_pieces: Vec<usize>,
+    /// The original bytes of every derived byte, kept the plain way to check the pieces.
+    #[cfg(test)]
+    byte_origins: Vec<Range<usize>>,
+}
+
+/// Derived bytes from `at` to the next piece's start, and the original bytes `start..end`
+/// they came from: as many as there are derived bytes when copied as written, or the
+/// three bytes of the one byte a `%XX` escape decodes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Piece {
+    at: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Piece {
+    /// Whether the piece's `len` derived bytes were copied one for one.
+    fn as_written(&self, len: usize) -> bool {
+        self.end - self.start == len
+    }
 }
 
 impl Derived {
     fn clear(&mut self) {
         self.later_pieces.clear();
         self.text.clear();
-        self.origin.clear();
-        self.origin_end.clear();
+        self.pieces.clear();
+        #[cfg(test)]
+        self.byte_origins.clear();
     }
 
     fn push(&mut self, byte: u8, from: Range<usize>) {
+        let at = self.text.len();
         self.text.push(printable(byte));
-        self.origin.push(from.start);
-        self.origin_end.push(from.end);
+        #[cfg(test)]
+        self.byte_origins.push(from.clone());
+        if from.len() == 1 {
+            self.note_as_written(at, from);
+        } else {
+            self.pieces.push(Piece {
+                at,
+                start: from.start,
+                end: from.end,
+            });
+        }
+    }
+
+    /// Notes that the derived bytes from `at` to the text's end were copied as written
+    /// from `from`: they extend the last piece when it was copied too and ends there.
+    fn note_as_written(&mut self, at: usize, from: Range<usize>) {
+        match self.pieces.last_mut() {
+            Some(last) if last.end == from.start && last.as_written(at - last.at) => {
+                last.end = from.end;
+            }
+            _ => self.pieces.push(Piece {
+                at,
+                start: from.start,
+                end: from.end,
+            }),
+        }
     }
 
     /// Drops the last piece, unless it is the one right after the cut.
@@ -124,19 +170,49 @@ impl Derived {
         let Some(at) = self.later_pieces.pop() else {
             return false;
         };
-        self.text.truncate(at);
-        self.origin.truncate(at);
-        self.origin_end.truncate(at);
+        self.truncate(at);
         true
     }
 
-    /// Copies `text[range]` as it is (each byte from itself), as [`Derived::push`] would
-    /// byte by byte, in one extend of each list: a rejoin copies whole pieces.
+    /// Keeps the first `len` derived bytes and where they came from.
+    fn truncate(&mut self, len: usize) {
+        let mut piece_end = self.text.len();
+        while let Some(last) = self.pieces.last() {
+            if last.at < len {
+                break;
+            }
+            piece_end = last.at;
+            self.pieces.pop();
+        }
+        if let Some(last) = self.pieces.last_mut()
+            && piece_end > len
+            && last.as_written(piece_end - last.at)
+        {
+            last.end -= piece_end - len;
+        }
+        self.text.truncate(len);
+        #[cfg(test)]
+        self.byte_origins.truncate(len);
+    }
+
+    /// Copies `text[range]` as it is, as [`Derived::push`] would byte by byte: one copy
+    /// and one piece. A rejoin's pieces are token characters, printable ASCII already;
+    /// the start of a wrapped line may hold anything and is mapped byte by byte.
     fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
-        self.text
-            .extend(text[range.clone()].iter().map(|&byte| printable(byte)));
-        self.origin.extend(range.clone());
-        self.origin_end.extend(range.start + 1..range.end + 1);
+        if range.is_empty() {
+            return;
+        }
+        let bytes = &text[range.clone()];
+        let at = self.text.len();
+        match std::str::from_utf8(bytes) {
+            Ok(ascii) if bytes.iter().all(|b| (b' '..=b'~').contains(b)) => {
+                self.text.push_str(ascii);
+            }
+            _ => self.text.extend(bytes.iter().map(|&byte| printable(byte))),
+        }
+        #[cfg(test)]
+        self.byte_origins.extend(range.clone().map(|i| i..i + 1));
+        self.note_as_written(at, range);
     }
 
     /// Calls `f` with each run of original bytes that gave `self.text[range]`, in order:
@@ -144,23 +220,51 @@ impl Derived {
     /// Returns whether the finding is new to the plain scan: it crosses a separator, or
     /// an escape lies inside it.
     pub fn for_each_original(&self, range: Range<usize>, mut f: impl FnMut(Range<usize>)) -> bool {
-        if range.is_empty() || range.end > self.origin.len() {
+        if range.is_empty() || range.end > self.text.len() {
             return false;
         }
-        let mut start = self.origin[range.start];
-        let mut pieces = 0;
-        for i in range.start..range.end {
-            let last = i + 1 == range.end;
-            if last || self.origin[i + 1] != self.origin_end[i] {
-                f(start..self.origin_end[i]);
-                pieces += 1;
-                if !last {
-                    start = self.origin[i + 1];
+        let Some(first) = self
+            .pieces
+            .partition_point(|p| p.at <= range.start)
+            .checked_sub(1)
+        else {
+            return false;
+        };
+        let mut run: Option<Range<usize>> = None;
+        let mut span_start = 0;
+        let mut runs = 0;
+        for (k, piece) in self.pieces.iter().enumerate().skip(first) {
+            if piece.at >= range.end {
+                break;
+            }
+            let piece_end = self.pieces.get(k + 1).map_or(self.text.len(), |p| p.at);
+            let (start, end) = if piece.as_written(piece_end - piece.at) {
+                let lo = range.start.max(piece.at);
+                let hi = range.end.min(piece_end);
+                (piece.start + (lo - piece.at), piece.start + (hi - piece.at))
+            } else {
+                (piece.start, piece.end)
+            };
+            match &mut run {
+                Some(r) if r.end == start => r.end = end,
+                Some(r) => {
+                    f(r.clone());
+                    runs += 1;
+                    *r = start..end;
+                }
+                None => {
+                    span_start = start;
+                    run = Some(start..end);
                 }
             }
         }
-        let span = self.origin_end[range.end - 1] - self.origin[range.start];
-        pieces > 1 || span != range.len()
+        let Some(last) = run else {
+            return false;
+        };
+        let span = last.end - span_start;
+        f(last);
+        runs += 1;
+        runs > 1 || span != range.len()
     }
 }
 
@@ -869,6 +973,133 @@ mod tests {
         });
         let expected: Vec<Range<usize>> = std::iter::once(10..16).collect();
         assert_eq!(runs, vec![("cd_e".to_string(), expected, true)]);
+    }
+
+    /// `Derived::for_each_original` over a per-byte list of origins, as it was written
+    /// before pieces: the reference the pieces must agree with.
+    fn by_bytes(origins: &[Range<usize>], range: Range<usize>) -> (Vec<Range<usize>>, bool) {
+        let mut runs = Vec::new();
+        if range.is_empty() || range.end > origins.len() {
+            return (runs, false);
+        }
+        let mut start = origins[range.start].start;
+        for i in range.clone() {
+            let last = i + 1 == range.end;
+            if last || origins[i + 1].start != origins[i].end {
+                runs.push(start..origins[i].end);
+                if !last {
+                    start = origins[i + 1].start;
+                }
+            }
+        }
+        let span = origins[range.end - 1].end - origins[range.start].start;
+        let new = runs.len() > 1 || span != range.len();
+        (runs, new)
+    }
+
+    /// Checks every range of a short derived text, and random ones of a longer one.
+    fn check_against_bytes(d: &Derived, r: &mut crate::test_rng::Rng, what: &str) -> bool {
+        let len = d.text.len();
+        assert_eq!(d.byte_origins.len(), len, "{what}");
+        let ranges: Vec<Range<usize>> = if len <= 24 {
+            (0..=len)
+                .flat_map(|s| (s..=len + 1).map(move |e| s..e))
+                .collect()
+        } else {
+            (0..200)
+                .map(|_| {
+                    let s = r.below(len + 1);
+                    s..s + r.below(len + 2 - s)
+                })
+                .collect()
+        };
+        let mut crossing = false;
+        for range in ranges {
+            let mut runs = Vec::new();
+            let new = d.for_each_original(range.clone(), |run| runs.push(run));
+            let want = by_bytes(&d.byte_origins, range.clone());
+            assert_eq!((runs, new), want, "{what}: {:?} {range:?}", d.text);
+            crossing |= want.1;
+        }
+        crossing
+    }
+
+    /// The pieces map every range of a rejoined, a wrapped or a percent-decoded text back
+    /// to the same original runs, with the same answer to "new to the plain scan", as a
+    /// list of each derived byte's origin does: also after pieces are dropped.
+    #[test]
+    fn pieces_map_back_as_a_list_per_byte_does() {
+        const PARTS: &[&str] = &[
+            "ghp_",
+            "- ",
+            "pw=",
+            "x",
+            "Lp2R",
+            "z9Kw",
+            "7pQ2Xz",
+            "abcdefgh",
+            "AB12cd34",
+            "\n",
+            "\r\n",
+            "\\n",
+            "\\r\\n",
+            "\n    ",
+            " ",
+            "\t",
+            "%5F",
+            "%41",
+            "%e9",
+            "%zz",
+            "=",
+            "é",
+            // Wrapped and grouped tokens: a chain of middle pieces, words after them.
+            "ghp_Ab12\nCd34\nEf56\nGh7\nword",
+            "ghp_Ab12%5F\r\nCd34\r\nxy",
+            "ghp_Ab12Cd34Xy Ef56Gh78Ij90 Kl12Mn34Op56 word and",
+        ];
+        let mut r = crate::test_rng::Rng(0x0D1F_F5E7);
+        let mut out = Derived::default();
+        let (mut rejoins, mut drops, mut wraps, mut percents, mut crossing) = (0, 0, 0, 0, 0);
+        for round in 0..400 {
+            let mut text = String::new();
+            while text.len() < 80 {
+                text.push_str(PARTS[r.below(PARTS.len())]);
+            }
+            let bytes = text.as_bytes();
+            for hit in 0..bytes.len() {
+                if rejoin(bytes, hit, &mut out).is_some() {
+                    rejoins += 1;
+                    loop {
+                        let what = format!("round {round}, rejoin at {hit} of {text:?}");
+                        crossing += usize::from(check_against_bytes(&out, &mut r, &what));
+                        if !out.drop_last_piece() {
+                            break;
+                        }
+                        drops += 1;
+                    }
+                    // Cut anywhere, inside a piece too.
+                    out.truncate(r.below(out.text.len() + 1));
+                    let what = format!("round {round}, rejoin at {hit} of {text:?}, truncated");
+                    check_against_bytes(&out, &mut r, &what);
+                }
+                if rejoin_wrapped(bytes, hit, 4, &mut out).is_ok() {
+                    wraps += 1;
+                    let what = format!("round {round}, wrapped at {hit} of {text:?}");
+                    crossing += usize::from(check_against_bytes(&out, &mut r, &what));
+                }
+            }
+            for_each_percent_run(bytes, &mut out, |d| {
+                percents += 1;
+                let what = format!("round {round}, percent run of {text:?}");
+                crossing += usize::from(check_against_bytes(d, &mut r, &what));
+            });
+        }
+        // Each shape was built often enough for the comparison to mean something.
+        assert!(
+            rejoins > 500 && drops > 50 && wraps > 100 && percents > 300 && crossing > 1000,
+            "{rejoins} rejoins, {drops} drops, {wraps} wraps, {percents} percent runs, \
+             {crossing} crossing"
+        );
     }
 
     #[test]
