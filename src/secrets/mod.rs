@@ -426,6 +426,8 @@ pub struct DetectorCache {
     wrap_hits: Vec<(usize, usize)>,
     /// A rejoined or percent-decoded text (`split.rs`).
     derived: split::Derived,
+    /// The rejoined texts `find_cut` scanned: `find_wrapped` does not scan one again.
+    cut_scanned: split::ScannedTexts,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -654,6 +656,7 @@ impl Detector {
             cut_heads: Vec::new(),
             wrap_hits: Vec::new(),
             derived: split::Derived::default(),
+            cut_scanned: split::ScannedTexts::default(),
             owner: self.id,
         }
     }
@@ -686,6 +689,7 @@ impl Detector {
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
         cache.cut_heads.clear();
+        cache.cut_scanned.clear();
         cache.wrap_hits.clear();
         // The keyword pass also says whether the text holds a `%`: on the many texts
         // that do not, the percent pass costs nothing, not a `memchr` of its own.
@@ -723,7 +727,10 @@ impl Detector {
             match split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived) {
                 Ok(end) => {
                     read_to = end;
-                    self.add_derived(&derived, cache, &mut inner, acc);
+                    // The same text scanned again finds the same things, all added.
+                    if !cache.cut_scanned.holds(&derived) {
+                        self.add_derived(&derived, cache, &mut inner, acc);
+                    }
                 }
                 Err(next) => read_to = next,
             }
@@ -756,9 +763,9 @@ impl Detector {
                 // from environment`), read in because they looked like more groups:
                 // without them (two at most), the token is found.
                 for _ in 0..=MAX_PIECES_DROPPED {
-                    if self.add_derived(&derived, cache, &mut inner, acc) > 0
-                        || !derived.drop_last_piece()
-                    {
+                    let added = self.add_derived(&derived, cache, &mut inner, acc);
+                    cache.cut_scanned.note(&derived);
+                    if added > 0 || !derived.drop_last_piece() {
                         break;
                     }
                 }

@@ -268,6 +268,61 @@ impl Derived {
     }
 }
 
+/// The derived texts one pass scanned, by their pieces, in the order it scanned them: a
+/// later pass that rebuilds one of them (the end of a narrow line that a cut token
+/// starts, [`rejoin_wrapped`] and [`rejoin`] reading the same break) need not scan it
+/// again. Two texts with the same pieces are the same text: each piece's bytes are a
+/// function of the original bytes it came from.
+#[derive(Debug, Default)]
+pub(super) struct ScannedTexts {
+    /// Each text's length and its pieces' range in `pieces`, in the order noted.
+    texts: Vec<(usize, Range<usize>)>,
+    pieces: Vec<Piece>,
+    /// The first text that does not start before the last one looked for.
+    cursor: usize,
+}
+
+impl ScannedTexts {
+    pub fn clear(&mut self) {
+        self.texts.clear();
+        self.pieces.clear();
+        self.cursor = 0;
+    }
+
+    pub fn note(&mut self, derived: &Derived) {
+        if derived.pieces.is_empty() {
+            return;
+        }
+        let from = self.pieces.len();
+        self.pieces.extend_from_slice(&derived.pieces);
+        self.texts
+            .push((derived.text.len(), from..self.pieces.len()));
+    }
+
+    /// Whether `derived` is one of the texts noted. Texts are looked for in the order of
+    /// their first original byte, as they were noted: one that starts before the last
+    /// text looked for is not found (and is scanned again, which costs time only).
+    pub fn holds(&mut self, derived: &Derived) -> bool {
+        let Some(first) = derived.pieces.first() else {
+            return false;
+        };
+        let starts = |&(_, ref r): &(usize, Range<usize>)| self.pieces[r.start].start;
+        while self
+            .texts
+            .get(self.cursor)
+            .is_some_and(|t| starts(t) < first.start)
+        {
+            self.cursor += 1;
+        }
+        self.texts[self.cursor..]
+            .iter()
+            .take_while(|t| starts(t) == first.start)
+            .any(|(len, r)| {
+                *len == derived.text.len() && self.pieces[r.clone()] == derived.pieces[..]
+            })
+    }
+}
+
 /// The end of the run of token characters from `from`, unless it runs on past `limit`.
 fn run_end(text: &[u8], from: usize, limit: usize) -> Option<usize> {
     let limit = limit.min(text.len());
@@ -1100,6 +1155,36 @@ mod tests {
             "{rejoins} rejoins, {drops} drops, {wraps} wraps, {percents} percent runs, \
              {crossing} crossing"
         );
+    }
+
+    /// A narrow line's end is the text a cut token's rejoin scanned when the token starts
+    /// the line: the same pieces, found among those noted. With anything before the token
+    /// on its line, or fewer pieces, it is another text.
+    #[test]
+    fn a_wrapped_text_is_found_among_the_rejoined_ones_it_equals() {
+        let text = b"ghp_abcdefghij0123456789\n  Zq3Xw9Lp2Rz9Kw7\n- ghp_abcdefghij0123456789\n  Lp2Rz9Kw7Zq3Xw9\n";
+        let second = text.iter().rposition(|&b| b == b'-').unwrap() + 2;
+        let mut scanned = ScannedTexts::default();
+        let mut out = Derived::default();
+        for hit in [0, second] {
+            rejoin(text, hit, &mut out).unwrap();
+            scanned.note(&out);
+        }
+        rejoin_wrapped(text, 0, 64, &mut out).unwrap();
+        assert_eq!(out.text, "ghp_abcdefghij0123456789Zq3Xw9Lp2Rz9Kw7");
+        assert!(scanned.holds(&out));
+        rejoin_wrapped(text, second, 64, &mut out).unwrap();
+        assert_eq!(out.text, "- ghp_abcdefghij0123456789Lp2Rz9Kw7Zq3Xw9");
+        assert!(!scanned.holds(&out));
+
+        // Only the whole text was noted, not its first piece alone.
+        let text = b"ghp_Ab12\nCd34Xy9Z\nEf56Qw3R\nGh7\n";
+        scanned.clear();
+        rejoin(text, 0, &mut out).unwrap();
+        scanned.note(&out);
+        assert!(scanned.holds(&out));
+        assert!(out.drop_last_piece());
+        assert!(!scanned.holds(&out));
     }
 
     #[test]
