@@ -724,7 +724,7 @@ impl Detector {
             if first < read_to {
                 continue;
             }
-            match split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived) {
+            match split::rejoin_wrapped(text, first, MAX_KEYWORD_OFFSET, &mut derived) {
                 Ok(end) => {
                     read_to = end;
                     // The same text scanned again finds the same things, all added.
@@ -755,7 +755,7 @@ impl Detector {
                 if hit < read_to {
                     continue;
                 }
-                let Some(end) = split::rejoin(text.as_bytes(), hit, &mut derived) else {
+                let Some(end) = split::rejoin(text, hit, &mut derived) else {
                     continue;
                 };
                 read_to = end;
@@ -968,14 +968,12 @@ impl Detector {
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         let mut cut_heads = std::mem::take(&mut cache.cut_heads);
-        let mut heads_in_order = true;
         encoded::for_each_run(text.as_bytes(), self.run_finder, |run, kind| {
             // A run near a line's start may be the rest of a token whose keyword the
             // break cut: its head is a hit for `find_cut`.
             if let Some(head) =
                 split::keyword_cut_before(text.as_bytes(), run.start, &self.cut_keywords)
             {
-                heads_in_order &= cut_heads.last().is_none_or(|&last| last <= head);
                 cut_heads.push(head);
             }
             if !kind.decodable() {
@@ -1004,7 +1002,7 @@ impl Detector {
         });
         // Runs come in order and a head is found on the line before its run, so heads come
         // in order too; `find_cut` needs them so, and the sort is only a guard.
-        if !heads_in_order {
+        if !cut_heads.is_sorted() {
             cut_heads.sort_unstable();
         }
         cache.cut_heads = cut_heads;

@@ -197,18 +197,27 @@ impl Derived {
 
     /// Copies `text[range]` as it is, as [`Derived::push`] would byte by byte: one copy
     /// and one piece. A rejoin's pieces are token characters, printable ASCII already;
-    /// the start of a wrapped line may hold anything and is mapped byte by byte.
-    fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
+    /// the start of a wrapped line may hold anything (or start inside a character) and
+    /// is mapped byte by byte.
+    fn push_verbatim(&mut self, text: &str, range: Range<usize>) {
         if range.is_empty() {
             return;
         }
-        let bytes = &text[range.clone()];
         let at = self.text.len();
-        match std::str::from_utf8(bytes) {
-            Ok(ascii) if bytes.iter().all(|b| (b' '..=b'~').contains(b)) => {
+        match text.get(range.clone()) {
+            // Every byte tested, no early exit: a short loop the compiler unrolls.
+            Some(ascii)
+                if ascii
+                    .bytes()
+                    .fold(true, |all, b| all & (b' '..=b'~').contains(&b)) =>
+            {
                 self.text.push_str(ascii);
             }
-            _ => self.text.extend(bytes.iter().map(|&byte| printable(byte))),
+            _ => self.text.extend(
+                text.as_bytes()[range.clone()]
+                    .iter()
+                    .map(|&byte| printable(byte)),
+            ),
         }
         #[cfg(test)]
         self.byte_origins.extend(range.clone().map(|i| i..i + 1));
@@ -306,7 +315,7 @@ impl ScannedTexts {
         let Some(first) = derived.pieces.first() else {
             return false;
         };
-        let starts = |&(_, ref r): &(usize, Range<usize>)| self.pieces[r.start].start;
+        let starts = |(_, r): &(usize, Range<usize>)| self.pieces[r.start].start;
         while self
             .texts
             .get(self.cursor)
@@ -363,7 +372,8 @@ fn line_len(text: &[u8], end: usize) -> Option<usize> {
 /// token started on (a token wrapped at a terminal's or an editor's width), for spaces,
 /// as long as the first group (a token written in groups). So the line after a token's
 /// last piece (`…\nLOG_LEVEL=info`) is not read into it.
-pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize> {
+pub(super) fn rejoin(source: &str, hit: usize, out: &mut Derived) -> Option<usize> {
+    let text = source.as_bytes();
     let end = run_end(text, hit, hit + MAX_PIECE)?;
     let (kind, sep_len) = separator_at(text, end)?;
     if kind == Separator::Space
@@ -391,20 +401,21 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
         Separator::Space => None,
     };
     out.clear();
-    out.push_verbatim(text, start..end);
-    chain(text, end + sep_len, kind, width, out)
+    out.push_verbatim(source, start..end);
+    chain(source, end + sep_len, kind, width, out)
 }
 
 /// Appends to `out` the pieces of a token from `at` on, the first one right after a
 /// separator of `kind` (see [`rejoin`]); `width` is the width of a middle piece, when
 /// known. Returns the end of what was read.
 fn chain(
-    text: &[u8],
+    source: &str,
     mut at: usize,
     kind: Separator,
     mut width: Option<usize>,
     out: &mut Derived,
 ) -> Option<usize> {
+    let text = source.as_bytes();
     let mut after_cut = 0;
     let mut read_to = None;
     while out.text.len() < MAX_REJOINED {
@@ -419,7 +430,7 @@ fn chain(
             out.later_pieces.push(out.text.len());
         }
         after_cut += 1;
-        out.push_verbatim(text, at..piece_end);
+        out.push_verbatim(source, at..piece_end);
         let len = piece_end - at;
         let middle = len >= MIN_MIDDLE_PIECE && *width.get_or_insert(len) == len;
         match separator_at(text, piece_end) {
@@ -750,11 +761,12 @@ fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
 /// end of an 80-column line, its tail on the next), a labelled value cut by the wrap
 /// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`), the same on a narrow line or column.
 pub(super) fn rejoin_wrapped(
-    text: &[u8],
+    source: &str,
     hit: usize,
     label: usize,
     out: &mut Derived,
 ) -> Result<usize, usize> {
+    let text = source.as_bytes();
     let Some((brk, sep)) = line_break_after(text, hit) else {
         return Err((hit + MAX_PIECE)
             .saturating_sub(WRAP_LOOK_BACK)
@@ -788,8 +800,8 @@ pub(super) fn rejoin_wrapped(
     }
     let start = hit.saturating_sub(label).max(brk.saturating_sub(width));
     out.clear();
-    out.push_verbatim(text, start..brk);
-    chain(text, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
+    out.push_verbatim(source, start..brk);
+    chain(source, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
 }
 
 /// A hit this close to the end of the bytes searched for a line's break, in vain, is
@@ -858,7 +870,7 @@ mod tests {
 
     fn rejoined(text: &str, hit: usize) -> Option<(String, usize)> {
         let mut out = Derived::default();
-        let end = rejoin(text.as_bytes(), hit, &mut out)?;
+        let end = rejoin(text, hit, &mut out)?;
         Some((out.text.clone(), end))
     }
 
@@ -939,7 +951,7 @@ mod tests {
 
     fn wrapped(text: &str, hit: usize) -> Option<String> {
         let mut out = Derived::default();
-        rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
+        rejoin_wrapped(text, hit, 4, &mut out)
             .ok()
             .map(|_| out.text.clone())
     }
@@ -1010,7 +1022,7 @@ mod tests {
 
     #[test]
     fn findings_map_back_to_the_pieces_as_written() {
-        let text = b"k ghp_ab\r\ncd%5Fe";
+        let text = "k ghp_ab\r\ncd%5Fe";
         let mut out = Derived::default();
         rejoin(text, 2, &mut out).unwrap();
         assert_eq!(out.text, "ghp_abcd");
@@ -1021,7 +1033,7 @@ mod tests {
         assert!(!out.for_each_original(0..4, |_| {}));
 
         let mut runs = Vec::new();
-        for_each_percent_run(text, &mut out, |d| {
+        for_each_percent_run(text.as_bytes(), &mut out, |d| {
             let mut ranges = Vec::new();
             let new = d.for_each_original(0..d.text.len(), |r| ranges.push(r));
             runs.push((d.text.clone(), ranges, new));
@@ -1122,7 +1134,7 @@ mod tests {
             }
             let bytes = text.as_bytes();
             for hit in 0..bytes.len() {
-                if rejoin(bytes, hit, &mut out).is_some() {
+                if rejoin(&text, hit, &mut out).is_some() {
                     rejoins += 1;
                     loop {
                         let what = format!("round {round}, rejoin at {hit} of {text:?}");
@@ -1137,7 +1149,7 @@ mod tests {
                     let what = format!("round {round}, rejoin at {hit} of {text:?}, truncated");
                     check_against_bytes(&out, &mut r, &what);
                 }
-                if rejoin_wrapped(bytes, hit, 4, &mut out).is_ok() {
+                if rejoin_wrapped(&text, hit, 4, &mut out).is_ok() {
                     wraps += 1;
                     let what = format!("round {round}, wrapped at {hit} of {text:?}");
                     crossing += usize::from(check_against_bytes(&out, &mut r, &what));
@@ -1162,8 +1174,8 @@ mod tests {
     /// on its line, or fewer pieces, it is another text.
     #[test]
     fn a_wrapped_text_is_found_among_the_rejoined_ones_it_equals() {
-        let text = b"ghp_abcdefghij0123456789\n  Zq3Xw9Lp2Rz9Kw7\n- ghp_abcdefghij0123456789\n  Lp2Rz9Kw7Zq3Xw9\n";
-        let second = text.iter().rposition(|&b| b == b'-').unwrap() + 2;
+        let text = "ghp_abcdefghij0123456789\n  Zq3Xw9Lp2Rz9Kw7\n- ghp_abcdefghij0123456789\n  Lp2Rz9Kw7Zq3Xw9\n";
+        let second = text.rfind('-').unwrap() + 2;
         let mut scanned = ScannedTexts::default();
         let mut out = Derived::default();
         for hit in [0, second] {
@@ -1178,7 +1190,7 @@ mod tests {
         assert!(!scanned.holds(&out));
 
         // Only the whole text was noted, not its first piece alone.
-        let text = b"ghp_Ab12\nCd34Xy9Z\nEf56Qw3R\nGh7\n";
+        let text = "ghp_Ab12\nCd34Xy9Z\nEf56Qw3R\nGh7\n";
         scanned.clear();
         rejoin(text, 0, &mut out).unwrap();
         scanned.note(&out);
