@@ -418,11 +418,16 @@ pub struct DetectorCache {
     /// Keyword hits of whole-token formats that no finding covered, as `(first, last)`
     /// of each cluster of nearby hits: where a token may be cut (`split.rs`).
     cut_hits: Vec<(usize, usize)>,
+    /// Where a whole-token keyword cut by a line break starts (`split::keyword_cut_before`),
+    /// in order: hits for `find_cut` too, walked together with `cut_hits`.
+    cut_heads: Vec<usize>,
     /// Keyword hits of any format, as `(first, last)` of each cluster of nearby hits: a
     /// value on a wrapped line may go on after the break (`split::rejoin_wrapped`).
     wrap_hits: Vec<(usize, usize)>,
     /// A rejoined or percent-decoded text (`split.rs`).
     derived: split::Derived,
+    /// The rejoined texts `find_cut` scanned: `find_wrapped` does not scan one again.
+    cut_scanned: split::ScannedTexts,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -648,8 +653,10 @@ impl Detector {
             decoded: String::new(),
             decoded_findings: Vec::new(),
             cut_hits: Vec::new(),
+            cut_heads: Vec::new(),
             wrap_hits: Vec::new(),
             derived: split::Derived::default(),
+            cut_scanned: split::ScannedTexts::default(),
             owner: self.id,
         }
     }
@@ -681,6 +688,8 @@ impl Detector {
         }
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
+        cache.cut_heads.clear();
+        cache.cut_scanned.clear();
         cache.wrap_hits.clear();
         // The keyword pass also says whether the text holds a `%`: on the many texts
         // that do not, the percent pass costs nothing, not a `memchr` of its own.
@@ -689,7 +698,7 @@ impl Detector {
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
-        if !cache.cut_hits.is_empty() {
+        if !cache.cut_hits.is_empty() || !cache.cut_heads.is_empty() {
             self.find_cut(text, cache, &mut acc);
         }
         if !cache.wrap_hits.is_empty() {
@@ -715,10 +724,13 @@ impl Detector {
             if first < read_to {
                 continue;
             }
-            match split::rejoin_wrapped(text.as_bytes(), first, MAX_KEYWORD_OFFSET, &mut derived) {
+            match split::rejoin_wrapped(text, first, MAX_KEYWORD_OFFSET, &mut derived) {
                 Ok(end) => {
                     read_to = end;
-                    self.add_derived(&derived, cache, &mut inner, acc);
+                    // The same text scanned again finds the same things, all added.
+                    if !cache.cut_scanned.holds(&derived) {
+                        self.add_derived(&derived, cache, &mut inner, acc);
+                    }
                 }
                 Err(next) => read_to = next,
             }
@@ -734,15 +746,16 @@ impl Detector {
     /// so a redaction leaves the separators and everything around the token in place.
     fn find_cut(&self, text: &str, cache: &mut DetectorCache, acc: &mut Acc<'_>) {
         let cut_hits = std::mem::take(&mut cache.cut_hits);
+        let cut_heads = std::mem::take(&mut cache.cut_heads);
         let mut derived = std::mem::take(&mut cache.derived);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
         let mut read_to = 0;
-        for &(first, last) in &cut_hits {
+        for (first, last) in in_order(&cut_hits, &cut_heads) {
             for hit in [first, last] {
                 if hit < read_to {
                     continue;
                 }
-                let Some(end) = split::rejoin(text.as_bytes(), hit, &mut derived) else {
+                let Some(end) = split::rejoin(text, hit, &mut derived) else {
                     continue;
                 };
                 read_to = end;
@@ -750,15 +763,16 @@ impl Detector {
                 // from environment`), read in because they looked like more groups:
                 // without them (two at most), the token is found.
                 for _ in 0..=MAX_PIECES_DROPPED {
-                    if self.add_derived(&derived, cache, &mut inner, acc) > 0
-                        || !derived.drop_last_piece()
-                    {
+                    let added = self.add_derived(&derived, cache, &mut inner, acc);
+                    cache.cut_scanned.note(&derived);
+                    if added > 0 || !derived.drop_last_piece() {
                         break;
                     }
                 }
             }
         }
         cache.cut_hits = cut_hits;
+        cache.cut_heads = cut_heads;
         cache.derived = derived;
         cache.decoded_findings = inner;
     }
@@ -953,15 +967,14 @@ impl Detector {
         }
         let mut decoded = std::mem::take(&mut cache.decoded);
         let mut inner = std::mem::take(&mut cache.decoded_findings);
-        let mut cut_hits = std::mem::take(&mut cache.cut_hits);
-        let noted = cut_hits.len();
+        let mut cut_heads = std::mem::take(&mut cache.cut_heads);
         encoded::for_each_run(text.as_bytes(), self.run_finder, |run, kind| {
             // A run near a line's start may be the rest of a token whose keyword the
             // break cut: its head is a hit for `find_cut`.
             if let Some(head) =
                 split::keyword_cut_before(text.as_bytes(), run.start, &self.cut_keywords)
             {
-                cut_hits.push((head, head));
+                cut_heads.push(head);
             }
             if !kind.decodable() {
                 return;
@@ -987,10 +1000,12 @@ impl Detector {
                 });
             }
         });
-        if cut_hits.len() > noted {
-            cut_hits.sort_unstable();
+        // Runs come in order and a head is found on the line before its run, so heads come
+        // in order too; `find_cut` needs them so, and the sort is only a guard.
+        if !cut_heads.is_sorted() {
+            cut_heads.sort_unstable();
         }
-        cache.cut_hits = cut_hits;
+        cache.cut_heads = cut_heads;
         cache.decoded = decoded;
         cache.decoded_findings = inner;
     }
@@ -1189,6 +1204,24 @@ const MAX_PIECES_DROPPED: usize = 2;
 /// every hit is uncovered, and a cluster keeps two of them, not one per hit.
 const CUT_HIT_CLUSTER_GAP: usize = 16;
 
+/// The clusters of `cut_hits` and the `cut_heads` (each a cluster of one hit) merged in
+/// order, both being in order: a merge of the two costs less than a sort of one list.
+fn in_order<'a>(
+    cut_hits: &'a [(usize, usize)],
+    cut_heads: &'a [usize],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let (mut hits, mut heads) = (cut_hits.iter().peekable(), cut_heads.iter().peekable());
+    std::iter::from_fn(move || match (hits.peek(), heads.peek()) {
+        (Some(&&hit), Some(&&head)) if hit <= (head, head) => hits.next().copied(),
+        (_, Some(&&head)) => {
+            heads.next();
+            Some((head, head))
+        }
+        (Some(_), None) => hits.next().copied(),
+        (None, None) => None,
+    })
+}
+
 /// Adds an uncovered keyword hit at `pos` to `cut` (see [`DetectorCache::cut_hits`]).
 #[inline]
 fn note_cut_hit(cut: &mut Vec<(usize, usize)>, pos: usize) {
@@ -1335,6 +1368,20 @@ fn extract_keywords(hir: &Hir) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The keyword pass's clusters and the cut heads are walked in the order one sorted
+    /// list of both gave, equal starts included.
+    #[test]
+    fn cut_hits_and_heads_are_walked_as_one_sorted_list() {
+        let hits = [(1, 5), (10, 12), (20, 20), (40, 44)];
+        let heads = [0, 5, 10, 20, 30, 50];
+        let mut want: Vec<(usize, usize)> = hits.to_vec();
+        want.extend(heads.iter().map(|&h| (h, h)));
+        want.sort_unstable();
+        assert_eq!(in_order(&hits, &heads).collect::<Vec<_>>(), want);
+        assert_eq!(in_order(&hits, &[]).collect::<Vec<_>>(), hits);
+        assert_eq!(in_order(&[], &[3]).collect::<Vec<_>>(), [(3, 3)]);
+    }
 
     fn found_texts(text: &str) -> Vec<(String, String)> {
         let detector = Detector::new(builtin_specs()).unwrap();

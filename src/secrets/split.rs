@@ -12,7 +12,7 @@
 //! things. `%XX` escapes are found by one `memchr` for `%`: only a `%` followed by two
 //! hex digits starts a run to decode ([`for_each_percent_run`]).
 //!
-//! Each shape is rebuilt into a short derived text with, for every derived byte, the
+//! Each shape is rebuilt into a short derived text with, for each of its pieces, the
 //! original bytes it came from ([`Derived`]); the plain detectors scan it, and a finding
 //! there is kept only when it crosses a separator or holds an escape (the plain scan has
 //! judged everything else), mapped back to exactly the original bytes of the token:
@@ -91,32 +91,78 @@ fn printable(byte: u8) -> char {
     })
 }
 
-/// A derived text and where each of its bytes came from.
+/// A derived text and where its bytes came from, as a list of pieces.
 #[derive(Debug, Default)]
 pub(super) struct Derived {
     /// The rebuilt text (ASCII only).
     pub text: String,
-    /// `origin[i]`: the offset in the original of the first byte that gave `text[i]`.
-    origin: Vec<usize>,
-    /// `origin_end[i]`: one past the last original byte that gave `text[i]`.
-    origin_end: Vec<usize>,
+    /// The pieces of `text`, in order and covering it: bytes copied as written from
+    /// contiguous original bytes are one piece, a `%XX` escape's byte is one of its own.
+    /// A rejoin holds a few; per-byte lists cost more than the copy itself.
+    pieces: Vec<Piece>,
     /// Where each piece of a rejoined token after the first one past the cut starts in
     /// `text`: the words after a token's last group may have been read as more pieces.
     later_pieces: Vec<usize>,
+    /// The original bytes of every derived byte, kept the plain way to check the pieces.
+    #[cfg(test)]
+    byte_origins: Vec<Range<usize>>,
+}
+
+/// Derived bytes from `at` to the next piece's start, and the original bytes `start..end`
+/// they came from: as many as there are derived bytes when copied as written, or the
+/// three bytes of the one byte a `%XX` escape decodes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Piece {
+    at: usize,
+    start: usize,
+    end: usize,
+}
+
+impl Piece {
+    /// Whether the piece's `len` derived bytes were copied one for one.
+    fn as_written(&self, len: usize) -> bool {
+        self.end - self.start == len
+    }
 }
 
 impl Derived {
     fn clear(&mut self) {
         self.later_pieces.clear();
         self.text.clear();
-        self.origin.clear();
-        self.origin_end.clear();
+        self.pieces.clear();
+        #[cfg(test)]
+        self.byte_origins.clear();
     }
 
     fn push(&mut self, byte: u8, from: Range<usize>) {
+        let at = self.text.len();
         self.text.push(printable(byte));
-        self.origin.push(from.start);
-        self.origin_end.push(from.end);
+        #[cfg(test)]
+        self.byte_origins.push(from.clone());
+        if from.len() == 1 {
+            self.note_as_written(at, from);
+        } else {
+            self.pieces.push(Piece {
+                at,
+                start: from.start,
+                end: from.end,
+            });
+        }
+    }
+
+    /// Notes that the derived bytes from `at` to the text's end were copied as written
+    /// from `from`: they extend the last piece when it was copied too and ends there.
+    fn note_as_written(&mut self, at: usize, from: Range<usize>) {
+        match self.pieces.last_mut() {
+            Some(last) if last.end == from.start && last.as_written(at - last.at) => {
+                last.end = from.end;
+            }
+            _ => self.pieces.push(Piece {
+                at,
+                start: from.start,
+                end: from.end,
+            }),
+        }
     }
 
     /// Drops the last piece, unless it is the one right after the cut.
@@ -124,19 +170,58 @@ impl Derived {
         let Some(at) = self.later_pieces.pop() else {
             return false;
         };
-        self.text.truncate(at);
-        self.origin.truncate(at);
-        self.origin_end.truncate(at);
+        self.truncate(at);
         true
     }
 
-    /// Copies `text[range]` as it is (each byte from itself), as [`Derived::push`] would
-    /// byte by byte, in one extend of each list: a rejoin copies whole pieces.
-    fn push_verbatim(&mut self, text: &[u8], range: Range<usize>) {
-        self.text
-            .extend(text[range.clone()].iter().map(|&byte| printable(byte)));
-        self.origin.extend(range.clone());
-        self.origin_end.extend(range.start + 1..range.end + 1);
+    /// Keeps the first `len` derived bytes and where they came from.
+    fn truncate(&mut self, len: usize) {
+        let mut piece_end = self.text.len();
+        while let Some(last) = self.pieces.last() {
+            if last.at < len {
+                break;
+            }
+            piece_end = last.at;
+            self.pieces.pop();
+        }
+        if let Some(last) = self.pieces.last_mut()
+            && piece_end > len
+            && last.as_written(piece_end - last.at)
+        {
+            last.end -= piece_end - len;
+        }
+        self.text.truncate(len);
+        #[cfg(test)]
+        self.byte_origins.truncate(len);
+    }
+
+    /// Copies `text[range]` as it is, as [`Derived::push`] would byte by byte: one copy
+    /// and one piece. A rejoin's pieces are token characters, printable ASCII already;
+    /// the start of a wrapped line may hold anything (or start inside a character) and
+    /// is mapped byte by byte.
+    fn push_verbatim(&mut self, text: &str, range: Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        let at = self.text.len();
+        match text.get(range.clone()) {
+            // Every byte tested, no early exit: a short loop the compiler unrolls.
+            Some(ascii)
+                if ascii
+                    .bytes()
+                    .fold(true, |all, b| all & (b' '..=b'~').contains(&b)) =>
+            {
+                self.text.push_str(ascii);
+            }
+            _ => self.text.extend(
+                text.as_bytes()[range.clone()]
+                    .iter()
+                    .map(|&byte| printable(byte)),
+            ),
+        }
+        #[cfg(test)]
+        self.byte_origins.extend(range.clone().map(|i| i..i + 1));
+        self.note_as_written(at, range);
     }
 
     /// Calls `f` with each run of original bytes that gave `self.text[range]`, in order:
@@ -144,23 +229,106 @@ impl Derived {
     /// Returns whether the finding is new to the plain scan: it crosses a separator, or
     /// an escape lies inside it.
     pub fn for_each_original(&self, range: Range<usize>, mut f: impl FnMut(Range<usize>)) -> bool {
-        if range.is_empty() || range.end > self.origin.len() {
+        if range.is_empty() || range.end > self.text.len() {
             return false;
         }
-        let mut start = self.origin[range.start];
-        let mut pieces = 0;
-        for i in range.start..range.end {
-            let last = i + 1 == range.end;
-            if last || self.origin[i + 1] != self.origin_end[i] {
-                f(start..self.origin_end[i]);
-                pieces += 1;
-                if !last {
-                    start = self.origin[i + 1];
+        let Some(first) = self
+            .pieces
+            .partition_point(|p| p.at <= range.start)
+            .checked_sub(1)
+        else {
+            return false;
+        };
+        let mut run: Option<Range<usize>> = None;
+        let mut span_start = 0;
+        let mut runs = 0;
+        for (k, piece) in self.pieces.iter().enumerate().skip(first) {
+            if piece.at >= range.end {
+                break;
+            }
+            let piece_end = self.pieces.get(k + 1).map_or(self.text.len(), |p| p.at);
+            let (start, end) = if piece.as_written(piece_end - piece.at) {
+                let lo = range.start.max(piece.at);
+                let hi = range.end.min(piece_end);
+                (piece.start + (lo - piece.at), piece.start + (hi - piece.at))
+            } else {
+                (piece.start, piece.end)
+            };
+            match &mut run {
+                Some(r) if r.end == start => r.end = end,
+                Some(r) => {
+                    f(r.clone());
+                    runs += 1;
+                    *r = start..end;
+                }
+                None => {
+                    span_start = start;
+                    run = Some(start..end);
                 }
             }
         }
-        let span = self.origin_end[range.end - 1] - self.origin[range.start];
-        pieces > 1 || span != range.len()
+        let Some(last) = run else {
+            return false;
+        };
+        let span = last.end - span_start;
+        f(last);
+        runs += 1;
+        runs > 1 || span != range.len()
+    }
+}
+
+/// The derived texts one pass scanned, by their pieces, in the order it scanned them: a
+/// later pass that rebuilds one of them (the end of a narrow line that a cut token
+/// starts, [`rejoin_wrapped`] and [`rejoin`] reading the same break) need not scan it
+/// again. Two texts with the same pieces are the same text: each piece's bytes are a
+/// function of the original bytes it came from.
+#[derive(Debug, Default)]
+pub(super) struct ScannedTexts {
+    /// Each text's length and its pieces' range in `pieces`, in the order noted.
+    texts: Vec<(usize, Range<usize>)>,
+    pieces: Vec<Piece>,
+    /// The first text that does not start before the last one looked for.
+    cursor: usize,
+}
+
+impl ScannedTexts {
+    pub fn clear(&mut self) {
+        self.texts.clear();
+        self.pieces.clear();
+        self.cursor = 0;
+    }
+
+    pub fn note(&mut self, derived: &Derived) {
+        if derived.pieces.is_empty() {
+            return;
+        }
+        let from = self.pieces.len();
+        self.pieces.extend_from_slice(&derived.pieces);
+        self.texts
+            .push((derived.text.len(), from..self.pieces.len()));
+    }
+
+    /// Whether `derived` is one of the texts noted. Texts are looked for in the order of
+    /// their first original byte, as they were noted: one that starts before the last
+    /// text looked for is not found (and is scanned again, which costs time only).
+    pub fn holds(&mut self, derived: &Derived) -> bool {
+        let Some(first) = derived.pieces.first() else {
+            return false;
+        };
+        let starts = |(_, r): &(usize, Range<usize>)| self.pieces[r.start].start;
+        while self
+            .texts
+            .get(self.cursor)
+            .is_some_and(|t| starts(t) < first.start)
+        {
+            self.cursor += 1;
+        }
+        self.texts[self.cursor..]
+            .iter()
+            .take_while(|t| starts(t) == first.start)
+            .any(|(len, r)| {
+                *len == derived.text.len() && self.pieces[r.clone()] == derived.pieces[..]
+            })
     }
 }
 
@@ -204,7 +372,8 @@ fn line_len(text: &[u8], end: usize) -> Option<usize> {
 /// token started on (a token wrapped at a terminal's or an editor's width), for spaces,
 /// as long as the first group (a token written in groups). So the line after a token's
 /// last piece (`…\nLOG_LEVEL=info`) is not read into it.
-pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize> {
+pub(super) fn rejoin(source: &str, hit: usize, out: &mut Derived) -> Option<usize> {
+    let text = source.as_bytes();
     let end = run_end(text, hit, hit + MAX_PIECE)?;
     let (kind, sep_len) = separator_at(text, end)?;
     if kind == Separator::Space
@@ -232,20 +401,21 @@ pub(super) fn rejoin(text: &[u8], hit: usize, out: &mut Derived) -> Option<usize
         Separator::Space => None,
     };
     out.clear();
-    out.push_verbatim(text, start..end);
-    chain(text, end + sep_len, kind, width, out)
+    out.push_verbatim(source, start..end);
+    chain(source, end + sep_len, kind, width, out)
 }
 
 /// Appends to `out` the pieces of a token from `at` on, the first one right after a
 /// separator of `kind` (see [`rejoin`]); `width` is the width of a middle piece, when
 /// known. Returns the end of what was read.
 fn chain(
-    text: &[u8],
+    source: &str,
     mut at: usize,
     kind: Separator,
     mut width: Option<usize>,
     out: &mut Derived,
 ) -> Option<usize> {
+    let text = source.as_bytes();
     let mut after_cut = 0;
     let mut read_to = None;
     while out.text.len() < MAX_REJOINED {
@@ -260,7 +430,7 @@ fn chain(
             out.later_pieces.push(out.text.len());
         }
         after_cut += 1;
-        out.push_verbatim(text, at..piece_end);
+        out.push_verbatim(source, at..piece_end);
         let len = piece_end - at;
         let middle = len >= MIN_MIDDLE_PIECE && *width.get_or_insert(len) == len;
         match separator_at(text, piece_end) {
@@ -591,11 +761,12 @@ fn line_break_after(text: &[u8], at: usize) -> Option<(usize, Option<usize>)> {
 /// end of an 80-column line, its tail on the next), a labelled value cut by the wrap
 /// (`DB_PASSWORD=xQ7v` then `Lp2Rz9Kw`), the same on a narrow line or column.
 pub(super) fn rejoin_wrapped(
-    text: &[u8],
+    source: &str,
     hit: usize,
     label: usize,
     out: &mut Derived,
 ) -> Result<usize, usize> {
+    let text = source.as_bytes();
     let Some((brk, sep)) = line_break_after(text, hit) else {
         return Err((hit + MAX_PIECE)
             .saturating_sub(WRAP_LOOK_BACK)
@@ -629,8 +800,8 @@ pub(super) fn rejoin_wrapped(
     }
     let start = hit.saturating_sub(label).max(brk.saturating_sub(width));
     out.clear();
-    out.push_verbatim(text, start..brk);
-    chain(text, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
+    out.push_verbatim(source, start..brk);
+    chain(source, brk + sep, Separator::Break, Some(width), out).ok_or(brk + 1)
 }
 
 /// A hit this close to the end of the bytes searched for a line's break, in vain, is
@@ -699,7 +870,7 @@ mod tests {
 
     fn rejoined(text: &str, hit: usize) -> Option<(String, usize)> {
         let mut out = Derived::default();
-        let end = rejoin(text.as_bytes(), hit, &mut out)?;
+        let end = rejoin(text, hit, &mut out)?;
         Some((out.text.clone(), end))
     }
 
@@ -780,7 +951,7 @@ mod tests {
 
     fn wrapped(text: &str, hit: usize) -> Option<String> {
         let mut out = Derived::default();
-        rejoin_wrapped(text.as_bytes(), hit, 4, &mut out)
+        rejoin_wrapped(text, hit, 4, &mut out)
             .ok()
             .map(|_| out.text.clone())
     }
@@ -851,7 +1022,7 @@ mod tests {
 
     #[test]
     fn findings_map_back_to_the_pieces_as_written() {
-        let text = b"k ghp_ab\r\ncd%5Fe";
+        let text = "k ghp_ab\r\ncd%5Fe";
         let mut out = Derived::default();
         rejoin(text, 2, &mut out).unwrap();
         assert_eq!(out.text, "ghp_abcd");
@@ -862,13 +1033,170 @@ mod tests {
         assert!(!out.for_each_original(0..4, |_| {}));
 
         let mut runs = Vec::new();
-        for_each_percent_run(text, &mut out, |d| {
+        for_each_percent_run(text.as_bytes(), &mut out, |d| {
             let mut ranges = Vec::new();
             let new = d.for_each_original(0..d.text.len(), |r| ranges.push(r));
             runs.push((d.text.clone(), ranges, new));
         });
         let expected: Vec<Range<usize>> = std::iter::once(10..16).collect();
         assert_eq!(runs, vec![("cd_e".to_string(), expected, true)]);
+    }
+
+    /// `Derived::for_each_original` over a per-byte list of origins, as it was written
+    /// before pieces: the reference the pieces must agree with.
+    fn by_bytes(origins: &[Range<usize>], range: Range<usize>) -> (Vec<Range<usize>>, bool) {
+        let mut runs = Vec::new();
+        if range.is_empty() || range.end > origins.len() {
+            return (runs, false);
+        }
+        let mut start = origins[range.start].start;
+        for i in range.clone() {
+            let last = i + 1 == range.end;
+            if last || origins[i + 1].start != origins[i].end {
+                runs.push(start..origins[i].end);
+                if !last {
+                    start = origins[i + 1].start;
+                }
+            }
+        }
+        let span = origins[range.end - 1].end - origins[range.start].start;
+        let new = runs.len() > 1 || span != range.len();
+        (runs, new)
+    }
+
+    /// Checks every range of a short derived text, and random ones of a longer one.
+    fn check_against_bytes(d: &Derived, r: &mut crate::test_rng::Rng, what: &str) -> bool {
+        let len = d.text.len();
+        assert_eq!(d.byte_origins.len(), len, "{what}");
+        let ranges: Vec<Range<usize>> = if len <= 24 {
+            (0..=len)
+                .flat_map(|s| (s..=len + 1).map(move |e| s..e))
+                .collect()
+        } else {
+            (0..200)
+                .map(|_| {
+                    let s = r.below(len + 1);
+                    s..s + r.below(len + 2 - s)
+                })
+                .collect()
+        };
+        let mut crossing = false;
+        for range in ranges {
+            let mut runs = Vec::new();
+            let new = d.for_each_original(range.clone(), |run| runs.push(run));
+            let want = by_bytes(&d.byte_origins, range.clone());
+            assert_eq!((runs, new), want, "{what}: {:?} {range:?}", d.text);
+            crossing |= want.1;
+        }
+        crossing
+    }
+
+    /// The pieces map every range of a rejoined, a wrapped or a percent-decoded text back
+    /// to the same original runs, with the same answer to "new to the plain scan", as a
+    /// list of each derived byte's origin does: also after pieces are dropped.
+    #[test]
+    fn pieces_map_back_as_a_list_per_byte_does() {
+        const PARTS: &[&str] = &[
+            "ghp_",
+            "- ",
+            "pw=",
+            "x",
+            "Lp2R",
+            "z9Kw",
+            "7pQ2Xz",
+            "abcdefgh",
+            "AB12cd34",
+            "\n",
+            "\r\n",
+            "\\n",
+            "\\r\\n",
+            "\n    ",
+            " ",
+            "\t",
+            "%5F",
+            "%41",
+            "%e9",
+            "%zz",
+            "=",
+            "é",
+            // Wrapped and grouped tokens: a chain of middle pieces, words after them.
+            "ghp_Ab12\nCd34\nEf56\nGh7\nword",
+            "ghp_Ab12%5F\r\nCd34\r\nxy",
+            "ghp_Ab12Cd34Xy Ef56Gh78Ij90 Kl12Mn34Op56 word and",
+        ];
+        let mut r = crate::test_rng::Rng(0x0D1F_F5E7);
+        let mut out = Derived::default();
+        let (mut rejoins, mut drops, mut wraps, mut percents, mut crossing) = (0, 0, 0, 0, 0);
+        for round in 0..400 {
+            let mut text = String::new();
+            while text.len() < 80 {
+                text.push_str(PARTS[r.below(PARTS.len())]);
+            }
+            let bytes = text.as_bytes();
+            for hit in 0..bytes.len() {
+                if rejoin(&text, hit, &mut out).is_some() {
+                    rejoins += 1;
+                    loop {
+                        let what = format!("round {round}, rejoin at {hit} of {text:?}");
+                        crossing += usize::from(check_against_bytes(&out, &mut r, &what));
+                        if !out.drop_last_piece() {
+                            break;
+                        }
+                        drops += 1;
+                    }
+                    // Cut anywhere, inside a piece too.
+                    out.truncate(r.below(out.text.len() + 1));
+                    let what = format!("round {round}, rejoin at {hit} of {text:?}, truncated");
+                    check_against_bytes(&out, &mut r, &what);
+                }
+                if rejoin_wrapped(&text, hit, 4, &mut out).is_ok() {
+                    wraps += 1;
+                    let what = format!("round {round}, wrapped at {hit} of {text:?}");
+                    crossing += usize::from(check_against_bytes(&out, &mut r, &what));
+                }
+            }
+            for_each_percent_run(bytes, &mut out, |d| {
+                percents += 1;
+                let what = format!("round {round}, percent run of {text:?}");
+                crossing += usize::from(check_against_bytes(d, &mut r, &what));
+            });
+        }
+        // Each shape was built often enough for the comparison to mean something.
+        assert!(
+            rejoins > 500 && drops > 50 && wraps > 100 && percents > 300 && crossing > 1000,
+            "{rejoins} rejoins, {drops} drops, {wraps} wraps, {percents} percent runs, \
+             {crossing} crossing"
+        );
+    }
+
+    /// A narrow line's end is the text a cut token's rejoin scanned when the token starts
+    /// the line: the same pieces, found among those noted. With anything before the token
+    /// on its line, or fewer pieces, it is another text.
+    #[test]
+    fn a_wrapped_text_is_found_among_the_rejoined_ones_it_equals() {
+        let text = "ghp_abcdefghij0123456789\n  Zq3Xw9Lp2Rz9Kw7\n- ghp_abcdefghij0123456789\n  Lp2Rz9Kw7Zq3Xw9\n";
+        let second = text.rfind('-').unwrap() + 2;
+        let mut scanned = ScannedTexts::default();
+        let mut out = Derived::default();
+        for hit in [0, second] {
+            rejoin(text, hit, &mut out).unwrap();
+            scanned.note(&out);
+        }
+        rejoin_wrapped(text, 0, 64, &mut out).unwrap();
+        assert_eq!(out.text, "ghp_abcdefghij0123456789Zq3Xw9Lp2Rz9Kw7");
+        assert!(scanned.holds(&out));
+        rejoin_wrapped(text, second, 64, &mut out).unwrap();
+        assert_eq!(out.text, "- ghp_abcdefghij0123456789Lp2Rz9Kw7Zq3Xw9");
+        assert!(!scanned.holds(&out));
+
+        // Only the whole text was noted, not its first piece alone.
+        let text = "ghp_Ab12\nCd34Xy9Z\nEf56Qw3R\nGh7\n";
+        scanned.clear();
+        rejoin(text, 0, &mut out).unwrap();
+        scanned.note(&out);
+        assert!(scanned.holds(&out));
+        assert!(out.drop_last_piece());
+        assert!(!scanned.holds(&out));
     }
 
     #[test]

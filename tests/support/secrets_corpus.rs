@@ -1525,6 +1525,7 @@ pub const ADVERSARIAL: &[&str] = &[
     "cut-keyword-near-miss",
     "runs-of-seventeen",
     "narrow-line-near-miss",
+    "prefix-cut-near-miss",
 ];
 
 /// Texts in an adversarial shape whose every line holds a secret: they measure what a
@@ -1640,6 +1641,17 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
             let mut s = String::with_capacity(len + 80);
             while s.len() < len {
                 s.push_str(&format!("token: {}\n  {}\n", r.alnum(2), r.alnum(35)));
+            }
+            s.truncate(len);
+            s
+        }
+        // A whole-token prefix ending each narrow line, a whole line of tail after it one
+        // character short: every line is rejoined by the cut pass and read on by the
+        // narrow-line pass, and neither finds anything.
+        "prefix-cut-near-miss" => {
+            let mut s = String::with_capacity(len + 80);
+            while s.len() < len {
+                s.push_str(&format!("- ghp_{}\n  {}\n", r.alnum(20), r.alnum(15)));
             }
             s.truncate(len);
             s
