@@ -12,7 +12,7 @@
 //! things. `%XX` escapes are found by one `memchr` for `%`: only a `%` followed by two
 //! hex digits starts a run to decode ([`for_each_percent_run`]).
 //!
-//! Each shape is rebuilt into a short derived text with, for every derived byte, the
+//! Each shape is rebuilt into a short derived text with, for each of its pieces, the
 //! original bytes it came from ([`Derived`]); the plain detectors scan it, and a finding
 //! there is kept only when it crosses a separator or holds an escape (the plain scan has
 //! judged everything else), mapped back to exactly the original bytes of the token:
