@@ -42,8 +42,35 @@ const MIN_MIDDLE_PIECE: usize = 4;
 /// A character a provider token is made of (base64, base64url, JWT dots).
 #[inline]
 pub(super) fn is_token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'/' | b'=')
+    BYTE_CLASS[usize::from(b)] & TOKEN != 0
 }
+
+/// A character of a name an assignment's label may be ([`unless_label`]).
+#[inline]
+fn is_name_byte(b: u8) -> bool {
+    BYTE_CLASS[usize::from(b)] & NAME != 0
+}
+
+const TOKEN: u8 = 1;
+const NAME: u8 = 2;
+
+/// Per byte, whether it is a [`TOKEN`] character and a [`NAME`] one: the rejoin reads
+/// every piece through these two tests, one load each instead of a chain of range
+/// comparisons.
+static BYTE_CLASS: [u8; 256] = {
+    let mut class = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.') {
+            class[b] = TOKEN | NAME;
+        } else if matches!(c, b'+' | b'/' | b'=') {
+            class[b] = TOKEN;
+        }
+        b += 1;
+    }
+    class
+};
 
 /// What separates two pieces of a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -462,7 +489,7 @@ fn unless_label(text: &[u8], at: usize, run: usize) -> Option<usize> {
     let name_len = piece
         .iter()
         .take(MAX_LABEL + 1)
-        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        .take_while(|&&b| is_name_byte(b))
         .count();
     let name = &piece[..name_len];
     let is_name = name_len <= MAX_LABEL
@@ -496,23 +523,40 @@ fn unless_label(text: &[u8], at: usize, run: usize) -> Option<usize> {
 /// The keywords of the whole-token formats (`ghp_`, `AKIA`, `xoxb-`), for finding a
 /// token whose keyword a line break cuts (`gh` / `p_…`): no keyword hit starts such a
 /// token, so it is looked for from the run of its tail ([`keyword_cut_before`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct CutKeywords {
     /// Sorted, so the keywords a joined text may start with are those sharing its first
     /// byte, one range.
     sorted: Vec<Box<[u8]>>,
+    /// `sorted[by_first[b]..by_first[b + 1]]` are the keywords starting with byte `b`:
+    /// a head's range without a binary search, which cost half of the check on a text
+    /// with a head at every line's end.
+    by_first: Box<[u32]>,
     /// The longest keyword's length: a cut inside one leaves at most one byte less on
     /// either side of the break.
     longest: usize,
 }
 
+impl Default for CutKeywords {
+    fn default() -> CutKeywords {
+        CutKeywords::new([])
+    }
+}
+
 impl CutKeywords {
     pub fn new(keywords: impl IntoIterator<Item = Box<[u8]>>) -> CutKeywords {
-        let mut sorted: Vec<Box<[u8]>> = keywords.into_iter().collect();
+        let mut sorted: Vec<Box<[u8]>> = keywords.into_iter().filter(|k| !k.is_empty()).collect();
         sorted.sort();
         sorted.dedup();
         let longest = sorted.iter().map(|k| k.len()).max().unwrap_or(0);
-        CutKeywords { sorted, longest }
+        let by_first = (0..=256)
+            .map(|b| sorted.partition_point(|k| usize::from(k[0]) < b) as u32)
+            .collect();
+        CutKeywords {
+            sorted,
+            by_first,
+            longest,
+        }
     }
 
     /// Whether `head` then `tail` start with a keyword that the cut between them falls
@@ -521,13 +565,11 @@ impl CutKeywords {
         let Some(&first) = head.first() else {
             return false;
         };
-        let from = self.sorted.partition_point(|k| k[0] < first);
-        self.sorted[from..]
-            .iter()
-            .take_while(|k| k[0] == first)
-            .any(|k| {
-                k.len() > head.len() && k.starts_with(head) && tail.starts_with(&k[head.len()..])
-            })
+        let first = usize::from(first);
+        let bucket = &self.sorted[self.by_first[first] as usize..self.by_first[first + 1] as usize];
+        bucket.iter().any(|k| {
+            k.len() > head.len() && k.starts_with(head) && tail.starts_with(&k[head.len()..])
+        })
     }
 }
 
