@@ -300,6 +300,27 @@ fn a_cache_from_another_detector_does_not_hide_its_secrets() {
 }
 
 /// Every built-in keyword once, sorted: what [`keyword_soup`] draws from.
+/// The built-in detectors, built with `machinery` (a mechanism left out, to compare).
+fn built_ins_with(machinery: mcpwall::secrets::Machinery) -> Detector {
+    Detector::with_machinery(builtin_specs(), machinery).expect("built-ins compile")
+}
+
+/// `b` finds what `a` finds on every adversarial text (and the texts of findings on
+/// every line).
+fn assert_same_on_adversarial_texts(
+    (a, a_cache): (&Detector, &mut mcpwall::secrets::DetectorCache),
+    (b, b_cache): (&Detector, &mut mcpwall::secrets::DetectorCache),
+) {
+    for kind in corpus::ADVERSARIAL
+        .iter()
+        .chain(corpus::FINDINGS_ON_EVERY_LINE)
+    {
+        let text = corpus::adversarial_text(kind, 3, 64 << 10);
+        let want = found(a, a_cache, &text);
+        assert_eq!(found(b, b_cache, &text), want, "{kind}");
+    }
+}
+
 fn builtin_keywords() -> Vec<String> {
     let mut keywords: Vec<String> = builtin_specs()
         .iter()
@@ -375,14 +396,10 @@ fn keyword_soup(r: &mut Rng, keywords: &[String]) -> String {
 #[test]
 fn hit_memos_find_what_searching_every_hit_finds() {
     let memos = detector();
-    let plain = Detector::with_machinery(
-        builtin_specs(),
-        mcpwall::secrets::Machinery {
-            no_hit_memos: true,
-            ..Default::default()
-        },
-    )
-    .expect("built-ins compile");
+    let plain = built_ins_with(mcpwall::secrets::Machinery {
+        no_hit_memos: true,
+        ..Default::default()
+    });
     let keywords = builtin_keywords();
     let (mut memo_cache, mut plain_cache) = (memos.cache(), plain.cache());
     let mut r = Rng::new(22);
@@ -394,14 +411,7 @@ fn hit_memos_find_what_searching_every_hit_finds() {
         assert_eq!(found(memos, &mut memo_cache, &text), want, "{text:?}");
     }
     assert!(with_findings > 300, "{with_findings} texts with findings");
-    for kind in corpus::ADVERSARIAL
-        .iter()
-        .chain(corpus::FINDINGS_ON_EVERY_LINE)
-    {
-        let text = corpus::adversarial_text(kind, 3, 64 << 10);
-        let want = found(&plain, &mut plain_cache, &text);
-        assert_eq!(found(memos, &mut memo_cache, &text), want, "{kind}");
-    }
+    assert_same_on_adversarial_texts((&plain, &mut plain_cache), (memos, &mut memo_cache));
 }
 
 /// The portable run finder (a probe every 17 bytes) and the one this CPU runs (AVX2 masks
@@ -410,14 +420,10 @@ fn hit_memos_find_what_searching_every_hit_finds() {
 #[test]
 fn the_portable_run_finder_finds_what_the_vector_one_finds() {
     let vector = detector();
-    let portable = Detector::with_machinery(
-        builtin_specs(),
-        mcpwall::secrets::Machinery {
-            portable_run_finder: true,
-            ..Default::default()
-        },
-    )
-    .expect("built-ins compile");
+    let portable = built_ins_with(mcpwall::secrets::Machinery {
+        portable_run_finder: true,
+        ..Default::default()
+    });
     let keywords = builtin_keywords();
     let (mut vector_cache, mut portable_cache) = (vector.cache(), portable.cache());
     let mut r = Rng::new(17);
@@ -442,14 +448,10 @@ fn the_portable_run_finder_finds_what_the_vector_one_finds() {
         assert_eq!(found(vector, &mut vector_cache, &text), want, "{text:?}");
     }
     assert!(with_findings > 300, "{with_findings} texts with findings");
-    for kind in corpus::ADVERSARIAL
-        .iter()
-        .chain(corpus::FINDINGS_ON_EVERY_LINE)
-    {
-        let text = corpus::adversarial_text(kind, 3, 64 << 10);
-        let want = found(&portable, &mut portable_cache, &text);
-        assert_eq!(found(vector, &mut vector_cache, &text), want, "{kind}");
-    }
+    assert_same_on_adversarial_texts(
+        (&portable, &mut portable_cache),
+        (vector, &mut vector_cache),
+    );
 }
 
 /// A detector's search that read the rest of the text for nothing is followed by one
@@ -460,14 +462,10 @@ fn the_portable_run_finder_finds_what_the_vector_one_finds() {
 #[test]
 fn one_pass_over_a_run_finds_what_searching_every_hit_finds() {
     let memos = detector();
-    let plain = Detector::with_machinery(
-        builtin_specs(),
-        mcpwall::secrets::Machinery {
-            no_hit_memos: true,
-            ..Default::default()
-        },
-    )
-    .expect("built-ins compile");
+    let plain = built_ins_with(mcpwall::secrets::Machinery {
+        no_hit_memos: true,
+        ..Default::default()
+    });
     let (mut memo_cache, mut plain_cache) = (memos.cache(), plain.cache());
     let mut r = Rng::new(2222);
     let units = [

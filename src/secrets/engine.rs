@@ -118,6 +118,26 @@ struct RunMemo {
     end: usize,
 }
 
+impl RunMemo {
+    /// The end of the run of `class` from `at`: remembered when `at` lies in the last run
+    /// read in this scan, read (and remembered) otherwise.
+    fn run_end(&mut self, hay: &[u8], at: usize, class: &[bool; 256], scan: u64) -> usize {
+        if self.scan == scan && self.from <= at && at <= self.end {
+            return self.end;
+        }
+        let end = hay[at..]
+            .iter()
+            .position(|&b| !class[usize::from(b)])
+            .map_or(hay.len(), |n| at + n);
+        *self = RunMemo {
+            scan,
+            from: at,
+            end,
+        };
+        end
+    }
+}
+
 impl ClassRun {
     /// The end of the greedy match at `start`, as an anchored leftmost-first search of
     /// the part would find it.
@@ -131,20 +151,7 @@ impl ClassRun {
             // A class holding every non-ASCII character takes a whole one.
             at += utf8_len(b);
         }
-        let end = if memo.scan == scan && memo.from <= at && at <= memo.end {
-            memo.end
-        } else {
-            let end = hay[at..]
-                .iter()
-                .position(|&b| !self.class[usize::from(b)])
-                .map_or(hay.len(), |n| at + n);
-            *memo = RunMemo {
-                scan,
-                from: at,
-                end,
-            };
-            end
-        };
+        let end = memo.run_end(hay, at, &self.class, scan);
         // The repetition counts characters: only a run holding non-ASCII bytes (which
         // the class then holds all of) has fewer characters than bytes.
         let chars = |from: usize| {
@@ -312,20 +319,7 @@ impl TokenShape {
                 _ => return no_match(at),
             }
         }
-        let run_end = if memo.scan == scan && memo.from <= at && at <= memo.end {
-            memo.end
-        } else {
-            let end = hay[at..]
-                .iter()
-                .position(|&b| !self.class[usize::from(b)])
-                .map_or(hay.len(), |n| at + n);
-            *memo = RunMemo {
-                scan,
-                from: at,
-                end,
-            };
-            end
-        };
+        let run_end = memo.run_end(hay, at, &self.class, scan);
         let run = run_end - at;
         let taken = self.max.map_or(run, |max| run.min(max));
         if taken < self.min {

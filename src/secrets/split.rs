@@ -543,12 +543,6 @@ pub(super) struct CutKeywords {
     longest: usize,
 }
 
-impl Default for CutKeywords {
-    fn default() -> CutKeywords {
-        CutKeywords::new([])
-    }
-}
-
 impl CutKeywords {
     pub fn new(keywords: impl IntoIterator<Item = Box<[u8]>>) -> CutKeywords {
         let mut sorted: Vec<Box<[u8]>> = keywords.into_iter().filter(|k| !k.is_empty()).collect();

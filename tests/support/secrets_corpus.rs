@@ -1566,15 +1566,7 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
             s
         }
         // A key body's shape: lines of 64 base64 characters.
-        "base64-lines" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                s.push_str(&base64(&r.bytes(48), false));
-                s.push('\n');
-            }
-            s.truncate(len);
-            s
-        }
+        "base64-lines" => units(len, || base64(&r.bytes(48), false) + "\n"),
         // Labels and low-entropy values, back to back: every pair is a search and an
         // entropy check that fails.
         "dense-key-value" => {
@@ -1590,74 +1582,52 @@ pub fn adversarial_text(kind: &str, seed: u64, len: usize) -> String {
                 "bearer",
                 "auth_token",
             ];
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
+            units(len, || {
                 let label = LABELS[r.below(LABELS.len())];
                 let value = "abab".repeat(r.range(4, 12));
-                s.push_str(&format!("{label}={value}&"));
-            }
-            s.truncate(len);
-            s
+                format!("{label}={value}&")
+            })
         }
         // A keyword's head at each line's end, its rest and one character too few on the
         // next: every line is rejoined and scanned again for nothing.
-        "cut-keyword-near-miss" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                s.push_str(&format!("- gh\n  p_{}\n", r.alnum(35)));
-            }
-            s.truncate(len);
-            s
-        }
+        "cut-keyword-near-miss" => units(len, || format!("- gh\n  p_{}\n", r.alnum(35))),
         // Words of exactly the shortest reported run, each after a line's indentation.
-        "runs-of-seventeen" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                s.push_str(&format!("{}\n    {} ", r.alnum(17), r.alnum(17)));
-            }
-            s.truncate(len);
-            s
-        }
+        "runs-of-seventeen" => units(len, || format!("{}\n    {} ", r.alnum(17), r.alnum(17))),
         // A label and a short value on each narrow line, then a line that has a cut
         // tail's shape (a capital and a digit, repeated: not words) but is no secret's: every
         // line is read on, rejoined and scanned again, and the joined value fails its row's
         // entropy.
-        "narrow-line-near-miss" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                let capital = char::from(b'G' + r.below(20) as u8);
-                let digit = char::from(b'0' + r.below(10) as u8);
-                let mut tail = format!("{capital}{digit}").repeat(18);
-                tail.truncate(35);
-                s.push_str(&format!("token: {}\n  {tail}\n", r.alnum(2)));
-            }
-            s.truncate(len);
-            s
-        }
+        "narrow-line-near-miss" => units(len, || {
+            let capital = char::from(b'G' + r.below(20) as u8);
+            let digit = char::from(b'0' + r.below(10) as u8);
+            let mut tail = format!("{capital}{digit}").repeat(18);
+            tail.truncate(35);
+            format!("token: {}\n  {tail}\n", r.alnum(2))
+        }),
         // A label and a short value on each narrow line, a whole line of random tail after
         // it: every line is read on and is a finding (a text dense with secrets; one of
         // `FINDINGS_ON_EVERY_LINE`).
-        "narrow-line-cut-values" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                s.push_str(&format!("token: {}\n  {}\n", r.alnum(2), r.alnum(35)));
-            }
-            s.truncate(len);
-            s
-        }
+        "narrow-line-cut-values" => units(len, || {
+            format!("token: {}\n  {}\n", r.alnum(2), r.alnum(35))
+        }),
         // A whole-token prefix ending each narrow line, a whole line of tail after it one
         // character short: every line is rejoined by the cut pass and read on by the
         // narrow-line pass, and neither finds anything.
-        "prefix-cut-near-miss" => {
-            let mut s = String::with_capacity(len + 80);
-            while s.len() < len {
-                s.push_str(&format!("- ghp_{}\n  {}\n", r.alnum(20), r.alnum(15)));
-            }
-            s.truncate(len);
-            s
-        }
+        "prefix-cut-near-miss" => units(len, || {
+            format!("- ghp_{}\n  {}\n", r.alnum(20), r.alnum(15))
+        }),
         other => panic!("no adversarial text {other:?}"),
     }
+}
+
+/// Units from `next`, back to back, until the text holds `len` bytes (the last unit cut).
+fn units(len: usize, mut next: impl FnMut() -> String) -> String {
+    let mut s = String::with_capacity(len + 80);
+    while s.len() < len {
+        s.push_str(&next());
+    }
+    s.truncate(len);
+    s
 }
 
 /// The last lines of a private key file as `tail` prints them: a few full body lines,
