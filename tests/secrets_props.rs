@@ -507,3 +507,74 @@ fn one_pass_over_a_run_finds_what_searching_every_hit_finds() {
     }
     assert!(with_findings > 100, "{with_findings} texts with findings");
 }
+
+/// A wrapped line's scan answers for the cut token at its end (`- ghp_…` then the next
+/// line holds `ghp_…` then the next line) without changing what is found: tokens cut
+/// by a break, inside their keyword and on narrow lines, each after a lead that may
+/// be a label, a list's dash, another token or a word character, and the adversarial
+/// texts, against a detector that scans every cut token's text.
+#[test]
+fn a_wrapped_lines_scan_answers_for_the_cut_token_it_ends_with() {
+    let answering = detector();
+    let scanning = built_ins_with(mcpwall::secrets::Machinery {
+        scan_every_rejoin: true,
+        ..Default::default()
+    });
+    let (mut answering_cache, mut scanning_cache) = (answering.cache(), scanning.cache());
+    let whole = |token: &str| {
+        found(answering, &mut answering.cache(), token)
+            .iter()
+            .any(|f| f.range == (0..token.len()))
+    };
+    let leads = [
+        "",
+        "- ",
+        "  - ",
+        "token: ",
+        "password: ",
+        "api_key=",
+        "x\\t",
+        "xoxb-",
+        "n",
+        "\"",
+        "AKIAQ7ZK2M4XW3HN5JPR ",
+        "| ",
+    ];
+    let mut r = Rng::new(4040);
+    let (mut texts, mut with_findings) = (0, 0);
+    for round in 0..4 {
+        for &format in FORMATS {
+            let token = fake(format, &mut r);
+            let keyword = &token.secret[..4.min(token.secret.len())];
+            let mut cuts = Vec::new();
+            if token.secret.is_char_boundary(keyword.len()) {
+                cuts.extend(corpus::written_apart(&token.secret, keyword, &mut r, whole));
+                cuts.extend(corpus::cut_in_keyword(&token.secret, keyword, &mut r));
+            }
+            cuts.extend(corpus::cut_on_a_narrow_line(&token, &mut r, whole));
+            for (cut, _) in cuts {
+                let lead = leads[r.below(leads.len())];
+                let text = match round % 2 {
+                    0 => format!("{lead}{cut}\n"),
+                    _ => format!("line before\n{lead}{cut}\nline after {}", r.alnum(12)),
+                };
+                let want = found(&scanning, &mut scanning_cache, &text);
+                with_findings += usize::from(!want.is_empty());
+                texts += 1;
+                assert_eq!(
+                    found(answering, &mut answering_cache, &text),
+                    want,
+                    "{text:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        texts > 1000 && with_findings > 800,
+        "{with_findings} of {texts} with findings"
+    );
+    assert_same_on_adversarial_texts(
+        (&scanning, &mut scanning_cache),
+        (answering, &mut answering_cache),
+    );
+}

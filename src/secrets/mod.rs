@@ -83,8 +83,8 @@ use std::sync::OnceLock;
 
 use regex_automata::util::captures::Captures;
 use regex_automata::{Anchored, Input, PatternID, meta};
-use regex_syntax::hir::Hir;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Hir, Look};
 
 pub use builtin::{builtin_specs, lifts};
 pub use entropy::shannon_entropy;
@@ -150,6 +150,9 @@ pub struct Machinery {
     /// search already (`Refuted`), no shifted or same-start walk memos (`walk.rs`), no
     /// remembered keyword run in the prefilter.
     pub no_hit_memos: bool,
+    /// Every cut token's text is scanned, even when the scan of the wrapped line's text it
+    /// is, or ends, answers for it (`split::WrappedTexts::answers_for`).
+    pub scan_every_rejoin: bool,
 }
 
 /// One detector as declared (built-in or from `secrets.patterns`).
@@ -350,6 +353,11 @@ pub struct Detector {
     float_entropy: bool,
     /// Not [`Machinery::no_hit_memos`].
     hit_memos: bool,
+    /// Not [`Machinery::scan_every_rejoin`].
+    reuse_rejoin_scans: bool,
+    /// Some detector looks at where its text starts ([`reads_text_start`]): a wrapped
+    /// line's text never answers for the cut token at its end.
+    reads_text_start: bool,
     /// Unique per detector built ([`crate::matcher_id::next`]).
     id: u64,
 }
@@ -426,8 +434,9 @@ pub struct DetectorCache {
     wrap_hits: Vec<(usize, usize)>,
     /// A rejoined or percent-decoded text (`split.rs`).
     derived: split::Derived,
-    /// The rejoined texts `find_cut` scanned: `find_wrapped` does not scan one again.
-    cut_scanned: split::ScannedTexts,
+    /// The wrapped lines' texts `find_wrapped` scanned, and what each held: `find_cut`
+    /// does not scan one of them, or the end of one, again.
+    wrapped: split::WrappedTexts,
     /// The [`Detector::id`] this cache was made by: another detector's engine caches
     /// must never be taken for this one's.
     owner: u64,
@@ -539,6 +548,8 @@ impl Detector {
             });
         }
 
+        // Built-ins never look at where their text starts (`no_builtin_reads_the_texts_start`).
+        let reads_text_start = hirs.iter().flatten().any(reads_text_start);
         // No finding is shorter than its detector's shortest match (a built-in's is
         // bounded by the table's constant, since built-ins are not parsed here).
         let min_match_len = hirs
@@ -636,6 +647,8 @@ impl Detector {
             headless_key,
             float_entropy: machinery.float_entropy,
             hit_memos: !machinery.no_hit_memos,
+            reuse_rejoin_scans: !machinery.scan_every_rejoin,
+            reads_text_start,
             id: crate::matcher_id::next(),
         })
     }
@@ -656,7 +669,7 @@ impl Detector {
             cut_heads: Vec::new(),
             wrap_hits: Vec::new(),
             derived: split::Derived::default(),
-            cut_scanned: split::ScannedTexts::default(),
+            wrapped: split::WrappedTexts::default(),
             owner: self.id,
         }
     }
@@ -689,7 +702,7 @@ impl Detector {
         let mut acc = Acc::new(out);
         cache.cut_hits.clear();
         cache.cut_heads.clear();
-        cache.cut_scanned.clear();
+        cache.wrapped.clear();
         cache.wrap_hits.clear();
         // The keyword pass also says whether the text holds a `%`: on the many texts
         // that do not, the percent pass costs nothing, not a `memchr` of its own.
@@ -698,11 +711,13 @@ impl Detector {
         if !text.is_ascii() {
             self.find_disguised(text, cache, &mut acc);
         }
-        if !cache.cut_hits.is_empty() || !cache.cut_heads.is_empty() {
-            self.find_cut(text, cache, &mut acc);
-        }
+        // Wrapped lines first: a cut token's text is often the end of one (`- ghp_…` on
+        // a narrow line), and its scan answers for the token's too.
         if !cache.wrap_hits.is_empty() {
             self.find_wrapped(text, cache, &mut acc);
+        }
+        if !cache.cut_hits.is_empty() || !cache.cut_heads.is_empty() {
+            self.find_cut(text, cache, &mut acc);
         }
         if percent {
             self.find_percent_encoded(text, cache, &mut acc);
@@ -727,10 +742,8 @@ impl Detector {
             match split::rejoin_wrapped(text, first, MAX_KEYWORD_OFFSET, &mut derived) {
                 Ok(end) => {
                     read_to = end;
-                    // The same text scanned again finds the same things, all added.
-                    if !cache.cut_scanned.holds(&derived) {
-                        self.add_derived(&derived, cache, &mut inner, acc);
-                    }
+                    let outcome = self.add_derived(&derived, cache, &mut inner, acc);
+                    cache.wrapped.note(&derived, end, outcome);
                 }
                 Err(next) => read_to = next,
             }
@@ -755,6 +768,13 @@ impl Detector {
                 if hit < read_to {
                     continue;
                 }
+                // The text is a wrapped line's, or its end, whose scan told enough.
+                if self.reuse_rejoin_scans
+                    && let Some(end) = cache.wrapped.answers_for(text, hit, !self.reads_text_start)
+                {
+                    read_to = end;
+                    continue;
+                }
                 let Some(end) = split::rejoin(text, hit, &mut derived) else {
                     continue;
                 };
@@ -763,9 +783,8 @@ impl Detector {
                 // from environment`), read in because they looked like more groups:
                 // without them (two at most), the token is found.
                 for _ in 0..=MAX_PIECES_DROPPED {
-                    let added = self.add_derived(&derived, cache, &mut inner, acc);
-                    cache.cut_scanned.note(&derived);
-                    if added > 0 || !derived.drop_last_piece() {
+                    let outcome = self.add_derived(&derived, cache, &mut inner, acc);
+                    if outcome.added > 0 || !derived.drop_last_piece() {
                         break;
                     }
                 }
@@ -791,17 +810,18 @@ impl Detector {
     }
 
     /// Scans a derived text and adds what it alone holds, mapped back to the original
-    /// bytes; returns how many of its findings were new. (A rejoined text holds token
-    /// characters only, so no labelled row reads a label from one line and a value from
-    /// the next; a finding there is named after the first row of the overlapping matches,
-    /// which need not be the whole-token format whose hit started the rejoin.)
+    /// bytes; returns how many of its findings were new, and whether it found any. (A
+    /// rejoined text holds token characters only, so no labelled row reads a label from
+    /// one line and a value from the next; a finding there is named after the first row
+    /// of the overlapping matches, which need not be the whole-token format whose hit
+    /// started the rejoin.)
     fn add_derived(
         &self,
         derived: &split::Derived,
         cache: &mut DetectorCache,
         inner: &mut Vec<Finding>,
         acc: &mut Acc<'_>,
-    ) -> usize {
+    ) -> split::ScanOutcome {
         inner.clear();
         let mut inner_acc = Acc::new(inner);
         self.find_plain(&derived.text, cache, &mut inner_acc, false);
@@ -820,7 +840,10 @@ impl Detector {
                 }
             }
         }
-        added
+        split::ScanOutcome {
+            added,
+            nothing: inner.is_empty(),
+        }
     }
 
     /// Tokens disguised inside one string: an invisible character inside a token
@@ -1326,6 +1349,15 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
         .all(|(x, y)| x == y)
 }
 
+/// Whether a match of `hir` depends on where the text starts (`^`, `\A`, `(?m)^`), not
+/// only on the bytes around it: a text scanned from further back reads it otherwise.
+fn reads_text_start(hir: &Hir) -> bool {
+    let looks = hir.properties().look_set();
+    [Look::Start, Look::StartLF, Look::StartCRLF]
+        .into_iter()
+        .any(|look| looks.contains(look))
+}
+
 fn parse(pattern: &str) -> Result<Hir, String> {
     regex_syntax::ParserBuilder::new()
         .build()
@@ -1384,7 +1416,10 @@ mod tests {
     }
 
     fn found_texts(text: &str) -> Vec<(String, String)> {
-        let detector = Detector::new(builtin_specs()).unwrap();
+        found_texts_by(&Detector::new(builtin_specs()).unwrap(), text)
+    }
+
+    fn found_texts_by(detector: &Detector, text: &str) -> Vec<(String, String)> {
         let mut out = Vec::new();
         detector.find(text, &mut detector.cache(), &mut out);
         out.iter()
@@ -1395,6 +1430,61 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// The wrapped line's text (`- ghp_…` then the next line) answers for the cut
+    /// token's (`ghp_…` then the next line) only where a scan of it reads the token's
+    /// bytes as a scan of the token's own text does: not after a word character (the
+    /// `t` of a `\t` written out, before which a token may start), and not for a
+    /// detector anchored at its text's start.
+    #[test]
+    fn a_cut_token_is_found_whatever_the_wrapped_line_around_it_holds() {
+        let (head, tail) = ("q7Vd2Lx9Rk4Tz8Wm1Np6", "Bs3Hc5Jf0GaYe2Ui");
+        for lead in ["- ", "- x\\t", ""] {
+            let text = format!("{lead}ghp_{head}\n  {tail}\n");
+            let found = found_texts(&text);
+            let want = [
+                ("github-token".to_string(), format!("ghp_{head}")),
+                ("github-token".to_string(), tail.to_string()),
+            ];
+            assert_eq!(found, want, "{text:?}");
+        }
+        let mut specs = builtin_specs();
+        specs.push(DetectorSpec::new(
+            "acme-key",
+            r"\Aacme_[A-Za-z0-9]{36}\b",
+            "policy.yaml",
+        ));
+        let detector = Detector::new(specs).unwrap();
+        let text = format!("- acme_{head}\n  {tail}\n");
+        let found = found_texts_by(&detector, &text);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].0, "acme-key");
+
+        // Nor when the wrapped line's scan found something: here its label reads the
+        // token and the next line's first word (`secret`) as a password, where the
+        // token's own text holds no label, finds nothing, and is scanned again without
+        // that word, which finds the token.
+        let (head, tail) = ("pplx-C4KESyHCXaJhg6Cq", "tFLREwMhIbzOUThuAn1KVukp337gWs6g");
+        let text = format!(" password: {head}\r\n{tail}\n  secret=\"ppl");
+        let found = found_texts_by(&Detector::new(builtin_specs()).unwrap(), &text);
+        let names: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names[..2],
+            ["perplexity-api-key", "perplexity-api-key"],
+            "{text:?}"
+        );
+    }
+
+    /// No built-in looks at where its text starts: a wrapped line's text may answer for a
+    /// cut token's that is its end (`Detector::reads_text_start`).
+    #[test]
+    fn no_builtin_reads_the_texts_start() {
+        for spec in builtin_specs() {
+            let hir = parse(&spec.regex).unwrap();
+            assert!(!reads_text_start(&hir), "{}", spec.name);
+        }
+        assert!(reads_text_start(&parse(r"(?m)^key=\w+").unwrap()));
     }
 
     /// A token whose keyword a line break cuts (`gh` / `p_…`) is found as its two pieces,

@@ -192,6 +192,11 @@ impl Derived {
         }
     }
 
+    /// Where the `k`th piece ends in `text`: where the next one starts.
+    fn piece_end(&self, k: usize) -> usize {
+        self.pieces.get(k + 1).map_or(self.text.len(), |p| p.at)
+    }
+
     /// Drops the last piece, unless it is the one right after the cut.
     pub fn drop_last_piece(&mut self) -> bool {
         let Some(at) = self.later_pieces.pop() else {
@@ -273,7 +278,7 @@ impl Derived {
             if piece.at >= range.end {
                 break;
             }
-            let piece_end = self.pieces.get(k + 1).map_or(self.text.len(), |p| p.at);
+            let piece_end = self.piece_end(k);
             let (start, end) = if piece.as_written(piece_end - piece.at) {
                 let lo = range.start.max(piece.at);
                 let hi = range.end.min(piece_end);
@@ -304,58 +309,105 @@ impl Derived {
     }
 }
 
-/// The derived texts one pass scanned, by their pieces, in the order it scanned them: a
-/// later pass that rebuilds one of them (the end of a narrow line that a cut token
-/// starts, [`rejoin_wrapped`] and [`rejoin`] reading the same break) need not scan it
-/// again. Two texts with the same pieces are the same text: each piece's bytes are a
-/// function of the original bytes it came from.
+/// The wrapped lines' texts one scan rebuilt and scanned ([`rejoin_wrapped`]), in order,
+/// with what each held: a cut token on such a line, rejoined from its keyword
+/// ([`rejoin`]), is the same text or its end, and its scan may be answered from there
+/// ([`WrappedTexts::answers_for`]).
 #[derive(Debug, Default)]
-pub(super) struct ScannedTexts {
-    /// Each text's length and its pieces' range in `pieces`, in the order noted.
-    texts: Vec<(usize, Range<usize>)>,
-    pieces: Vec<Piece>,
-    /// The first text that does not start before the last one looked for.
+pub(super) struct WrappedTexts {
+    texts: Vec<Wrapped>,
+    /// The first text whose line does not end before the last hit looked for.
     cursor: usize,
 }
 
-impl ScannedTexts {
+#[derive(Debug)]
+struct Wrapped {
+    /// Where its first piece starts, and the break that ends it, in the original text.
+    start: usize,
+    brk: usize,
+    /// The end of what was read.
+    end: usize,
+    outcome: ScanOutcome,
+    /// It has pieces that a rejoined token's text without them would be scanned again
+    /// for, when it found nothing ([`Derived::drop_last_piece`]).
+    droppable: bool,
+}
+
+/// What the scan of a derived text found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ScanOutcome {
+    /// How many findings were new to the plain scan (`Detector::add_derived`).
+    pub added: usize,
+    /// Whether it found nothing at all, new or not.
+    pub nothing: bool,
+}
+
+impl WrappedTexts {
     pub fn clear(&mut self) {
         self.texts.clear();
-        self.pieces.clear();
         self.cursor = 0;
     }
 
-    pub fn note(&mut self, derived: &Derived) {
-        if derived.pieces.is_empty() {
+    /// Notes that `derived`, as [`rejoin_wrapped`] built it and returned `end`, was scanned
+    /// and found `outcome`. Texts are noted in the order of their lines.
+    pub fn note(&mut self, derived: &Derived, end: usize, outcome: ScanOutcome) {
+        let Some(first) = derived.pieces.first() else {
             return;
-        }
-        let from = self.pieces.len();
-        self.pieces.extend_from_slice(&derived.pieces);
-        self.texts
-            .push((derived.text.len(), from..self.pieces.len()));
+        };
+        self.texts.push(Wrapped {
+            start: first.start,
+            brk: first.end,
+            end,
+            outcome,
+            droppable: !derived.later_pieces.is_empty(),
+        });
     }
 
-    /// Whether `derived` is one of the texts noted. Texts are looked for in the order of
-    /// their first original byte, as they were noted: one that starts before the last
-    /// text looked for is not found (and is scanned again, which costs time only).
-    pub fn holds(&mut self, derived: &Derived) -> bool {
-        let Some(first) = derived.pieces.first() else {
-            return false;
-        };
-        let starts = |(_, r): &(usize, Range<usize>)| self.pieces[r.start].start;
-        while self
-            .texts
-            .get(self.cursor)
-            .is_some_and(|t| starts(t) < first.start)
-        {
+    /// Whether [`rejoin`] from the keyword hit at `hit` in `source` would build a text
+    /// whose scan a wrapped line's answers for: then what it would read ends at the
+    /// returned offset. That is so when the hit is on a noted line and its run ends at
+    /// the line's break, which [`rejoin`] then reads on from as [`rejoin_wrapped`] did,
+    /// so its text is the wrapped one's from the hit on, and either:
+    /// - the hit starts the wrapped text: the same text, whose findings were added, and
+    ///   which found some or has no pieces to drop and scan again;
+    /// - with `widened`, the wrapped text found nothing at all and has no pieces to drop,
+    ///   and the byte before the hit is not a word character.
+    ///
+    /// In the second case the wider text's scan tried every hit in the token's bytes, with
+    /// nothing found before it to cover or skip it, and each search from a hit read the
+    /// same bytes after it and a non-word byte before it, as at a text's start (for
+    /// `\b`): a secret there would have been found. (A wider scan that found something
+    /// proves nothing: a label before the token may read it as a value with the next
+    /// line's word, where the token's own scan finds it only without that word.)
+    /// `widened` must be false when a detector looks at where its text starts (`^`,
+    /// `\A`), which the wider text has elsewhere.
+    ///
+    /// Hits are looked for in order: one on a line before the last one looked for is not
+    /// answered for (and is scanned, which costs time only).
+    pub fn answers_for(&mut self, source: &str, hit: usize, widened: bool) -> Option<usize> {
+        let text = source.as_bytes();
+        while self.texts.get(self.cursor).is_some_and(|w| w.brk <= hit) {
             self.cursor += 1;
         }
-        self.texts[self.cursor..]
-            .iter()
-            .take_while(|t| starts(t) == first.start)
-            .any(|(len, r)| {
-                *len == derived.text.len() && self.pieces[r.clone()] == derived.pieces[..]
-            })
+        let wrapped = self.texts.get(self.cursor)?;
+        if hit < wrapped.start
+            || !may_start_token(text, hit)
+            || run_end(text, hit, hit + MAX_PIECE) != Some(wrapped.brk)
+            || line_len(text, wrapped.brk).is_none()
+        {
+            return None;
+        }
+        let answered = if hit == wrapped.start {
+            wrapped.outcome.added > 0 || !wrapped.droppable
+        } else {
+            let before = text[hit - 1];
+            widened
+                && wrapped.outcome.nothing
+                && !wrapped.droppable
+                && (b' '..=b'~').contains(&before)
+                && !is_word_byte(before)
+        };
+        answered.then_some(wrapped.end)
     }
 }
 
@@ -419,13 +471,7 @@ pub(super) fn rejoin(source: &str, hit: usize, out: &mut Derived) -> Option<usiz
     }
     // The token starts at its keyword: what comes before it in the run (`TOKEN=`) is not
     // read, so no labelled row takes a label from before the cut and a value across it.
-    // A keyword inside a word is not a token's start, nor one whose first letter is an
-    // escape's (`\napi_key=…`: the `n` of `\n`, not neon's `napi_`).
-    if hit > 0
-        && (((text[hit - 1].is_ascii_alphanumeric() || text[hit - 1] == b'_')
-            && !escaped(text, hit - 1))
-            || escaped(text, hit))
-    {
+    if !may_start_token(text, hit) {
         return None;
     }
     let start = hit;
@@ -436,6 +482,18 @@ pub(super) fn rejoin(source: &str, hit: usize, out: &mut Derived) -> Option<usiz
     out.clear();
     out.push_verbatim(source, start..end);
     chain(source, end + sep_len, kind, width, out)
+}
+
+/// Whether a token may start at a keyword hit at `hit`: not inside a word, nor where the
+/// keyword's first letter is an escape's (`\napi_key=…`: the `n` of `\n`, not neon's
+/// `napi_`).
+fn may_start_token(text: &[u8], hit: usize) -> bool {
+    hit == 0 || !((is_word_byte(text[hit - 1]) && !escaped(text, hit - 1)) || escaped(text, hit))
+}
+
+/// A byte `\b` reads as a word's (an ASCII one's: the rejoined texts are ASCII).
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 /// Appends to `out` the pieces of a token from `at` on, the first one right after a
@@ -1266,34 +1324,62 @@ mod tests {
         );
     }
 
-    /// A narrow line's end is the text a cut token's rejoin scanned when the token starts
-    /// the line: the same pieces, found among those noted. With anything before the token
-    /// on its line, or fewer pieces, it is another text.
+    /// A cut token's rejoined text is answered for by the narrow line's text it is, or
+    /// is the end of after a space: the same text when it found something or has no
+    /// pieces to drop; the end of one that found nothing, only when no detector reads the
+    /// text's start and no word character comes before the token. What is answered for
+    /// is exactly what `rejoin` would have read.
     #[test]
-    fn a_wrapped_text_is_found_among_the_rejoined_ones_it_equals() {
-        let text = "ghp_abcdefghij0123456789\n  Zq3Xw9Lp2Rz9Kw7\n- ghp_abcdefghij0123456789\n  Lp2Rz9Kw7Zq3Xw9\n";
-        let second = text.rfind('-').unwrap() + 2;
-        let mut scanned = ScannedTexts::default();
-        let mut out = Derived::default();
-        for hit in [0, second] {
-            rejoin(text, hit, &mut out).unwrap();
-            scanned.note(&out);
+    fn a_cut_token_is_answered_for_by_the_wrapped_line_it_ends() {
+        let nothing = ScanOutcome {
+            added: 0,
+            nothing: true,
+        };
+        let one = ScanOutcome {
+            added: 1,
+            nothing: false,
+        };
+        let answers = |text: &str, hit: usize, outcome: ScanOutcome, widened: bool| {
+            let mut wrapped = WrappedTexts::default();
+            let mut out = Derived::default();
+            let line_start = text[..hit].rfind('\n').map_or(0, |i| i + 1);
+            let end = rejoin_wrapped(text, hit, 64, &mut out).unwrap();
+            assert!(out.pieces[0].start == line_start, "{text:?}: {out:?}");
+            wrapped.note(&out, end, outcome);
+            let answer = wrapped.answers_for(text, hit, widened);
+            if answer.is_some() {
+                assert_eq!(answer, rejoin(text, hit, &mut out), "{text:?}");
+            }
+            answer
+        };
+        let tail = "\n  Lp2Rz9Kw7Zq3Xw9\n";
+        let starts = format!("ghp_abcdefghij0123456789{tail}");
+        for (outcome, widened) in [(one, false), (nothing, false), (nothing, true)] {
+            assert!(answers(&starts, 0, outcome, widened).is_some());
         }
-        rejoin_wrapped(text, 0, 64, &mut out).unwrap();
-        assert_eq!(out.text, "ghp_abcdefghij0123456789Zq3Xw9Lp2Rz9Kw7");
-        assert!(scanned.holds(&out));
-        rejoin_wrapped(text, second, 64, &mut out).unwrap();
-        assert_eq!(out.text, "- ghp_abcdefghij0123456789Lp2Rz9Kw7Zq3Xw9");
-        assert!(!scanned.holds(&out));
+        let after = format!("- ghp_abcdefghij0123456789{tail}");
+        assert!(answers(&after, 2, nothing, true).is_some());
+        assert_eq!(answers(&after, 2, nothing, false), None);
+        assert_eq!(answers(&after, 2, one, true), None);
+        // A word character before the token (the `t` of `\t` written out).
+        let escaped = format!("- x\\tghp_abcdefghij0123456789{tail}");
+        let hit = escaped.find("ghp_").unwrap();
+        assert_eq!(answers(&escaped, hit, nothing, true), None);
+        // Not the run that ends at the break (`=` is a token character, `:` is not).
+        let inside = format!("ghp_abc:defghij0123456789{tail}");
+        assert_eq!(answers(&inside, 0, nothing, true), None);
+        // A keyword inside a word starts no token, and a hit on no noted line has no
+        // answer.
+        assert_eq!(answers(&after, 3, nothing, true), None);
+        let mut wrapped = WrappedTexts::default();
+        assert_eq!(wrapped.answers_for(&after, 2, true), None);
 
-        // Only the whole text was noted, not its first piece alone.
+        // With pieces to drop, only the same text that found something answers.
         let text = "ghp_Ab12\nCd34Xy9Z\nEf56Qw3R\nGh7\n";
-        scanned.clear();
-        rejoin(text, 0, &mut out).unwrap();
-        scanned.note(&out);
-        assert!(scanned.holds(&out));
-        assert!(out.drop_last_piece());
-        assert!(!scanned.holds(&out));
+        assert!(answers(text, 0, one, true).is_some());
+        assert_eq!(answers(text, 0, nothing, true), None);
+        let text = "- ghp_Ab12\n  Cd34Xy9Z10\n  Ef56Qw3R10\n  Gh7\n";
+        assert_eq!(answers(text, 2, nothing, true), None);
     }
 
     #[test]
