@@ -623,6 +623,67 @@ fn lines_an_otlp_collector_refused_or_missed_arrive_later_and_log_ship_catches_u
     assert!(again.stdout.contains("shipped 0 lines"), "{}", again.stdout);
 }
 
+/// A collector that takes a batch but drops part of it on purpose (OTLP's partial
+/// success) is not sent those lines again, and the audit log says so: stderr and a
+/// `mcpwall:log_shipping` line with the count and the collector's reason, which reaches
+/// the collector too. A pass where the collector drops from every batch notes it once.
+#[test]
+fn lines_an_otlp_collector_dropped_on_purpose_are_said_in_the_audit_log() {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    sandbox.write(
+        "project/policy.yml",
+        &otlp_policy(&format!("http://127.0.0.1:{port}/v1/logs"), ""),
+    );
+    let run = run_proxy(&sandbox, 4);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let waiting = local_lines(&sandbox);
+
+    let receiver = otlp::Receiver::start(port, None);
+    receiver.drop_from_next(1, 2, "older than the retention window");
+    let ship = sandbox.run(&["log", "ship", "-c", "policy.yml"], "");
+    assert_eq!(ship.code, 0, "{}{}", ship.stdout, ship.stderr);
+    assert!(
+        ship.stderr.contains("dropped 2 of them") && ship.stderr.contains("retention window"),
+        "{}",
+        ship.stderr
+    );
+    let local = local_lines(&sandbox);
+    let notes: Vec<&String> = local
+        .iter()
+        .filter(|l| l.contains("\"rule\":\"mcpwall:log_shipping\""))
+        .collect();
+    assert_eq!(notes.len(), 1, "{local:#?}");
+    assert!(
+        notes[0].contains(&format!(
+            "took a batch of {} lines and dropped 2",
+            waiting.len()
+        )) && notes[0].contains("older than the retention window"),
+        "{}",
+        notes[0]
+    );
+    // The lines went once, the note after them: nothing is sent again.
+    assert_eq!(receiver.lines(local.len()), local);
+    let again = sandbox.run(&["log", "ship", "-c", "policy.yml"], "");
+    assert!(again.stdout.contains("shipped 0 lines"), "{}", again.stdout);
+
+    // A collector dropping from every batch: a proxy's run notes it once.
+    receiver.drop_from_next(1000, 1, "quota exceeded");
+    let run = run_proxy(&sandbox, 3);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let quota_notes = local_lines(&sandbox)
+        .iter()
+        .filter(|l| l.contains("quota exceeded"))
+        .count();
+    assert!(quota_notes <= 1, "{quota_notes} notes");
+    assert_eq!(
+        run.stderr.matches("quota exceeded").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+}
+
 /// The cursor file of the log's one shipping destination.
 fn cursor_file(sandbox: &Sandbox) -> PathBuf {
     std::fs::read_dir(sandbox.home().join(".mcpwall/logs/shipping"))

@@ -124,10 +124,66 @@ trait Sink: Send {
     fn add(&mut self, line: &[u8]);
     /// Send the batch within `timeout`. It is emptied whether or not it went: on an error
     /// the lines are read from the day file again, from the cursor.
-    fn send(&mut self, timeout: Duration) -> io::Result<()>;
+    fn send(&mut self, timeout: Duration) -> io::Result<Taken>;
     /// Forget the connection and the batch (after a failure), so the next send connects
     /// anew and sends what the cursor says.
     fn disconnect(&mut self);
+}
+
+/// What a collector did with a batch it answered for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Taken {
+    /// Every line.
+    All,
+    /// The batch of `lines`, but it said it dropped `dropped` of them on purpose, and
+    /// why (OTLP's partial success): sending them again would not change that.
+    Partly {
+        lines: usize,
+        dropped: u64,
+        why: String,
+    },
+}
+
+/// What the audit log says of the lines a collector drops on purpose: the first drop, then
+/// nothing until the collector takes a batch whole again, when one line counts the drops
+/// in between. (A note per batch would itself be shipped, and a collector that drops
+/// everything would drop each note in turn, for as long as mcpwall runs.)
+#[derive(Debug, Default)]
+struct DropNotes {
+    /// Since the last note: `(batches, lines)` dropped, when the collector is dropping.
+    since_note: Option<(u64, u64)>,
+}
+
+impl DropNotes {
+    /// What to say after the collector at `address` answered a batch with `taken`.
+    fn after(&mut self, taken: Taken, address: &str) -> Option<String> {
+        match (taken, &mut self.since_note) {
+            (
+                Taken::Partly {
+                    lines,
+                    dropped,
+                    why,
+                },
+                None,
+            ) => {
+                self.since_note = Some((0, 0));
+                Some(format!(
+                    "the collector at {address} took a batch of {lines} lines and dropped {dropped} of them: {why}; they are in the local log only (`mcpwall log verify --copy` shows which), and later drops are counted until it takes a batch whole"
+                ))
+            }
+            (Taken::Partly { dropped, .. }, Some((batches, lines))) => {
+                *batches += 1;
+                *lines += dropped;
+                None
+            }
+            (Taken::All, since_note) => match since_note.take() {
+                Some((batches, lines)) if batches > 0 => Some(format!(
+                    "the collector at {address} takes whole batches again; before, it had dropped {lines} more lines of {batches} batches, which are in the local log only"
+                )),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// How serious an audit line is, for the collector's filters: the writer's records (a
@@ -310,7 +366,7 @@ pub fn ship_now(dir: &Path, target: Target, timeout: Duration) -> Result<Outcome
         _ => Ok(Outcome {
             lines: worker.shipped,
             busy: false,
-            notes,
+            notes: notes.into_iter().chain(worker.notes).collect(),
         }),
     }
 }
@@ -346,6 +402,10 @@ struct Worker {
     backoff: Duration,
     /// The current outage was reported on stderr.
     warned: bool,
+    /// What the collector dropped on purpose, and what the audit log said of it.
+    drops: DropNotes,
+    /// What to say in the audit log (`Control::note`, or [`Outcome::notes`]).
+    notes: Vec<String>,
     shipped: u64,
     /// A day file ends in a line still being written.
     waiting: bool,
@@ -381,6 +441,8 @@ impl Worker {
             retry_at: None,
             backoff: FIRST_RETRY,
             warned: false,
+            drops: DropNotes::default(),
+            notes: Vec::new(),
             shipped: 0,
             waiting: false,
             buf: Vec::new(),
@@ -436,6 +498,9 @@ impl Worker {
                 match self.pass(deadline) {
                     Progress::Sent => poll = BUSY_POLL,
                     Progress::Idle | Progress::Failed(_) => poll = (poll * 2).min(IDLE_POLL),
+                }
+                for note in self.notes.drain(..) {
+                    control.note(note);
                 }
             }
             if stopping {
@@ -638,7 +703,8 @@ impl Worker {
                 "the time to ship ran out",
             ));
         }
-        self.sink.send(timeout)?;
+        let taken = self.sink.send(timeout)?;
+        self.note_drops(taken);
         if std::mem::take(&mut self.warned) {
             eprintln!(
                 "mcpwall: shipping the audit log to {} works again",
@@ -648,6 +714,15 @@ impl Worker {
         self.retry_at = None;
         self.backoff = FIRST_RETRY;
         Ok(())
+    }
+
+    /// Says in the audit log (and on stderr) what the collector dropped on purpose
+    /// ([`DropNotes`]).
+    fn note_drops(&mut self, taken: Taken) {
+        if let Some(note) = self.drops.after(taken, &self.target.address()) {
+            eprintln!("mcpwall: warning: shipping the audit log: {note}");
+            self.notes.push(note);
+        }
     }
 
     fn failed(&mut self, error: io::Error) -> Progress {
@@ -664,5 +739,46 @@ impl Worker {
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_RETRY);
         Progress::Failed(why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first drop is noted; later ones are counted, not noted, until a batch is taken
+    /// whole, which notes their count (and nothing when there were none); a drop after
+    /// that is noted again.
+    #[test]
+    fn drops_are_noted_once_then_counted_until_a_batch_is_taken_whole() {
+        let partly = |dropped| Taken::Partly {
+            lines: 10,
+            dropped,
+            why: "too old".into(),
+        };
+        let mut notes = DropNotes::default();
+        let first = notes.after(partly(2), "https://c/v1/logs").unwrap();
+        assert!(
+            first.contains("https://c/v1/logs")
+                && first.contains("batch of 10 lines and dropped 2")
+                && first.contains("too old"),
+            "{first}"
+        );
+        assert_eq!(notes.after(partly(3), "a"), None);
+        assert_eq!(notes.after(partly(4), "a"), None);
+        let whole = notes.after(Taken::All, "a").unwrap();
+        assert!(
+            whole.contains("dropped 7 more lines of 2 batches"),
+            "{whole}"
+        );
+        assert_eq!(notes.after(Taken::All, "a"), None);
+
+        assert!(notes.after(partly(1), "a").is_some());
+        assert_eq!(
+            notes.after(Taken::All, "a"),
+            None,
+            "no drops since the note"
+        );
+        assert!(notes.after(partly(1), "a").is_some());
     }
 }

@@ -17,7 +17,7 @@
 //! refused it once (a wrong token is fixed, and the lines then go); the warning on stderr
 //! says what the collector answered. A partial success (`rejectedLogRecords`) means the
 //! collector took the batch and dropped some lines on purpose: sending them again would
-//! not change that, so it is said on stderr and the cursor moves on.
+//! not change that, so the cursor moves on, and the audit log says so (`Worker::note_drops`).
 
 use std::borrow::Cow;
 use std::io;
@@ -29,7 +29,7 @@ use http_body_util::BodyExt;
 use hyper::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{Severity, ShipError, classify};
+use super::{Severity, ShipError, Taken, classify};
 use crate::config::policy::OtlpSink;
 use crate::upstream::{Upstream, UpstreamError};
 
@@ -176,9 +176,9 @@ impl super::Sink for Sender {
         self.count += 1;
     }
 
-    fn send(&mut self, timeout: Duration) -> io::Result<()> {
+    fn send(&mut self, timeout: Duration) -> io::Result<Taken> {
         if self.count == 0 {
-            return Ok(());
+            return Ok(Taken::All);
         }
         let body = self.body();
         let count = self.count;
@@ -220,13 +220,14 @@ impl super::Sink for Sender {
                 message(&text).map_or(String::new(), |m| format!(": {m}"))
             )));
         }
-        if let Some((rejected, why)) = partial_success(&text) {
-            eprintln!(
-                "mcpwall: warning: shipping the audit log to {}: the collector took a batch of {count} lines and dropped {rejected} of them: {why}",
-                self.target.endpoint
-            );
-        }
-        Ok(())
+        Ok(match partial_success(&text) {
+            Some((dropped, why)) => Taken::Partly {
+                lines: count,
+                dropped,
+                why,
+            },
+            None => Taken::All,
+        })
     }
 
     fn disconnect(&mut self) {

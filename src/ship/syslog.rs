@@ -129,7 +129,7 @@ impl super::Sink for Sender {
         self.target.header.frame(&mut self.out, line);
     }
 
-    fn send(&mut self, timeout: Duration) -> io::Result<()> {
+    fn send(&mut self, timeout: Duration) -> io::Result<super::Taken> {
         let result = (|| {
             let conn = match &mut self.conn {
                 Some(conn) => conn,
@@ -141,7 +141,8 @@ impl super::Sink for Sender {
         if result.is_err() {
             self.conn = None;
         }
-        result
+        // A syslog collector does not answer: what was written was taken.
+        result.map(|()| super::Taken::All)
     }
 
     fn disconnect(&mut self) {

@@ -1,8 +1,8 @@
 //! A minimal OpenTelemetry logs receiver on loopback: OTLP/HTTP with JSON encoding, plain
 //! or TLS, for the shipping tests. No OpenTelemetry collector is packaged for Debian, PyPI
 //! or npm, so the tests bring this one: it keeps every request it took (path, headers,
-//! the parsed `ExportLogsServiceRequest`), can demand a header, and can refuse a number of
-//! requests first. Include with `#[path = "support/otlp.rs"] mod otlp;`.
+//! the parsed `ExportLogsServiceRequest`), can demand a header, can refuse a number of
+//! requests first, and can take some while saying it dropped part of them. Include with `#[path = "support/otlp.rs"] mod otlp;`.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -57,6 +57,9 @@ struct State {
     requests: Vec<Request>,
     /// Statuses to answer the next requests with, before 200.
     refusals: VecDeque<u16>,
+    /// Partial successes to answer the next taken requests with: how many of its records
+    /// each says it dropped, and why.
+    drops: VecDeque<(u64, String)>,
     /// A header every request must carry (else 401).
     required: Option<(String, String)>,
 }
@@ -110,6 +113,15 @@ impl Receiver {
     pub fn refuse_next(&self, n: usize, status: u16) {
         let mut state = self.state.lock().unwrap();
         state.refusals.extend(std::iter::repeat_n(status, n));
+    }
+
+    /// Take the next `n` requests but answer that `dropped` records of each were dropped,
+    /// for `why` (OTLP's partial success; the requests count as accepted).
+    pub fn drop_from_next(&self, n: usize, dropped: u64, why: &str) {
+        let mut state = self.state.lock().unwrap();
+        state
+            .drops
+            .extend(std::iter::repeat_n((dropped, why.to_string()), n));
     }
 
     /// Answer 401 to requests without `name: value`.
@@ -208,6 +220,12 @@ fn serve<S: Read + Write>(stream: S, state: &Mutex<State>) {
                     404,
                     r#"{"code":5,"message":"only POST /v1/logs with JSON"}"#.to_string(),
                 )
+            } else if let Some((dropped, why)) = state.drops.pop_front() {
+                let answer = serde_json::json!({"partialSuccess": {
+                    "rejectedLogRecords": dropped.to_string(),
+                    "errorMessage": why,
+                }});
+                (200, answer.to_string())
             } else {
                 (200, "{}".to_string())
             };
