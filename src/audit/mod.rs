@@ -153,18 +153,33 @@ impl AuditSender {
     /// Hand over every event in `batch` (leaving it empty). Never blocks on the disk.
     /// The mark says how far to wait to know the batch is in the file.
     pub fn send(&self, batch: &mut Vec<AuditEvent>) -> Mark {
+        self.hand_over(batch, false).unwrap_or_default()
+    }
+
+    /// [`AuditSender::send`], unless the writer has finished: then the batch is left as
+    /// it is and `false` returned (for a line that can be kept elsewhere until a later
+    /// writer takes it).
+    pub fn send_unless_finished(&self, batch: &mut Vec<AuditEvent>) -> bool {
+        self.hand_over(batch, true).is_some()
+    }
+
+    /// `None` when the writer has finished and `keep_if_finished` (the batch untouched).
+    fn hand_over(&self, batch: &mut Vec<AuditEvent>, keep_if_finished: bool) -> Option<Mark> {
         if batch.is_empty() || !self.enabled {
             batch.clear();
-            return Mark::default();
+            return Some(Mark::default());
         }
         let shared = &self.shared;
         let n = batch.len();
         let mut queue = shared.lock();
         if queue.closed {
             drop(queue);
+            if keep_if_finished {
+                return None;
+            }
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
-            return Mark::default();
+            return Some(Mark::default());
         }
         if queue.len + n > MAX_QUEUED {
             let mark = Mark(queue.accepted);
@@ -172,7 +187,7 @@ impl AuditSender {
             batch.clear();
             shared.dropped.fetch_add(n as u64, Ordering::Relaxed);
             shared.warn_once("the audit writer cannot keep up with the traffic");
-            return mark;
+            return Some(mark);
         }
         let before = queue.len;
         match queue.batches.last_mut() {
@@ -191,7 +206,7 @@ impl AuditSender {
         if before < WAKE_AT && queue.len >= WAKE_AT {
             shared.wake.notify_one();
         }
-        Mark(queue.accepted)
+        Some(Mark(queue.accepted))
     }
 
     /// Returns once every event sent up to `mark` is written to the file (or recorded as

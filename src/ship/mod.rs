@@ -248,16 +248,23 @@ struct Control {
 struct Notes {
     waiting: Vec<String>,
     sender: Option<AuditSender>,
+    /// Said after the audit writer finished (a drop seen by a proxy's last pass): kept in
+    /// the shipping directory for the next process that ships this log.
+    late: Vec<String>,
 }
 
 impl Control {
-    /// Say `text` in the audit log, now if the writer is there, or once it is.
+    /// Say `text` in the audit log, now if the writer is there, or once it is; after it
+    /// finished, through the next process that ships the log ([`Worker::keep_late`]).
     fn note(&self, text: String) {
         let mut notes = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = &notes.sender {
-            sender.send(&mut vec![note_event(text)]);
-        } else {
-            notes.waiting.push(text);
+        match &notes.sender {
+            Some(sender) => {
+                if !sender.send_unless_finished(&mut vec![note_event(text.clone())]) {
+                    notes.late.push(text);
+                }
+            }
+            None => notes.waiting.push(text),
         }
     }
 }
@@ -357,18 +364,25 @@ pub fn ship_now(dir: &Path, target: Target, timeout: Duration) -> Result<Outcome
             .waiting,
     );
     let deadline = Instant::now() + timeout;
-    match worker.pass(Some(deadline)) {
-        Progress::Failed(why) => Err(why),
-        _ if worker.waiting => Err(format!(
+    let failed = match worker.pass(Some(deadline)) {
+        Progress::Failed(why) => Some(why),
+        _ if worker.waiting => Some(format!(
             "a line was still being written when the time ran out; {} lines were shipped",
             worker.shipped
         )),
-        _ => Ok(Outcome {
-            lines: worker.shipped,
-            busy: false,
-            notes: notes.into_iter().chain(worker.notes).collect(),
-        }),
+        _ => None,
+    };
+    if let Some(why) = failed {
+        // Nothing is written to the audit log on a failure: the notes wait for the next try.
+        let later = std::mem::take(&mut worker.notes);
+        worker.keep(notes.into_iter().chain(later));
+        return Err(why);
     }
+    Ok(Outcome {
+        lines: worker.shipped,
+        busy: false,
+        notes: notes.into_iter().chain(worker.notes).collect(),
+    })
 }
 
 /// The log's day files as they stand now: `(name, length)`.
@@ -392,6 +406,8 @@ struct Worker {
     dir: PathBuf,
     target: Target,
     cursor_path: PathBuf,
+    /// Notes said after the audit writer finished, for the next process to write.
+    kept_notes: PathBuf,
     lock: File,
     holding: bool,
     /// With no cursor yet: ship from the first line (`log ship`), not from now.
@@ -433,6 +449,7 @@ impl Worker {
             dir: dir.to_path_buf(),
             sink: target.sink(),
             target,
+            kept_notes: cursor_path.with_extension("notes"),
             cursor_path,
             lock,
             holding: false,
@@ -482,7 +499,47 @@ impl Worker {
                 cursor
             }
         };
+        // What an earlier process had to say after its audit log closed.
+        if let Ok(kept) = std::fs::read_to_string(&self.kept_notes) {
+            let _ = std::fs::remove_file(&self.kept_notes);
+            for note in kept.lines().filter(|l| !l.is_empty()) {
+                control.note(note.to_string());
+            }
+        }
         true
+    }
+
+    /// Keeps `notes` in the shipping directory, one a line, for the next process that
+    /// holds this sink's lock ([`Worker::try_hold`]).
+    fn keep(&self, notes: impl IntoIterator<Item = String>) {
+        let mut text = String::new();
+        for note in notes {
+            text.push_str(&note.replace(['\n', '\r'], " "));
+            text.push('\n');
+        }
+        if text.is_empty() {
+            return;
+        }
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.kept_notes)
+            .and_then(|mut f| io::Write::write_all(&mut f, text.as_bytes()));
+        if let Err(why) = written {
+            eprintln!(
+                "mcpwall: warning: cannot keep the shipper's notes in {}: {why}; they were said above only",
+                self.kept_notes.display()
+            );
+        }
+    }
+
+    /// Keeps what was said after the audit writer finished ([`Notes::late`]).
+    fn keep_late(&self, control: &Control) {
+        let late =
+            std::mem::take(&mut control.audit.lock().unwrap_or_else(|e| e.into_inner()).late);
+        self.keep(late.into_iter().map(|note| {
+            format!("{note} (seen by an earlier mcpwall after its audit log had closed)")
+        }));
     }
 
     fn run(mut self, control: &Control) {
@@ -506,7 +563,11 @@ impl Worker {
             if stopping {
                 if !self.holding {
                     self.hand_over(control, deadline);
+                    for note in self.notes.drain(..) {
+                        control.note(note);
+                    }
                 }
+                self.keep_late(control);
                 return;
             }
             std::thread::park_timeout(poll);
@@ -745,6 +806,70 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn worker(dir: &Path) -> Worker {
+        let sink = crate::config::policy::SyslogSink {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port: 9,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            facility: 16,
+            app_name: "mcpwall".into(),
+        };
+        Worker::new(dir, Target::Syslog(syslog::Target::new(&sink).unwrap())).unwrap()
+    }
+
+    fn control() -> Control {
+        Control {
+            stop: AtomicBool::new(false),
+            deadline: Mutex::new(None),
+            audit: Mutex::new(Notes::default()),
+        }
+    }
+
+    /// A note said after the audit writer finished (a drop seen by a proxy's last pass)
+    /// is not lost: it is kept in the shipping directory, and the next process to hold
+    /// the sink's lock says it in its own audit log, once.
+    #[test]
+    fn a_note_said_after_the_audit_log_closed_is_said_by_the_next_shipper() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = crate::audit::Audit::start(
+            crate::audit::AuditConfig {
+                dir: dir.path().to_path_buf(),
+                session: "s".into(),
+                server: "x".into(),
+                retention: None,
+            },
+            Arc::new(crate::audit::NoNames),
+        );
+        let first = control();
+        let mut shipper = worker(dir.path());
+        assert!(shipper.try_hold(&first));
+        first.audit.lock().unwrap().sender = Some(audit.sender());
+        first.note("while open".into());
+        audit.finish(Duration::from_secs(5));
+        first.note("the collector dropped 2 lines".into());
+        shipper.keep_late(&first);
+        drop(shipper);
+
+        let next = control();
+        let mut shipper = worker(dir.path());
+        assert!(shipper.try_hold(&next));
+        let waiting = next.audit.lock().unwrap().waiting.clone();
+        assert_eq!(
+            waiting,
+            [
+                "the collector dropped 2 lines (seen by an earlier mcpwall after its audit log had closed)"
+            ]
+        );
+        assert!(!shipper.kept_notes.exists());
+        drop(shipper);
+        let again = control();
+        assert!(worker(dir.path()).try_hold(&again));
+        assert!(again.audit.lock().unwrap().waiting.is_empty());
+    }
 
     /// The first drop is noted; later ones are counted, not noted, until a batch is taken
     /// whole, which notes their count (and nothing when there were none); a drop after

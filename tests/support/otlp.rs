@@ -124,6 +124,11 @@ impl Receiver {
             .extend(std::iter::repeat_n((dropped, why.to_string()), n));
     }
 
+    /// Forget the partial successes not answered yet.
+    pub fn stop_dropping(&self) {
+        self.state.lock().unwrap().drops.clear();
+    }
+
     /// Answer 401 to requests without `name: value`.
     pub fn require_header(&self, name: &str, value: &str) {
         self.state.lock().unwrap().required = Some((name.to_ascii_lowercase(), value.to_string()));
