@@ -442,6 +442,21 @@ fn otlp_policy(endpoint: &str, extra: &str) -> String {
     )
 }
 
+/// A sandbox whose policy ships to an OTLP collector on a loopback port where none
+/// listens yet, that port, and the lines a proxy's run left waiting for it.
+fn otlp_lines_waiting() -> (Sandbox, u16, Vec<String>) {
+    let sandbox = Sandbox::new();
+    let port = free_port();
+    sandbox.write(
+        "project/policy.yml",
+        &otlp_policy(&format!("http://127.0.0.1:{port}/v1/logs"), ""),
+    );
+    let run = run_proxy(&sandbox, 4);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let waiting = local_lines(&sandbox);
+    (sandbox, port, waiting)
+}
+
 /// The day file's name (the sandbox's log has one: the tests run within a day).
 fn day_file(sandbox: &Sandbox) -> String {
     std::fs::read_dir(sandbox.home().join(".mcpwall/logs"))
@@ -629,15 +644,7 @@ fn lines_an_otlp_collector_refused_or_missed_arrive_later_and_log_ship_catches_u
 /// the collector too. A pass where the collector drops from every batch notes it once.
 #[test]
 fn lines_an_otlp_collector_dropped_on_purpose_are_said_in_the_audit_log() {
-    let sandbox = Sandbox::new();
-    let port = free_port();
-    sandbox.write(
-        "project/policy.yml",
-        &otlp_policy(&format!("http://127.0.0.1:{port}/v1/logs"), ""),
-    );
-    let run = run_proxy(&sandbox, 4);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let waiting = local_lines(&sandbox);
+    let (sandbox, port, waiting) = otlp_lines_waiting();
 
     let receiver = otlp::Receiver::start(port, None);
     receiver.drop_from_next(1, 2, "older than the retention window");
@@ -738,16 +745,8 @@ garbage
 
 #[test]
 fn a_damaged_shipping_cursor_makes_shipping_start_again_from_the_first_line() {
-    let sandbox = Sandbox::new();
-    let port = free_port();
-    sandbox.write(
-        "project/policy.yml",
-        &otlp_policy(&format!("http://127.0.0.1:{port}/v1/logs"), ""),
-    );
     // Lines written while the collector is away wait behind the cursor...
-    let run = run_proxy(&sandbox, 4);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let waiting = local_lines(&sandbox);
+    let (sandbox, port, waiting) = otlp_lines_waiting();
     assert!(waiting.len() >= 5, "{waiting:#?}");
     // ...and the cursor is then damaged.
     let cursor = cursor_file(&sandbox);

@@ -342,8 +342,9 @@ impl TokenShape {
     }
 }
 
-/// Whether `b` is an ASCII word character (`[0-9A-Za-z_]`).
-fn is_word_byte(b: u8) -> bool {
+/// Whether `b` is an ASCII word character (`[0-9A-Za-z_]`): what `\b` reads it as (an
+/// ASCII byte; the rejoined texts of `split.rs` are ASCII).
+pub(super) fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 

@@ -21,6 +21,8 @@
 
 use std::ops::Range;
 
+use super::engine::is_word_byte;
+
 /// The longest piece of a token looked at on either side of a separator (a 1Password
 /// service-account token is ~600 characters): a longer run of token characters around a
 /// hit is not a cut token, and this bounds the bytes read per hit.
@@ -489,11 +491,6 @@ pub(super) fn rejoin(source: &str, hit: usize, out: &mut Derived) -> Option<usiz
 /// `napi_`).
 fn may_start_token(text: &[u8], hit: usize) -> bool {
     hit == 0 || !((is_word_byte(text[hit - 1]) && !escaped(text, hit - 1)) || escaped(text, hit))
-}
-
-/// A byte `\b` reads as a word's (an ASCII one's: the rejoined texts are ASCII).
-fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 /// Appends to `out` the pieces of a token from `at` on, the first one right after a

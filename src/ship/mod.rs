@@ -49,6 +49,10 @@ const HAND_OVER: Duration = Duration::from_secs(2);
 const FIRST_RETRY: Duration = Duration::from_millis(250);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// Most bytes of notes kept for the next shipper ([`Worker::keep`]): a few per process
+/// that ended since one last started. Past this a note is said on stderr only.
+const MAX_KEPT_NOTES: u64 = 64 * 1024;
+
 /// The audit log's rule for what the shipper itself has to say (a damaged cursor).
 pub const RULE_LOG_SHIPPING: &str = "mcpwall:log_shipping";
 
@@ -500,7 +504,11 @@ impl Worker {
             }
         };
         // What an earlier process had to say after its audit log closed.
-        if let Ok(kept) = std::fs::read_to_string(&self.kept_notes) {
+        let mut kept = String::new();
+        if File::open(&self.kept_notes)
+            .and_then(|f| f.take(MAX_KEPT_NOTES).read_to_string(&mut kept))
+            .is_ok()
+        {
             let _ = std::fs::remove_file(&self.kept_notes);
             for note in kept.lines().filter(|l| !l.is_empty()) {
                 control.note(note.to_string());
@@ -518,6 +526,14 @@ impl Worker {
             text.push('\n');
         }
         if text.is_empty() {
+            return;
+        }
+        let held = std::fs::metadata(&self.kept_notes).map_or(0, |m| m.len());
+        if held + text.len() as u64 > MAX_KEPT_NOTES {
+            eprintln!(
+                "mcpwall: warning: {} holds {held} bytes of notes for the next shipper, the most it keeps: these were said above only",
+                self.kept_notes.display()
+            );
             return;
         }
         let written = std::fs::OpenOptions::new()
@@ -869,6 +885,21 @@ mod tests {
         let again = control();
         assert!(worker(dir.path()).try_hold(&again));
         assert!(again.audit.lock().unwrap().waiting.is_empty());
+    }
+
+    /// The notes kept for the next shipper are bounded: past [`MAX_KEPT_NOTES`] a note is
+    /// not kept (it was said on stderr).
+    #[test]
+    fn kept_notes_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let shipper = worker(dir.path());
+        let note = "n".repeat(MAX_KEPT_NOTES as usize / 3);
+        for _ in 0..5 {
+            shipper.keep([note.clone()]);
+        }
+        let held = std::fs::metadata(&shipper.kept_notes).unwrap().len();
+        assert_eq!(held, 2 * (note.len() as u64 + 1));
+        assert!(held <= MAX_KEPT_NOTES);
     }
 
     /// The first drop is noted; later ones are counted, not noted, until a batch is taken
